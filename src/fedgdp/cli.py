@@ -1,0 +1,146 @@
+"""Command line: ``fedgdp simulate | ledger | bench | summarise | plot | table``.
+
+Every bad argument ends the program with exit status 2 and one line on stderr that
+names the bad value, before any work starts and without writing a file.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump
+        self.exit(2, f"fedgdp: error: {message}\n")
+
+
+def _cell_args(ap: argparse.ArgumentParser) -> None:
+    g = ap.add_argument_group("cell")
+    g.add_argument("--params", help="YAML file of parameters (flags override it)")
+    g.add_argument("--model", help="logistic | poisson")
+    g.add_argument("--sizes", help="equal(n) | uniform(a,b) | lognormal(mu_log,sd_log) | total(N,scheme)")
+    g.add_argument("--m", type=int, help="number of clients")
+    g.add_argument("--mu", help="privacy parameter mu > 0, or inf")
+    g.add_argument("--K", type=int, help="the study's iteration budget (SPEC 4-5)")
+    g.add_argument("--schedule", help="paper | budget (how K maps to FedAvg's local steps)")
+    g.add_argument("--methods", help="comma-separated method names")
+    g.add_argument("--study", help="study label stored in the output rows")
+    g.add_argument("--base-seed", type=int, dest="base_seed")
+    g.add_argument("--tau1", help="FedNewton eigenvalue floor, or auto")
+    g.add_argument("--weights", help="size | optimal")
+    g.add_argument("--clip", help="quantile:q or a fixed bound B")
+
+
+def _overrides(args) -> dict:
+    out: dict = {}
+    if args.params:
+        import yaml
+
+        try:
+            with open(args.params) as fh:
+                loaded = yaml.safe_load(fh) or {}
+        except OSError as exc:
+            raise ValueError(f"cannot read --params {args.params}: {exc.strerror}") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"--params {args.params} must hold a mapping")
+        out.update(loaded)
+    for key in ("model", "sizes", "m", "mu", "K", "schedule", "methods", "study", "base_seed",
+                "tau1", "weights"):
+        value = getattr(args, key)
+        if value is not None:
+            out[key] = value
+    if args.clip is not None:
+        rule, _, q = args.clip.partition(":")
+        if rule == "quantile":
+            try:
+                out["clip"] = {"rule": "quantile", "q": float(q)}
+            except ValueError:
+                raise ValueError(f"bad --clip {args.clip!r}: use quantile:0.9 or a number") from None
+        else:
+            try:
+                out["clip"] = {"rule": "fixed", "value": float(args.clip)}
+            except ValueError:
+                raise ValueError(f"bad --clip {args.clip!r}: use quantile:0.9 or a number") from None
+    if out.get("tau1") not in (None, "auto"):
+        try:
+            out["tau1"] = float(out["tau1"])
+        except ValueError:
+            raise ValueError(f"tau1 must be a number or auto, got {out['tau1']!r}") from None
+    return out
+
+
+def _cmd_simulate(args) -> int:
+    from .params import parse_seeds, resolve
+    from .runner import run_cell, write_cell
+
+    p = resolve(_overrides(args))
+    seeds = parse_seeds(args.seeds)
+    rows = run_cell(p, seeds)
+    write_cell(rows, p, args.out)
+    return 0
+
+
+def _cmd_ledger(args) -> int:
+    from .params import resolve
+    from .runner import run_cell
+
+    over = _overrides(args)
+    over["methods"] = [args.method]
+    p = resolve(over)
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    _, ledgers = run_cell(p, [args.seed], return_ledgers=True)
+    _, ledger, j = ledgers[args.method][0]
+    report = {"method": args.method, "replicate": args.seed, "mu": p["mu"],
+              "clients": ledger.client_report(j)}
+    report["mu_composed_max"] = max(c["mu"] for c in report["clients"])
+    json.dump(report, sys.stdout, indent=1 if args.pretty else None)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    from .bench import run_bench
+
+    run_bench(replicates=args.replicates, m=args.m, n=args.n, model=args.model, out=args.out)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="fedgdp", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    sim = sub.add_parser("simulate", help="run one cell, write its Parquet file")
+    _cell_args(sim)
+    sim.add_argument("--seeds", default="0-99", help="replicates, e.g. 0-99")
+    sim.add_argument("--out", required=True, help="output .parquet path")
+    sim.set_defaults(func=_cmd_simulate)
+
+    led = sub.add_parser("ledger", help="print one replicate's privacy ledger as JSON")
+    _cell_args(led)
+    led.add_argument("--seed", type=int, default=0, help="replicate index")
+    led.add_argument("--method", required=True)
+    led.add_argument("--pretty", action="store_true")
+    led.set_defaults(func=_cmd_ledger)
+
+    ben = sub.add_parser("bench", help="time the reference against the fast implementation")
+    ben.add_argument("--replicates", type=int, default=100)
+    ben.add_argument("--m", type=int, default=100)
+    ben.add_argument("--n", type=int, default=400)
+    ben.add_argument("--model", default="logistic")
+    ben.add_argument("--out", help="optional JSON file for the measurements")
+    ben.set_defaults(func=_cmd_bench)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as exc:
+        sys.stderr.write(f"fedgdp: error: {exc}\n")
+        return 2

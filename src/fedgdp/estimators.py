@@ -1,0 +1,477 @@
+"""The four private federated estimators, vectorised over replicates and clients.
+
+Methods (paper section 3, SPEC 3-4), each behind one interface (:class:`Method`) and
+listed in :data:`REGISTRY`:
+
+- ``fedsgd``    Algorithm 1: K server steps on noisy client gradients.
+- ``fedhybrid`` Algorithm 2: K1 noisy local steps, average, then K2 FedSGD steps.
+- ``fedavg``    Algorithm 3: R rounds of K noisy local steps, averaged.
+- ``fednewton`` Algorithm 4: FedAvg (R = 1) on half 1 of every client, then one
+  private local Newton step (Hessian on half 1, clipped gradient on half 2).
+
+Conventions
+-----------
+``R`` replicates (of one cell), ``m`` clients, ``d`` parameters. Parameters are
+``(R, d)`` (global) or ``(R, m, d)`` (per client); sizes, clipping bounds and noise
+sds are ``(R, m)`` or ``(R,)``; standard-normal noise arrays carry the replicate axis
+first, e.g. ``(R, K, m, d)``. All methods start at theta = 0.
+
+Speed: :class:`ClientData` stores the clients of a block of replicates in a few size
+buckets, each a features-first array ``(G, d, L)`` (G clients padded with zero rows
+to length L), so the linear predictor and the gradient are batched matrix products,
+and clipping a per-sample gradient ``r_j x_j`` is clipping the scalar ``r_j`` to
+``B/||x_j||``. A client's bucket length depends only on its own replicate's sizes,
+so a replicate's numbers do not depend on which replicates share its block.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from . import privacy
+from .glm import GLM
+from .simulate import Replicate
+
+__all__ = ["ClientData", "FitData", "Fit", "Method", "REGISTRY", "get_method",
+           "aggregation_weights", "floored_solve"]
+
+
+# ------------------------------------------------------------------ data layout
+def _grid_up(n: np.ndarray) -> np.ndarray:
+    """Round sizes up to a grid with eight steps per octave (at most 12.5% padding)."""
+    n = np.asarray(n, dtype=np.int64)
+    step = 2 ** np.maximum(0, np.floor(np.log2(np.maximum(n, 1))).astype(np.int64) - 3)
+    return -(-n // step) * step
+
+
+def bucket_lengths(sizes: np.ndarray, overhead_rows: int = 4000) -> np.ndarray:
+    """Padded length of every client of one replicate, shape ``(m,)``.
+
+    Clients sorted by size are cut into contiguous groups minimising
+    ``sum_groups (overhead_rows + count * length)`` (dynamic programming over the
+    distinct grid lengths); a group whose clients all have one size keeps it exactly.
+    """
+    grid = _grid_up(sizes)
+    values, counts = np.unique(grid, return_counts=True)
+    J = values.shape[0]
+    best = np.zeros(J + 1)
+    cut = np.zeros(J + 1, dtype=np.int64)
+    for j in range(1, J + 1):
+        cand = [best[i] + overhead_rows + values[j - 1] * counts[i:j].sum() for i in range(j)]
+        cut[j] = int(np.argmin(cand))
+        best[j] = cand[cut[j]]
+    lengths = np.empty_like(sizes)
+    j = J
+    while j > 0:
+        i = cut[j]
+        members = (grid >= values[i]) & (grid <= values[j - 1])
+        exact = sizes[members]
+        lengths[members] = exact[0] if np.all(exact == exact[0]) else values[j - 1]
+        j = i
+    return lengths
+
+
+@dataclass
+class _Bucket:
+    flat: np.ndarray      # (G,) index into R*m
+    X: np.ndarray         # (G, d, L) zero padded
+    yk: np.ndarray        # (G, L) kernel-transformed responses (0 on padding)
+    Xy: np.ndarray        # (G, d) X @ yk, subtracted once per gradient
+    inv_norm: np.ndarray  # (G, L) 1/||x_j||, 0 on padding
+    n: np.ndarray         # (G,)
+
+
+class ClientData:
+    """The clients of a block of replicates, in size buckets (see module docstring).
+
+    Parameters
+    ----------
+    reps : list of Replicate
+        ``R`` replicates with the same number of clients m.
+    glm : GLM
+    """
+
+    def __init__(self, reps: list[Replicate], glm: GLM, overhead_rows: int = 4000):
+        self.glm = glm
+        self.R, self.m = len(reps), reps[0].sizes.shape[0]
+        self.d = reps[0].X.shape[1]
+        self.sizes = np.stack([r.sizes for r in reps])
+        lengths = np.stack([bucket_lengths(r.sizes, overhead_rows) for r in reps])
+        self.buckets = [self._bucket(reps, lengths, L) for L in np.unique(lengths)]
+
+    def _bucket(self, reps, lengths, L) -> _Bucket:
+        d, m = self.d, self.m
+        parts = []
+        for r, rep in enumerate(reps):
+            clients = np.flatnonzero(lengths[r] == L)
+            if clients.size == 0:
+                continue
+            n = rep.sizes[clients]
+            idx = rep.offsets[clients][:, None] + np.arange(L)[None, :]
+            pad = np.arange(L)[None, :] >= n[:, None]
+            idx[pad] = rep.X.shape[0]          # points at an appended zero row
+            Xz = np.vstack([rep.X, np.zeros((1, d))])
+            yz = np.append(rep.y, 0.0)
+            parts.append((r * m + clients, Xz[idx], yz[idx], pad, n))
+        flat = np.concatenate([p[0] for p in parts])
+        Xg = np.concatenate([p[1] for p in parts])            # (G, L, d)
+        pad = np.concatenate([p[3] for p in parts])
+        norms = np.linalg.norm(Xg, axis=2)
+        with np.errstate(divide="ignore"):
+            inv_norm = np.where(pad, 0.0, 1.0 / norms)
+        yk = self.glm.kernel.y_transform(np.concatenate([p[2] for p in parts]))
+        yk[pad] = 0.0
+        Xt = np.ascontiguousarray(Xg.transpose(0, 2, 1))
+        Xy = np.matmul(Xt, yk[:, :, None])[:, :, 0]
+        return _Bucket(flat, Xt, yk, Xy, inv_norm, np.concatenate([p[4] for p in parts]))
+
+    def clip_bounds(self, B: np.ndarray | None) -> list[tuple | None]:
+        """Per bucket, the interval ``yk -+ resid_scale * B/||x_j||`` that the fitted
+        mean ``inv(eta)`` is clipped to (clipping the residual), or None (no clipping)."""
+        if B is None:
+            return [None] * len(self.buckets)
+        scale = self.glm.kernel.resid_scale * np.repeat(np.asarray(B, float), self.m)
+        out = []
+        for b in self.buckets:
+            c = scale[b.flat][:, None] * b.inv_norm
+            out.append((b.yk - c, b.yk + c))
+        return out
+
+    def gradients(self, theta: np.ndarray, bounds: list) -> np.ndarray:
+        """Average clipped gradient of every client at its own parameter.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (R, m, d)
+        bounds : list from :meth:`clip_bounds`
+
+        Returns
+        -------
+        ndarray, shape (R, m, d)
+        """
+        k = self.glm.kernel
+        th = theta.reshape(-1, self.d) * k.theta_scale
+        out = np.empty((self.R * self.m, self.d))
+        for b, c in zip(self.buckets, bounds):
+            s = np.matmul(th[b.flat][:, None, :], b.X)[:, 0, :]
+            k.inv_inplace(s)
+            if c is not None:
+                np.minimum(s, c[1], out=s)
+                np.maximum(s, c[0], out=s)
+            g = np.matmul(b.X, s[:, :, None])[:, :, 0]
+            g -= b.Xy
+            out[b.flat] = g / (k.resid_scale * b.n[:, None])
+        return out.reshape(self.R, self.m, self.d)
+
+    def hessians(self, theta: np.ndarray) -> np.ndarray:
+        """Unclipped Hessian of every client's loss at its parameter, (R, m, d, d)."""
+        th = theta.reshape(-1, self.d)
+        out = np.empty((self.R * self.m, self.d, self.d))
+        for b in self.buckets:
+            eta = np.matmul(th[b.flat][:, None, :], b.X)[:, 0, :]
+            w = self.glm.variance(eta)
+            out[b.flat] = np.matmul(b.X * w[:, None, :], b.X.transpose(0, 2, 1)) / b.n[:, None, None]
+        return out.reshape(self.R, self.m, self.d, self.d)
+
+
+# --------------------------------------------------------------- shared pieces
+def aggregation_weights(sizes: np.ndarray, rule: str, *, B=None, mu=np.inf, releases=1, d=1) -> np.ndarray:
+    """Server weights, shape ``(R, m)``, rows summing to one.
+
+    ``size``: ``n_i / N`` (the paper's simulations). ``optimal``: proportional to
+    ``(d/n_i + B^2 K d/(mu^2 n_i^2))^{-1}`` (Theorem 3.2, Remark 3.3), K = number of
+    noisy releases per client.
+    """
+    n = sizes.astype(float)
+    if rule == "size" or not np.isfinite(mu):
+        w = n
+    elif rule == "optimal":
+        B = np.asarray(B, float).reshape(-1, 1)
+        w = 1.0 / (d / n + B ** 2 * releases * d / (mu ** 2 * n ** 2))
+    else:
+        raise ValueError(f"unknown weights rule {rule!r}; use 'size' or 'optimal'")
+    return w / w.sum(axis=-1, keepdims=True)
+
+
+def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
+    """Solve ``H_floor s = g`` with H's eigenvalues floored at tau1 (SPEC 3).
+
+    H: (..., d, d) symmetric, g: (..., d). Returns s: (..., d), ``||s|| <= ||g||/tau1``.
+    """
+    lam, V = np.linalg.eigh(H)
+    lam = np.maximum(lam, tau1)
+    coef = np.einsum("...ji,...j->...i", V, g) / lam
+    return np.einsum("...ij,...j->...i", V, coef)
+
+
+@dataclass
+class FitData:
+    """Everything a method needs for one block of replicates.
+
+    Attributes
+    ----------
+    reps : list of Replicate
+    glm : GLM
+    B : ndarray, shape (R,)   clipping bound per replicate (inf when mu = inf)
+    mu : float                target mu (inf: non-private)
+    tau1 : float              eigenvalue floor of FedNewton
+    weights : str             ``size`` or ``optimal``
+    """
+
+    reps: list
+    glm: GLM
+    B: np.ndarray
+    mu: float
+    tau1: float
+    weights: str = "size"
+
+    @property
+    def private(self) -> bool:
+        return bool(np.isfinite(self.mu))
+
+    @cached_property
+    def full(self) -> ClientData:
+        return ClientData(self.reps, self.glm)
+
+    @cached_property
+    def halves(self) -> tuple[ClientData, ClientData]:
+        pairs = [r.halves() for r in self.reps]
+        return ClientData([p[0] for p in pairs], self.glm), ClientData([p[1] for p in pairs], self.glm)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return self.full.sizes
+
+    def bounds(self, data: ClientData):
+        return data.clip_bounds(self.B if self.private else None)
+
+    def sens(self, value):
+        """Recorded sensitivity: the calibrated value, or inf without clipping."""
+        return value if self.private else np.inf
+
+
+@dataclass
+class Fit:
+    """Result of one method on a block: estimates (R, d), ledger, communication."""
+
+    theta: np.ndarray
+    ledger: privacy.Ledger
+    rounds: int
+    floats_up: int
+    floats_down: int
+
+
+def _noise(Z, sigma):
+    """``sigma[..., None] * Z`` or 0 when non-private (Z is None)."""
+    return 0.0 if Z is None else sigma[..., None] * Z
+
+
+def _comm(rounds: int, m: int, d: int) -> dict:
+    # each round: every client uploads d floats, the server broadcasts d floats to each
+    return {"rounds": rounds, "floats_up": rounds * m * d, "floats_down": rounds * m * d}
+
+
+def local_descent(data: ClientData, theta: np.ndarray, *, K: int, eta: float, bounds,
+                  sigma: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
+    """K noisy local gradient steps of every client from ``theta`` (R, m, d).
+
+    ``theta_{t+1} = theta_t - eta * mean_j clip(g_j) + sigma Z_t`` (Algorithms 2-4);
+    Z: (R, K, m, d) or None.
+    """
+    theta = theta.copy()
+    for t in range(K):
+        theta -= eta * data.gradients(theta, bounds)
+        if Z is not None:
+            theta += _noise(Z[:, t], sigma)
+    return theta
+
+
+def server_descent(data: ClientData, theta: np.ndarray, w: np.ndarray, *, K: int, eta: float,
+                   bounds, sigma: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
+    """K FedSGD steps from the global ``theta`` (R, d): ``theta -= eta sum_i w_i g~_i``."""
+    theta = theta.copy()
+    m = data.m
+    for k in range(K):
+        g = data.gradients(np.repeat(theta[:, None, :], m, axis=1), bounds)
+        if Z is not None:
+            g += _noise(Z[:, k], sigma)
+        theta -= eta * np.einsum("rm,rmd->rd", w, g)
+    return theta
+
+
+# --------------------------------------------------------------------- methods
+class Method:
+    """One estimator. Subclasses set ``name``/``label`` and implement the hooks.
+
+    ``settings(params)`` turns resolved cell parameters into the method's own
+    settings (K, eta, ...); ``noise_shapes`` lists the standard-normal arrays one
+    replicate draws (in draw order); ``fit`` runs on a block.
+    """
+
+    name = ""
+    label = ""
+    algorithm = ""
+
+    def settings(self, params: dict) -> dict:
+        raise NotImplementedError
+
+    def noise_shapes(self, s: dict, m: int, d: int) -> dict[str, tuple]:
+        raise NotImplementedError
+
+    def fit(self, fd: FitData, s: dict, noise: dict) -> Fit:
+        raise NotImplementedError
+
+    def comm(self, s: dict, m: int, d: int) -> dict:
+        raise NotImplementedError
+
+    def draw_noise(self, rng: np.random.Generator, s: dict, m: int, d: int, private: bool) -> dict:
+        """One replicate's noise, in the order of :meth:`noise_shapes` (None if non-private)."""
+        return {k: (rng.standard_normal(shape) if private else None)
+                for k, shape in self.noise_shapes(s, m, d).items()}
+
+
+def _method_params(params: dict, name: str) -> dict:
+    return dict(params.get("method_settings", {}).get(name, {}))
+
+
+class FedSGD(Method):
+    name, label, algorithm = "fedsgd", "FedSGD", "Algorithm 1"
+
+    def settings(self, params):
+        s = {"K": params["K"], "eta": 0.5} | _method_params(params, self.name)
+        return s
+
+    def noise_shapes(self, s, m, d):
+        return {"Z": (s["K"], m, d)}
+
+    def comm(self, s, m, d):
+        return _comm(s["K"], m, d)
+
+    def fit(self, fd, s, noise):
+        n = fd.sizes.astype(float)
+        sigma = privacy.sigma_fedsgd(B=fd.B[:, None], n=n, mu=fd.mu, K=s["K"]) if fd.private else 0 * n
+        ledger = privacy.Ledger()
+        ledger.add("gradient", s["K"], fd.sens(2 * fd.B[:, None] / n), sigma)
+        w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=s["K"], d=fd.full.d)
+        theta = server_descent(fd.full, np.zeros((fd.full.R, fd.full.d)), w, K=s["K"], eta=s["eta"],
+                               bounds=fd.bounds(fd.full), sigma=sigma, Z=noise["Z"])
+        return Fit(theta, ledger, **self.comm(s, fd.full.m, fd.full.d))
+
+
+class FedAvg(Method):
+    name, label, algorithm = "fedavg", "FedAvg", "Algorithm 3"
+
+    def settings(self, params):
+        s = {"R": 2, "eta": 0.5} | _method_params(params, self.name)
+        if "K" not in s:
+            s["K"] = params["K"] if params["schedule"] == "paper" else max(1, -(-params["K"] // s["R"]))
+        return s
+
+    def noise_shapes(self, s, m, d):
+        return {"Z": (s["R"], s["K"], m, d)}
+
+    def comm(self, s, m, d):
+        return _comm(s["R"], m, d)
+
+    def fit(self, fd, s, noise):
+        data, R_, K, eta = fd.full, s["R"], s["K"], s["eta"]
+        n = fd.sizes.astype(float)
+        sigma = privacy.sigma_fedavg(B=fd.B[:, None], n=n, mu=fd.mu, eta=eta, R=R_, K=K) if fd.private else 0 * n
+        ledger = privacy.Ledger()
+        ledger.add("local step", R_ * K, fd.sens(2 * eta * fd.B[:, None] / n), sigma)
+        w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=R_ * K, d=data.d)
+        bounds = fd.bounds(data)
+        theta = np.zeros((data.R, data.d))
+        for r in range(R_):
+            Z = None if noise["Z"] is None else noise["Z"][:, r]
+            local = local_descent(data, np.repeat(theta[:, None, :], data.m, axis=1), K=K, eta=eta,
+                                  bounds=bounds, sigma=sigma, Z=Z)
+            theta = np.einsum("rm,rmd->rd", w, local)
+        return Fit(theta, ledger, **self.comm(s, data.m, data.d))
+
+
+class FedHybrid(Method):
+    name, label, algorithm = "fedhybrid", "FedHybrid", "Algorithm 2"
+
+    def settings(self, params):
+        s = {"eta1": 0.5, "eta2": 0.5, "share1": 0.6} | _method_params(params, self.name)
+        if "K1" not in s:
+            s["K1"] = int(round(s["share1"] * params["K"]))
+        if "K2" not in s:
+            s["K2"] = params["K"] - s["K1"]
+        return s
+
+    def noise_shapes(self, s, m, d):
+        return {"Z1": (s["K1"], m, d), "Z2": (s["K2"], m, d)}
+
+    def comm(self, s, m, d):
+        return _comm(1 + s["K2"], m, d)
+
+    def fit(self, fd, s, noise):
+        data, K1, K2 = fd.full, s["K1"], s["K2"]
+        n = fd.sizes.astype(float)
+        if fd.private:
+            a1, a2 = privacy.sigma_fedhybrid(B=fd.B[:, None], n=n, mu=fd.mu, eta1=s["eta1"], K1=K1, K2=K2)
+        else:
+            a1 = a2 = 0 * n
+        ledger = privacy.Ledger()
+        ledger.add("local step", K1, fd.sens(2 * s["eta1"] * fd.B[:, None] / n), a1)
+        ledger.add("gradient", K2, fd.sens(2 * fd.B[:, None] / n), a2)
+        w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=K1 + K2, d=data.d)
+        bounds = fd.bounds(data)
+        local = local_descent(data, np.zeros((data.R, data.m, data.d)), K=K1, eta=s["eta1"],
+                              bounds=bounds, sigma=a1, Z=noise["Z1"])
+        theta = np.einsum("rm,rmd->rd", w, local)
+        theta = server_descent(data, theta, w, K=K2, eta=s["eta2"], bounds=bounds, sigma=a2, Z=noise["Z2"])
+        return Fit(theta, ledger, **self.comm(s, data.m, data.d))
+
+
+class FedNewton(Method):
+    name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
+
+    def settings(self, params):
+        return {"K": params["K"], "eta": 0.5} | _method_params(params, self.name)
+
+    def noise_shapes(self, s, m, d):
+        return {"Z1": (s["K"], m, d), "Z2": (m, d)}
+
+    def comm(self, s, m, d):
+        return _comm(2, m, d)
+
+    def fit(self, fd, s, noise):
+        h1, h2 = fd.halves
+        K, eta = s["K"], s["eta"]
+        # calibrate on n_eff = 2 * |half 1| (= n_i for even n_i; conservative when odd)
+        n_eff = 2.0 * h1.sizes
+        B = fd.B[:, None]
+        if fd.private:
+            s1, s2 = privacy.sigma_fednewton(B=B, n=n_eff, mu=fd.mu, eta=eta, K=K, tau1=fd.tau1)
+        else:
+            s1 = s2 = 0 * n_eff
+        ledger = privacy.Ledger()
+        ledger.add("local step (half 1)", K, fd.sens(4 * eta * B / n_eff), s1)
+        ledger.add("newton", 1, fd.sens(privacy.newton_sensitivity(B=B, n=n_eff, tau1=fd.tau1)), s2)
+        w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=K + 1, d=h1.d)
+        local = local_descent(h1, np.zeros((h1.R, h1.m, h1.d)), K=K, eta=eta, bounds=fd.bounds(h1),
+                              sigma=s1, Z=noise["Z1"])
+        theta1 = np.einsum("rm,rmd->rd", w, local)
+        at = np.repeat(theta1[:, None, :], h1.m, axis=1)
+        step = floored_solve(h1.hessians(at), h2.gradients(at, fd.bounds(h2)), fd.tau1)
+        local = at - step
+        if noise["Z2"] is not None:
+            local += _noise(noise["Z2"], s2)
+        theta = np.einsum("rm,rmd->rd", w, local)
+        return Fit(theta, ledger, **self.comm(s, h1.m, h1.d))
+
+
+REGISTRY: dict[str, Method] = {M.name: M() for M in (FedSGD, FedHybrid, FedAvg, FedNewton)}
+
+
+def get_method(name: str) -> Method:
+    """Look up a method by name; ValueError naming the bad value otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown method {name!r}; choose from {', '.join(REGISTRY)}") from None
