@@ -200,10 +200,15 @@ def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
 
     H: (..., d, d) symmetric, g: (..., d). Returns s: (..., d), ``||s|| <= ||g||/tau1``.
     """
+    bad = ~(np.isfinite(H).all(axis=(-1, -2)) & np.isfinite(g).all(axis=-1))
+    if bad.any():   # a diverged client: keep NaN instead of failing inside LAPACK
+        H = np.where(bad[..., None, None], np.eye(H.shape[-1]), H)
     lam, V = np.linalg.eigh(H)
     lam = np.maximum(lam, tau1)
     coef = np.einsum("...ji,...j->...i", V, g) / lam
-    return np.einsum("...ij,...j->...i", V, coef)
+    s = np.einsum("...ij,...j->...i", V, coef)
+    s[bad] = np.nan
+    return s
 
 
 @dataclass

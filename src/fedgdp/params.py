@@ -35,7 +35,6 @@ DEFAULTS: dict = {
     "tau1": "auto",
     "weights": "size",
     "base_seed": 2026,
-    "diverge_norm": 1.0e3,      # ||theta_hat|| above this (or non-finite) flags a diverged run
     "methods": ["fedsgd", "fedhybrid", "fedavg", "fednewton"],
     "method_settings": {},      # e.g. {"fedsgd": {"eta": 0.5}, "fedavg": {"R": 2}}
     "study": "",

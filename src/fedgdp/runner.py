@@ -104,15 +104,25 @@ def run_cell(p: dict, replicates: list[int], *, impl: str = "fast", rows_per_blo
             elapsed = (time.perf_counter() - t0) / len(block)
             comm = meth.comm(s, p["m"], d)
             for j, r in enumerate(block):
-                rows.append(_row(p, name, r, reps[j], B[j], theta[j], beta, comm, mu_comp[j], elapsed))
+                rows.append(_row(p, name, r, reps[j], B[j], theta[j], beta, comm, mu_comp[j], elapsed,
+                                 _diverged(glm, reps[j], theta[j])))
     order = {name: i for i, name in enumerate(p["methods"])}
     rows.sort(key=lambda row: (row["replicate"], order[row["method"]]))
     return (rows, ledgers) if return_ledgers else rows
 
 
-def _row(p, method, r, rep, B, theta, beta, comm, mu_comp, elapsed) -> dict:
+def _diverged(glm, rep, theta) -> bool:
+    """A run diverged if its estimate is not finite, or if it ends with a larger pooled
+    empirical loss than the starting point theta = 0 (it made the fit worse)."""
+    if not np.all(np.isfinite(theta)):
+        return True
+    with np.errstate(all="ignore"):
+        loss = glm.loss(theta, rep.X, rep.y)
+    return not bool(loss <= glm.loss(np.zeros_like(theta), rep.X, rep.y))
+
+
+def _row(p, method, r, rep, B, theta, beta, comm, mu_comp, elapsed, diverged) -> dict:
     finite = bool(np.all(np.isfinite(theta)))
-    diverged = (not finite) or float(np.linalg.norm(theta)) > p["diverge_norm"]
     sq = float(np.sum((theta - beta) ** 2)) if finite else float("inf")
     return {
         "study": p["study"], "model": p["model"], "method": method, "m": p["m"], "sizes": p["sizes"],

@@ -152,7 +152,9 @@ def parse_sizes(text: str, n_floor: int = 10) -> SizeScheme:
         if not hit:
             continue
         if kind == "total":
-            inner = parse_sizes(hit.group(2), n_floor)
+            text_in = hit.group(2)
+            inner = SizeScheme("equal", (1.0,), n_floor, None, "equal") if text_in == "equal" \
+                else parse_sizes(text_in, n_floor)
             if inner.kind == "total":
                 raise ValueError(f"bad sizes {text!r}: total() cannot be nested")
             return SizeScheme("total", (int(hit.group(1)),), n_floor, inner, s)

@@ -1,0 +1,31 @@
+import numpy as np
+import pytest
+
+from fedgdp.estimators import FitData, get_method
+from fedgdp.glm import get_model
+from fedgdp.params import resolve
+from fedgdp.runner import draw_noises, simulate_block
+
+
+def make_block(overrides: dict, replicates=(0, 1, 2)):
+    """Resolved params, replicate data, clipping bounds and FitData for a small cell."""
+    from fedgdp.privacy import clip_bound
+
+    p = resolve(overrides)
+    reps = simulate_block(p, list(replicates))
+    glm = get_model(p["model"])
+    B = np.array([clip_bound(glm, r, p["clip"]) for r in reps]) if np.isfinite(p["mu"]) \
+        else np.full(len(reps), np.inf)
+    return p, reps, FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"])
+
+
+def stacked_noise(p, method, replicates, d=None):
+    d = d or len(p["beta_true"])
+    noises = draw_noises(p, method, list(replicates), d)
+    return noises, {k: (None if noises[0][k] is None else np.stack([z[k] for z in noises]))
+                    for k in noises[0]}
+
+
+@pytest.fixture
+def block():
+    return make_block

@@ -1,0 +1,90 @@
+"""Clipping, the clipping-bound rule, GDP conversions and ledger composition."""
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from fedgdp import privacy
+from fedgdp.glm import get_model
+from fedgdp.simulate import parse_sizes, simulate_replicate
+
+
+def test_clip_rows_bounds_norms_and_keeps_directions():
+    rng = np.random.default_rng(0)
+    G = rng.standard_normal((200, 5)) * rng.uniform(0.1, 4, (200, 1))
+    C = privacy.clip_rows(G, 1.5)
+    norms, new = np.linalg.norm(G, axis=1), np.linalg.norm(C, axis=1)
+    assert np.all(new <= 1.5 + 1e-12)
+    np.testing.assert_allclose(C[norms <= 1.5], G[norms <= 1.5])
+    big = norms > 1.5
+    np.testing.assert_allclose(C[big] / new[big, None], G[big] / norms[big, None], atol=1e-14)
+    assert privacy.clip_rows(G, np.inf) is G
+
+
+@pytest.mark.parametrize("model", ["logistic", "poisson"])
+@pytest.mark.parametrize("sizes", ["equal(50)", "uniform(5,90)", "lognormal(3,1)"])
+@pytest.mark.parametrize("q", [0.9, 0.5, 1.0])
+def test_clip_bound_matches_numpy_quantile_loop(model, sizes, q):
+    rep = simulate_replicate(np.random.default_rng(1), model=model, scheme=parse_sizes(sizes), m=12,
+                             beta_true=np.array([0.5, -0.5, 1.0]), sigma_c=1.0)
+    glm = get_model(model)
+    rule = {"rule": "quantile", "q": q}
+    assert privacy.clip_bound(glm, rep, rule) == pytest.approx(privacy.clip_bound_reference(glm, rep, rule),
+                                                               rel=1e-14)
+    assert privacy.clip_bound(glm, rep, {"rule": "fixed", "value": 2.5}) == 2.5
+
+
+def _delta_by_integration(mu, eps):
+    """delta(eps) = E[(1 - exp(eps - L))_+], L ~ N(mu^2/2, mu^2) the privacy-loss variable."""
+    f = lambda l: (1 - math.exp(eps - l)) * stats.norm.pdf(l, mu ** 2 / 2, mu)
+    return integrate.quad(f, eps, np.inf, epsabs=1e-13)[0]
+
+
+@pytest.mark.parametrize("mu,eps", [(0.5, 0.1), (1.0, 1.0), (2.0, 0.5), (2.0, 3.0), (6.0, 5.0)])
+def test_gdp_delta_matches_privacy_loss_integral(mu, eps):
+    assert privacy.gdp_delta(mu, eps) == pytest.approx(_delta_by_integration(mu, eps), abs=1e-10)
+
+
+def test_gdp_delta_known_value():
+    # mu = 1, eps = 0: Phi(1/2) - Phi(-1/2)
+    assert privacy.gdp_delta(1.0, 0.0) == pytest.approx(0.3829249225480262, rel=1e-12)
+
+
+@pytest.mark.parametrize("mu", [0.3, 1.0, 2.0, 6.0])
+@pytest.mark.parametrize("delta", [1e-5, 1e-3])
+def test_gdp_round_trips(mu, delta):
+    eps = privacy.gdp_epsilon(mu, delta)
+    assert privacy.gdp_delta(mu, eps) == pytest.approx(delta, rel=1e-8)
+    assert privacy.gdp_mu(eps, delta) == pytest.approx(mu, rel=1e-8)
+
+
+def test_gdp_errors_quote_the_value():
+    with pytest.raises(ValueError, match="mu=-1"):
+        privacy.gdp_delta(-1, 0.1)
+    with pytest.raises(ValueError, match="delta=2"):
+        privacy.gdp_epsilon(1.0, 2)
+
+
+def test_ledger_composes_by_root_sum_of_squares():
+    led = privacy.Ledger()
+    led.add("a", 3, np.full((2, 4), 1.0), np.full((2, 4), 2.0))   # 3 x (1/2)^2 = 0.75
+    led.add("b", 1, np.full((2, 4), 0.5), np.full((2, 4), 1.0))   # 0.25
+    np.testing.assert_allclose(led.composed_mu(), 1.0)
+    report = led.client_report(1)
+    assert len(report) == 4 and len(report[0]["releases"]) == 4 and report[0]["mu"] == pytest.approx(1.0)
+    nonprivate = privacy.Ledger()
+    nonprivate.add("g", 5, np.inf, np.zeros((1, 2)))
+    assert np.all(np.isinf(nonprivate.composed_mu()))
+
+
+def test_calibration_table_values():
+    """SPEC 3's table at one point, written out by hand."""
+    B, n, mu = 1.5, 40.0, 2.0
+    assert privacy.sigma_fedsgd(B=B, n=n, mu=mu, K=50) == pytest.approx(2 * 1.5 * math.sqrt(50) / 80)
+    assert privacy.sigma_fedavg(B=B, n=n, mu=mu, eta=0.5, R=2, K=50) == pytest.approx(2 * 1.5 * 0.5 * 10 / 80)
+    a1, a2 = privacy.sigma_fedhybrid(B=B, n=n, mu=mu, eta1=0.5, K1=30, K2=20)
+    assert (a1, a2) == pytest.approx((1.5 * math.sqrt(60) / 80, 3 * math.sqrt(40) / 80))
+    s1, s2 = privacy.sigma_fednewton(B=B, n=n, mu=mu, eta=0.5, K=50, tau1=0.1)
+    assert (s1, s2) == pytest.approx((4 * 1.5 * 0.5 * 10 / 80, 2 * 4 * math.sqrt(2) * 1.5 / 0.1 / 80))
+    assert privacy.newton_sensitivity(B=B, n=n, tau1=0.1) == pytest.approx(8 * 1.5 / (0.1 * 40))
