@@ -87,6 +87,7 @@ def run_cell(p: dict, replicates: list[int], *, impl: str = "fast", rows_per_blo
         B = np.array([bound(glm, rep, p["clip"]) for rep in reps]) if np.isfinite(p["mu"]) \
             else np.full(len(reps), np.inf)
         fd = FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"])
+        loss0 = [glm.loss(np.zeros(d), rep.X, rep.y) for rep in reps]
         for name in p["methods"]:
             meth, s = get_method(name), p["method_settings"][name]
             noises = draw_noises(p, name, block, d)
@@ -105,20 +106,20 @@ def run_cell(p: dict, replicates: list[int], *, impl: str = "fast", rows_per_blo
             comm = meth.comm(s, p["m"], d)
             for j, r in enumerate(block):
                 rows.append(_row(p, name, r, reps[j], B[j], theta[j], beta, comm, mu_comp[j], elapsed,
-                                 _diverged(glm, reps[j], theta[j])))
+                                 _diverged(glm, reps[j], theta[j], loss0[j])))
     order = {name: i for i, name in enumerate(p["methods"])}
     rows.sort(key=lambda row: (row["replicate"], order[row["method"]]))
     return (rows, ledgers) if return_ledgers else rows
 
 
-def _diverged(glm, rep, theta) -> bool:
+def _diverged(glm, rep, theta, loss0: float) -> bool:
     """A run diverged if its estimate is not finite, or if it ends with a larger pooled
     empirical loss than the starting point theta = 0 (it made the fit worse)."""
     if not np.all(np.isfinite(theta)):
         return True
     with np.errstate(all="ignore"):
         loss = glm.loss(theta, rep.X, rep.y)
-    return not bool(loss <= glm.loss(np.zeros_like(theta), rep.X, rep.y))
+    return not bool(loss <= loss0)
 
 
 def _row(p, method, r, rep, B, theta, beta, comm, mu_comp, elapsed, diverged) -> dict:
