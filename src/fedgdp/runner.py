@@ -23,7 +23,7 @@ from .privacy import clip_bound, clip_bound_reference
 from .reference import reference_fit
 from .simulate import noise_rng, parse_sizes, replicate_rng, simulate_replicate
 
-__all__ = ["run_cell", "simulate_block", "write_cell", "read_cell", "COLUMNS"]
+__all__ = ["run_cell", "simulate_block", "write_cell", "write_parquet", "read_cell", "COLUMNS"]
 
 COLUMNS = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N", "n_min", "n_max",
            "B", "sq_error", "theta_hat", "rounds", "floats_up", "floats_down", "mu_composed",
@@ -158,20 +158,18 @@ def _schema():
     ])
 
 
-def write_cell(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
-    """Write rows atomically (temporary file, then rename) with provenance metadata."""
-    import pyarrow as pa
+def write_parquet(table, out: str | os.PathLike, params: dict) -> None:
+    """Write a pyarrow Table atomically (temporary file, then rename), with metadata:
+    package version, git commit, resolved parameters (JSON), SLURM job id if any."""
     import pyarrow.parquet as pq
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    schema = _schema()
-    table = pa.Table.from_pylist(rows, schema=schema)
     meta = {"fedgdp_version": __version__, "git_commit": _git_commit(),
-            "params": json.dumps(p, sort_keys=True)}
+            "params": json.dumps(params, sort_keys=True, default=str)}
     if os.environ.get("SLURM_JOB_ID"):
         meta["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
-    table = table.replace_schema_metadata({k: str(v) for k, v in meta.items()})
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         pq.write_table(table, tmp)
@@ -179,6 +177,13 @@ def write_cell(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def write_cell(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
+    """Write a cell's rows (:data:`COLUMNS`) with :func:`write_parquet`."""
+    import pyarrow as pa
+
+    write_parquet(pa.Table.from_pylist(rows, schema=_schema()), out, p)
 
 
 def read_cell(path: str | os.PathLike):
