@@ -151,3 +151,156 @@ def population_min_eigenvalue(model: str, beta_true, sigma_c: float, *, n_mc: in
     w = get_model(model).variance(X @ beta)
     H = (X * w[:, None]).T @ X / n_mc
     return float(np.linalg.eigvalsh(H)[0])
+
+
+# ==========================================================================
+# Models with a parameter matrix: binary and multinomial (softmax) logistic
+# regression for the real-data study (paper section 5.1, SPEC 6).
+#
+# Conventions (these models only)
+# -------------------------------
+# - ``X``: design, shape ``(n, d)``, intercept first; one client at a time.
+# - ``Y``: targets, shape ``(n, k)``: ``k = 1`` (binary, y in {0, 1}) or one-hot
+#   rows (``k = C`` classes); :meth:`MatrixGLM.targets` builds it from labels.
+# - ``Theta``: parameters, shape ``(d, k)``; ``S = X @ Theta`` are the scores.
+# - ``P``: fitted probabilities, shape ``(n, k)``; residuals ``R = P - Y``.
+#
+# The per-sample gradient is the outer product ``x_j r_j'`` (``d x k``), so its
+# Frobenius norm is ``||x_j|| ||r_j||`` and clipping it is scaling ``r_j``.
+# Flattened parameters (for Hessians and linear solves) use row-major order of
+# ``(d, k)``: index ``a * k + c``.
+# ==========================================================================
+def _logsumexp_rows(S: np.ndarray) -> np.ndarray:
+    top = S.max(axis=1, keepdims=True)
+    return (top + np.log(np.exp(S - top).sum(axis=1, keepdims=True)))[:, 0]
+
+
+class MatrixGLM:
+    """Common interface of :data:`BINARY_LOGISTIC` and :class:`Multinomial`."""
+
+    name = ""
+    k = 1
+
+    def targets(self, labels: np.ndarray) -> np.ndarray:
+        """Target matrix ``Y`` (n, k) from labels (0/1, or class indices)."""
+        raise NotImplementedError
+
+    def probabilities(self, Theta: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """Fitted probabilities ``P`` (n, k)."""
+        raise NotImplementedError
+
+    def loss(self, Theta, X, Y) -> float:
+        """Mean negative log-likelihood."""
+        raise NotImplementedError
+
+    def _curvature(self, P: np.ndarray, A: np.ndarray) -> np.ndarray:
+        """Per-sample Hessian of the loss in the scores applied to rows of A (n, k)."""
+        raise NotImplementedError
+
+    def residuals(self, Theta, X, Y) -> np.ndarray:
+        """``P - Y``, shape (n, k)."""
+        return self.probabilities(Theta, X) - Y
+
+    def gradient(self, Theta, X, Y) -> np.ndarray:
+        """Gradient of :meth:`loss`, ``X' (P - Y) / n``, shape (d, k)."""
+        return X.T @ self.residuals(Theta, X, Y) / X.shape[0]
+
+    def per_sample_gradients(self, Theta, X, Y) -> np.ndarray:
+        """Gradient of each observation's loss, shape (n, d, k) (tests, small n)."""
+        return X[:, :, None] * self.residuals(Theta, X, Y)[:, None, :]
+
+    def hvp(self, Theta, X, V) -> np.ndarray:
+        """Hessian of :meth:`loss` at Theta applied to V (d, k), without forming it."""
+        return X.T @ self._curvature(self.probabilities(Theta, X), X @ V) / X.shape[0]
+
+    def hessian(self, Theta, X) -> np.ndarray:
+        """Dense Hessian of :meth:`loss`, shape (d k, d k), row-major flattening."""
+        d, k = Theta.shape
+        P = self.probabilities(Theta, X)
+        H = np.empty((d, k, d, k))
+        for c in range(k):
+            E = np.zeros((X.shape[0], k))
+            E[:, c] = 1.0
+            W = self._curvature(P, E)                          # (n, k): column c of each W_j
+            H[:, :, :, c] = np.einsum("na,nc,nb->acb", X, W, X) / X.shape[0]
+        return H.reshape(d * k, d * k)
+
+    def predict_scores(self, Theta, X) -> np.ndarray:
+        """Scores used for ranking (binary: P(y = 1)) or classification (argmax)."""
+        return self.probabilities(Theta, X)
+
+
+class _BinaryLogistic(MatrixGLM):
+    """Logistic regression with ``Theta`` of shape (d, 1); same loss as :data:`LOGISTIC`."""
+
+    name = "binary"
+    k = 1
+
+    def targets(self, labels):
+        y = np.asarray(labels, dtype=float)
+        return y.reshape(-1, 1)
+
+    def probabilities(self, Theta, X):
+        return _sigmoid(X @ Theta)
+
+    def loss(self, Theta, X, Y):
+        S = X @ Theta
+        return float(np.mean(_log1pexp(S) - Y * S))
+
+    def _curvature(self, P, A):
+        return P * (1.0 - P) * A
+
+
+class Multinomial(MatrixGLM):
+    """Softmax regression over ``n_classes`` classes with the full (d, C) parameter.
+
+    The parameterisation is redundant (adding one vector to every column leaves P
+    unchanged), so the Hessian is singular along those directions; the methods
+    that solve with it floor or ridge it (SPEC 3, 6).
+    """
+
+    name = "multiclass"
+
+    def __init__(self, n_classes: int = 10):
+        if n_classes < 2:
+            raise ValueError(f"n_classes must be >= 2, got n_classes={n_classes}")
+        self.k = int(n_classes)
+
+    def targets(self, labels):
+        labels = np.asarray(labels, dtype=np.int64)
+        if labels.size and (labels.min() < 0 or labels.max() >= self.k):
+            raise ValueError(f"labels must lie in 0..{self.k - 1}, got {labels.min()}..{labels.max()}")
+        Y = np.zeros((labels.shape[0], self.k))
+        Y[np.arange(labels.shape[0]), labels] = 1.0
+        return Y
+
+    def probabilities(self, Theta, X):
+        S = X @ Theta
+        S -= S.max(axis=1, keepdims=True)
+        np.exp(S, out=S)
+        S /= S.sum(axis=1, keepdims=True)
+        return S
+
+    def loss(self, Theta, X, Y):
+        S = X @ Theta
+        return float(np.mean(_logsumexp_rows(S) - np.sum(Y * S, axis=1)))
+
+    def _curvature(self, P, A):
+        # (diag(p) - p p') a, row by row
+        PA = P * A
+        return PA - P * PA.sum(axis=1, keepdims=True)
+
+
+BINARY_LOGISTIC = _BinaryLogistic()
+
+
+def matrix_model(task: str, n_classes: int = 10) -> MatrixGLM:
+    """The model of a real-data task: ``binary`` or ``multiclass``."""
+    if task == "binary":
+        return BINARY_LOGISTIC
+    if task == "multiclass":
+        return Multinomial(n_classes)
+    raise ValueError(f"unknown task {task!r}; choose 'binary' or 'multiclass'")
+
+
+__all__ += ["MatrixGLM", "Multinomial", "BINARY_LOGISTIC", "matrix_model"]
