@@ -204,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     tab.add_argument("--md", help="output Markdown path")
     tab.add_argument("--tex", help="output LaTeX path")
     tab.set_defaults(func=_cmd_table)
+    _realdata_commands(sub)
     return ap
 
 
@@ -216,3 +217,121 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"fedgdp: error: {exc}\n")
         return 2
 
+
+# ---------------------------------------------------------------- real data (SPEC 6)
+_REALDATA_PIPELINE_KEYS = ("tasks", "splits")   # config keys of the pipeline, not of one run
+
+
+def _realdata_overrides(args) -> dict:
+    out: dict = {}
+    if args.params:
+        import yaml
+
+        try:
+            with open(args.params) as fh:
+                loaded = yaml.safe_load(fh) or {}
+        except OSError as exc:
+            raise ValueError(f"cannot read --params {args.params}: {exc.strerror}") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"--params {args.params} must hold a mapping")
+        out.update(loaded.get("realdata", loaded))
+    if args.spec:
+        try:
+            spec = json.loads(args.spec)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--spec is not valid JSON: {exc}") from None
+        if not isinstance(spec, dict):
+            raise ValueError("--spec must be a JSON object")
+        out.update(spec)
+    for key in _REALDATA_PIPELINE_KEYS:
+        out.pop(key, None)
+    for key in ("task", "dataset", "path", "mu", "methods", "base_seed", "tau1"):
+        value = getattr(args, key)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _cmd_realdata(args) -> int:
+    from .datasets import load_dataset
+    from .realdata import resolve, run_split, write_rows
+
+    p = resolve(_realdata_overrides(args))
+    if args.split < 0:
+        raise ValueError(f"--split must be >= 0, got {args.split}")
+    if args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    try:
+        data = load_dataset(p["dataset"], p["path"])
+    except FileNotFoundError as exc:
+        raise ValueError(str(exc)) from None
+    log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if args.verbose else None
+    try:  # small matrices: one BLAS thread per job is much faster than oversubscribing
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        rows = run_split(p, data, args.split, progress=log)
+    else:
+        with threadpool_limits(limits=args.threads):
+            rows = run_split(p, data, args.split, progress=log)
+    write_rows(rows, {**p, "split": args.split}, args.out)
+    return 0
+
+
+def _cmd_realdata_plot(args) -> int:
+    from .plots_realdata import plot_realdata, realdata_medians
+    from .realdata import read_rows
+
+    if not (args.pdf or args.png or args.medians):
+        raise ValueError("give --pdf, --png and/or --medians")
+    df = read_rows(args.results)
+    plot_realdata(df, task=args.task, pdf=args.pdf, png=args.png, title=args.title)
+    if args.medians:
+        from pathlib import Path
+
+        Path(args.medians).parent.mkdir(parents=True, exist_ok=True)
+        realdata_medians(df[df["task"] == args.task]).to_csv(args.medians, index=False)
+    return 0
+
+
+def _cmd_fetch_mnist(args) -> int:
+    from .datasets import fetch_mnist
+
+    try:
+        for path in fetch_mnist(args.dir, timeout=args.timeout):
+            print(path)
+    except FileNotFoundError as exc:
+        raise ValueError(str(exc)) from None
+    return 0
+
+
+def _realdata_commands(sub) -> None:
+    real = sub.add_parser("realdata", help="real-data logistic regression: every method on every fold "
+                                           "of one client split, one Parquet file")
+    real.add_argument("--params", help="YAML file: realdata parameters, or a config with a realdata section")
+    real.add_argument("--spec", help="realdata parameters as a JSON object (flags override it)")
+    real.add_argument("--task", help="binary | multiclass")
+    real.add_argument("--dataset", help="digits | mnist")
+    real.add_argument("--path", help="folder holding the MNIST files (dataset mnist)")
+    real.add_argument("--mu", help="comma-separated privacy levels, e.g. 6,2 (non-private methods run once)")
+    real.add_argument("--methods", help="comma-separated method names, or all")
+    real.add_argument("--base-seed", type=int, dest="base_seed")
+    real.add_argument("--tau1", type=float, help="FedNewton's eigenvalue floor / ridge")
+    real.add_argument("--split", type=int, required=True, help="client split index s (0, 1, ...)")
+    real.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    real.add_argument("--verbose", action="store_true", help="log each fit to stderr")
+    real.add_argument("--out", required=True, help="output .parquet path")
+    real.set_defaults(func=_cmd_realdata)
+
+    rplot = sub.add_parser("realdata-plot", help="draw Figure 7 or 8 from real-data Parquet files")
+    rplot.add_argument("results", nargs="+", help="real-data .parquet files (all splits)")
+    rplot.add_argument("--task", required=True, choices=["binary", "multiclass"])
+    rplot.add_argument("--title", help="figure title (default: task, data set, layout)")
+    rplot.add_argument("--pdf", help="output PDF path")
+    rplot.add_argument("--png", help="output PNG path")
+    rplot.add_argument("--medians", help="output CSV of median and quartiles per method and mu")
+    rplot.set_defaults(func=_cmd_realdata_plot)
+
+    fetch = sub.add_parser("fetch-mnist", help="download the MNIST IDX files and check their MD5 sums")
+    fetch.add_argument("--dir", required=True, help="folder to write the four .gz files to")
+    fetch.add_argument("--timeout", type=float, default=30.0, help="seconds per connection attempt")
+    fetch.set_defaults(func=_cmd_fetch_mnist)
