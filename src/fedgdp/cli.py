@@ -205,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     tab.add_argument("--tex", help="output LaTeX path")
     tab.set_defaults(func=_cmd_table)
     _realdata_commands(sub)
+    _nn_commands(sub)
     return ap
 
 
@@ -335,3 +336,12 @@ def _realdata_commands(sub) -> None:
     fetch.add_argument("--dir", required=True, help="folder to write the four .gz files to")
     fetch.add_argument("--timeout", type=float, default=30.0, help="seconds per connection attempt")
     fetch.set_defaults(func=_cmd_fetch_mnist)
+
+
+# ---------------------------------------------------------------- CNNs (SPEC 7, extra nn)
+def _nn_commands(sub) -> None:
+    """``nn-run``, ``nn-summarise``, ``nn-plot``, ``nn-fetch``, ``nn-bench`` (in
+    :mod:`fedgdp.nn.commands`; only the commands that train import torch)."""
+    from .nn.commands import add_parsers
+
+    add_parsers(sub)
