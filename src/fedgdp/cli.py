@@ -122,7 +122,7 @@ def _spec(text: str) -> dict:
 def _cmd_summarise(args) -> int:
     from .summary import read_cells, summarise, write_summary
 
-    write_summary(summarise(read_cells(args.cells)), args.out)
+    write_summary(summarise(read_cells(args.cells)), args.out, sources=args.cells)
     return 0
 
 

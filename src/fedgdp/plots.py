@@ -18,6 +18,7 @@ and are the same in every figure.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import string
@@ -241,7 +242,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     nrows = -(-len(panels) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.7 * nrows + 0.9), squeeze=False)
     panel_handles: list[dict[str, Line2D]] = []
-    all_rows = []
+    all_rows, contents = [], []
     for k, panel in enumerate(panels):
         ax = axes.flat[k]
         rows = panel_rows(summary, spec, panel)
@@ -267,6 +268,8 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
                 if bound is not None:
                     ax.plot(x, bound, color=style["color"], linestyle="--", linewidth=1, alpha=0.8)
         panel_handles.append(handles)
+        contents.append({"lines": list(handles),
+                         "points": [int((rows[layout.line] == v).sum()) for v in values]})
         ax.set_yscale("log")
         ax.set_xlabel(layout.xlabel)
         ax.set_ylabel("empirical MSE")
@@ -276,6 +279,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         ax.grid(True, which="major", alpha=0.3)
         ax.grid(True, which="minor", axis="y", alpha=0.1)
         ax.set_title(_panel_title(spec, panel, rows, string.ascii_lowercase[k]), fontsize=10)
+        contents[-1]["title"] = ax.get_title()
     theory_handle = ([("bound of Table 1 (scaled)", Line2D([], [], color="grey", linestyle="--"))]
                      if spec.get("theory") and layout.x == "m" else [])
     shared = all(list(h) == list(panel_handles[0]) for h in panel_handles)
@@ -295,10 +299,14 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     rows = pd.concat(all_rows)
     title = spec.get("title") or f"{spec['model'].capitalize()} regression"
     fig.suptitle(f"{title}\n{_settings_text(rows, layout)}", fontsize=11)
+    # What the figure shows, stored in the files (PNG text chunk, PDF Subject) for checks.
+    about = json.dumps({"figure": spec.get("name", ""), "layout": spec["layout"], "panels": contents})
     bottom = (0.1 + 0.28 * legend_rows) / fig.get_figheight() if legend_rows else 0
     fig.tight_layout(rect=(0, bottom, 1, 1))
-    for path, fmt, extra in ((pdf, "pdf", {"metadata": {"CreationDate": None}}),
-                             (png, "png", {"dpi": 150})):
+    for path, fmt, extra in ((pdf, "pdf", {"metadata": {"Title": title, "Subject": about,
+                                                        "CreationDate": None}}),
+                             (png, "png", {"dpi": 150, "metadata": {"Title": title,
+                                                                     "Description": about}})):
         if path is not None:
             _save(fig, path, fmt, extra)
     plt.close(fig)

@@ -23,7 +23,6 @@ a study is a matter of milliseconds per file.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -122,17 +121,15 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     return out[SUMMARY_COLUMNS]
 
 
-def write_summary(summary: pd.DataFrame, out: str | os.PathLike) -> None:
-    """Write a summary as Parquet, atomically (temporary name, then rename)."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        summary.to_parquet(tmp, index=False)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+def write_summary(summary: pd.DataFrame, out: str | os.PathLike, sources=()) -> None:
+    """Write a summary as Parquet, atomically and with provenance metadata
+    (:func:`fedgdp.runner.write_parquet`; ``params`` lists the cell files read)."""
+    import pyarrow as pa
+
+    from .runner import write_parquet
+
+    write_parquet(pa.Table.from_pandas(summary, preserve_index=False), out,
+                  {"summary_of": [str(p) for p in sources]})
 
 
 def read_summaries(paths) -> pd.DataFrame:

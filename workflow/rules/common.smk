@@ -17,6 +17,22 @@ from fedgdp.params import resolve
 from fedgdp.simulate import parse_sizes, size_slug
 
 
+_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def _numbers(value):
+    """Nested values given with --config arrive as strings ('defaults={mu: 6}' gives
+    mu='6'): turn strings that are numbers back into numbers."""
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    if isinstance(value, str) and _NUMBER.match(value):
+        return int(value) if re.fullmatch(r"[-+]?\d+", value) else float(value)
+    return value
+
+
+config.update(_numbers(config))
 validate(config, schema="../schemas/config.schema.yaml")
 
 # The job commands call `fedgdp`; when Snakemake runs from a virtual environment that
