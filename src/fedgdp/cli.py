@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ---------------------------------------------------------------- real data (SPEC 6)
-_REALDATA_PIPELINE_KEYS = ("tasks", "splits")   # config keys of the pipeline, not of one run
+_REALDATA_PIPELINE_KEYS = ("tasks", "splits", "figures")   # config keys of the pipeline, not of one run
 
 
 def _realdata_overrides(args) -> dict:
