@@ -22,6 +22,7 @@ import json
 import os
 import re
 import string
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +31,7 @@ import pandas as pd
 
 from .summary import normalise
 
-__all__ = ["LAYOUTS", "METHOD_STYLE", "plot_figure", "size_label", "size_title", "mu_label",
+__all__ = ["LAYOUTS", "METHOD_STYLE", "plot_figure", "atomic_path", "size_label", "size_title", "mu_label",
            "method_label", "panel_rows"]
 
 
@@ -41,12 +42,13 @@ class Layout:
     x: str
     line: str
     xlabel: str
+    xscale: str = "linear"
 
 
 LAYOUTS = {
     "m_by_size": Layout("m", "sizes", "number of clients $m$"),
     "m_by_method": Layout("m", "method", "number of clients $m$"),
-    "K_by_mu": Layout("K", "mu", "total iterations $K$"),
+    "K_by_mu": Layout("K", "mu", "total iterations $K$", xscale="log"),
 }
 
 # One colour and marker per method, used by every figure (colour-blind safe Tableau hues).
@@ -233,6 +235,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullFormatter, NullLocator
 
     if spec["layout"] not in LAYOUTS:
         raise ValueError(f"unknown layout {spec['layout']!r}; choose from {', '.join(LAYOUTS)}")
@@ -243,6 +246,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.7 * nrows + 0.9), squeeze=False)
     panel_handles: list[dict[str, Line2D]] = []
     all_rows, contents = [], []
+    notes = {"partial": False, "missing": False}
     for k, panel in enumerate(panels):
         ax = axes.flat[k]
         rows = panel_rows(summary, spec, panel)
@@ -260,6 +264,12 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
             lower = np.minimum(2 * se, 0.95 * y)   # a log axis cannot show y - 2 SE <= 0
             ax.errorbar(x, y, yerr=[lower, 2 * se], color=style["color"], marker=style["marker"],
                         markersize=5, linewidth=1.5, capsize=3, elinewidth=1)
+            partial = (line["diverged"].to_numpy() > 0) & np.isfinite(y)
+            if partial.any():     # a mean over fewer replicates: hollow marker
+                ax.plot(x[partial], y[partial], linestyle="none", marker=style["marker"], markersize=5,
+                        markerfacecolor="white", markeredgecolor=style["color"], zorder=3)
+            notes["partial"] |= bool(partial.any())
+            notes["missing"] |= bool((~np.isfinite(y)).any())
             handles[style["label"]] = Line2D([], [], color=style["color"], marker=style["marker"],
                                              markersize=5)
             if spec.get("theory") and layout.x == "m" and len(line) >= 2:
@@ -271,44 +281,56 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         contents.append({"lines": list(handles),
                          "points": [int((rows[layout.line] == v).sum()) for v in values]})
         ax.set_yscale("log")
+        lo, hi = ax.get_ylim()
+        if np.floor(np.log10(hi)) - np.ceil(np.log10(lo)) >= 1:   # two powers of ten shown:
+            ax.yaxis.set_minor_formatter(NullFormatter())           # label only those
+        ax.set_xscale(layout.xscale)
         ax.set_xlabel(layout.xlabel)
         ax.set_ylabel("empirical MSE")
         ticks = np.unique(rows[layout.x].to_numpy())
         ax.set_xticks(ticks)
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xticklabels([f"{t:g}" for t in ticks], fontsize=8 if len(ticks) > 6 else 9)
         ax.grid(True, which="major", alpha=0.3)
         ax.grid(True, which="minor", axis="y", alpha=0.1)
         ax.set_title(_panel_title(spec, panel, rows, string.ascii_lowercase[k]), fontsize=10)
         contents[-1]["title"] = ax.get_title()
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    height = fig.get_figheight()
+    note = " ".join(text for key, text in (
+        ("partial", "Hollow marker: some replicates diverged and are left out of the mean."),
+        ("missing", "No marker: every replicate of the cell diverged.")) if notes[key])
+    bottom = 0.0                      # inches kept free under the panels
+    if note:
+        fig.text(0.5, 0.05 / height, note, fontsize=8, color="dimgrey", ha="center", va="bottom")
+        bottom = 0.25
     theory_handle = ([("bound of Table 1 (scaled)", Line2D([], [], color="grey", linestyle="--"))]
                      if spec.get("theory") and layout.x == "m" else [])
-    shared = all(list(h) == list(panel_handles[0]) for h in panel_handles)
-    legend_rows = 0
-    if shared:   # one legend for the figure, below the panels
+    if all(list(h) == list(panel_handles[0]) for h in panel_handles):
+        # one legend for the figure, below the panels
         items = list(panel_handles[0].items()) + theory_handle
         ncol = len(items) if len(items) <= 6 else -(-len(items) // 2)
-        legend_rows = -(-len(items) // ncol)
         fig.legend([h for _, h in items], [lab for lab, _ in items], loc="lower center", ncol=ncol,
-                   frameon=False, fontsize=9)
+                   frameon=False, fontsize=9, bbox_to_anchor=(0.5, bottom / height))
+        bottom += 0.1 + 0.28 * -(-len(items) // ncol)
     else:        # panels plot different lines (e.g. equal and varied sizes): a legend each
         for ax, handles in zip(axes.flat, panel_handles):
             items = list(handles.items()) + theory_handle
             ax.legend([h for _, h in items], [lab for lab, _ in items], fontsize=8, framealpha=0.8)
-    for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
     rows = pd.concat(all_rows)
     title = spec.get("title") or f"{spec['model'].capitalize()} regression"
     fig.suptitle(f"{title}\n{_settings_text(rows, layout)}", fontsize=11)
     # What the figure shows, stored in the files (PNG text chunk, PDF Subject) for checks.
     about = json.dumps({"figure": spec.get("name", ""), "layout": spec["layout"], "panels": contents})
-    bottom = (0.1 + 0.28 * legend_rows) / fig.get_figheight() if legend_rows else 0
-    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.tight_layout(rect=(0, bottom / height, 1, 1))
     for path, fmt, extra in ((pdf, "pdf", {"metadata": {"Title": title, "Subject": about,
                                                         "CreationDate": None}}),
                              (png, "png", {"dpi": 150, "metadata": {"Title": title,
                                                                      "Description": about}})):
         if path is not None:
-            _save(fig, path, fmt, extra)
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, format=fmt, **extra)
     plt.close(fig)
     return fig
 
@@ -331,12 +353,15 @@ def _theory(line: pd.DataFrame, method: str | None, spec: dict, study_cfg: dict)
     return bound * np.exp(np.mean(np.log(y[ok]) - np.log(bound[ok])))
 
 
-def _save(fig, path, fmt: str, extra: dict) -> None:
+@contextmanager
+def atomic_path(path):
+    """Yield a temporary name beside ``path``; rename it to ``path`` when the block ends
+    without error (so a killed job never leaves a complete-looking file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        fig.savefig(tmp, format=fmt, **extra)
+        yield tmp
         os.replace(tmp, path)
     finally:
         if tmp.exists():

@@ -15,14 +15,12 @@ Writers: :func:`write_csv`, :func:`write_markdown`, :func:`write_latex`.
 from __future__ import annotations
 
 import math
-import os
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .plots import method_label
+from .plots import atomic_path, method_label
 from .summary import normalise, theory_bounds
 
 __all__ = ["table1", "rates", "write_csv", "write_markdown", "write_latex"]
@@ -177,11 +175,8 @@ def _fmt(value) -> str:
 
 
 def _atomic(path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
 
 
 def write_csv(df: pd.DataFrame, path) -> None:
@@ -222,8 +217,7 @@ def write_latex(df: pd.DataFrame, path, headers: dict, *, math_cols=(), caption:
                 label: str = "") -> None:
     """A booktabs ``table`` environment; ``math_cols`` are typeset in math mode."""
     cols = list(df.columns)
-    align = "".join("l" if df[c].dtype == object and c not in ("rounds", "floats_up") else "r"
-                    for c in cols)
+    align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in cols)
     lines = [r"\begin{table}[ht]", r"\centering", r"\small"]
     if caption:
         lines.append(rf"\caption{{{_tex_text(caption)}}}")

@@ -14,6 +14,7 @@ from snakemake.utils import validate
 
 from fedgdp.estimators import REGISTRY
 from fedgdp.params import resolve
+from fedgdp.plots import LAYOUTS
 from fedgdp.simulate import parse_sizes, size_slug
 
 
@@ -44,7 +45,6 @@ if shutil.which("fedgdp") is None:
 
 # The output of simulate_cell (workflow/rules/simulate.smk).
 CELL_FILE = "results/cells/{model}/{study}/sizes~{sizes}/m~{m}/mu~{mu}/K~{K}/seeds~{first}-{last}.parquet"
-SIM_LAYOUTS = ("m_by_size", "m_by_method", "K_by_mu")  # fedgdp.plots.LAYOUTS
 
 
 def config_error(key, message):
@@ -172,7 +172,7 @@ check_config()
 
 def figure_names():
     """Simulation figures of the config (those plot_figure draws)."""
-    return [fig for fig, spec in config["figures"].items() if spec["layout"] in SIM_LAYOUTS]
+    return [fig for fig, spec in config["figures"].items() if spec["layout"] in LAYOUTS]
 
 
 # ------------------------------------------------------------ wildcard constraints
@@ -324,7 +324,12 @@ def table1_spec(wildcards):
     cell = dict(t["cell"])
     cell.setdefault("mu", config["defaults"]["mu"])
     cell.setdefault("K", config["defaults"]["K"])
-    spec = dict(t, cell=cell, methods=config["studies"][t["study"]]["methods"])
+    note = (f"Measured at the reference cell: {t['model']} regression, study {t['study']}, "
+            f"sizes {cell['sizes']}, m = {cell['m']}, mu = {cell['mu']}, K = {cell['K']}; "
+            f"{config['replicates']} replicates; MSE is the mean over non-diverged replicates, "
+            f"MC SE its Monte Carlo standard error. Theory columns: the paper's Table 1 (orders, "
+            f"constants omitted).")
+    spec = dict(t, cell=cell, methods=config["studies"][t["study"]]["methods"], note=note)
     return json.dumps(spec, sort_keys=True)
 
 
