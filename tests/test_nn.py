@@ -7,8 +7,9 @@ torch = pytest.importorskip("torch")
 from fedgdp.nn.calibration import calibrate  # noqa: E402
 from fedgdp.nn.models import ConvNet, build_model  # noqa: E402
 from fedgdp.nn.settings import resolve  # noqa: E402
-from fedgdp.nn.train import (ClientData, clipped_mean_grad, head_newton_step, head_vector,  # noqa: E402
-                             newton_direction, resolve_device, sample_clients, train)
+from fedgdp.nn.train import (ClientData, batched_clipped_mean_grads, clipped_mean_grad,  # noqa: E402
+                             head_newton_step, head_vector, newton_direction, resolve_device, sample_clients,
+                             train)
 
 
 def tiny_net(seed=0, hidden=3):
@@ -45,6 +46,28 @@ def test_per_sample_clipped_gradient_equals_loop(B):
     assert clipped == n_clipped
     for k in want:
         torch.testing.assert_close(got[k], want[k], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("B", [0.3, float("inf")])
+@pytest.mark.parametrize("shared", [True, False])
+def test_batched_clients_equal_one_by_one(B, shared):
+    """Clients of unequal sizes, padded and batched, give each client's own clipped mean."""
+    sizes = [3, 7, 5]
+    data = [tiny_data(n, seed=10 + n) for n in sizes]
+    clients = ClientData([a for a, _ in data], [b for _, b in data])
+    X, Y, M = clients.batch([0, 1, 2])
+    assert X.shape[:2] == (3, 7) and M.sum().item() == 15
+    nets = [tiny_net(seed=0 if shared else s) for s in range(3)]
+    ps = [params_of(net) for net in nets]
+    params = ps[0] if shared else {k: torch.stack([p[k] for p in ps]) for k in ps[0]}
+    got, clipped = batched_clipped_mean_grads(nets[0], params, X, Y, M, B, shared=shared, max_floats=2 * 3 * 100)
+    total = 0
+    for i in range(3):
+        want, c = clipped_mean_grad(nets[0], ps[i], *data[i], B)
+        total += c
+        for k in want:
+            torch.testing.assert_close(got[k][i], want[k], rtol=1e-10, atol=1e-12)
+    assert clipped == total
 
 
 def test_unclipped_gradient_is_the_mean_gradient():

@@ -140,7 +140,7 @@ def _fake_runs():
                 for k, meth in enumerate(METHODS):
                     rows.append({"figure": fig, "dataset": "digits", "method": meth, "label": meth, "x": x,
                                  "m": 10 if fig == "fig09" else x, "n": x if fig == "fig09" else None,
-                                 "mu": 2.0, "run": run, "test_accuracy": 0.1 * k + 0.01 * run,
+                                 "mu": 2.0, "q": 0.5, "run": run, "test_accuracy": 0.1 * k + 0.01 * run,
                                  "local_test_accuracy": 0.5, "rounds": 10, "elapsed_s": 1.0, "mu_composed": 2.0})
     return pd.DataFrame(rows)
 

@@ -25,7 +25,7 @@ _DATASET_TITLES = {"cifar10": "CIFAR-10", "mnist": "MNIST", "digits": "digits (8
 _DATASET_ORDER = ["cifar10", "mnist", "digits"]
 _XLABEL = {"fig09": "Samples per client", "fig10": "Number of clients"}
 
-SUMMARY_COLUMNS = ["figure", "dataset", "method", "label", "x", "m", "n", "mu", "runs", "median_accuracy",
+SUMMARY_COLUMNS = ["figure", "dataset", "method", "label", "x", "m", "n", "mu", "q", "runs", "median_accuracy",
                    "q25_accuracy", "q75_accuracy", "min_accuracy", "max_accuracy",
                    "median_local_test_accuracy", "mean_rounds", "mean_elapsed_s", "mu_composed_max"]
 
@@ -45,6 +45,7 @@ def summarise(df):
         row.update({
             "m": int(g["m"].iloc[0]) if g["m"].nunique() == 1 else -1,
             "n": (int(g["n"].iloc[0]) if g["n"].notna().all() and g["n"].nunique() == 1 else -1),
+            "q": float(g["q"].iloc[0]) if "q" in g else float("nan"),
             "runs": int(g["run"].nunique()), "median_accuracy": float(np.median(acc)),
             "q25_accuracy": float(np.quantile(acc, 0.25)), "q75_accuracy": float(np.quantile(acc, 0.75)),
             "min_accuracy": float(acc.min()), "max_accuracy": float(acc.max()),
@@ -91,7 +92,9 @@ def plot_figure(summary, figure: str, out: str | Path, *, png: bool = True) -> l
         ax.set_ylabel("Final test accuracy (median)")
         runs = int(d["runs"].min())
         extra = f"m = {int(d['m'].iloc[0])}, " if figure == "fig09" and d["m"].nunique() == 1 else ""
-        ax.set_title(f"{_DATASET_TITLES.get(ds, ds)}: {extra}{runs} runs", fontsize=10)
+        extra += f"$\\mu$ = {d['mu'].iloc[0]:g}, " if d["mu"].nunique() == 1 else ""
+        extra += f"q = {d['q'].iloc[0]:g}, " if d["q"].nunique() == 1 and np.isfinite(d["q"].iloc[0]) else ""
+        ax.set_title(f"{_DATASET_TITLES.get(ds, ds)}\n{extra}median of {runs} runs", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, frameon=False)
     fig.tight_layout()
