@@ -11,7 +11,8 @@
 #  4. check that every cell file was written inside a job submitted with sbatch
 #     (slurm_job_id in its Parquet metadata) and that the summaries and tables equal
 #     those of the local run (.ci/slurm_check.py);
-#  5. tear everything down (trap), whatever happened.
+#  5. run tests/test_slurm_profile.py (the plan for the paper's grid: submissions);
+#  6. tear everything down (trap), whatever happened.
 # FEDGDP_SLURM_TIMEOUT (seconds, default 900) bounds the SLURM run;
 # SLURM_CI_KEEP=1 keeps the work folder and SLURM's logs for a look afterwards.
 set -euo pipefail
@@ -79,4 +80,7 @@ say "SLURM run (--profile workflow/profiles/slurm): ${t_slurm}s, $(grep -Eo '[0-
 squeue --states=all --noheader --sort=i --format='%i|%T|%C|%m|%l|%M|%k' >"$work/squeue.txt"
 
 "$py" "$repo/.ci/slurm_check.py" "$work/local" "$work/slurm" "$work/slurm.log" "$work/squeue.txt"
+
+# The profile's plan for the paper's grid (submissions <= ~60) and its settings.
+(cd "$repo" && "$py" -m pytest -q -p no:cacheprovider -s tests/test_slurm_profile.py)
 say "times: bring-up ${t_up}s, local run ${t_local}s, SLURM run ${t_slurm}s"
