@@ -39,7 +39,7 @@ slurm_install() {
     _slurm_log "installing slurm-wlm and munge from Debian packages"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
+    apt-get install -y -qq slurm-wlm munge >/dev/null
     _slurm_log "installed $(_slurm_versions)"
 }
 
@@ -58,13 +58,21 @@ _slurm_wait() {  # _slurm_wait SECONDS DESCRIPTION COMMAND...
     done
 }
 
+_slurm_running() {  # is a process with this exact name running? (no procps needed)
+    local f
+    for f in /proc/[0-9]*/comm; do
+        [[ $(cat "$f" 2>/dev/null) == "$1" ]] && return 0
+    done
+    return 1
+}
+
 _slurm_node_idle() {
     [[ $(sinfo --noheader --Node --format=%T 2>/dev/null | head -n1) == idle* ]]
 }
 
 slurm_up() {
     local host cpus mem
-    if pgrep -x slurmctld >/dev/null || pgrep -x slurmd >/dev/null; then
+    if _slurm_running slurmctld || _slurm_running slurmd; then
         _slurm_log "a slurmctld or slurmd is already running here; refusing to start a second"
         return 1
     fi
