@@ -16,9 +16,11 @@ include: "workflow/rules/simulate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/realdata.smk"
 
 
 rule all:
     default_target: True
     input:
         all_targets(),
+        realdata_targets(),

@@ -285,7 +285,7 @@ def _cmd_realdata_plot(args) -> int:
     if not (args.pdf or args.png or args.medians):
         raise ValueError("give --pdf, --png and/or --medians")
     df = read_rows(args.results)
-    plot_realdata(df, task=args.task, pdf=args.pdf, png=args.png, title=args.title)
+    plot_realdata(df, task=args.task, pdf=args.pdf, png=args.png, title=args.title or None)
     if args.medians:
         from pathlib import Path
 
