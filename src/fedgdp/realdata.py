@@ -63,7 +63,6 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -641,6 +640,15 @@ def client_metric(task: str, model: MatrixGLM, Theta, X, labels) -> float:
 
 
 # ------------------------------------------------------------------- run
+# One row per (method, mu, client) of one split:
+#   task, dataset, method (registry name), label (figure name), private (bool),
+#   mu (float; inf for the non-private baselines), split, client, n_client (the client's
+#   images, all folds), metric ("auc" or "accuracy"), value (mean over the folds where it
+#   is defined), value_folds (list, one per fold; NaN where a binary test fold has one
+#   class), m, n_min, folds, base_seed, B (clipping bound, mean over folds; inf when
+#   non-private), tau1, mu_composed (largest composed mu of the client's ledger over
+#   folds; inf when non-private), rounds, floats_up, floats_down (communication of one
+#   fit), elapsed_s (the method's fit time summed over the folds).
 COLUMNS = ["task", "dataset", "method", "label", "private", "mu", "split", "client", "n_client",
            "metric", "value", "value_folds", "m", "n_min", "folds", "base_seed", "B", "tau1",
            "mu_composed", "rounds", "floats_up", "floats_down", "elapsed_s"]
@@ -739,8 +747,9 @@ def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
     write_parquet(pa.Table.from_pylist(rows, schema=_schema()), out, p)
 
 
-def read_rows(paths) -> "pandas.DataFrame":
-    """Read and concatenate real-data Parquet files; ValueError naming a bad file."""
+def read_rows(paths):
+    """Read and concatenate real-data Parquet files into a pandas DataFrame;
+    ValueError naming a bad file."""
     import pandas as pd
     import pyarrow.parquet as pq
 
