@@ -70,6 +70,21 @@ def test_batched_clients_equal_one_by_one(B, shared):
     assert clipped == total
 
 
+@pytest.mark.parametrize("max_floats", [10, 1 << 25])       # client loop / batched
+def test_round_grads_paths_agree(max_floats):
+    from fedgdp.nn.train import round_grads
+
+    data = [tiny_data(n, seed=20 + n) for n in (4, 6)]
+    clients = ClientData([a for a, _ in data], [b for _, b in data])
+    net = tiny_net()
+    P = params_of(net)
+    got, _ = round_grads(net, P, clients, np.array([1, 0]), 0.3, shared=True, max_floats=max_floats)
+    for j, i in enumerate([1, 0]):
+        want, _ = clipped_mean_grad(net, P, *data[i], 0.3)
+        for k in want:
+            torch.testing.assert_close(got[k][j], want[k], rtol=1e-10, atol=1e-12)
+
+
 def test_unclipped_gradient_is_the_mean_gradient():
     net = tiny_net()
     x, y = tiny_data(5)
