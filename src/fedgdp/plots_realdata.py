@@ -132,13 +132,10 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
     axes[0].set_ylabel(_YLABEL[metric])
     lo, hi = axes[0].get_ylim()
     axes[0].set_ylim(lo, hi + 0.08 * (hi - lo))  # room for the group labels
-    if title is None:
-        ds = ", ".join(sorted(set(rows["dataset"])))
-        m = int(rows["m"].iloc[0])
-        S = rows["split"].nunique()
-        folds = int(rows["folds"].iloc[0])
-        title = (f"{_TASK_TITLE[task]} on {ds}: {m} clients x {S} splits, "
-                 f"{folds}-fold out-of-fold {_METRIC_NAME[metric]}")
+    ds = ", ".join(sorted(set(rows["dataset"])))
+    layout = (f"{ds}: {int(rows['m'].iloc[0])} clients x {rows['split'].nunique()} splits, "
+              f"{int(rows['folds'].iloc[0])}-fold out-of-fold {_METRIC_NAME[metric]}")
+    title = f"{_TASK_TITLE[task]} on {layout}" if title is None else f"{title}\n{layout}"
     fig.suptitle(title, fontsize=11)
     fig.text(0.5, 0.01, "boxes: quartiles and median of the client-level values (fold averages) over "
              "all clients and splits; whiskers 1.5 IQR; non-private baselines repeated in every panel",
