@@ -50,6 +50,14 @@ def _settings(args) -> dict:
         if not isinstance(loaded, dict):
             raise ValueError(f"--params {args.params} must hold a mapping")
         out.update(loaded)
+    if args.spec:
+        try:
+            spec = json.loads(args.spec)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--spec is not valid JSON: {exc}") from None
+        if not isinstance(spec, dict):
+            raise ValueError("--spec must be a JSON object")
+        out.update(spec)
     for _, key, _, _ in _SETTINGS:
         value = getattr(args, key)
         if value is not None:
@@ -111,7 +119,13 @@ def _cmd_nn_plot(args) -> int:
             frames.append(pd.read_parquet(path))
         except Exception as exc:
             raise ValueError(f"cannot read summary file {path}: {exc}") from None
-    plot_figure(pd.concat(frames, ignore_index=True), args.figure, args.out, png=not args.no_png)
+    summary = pd.concat(frames, ignore_index=True)
+    plot_figure(summary, args.figure, args.out, png=not args.no_png)
+    if args.csv:
+        from pathlib import Path
+
+        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+        summary[summary["figure"] == args.figure].to_csv(args.csv, index=False, float_format="%.4f")
     return 0
 
 
@@ -135,8 +149,9 @@ def _cmd_nn_bench(args) -> int:
 def add_parsers(sub) -> None:
     """Add the ``nn-*`` subcommands to ``fedgdp``'s subparsers."""
     run = sub.add_parser("nn-run", help="CNN experiments: one run (all methods) -> Parquet (needs torch)")
-    g = run.add_argument_group("settings (defaults: fedgdp.nn.settings; --params YAML, flags override it)")
+    g = run.add_argument_group("settings (defaults: fedgdp.nn.settings)")
     g.add_argument("--params", help="YAML mapping of settings")
+    g.add_argument("--spec", help="settings as a JSON object (over --params; flags override both)")
     for flag, key, typ, hlp in _SETTINGS:
         g.add_argument(flag, dest=key, type=typ, help=hlp)
     run.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
@@ -156,6 +171,7 @@ def add_parsers(sub) -> None:
     plot.add_argument("--figure", required=True, choices=["fig09", "fig10"])
     plot.add_argument("--out", required=True, help="output .pdf (the .png goes beside it)")
     plot.add_argument("--no-png", action="store_true")
+    plot.add_argument("--csv", help="optional CSV of the plotted medians")
     plot.set_defaults(func=_cmd_nn_plot)
 
     fe = sub.add_parser("nn-fetch", help="download MNIST or CIFAR-10, verify checksums")

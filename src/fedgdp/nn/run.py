@@ -121,6 +121,9 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     y_test = torch.as_tensor(data.y_test, device=dev)
     sizes = np.array([c["train"].shape[0] + c["val"].shape[0] + c["test"].shape[0] for c in parts])
 
+    from .train import round_grads
+
+    round_grads(model, params0, clients, np.array([0]), p["clip"], shared=True)   # warm-up (torch.func's first call)
     rows, ledgers = [], {}
     for method in p["methods"]:
         cal = calibrate(method, p, clients.n)
