@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import string
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .simulate import parse_sizes
 from .summary import normalise
 
 __all__ = ["LAYOUTS", "METHOD_STYLE", "plot_figure", "atomic_path", "size_label", "size_title", "mu_label",
@@ -63,54 +63,40 @@ _MU_COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b"]  # non-priv
 
 
 # ----------------------------------------------------------------------- labels
-def _num(text: str) -> str:
-    return f"{float(text):g}"
+def _g(x) -> str:
+    return f"{float(x):g}"
 
 
 def size_label(text: str) -> str:
-    """Legend label of a sizes scheme: ``equal(30)`` -> ``n = 30``."""
-    kind, args, inner = _split_sizes(text)
-    if kind == "equal":
-        return f"$n = {_num(args[0])}$"
-    if kind == "uniform":
-        return f"$n_i \\sim U[{_num(args[0])}, {_num(args[1])}]$"
-    if kind == "lognormal":
-        return f"$\\log n_i \\sim N({_num(args[0])}, {_num(args[1])}^2)$"
-    if kind == "total":
-        ik, iargs, _ = _split_sizes(inner)
-        what = {"equal": "equal", "uniform": "uniform weights", "lognormal": "lognormal weights"}[ik]
-        return f"{what}, $N = {args[0]}$"
-    return text
+    """Legend label of a sizes scheme: ``equal(30)`` -> ``$n = 30$``."""
+    s = parse_sizes(text)
+    a = s.args
+    if s.kind == "equal":
+        return f"$n = {_g(a[0])}$"
+    if s.kind == "uniform":
+        return f"$n_i \\sim U[{_g(a[0])}, {_g(a[1])}]$"
+    if s.kind == "lognormal":
+        return f"$\\log n_i \\sim N({_g(a[0])}, {_g(a[1])}^2)$"
+    what = {"equal": "equal", "uniform": "uniform weights", "lognormal": "lognormal weights"}
+    return f"{what[s.inner.kind]}, $N = {a[0]}$"
 
 
 def size_title(text: str) -> str:
     """Panel title of a sizes scheme, in the paper's words."""
-    kind, args, inner = _split_sizes(text)
-    if kind == "equal":
-        return f"Equal $n_i = {_num(args[0])}$"
-    if kind == "uniform":
-        return f"Uniformly distributed $n_i \\sim U[{_num(args[0])}, {_num(args[1])}]$"
-    if kind == "lognormal":
-        return f"Lognormally distributed $n_i$, $\\log n_i \\sim N({_num(args[0])}, {_num(args[1])}^2)$"
-    if kind == "total":
-        ik, iargs, _ = _split_sizes(inner)
-        if ik == "equal":
-            return f"Equal $n_i$ ($N = {args[0]}$)"
-        if ik == "uniform":
-            return f"Uniformly distributed $n_i$ (weights $U[{_num(iargs[0])}, {_num(iargs[1])}]$)"
-        return f"Lognormally distributed $n_i$ (weights $e^Z$, $Z \\sim N({_num(iargs[0])}, {_num(iargs[1])}^2)$)"
-    return text
-
-
-def _split_sizes(text: str):
-    s = str(text).replace(" ", "")
-    hit = re.match(r"^total\((\d+),(.+)\)$", s)
-    if hit:
-        return "total", (hit.group(1),), hit.group(2)
-    hit = re.match(r"^(\w+)(?:\((.*)\))?$", s)
-    if not hit:
-        return s, (), None
-    return hit.group(1), tuple(hit.group(2).split(",")) if hit.group(2) else (), None
+    s = parse_sizes(text)
+    a = s.args
+    if s.kind == "equal":
+        return f"Equal $n_i = {_g(a[0])}$"
+    if s.kind == "uniform":
+        return f"Uniformly distributed $n_i \\sim U[{_g(a[0])}, {_g(a[1])}]$"
+    if s.kind == "lognormal":
+        return f"Lognormally distributed $n_i$, $\\log n_i \\sim N({_g(a[0])}, {_g(a[1])}^2)$"
+    inner, b = s.inner.kind, s.inner.args
+    if inner == "equal":
+        return f"Equal $n_i$ ($N = {a[0]}$)"
+    if inner == "uniform":
+        return f"Uniformly distributed $n_i$ (weights $U[{_g(b[0])}, {_g(b[1])}]$)"
+    return f"Lognormally distributed $n_i$ (weights $e^Z$, $Z \\sim N({_g(b[0])}, {_g(b[1])}^2)$)"
 
 
 def mu_label(mu: float) -> str:
