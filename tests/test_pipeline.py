@@ -7,6 +7,7 @@ checkout's results/ and figures/ are never touched.
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -76,10 +77,12 @@ def outputs(cfg) -> list[str]:
 def smoke(tmp_path_factory):
     """One uninterrupted smoke run (config/smoke.yaml), shared by the tests below."""
     d = workdir(tmp_path_factory.mktemp("smoke"))
-    t0 = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     res = snakemake(d, *SMOKE)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert res.returncode == 0, res.stderr[-3000:]
-    d.joinpath("elapsed.txt").write_text(f"{time.perf_counter() - t0:.1f}")
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    d.joinpath("cpu_seconds.txt").write_text(f"{cpu:.1f}")
     return d
 
 
@@ -135,7 +138,9 @@ def test_smoke_summaries_and_tables(smoke):
 
 
 def test_smoke_run_time_and_report(smoke):
-    assert float((smoke / "elapsed.txt").read_text()) < 240   # 2 minutes on a quiet 2-core machine
+    # Under 2 minutes on an idle 2-core machine: CPU time (Snakemake and every job) under
+    # 2 x 120 s, with room to spare. CPU, not wall time, so a busy machine does not fail it.
+    assert float((smoke / "cpu_seconds.txt").read_text()) < 2 * 120
     res = snakemake(smoke, *SMOKE, "--report", "report.html")
     assert res.returncode == 0, res.stderr[-2000:]
     html = (smoke / "report.html").read_text(errors="replace")
@@ -148,7 +153,7 @@ def test_interrupted_run_resumes_to_the_same_outputs(smoke, tmp_path):
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *SMOKE]
     proc = subprocess.Popen(cmd, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, env=dict(os.environ, MPLBACKEND="Agg"))
-    deadline = time.time() + 120
+    deadline = time.time() + 300
     while time.time() < deadline and len(list(d.glob("results/cells/**/*.parquet"))) < 12:
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)          # snakemake and its running jobs, mid-run
