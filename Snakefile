@@ -17,6 +17,7 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/realdata.smk"
+include: "workflow/rules/nn.smk"
 
 
 rule all:
@@ -24,3 +25,4 @@ rule all:
     input:
         all_targets(),
         realdata_targets(),
+        nn_default_targets(),

@@ -1,0 +1,74 @@
+"""The CNN stage of the pipeline (workflow/rules/nn.smk): dry runs and config checks.
+
+Planning needs no PyTorch. Works on a copy of the workflow files in a temporary
+directory, like tests/test_pipeline.py.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ["Snakefile", "config.yaml", "config", "workflow", "environment.yml"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def wd(tmp_path_factory):
+    path = tmp_path_factory.mktemp("nnflow")
+    for name in WORKFLOW:
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, path / name)
+    return path
+
+
+def dry(cwd, *args):
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "-n", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, MPLBACKEND="Agg"))
+
+
+def counts(out: str) -> dict:
+    table = out[out.index("Job stats:"):].splitlines()[3:]
+    res = {}
+    for line in table:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        res[parts[0]] = int(parts[1])
+    return res
+
+
+def test_default_plan_and_paper_plan(wd):
+    r = dry(wd, "fig09", "fig10")
+    assert r.returncode == 0, r.stderr
+    c = counts(r.stdout)
+    assert c["train_nn"] == 4 * 3 + 4 * 3 and c["summarise_nn"] == 2 and c["plot_nn"] == 2
+    r = dry(wd, "fig09", "fig10", "--configfile", "config/paper-nn.yaml")
+    assert r.returncode == 0, r.stderr
+    c = counts(r.stdout)
+    # MNIST and CIFAR-10: Figure 9 7 sizes x 5 runs, Figure 10 6 client counts x 4 runs
+    assert c["train_nn"] == 2 * (7 * 5 + 6 * 4) and c["summarise_nn"] == 4
+    assert "results/nn/mnist/fig09/m~100/n~600/run~4.parquet" in r.stdout
+    assert "results/nn/cifar10/fig09/m~100/n~500/run~4.parquet" in r.stdout
+
+
+def test_default_target_leaves_the_cnn_figures_out(wd):
+    r = dry(wd)
+    assert r.returncode == 0, r.stderr
+    assert "train_nn" not in counts(r.stdout)
+
+
+@pytest.mark.parametrize("bad,key", [
+    ("nn={fig09: {m: 10, n: {digits: [500]}, runs: 3}}", "nn.fig09"),
+    ("nn={methods: [fedfoo]}", "fedfoo"),
+    ("nn={settings: {q: 0}}", "nn.fig09"),
+])
+def test_bad_nn_config_fails_before_any_job(wd, bad, key):
+    r = dry(wd, "fig09", "--config", bad)
+    assert r.returncode != 0
+    assert key in r.stdout + r.stderr
