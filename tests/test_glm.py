@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from fedgdp.glm import MODELS, get_model, population_min_eigenvalue
+from fedgdp.glm import MODELS, get_model, population_hessian, population_min_eigenvalue
 
 
 def _data(rng, shape=(3, 40, 4)):
@@ -57,13 +57,23 @@ def test_kernel_reproduces_the_residual(name):
     np.testing.assert_allclose(s, k.resid_scale * (glm.mean(eta) - y), rtol=1e-13, atol=1e-14)
 
 
-def test_population_min_eigenvalue_is_stable_and_positive():
-    a = population_min_eigenvalue("logistic", [0.5, -0.5, 1.0, -1.0, 0.5], 1.0)
-    b = population_min_eigenvalue("logistic", [0.5, -0.5, 1.0, -1.0, 0.5], 1.0)
-    assert a == b and 0 < a < 0.25   # logistic variance is at most 1/4
-    # a larger Monte Carlo sample agrees to 2% (the default's MC error is well below that)
-    c = population_min_eigenvalue("logistic", [0.5, -0.5, 1.0, -1.0, 0.5], 1.0, n_mc=2_000_000, seed=7)
-    assert abs(a - c) / c < 0.02
+@pytest.mark.parametrize("name,beta", [("logistic", [0.5, -0.5, 1.0, -1.0, 0.5]),
+                                       ("poisson", [0.5, 0.3, -0.3, 0.2, -0.2]),
+                                       ("logistic", [0.2, 0.0, 0.0])])
+def test_population_hessian_matches_monte_carlo(name, beta):
+    """Quadrature vs 2e6 Monte Carlo draws: entries agree to 5 MC standard errors."""
+    rng = np.random.default_rng(11)
+    n = 2_000_000
+    X = np.empty((n, len(beta)))
+    X[:, 0] = 1.0
+    X[:, 1:] = 1.3 * rng.standard_normal((n, len(beta) - 1))
+    v = get_model(name).variance(X @ np.array(beta))
+    mc = (X * v[:, None]).T @ X / n
+    se = np.sqrt(((X * v[:, None]) ** 2).T @ (X ** 2) / n - mc ** 2) / np.sqrt(n)
+    H = population_hessian(name, beta, 1.3)
+    assert np.all(np.abs(H - mc) < 5 * se + 1e-12)
+    lam = population_min_eigenvalue(name, beta, 1.3)
+    assert lam == pytest.approx(np.linalg.eigvalsh(mc)[0], rel=0.01) and lam > 0
 
 
 def test_unknown_model_is_named():
