@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 __all__ = ["main"]
@@ -210,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # numpy's OpenBLAS: one thread per process unless the user says otherwise. The
+    # estimators multiply tiny matrices, where BLAS threads only add contention, and
+    # parallelism comes from running cells side by side (Snakemake jobs).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     ap = build_parser()
     args = ap.parse_args(argv)
     try:
