@@ -11,5 +11,6 @@ import torch; settings, calibration, data loading and plots work without it.
 - :mod:`~fedgdp.nn.train`        per-sample clipping, head-only Newton, the methods
 - :mod:`~fedgdp.nn.run`          one run -> Parquet
 - :mod:`~fedgdp.nn.plots`        Figures 9 and 10 from summaries
+- :mod:`~fedgdp.nn.bench`        paper-scale step timings and their extrapolation
 - :mod:`~fedgdp.nn.commands`     the ``fedgdp nn-*`` subcommands
 """

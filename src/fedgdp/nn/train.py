@@ -287,7 +287,11 @@ def head_newton_step(model, params: dict, x: torch.Tensor, y: torch.Tensor, *, B
 
 # ------------------------------------------------------------- sampling
 def sample_clients(rng: np.random.Generator, m: int, q: float) -> np.ndarray:
-    """``max(1, round(q m))`` distinct clients, sorted, drawn uniformly without replacement."""
+    """``max(1, round(q m))`` distinct clients, sorted, drawn uniformly without replacement.
+
+    ``round`` is Python's (half to even: q m = 2.5 draws 2). Each client is drawn in a
+    round with probability ``round(q m) / m``.
+    """
     k = max(1, min(m, int(round(q * m))))
     return np.sort(rng.choice(m, size=k, replace=False))
 
