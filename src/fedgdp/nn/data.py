@@ -176,7 +176,10 @@ def _extract_cifar(archive: Path, folder: Path) -> None:
     with tarfile.open(archive, "r:gz") as tar:
         members = [mb for mb in tar.getmembers()
                    if mb.isfile() and mb.name.startswith(CIFAR10_DIR + "/") and ".." not in mb.name]
-        tar.extractall(folder, members=members, filter="data")
+        if hasattr(tarfile, "data_filter"):     # Python >= 3.11.4
+            tar.extractall(folder, members=members, filter="data")
+        else:  # pragma: no cover - members are already restricted to the batches folder
+            tar.extractall(folder, members=members)
 
 
 def load_dataset(name: str, data_dir: str | os.PathLike = "data") -> ImageData:
