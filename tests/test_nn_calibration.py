@@ -157,3 +157,19 @@ def test_summary_medians_and_figures(tmp_path):
         import matplotlib.image
 
         assert matplotlib.image.imread(paths[1]).ndim == 3
+
+
+def test_cifar_archive_is_unpacked(tmp_path):
+    import io
+    import tarfile
+
+    (tmp_path / "cifar10").mkdir()
+    with tarfile.open(tmp_path / "cifar10" / "cifar-10-python.tar.gz", "w:gz") as tar:
+        for name in [f"data_batch_{k}" for k in range(1, 6)] + ["test_batch"]:
+            blob = pickle.dumps({b"data": np.zeros((2, 3072), np.uint8), b"labels": [3, 4]})
+            info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    d = load_dataset("cifar10", tmp_path)
+    assert d.x_train.shape == (10, 3, 32, 32) and d.y_test.tolist() == [3, 4]
+    assert (tmp_path / "cifar10" / "cifar-10-batches-py" / "test_batch").exists()
