@@ -37,10 +37,13 @@ config.update(_numbers(config))
 validate(config, schema="../schemas/config.schema.yaml")
 
 # The job commands call `fedgdp`; when Snakemake runs from a virtual environment that
-# is not activated, put that environment's scripts first on the PATH of every job.
+# is not activated, put that environment's scripts first on the PATH of every job
+# (a prefix replaces Snakemake's own, so it repeats its bash strict mode).
 if shutil.which("fedgdp") is None:
     shell.prefix(
-        "export PATH={}:\"$PATH\"; ".format(shlex.quote(os.path.dirname(sys.executable)))
+        "set -euo pipefail; export PATH={}:\"$PATH\"; ".format(
+            shlex.quote(os.path.dirname(sys.executable))
+        )
     )
 
 # The output of simulate_cell (workflow/rules/simulate.smk).
