@@ -35,6 +35,7 @@ DEFAULTS: dict = {
     "tau1": "auto",
     "weights": "size",
     "base_seed": 2026,
+    "diverge_factor": 5.0,      # flag a run whose ||theta_hat - beta_true|| > 5 max(1, ||beta_true||)
     "methods": ["fedsgd", "fedhybrid", "fedavg", "fednewton"],
     "method_settings": {},      # e.g. {"fedsgd": {"eta": 0.5}, "fedavg": {"R": 2}}
     "study": "",
@@ -117,6 +118,8 @@ def resolve(overrides: dict | None = None) -> dict:
     p["beta_true"] = [float(b) for b in p["beta_true"]]
     if len(p["beta_true"]) < 2:
         raise ValueError(f"beta_true needs an intercept and at least one slope, got {p['beta_true']}")
+    if not float(p["diverge_factor"]) > 0:
+        raise ValueError(f"diverge_factor must be > 0, got diverge_factor={p['diverge_factor']!r}")
     if not p["sigma_c"] > 0:
         raise ValueError(f"sigma_c must be > 0, got sigma_c={p['sigma_c']}")
     clip = p["clip"]

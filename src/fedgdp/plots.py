@@ -251,7 +251,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
             ax.errorbar(x, y, yerr=[lower, 2 * se], color=style["color"], marker=style["marker"],
                         markersize=5, linewidth=1.5, capsize=3, elinewidth=1)
             partial = (line["diverged"].to_numpy() > 0) & np.isfinite(y)
-            if partial.any():     # a mean over fewer replicates: hollow marker
+            if partial.any():     # some replicates flagged as diverged: hollow marker
                 ax.plot(x[partial], y[partial], linestyle="none", marker=style["marker"], markersize=5,
                         markerfacecolor="white", markeredgecolor=style["color"], zorder=3)
             notes["partial"] |= bool(partial.any())
@@ -285,8 +285,8 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         ax.set_visible(False)
     height = fig.get_figheight()
     note = " ".join(text for key, text in (
-        ("partial", "Hollow marker: some replicates diverged and are left out of the mean."),
-        ("missing", "No marker: every replicate of the cell diverged.")) if notes[key])
+        ("partial", "Hollow marker: some replicates diverged (counted in the mean when finite)."),
+        ("missing", "No marker: no replicate of the cell gave a finite estimate.")) if notes[key])
     bottom = 0.0                      # inches kept free under the panels
     if note:
         fig.text(0.5, 0.05 / height, note, fontsize=8, color="dimgrey", ha="center", va="bottom")

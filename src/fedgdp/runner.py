@@ -87,7 +87,6 @@ def run_cell(p: dict, replicates: list[int], *, impl: str = "fast", rows_per_blo
         B = np.array([bound(glm, rep, p["clip"]) for rep in reps]) if np.isfinite(p["mu"]) \
             else np.full(len(reps), np.inf)
         fd = FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"])
-        loss0 = [glm.loss(np.zeros(d), rep.X, rep.y) for rep in reps]
         for name in p["methods"]:
             meth, s = get_method(name), p["method_settings"][name]
             noises = draw_noises(p, name, block, d)
@@ -106,20 +105,19 @@ def run_cell(p: dict, replicates: list[int], *, impl: str = "fast", rows_per_blo
             comm = meth.comm(s, p["m"], d)
             for j, r in enumerate(block):
                 rows.append(_row(p, name, r, reps[j], B[j], theta[j], beta, comm, mu_comp[j], elapsed,
-                                 _diverged(glm, reps[j], theta[j], loss0[j])))
+                                 _diverged(theta[j], beta, p["diverge_factor"])))
     order = {name: i for i, name in enumerate(p["methods"])}
     rows.sort(key=lambda row: (row["replicate"], order[row["method"]]))
     return (rows, ledgers) if return_ledgers else rows
 
 
-def _diverged(glm, rep, theta, loss0: float) -> bool:
-    """A run diverged if its estimate is not finite, or if it ends with a larger pooled
-    empirical loss than the starting point theta = 0 (it made the fit worse)."""
+def _diverged(theta: np.ndarray, beta: np.ndarray, factor: float) -> bool:
+    """A run diverged if its estimate is not finite or lies farther than
+    ``factor * max(1, ||beta_true||)`` from the truth (a numerical blow-up or an
+    iteration that never settled, e.g. a step size far too large)."""
     if not np.all(np.isfinite(theta)):
         return True
-    with np.errstate(all="ignore"):
-        loss = glm.loss(theta, rep.X, rep.y)
-    return not bool(loss <= loss0)
+    return float(np.linalg.norm(theta - beta)) > factor * max(1.0, float(np.linalg.norm(beta)))
 
 
 def _row(p, method, r, rep, B, theta, beta, comm, mu_comp, elapsed, diverged) -> dict:

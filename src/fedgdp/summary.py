@@ -5,12 +5,14 @@ files (one per block of replicates, :mod:`fedgdp.runner`) hold one row per
 ``(replicate, method)``. :func:`summarise` reduces them to the quantities every
 figure and table reads (:data:`SUMMARY_COLUMNS`):
 
-- ``mse``: mean of ``||beta_hat - beta_true||^2`` over the replicates that did not
-  diverge (``diverged`` is false: a finite estimate whose pooled loss is no larger
-  than at the start, theta = 0; see :func:`fedgdp.runner.run_cell`);
-  ``se`` its Monte Carlo standard error ``sd / sqrt(n_ok)``; ``median`` the median
-  over the same replicates. ``replicates`` counts all of them, ``diverged`` the
-  excluded ones, so a reader can see when a mean rests on fewer runs.
+- ``mse``: mean of ``||beta_hat - beta_true||^2`` over the replicates whose estimate
+  is finite (``n_ok`` of them); ``se`` its Monte Carlo standard error
+  ``sd / sqrt(n_ok)``; ``median`` the median over the same replicates.
+  ``replicates`` counts all of them and ``diverged`` those flagged by the run
+  (a non-finite estimate, or one farther than ``diverge_factor * max(1,
+  ||beta_true||)`` from the truth; see :func:`fedgdp.runner.run_cell`). Flagged but
+  finite estimates stay in the mean: leaving them out would make a method that
+  often fails look better than it is.
 - ``rounds``, ``floats_up``, ``floats_down``: mean communication per replicate
   (they are the same in every replicate of a cell).
 - ``N_mean``, ``n_min``, ``n_max``: mean total sample size and the extreme client
@@ -96,7 +98,7 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     Rows keep the order in which cells and methods first appear.
     """
     df = rows.copy()
-    ok = ~df["diverged"].astype(bool) & np.isfinite(df["sq_error"])
+    ok = np.isfinite(df["sq_error"])
     df["sq_ok"] = df["sq_error"].where(ok)
     g = df.groupby(CELL_KEYS, sort=False, dropna=False)
     out = g.agg(
