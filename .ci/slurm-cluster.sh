@@ -172,8 +172,12 @@ slurm_down() {
         rm -f "$SLURM_CONF_PATH"
     fi
     _SLURM_CONF_BACKUP=""
-    if [[ -n $SLURM_CI_DIR && -d $SLURM_CI_DIR && ${SLURM_CI_KEEP:-0} != 1 ]]; then
-        rm -rf "$SLURM_CI_DIR"
+    if [[ -n $SLURM_CI_DIR && -d $SLURM_CI_DIR ]]; then
+        if [[ ${SLURM_CI_KEEP:-0} == 1 ]]; then
+            _slurm_log "kept SLURM's state and logs in $SLURM_CI_DIR"
+        else
+            rm -rf "$SLURM_CI_DIR"
+        fi
     fi
     SLURM_CI_DIR=""
     _slurm_log "SLURM torn down"
