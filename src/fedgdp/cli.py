@@ -36,18 +36,7 @@ def _cell_args(ap: argparse.ArgumentParser) -> None:
 
 
 def _overrides(args) -> dict:
-    out: dict = {}
-    if args.params:
-        import yaml
-
-        try:
-            with open(args.params) as fh:
-                loaded = yaml.safe_load(fh) or {}
-        except OSError as exc:
-            raise ValueError(f"cannot read --params {args.params}: {exc.strerror}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"--params {args.params} must hold a mapping")
-        out.update(loaded)
+    out: dict = load_params_file(args.params) if args.params else {}
     for key in ("model", "sizes", "m", "mu", "K", "schedule", "methods", "study", "base_seed",
                 "tau1", "weights"):
         value = getattr(args, key)
@@ -108,6 +97,20 @@ def _cmd_bench(args) -> int:
 
     run_bench(replicates=args.replicates, m=args.m, n=args.n, model=args.model, out=args.out)
     return 0
+
+
+def load_params_file(path: str) -> dict:
+    """A ``--params`` YAML file as a dict; ValueError naming the file otherwise."""
+    import yaml
+
+    try:
+        with open(path) as fh:
+            loaded = yaml.safe_load(fh) or {}
+    except OSError as exc:
+        raise ValueError(f"cannot read --params {path}: {exc.strerror}") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f"--params {path} must hold a mapping")
+    return loaded
 
 
 def _spec(text: str) -> dict:
@@ -231,24 +234,10 @@ _REALDATA_PIPELINE_KEYS = ("tasks", "splits", "figures")   # config keys of the 
 def _realdata_overrides(args) -> dict:
     out: dict = {}
     if args.params:
-        import yaml
-
-        try:
-            with open(args.params) as fh:
-                loaded = yaml.safe_load(fh) or {}
-        except OSError as exc:
-            raise ValueError(f"cannot read --params {args.params}: {exc.strerror}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"--params {args.params} must hold a mapping")
+        loaded = load_params_file(args.params)
         out.update(loaded.get("realdata", loaded))
     if args.spec:
-        try:
-            spec = json.loads(args.spec)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--spec is not valid JSON: {exc}") from None
-        if not isinstance(spec, dict):
-            raise ValueError("--spec must be a JSON object")
-        out.update(spec)
+        out.update(_spec(args.spec))
     for key in _REALDATA_PIPELINE_KEYS:
         out.pop(key, None)
     for key in ("task", "dataset", "path", "mu", "methods", "base_seed", "tau1"):

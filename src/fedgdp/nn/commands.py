@@ -38,26 +38,11 @@ _SETTINGS = [
 
 
 def _settings(args) -> dict:
-    out: dict = {}
-    if args.params:
-        import yaml
+    from ..cli import _spec, load_params_file
 
-        try:
-            with open(args.params) as fh:
-                loaded = yaml.safe_load(fh) or {}
-        except OSError as exc:
-            raise ValueError(f"cannot read --params {args.params}: {exc.strerror}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"--params {args.params} must hold a mapping")
-        out.update(loaded)
+    out: dict = load_params_file(args.params) if args.params else {}
     if args.spec:
-        try:
-            spec = json.loads(args.spec)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--spec is not valid JSON: {exc}") from None
-        if not isinstance(spec, dict):
-            raise ValueError("--spec must be a JSON object")
-        out.update(spec)
+        out.update(_spec(args.spec))
     for _, key, _, _ in _SETTINGS:
         value = getattr(args, key)
         if value is not None:

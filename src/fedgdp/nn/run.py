@@ -18,15 +18,12 @@ clients) are reported beside it. Validation is not used for any choice.
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
-from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
 from ..simulate import stable_hash
 from .calibration import LABELS, calibrate
 from .data import ImageData, load_dataset
@@ -173,17 +170,6 @@ def _label(method: str, p: dict) -> str:
 
 
 # --------------------------------------------------------------------------- I/O
-def _git_commit() -> str:
-    import subprocess
-
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() if out.returncode == 0 else ""
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
 def _schema():
     import pyarrow as pa
 
@@ -201,30 +187,20 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
     settings as JSON and, when given, ``extra_meta`` (e.g. the ledgers).
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    from ..runner import write_parquet
+
     table = pa.Table.from_pylist(rows, schema=_schema())
-    meta = {"fedgdp_version": __version__, "git_commit": _git_commit(), "params": json.dumps(p, sort_keys=True),
-            "python": platform.python_version(), "machine": platform.machine()}
+    meta = {"python": platform.python_version(), "machine": platform.machine()}
     try:
         import torch
 
         meta["torch_version"] = torch.__version__
     except ImportError:  # pragma: no cover
         pass
-    if os.environ.get("SLURM_JOB_ID"):
-        meta["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
     meta.update(extra_meta or {})
     table = table.replace_schema_metadata({k: str(v) for k, v in meta.items()})
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_parquet(table, out, p)
 
 
 def read_runs(paths) -> "pandas.DataFrame":  # noqa: F821
