@@ -13,7 +13,7 @@ from functools import lru_cache
 from .glm import MODELS, population_min_eigenvalue
 from .simulate import parse_sizes
 
-__all__ = ["DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_mu", "parse_seeds"]
+__all__ = ["DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_mu", "parse_seeds", "check_clip"]
 
 # Not stated in the paper, chosen in SPEC 2.
 BETA_TRUE = {
@@ -66,6 +66,20 @@ def parse_seeds(text: str) -> list[int]:
             raise ValueError(f"bad seeds {text!r}: need 0 <= first <= last, got {part.strip()!r}")
         out.extend(range(lo, hi + 1))
     return sorted(set(out))
+
+
+def check_clip(clip) -> dict:
+    """The clipping rule as a dict: a number means ``{"rule": "fixed", "value": B}``;
+    ValueError naming the bad value otherwise."""
+    if isinstance(clip, (int, float)) and not isinstance(clip, bool):
+        clip = {"rule": "fixed", "value": float(clip)}
+    if clip.get("rule") == "quantile" and not 0 < float(clip.get("q", -1)) <= 1:
+        raise ValueError(f"clip q must lie in (0, 1], got q={clip.get('q')!r}")
+    if clip.get("rule") == "fixed" and not float(clip.get("value", -1)) > 0:
+        raise ValueError(f"fixed clip value must be > 0, got {clip.get('value')!r}")
+    if clip.get("rule") not in ("quantile", "fixed"):
+        raise ValueError(f"clip rule must be 'quantile' or 'fixed', got {clip.get('rule')!r}")
+    return clip
 
 
 @lru_cache(maxsize=16)
@@ -122,16 +136,7 @@ def resolve(overrides: dict | None = None) -> dict:
         raise ValueError(f"diverge_factor must be > 0, got diverge_factor={p['diverge_factor']!r}")
     if not p["sigma_c"] > 0:
         raise ValueError(f"sigma_c must be > 0, got sigma_c={p['sigma_c']}")
-    clip = p["clip"]
-    if isinstance(clip, (int, float)) and not isinstance(clip, bool):
-        clip = {"rule": "fixed", "value": float(clip)}
-    if clip.get("rule") == "quantile" and not 0 < float(clip.get("q", -1)) <= 1:
-        raise ValueError(f"clip q must lie in (0, 1], got q={clip.get('q')!r}")
-    if clip.get("rule") == "fixed" and not float(clip.get("value", -1)) > 0:
-        raise ValueError(f"fixed clip value must be > 0, got {clip.get('value')!r}")
-    if clip.get("rule") not in ("quantile", "fixed"):
-        raise ValueError(f"clip rule must be 'quantile' or 'fixed', got {clip.get('rule')!r}")
-    p["clip"] = clip
+    p["clip"] = check_clip(p["clip"])
     if p["tau1"] == "auto":
         p["tau1"] = _tau1_auto(p["model"], tuple(p["beta_true"]), float(p["sigma_c"]))
     elif not float(p["tau1"]) > 0:

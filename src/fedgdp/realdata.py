@@ -69,6 +69,7 @@ import numpy as np
 from . import privacy
 from .datasets import DATASETS, Dataset, layout_key, split_layout
 from .estimators import floored_solve
+from .params import check_clip
 from .glm import MatrixGLM, matrix_model
 from .simulate import stable_hash
 
@@ -162,16 +163,7 @@ def resolve(overrides: dict | None = None) -> dict:
     p["tau1"] = float(p["tau1"])
     if p["weights"] != "size":
         raise ValueError(f"weights must be 'size' for the real-data study, got {p['weights']!r}")
-    clip = p["clip"]
-    if isinstance(clip, (int, float)) and not isinstance(clip, bool):
-        clip = {"rule": "fixed", "value": float(clip)}
-    if clip.get("rule") == "quantile" and not 0 < float(clip.get("q", -1)) <= 1:
-        raise ValueError(f"clip q must lie in (0, 1], got q={clip.get('q')!r}")
-    if clip.get("rule") == "fixed" and not float(clip.get("value", -1)) > 0:
-        raise ValueError(f"fixed clip value must be > 0, got {clip.get('value')!r}")
-    if clip.get("rule") not in ("quantile", "fixed"):
-        raise ValueError(f"clip rule must be 'quantile' or 'fixed', got {clip.get('rule')!r}")
-    p["clip"] = clip
+    p["clip"] = check_clip(p["clip"])
     nw = p["newton"]
     if nw.get("solver") not in ("cg", "floor", "ridge"):
         raise ValueError(f"newton solver must be cg, floor or ridge, got {nw.get('solver')!r}")
@@ -750,19 +742,6 @@ def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
 def read_rows(paths):
     """Read and concatenate real-data Parquet files into a pandas DataFrame;
     ValueError naming a bad file."""
-    import pandas as pd
-    import pyarrow.parquet as pq
+    from .runner import read_parquet_files
 
-    frames = []
-    for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
-        try:
-            table = pq.read_table(path)
-        except Exception as exc:  # pyarrow raises several types for damaged files
-            raise ValueError(f"cannot read real-data file {path}: {exc}") from None
-        missing = set(COLUMNS) - set(table.column_names)
-        if missing:
-            raise ValueError(f"real-data file {path} lacks columns {sorted(missing)}")
-        frames.append(table.to_pandas())
-    if not frames:
-        raise ValueError("no real-data files given")
-    return pd.concat(frames, ignore_index=True)
+    return read_parquet_files(paths, COLUMNS, "real-data")

@@ -23,7 +23,7 @@ from .privacy import clip_bound, clip_bound_reference
 from .reference import reference_fit
 from .simulate import noise_rng, parse_sizes, replicate_rng, simulate_replicate
 
-__all__ = ["run_cell", "simulate_block", "write_cell", "write_parquet", "read_cell", "COLUMNS"]
+__all__ = ["run_cell", "simulate_block", "write_cell", "write_parquet", "read_parquet_files", "read_cell", "COLUMNS"]
 
 COLUMNS = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N", "n_min", "n_max",
            "B", "sq_error", "theta_hat", "rounds", "floats_up", "floats_down", "mu_composed",
@@ -184,15 +184,30 @@ def write_cell(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
     write_parquet(pa.Table.from_pylist(rows, schema=_schema()), out, p)
 
 
-def read_cell(path: str | os.PathLike):
-    """Read a cell file as a DataFrame; ValueError naming the file if it is corrupt."""
+def read_parquet_files(paths, columns, what: str):
+    """Read and concatenate Parquet files into a DataFrame.
+
+    ValueError naming the file when one is corrupt or lacks any of ``columns``
+    (``what`` names the kind of file in the message, e.g. ``"cell"``).
+    """
+    import pandas as pd
     import pyarrow.parquet as pq
 
-    try:
-        table = pq.read_table(path)
-    except Exception as exc:  # pyarrow raises several types for damaged files
-        raise ValueError(f"cannot read cell file {path}: {exc}") from None
-    missing = set(COLUMNS) - set(table.column_names)
-    if missing:
-        raise ValueError(f"cell file {path} lacks columns {sorted(missing)}")
-    return table.to_pandas()
+    frames = []
+    for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:  # pyarrow raises several types for damaged files
+            raise ValueError(f"cannot read {what} file {path}: {exc}") from None
+        missing = set(columns) - set(table.column_names)
+        if missing:
+            raise ValueError(f"{what} file {path} lacks columns {sorted(missing)}")
+        frames.append(table.to_pandas())
+    if not frames:
+        raise ValueError(f"no {what} files given")
+    return pd.concat(frames, ignore_index=True)
+
+
+def read_cell(path: str | os.PathLike):
+    """Read a cell file as a DataFrame; ValueError naming the file if it is corrupt."""
+    return read_parquet_files(path, COLUMNS, "cell")

@@ -205,19 +205,6 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
 
 def read_runs(paths) -> "pandas.DataFrame":  # noqa: F821
     """Concatenate run files; ValueError naming a file that is corrupt or lacks columns."""
-    import pandas as pd
-    import pyarrow.parquet as pq
+    from ..runner import read_parquet_files
 
-    frames = []
-    for path in paths:
-        try:
-            table = pq.read_table(path)
-        except Exception as exc:  # pyarrow raises several types for damaged files
-            raise ValueError(f"cannot read run file {path}: {exc}") from None
-        missing = set(COLUMNS) - set(table.column_names)
-        if missing:
-            raise ValueError(f"run file {path} lacks columns {sorted(missing)}")
-        frames.append(table.to_pandas())
-    if not frames:
-        raise ValueError("no run files given")
-    return pd.concat(frames, ignore_index=True)
+    return read_parquet_files(paths, COLUMNS, "run")
