@@ -98,12 +98,12 @@ def plot_figure(summary, figure: str, out: str | Path, *, png: bool = True) -> l
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, frameon=False)
     fig.tight_layout()
+    from ..plots import atomic_path
+
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    written = [out]
-    fig.savefig(out)
-    if png:
-        written.append(out.with_suffix(".png"))
-        fig.savefig(written[-1], dpi=150)
+    written = [out] + ([out.with_suffix(".png")] if png else [])
+    for path in written:            # temporary file, then rename: no half-written figure
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=path.suffix[1:], **({"dpi": 150} if path.suffix == ".png" else {}))
     plt.close(fig)
     return written
