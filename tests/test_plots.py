@@ -208,3 +208,26 @@ def test_schema_enums_match_the_package():
     study = schema["properties"]["studies"]["additionalProperties"]["properties"]
     assert study["methods"]["default"] == list(REGISTRY)
     assert set(METHOD_STYLE) == set(REGISTRY)
+
+
+def test_cnn_figures_have_one_legend_under_the_panels(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedgdp.nn.calibration import METHODS as NN_METHODS
+    from fedgdp.nn.plots import SUMMARY_COLUMNS, plot_figure as nn_plot
+
+    rows = [{c: 1.0 for c in SUMMARY_COLUMNS} | {"figure": "fig10", "dataset": ds, "method": meth, "label": meth,
+                                                 "x": x, "m": x, "median_accuracy": 0.5 + 0.1 * k}
+            for ds in ("mnist", "cifar10") for k, meth in enumerate(NN_METHODS) for x in (5, 10)]
+    kept = []
+    monkeypatch.setattr(plt, "close", kept.append)             # keep the figure to inspect it
+    nn_plot(pd.DataFrame(rows), "fig10", tmp_path / "f.pdf")
+    (fig,) = kept
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == list(NN_METHODS)
+    assert "median final test accuracy" in _caption(fig)
+    _assert_legends_outside_panels(fig)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pdf", "f.png"]       # no temporary left
