@@ -231,3 +231,20 @@ def test_cnn_figures_have_one_legend_under_the_panels(tmp_path, monkeypatch):
     assert "median final test accuracy" in _caption(fig)
     _assert_legends_outside_panels(fig)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pdf", "f.png"]       # no temporary left
+
+
+def test_caption_lines_never_split_math():
+    from fedgdp.plots import _wrap
+
+    text = "aaa bbb $\\mu = 2$ ccc ddd $\\pm 2$ eee"
+    for width in range(3, 30):
+        lines = _wrap(text, width)
+        assert " ".join(lines) == text and all(line.count("$") % 2 == 0 for line in lines), width
+
+
+def test_more_columns_than_panels():
+    spec = {"model": "logistic", "study": "equal_n", "layout": "m_by_size", "ncols": 3,
+            "panels": [{"method": "fedsgd"}, {"method": "fedavg"}]}
+    fig = plot_figure(spec, _summary("equal_n", ["equal(30)", "equal(60)"]))
+    assert len(fig.legends) == 1
+    _assert_legends_outside_panels(fig)

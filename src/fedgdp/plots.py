@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import string
 import textwrap
 from contextlib import contextmanager
@@ -305,7 +306,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
             ax.legend([h for _, h in items], [lab for lab, _ in items], fontsize=8, frameon=False,
                       loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
         legends = []
-    caption_lines = textwrap.wrap(caption, width=int(fig.get_figwidth() * 16))
+    caption_lines = _wrap(caption, width=int(fig.get_figwidth() * 16))
     legend_rows = max((-(-len(items) // ncol) for _, items, ncol in legends), default=0)
     caption_h = 0.08 + 0.15 * len(caption_lines)           # inches under the panels: caption ...
     bottom = caption_h + (0.1 + 0.25 * legend_rows if legend_rows else 0.0)   # ... then the legends
@@ -352,9 +353,9 @@ def _legend_plan(panel_handles: list[dict], extra: list, ncols: int, width: floa
 
     if all(list(h) == list(panel_handles[0]) for h in panel_handles):
         return [plan(range(ncols), panel_handles[0], width)]
-    by_column = [panel_handles[c::ncols] for c in range(ncols)]
-    if all(all(list(h) == list(col[0]) for h in col) for col in by_column):
-        return [plan([c], col[0], width / ncols) for c, col in enumerate(by_column)]
+    by_column = {c: panel_handles[c::ncols] for c in range(ncols) if panel_handles[c::ncols]}
+    if all(all(list(h) == list(col[0]) for h in col) for col in by_column.values()):
+        return [plan([c], col[0], width / ncols) for c, col in by_column.items()]
     return None
 
 
@@ -364,6 +365,13 @@ def _label_inches(label: str) -> float:
     for token in ("$", "\\sim", "\\mu", "\\infty", "\\log", "_i", "{", "}", "^2"):
         text = text.replace(token, "x" if token.startswith("\\") else "")
     return 0.75 + 0.075 * len(text)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Lines of at most about ``width`` characters, never breaking inside ``$...$``."""
+    kept = re.sub(r"\$[^$]*\$", lambda m: m.group(0).replace(" ", "\0"), text)
+    return [line.replace("\0", " ") for line in
+            textwrap.wrap(kept, width=width, break_long_words=False, break_on_hyphens=False)]
 
 
 def _caption(theory: bool, notes: dict) -> str:
