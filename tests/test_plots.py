@@ -243,8 +243,8 @@ def test_caption_lines_never_split_math():
 
 
 def test_more_columns_than_panels():
-    spec = {"model": "logistic", "study": "equal_n", "layout": "m_by_size", "ncols": 3,
-            "panels": [{"method": "fedsgd"}, {"method": "fedavg"}]}
-    fig = plot_figure(spec, _summary("equal_n", ["equal(30)", "equal(60)"]))
-    assert len(fig.legends) == 1
+    both = pd.concat([_summary("equal_n", ["equal(30)"]), _summary("varied_n", ["uniform(10,90)"])])
+    spec = {"model": "logistic", "layout": "m_by_size", "ncols": 3, "panels": FIG13_LIKE[:2]}
+    fig = plot_figure(spec, both)
+    assert len(fig.legends) == 2           # one under each of the two used columns
     _assert_legends_outside_panels(fig)
