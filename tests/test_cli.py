@@ -225,3 +225,16 @@ def test_interrupt_while_writing_leaves_no_file(tmp_path, monkeypatch):
     out = tmp_path / "c.parquet"
     assert main(["simulate", *CELL, "--methods", "fedsgd", "--seeds", "0", "--out", str(out)]) == 130
     assert list(tmp_path.iterdir()) == []
+
+
+def test_main_runs_outside_the_main_thread(tmp_path):
+    """No signal handler can be set there; the command still runs."""
+    import threading
+
+    out = tmp_path / "c.parquet"
+    result = []
+    t = threading.Thread(target=lambda: result.append(
+        main(["simulate", *CELL, "--methods", "fedsgd", "--seeds", "0", "--out", str(out)])))
+    t.start()
+    t.join()
+    assert result == [0] and out.exists()

@@ -371,7 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     # estimators multiply tiny matrices, where BLAS threads only add contention, and
     # parallelism comes from running cells side by side (Snakemake jobs).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    import threading
+
+    in_main_thread = threading.current_thread() is threading.main_thread()   # signals need it
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
@@ -385,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("fedgdp: terminated\n")
         return 143
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 # ---------------------------------------------------------------- real data (SPEC 6)
