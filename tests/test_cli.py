@@ -81,3 +81,160 @@ def test_corrupt_cell_file_is_named(tmp_path):
     bad.write_bytes(b"PAR1 not really")
     with pytest.raises(ValueError, match="bad.parquet"):
         read_cell(bad)
+
+
+# ------------------------------------------------------------------ help, --out, signals
+def _subcommands():
+    from fedgdp.cli import build_parser
+
+    ap = build_parser()
+    sub = next(a for a in ap._actions if isinstance(a, __import__("argparse")._SubParsersAction))
+    return ap, sub
+
+
+def test_help_lists_every_subcommand_with_a_summary(capsys):
+    ap, sub = _subcommands()
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    listed = {a.dest: a.help for a in sub._choices_actions}
+    assert set(listed) == set(sub.choices) and len(listed) >= 14
+    for name, summary in listed.items():
+        assert summary and "\n" not in summary, name
+        assert f"    {name}" in text, name
+        assert " ".join(summary.split()[:3]) in " ".join(text.split()), name
+        assert sub.choices[name].description == summary          # the command's own --help too
+
+
+def test_every_option_of_every_subcommand_shows_its_default():
+    import argparse
+
+    _, sub = _subcommands()
+    for name, parser in sub.choices.items():
+        for action in parser._actions:
+            if not action.option_strings or isinstance(action, argparse._HelpAction) or action.required:
+                continue
+            entry = " ".join(parser._get_formatter()._format_action(action).split())   # its lines in --help
+            assert "default" in entry, (name, entry)
+
+
+def test_simulate_help_shows_the_resolved_defaults(capsys):
+    from fedgdp.params import DEFAULTS
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"number of clients (default: {DEFAULTS['m']})" in text
+    assert f"(default: {DEFAULTS['model']})" in text and "(default: 0-99)" in text
+    assert "(default: quantile:0.9)" in text and "(default: fedsgd,fedhybrid,fedavg,fednewton)" in text
+
+
+def _run_cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "fedgdp", *args], capture_output=True, text=True, **kw)
+
+
+OUT_CASES = [   # (command line before the output, option, bad value -> message)
+    (["simulate", *CELL, "--seeds", "0"], "--out", "{dir}", "is a folder"),
+    (["simulate", *CELL, "--seeds", "0"], "--out", "{dir}/a.csv", "must end in .parquet"),
+    (["simulate", *CELL, "--seeds", "0"], "--out", "{file}/a.parquet", "is a file, not a folder"),
+    (["summarise", "x.parquet"], "--out", "{dir}/s.csv", "must end in .parquet"),
+    (["plot", "x.parquet", "--spec", "{}"], "--png", "{dir}/f.pdf", "must end in .png"),
+    (["plot", "x.parquet", "--spec", "{}"], "--pdf", "{dir}", "is a folder"),
+    (["table", "table1", "x.parquet", "--spec", "{}"], "--tex", "{dir}/t.md", "must end in .tex"),
+    (["table", "rates", "x.parquet", "--spec", "{}"], "--csv", "{dir}", "is a folder"),
+    (["realdata", "--split", "0"], "--out", "{dir}/r.csv", "must end in .parquet"),
+    (["realdata-plot", "x.parquet", "--task", "binary"], "--medians", "{dir}/m.parquet", "must end in .csv"),
+    (["bench"], "--out", "{dir}/b.txt", "must end in .json"),
+    (["nn-run"], "--out", "{dir}", "is a folder"),
+    (["nn-summarise", "x.parquet"], "--csv", "{dir}/s.txt", "must end in .csv"),
+    (["nn-plot", "x.parquet", "--figure", "fig09"], "--out", "{dir}/f.png", "must end in .pdf"),
+    (["fetch-mnist"], "--dir", "{file}", "is a file, not a folder"),
+    (["nn-fetch", "--dataset", "digits"], "--data-dir", "{file}", "is a file, not a folder"),
+]
+
+
+@pytest.mark.parametrize("before,option,value,message", OUT_CASES)
+def test_bad_output_path_is_one_line_exit_2_and_no_file(tmp_path, before, option, value, message):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f").write_text("a file")
+    value = value.format(dir=tmp_path / "d", file=tmp_path / "f")
+    proc = _run_cli(*before, option, value, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0] and repr(value) in lines[0] and message in lines[0], lines
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["d", "f"]        # nothing written
+
+
+def test_every_file_writing_option_is_checked():
+    """An option that names an output file or folder gets a checking type (output_path,
+    output_dir), so the checks above cover new subcommands too."""
+    from fedgdp.cli import output_dir
+
+    _, sub = _subcommands()
+    outputs = {"out", "pdf", "png", "csv", "md", "tex", "medians", "dir"}
+    for name, parser in sub.choices.items():
+        for action in parser._actions:
+            if action.dest in outputs or (action.dest == "data_dir" and name == "nn-fetch"):
+                assert action.type is not None and (action.type is output_dir
+                                                    or action.type.__name__ == "output path"), (name, action.dest)
+
+
+def test_ctrl_c_exits_130_with_one_line_and_no_output(tmp_path):
+    """SIGINT during a long simulate: one line, exit 130, no output and no temporary file."""
+    import signal
+    import time
+
+    out = tmp_path / "cell.parquet"
+    proc = subprocess.Popen([sys.executable, "-m", "fedgdp", "simulate", "--model", "logistic",
+                             "--sizes", "equal(200)", "--m", "50", "--methods", "fedsgd,fedavg",
+                             "--seeds", "0-99999", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)              # well inside main(): started, not finished (100000 replicates)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.strip().splitlines() == ["fedgdp: interrupted"], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_exits_143_with_one_line(tmp_path):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "fedgdp", "simulate", "--sizes", "equal(200)", "--m", "50",
+                             "--methods", "fedsgd", "--seeds", "0-99999", "--out", str(tmp_path / "c.parquet")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err.strip().splitlines() == ["fedgdp: terminated"], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_interrupt_while_writing_leaves_no_file(tmp_path, monkeypatch):
+    """Ctrl-C inside the writer (after the temporary file is opened): no file left, exit 130."""
+    import pyarrow.parquet as pq_mod
+
+    def interrupted(table, where, *a, **k):
+        open(where, "wb").write(b"PAR1 half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pq_mod, "write_table", interrupted)
+    out = tmp_path / "c.parquet"
+    assert main(["simulate", *CELL, "--methods", "fedsgd", "--seeds", "0", "--out", str(out)]) == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_main_runs_outside_the_main_thread(tmp_path):
+    """No signal handler can be set there; the command still runs."""
+    import threading
+
+    out = tmp_path / "c.parquet"
+    result = []
+    t = threading.Thread(target=lambda: result.append(
+        main(["simulate", *CELL, "--methods", "fedsgd", "--seeds", "0", "--out", str(out)])))
+    t.start()
+    t.join()
+    assert result == [0] and out.exists()

@@ -71,7 +71,7 @@ def test_m_by_method_uses_the_method_styles():
     assert labels == ["FedSGD", "FedHybrid", "FedAvg", "FedNewton", "bound of Table 1 (scaled)"]
 
 
-def test_K_by_mu_and_mixed_studies_get_panel_legends():
+def test_K_by_mu_and_mixed_studies_get_column_legends():
     it = _summary("iterations", ["equal(100)"], ms=(50,), mus=(2.0, 6.0, np.inf), Ks=(10, 50, 100))
     spec = {"model": "logistic", "study": "iterations", "layout": "K_by_mu",
             "panels": [{"method": m} for m in METHODS],
@@ -84,8 +84,100 @@ def test_K_by_mu_and_mixed_studies_get_panel_legends():
     spec = {"model": "logistic", "layout": "m_by_size",
             "panels": [{"study": "equal_n", "method": "fedsgd"}, {"study": "varied_n", "method": "fedsgd"}]}
     fig = plot_figure(spec, both)
-    assert not fig.legends and all(ax.get_legend() is not None for ax in fig.axes)
+    # one legend under each column, each naming that column's lines; none inside a panel
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 2
+    assert [[t.get_text() for t in leg.get_texts()] for leg in fig.legends] == \
+        [[size_label("equal(30)")], [size_label("uniform(10,90)")]]
     assert fig.axes[1].get_title() == "(b) FedSGD, different $n_i$"
+    _assert_legends_outside_panels(fig)
+
+
+def _assert_legends_outside_panels(fig):
+    """No legend overlaps the data area of any panel (display coordinates)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)          # plot_figure closed its own; draw as when saved
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert legends
+    for leg in legends:
+        box = leg.get_window_extent(renderer)
+        for ax in fig.axes:
+            if ax.get_visible():
+                assert not box.overlaps(ax.get_window_extent(renderer)), (leg, ax.get_title())
+        fig_box = fig.bbox
+        assert fig_box.x0 - 1 <= box.x0 and box.x1 <= fig_box.x1 + 1 and box.y0 >= fig_box.y0 - 1
+
+
+def _caption(fig) -> str:
+    return " ".join(" ".join(t.get_text().split()) for t in fig.texts if t is not fig._suptitle)
+
+
+FIG13_LIKE = [{"study": "equal_n", "method": "fedsgd"}, {"study": "varied_n", "method": "fedsgd"},
+              {"study": "equal_n", "method": "fedhybrid"}, {"study": "varied_n", "method": "fedhybrid"}]
+
+
+@pytest.mark.parametrize("layout,panels,ncols", [
+    ("m_by_size", FIG13_LIKE, None),                                  # Figure 13: a legend per column
+    ("m_by_size", FIG13_LIKE[:2], 1),                                 # a column of different panels
+    ("m_by_method", [{"sizes": "equal(30)"}, {"sizes": "uniform(10,90)"}], None),   # one legend
+])
+def test_legends_never_cover_a_panel(layout, panels, ncols):
+    both = pd.concat([_summary("equal_n", ["equal(30)", "equal(60)"]),
+                      _summary("varied_n", ["uniform(10,90)", "uniform(40,80)"])])
+    if layout == "m_by_method":
+        both = pd.concat([_summary("s", ["equal(30)", "uniform(10,90)"])])
+        panels = [dict(p, study="s") for p in panels]
+    spec = {"model": "logistic", "layout": layout, "panels": panels, "theory": True, "d": 5}
+    if ncols:
+        spec["ncols"] = ncols
+    _assert_legends_outside_panels(plot_figure(spec, both))
+
+
+def _dotted(ax):
+    return [ln for ln in ax.get_lines() if ln.get_linestyle() == ":"]
+
+
+def test_lower_bound_is_drawn_dotted_below_the_data_where_theorem_3_10_holds():
+    from fedgdp.theory import lower_bound
+
+    sizes = ["equal(400)"]
+    spec = {"model": "logistic", "study": "compare", "layout": "m_by_method", "theory": True, "d": 5,
+            "panels": [{"sizes": "equal(400)"}], "studies": {"compare": {"methods": METHODS}}}
+    s = _summary("compare", sizes, ms=(20, 40, 80), mus=(0.5,))
+    fig = plot_figure(spec, s)
+    (ax,) = fig.axes
+    (dotted,) = _dotted(ax)               # one for the panel: the methods share its cells
+    x, y = dotted.get_data()
+    lb = np.array([lower_bound(np.full(m, 100.0), d=5, mu=0.5) for m in (20, 40, 80)])
+    ratio = y / lb
+    assert np.allclose(ratio, ratio[0], rtol=1e-12)          # the bound's shape, one constant
+    lowest = s[s["sizes"] == "equal(400)"].groupby("m")["mse"].min().to_numpy()
+    assert np.all(y <= lowest * (1 + 1e-12)) and np.isclose(y / lowest, 1).any()   # touches from below
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[-2:] == ["bound of Table 1 (scaled)", "lower bound, Theorem 3.10 (scaled)"]
+    caption = _caption(fig)
+    assert "Solid lines: empirical MSE" in caption and "Dashed: the MSE bound of Table 1" in caption
+    assert "Dotted: the minimax lower bound of Theorem 3.10" in caption and "not drawn" not in caption
+
+
+def test_lower_bound_is_not_drawn_at_mu_2_and_the_caption_says_so():
+    spec = {"model": "logistic", "study": "compare", "layout": "m_by_method", "theory": True, "d": 5,
+            "panels": [{"sizes": "equal(400)"}], "studies": {"compare": {"methods": METHODS}}}
+    fig = plot_figure(spec, _summary("compare", ["equal(400)"], mus=(2.0,)))
+    assert not _dotted(fig.axes[0])
+    assert "Theorem 3.10" not in " ".join(t.get_text() for t in fig.legends[0].get_texts())
+    caption = _caption(fig)
+    assert "lower bound of Theorem 3.10 is not drawn" in caption and "$\\mu = 2$" in caption
+    assert "Dotted" not in caption
+
+
+def test_caption_without_theory_names_only_what_is_drawn():
+    spec = {"model": "logistic", "study": "equal_n", "layout": "m_by_size", "panels": [{"method": "fedsgd"}]}
+    caption = _caption(plot_figure(spec, _summary("equal_n", ["equal(30)"])))
+    assert caption.startswith("Solid lines: empirical MSE, error bars $\\pm 2$ Monte Carlo standard errors.")
+    assert "Dashed" not in caption and "Theorem" not in caption
 
 
 def test_bad_panels_are_errors():
@@ -116,3 +208,43 @@ def test_schema_enums_match_the_package():
     study = schema["properties"]["studies"]["additionalProperties"]["properties"]
     assert study["methods"]["default"] == list(REGISTRY)
     assert set(METHOD_STYLE) == set(REGISTRY)
+
+
+def test_cnn_figures_have_one_legend_under_the_panels(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedgdp.nn.calibration import METHODS as NN_METHODS
+    from fedgdp.nn.plots import SUMMARY_COLUMNS, plot_figure as nn_plot
+
+    rows = [{c: 1.0 for c in SUMMARY_COLUMNS} | {"figure": "fig10", "dataset": ds, "method": meth, "label": meth,
+                                                 "x": x, "m": x, "median_accuracy": 0.5 + 0.1 * k}
+            for ds in ("mnist", "cifar10") for k, meth in enumerate(NN_METHODS) for x in (5, 10)]
+    kept = []
+    monkeypatch.setattr(plt, "close", kept.append)             # keep the figure to inspect it
+    nn_plot(pd.DataFrame(rows), "fig10", tmp_path / "f.pdf")
+    (fig,) = kept
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == list(NN_METHODS)
+    assert "median final test accuracy" in _caption(fig)
+    _assert_legends_outside_panels(fig)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pdf", "f.png"]       # no temporary left
+
+
+def test_caption_lines_never_split_math():
+    from fedgdp.plots import _wrap
+
+    text = "aaa bbb $\\mu = 2$ ccc ddd $\\pm 2$ eee"
+    for width in range(3, 30):
+        lines = _wrap(text, width)
+        assert " ".join(lines) == text and all(line.count("$") % 2 == 0 for line in lines), width
+
+
+def test_more_columns_than_panels():
+    both = pd.concat([_summary("equal_n", ["equal(30)"]), _summary("varied_n", ["uniform(10,90)"])])
+    spec = {"model": "logistic", "layout": "m_by_size", "ncols": 3, "panels": FIG13_LIKE[:2]}
+    fig = plot_figure(spec, both)
+    assert len(fig.legends) == 2           # one under each of the two used columns
+    _assert_legends_outside_panels(fig)

@@ -7,7 +7,8 @@ from fedgdp.cli import main
 from fedgdp.runner import read_cell
 from fedgdp.summary import (SUMMARY_COLUMNS, normalise, read_cells, read_summaries, summarise,
                             theory_bounds, write_summary)
-from fedgdp.tables import rates, table1, write_latex, write_markdown, TABLE1_HEADERS
+from fedgdp.tables import (RATES_HEADERS, TABLE1_HEADERS, column_styles, rates, table1, write_csv,
+                           write_latex, write_markdown)
 
 CELL = ["--model", "logistic", "--sizes", "equal(20)", "--m", "4", "--mu", "2", "--K", "5",
         "--study", "demo"]
@@ -149,3 +150,51 @@ def test_table1_rows_and_writers(tmp_path):
     assert r"\toprule" in tex and r"$d/N + m d^2 \log N / (\mu ^2 N^2)$" in tex
     with pytest.raises(ValueError, match="reference cell"):
         table1(s, dict(spec, cell={"sizes": "equal(7)", "m": 20}))
+
+
+def _md_column(path, header):
+    rows = [line.strip("|").split(" | ") for line in path.read_text().splitlines() if line.startswith("| ")]
+    k = [c.strip() for c in rows[0]].index(header)
+    return [r[k].strip() for r in rows[1:]]
+
+
+def test_table1_one_number_format_per_column(tmp_path):
+    """MSE and MC SE of very different sizes (0.027 beside 0.001123) share one format:
+    3 significant digits in scientific notation (Markdown, LaTeX), 7 in CSV."""
+    import re
+
+    s = _power_law_summary()
+    spec = {"model": "logistic", "study": "s", "cell": {"sizes": "equal(100)", "m": 20, "mu": 2, "K": 50}}
+    t = table1(s, spec)
+    t["mse"] = [0.027, 0.001123456, 12345.6, 0.5][:len(t)]
+    t["se"] = [0.0101, 3.3e-5, 250.0, 0.0][:len(t)]
+    write_csv(t, tmp_path / "t.csv")
+    write_markdown(t, tmp_path / "t.md", TABLE1_HEADERS)
+    write_latex(t, tmp_path / "t.tex", TABLE1_HEADERS, math_cols=("bound_theory",))
+    md_mse = _md_column(tmp_path / "t.md", "Empirical MSE")
+    assert md_mse == ["2.70e-02", "1.12e-03", "1.23e+04", "5.00e-01"]
+    assert _md_column(tmp_path / "t.md", "MC SE") == ["1.01e-02", "3.30e-05", "2.50e+02", "0.00e+00"]
+    assert _md_column(tmp_path / "t.md", "Rounds") == [str(int(r)) for r in t["rounds"]]
+    csv = pd.read_csv(tmp_path / "t.csv", dtype=str)
+    assert all(re.fullmatch(r"-?\d\.\d{6}e[+-]\d\d", v) for v in csv["mse"]) and csv["mse"][1] == "1.123456e-03"
+    assert pd.read_csv(tmp_path / "t.csv")["mse"].tolist() == pytest.approx(list(t["mse"]), rel=1e-6)
+    tex = (tmp_path / "t.tex").read_text()
+    assert r"$2.70 \times 10^{-2}$" in tex and r"$1.12 \times 10^{-3}$" in tex and "0.027" not in tex
+
+
+def test_rates_slopes_fixed_point_and_styles():
+    df = pd.DataFrame({"method": ["a", "b"], "points": [3, 4], "slope": [-1.23456, 0.004],
+                       "ci_low": [np.nan, -0.5], "predicted": [-1.0, -2.0], "other": [0.5, 2e-4],
+                       "big": [1.5, 20.0], "within_ci": [True, pd.NA]})
+    styles = column_styles(df)
+    assert styles == {"method": "auto", "points": "auto", "slope": "fixed", "ci_low": "fixed",
+                      "predicted": "fixed", "other": "sci", "big": "fixed", "within_ci": "auto"}
+
+
+def test_rates_markdown_keeps_small_slopes_fixed(tmp_path):
+    df = pd.DataFrame({"model": ["logistic"] * 2, "method": ["FedSGD", "FedAvg"], "points": [5, 5],
+                       "slope": [-0.004, -1.5], "ci_low": [-0.1, -1.7], "ci_high": [0.09, -1.3],
+                       "predicted": [-1.0, -1.2], "within_ci": [False, True]})
+    write_markdown(df, tmp_path / "r.md", RATES_HEADERS)
+    assert _md_column(tmp_path / "r.md", "Fitted slope") == ["-0.004", "-1.500"]
+    assert _md_column(tmp_path / "r.md", "Prediction in CI") == ["no", "yes"]

@@ -1,19 +1,146 @@
-"""Command line: ``fedgdp simulate | ledger | bench | summarise | plot | table``.
+"""Command line: ``fedgdp COMMAND``; ``fedgdp --help`` lists every command.
 
 Every bad argument ends the program with exit status 2 and one line on stderr that
-names the bad value, before any work starts and without writing a file.
+names the bad value, before any work starts and without writing a file. Output
+paths are checked when the arguments are parsed (:func:`output_path`): an existing
+folder, a missing parent that is a file, or a name whose suffix is not the written
+format is refused. Ctrl-C (SIGINT) or SIGTERM ends a command with one line on
+stderr and exit status 130 or 143; writers rename a finished temporary file into
+place, so an interrupted command leaves no complete-looking output.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
+import signal
 import sys
+from pathlib import Path
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser", "output_path", "output_dir", "show_defaults"]
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help in which every option ends with its default.
+
+    The default is the parser's own, or, for an option whose default is applied
+    later by a resolver (the parser keeps ``None`` so that flags can override a
+    ``--params`` file), the resolver's, attached by :func:`show_defaults` as
+    ``action.fallback`` (a callable, only called when help is printed).
+    """
+
+    def _format_action(self, action):
+        if action.help is None and action.option_strings:   # no help text: show the default alone
+            action = copy.copy(action)
+            action.help = _default_text(action) or ""
+        return super()._format_action(action)
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text.lower():
+            return text
+        default = _default_text(action)
+        return f"{text} ({default})" if default else text
+
+
+def _default_text(action) -> str | None:
+    """``"default: VALUE"`` for an optional argument, None for required and positional ones."""
+    if action.required or not action.option_strings or action.default is argparse.SUPPRESS:
+        return None
+    fallback = getattr(action, "fallback", None)
+    value = fallback() if action.default is None and fallback is not None else action.default
+    if value is False and action.nargs == 0:
+        value = "off"
+    return "default: " + _shown(value).replace("%", "%%")
+
+
+def _shown(value) -> str:
+    if value is None or value == "":
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_shown(v) for v in value)
+    if isinstance(value, dict) and value.get("rule") == "quantile":      # a clip rule
+        return f"quantile:{value['q']:g}"
+    if isinstance(value, dict) and value.get("rule") == "fixed":
+        return f"{value['value']:g}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def show_defaults(parser: argparse.ArgumentParser, lookup) -> None:
+    """Show, in ``parser``'s help, the defaults a resolver applies to options left at None.
+
+    ``lookup(dest)`` returns the default of the option with that ``dest`` (called only
+    when help is printed, so the resolver's module is imported only then), or raises
+    KeyError for an option it does not know.
+    """
+    def fallback(dest):
+        def value():
+            try:
+                return lookup(dest)
+            except KeyError:
+                return None
+        return value
+
+    for action in parser._actions:
+        if action.option_strings and action.default is None:
+            action.fallback = fallback(action.dest)
+
+
+def _module_defaults(module: str, name: str = "DEFAULTS"):
+    """``lookup`` for :func:`show_defaults`: a key of a defaults dict of a module."""
+    def lookup(key):
+        import importlib
+
+        return getattr(importlib.import_module(module), name)[key]
+    return lookup
+
+
+def output_path(*suffixes: str):
+    """An argparse ``type`` for an output file written in one format.
+
+    The value is refused (exit 2, one line naming the option and the value, before any
+    work) when it is an existing folder, when a folder on its path is a file, or when
+    its suffix is not one of ``suffixes`` (case-insensitive), e.g. ``--out a.csv`` for a
+    Parquet file.
+    """
+    def check(value: str) -> str:
+        path = Path(value)
+        if path.is_dir():
+            raise argparse.ArgumentTypeError(f"{value!r} is a folder; give a file name ending in {suffixes[0]}")
+        if path.suffix.lower() not in suffixes:
+            raise argparse.ArgumentTypeError(
+                f"{value!r} must end in {' or '.join(suffixes)} (the format written)")
+        _check_parents(path, value)
+        return value
+    check.__name__ = "output path"
+    return check
+
+
+def output_dir(value: str) -> str:
+    """An argparse ``type`` for an output folder: refused if it exists and is not a folder."""
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r} is a file, not a folder")
+    _check_parents(path, value)
+    return value
+
+
+def _check_parents(path: Path, value: str) -> None:
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise argparse.ArgumentTypeError(f"{value!r}: {str(parent)!r} is a file, not a folder")
+            return
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # one line, no usage dump
         self.exit(2, f"fedgdp: error: {message}\n")
 
@@ -25,14 +152,15 @@ def _cell_args(ap: argparse.ArgumentParser) -> None:
     g.add_argument("--sizes", help="equal(n) | uniform(a,b) | lognormal(mu_log,sd_log) | total(N,scheme)")
     g.add_argument("--m", type=int, help="number of clients")
     g.add_argument("--mu", help="privacy parameter mu > 0, or inf")
-    g.add_argument("--K", type=int, help="the study's iteration budget (SPEC 4-5)")
+    g.add_argument("--K", type=int, help="the study's iteration budget (paper section 4)")
     g.add_argument("--schedule", help="paper | budget (how K maps to FedAvg's local steps)")
     g.add_argument("--methods", help="comma-separated method names")
     g.add_argument("--study", help="study label stored in the output rows")
-    g.add_argument("--base-seed", type=int, dest="base_seed")
+    g.add_argument("--base-seed", type=int, dest="base_seed", help="root of every replicate's random draws")
     g.add_argument("--tau1", help="FedNewton eigenvalue floor, or auto")
     g.add_argument("--weights", help="size | optimal")
     g.add_argument("--clip", help="quantile:q or a fixed bound B")
+    show_defaults(ap, _module_defaults("fedgdp.params"))
 
 
 def _overrides(args) -> dict:
@@ -164,20 +292,21 @@ def _cmd_table(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="fedgdp", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    ap = _Parser(prog="fedgdp", description=_DESCRIPTION)
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND",
+                            title="commands (fedgdp COMMAND --help: its options and their defaults)")
 
     sim = sub.add_parser("simulate", help="run one cell, write its Parquet file")
     _cell_args(sim)
     sim.add_argument("--seeds", default="0-99", help="replicates, e.g. 0-99")
-    sim.add_argument("--out", required=True, help="output .parquet path")
+    sim.add_argument("--out", required=True, type=output_path(".parquet"), help="output .parquet path")
     sim.set_defaults(func=_cmd_simulate)
 
     led = sub.add_parser("ledger", help="print one replicate's privacy ledger as JSON")
     _cell_args(led)
     led.add_argument("--seed", type=int, default=0, help="replicate index")
-    led.add_argument("--method", required=True)
-    led.add_argument("--pretty", action="store_true")
+    led.add_argument("--method", required=True, help="the method whose releases are printed")
+    led.add_argument("--pretty", action="store_true", help="indent the JSON")
     led.set_defaults(func=_cmd_ledger)
 
     ben = sub.add_parser("bench", help="time the reference against the fast implementation")
@@ -185,46 +314,82 @@ def build_parser() -> argparse.ArgumentParser:
     ben.add_argument("--m", type=int, default=100)
     ben.add_argument("--n", type=int, default=400)
     ben.add_argument("--model", default="logistic")
-    ben.add_argument("--out", help="optional JSON file for the measurements")
+    ben.add_argument("--out", type=output_path(".json"), help="optional JSON file for the measurements")
     ben.set_defaults(func=_cmd_bench)
 
     summ = sub.add_parser("summarise", help="reduce cell files to one summary file (per cell and method)")
     summ.add_argument("cells", nargs="+", help="cell .parquet files")
-    summ.add_argument("--out", required=True, help="output summary .parquet path")
+    summ.add_argument("--out", required=True, type=output_path(".parquet"), help="output summary .parquet path")
     summ.set_defaults(func=_cmd_summarise)
 
     plot = sub.add_parser("plot", help="draw one figure from summary files")
     plot.add_argument("summaries", nargs="+", help="summary .parquet files")
     plot.add_argument("--spec", required=True, help="the figure as JSON (layout, model, study, panels)")
-    plot.add_argument("--pdf", help="output PDF path")
-    plot.add_argument("--png", help="output PNG path")
+    plot.add_argument("--pdf", type=output_path(".pdf"), help="output PDF path")
+    plot.add_argument("--png", type=output_path(".png"), help="output PNG path")
     plot.set_defaults(func=_cmd_plot)
 
     tab = sub.add_parser("table", help="write Table 1 or the rates table from summary files")
     tab.add_argument("kind", choices=["table1", "rates"])
     tab.add_argument("summaries", nargs="+", help="summary .parquet files")
     tab.add_argument("--spec", required=True, help="the table's settings as JSON")
-    tab.add_argument("--csv", help="output CSV path")
-    tab.add_argument("--md", help="output Markdown path")
-    tab.add_argument("--tex", help="output LaTeX path")
+    tab.add_argument("--csv", type=output_path(".csv"), help="output CSV path")
+    tab.add_argument("--md", type=output_path(".md"), help="output Markdown path")
+    tab.add_argument("--tex", type=output_path(".tex"), help="output LaTeX path")
     tab.set_defaults(func=_cmd_table)
     _realdata_commands(sub)
     _nn_commands(sub)
+    _describe(sub)
     return ap
 
 
+_DESCRIPTION = ("Differentially private federated M-estimation (fedgdp): simulations, real-data and "
+                "CNN experiments, figures and tables of the paper.")
+
+
+def _describe(sub) -> None:
+    """Give each command's own --help its one-line summary (the text ``fedgdp --help`` lists)."""
+    summaries = {a.dest: a.help for a in sub._choices_actions}
+    for name, parser in sub.choices.items():
+        if parser.description is None:
+            parser.description = summaries.get(name)
+
+
+class _Terminated(BaseException):
+    """SIGTERM (e.g. a scheduler or Snakemake stopping the job), raised like Ctrl-C so that
+    writers remove their temporary files on the way out."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Exit status: 0 done, 2 bad input (one line on stderr),
+    130 interrupted by Ctrl-C, 143 stopped by SIGTERM."""
     # numpy's OpenBLAS: one thread per process unless the user says otherwise. The
     # estimators multiply tiny matrices, where BLAS threads only add contention, and
     # parallelism comes from running cells side by side (Snakemake jobs).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    ap = build_parser()
-    args = ap.parse_args(argv)
+    import threading
+
+    in_main_thread = threading.current_thread() is threading.main_thread()   # signals need it
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except ValueError as exc:
         sys.stderr.write(f"fedgdp: error: {exc}\n")
         return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("fedgdp: interrupted\n")
+        return 130
+    except _Terminated:
+        sys.stderr.write("fedgdp: terminated\n")
+        return 143
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 # ---------------------------------------------------------------- real data (SPEC 6)
@@ -281,10 +446,10 @@ def _cmd_realdata_plot(args) -> int:
     df = read_rows(args.results)
     plot_realdata(df, task=args.task, pdf=args.pdf, png=args.png, title=args.title or None)
     if args.medians:
-        from pathlib import Path
+        from .plots import atomic_path
 
-        Path(args.medians).parent.mkdir(parents=True, exist_ok=True)
-        realdata_medians(df[df["task"] == args.task]).to_csv(args.medians, index=False)
+        with atomic_path(args.medians) as tmp:
+            realdata_medians(df[df["task"] == args.task]).to_csv(tmp, index=False)
     return 0
 
 
@@ -309,25 +474,26 @@ def _realdata_commands(sub) -> None:
     real.add_argument("--path", help="folder holding the MNIST files (dataset mnist)")
     real.add_argument("--mu", help="comma-separated privacy levels, e.g. 6,2 (non-private methods run once)")
     real.add_argument("--methods", help="comma-separated method names, or all")
-    real.add_argument("--base-seed", type=int, dest="base_seed")
+    real.add_argument("--base-seed", type=int, dest="base_seed", help="root of every split's random draws")
     real.add_argument("--tau1", type=float, help="FedNewton's eigenvalue floor / ridge")
     real.add_argument("--split", type=int, required=True, help="client split index s (0, 1, ...)")
     real.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
     real.add_argument("--verbose", action="store_true", help="log each fit to stderr")
-    real.add_argument("--out", required=True, help="output .parquet path")
+    real.add_argument("--out", required=True, type=output_path(".parquet"), help="output .parquet path")
     real.set_defaults(func=_cmd_realdata)
+    show_defaults(real, _module_defaults("fedgdp.realdata"))
 
     rplot = sub.add_parser("realdata-plot", help="draw Figure 7 or 8 from real-data Parquet files")
     rplot.add_argument("results", nargs="+", help="real-data .parquet files (all splits)")
     rplot.add_argument("--task", required=True, choices=["binary", "multiclass"])
     rplot.add_argument("--title", help="figure title (default: task, data set, layout)")
-    rplot.add_argument("--pdf", help="output PDF path")
-    rplot.add_argument("--png", help="output PNG path")
-    rplot.add_argument("--medians", help="output CSV of median and quartiles per method and mu")
+    rplot.add_argument("--pdf", type=output_path(".pdf"), help="output PDF path")
+    rplot.add_argument("--png", type=output_path(".png"), help="output PNG path")
+    rplot.add_argument("--medians", type=output_path(".csv"), help="output CSV of median and quartiles per method and mu")
     rplot.set_defaults(func=_cmd_realdata_plot)
 
     fetch = sub.add_parser("fetch-mnist", help="download the MNIST IDX files and check their MD5 sums")
-    fetch.add_argument("--dir", required=True, help="folder to write the four .gz files to")
+    fetch.add_argument("--dir", required=True, type=output_dir, help="folder to write the four .gz files to")
     fetch.add_argument("--timeout", type=float, default=30.0, help="seconds per connection attempt")
     fetch.set_defaults(func=_cmd_fetch_mnist)
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import string
+import textwrap
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,7 +234,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.7 * nrows + 0.9), squeeze=False)
     panel_handles: list[dict[str, Line2D]] = []
     all_rows, contents = [], []
-    notes = {"partial": False, "missing": False}
+    notes = {"partial": False, "missing": False, "lower": False, "lower_mu": set()}
     for k, panel in enumerate(panels):
         ax = axes.flat[k]
         rows = panel_rows(summary, spec, panel)
@@ -241,6 +243,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         study_cfg = spec.get("studies", {}).get(study, {})
         values = _line_order(rows, layout.line, study_cfg)
         handles: dict[str, Line2D] = {}
+        lower_items = []          # (x, lower bound, y, colour) of each line: the dotted lines
         for i, value in enumerate(values):
             line = rows[rows[layout.line] == value].sort_values(layout.x)
             style = _line_style(layout.line, value, i, len(values))
@@ -263,6 +266,10 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
                 bound = _theory(line, method, spec, study_cfg)
                 if bound is not None:
                     ax.plot(x, bound, color=style["color"], linestyle="--", linewidth=1, alpha=0.8)
+                lower = _lower(line, spec, notes["lower_mu"])
+                if lower is not None:
+                    lower_items.append((x, lower, y, style["color"]))
+        notes["lower"] |= _draw_lower(ax, lower_items)
         panel_handles.append(handles)
         contents.append({"lines": list(handles),
                          "points": [int((rows[layout.line] == v).sum()) for v in values]})
@@ -283,33 +290,41 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         contents[-1]["title"] = ax.get_title()
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
-    height = fig.get_figheight()
-    note = " ".join(text for key, text in (
-        ("partial", "Hollow marker: some replicates diverged (counted in the mean when finite)."),
-        ("missing", "No marker: no replicate of the cell gave a finite estimate.")) if notes[key])
-    bottom = 0.0                      # inches kept free under the panels
-    if note:
-        fig.text(0.5, 0.05 / height, note, fontsize=8, color="dimgrey", ha="center", va="bottom")
-        bottom = 0.25
-    theory_handle = ([("bound of Table 1 (scaled)", Line2D([], [], color="grey", linestyle="--"))]
-                     if spec.get("theory") and layout.x == "m" else [])
-    if all(list(h) == list(panel_handles[0]) for h in panel_handles):
-        # one legend for the figure, below the panels
-        items = list(panel_handles[0].items()) + theory_handle
-        ncol = len(items) if len(items) <= 6 else -(-len(items) // 2)
-        fig.legend([h for _, h in items], [lab for lab, _ in items], loc="lower center", ncol=ncol,
-                   frameon=False, fontsize=9, bbox_to_anchor=(0.5, bottom / height))
-        bottom += 0.1 + 0.28 * -(-len(items) // ncol)
-    else:        # panels plot different lines (e.g. equal and varied sizes): a legend each
+    theory = bool(spec.get("theory")) and layout.x == "m"
+    extra_handles = []
+    if theory:
+        extra_handles.append(("bound of Table 1 (scaled)", Line2D([], [], color="grey", linestyle="--")))
+    if notes["lower"]:
+        extra_handles.append(("lower bound, Theorem 3.10 (scaled)",
+                              Line2D([], [], color="grey", linestyle=":", linewidth=1.5)))
+    caption = _caption(theory, notes)
+    legends = _legend_plan(panel_handles, extra_handles, ncols, fig.get_figwidth())
+    if legends is None:       # panels plot different lines: a legend beside each panel
+        fig.set_figwidth(fig.get_figwidth() + 1.9 * ncols)
         for ax, handles in zip(axes.flat, panel_handles):
-            items = list(handles.items()) + theory_handle
-            ax.legend([h for _, h in items], [lab for lab, _ in items], fontsize=8, framealpha=0.8)
+            items = list(handles.items()) + extra_handles
+            ax.legend([h for _, h in items], [lab for lab, _ in items], fontsize=8, frameon=False,
+                      loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+        legends = []
+    caption_lines = _wrap(caption, width=int(fig.get_figwidth() * 16))
+    legend_rows = max((-(-len(items) // ncol) for _, items, ncol in legends), default=0)
+    caption_h = 0.08 + 0.15 * len(caption_lines)           # inches under the panels: caption ...
+    bottom = caption_h + (0.1 + 0.25 * legend_rows if legend_rows else 0.0)   # ... then the legends
+    fig.set_figheight(3.7 * nrows + 0.6 + bottom)
+    height = fig.get_figheight()
+    fig.text(0.5, 0.04 / height, "\n".join(caption_lines), fontsize=8, color="dimgrey", ha="center",
+             va="bottom", linespacing=1.3)
     rows = pd.concat(all_rows)
     title = spec.get("title") or f"{spec['model'].capitalize()} regression"
     fig.suptitle(f"{title}\n{_settings_text(rows, layout)}", fontsize=11)
     # What the figure shows, stored in the files (PNG text chunk, PDF Subject) for checks.
     about = json.dumps({"figure": spec.get("name", ""), "layout": spec["layout"], "panels": contents})
     fig.tight_layout(rect=(0, bottom / height, 1, 1))
+    for cols, items, ncol in legends:     # below the panels, centred under the columns they describe
+        boxes = [axes[r, c].get_position() for r in range(nrows) for c in cols if axes[r, c].get_visible()]
+        centre = (min(b.x0 for b in boxes) + max(b.x1 for b in boxes)) / 2
+        fig.legend([h for _, h in items], [lab for lab, _ in items], loc="upper center", ncol=ncol,
+                   frameon=False, fontsize=9, bbox_to_anchor=(centre, (bottom - 0.05) / height))
     for path, fmt, extra in ((pdf, "pdf", {"metadata": {"Title": title, "Subject": about,
                                                         "CreationDate": None}}),
                              (png, "png", {"dpi": 150, "metadata": {"Title": title,
@@ -319,6 +334,108 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
                 fig.savefig(tmp, format=fmt, **extra)
     plt.close(fig)
     return fig
+
+
+def _legend_plan(panel_handles: list[dict], extra: list, ncols: int, width: float):
+    """Where the legends go, outside every panel.
+
+    Returns a list of ``(columns, items, ncol)``: one legend under all columns when every
+    panel plots the same lines, one under each column when the panels of a column do
+    (e.g. Figure 13: equal sizes on the left, varied on the right); None when neither
+    holds (then each panel gets a legend on its right). ``width``: the figure's width
+    in inches; a legend has as many columns as fit under the panels it describes.
+    """
+    def plan(cols, handles, inches):
+        items = list(handles.items()) + extra
+        per_item = max(_label_inches(label) for label, _ in items)
+        fit = max(1, min(len(items), int(inches // per_item)))
+        return cols, items, -(-len(items) // -(-len(items) // fit))     # rows balanced
+
+    if all(list(h) == list(panel_handles[0]) for h in panel_handles):
+        return [plan(range(ncols), panel_handles[0], width)]
+    by_column = {c: panel_handles[c::ncols] for c in range(ncols) if panel_handles[c::ncols]}
+    if all(all(list(h) == list(col[0]) for h in col) for col in by_column.values()):
+        return [plan([c], col[0], width / ncols) for c, col in by_column.items()]
+    return None
+
+
+def _label_inches(label: str) -> float:
+    """Rough width of a legend entry at font size 9: handle, gap and text."""
+    text = label
+    for token in ("$", "\\sim", "\\mu", "\\infty", "\\log", "_i", "{", "}", "^2"):
+        text = text.replace(token, "x" if token.startswith("\\") else "")
+    return 0.75 + 0.075 * len(text)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Lines of at most about ``width`` characters, never breaking inside ``$...$``."""
+    kept = re.sub(r"\$[^$]*\$", lambda m: m.group(0).replace(" ", "\0"), text)
+    return [line.replace("\0", " ") for line in
+            textwrap.wrap(kept, width=width, break_long_words=False, break_on_hyphens=False)]
+
+
+def _caption(theory: bool, notes: dict) -> str:
+    """The figure's own caption: what each kind of line and marker shows."""
+    parts = ["Solid lines: empirical MSE, error bars $\\pm 2$ Monte Carlo standard errors."]
+    if theory:
+        parts.append("Dashed: the MSE bound of Table 1 (constants set to one), scaled to each line's data.")
+        if notes["lower"]:
+            parts.append("Dotted: the minimax lower bound of Theorem 3.10 (constants set to one), "
+                         "scaled to touch the data from below.")
+        skipped = sorted(notes["lower_mu"])
+        if skipped:
+            mus = ", ".join("\\infty" if not np.isfinite(mu) else f"{mu:g}" for mu in skipped)
+            parts.append(f"The minimax lower bound of Theorem 3.10 is not drawn{' everywhere' if notes['lower'] else ''}: "
+                         f"it is stated for $\\mu < 1$, and this figure has $\\mu = {mus}$.")
+    if notes["partial"]:
+        parts.append("Hollow marker: some replicates diverged (counted in the mean when finite).")
+    if notes["missing"]:
+        parts.append("No marker: no replicate of the cell gave a finite estimate.")
+    return " ".join(parts)
+
+
+def _lower(line: pd.DataFrame, spec: dict, skipped: set):
+    """Theorem 3.10's lower bound at the line's cells (constants set to one), or None.
+
+    None without ``spec["d"]`` or where the theorem does not cover a cell's mu (then the
+    mu is added to ``skipped``, for the caption). Each cell's clients are taken to hold
+    ``N_mean / m`` samples each, as for the upper bounds
+    (:func:`fedgdp.summary.theory_bounds`).
+    """
+    from .theory import lower_bound, lower_bound_holds
+
+    if "d" not in spec:
+        return None
+    mus = [float(mu) for mu in line["mu"]]
+    if not all(lower_bound_holds(mu) for mu in mus):
+        skipped.update(mu for mu in mus if not lower_bound_holds(mu))
+        return None
+    return np.array([lower_bound(np.full(int(m), float(N) / int(m)), d=int(spec["d"]), mu=mu)
+                     for m, N, mu in zip(line["m"], line["N_mean"], mus)])
+
+
+def _draw_lower(ax, items: list) -> bool:
+    """Draw the dotted lower bounds of a panel; True if any was drawn.
+
+    Lines with the same cells (e.g. the methods of one panel) share one grey line;
+    each is scaled by the largest constant that keeps it at or below every measured
+    MSE it describes (a lower bound holds up to a constant).
+    """
+    groups: dict = {}
+    drawn = False
+    for x, lower, y, color in items:
+        groups.setdefault((tuple(x), tuple(lower)), []).append((y, color))
+    for (x, lower), lines in groups.items():
+        x, lower = np.array(x), np.array(lower)
+        y = np.array([yy for yy, _ in lines])
+        ok = np.isfinite(y) & (y > 0) & (lower > 0)
+        if not ok.any():
+            continue
+        scale = np.min((y / lower)[ok])
+        color = lines[0][1] if len(lines) == 1 else "grey"
+        ax.plot(x, scale * lower, color=color, linestyle=":", linewidth=1.5)
+        drawn = True
+    return drawn
 
 
 def _theory(line: pd.DataFrame, method: str | None, spec: dict, study_cfg: dict):

@@ -158,20 +158,56 @@ RATES_HEADERS = {
 
 
 # --------------------------------------------------------------------- writers
-def _fmt(value) -> str:
+#: MSE-like columns: scientific notation in every format (3 significant digits in
+#: Markdown and LaTeX, 7 in CSV), whatever the values' size
+SCIENTIFIC = ("mse", "se", "median")
+#: slope-like columns: fixed point (3 decimals in Markdown and LaTeX, 6 in CSV)
+FIXED = ("slope", "ci_low", "ci_high", "predicted")
+_DIGITS = {"display": {"sci": 2, "fixed": 3}, "csv": {"sci": 6, "fixed": 6}}
+
+
+def column_styles(df: pd.DataFrame) -> dict:
+    """One number style per column: ``"sci"``, ``"fixed"`` or ``"auto"`` (integers, text,
+    yes/no). A float column not in :data:`SCIENTIFIC` or :data:`FIXED` is fixed point when
+    every finite non-zero value lies in ``[0.01, 1e5)``, scientific otherwise."""
+    styles = {}
+    for col in df.columns:
+        if col in SCIENTIFIC or col in FIXED:
+            styles[col] = "sci" if col in SCIENTIFIC else "fixed"
+        elif pd.api.types.is_float_dtype(df[col]):
+            v = np.abs(df[col].to_numpy(float))
+            v = v[np.isfinite(v) & (v > 0)]
+            styles[col] = "fixed" if ((v >= 1e-2) & (v < 1e5)).all() else "sci"
+        else:
+            styles[col] = "auto"
+    return styles
+
+
+def _fmt(value, style: str = "auto", digits: str = "display") -> str:
+    """One cell as text in the column's ``style`` (:func:`column_styles`)."""
     if value is None or value is pd.NA:
         return ""
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, (int, np.integer)) and style == "auto":
         return f"{int(value)}"
-    if isinstance(value, (float, np.floating)):
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        value = float(value)
         if math.isnan(value):
             return ""
-        if value != 0 and (abs(value) < 1e-2 or abs(value) >= 1e5):
-            return f"{value:.3e}"
-        return f"{value:.3f}"
+        if style == "auto":
+            style = "sci" if value != 0 and (abs(value) < 1e-2 or abs(value) >= 1e5) else "fixed"
+        places = _DIGITS[digits][style]
+        return f"{value:.{places}e}" if style == "sci" else f"{value:.{places}f}"
     return str(value)
+
+
+def _tex_number(text: str) -> str:
+    """``2.72e-02`` -> ``$2.72 \\times 10^{-2}$`` (an empty cell stays empty)."""
+    mantissa, e, exponent = text.partition("e")
+    if not e or not exponent.lstrip("+-").isdigit():
+        return _tex_text(text)
+    return rf"${mantissa} \times 10^{{{int(exponent)}}}$"
 
 
 def _atomic(path, text: str) -> None:
@@ -180,18 +216,25 @@ def _atomic(path, text: str) -> None:
 
 
 def write_csv(df: pd.DataFrame, path) -> None:
-    """Machine-readable table: raw column names, full precision."""
-    _atomic(path, df.to_csv(index=False, lineterminator="\n"))
+    """Machine-readable table: raw column names; numbers in their column's style
+    (:func:`column_styles`) with 7 significant digits (scientific) or 6 decimals."""
+    styles = column_styles(df)
+    out = df.copy()
+    for col, style in styles.items():
+        if style != "auto":
+            out[col] = [_fmt(v, style, "csv") for v in df[col]]
+    _atomic(path, out.to_csv(index=False, lineterminator="\n"))
 
 
 def write_markdown(df: pd.DataFrame, path, headers: dict, *, title: str = "", note: str = "") -> None:
-    """A GitHub-flavoured Markdown table with readable headers."""
+    """A GitHub-flavoured Markdown table with readable headers, one number format per column."""
     cols = list(df.columns)
+    styles = column_styles(df)
     lines = [f"# {title}", ""] if title else []
     lines.append("| " + " | ".join(headers.get(c, c) for c in cols) + " |")
     lines.append("|" + "|".join("---" for _ in cols) + "|")
     for _, row in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(row[c]).replace("|", "\\|") for c in cols) + " |")
+        lines.append("| " + " | ".join(_fmt(row[c], styles[c]).replace("|", "\\|") for c in cols) + " |")
     if note:
         lines += ["", note]
     _atomic(path, "\n".join(lines) + "\n")
@@ -215,7 +258,8 @@ def _tex_math(s: str) -> str:
 
 def write_latex(df: pd.DataFrame, path, headers: dict, *, math_cols=(), caption: str = "",
                 label: str = "") -> None:
-    """A booktabs ``table`` environment; ``math_cols`` are typeset in math mode."""
+    """A booktabs ``table`` environment; ``math_cols`` are typeset in math mode, numbers in
+    their column's style (:func:`column_styles`), scientific ones as ``$a \\times 10^{b}$``."""
     cols = list(df.columns)
     align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in cols)
     lines = [r"\begin{table}[ht]", r"\centering", r"\small"]
@@ -225,8 +269,11 @@ def write_latex(df: pd.DataFrame, path, headers: dict, *, math_cols=(), caption:
         lines.append(rf"\label{{{label}}}")
     lines += [rf"\begin{{tabular}}{{{align}}}", r"\toprule",
               " & ".join(_tex_text(headers.get(c, c)) for c in cols) + r" \\", r"\midrule"]
+    styles = column_styles(df)
     for _, row in df.iterrows():
-        cells = [_tex_math(str(row[c])) if c in math_cols else _tex_text(_fmt(row[c])) for c in cols]
+        cells = [_tex_math(str(row[c])) if c in math_cols
+                 else _tex_number(_fmt(row[c], "sci")) if styles[c] == "sci"
+                 else _tex_text(_fmt(row[c], styles[c])) for c in cols]
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     _atomic(path, "\n".join(lines) + "\n")

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-__all__ = ["upper_bound", "lower_bound", "TABLE1", "local_exponent"]
+__all__ = ["upper_bound", "lower_bound", "lower_bound_holds", "TABLE1", "local_exponent"]
 
 
 def _privacy_scale(mu: float) -> float:
@@ -42,15 +42,20 @@ def upper_bound(method: str, n, *, d: int, mu: float, K: int = 50, R: int = 2) -
     raise ValueError(f"unknown method {method!r}")
 
 
+def lower_bound_holds(mu: float) -> bool:
+    """Whether Theorem 3.10 covers the privacy level ``mu`` (it is stated for ``0 < mu < 1``)."""
+    return bool(0 < mu < 1)
+
+
 def lower_bound(n, *, d: int, mu: float) -> float:
     """Minimax lower bound of Theorem 3.10, constants set to one:
     ``d / sum_i min(n_i, n_i^2 mu^2 log(1/mu) / d)``, stated for ``0 < mu < 1``.
 
-    For ``mu >= 1`` the privacy term is not covered by the theorem; the function
-    then returns the non-private ``d / N``.
+    For ``mu >= 1`` (see :func:`lower_bound_holds`) the privacy term is not covered by
+    the theorem; the function then returns the non-private ``d / N``.
     """
     n = np.atleast_1d(np.asarray(n, dtype=float))
-    if not 0 < mu < 1:
+    if not lower_bound_holds(mu):
         return d / float(n.sum())
     eff = np.minimum(n, n ** 2 * mu ** 2 * math.log(1 / mu) / d)
     return d / float(eff.sum())

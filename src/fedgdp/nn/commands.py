@@ -80,16 +80,14 @@ def _cmd_nn_summarise(args) -> int:
     from .plots import summarise
     from .run import read_runs
 
-    s = summarise(read_runs(args.inputs))
-    from pathlib import Path
+    from ..plots import atomic_path
 
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    s.to_parquet(tmp, index=False)
-    tmp.replace(out)
+    s = summarise(read_runs(args.inputs))
+    with atomic_path(args.out) as tmp:
+        s.to_parquet(tmp, index=False)
     if args.csv:
-        s.to_csv(args.csv, index=False, float_format="%.4f")
+        with atomic_path(args.csv) as tmp:
+            s.to_csv(tmp, index=False, float_format="%.4f")
     return 0
 
 
@@ -107,10 +105,10 @@ def _cmd_nn_plot(args) -> int:
     summary = pd.concat(frames, ignore_index=True)
     plot_figure(summary, args.figure, args.out, png=not args.no_png)
     if args.csv:
-        from pathlib import Path
+        from ..plots import atomic_path
 
-        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-        summary[summary["figure"] == args.figure].to_csv(args.csv, index=False, float_format="%.4f")
+        with atomic_path(args.csv) as tmp:
+            summary[summary["figure"] == args.figure].to_csv(tmp, index=False, float_format="%.4f")
     return 0
 
 
@@ -131,8 +129,22 @@ def _cmd_nn_bench(args) -> int:
     return 0
 
 
+def _default(key):
+    """The default of a setting as ``fedgdp --help`` shows it (a per-data-set one lists them)."""
+    from .settings import COMMON, DATASET_DEFAULTS
+
+    per_dataset = {ds: d[key] for ds, d in DATASET_DEFAULTS.items() if key in d}
+    if per_dataset:
+        return "per data set: " + ", ".join(f"{ds} {v:g}" for ds, v in per_dataset.items())
+    if key == "n":
+        return "none (fig10: the full training split)"
+    return COMMON[key]
+
+
 def add_parsers(sub) -> None:
     """Add the ``nn-*`` subcommands to ``fedgdp``'s subparsers."""
+    from ..cli import output_dir, output_path, show_defaults
+
     run = sub.add_parser("nn-run", help="CNN experiments: one run (all methods) -> Parquet (needs torch)")
     g = run.add_argument_group("settings (defaults: fedgdp.nn.settings)")
     g.add_argument("--params", help="YAML mapping of settings")
@@ -142,35 +154,36 @@ def add_parsers(sub) -> None:
     run.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
     run.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     run.add_argument("--data-dir", default="data", help="folder holding mnist/ and cifar10/")
-    run.add_argument("--out", required=True, help="output .parquet path")
+    run.add_argument("--out", required=True, type=output_path(".parquet"), help="output .parquet path")
     run.set_defaults(func=_cmd_nn_run)
+    show_defaults(run, _default)
 
     summ = sub.add_parser("nn-summarise", help="CNN run files -> summary Parquet (median accuracy)")
     summ.add_argument("inputs", nargs="+", help="run .parquet files")
-    summ.add_argument("--out", required=True, help="summary .parquet path")
-    summ.add_argument("--csv", help="optional CSV copy of the summary")
+    summ.add_argument("--out", required=True, type=output_path(".parquet"), help="summary .parquet path")
+    summ.add_argument("--csv", type=output_path(".csv"), help="optional CSV copy of the summary")
     summ.set_defaults(func=_cmd_nn_summarise)
 
     plot = sub.add_parser("nn-plot", help="summary files -> Figure 9 or 10 (PDF and PNG)")
     plot.add_argument("inputs", nargs="+", help="summary .parquet files (one per dataset, or one in all)")
     plot.add_argument("--figure", required=True, choices=["fig09", "fig10"])
-    plot.add_argument("--out", required=True, help="output .pdf (the .png goes beside it)")
-    plot.add_argument("--no-png", action="store_true")
-    plot.add_argument("--csv", help="optional CSV of the plotted medians")
+    plot.add_argument("--out", required=True, type=output_path(".pdf"), help="output .pdf (the .png goes beside it)")
+    plot.add_argument("--no-png", action="store_true", help="write the PDF only")
+    plot.add_argument("--csv", type=output_path(".csv"), help="optional CSV of the plotted medians")
     plot.set_defaults(func=_cmd_nn_plot)
 
     fe = sub.add_parser("nn-fetch", help="download MNIST or CIFAR-10, verify checksums")
     fe.add_argument("--dataset", required=True, choices=["mnist", "cifar10", "digits"])
-    fe.add_argument("--data-dir", default="data")
+    fe.add_argument("--data-dir", default="data", type=output_dir, help="folder to download into")
     fe.add_argument("--timeout", type=float, default=30.0, help="seconds per connection attempt")
     fe.set_defaults(func=_cmd_nn_fetch)
 
     be = sub.add_parser("nn-bench", help="time paper-sized CNN steps, extrapolate the paper's grid (needs torch)")
     be.add_argument("--dataset", default="mnist", choices=["mnist", "cifar10", "digits"])
     be.add_argument("--sizes", default="40,160,480", help="client training sizes to time")
-    be.add_argument("--repeats", type=int, default=3)
-    be.add_argument("--device", default="auto")
-    be.add_argument("--threads", type=int)
-    be.add_argument("--out", help="optional JSON file")
+    be.add_argument("--repeats", type=int, default=3, help="timed repetitions per size")
+    be.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
+    be.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    be.add_argument("--out", type=output_path(".json"), help="optional JSON file")
     be.set_defaults(func=_cmd_nn_bench)
 

@@ -96,14 +96,32 @@ def plot_figure(summary, figure: str, out: str | Path, *, png: bool = True) -> l
         extra += f"q = {d['q'].iloc[0]:g}, " if d["q"].nunique() == 1 and np.isfinite(d["q"].iloc[0]) else ""
         ax.set_title(f"{_DATASET_TITLES.get(ds, ds)}\n{extra}median of {runs} runs", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, frameon=False)
-    fig.tight_layout()
+    # one legend for the figure, under the panels (an in-panel legend covers the curves),
+    # and a caption saying what the lines and bands are
+    import textwrap
+
+    handles = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    width = fig.get_figwidth()
+    ncol = max(1, min(len(handles), int(width // 2.2)))
+    caption = textwrap.wrap("Lines: median final test accuracy over runs; bands: range (min to max) over runs.",
+                            width=int(width * 16))
+    caption_h = 0.08 + 0.15 * len(caption)
+    bottom = caption_h + 0.1 + 0.25 * -(-len(handles) // ncol)     # inches under the panels
+    height = fig.get_figheight() + bottom
+    fig.set_figheight(height)
+    fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=ncol, frameon=False, fontsize=9,
+               bbox_to_anchor=(0.5, (bottom - 0.05) / height))
+    fig.text(0.5, 0.04 / height, "\n".join(caption), fontsize=8, color="dimgrey", ha="center", va="bottom")
+    fig.tight_layout(rect=(0, bottom / height, 1, 1))
+    from ..plots import atomic_path
+
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    written = [out]
-    fig.savefig(out)
-    if png:
-        written.append(out.with_suffix(".png"))
-        fig.savefig(written[-1], dpi=150)
+    written = [out] + ([out.with_suffix(".png")] if png else [])
+    for path in written:            # temporary file, then rename: no half-written figure
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=path.suffix[1:], **({"dpi": 150} if path.suffix == ".png" else {}))
     plt.close(fig)
     return written
