@@ -68,7 +68,8 @@ def test_m_by_method_uses_the_method_styles():
         assert len(dashed) == len(METHODS)            # a scaled bound per method
     assert fig.axes[1].get_title() == "(b) Equal $n_i = 400$"
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert labels == ["FedSGD", "FedHybrid", "FedAvg", "FedNewton", "bound of Table 1 (scaled)"]
+    assert labels == ["FedSGD", "FedHybrid", "FedAvg", "FedNewton", "FedNewton (certified)",
+                      "bound of Table 1 (scaled)"]
 
 
 def test_K_by_mu_and_mixed_studies_get_panel_legends():
@@ -77,7 +78,7 @@ def test_K_by_mu_and_mixed_studies_get_panel_legends():
             "panels": [{"method": m} for m in METHODS],
             "studies": {"iterations": {"grid": {"mu": [2, 6, "inf"]}}}}
     fig = plot_figure(spec, it)
-    assert len(fig.axes) == 4 and all(len(_lines(ax)) == 3 for ax in fig.axes)
+    assert len(fig.axes) == len(METHODS) and all(len(_lines(ax)) == 3 for ax in fig.axes)
     assert [t.get_text() for t in fig.legends[0].get_texts()][-1] == "non-private ($\\mu = \\infty$)"
     assert "$m = 50$" in fig._suptitle.get_text() and "$n_i = 100$" in fig._suptitle.get_text()
     both = pd.concat([_summary("equal_n", ["equal(30)"]), _summary("varied_n", ["uniform(10,90)"])])
