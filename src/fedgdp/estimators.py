@@ -379,6 +379,10 @@ class Method:
     def fit(self, fd: FitData, s: dict, noise: dict) -> Fit:
         raise NotImplementedError
 
+    def plan(self, fd: FitData, s: dict) -> tuple:
+        """The method's releases (:class:`fedgdp.privacy.ReleaseSpec`), shapes (R, m)."""
+        raise NotImplementedError
+
     def comm(self, s: dict, m: int, d: int) -> dict:
         raise NotImplementedError
 
@@ -405,9 +409,11 @@ class FedSGD(Method):
     def comm(self, s, m, d):
         return _comm(s["K"], m, d)
 
+    def plan(self, fd, s):
+        return privacy.plan_fedsgd(B=fd.B[:, None], n=fd.sizes.astype(float), K=s["K"])
+
     def fit(self, fd, s, noise):
-        n = fd.sizes.astype(float)
-        (sigma,), ledger = fd.calibrate(privacy.plan_fedsgd(B=fd.B[:, None], n=n, K=s["K"]))
+        (sigma,), ledger = fd.calibrate(self.plan(fd, s))
         w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=s["K"], d=fd.full.d)
         theta = server_descent(fd.full, np.zeros((fd.full.R, fd.full.d)), w, K=s["K"], eta=s["eta"],
                                bounds=fd.bounds(fd.full), sigma=sigma, Z=noise["Z"])
@@ -429,10 +435,12 @@ class FedAvg(Method):
     def comm(self, s, m, d):
         return _comm(s["R"], m, d)
 
+    def plan(self, fd, s):
+        return privacy.plan_fedavg(B=fd.B[:, None], n=fd.sizes.astype(float), eta=s["eta"], R=s["R"], K=s["K"])
+
     def fit(self, fd, s, noise):
         data, R_, K, eta = fd.full, s["R"], s["K"], s["eta"]
-        n = fd.sizes.astype(float)
-        (sigma,), ledger = fd.calibrate(privacy.plan_fedavg(B=fd.B[:, None], n=n, eta=eta, R=R_, K=K))
+        (sigma,), ledger = fd.calibrate(self.plan(fd, s))
         w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=R_ * K, d=data.d)
         bounds = fd.bounds(data)
         theta = np.zeros((data.R, data.d))
@@ -461,11 +469,13 @@ class FedHybrid(Method):
     def comm(self, s, m, d):
         return _comm(1 + s["K2"], m, d)
 
+    def plan(self, fd, s):
+        return privacy.plan_fedhybrid(B=fd.B[:, None], n=fd.sizes.astype(float), eta1=s["eta1"],
+                                      K1=s["K1"], K2=s["K2"])
+
     def fit(self, fd, s, noise):
         data, K1, K2 = fd.full, s["K1"], s["K2"]
-        n = fd.sizes.astype(float)
-        (a1, a2), ledger = fd.calibrate(privacy.plan_fedhybrid(B=fd.B[:, None], n=n, eta1=s["eta1"],
-                                                               K1=K1, K2=K2))
+        (a1, a2), ledger = fd.calibrate(self.plan(fd, s))
         w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=K1 + K2, d=data.d)
         bounds = fd.bounds(data)
         local = local_descent(data, np.zeros((data.R, data.m, data.d)), K=K1, eta=s["eta1"],

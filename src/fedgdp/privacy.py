@@ -35,7 +35,7 @@ import numpy as np
 __all__ = [
     "clip_rows", "clip_bound", "clip_bound_reference", "Release", "Ledger", "ReleaseSpec", "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_clip_histogram",
-    "NEWTON_ASSUMPTION", "private_clip_bound", "histogram_grid", "clip_share", "clip_unaccounted",
+    "NEWTON_ASSUMPTION", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
     "newton_sensitivity", "gdp_delta", "gdp_epsilon", "gdp_mu",
 ]
@@ -385,6 +385,16 @@ def histogram_grid(rule: dict) -> np.ndarray:
     return np.geomspace(float(lo), float(hi), int(bins) + 1)
 
 
+def clip_histogram(norms: np.ndarray, rule: dict) -> np.ndarray:
+    """One client's pre-noise release of the ``private_quantile`` rule: the share of
+    its per-sample gradient norms (n,) in each bin of the public grid, shape (bins,)
+    (norms outside the grid count in the end bins)."""
+    edges = histogram_grid(rule)
+    bins = edges.shape[0] - 1
+    idx = np.clip(np.searchsorted(edges, norms, side="right") - 1, 0, bins - 1)
+    return np.bincount(idx, minlength=bins) / float(len(norms))
+
+
 def private_clip_bound(norms: list, rule: dict, *, mu: float, rng: np.random.Generator) -> float:
     """The clipping bound of the ``private_quantile`` rule from each client's
     per-sample gradient norms at theta = 0 (a list of m arrays).
@@ -403,8 +413,7 @@ def private_clip_bound(norms: list, rule: dict, *, mu: float, rng: np.random.Gen
     Z = rng.standard_normal((len(norms), bins))
     best = 0.0
     for i, v in enumerate(norms):
-        idx = np.clip(np.searchsorted(edges, v, side="right") - 1, 0, bins - 1)
-        h = np.bincount(idx, minlength=bins) / n[i] + sigma[i] * Z[i]
+        h = clip_histogram(v, rule) + sigma[i] * Z[i]
         hit = np.flatnonzero(np.cumsum(h) >= rule["q"])
         best = max(best, float(edges[(hit[0] if hit.size else bins - 1) + 1]))
     return best
