@@ -520,19 +520,41 @@ class FedNewton(Method):
             return at - ridge_solve(h1.hessians(at, fd.hessian_bound()), g, fd.tau1)
         return at - floored_solve(h1.hessians(at), g, fd.tau1)
 
+    def stage1(self, fd: FitData, *, K, eta, w, sigma, Z) -> np.ndarray:
+        """theta1 (R, d): K noisy local steps on half 1, averaged with weights w.
+
+        Both FedNewton variants draw the same noise (common random numbers) and have the
+        same stage 1, so the result is kept on ``fd`` and reused when every input is
+        equal (checked, not assumed).
+        """
+        inputs = (K, eta, w, sigma, Z)
+        cached = fd.__dict__.get("_newton_stage1")
+        if cached is not None and _same(cached[0], inputs):
+            return cached[1]
+        h1 = fd.halves[0]
+        local = local_descent(h1, np.zeros((h1.R, h1.m, h1.d)), K=K, eta=eta, bounds=fd.bounds(h1),
+                              sigma=sigma, Z=Z)
+        theta1 = np.einsum("rm,rmd->rd", w, local)
+        fd.__dict__["_newton_stage1"] = (inputs, theta1)
+        return theta1
+
     def fit(self, fd, s, noise):
         h1, _ = fd.halves
         K, eta = s["K"], s["eta"]
         (s1, s2), ledger = fd.calibrate(self.plan(fd, s))
         w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=K + 1, d=h1.d)
-        local = local_descent(h1, np.zeros((h1.R, h1.m, h1.d)), K=K, eta=eta, bounds=fd.bounds(h1),
-                              sigma=s1, Z=noise["Z1"])
-        theta1 = np.einsum("rm,rmd->rd", w, local)
+        theta1 = self.stage1(fd, K=K, eta=eta, w=w, sigma=s1, Z=noise["Z1"])
         local = self.newton_update(fd, np.repeat(theta1[:, None, :], h1.m, axis=1))
         if noise["Z2"] is not None:
             local += _noise(noise["Z2"], s2)
         theta = np.einsum("rm,rmd->rd", w, local)
         return Fit(theta, ledger, **self.comm(s, h1.m, h1.d))
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Element-wise equality of two tuples of scalars, arrays or None."""
+    return all((x is None and y is None) or (x is not None and y is not None and np.array_equal(x, y))
+               for x, y in zip(a, b))
 
 
 class FedNewtonCertified(FedNewton):
