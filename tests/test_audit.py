@@ -46,3 +46,12 @@ def test_cli_json(capsys):
     assert main(["audit", "--quick", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {"method", "model", "release", "certified", "observed", "recorded", "ratio"} <= set(out[0])
+
+
+def test_nn_methods_are_audited_when_torch_imports(rows):
+    pytest.importorskip("torch")
+    from fedgdp.nn.calibration import METHODS
+
+    nn_rows = [r for r in rows if r.model == "cnn"]
+    assert {f"nn:{m}" for m in METHODS} == {r.method for r in nn_rows}
+    assert {"local step", "gradient", "newton"} == {r.release for r in nn_rows}

@@ -3,7 +3,7 @@ sensitivity its ledger records.
 
 For every registered private method (simulations: both GLMs, FedNewton in both
 privacy modes; real data: binary and softmax regression; the private clipping
-rule's histogram), :func:`run_audit` builds a small client data set, replaces one
+rule's histogram; the CNN methods of the extra ``nn`` when torch imports), :func:`run_audit` builds a small client data set, replaces one
 record by adversarial candidates (rows of large norm along several directions,
 extreme responses for the model; for FedNewton one record of each half), and
 recomputes the release *before noise* at the same public state, by calling the
@@ -257,12 +257,69 @@ def _audit_real(name: str, task: str, mode: str, n: int, seed: int) -> list[Audi
     return rows
 
 
+# ------------------------------------------------------------------------- CNNs
+def _audit_nn(seed: int) -> list[AuditRow]:
+    """The CNN methods' releases (extra ``nn``), on a tiny double-precision ConvNet:
+    clipped mean gradients (``gradient``; ``local step`` is eta times one) and the
+    head-only Newton step of Algorithm 5 (``newton``), at two public parameter points."""
+    import torch
+
+    from .nn.calibration import METHODS, SENSITIVITY_KINDS, calibrate
+    from .nn.models import ConvNet
+    from .nn.train import clipped_mean_grad, head_newton_step
+
+    n, classes = 30, 3
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn((n, 1, 4, 4), generator=gen, dtype=torch.float64)
+    y = torch.randint(0, classes, (n,), generator=gen)
+    p = {"mu": 1.0, "clip": 0.5, "lr": 0.3, "ridge": 0.1, "damping": 1.0, "rounds": 4, "local_epochs": 2,
+         "hybrid_local_share": 0.5, "newton_cycles": 2}
+    states = []
+    for s in (seed, seed + 1):
+        torch.manual_seed(s)
+        net = ConvNet(in_shape=(1, 4, 4), channels=(2,), hidden=3, classes=classes).double()
+        states.append((net, {k: v.detach() for k, v in net.named_parameters()}))
+
+    def releases(net, params, xs, ys):
+        """The two computed releases: the clipped mean gradient and the head Newton step
+        (a ``local step`` release is ``lr`` times the gradient one)."""
+        with torch.no_grad():
+            g, _ = clipped_mean_grad(net, params, xs, ys, p["clip"])
+            newton, _ = head_newton_step(net, params, xs, ys, B=p["clip"], lam=p["ridge"], alpha=p["damping"])
+        return {"sgd": torch.cat([v.flatten() for v in g.values()]).to(torch.float64), "newton": newton}
+
+    rng = np.random.default_rng(seed)
+    images = [torch.zeros((1, 4, 4), dtype=torch.float64)]
+    for c in (1.0, 10.0, 1e3):
+        images += [c * torch.ones((1, 4, 4), dtype=torch.float64),
+                   c * torch.from_numpy(rng.standard_normal((1, 4, 4)))]
+    worst = {"sgd": 0.0, "newton": 0.0}
+    for net, params in states:
+        base = releases(net, params, x, y)
+        for img in images:
+            for label in range(classes):
+                xs, ys = x.clone(), y.clone()
+                xs[0], ys[0] = img, label
+                new = releases(net, params, xs, ys)
+                for kind in worst:
+                    worst[kind] = max(worst[kind], float((new[kind] - base[kind]).norm()))
+    worst["avg"] = p["lr"] * worst["sgd"]
+    rows = []
+    for method in METHODS:
+        cal = calibrate(method, p, np.array([float(n)]))
+        for kind in cal.releases:
+            recorded = float(cal.sensitivity[kind][0])
+            rows.append(AuditRow(f"nn:{method}", "cnn", SENSITIVITY_KINDS[kind], True, worst[kind], recorded,
+                                 worst[kind] / recorded, "any"))
+    return rows
+
+
 # ------------------------------------------------------------------------- all
 def run_audit(*, quick: bool = False, seed: int = 0) -> list[AuditRow]:
     """Audit every release of every registered private method (see the module docstring).
 
     ``quick``: smaller clients (the test suite). Rows in a fixed order: simulations,
-    the clipping histogram, real data.
+    the clipping histogram, real data, and the CNN methods when torch imports.
     """
     n_sim, n_real = (200, 60) if quick else (400, 120)
     with np.errstate(all="ignore"):     # extreme candidates overflow exp (Poisson); such NaN changes are skipped
@@ -287,7 +344,11 @@ def _run_all(n_sim: int, n_real: int, seed: int) -> list[AuditRow]:
             modes = ("paper", "certified") if name == "fednewton" else ("paper",)
             for mode in modes:
                 rows += _audit_real(name, task, mode, n_real, seed)
-    return rows
+    try:
+        import torch  # noqa: F401  (the nn extra)
+    except ImportError:
+        return rows
+    return rows + _audit_nn(seed)
 
 
 def format_table(rows: list[AuditRow]) -> str:
