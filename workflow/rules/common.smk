@@ -328,7 +328,7 @@ def table1_spec(wildcards):
     cell.setdefault("mu", config["defaults"]["mu"])
     cell.setdefault("K", config["defaults"]["K"])
     note = (f"Measured at the reference cell: {t['model']} regression, study {t['study']}, "
-            f"sizes {cell['sizes']}, m = {cell['m']}, mu = {cell['mu']}, K = {cell['K']}; "
+            f"sizes {cell['sizes']}, m = {cell['m']}, nominal mu = {cell['mu']}, K = {cell['K']}; "
             f"{config['replicates']} replicates; MSE is the mean over non-diverged replicates, "
             f"MC SE its Monte Carlo standard error. Theory columns: the paper's Table 1 (orders, "
             f"constants omitted).")
