@@ -189,3 +189,25 @@ def test_certified_ledger_matches_dp_accounting_pld():
     eps_pld = acc.get_epsilon(1e-5)
     eps_gdp = privacy.gdp_epsilon(float(led.composed_mu()[0, 0]), 1e-5)
     assert eps_pld == pytest.approx(eps_gdp, rel=1e-3)
+
+
+# ------------------------------------------------------------------ command line
+def test_cli_ledger_reports_certification(capsys):
+    import json
+
+    from fedgdp.cli import main
+
+    args = ["ledger", "--method", "fednewton", "--m", "2", "--sizes", "equal(20)", "--K", "2"]
+    assert main(args) == 0
+    paper = json.loads(capsys.readouterr().out)
+    newton = paper["clients"][0]["releases"][-1]
+    assert newton["stage"] == "newton" and newton["certified"] is False
+    assert newton["assumption"] == privacy.NEWTON_ASSUMPTION
+    assert paper["mu_composed_max"] == pytest.approx(2.0, abs=1e-12) and math.isinf(paper["mu_certified_max"])
+    assert paper["unaccounted"] and paper["privacy_mode"] == "paper"
+    assert main(args + ["--privacy-mode", "certified", "--private-clip", "0.9:0.2"]) == 0
+    cert = json.loads(capsys.readouterr().out)
+    assert cert["mu_certified_max"] == pytest.approx(2.0, abs=1e-12) and not cert["unaccounted"]
+    assert cert["clients"][0]["releases"][0]["stage"] == "clip histogram"
+    assert main(args + ["--privacy-mode", "certified"]) == 2
+    assert "clip rule 'quantile'" in capsys.readouterr().err
