@@ -45,11 +45,15 @@ Conventions
 (:mod:`fedgdp.glm`, matrix models); parameters are ``Theta`` (d, k). Aggregation
 weights are ``w_i = n_i / N`` over training sizes. All methods start at 0.
 
-Privacy: the clipping bound B of a fold is SPEC 3's rule on that fold's training
-data (the q-quantile of per-sample gradient norms at Theta = 0, max over clients),
-which, as in the simulations, uses the data and leaks a little privacy that the
-guarantee ignores. tau1 is a configured number here: the population Hessian of
-image data is singular (constant pixels), so SPEC 3's ``auto`` rule gives 0.
+Privacy: the clipping bound B of a fold follows the configured rule on that fold's
+training data: the paper's q-quantile of per-sample gradient norms at Theta = 0, max
+over clients (data-driven: recorded as unaccounted, so ``mu_certified`` is inf), a
+fixed public value, or the private quantile (noisy histograms, recorded in the
+ledger; its noise from the stream ``clip_histogram``, and B then depends on mu).
+Every method declares its releases as a plan (:mod:`fedgdp.privacy`); ``privacy:
+{mode: certified}`` makes FedNewton clip per-sample Hessians (``fednewton_certified``
+does so in every mode). tau1 is a configured number here: the population Hessian of
+image data is singular (constant pixels), so the simulations' ``auto`` rule gives 0.
 
 Seeds: the layout of split s comes from :func:`fedgdp.datasets.split_layout`; the
 noise of method M in split s, fold f from ``SeedSequence([base_seed,
