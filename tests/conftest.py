@@ -9,14 +9,14 @@ from fedgdp.runner import draw_noises, simulate_block
 
 def make_block(overrides: dict, replicates=(0, 1, 2)):
     """Resolved params, replicate data, clipping bounds and FitData for a small cell."""
-    from fedgdp.privacy import clip_bound
+    from fedgdp.runner import clip_bounds
 
     p = resolve(overrides)
     reps = simulate_block(p, list(replicates))
     glm = get_model(p["model"])
-    B = np.array([clip_bound(glm, r, p["clip"]) for r in reps]) if np.isfinite(p["mu"]) \
-        else np.full(len(reps), np.inf)
-    return p, reps, FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"])
+    B = clip_bounds(p, glm, reps, list(replicates))
+    return p, reps, FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"], privacy=p["privacy"],
+                            clip=p["clip"])
 
 
 def stacked_noise(p, method, replicates, d=None):

@@ -55,10 +55,15 @@ def test_ledger_sigma_is_the_spec_table(method):
         expect = [2 * B * s["eta"] * math.sqrt(s["R"] * s["K"]) / (mu * n)]
     elif method == "fedhybrid":
         expect = [2 * B * s["eta1"] * math.sqrt(2 * s["K1"]) / (mu * n), 2 * B * math.sqrt(2 * s["K2"]) / (mu * n)]
-    else:
+    elif method == "fednewton":
         ne = 2 * (fd.sizes // 2)          # calibrated on the half-1 size (n_i when n_i is even)
         expect = [4 * B * s["eta"] * math.sqrt(2 * s["K"]) / (mu * ne),
                   2 * (4 * math.sqrt(2) * B / p["tau1"]) / (mu * ne)]
+    else:                                 # certified: max(2B/(tau1 n2), H_c B/(tau1^2 n1)) sqrt(2)/mu
+        n1, n2 = fd.sizes // 2, fd.sizes - fd.sizes // 2
+        t, hc = p["tau1"], 4.0 * p["tau1"]
+        expect = [4 * B * s["eta"] * math.sqrt(2 * s["K"]) / (mu * 2 * n1),
+                  np.maximum(2 * B / (t * n2), hc * B / (t ** 2 * n1)) * math.sqrt(2) / mu]
     assert len(led.releases) == len(expect)
     for rel, e in zip(led.releases, expect):
         np.testing.assert_allclose(rel.sigma, e, rtol=1e-14)
@@ -83,7 +88,7 @@ def test_noise_applied_is_the_ledger_sigma(method, settings):
 
 
 def test_nonprivate_ledger_is_infinite():
-    p, reps, fd = make_block(dict(mu="inf", m=3, sizes="equal(20)", K=3), REPS)
+    p, reps, fd = make_block(dict(mu="inf", m=3, sizes="equal(20)", K=3, methods=METHODS), REPS)
     for name in METHODS:
         _, noise = stacked_noise(p, name, REPS)
         assert noise[next(iter(noise))] is None

@@ -118,9 +118,10 @@ def test_smoke_summaries_and_tables(smoke):
     for study in cfg["studies"]:
         for model in ("logistic", "poisson"):
             s = pd.read_parquet(smoke / f"results/summary/{model}_{study}.parquet")
-            assert len(s) == 4 * n_cells(cfg, study)
+            methods = cfg["studies"][study]["methods"]
+            assert len(s) == len(methods) * n_cells(cfg, study)
             assert (s["replicates"] == cfg["replicates"]).all()
-            assert set(s["method"]) == {"fedsgd", "fedhybrid", "fedavg", "fednewton"}
+            assert set(s["method"]) == set(methods) >= {"fedsgd", "fedhybrid", "fedavg", "fednewton"}
     t1 = pd.read_csv(smoke / "figures/table1.csv")
     assert list(t1["method"]) == ["FedSGD", "FedHybrid", "FedAvg", "FedNewton"]
     assert list(t1["rounds"]) == [50, 21, 2, 2]                 # K, 1 + K2, R, 2

@@ -68,13 +68,14 @@ def test_m_by_method_uses_the_method_styles():
         assert len(dashed) == len(METHODS)            # a scaled bound per method
     assert fig.axes[1].get_title() == "(b) Equal $n_i = 400$"
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert labels == ["FedSGD", "FedHybrid", "FedAvg", "FedNewton", "bound of Table 1 (scaled)"]
+    assert labels == ["FedSGD", "FedHybrid", "FedAvg", "FedNewton", "FedNewton (certified)",
+                      "bound of Table 1 (scaled)"]
 
 
 def test_K_by_mu_and_mixed_studies_get_column_legends():
     it = _summary("iterations", ["equal(100)"], ms=(50,), mus=(2.0, 6.0, np.inf), Ks=(10, 50, 100))
     spec = {"model": "logistic", "study": "iterations", "layout": "K_by_mu",
-            "panels": [{"method": m} for m in METHODS],
+            "panels": [{"method": m} for m in METHODS[:4]],
             "studies": {"iterations": {"grid": {"mu": [2, 6, "inf"]}}}}
     fig = plot_figure(spec, it)
     assert len(fig.axes) == 4 and all(len(_lines(ax)) == 3 for ax in fig.axes)
@@ -206,7 +207,9 @@ def test_schema_enums_match_the_package():
     fig = schema["properties"]["figures"]["additionalProperties"]["properties"]
     assert fig["layout"]["enum"] == list(LAYOUTS)
     study = schema["properties"]["studies"]["additionalProperties"]["properties"]
-    assert study["methods"]["default"] == list(REGISTRY)
+    from fedgdp.params import DEFAULTS
+
+    assert study["methods"]["default"] == DEFAULTS["methods"]
     assert set(METHOD_STYLE) == set(REGISTRY)
 
 

@@ -192,7 +192,7 @@ def test_non_private_methods_have_empty_ledgers_and_no_noise():
 # ----------------------------------------------------------------- parameters
 def test_resolve_defaults_inheritance_and_errors():
     p = R.resolve({"method_settings": {"fedavg": {"eta": 0.2}}})
-    assert p["methods"] == list(R.REGISTRY)
+    assert p["methods"] == R.PRIVATE + R.NONPRIVATE      # fednewton_certified on request
     assert p["method_settings"]["np_fedavg"] == {"R": 2, "K": 50, "eta": 0.2}
     assert p["method_settings"]["dp_scaffold"] == {"R": 2, "K": 50, "eta": 0.2, "eta_g": 1.0}
     assert p["method_settings"]["np_scaffold"] == p["method_settings"]["dp_scaffold"]

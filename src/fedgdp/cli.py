@@ -160,7 +160,37 @@ def _cell_args(ap: argparse.ArgumentParser) -> None:
     g.add_argument("--tau1", help="FedNewton eigenvalue floor, or auto")
     g.add_argument("--weights", help="size | optimal")
     g.add_argument("--clip", help="quantile:q or a fixed bound B")
+    _privacy_args(g)
     show_defaults(ap, _module_defaults("fedgdp.params"))
+
+
+def _privacy_args(g) -> None:
+    g.add_argument("--privacy-mode", dest="privacy_mode", choices=["paper", "certified"],
+                   help="paper: the algorithms as printed (nominal mu); certified: every release's "
+                        "sensitivity holds for all inputs (needs a fixed or private_quantile clip)")
+    g.add_argument("--hessian-clip", dest="hessian_clip", type=float,
+                   help="certified FedNewton's per-sample Hessian bound, as a factor of tau1 (default 4)")
+    g.add_argument("--private-clip", dest="private_clip", metavar="Q[:SHARE]",
+                   help="private clipping bound: the Q-quantile from noisy histograms spending SHARE "
+                        "of mu^2 (default 0.1), e.g. 0.9:0.1")
+
+
+def _privacy_overrides(args, out: dict) -> dict:
+    """Fold the privacy flags into the overrides ``out`` (in place; returned)."""
+    if args.privacy_mode is not None or args.hessian_clip is not None:
+        priv = dict(out.get("privacy") or {})
+        if args.privacy_mode is not None:
+            priv["mode"] = args.privacy_mode
+        if args.hessian_clip is not None:
+            priv["hessian_clip"] = args.hessian_clip
+        out["privacy"] = priv
+    if args.private_clip is not None:
+        q, _, share = args.private_clip.partition(":")
+        try:
+            out["clip"] = {"rule": "private_quantile", "q": float(q)} | ({"share": float(share)} if share else {})
+        except ValueError:
+            raise ValueError(f"bad --private-clip {args.private_clip!r}: use Q or Q:SHARE, e.g. 0.9:0.1") from None
+    return out
 
 
 def _overrides(args) -> dict:
@@ -187,7 +217,7 @@ def _overrides(args) -> dict:
             out["tau1"] = float(out["tau1"])
         except ValueError:
             raise ValueError(f"tau1 must be a number or auto, got {out['tau1']!r}") from None
-    return out
+    return _privacy_overrides(args, out)
 
 
 def _cmd_simulate(args) -> int:
@@ -215,8 +245,23 @@ def _cmd_ledger(args) -> int:
     report = {"method": args.method, "replicate": args.seed, "mu": p["mu"],
               "clients": ledger.client_report(j)}
     report["mu_composed_max"] = max(c["mu"] for c in report["clients"])
+    report["mu_certified_max"] = max(c["mu_certified"] for c in report["clients"])
+    report["privacy_mode"] = p["privacy"]["mode"]
+    report["unaccounted"] = list(ledger.unaccounted)
     json.dump(report, sys.stdout, indent=1 if args.pretty else None)
     sys.stdout.write("\n")
+    return 0
+
+
+def _cmd_audit(args) -> int:
+    from .audit import as_dicts, format_table, run_audit
+
+    rows = run_audit(quick=args.quick)
+    if args.json:
+        json.dump(as_dicts(rows), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(format_table(rows))
     return 0
 
 
@@ -308,6 +353,13 @@ def build_parser() -> argparse.ArgumentParser:
     led.add_argument("--method", required=True, help="the method whose releases are printed")
     led.add_argument("--pretty", action="store_true", help="indent the JSON")
     led.set_defaults(func=_cmd_ledger)
+
+    aud = sub.add_parser("audit", help="empirical privacy audit: each release's largest observed change "
+                                       "beside its recorded sensitivity (a lower bound: it can find "
+                                       "leaks, not prove their absence)")
+    aud.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    aud.add_argument("--quick", action="store_true", help="smaller client data sets (faster)")
+    aud.set_defaults(func=_cmd_audit)
 
     ben = sub.add_parser("bench", help="time the reference against the fast implementation")
     ben.add_argument("--replicates", type=int, default=100)
@@ -409,7 +461,7 @@ def _realdata_overrides(args) -> dict:
         value = getattr(args, key)
         if value is not None:
             out[key] = value
-    return out
+    return _privacy_overrides(args, out)
 
 
 def _cmd_realdata(args) -> int:
@@ -476,6 +528,7 @@ def _realdata_commands(sub) -> None:
     real.add_argument("--methods", help="comma-separated method names, or all")
     real.add_argument("--base-seed", type=int, dest="base_seed", help="root of every split's random draws")
     real.add_argument("--tau1", type=float, help="FedNewton's eigenvalue floor / ridge")
+    _privacy_args(real)
     real.add_argument("--split", type=int, required=True, help="client split index s (0, 1, ...)")
     real.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
     real.add_argument("--verbose", action="store_true", help="log each fit to stderr")

@@ -7,7 +7,12 @@ listed in :data:`REGISTRY`:
 - ``fedhybrid`` Algorithm 2: K1 noisy local steps, average, then K2 FedSGD steps.
 - ``fedavg``    Algorithm 3: R rounds of K noisy local steps, averaged.
 - ``fednewton`` Algorithm 4: FedAvg (R = 1) on half 1 of every client, then one
-  private local Newton step (Hessian on half 1, clipped gradient on half 2).
+  private local Newton step (Hessian on half 1, clipped gradient on half 2); in
+  privacy mode ``certified`` with clipped per-sample Hessians and a ridge solve.
+- ``fednewton_certified`` the certified FedNewton in every mode (same noise draws).
+
+Privacy: each method declares its releases as a plan (:mod:`fedgdp.privacy`) and
+:meth:`FitData.calibrate` turns it into noise sds and a ledger.
 
 Conventions
 -----------
@@ -25,7 +30,7 @@ so a replicate's numbers do not depend on which replicates share its block.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -35,7 +40,7 @@ from .glm import GLM
 from .simulate import Replicate
 
 __all__ = ["ClientData", "FitData", "Fit", "Method", "REGISTRY", "get_method",
-           "aggregation_weights", "floored_solve"]
+           "aggregation_weights", "floored_solve", "ridge_solve"]
 
 
 # ------------------------------------------------------------------ data layout
@@ -165,13 +170,20 @@ class ClientData:
             out[b.flat] = g / (k.resid_scale * b.n[:, None])
         return out.reshape(self.R, self.m, self.d)
 
-    def hessians(self, theta: np.ndarray) -> np.ndarray:
-        """Unclipped Hessian of every client's loss at its parameter, (R, m, d, d)."""
+    def hessians(self, theta: np.ndarray, bound: float | None = None) -> np.ndarray:
+        """Hessian of every client's loss at its parameter, (R, m, d, d).
+
+        ``bound = H_c`` clips every per-sample Hessian ``b''(eta_j) x_j x_j'`` to
+        operator norm H_c: its weight becomes ``min(b''(eta_j), H_c / ||x_j||^2)``
+        (certified FedNewton); None leaves them unclipped (Algorithm 4 as printed).
+        """
         th = theta.reshape(-1, self.d)
         out = np.empty((self.R * self.m, self.d, self.d))
         for b in self.buckets:
             eta = np.matmul(th[b.flat][:, None, :], b.X)[:, 0, :]
             w = self.glm.variance(eta)
+            if bound is not None:
+                np.minimum(w, bound * b.inv_norm ** 2, out=w)
             out[b.flat] = np.matmul(b.X * w[:, None, :], b.X.transpose(0, 2, 1)) / b.n[:, None, None]
         return out.reshape(self.R, self.m, self.d, self.d)
 
@@ -211,6 +223,22 @@ def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
     return s
 
 
+def ridge_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
+    """Solve ``(H + tau1 I) s = g`` (certified FedNewton).
+
+    H: (..., d, d) symmetric PSD, g: (..., d). Returns s: (..., d); NaN for a
+    client whose H or g is not finite (a diverged run).
+    """
+    bad = ~(np.isfinite(H).all(axis=(-1, -2)) & np.isfinite(g).all(axis=-1))
+    A = H + tau1 * np.eye(H.shape[-1])
+    if bad.any():
+        A = np.where(bad[..., None, None], np.eye(H.shape[-1]), A)
+        g = np.where(bad[..., None], 0.0, g)
+    s = np.linalg.solve(A, g[..., None])[..., 0]
+    s[bad] = np.nan
+    return s
+
+
 @dataclass
 class FitData:
     """Everything a method needs for one block of replicates.
@@ -223,6 +251,8 @@ class FitData:
     mu : float                target mu (inf: non-private)
     tau1 : float              eigenvalue floor of FedNewton
     weights : str             ``size`` or ``optimal``
+    privacy : dict            ``{"mode": "paper" | "certified", "hessian_clip": factor of tau1}``
+    clip : dict               the clipping rule that gave B (its share of mu^2, ledger notes)
     """
 
     reps: list
@@ -231,6 +261,8 @@ class FitData:
     mu: float
     tau1: float
     weights: str = "size"
+    privacy: dict = field(default_factory=lambda: {"mode": "paper", "hessian_clip": 4.0})
+    clip: dict = field(default_factory=lambda: {"rule": "quantile", "q": 0.9})
 
     @property
     def private(self) -> bool:
@@ -252,9 +284,23 @@ class FitData:
     def bounds(self, data: ClientData):
         return data.clip_bounds(self.B if self.private else None)
 
-    def sens(self, value):
-        """Recorded sensitivity: the calibrated value, or inf without clipping."""
-        return value if self.private else np.inf
+    def calibrate(self, plan: tuple) -> tuple[tuple, privacy.Ledger]:
+        """Noise sds of a method's plan and its ledger (:func:`fedgdp.privacy.calibrate`).
+
+        A ``private_quantile`` clipping rule's histogram release comes first in the
+        ledger and the method's releases share the rest of mu^2; a data-driven
+        ``quantile`` bound is noted as unaccounted.
+        """
+        cal = privacy.calibrate_with_clip(plan, mu=self.mu, clip=self.clip, n=self.sizes.astype(float))
+        return cal.sigmas, cal.ledger
+
+    def hessian_bound(self) -> float:
+        """The per-sample Hessian clip H_c = hessian_clip * tau1 (certified FedNewton)."""
+        return float(self.privacy["hessian_clip"]) * self.tau1
+
+    @property
+    def certified_mode(self) -> bool:
+        return self.privacy.get("mode", "paper") == "certified"
 
 
 @dataclass
@@ -319,6 +365,11 @@ class Method:
     label = ""
     algorithm = ""
 
+    @property
+    def noise_stream(self) -> str:
+        """Name that seeds the method's noise generator (its own name by default)."""
+        return self.name
+
     def settings(self, params: dict) -> dict:
         raise NotImplementedError
 
@@ -326,6 +377,10 @@ class Method:
         raise NotImplementedError
 
     def fit(self, fd: FitData, s: dict, noise: dict) -> Fit:
+        raise NotImplementedError
+
+    def plan(self, fd: FitData, s: dict) -> tuple:
+        """The method's releases (:class:`fedgdp.privacy.ReleaseSpec`), shapes (R, m)."""
         raise NotImplementedError
 
     def comm(self, s: dict, m: int, d: int) -> dict:
@@ -354,11 +409,11 @@ class FedSGD(Method):
     def comm(self, s, m, d):
         return _comm(s["K"], m, d)
 
+    def plan(self, fd, s):
+        return privacy.plan_fedsgd(B=fd.B[:, None], n=fd.sizes.astype(float), K=s["K"])
+
     def fit(self, fd, s, noise):
-        n = fd.sizes.astype(float)
-        sigma = privacy.sigma_fedsgd(B=fd.B[:, None], n=n, mu=fd.mu, K=s["K"]) if fd.private else 0 * n
-        ledger = privacy.Ledger()
-        ledger.add("gradient", s["K"], fd.sens(2 * fd.B[:, None] / n), sigma)
+        (sigma,), ledger = fd.calibrate(self.plan(fd, s))
         w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=s["K"], d=fd.full.d)
         theta = server_descent(fd.full, np.zeros((fd.full.R, fd.full.d)), w, K=s["K"], eta=s["eta"],
                                bounds=fd.bounds(fd.full), sigma=sigma, Z=noise["Z"])
@@ -380,12 +435,12 @@ class FedAvg(Method):
     def comm(self, s, m, d):
         return _comm(s["R"], m, d)
 
+    def plan(self, fd, s):
+        return privacy.plan_fedavg(B=fd.B[:, None], n=fd.sizes.astype(float), eta=s["eta"], R=s["R"], K=s["K"])
+
     def fit(self, fd, s, noise):
         data, R_, K, eta = fd.full, s["R"], s["K"], s["eta"]
-        n = fd.sizes.astype(float)
-        sigma = privacy.sigma_fedavg(B=fd.B[:, None], n=n, mu=fd.mu, eta=eta, R=R_, K=K) if fd.private else 0 * n
-        ledger = privacy.Ledger()
-        ledger.add("local step", R_ * K, fd.sens(2 * eta * fd.B[:, None] / n), sigma)
+        (sigma,), ledger = fd.calibrate(self.plan(fd, s))
         w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=R_ * K, d=data.d)
         bounds = fd.bounds(data)
         theta = np.zeros((data.R, data.d))
@@ -414,16 +469,13 @@ class FedHybrid(Method):
     def comm(self, s, m, d):
         return _comm(1 + s["K2"], m, d)
 
+    def plan(self, fd, s):
+        return privacy.plan_fedhybrid(B=fd.B[:, None], n=fd.sizes.astype(float), eta1=s["eta1"],
+                                      K1=s["K1"], K2=s["K2"])
+
     def fit(self, fd, s, noise):
         data, K1, K2 = fd.full, s["K1"], s["K2"]
-        n = fd.sizes.astype(float)
-        if fd.private:
-            a1, a2 = privacy.sigma_fedhybrid(B=fd.B[:, None], n=n, mu=fd.mu, eta1=s["eta1"], K1=K1, K2=K2)
-        else:
-            a1 = a2 = 0 * n
-        ledger = privacy.Ledger()
-        ledger.add("local step", K1, fd.sens(2 * s["eta1"] * fd.B[:, None] / n), a1)
-        ledger.add("gradient", K2, fd.sens(2 * fd.B[:, None] / n), a2)
+        (a1, a2), ledger = fd.calibrate(self.plan(fd, s))
         w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=K1 + K2, d=data.d)
         bounds = fd.bounds(data)
         local = local_descent(data, np.zeros((data.R, data.m, data.d)), K=K1, eta=s["eta1"],
@@ -434,7 +486,13 @@ class FedHybrid(Method):
 
 
 class FedNewton(Method):
+    """Algorithm 4. In privacy mode ``paper`` as printed (eigenvalue floor, the
+    Newton release calibrated on ``8B/(tau1 n)``, uncertified); in mode
+    ``certified`` with clipped per-sample Hessians and the ridge solve
+    (:func:`fedgdp.privacy.plan_fednewton`)."""
+
     name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
+    always_certified = False
 
     def settings(self, params):
         return {"K": params["K"], "eta": 0.5} | _method_params(params, self.name)
@@ -445,33 +503,77 @@ class FedNewton(Method):
     def comm(self, s, m, d):
         return _comm(2, m, d)
 
-    def fit(self, fd, s, noise):
+    def certified(self, fd: FitData) -> bool:
+        return self.always_certified or fd.certified_mode
+
+    def plan(self, fd: FitData, s: dict) -> tuple:
         h1, h2 = fd.halves
-        K, eta = s["K"], s["eta"]
-        # calibrate on n_eff = 2 * |half 1| (= n_i for even n_i; conservative when odd)
-        n_eff = 2.0 * h1.sizes
-        B = fd.B[:, None]
-        if fd.private:
-            s1, s2 = privacy.sigma_fednewton(B=B, n=n_eff, mu=fd.mu, eta=eta, K=K, tau1=fd.tau1)
-        else:
-            s1 = s2 = 0 * n_eff
-        ledger = privacy.Ledger()
-        ledger.add("local step (half 1)", K, fd.sens(4 * eta * B / n_eff), s1)
-        ledger.add("newton", 1, fd.sens(privacy.newton_sensitivity(B=B, n=n_eff, tau1=fd.tau1)), s2)
-        w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=K + 1, d=h1.d)
+        return privacy.plan_fednewton(B=fd.B[:, None], n1=h1.sizes.astype(float), n2=h2.sizes.astype(float),
+                                      eta=s["eta"], K=s["K"], tau1=fd.tau1,
+                                      hessian_bound=fd.hessian_bound() if self.certified(fd) else None)
+
+    def newton_update(self, fd: FitData, at: np.ndarray) -> np.ndarray:
+        """Every client's pre-noise Newton release ``theta1 - s`` at ``at`` (R, m, d)."""
+        h1, h2 = fd.halves
+        g = h2.gradients(at, fd.bounds(h2))
+        if self.certified(fd):
+            return at - ridge_solve(h1.hessians(at, fd.hessian_bound()), g, fd.tau1)
+        return at - floored_solve(h1.hessians(at), g, fd.tau1)
+
+    def stage1(self, fd: FitData, *, K, eta, w, sigma, Z) -> np.ndarray:
+        """theta1 (R, d): K noisy local steps on half 1, averaged with weights w.
+
+        Both FedNewton variants draw the same noise (common random numbers) and have the
+        same stage 1, so the result is kept on ``fd`` and reused when every input is
+        equal (checked, not assumed).
+        """
+        inputs = (K, eta, w, sigma, Z)
+        cached = fd.__dict__.get("_newton_stage1")
+        if cached is not None and _same(cached[0], inputs):
+            return cached[1]
+        h1 = fd.halves[0]
         local = local_descent(h1, np.zeros((h1.R, h1.m, h1.d)), K=K, eta=eta, bounds=fd.bounds(h1),
-                              sigma=s1, Z=noise["Z1"])
+                              sigma=sigma, Z=Z)
         theta1 = np.einsum("rm,rmd->rd", w, local)
-        at = np.repeat(theta1[:, None, :], h1.m, axis=1)
-        step = floored_solve(h1.hessians(at), h2.gradients(at, fd.bounds(h2)), fd.tau1)
-        local = at - step
+        fd.__dict__["_newton_stage1"] = (inputs, theta1)
+        return theta1
+
+    def fit(self, fd, s, noise):
+        h1, _ = fd.halves
+        K, eta = s["K"], s["eta"]
+        (s1, s2), ledger = fd.calibrate(self.plan(fd, s))
+        w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=K + 1, d=h1.d)
+        theta1 = self.stage1(fd, K=K, eta=eta, w=w, sigma=s1, Z=noise["Z1"])
+        local = self.newton_update(fd, np.repeat(theta1[:, None, :], h1.m, axis=1))
         if noise["Z2"] is not None:
             local += _noise(noise["Z2"], s2)
         theta = np.einsum("rm,rmd->rd", w, local)
         return Fit(theta, ledger, **self.comm(s, h1.m, h1.d))
 
 
-REGISTRY: dict[str, Method] = {M.name: M() for M in (FedSGD, FedHybrid, FedAvg, FedNewton)}
+def _same(a: tuple, b: tuple) -> bool:
+    """Element-wise equality of two tuples of scalars, arrays or None."""
+    return all((x is None and y is None) or (x is not None and y is not None and np.array_equal(x, y))
+               for x, y in zip(a, b))
+
+
+class FedNewtonCertified(FedNewton):
+    """Certified FedNewton in every privacy mode, on FedNewton's noise stream (common
+    random numbers: the two differ only in the Newton step and its calibration)."""
+
+    name, label, algorithm = "fednewton_certified", "FedNewton (certified)", "Algorithm 4, certified"
+    always_certified = True
+
+    @property
+    def noise_stream(self) -> str:
+        return "fednewton"
+
+    def settings(self, params):
+        return {"K": params["K"], "eta": 0.5} | _method_params(params, self.name)
+
+
+REGISTRY: dict[str, Method] = {M.name: M() for M in (FedSGD, FedHybrid, FedAvg, FedNewton,
+                                                      FedNewtonCertified)}
 
 
 def get_method(name: str) -> Method:

@@ -220,6 +220,20 @@ class MatrixGLM:
         """Per-sample Hessian of the loss in the scores applied to rows of A (n, k)."""
         raise NotImplementedError
 
+    def curvature_bound(self, P: np.ndarray) -> np.ndarray:
+        """An upper bound on the operator norm of each per-sample Hessian in the
+        scores, shape (n,) (binary: ``p(1-p)``; softmax: ``max_c p_c``, since
+        ``diag(p) - p p'`` is PSD and below ``diag(p)``)."""
+        raise NotImplementedError
+
+    def hessian_scale(self, Theta, X, bound: float) -> np.ndarray:
+        """Per-sample factors ``min(1, H_c / (c_j ||x_j||^2))``, shape (n,), that clip
+        every per-sample Hessian (``c_j`` from :meth:`curvature_bound`) to operator
+        norm at most ``H_c = bound`` (certified FedNewton)."""
+        h = self.curvature_bound(self.probabilities(Theta, X)) * np.einsum("nd,nd->n", X, X)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(h > bound, bound / h, 1.0)
+
     def residuals(self, Theta, X, Y) -> np.ndarray:
         """``P - Y``, shape (n, k)."""
         return self.probabilities(Theta, X) - Y
@@ -232,14 +246,23 @@ class MatrixGLM:
         """Gradient of each observation's loss, shape (n, d, k) (tests, small n)."""
         return X[:, :, None] * self.residuals(Theta, X, Y)[:, None, :]
 
-    def hvp(self, Theta, X, V) -> np.ndarray:
-        """Hessian of :meth:`loss` at Theta applied to V (d, k), without forming it."""
-        return X.T @ self._curvature(self.probabilities(Theta, X), X @ V) / X.shape[0]
+    def hvp(self, Theta, X, V, scale: np.ndarray | None = None) -> np.ndarray:
+        """Hessian of :meth:`loss` at Theta applied to V (d, k), without forming it.
 
-    def hessian(self, Theta, X) -> np.ndarray:
-        """Dense Hessian of :meth:`loss`, shape (d k, d k), row-major flattening."""
+        ``scale`` (n,): per-sample Hessian weights (:meth:`hessian_scale`), or None.
+        """
+        C = self._curvature(self.probabilities(Theta, X), X @ V)
+        if scale is not None:
+            C *= scale[:, None]
+        return X.T @ C / X.shape[0]
+
+    def hessian(self, Theta, X, scale: np.ndarray | None = None) -> np.ndarray:
+        """Dense Hessian of :meth:`loss`, shape (d k, d k), row-major flattening
+        (``scale``: per-sample weights as in :meth:`hvp`)."""
         d, k = Theta.shape
         P = self.probabilities(Theta, X)
+        if scale is not None:
+            X = X * np.sqrt(scale)[:, None]
         H = np.empty((d, k, d, k))
         for c in range(k):
             E = np.zeros((X.shape[0], k))
@@ -272,6 +295,9 @@ class _BinaryLogistic(MatrixGLM):
 
     def _curvature(self, P, A):
         return P * (1.0 - P) * A
+
+    def curvature_bound(self, P):
+        return P[:, 0] * (1.0 - P[:, 0])
 
 
 class Multinomial(MatrixGLM):
@@ -312,6 +338,9 @@ class Multinomial(MatrixGLM):
         # (diag(p) - p p') a, row by row
         PA = P * A
         return PA - P * PA.sum(axis=1, keepdims=True)
+
+    def curvature_bound(self, P):
+        return P.max(axis=1)
 
 
 BINARY_LOGISTIC = _BinaryLogistic()

@@ -13,7 +13,10 @@ from functools import lru_cache
 from .glm import MODELS, population_min_eigenvalue
 from .simulate import parse_sizes
 
-__all__ = ["DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_mu", "parse_seeds", "check_clip"]
+__all__ = ["DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_mu", "parse_seeds", "check_clip",
+           "check_privacy", "PRIVACY_MODES"]
+
+PRIVACY_MODES = ("paper", "certified")
 
 # Not stated in the paper, chosen in SPEC 2.
 BETA_TRUE = {
@@ -32,6 +35,7 @@ DEFAULTS: dict = {
     "beta_true": None,          # None -> BETA_TRUE[model]
     "n_floor": 10,
     "clip": {"rule": "quantile", "q": 0.9},
+    "privacy": {"mode": "paper", "hessian_clip": 4.0},   # see check_privacy
     "tau1": "auto",
     "weights": "size",
     "base_seed": 2026,
@@ -70,16 +74,68 @@ def parse_seeds(text: str) -> list[int]:
 
 def check_clip(clip) -> dict:
     """The clipping rule as a dict: a number means ``{"rule": "fixed", "value": B}``;
-    ValueError naming the bad value otherwise."""
+    ValueError naming the bad value otherwise.
+
+    Rules: ``quantile`` (``q``; data-driven, not accounted), ``fixed`` (``value``;
+    public), ``private_quantile`` (``q``, ``share`` of mu^2 in (0, 1), public
+    geometric ``grid: [lo, hi, bins]``; defaults share 0.1, grid [0.01, 100, 64]).
+    """
     if isinstance(clip, (int, float)) and not isinstance(clip, bool):
         clip = {"rule": "fixed", "value": float(clip)}
-    if clip.get("rule") == "quantile" and not 0 < float(clip.get("q", -1)) <= 1:
+    if not isinstance(clip, dict):
+        raise ValueError(f"clip must be a mapping with a rule or a number, got clip={clip!r}")
+    rule = clip.get("rule")
+    if rule not in ("quantile", "fixed", "private_quantile"):
+        raise ValueError(f"clip rule must be 'quantile', 'fixed' or 'private_quantile', got {rule!r}")
+    if rule in ("quantile", "private_quantile") and not 0 < float(clip.get("q", -1)) <= 1:
         raise ValueError(f"clip q must lie in (0, 1], got q={clip.get('q')!r}")
-    if clip.get("rule") == "fixed" and not float(clip.get("value", -1)) > 0:
+    if rule == "fixed" and not float(clip.get("value", -1)) > 0:
         raise ValueError(f"fixed clip value must be > 0, got {clip.get('value')!r}")
-    if clip.get("rule") not in ("quantile", "fixed"):
-        raise ValueError(f"clip rule must be 'quantile' or 'fixed', got {clip.get('rule')!r}")
+    if rule == "private_quantile":
+        clip = {"share": 0.1, "grid": [0.01, 100.0, 64]} | dict(clip)
+        if not 0 < float(clip["share"]) < 1:
+            raise ValueError(f"clip share must lie in (0, 1), got share={clip['share']!r}")
+        grid = clip["grid"]
+        ok = isinstance(grid, (list, tuple)) and len(grid) == 3
+        if ok:
+            lo, hi, bins = grid
+            ok = float(lo) > 0 and float(hi) > float(lo) and isinstance(bins, int) and bins >= 1
+        if not ok:
+            raise ValueError(f"clip grid must be [lo, hi, bins] with 0 < lo < hi and an integer bins >= 1, "
+                             f"got grid={grid!r}")
+        clip["q"], clip["share"] = float(clip["q"]), float(clip["share"])
+        clip["grid"] = [float(grid[0]), float(grid[1]), int(grid[2])]
     return clip
+
+
+def check_privacy(privacy, clip: dict) -> dict:
+    """The privacy setting ``{"mode": "paper" | "certified", "hessian_clip": c}``.
+
+    ``paper``: the algorithms as printed; releases whose sensitivity rests on an
+    assumption are recorded uncertified. ``certified``: every release has a
+    sensitivity that holds for all inputs (FedNewton clips per-sample Hessians to
+    operator norm ``c * tau1``), and the clipping bound must be public (``fixed``) or
+    private (``private_quantile``): a data-driven ``quantile`` rule is an error.
+    """
+    if not isinstance(privacy, dict):
+        raise ValueError(f"privacy must be a mapping with mode and hessian_clip, got privacy={privacy!r}")
+    unknown = set(privacy) - {"mode", "hessian_clip"}
+    if unknown:
+        raise ValueError(f"unknown privacy key(s) {sorted(unknown)}; known: hessian_clip, mode")
+    out = {"mode": "paper", "hessian_clip": 4.0} | privacy
+    if out["mode"] not in PRIVACY_MODES:
+        raise ValueError(f"privacy mode must be 'paper' or 'certified', got mode={out['mode']!r}")
+    try:
+        out["hessian_clip"] = float(out["hessian_clip"])
+    except (TypeError, ValueError):
+        out["hessian_clip"] = -1.0
+    if not out["hessian_clip"] > 0 or not math.isfinite(out["hessian_clip"]):
+        raise ValueError(f"privacy hessian_clip must be a finite number > 0, got "
+                         f"hessian_clip={privacy.get('hessian_clip')!r}")
+    if out["mode"] == "certified" and clip["rule"] == "quantile":
+        raise ValueError("privacy mode 'certified' needs a public or private clipping bound: set clip to "
+                         "{rule: private_quantile, ...} or {rule: fixed, value: B}, got clip rule 'quantile'")
+    return out
 
 
 @lru_cache(maxsize=16)
@@ -137,6 +193,7 @@ def resolve(overrides: dict | None = None) -> dict:
     if not p["sigma_c"] > 0:
         raise ValueError(f"sigma_c must be > 0, got sigma_c={p['sigma_c']}")
     p["clip"] = check_clip(p["clip"])
+    p["privacy"] = check_privacy(p["privacy"], p["clip"])
     if p["tau1"] == "auto":
         p["tau1"] = _tau1_auto(p["model"], tuple(p["beta_true"]), float(p["sigma_c"]))
     elif not float(p["tau1"]) > 0:

@@ -59,6 +59,7 @@ METHOD_STYLE = {
     "fedhybrid": {"color": "#ff7f0e", "marker": "s"},
     "fedavg": {"color": "#2ca02c", "marker": "^"},
     "fednewton": {"color": "#d62728", "marker": "D"},
+    "fednewton_certified": {"color": "#9467bd", "marker": "v"},
 }
 _FALLBACK_MARKERS = "vP*Xph<>"
 _MU_COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b"]  # non-private is black
@@ -101,8 +102,11 @@ def size_title(text: str) -> str:
     return f"Lognormally distributed $n_i$ (weights $e^Z$, $Z \\sim N({_g(b[0])}, {_g(b[1])}^2)$)"
 
 
-def mu_label(mu: float) -> str:
-    return "non-private ($\\mu = \\infty$)" if not np.isfinite(mu) else f"$\\mu = {mu:g}$"
+def mu_label(mu: float, certified: bool = False) -> str:
+    """``mu = 2`` as a label; "nominal" unless every release behind it is certified."""
+    if not np.isfinite(mu):
+        return "non-private ($\\mu = \\infty$)"
+    return f"$\\mu = {mu:g}$" if certified else f"nominal $\\mu = {mu:g}$"
 
 
 def method_label(name: str) -> str:
@@ -189,7 +193,8 @@ def _settings_text(rows: pd.DataFrame, layout: Layout) -> str:
     if layout.line != "sizes" and rows["sizes"].nunique() == 1:
         parts.append(size_label(rows["sizes"].iloc[0]).replace("n =", "n_i ="))
     if layout.line != "mu" and rows["mu"].nunique() == 1:
-        parts.append(mu_label(float(rows["mu"].iloc[0])))
+        certified = "mu_certified" in rows and bool(np.isfinite(rows["mu_certified"]).all())
+        parts.append(mu_label(float(rows["mu"].iloc[0]), certified))
     if layout.x != "K" and rows["K"].nunique() == 1:
         parts.append(f"$K = {int(rows['K'].iloc[0])}$")
     reps = int(rows["replicates"].max())

@@ -57,8 +57,11 @@ def realdata_medians(df: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=["_mu", "_method"]).reset_index(drop=True)
 
 
-def _mu_title(mu: float) -> str:
-    return r"$\mu = \infty$" if math.isinf(mu) else rf"$\mu = {mu:g}$"
+def _mu_title(mu: float, certified: bool = False) -> str:
+    """``mu = 2``, said to be nominal unless every private release behind it is certified."""
+    if math.isinf(mu):
+        return r"$\mu = \infty$"
+    return rf"$\mu = {mu:g}$" if certified else rf"nominal $\mu = {mu:g}$"
 
 
 def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None = None,
@@ -120,7 +123,9 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
             patch.set_zorder(2)
         ax.set_xticks(positions)
         ax.set_xticklabels([REGISTRY[n].label for n in names], rotation=40, ha="right", fontsize=9)
-        ax.set_title(f"private methods at {_mu_title(mu)}", fontsize=11)
+        at = rows[rows["private"] & (rows["mu"] == mu)]
+        certified = "mu_certified" in at and bool(np.isfinite(at["mu_certified"]).all())
+        ax.set_title(f"private methods at {_mu_title(mu, certified)}", fontsize=11)
         ax.grid(axis="y", alpha=0.3)
         label_y = {"transform": ax.get_xaxis_transform(), "ha": "center", "va": "top", "fontsize": 9,
                    "color": "0.3", "style": "italic"}

@@ -1,6 +1,6 @@
-"""mu-GDP privacy: clipping, the clipping-bound rule, noise calibration, the ledger.
+"""mu-GDP privacy: clipping, the clipping-bound rules, the calibration core, the ledger.
 
-Everything here follows SPEC 3 and the paper's sections 2.2-3:
+Following the paper's sections 2.2-3:
 
 - Per-sample clipping ``clip_B(g) = g min(1, B/||g||)``. For a canonical GLM the
   per-sample gradient is ``r_j x_j``, so clipping it is clipping the scalar residual
@@ -11,20 +11,31 @@ Everything here follows SPEC 3 and the paper's sections 2.2-3:
   (Dong, Roth & Su 2022, Corollary 2).
 - ``mu = inf`` means non-private: no clipping and no noise.
 
-The clipping bound of the simulations (paper section 4.1) is data-driven: the q-th
-quantile of each client's per-sample gradient norms at theta = 0, maximised over
-clients. It uses the clients' data and so leaks a little privacy; the paper (and this
-package) ignore that leak in the guarantee, as stated in the docs.
+Calibration core: each method declares its releases once as a *plan*, a tuple of
+:class:`ReleaseSpec` (stage, count, sensitivity, share of mu^2, certified or the
+assumption it rests on); :func:`calibrate` turns a plan and mu into the noise sds and
+the :class:`Ledger`. The simulations, the real-data methods and the CNN methods all
+use it, so a method's privacy is written in one place.
+
+Clipping-bound rules: ``quantile`` (paper section 4.1: the q-th quantile of each
+client's per-sample gradient norms at theta = 0, maximised over clients) uses the
+data and is outside the ledger, so a ledger that uses it is not certified (its mu is
+nominal); ``fixed`` is a public bound; ``private_quantile`` releases a noisy
+histogram per client on a public grid, spends a stated share of mu^2 and is recorded
+in the ledger (:func:`private_clip_bound`).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 import numpy as np
 
 __all__ = [
-    "clip_rows", "clip_bound", "clip_bound_reference", "Release", "Ledger",
+    "clip_rows", "clip_bound", "clip_bound_reference", "Release", "Ledger", "ReleaseSpec", "Calibration",
+    "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_clip_histogram",
+    "NEWTON_ASSUMPTION", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
     "newton_sensitivity", "gdp_delta", "gdp_epsilon", "gdp_mu",
 ]
@@ -56,8 +67,8 @@ def _client_quantiles(values: np.ndarray, sizes: np.ndarray, q: float) -> np.nda
     return a + (b - a) * (pos - lo)
 
 
-def clip_bound(glm, rep, rule: dict) -> float:
-    """The clipping bound B of one replicate (SPEC 3).
+def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float:
+    """The clipping bound B of one replicate.
 
     Parameters
     ----------
@@ -65,67 +76,211 @@ def clip_bound(glm, rep, rule: dict) -> float:
     rep : fedgdp.simulate.Replicate
     rule : dict
         ``{"rule": "quantile", "q": 0.9}``: max over clients of the q-quantile of the
-        per-sample gradient norms at theta = 0; ``{"rule": "fixed", "value": B}``.
+        per-sample gradient norms at theta = 0; ``{"rule": "fixed", "value": B}``;
+        ``{"rule": "private_quantile", ...}``: :func:`private_clip_bound`.
+    mu, rng : the privacy level and noise generator of ``private_quantile``.
     """
     if rule["rule"] == "fixed":
         return float(rule["value"])
     norms = np.abs(glm.mean(np.zeros(1))[0] - rep.y) * np.linalg.norm(rep.X, axis=1)
+    if rule["rule"] == "private_quantile":
+        return private_clip_bound(np.split(norms, np.cumsum(rep.sizes)[:-1]), rule, mu=mu, rng=rng)
     return float(_client_quantiles(norms, rep.sizes, rule["q"]).max())
 
 
-def clip_bound_reference(glm, rep, rule: dict) -> float:
+def clip_bound_reference(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float:
     """Loop version of :func:`clip_bound` (test oracle)."""
     if rule["rule"] == "fixed":
         return float(rule["value"])
     d = rep.X.shape[1]
-    per_client = []
+    norms = []
     for i in range(rep.sizes.shape[0]):
         Xi, yi = rep.client(i)
-        G = glm.per_sample_gradients(np.zeros(d), Xi, yi)
-        per_client.append(np.quantile(np.linalg.norm(G, axis=1), rule["q"]))
-    return float(max(per_client))
+        norms.append(np.linalg.norm(glm.per_sample_gradients(np.zeros(d), Xi, yi), axis=1))
+    if rule["rule"] == "private_quantile":
+        return private_clip_bound(norms, rule, mu=mu, rng=rng)
+    return float(max(np.quantile(v, rule["q"]) for v in norms))
 
 
-# ------------------------------------------------------------------ calibration
-# Noise sds of SPEC 3's table. ``n`` is the client's sample size (array or float),
-# ``B`` the clipping bound. Each returns the sd of ONE release.
+# ------------------------------------------------------------------ calibration core
+# Every private method of the package (simulations, real data, CNNs) declares its
+# releases as a tuple of ReleaseSpec (a *plan*); :func:`calibrate` is the one place
+# that turns a plan and mu into noise sds and a Ledger.
 
+#: The condition under which the paper's Newton calibration (Lemma 3.8) holds.
+NEWTON_ASSUMPTION = "per-sample Hessian operator norm <= 4 tau1"
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseSpec:
+    """``count`` identical Gaussian releases by every client, as a method declares them.
+
+    The L2 sensitivity of one release under replace-one neighbours is
+    ``scale / n`` (a client average over n records has a sensitivity proportional
+    to 1/n; a release that is not one sets ``n = 1``).
+
+    Attributes
+    ----------
+    stage : str
+        What is released (``"gradient"``, ``"local step"``, ``"newton"``, ...).
+    count : int
+        Releases per client.
+    scale, n : float or ndarray broadcastable to (R, m)
+    share : Fraction
+        Share of mu^2 spent by the ``count`` releases together.
+    certified : bool
+        True when the sensitivity holds for every input; False when it rests on an
+        assumption about the data, stated in ``assumption``.
+    """
+
+    stage: str
+    count: int
+    scale: object
+    n: object = 1.0
+    share: Fraction = Fraction(1)
+    certified: bool = True
+    assumption: str = ""
+
+    @property
+    def sensitivity(self) -> np.ndarray:
+        """L2 sensitivity of one release, ``scale / n``."""
+        return np.asarray(self.scale, float) / self.n
+
+    def rescaled(self, factor) -> "ReleaseSpec":
+        """The same releases with ``share * factor`` of mu^2."""
+        return replace(self, share=Fraction(self.share) * Fraction(factor))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Output of :func:`calibrate`: one noise sd array per spec of the plan, and the ledger."""
+
+    sigmas: tuple
+    ledger: "Ledger"
+
+
+def calibrate(plan, *, mu: float, unaccounted=()) -> Calibration:
+    """Noise sds and ledger of a plan (a sequence of :class:`ReleaseSpec`).
+
+    Spec j spends ``share_j mu^2`` over its ``count_j`` releases, so one release is
+    ``mu sqrt(share_j / count_j)``-GDP and its sd is
+    ``sigma_j = scale_j sqrt(count_j / share_j) / (mu n_j)`` (Gaussian mechanism;
+    releases compose by root sum of squares, so shares summing to one give mu).
+    ``mu = inf``: sd 0 and sensitivity inf (no clipping, no noise). ``unaccounted``
+    lists data-dependent choices that the ledger does not account (e.g. a clipping
+    bound computed from the data); they make the ledger uncertified.
+    """
+    ledger = Ledger(unaccounted=list(unaccounted))
+    sigmas = []
+    private = math.isfinite(mu)
+    for spec in plan:
+        sens = spec.sensitivity
+        if private and spec.count > 0:
+            root = math.sqrt(float(Fraction(spec.count) / Fraction(spec.share)))
+            sigma = spec.scale * root / (mu * spec.n)
+        else:
+            sigma = np.zeros_like(sens)
+        sigma = np.broadcast_to(np.asarray(sigma, float), np.broadcast(sens, sigma).shape)
+        sigmas.append(sigma)
+        if spec.count > 0:
+            ledger.add(spec.stage, spec.count, sens if private else np.inf, sigma,
+                       certified=spec.certified, assumption=spec.assumption)
+    return Calibration(tuple(sigmas), ledger)
+
+
+# The plans of the four algorithms (paper section 3), used by the simulations and the
+# real-data methods. B: clipping bound, n: client sample sizes.
+
+def plan_fedsgd(*, B, n, K) -> tuple:
+    """FedSGD (Algorithm 1): K noisy gradients of sensitivity ``2B/n``."""
+    return (ReleaseSpec("gradient", K, 2.0 * B, n),)
+
+
+def plan_fedavg(*, B, n, eta, R, K) -> tuple:
+    """FedAvg (Algorithm 3): R K noisy local steps of sensitivity ``2 B eta / n``."""
+    return (ReleaseSpec("local step", R * K, 2.0 * B * eta, n),)
+
+
+def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
+    """FedHybrid (Algorithm 2): K1 local steps and K2 gradients, each half of mu^2."""
+    half = Fraction(1, 2)
+    return (ReleaseSpec("local step", K1, 2.0 * B * eta1, n, half),
+            ReleaseSpec("gradient", K2, 2.0 * B, n, half))
+
+
+def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None) -> tuple:
+    """FedNewton (Algorithm 4): K local steps on half 1, then one Newton release.
+
+    Half 1 (``n1`` records) feeds the local steps and the Hessian, half 2 (``n2``)
+    the clipped gradient; each stage spends half of mu^2.
+
+    ``hessian_bound=None`` (the paper): the Newton release is calibrated on
+    ``8 B / (tau1 n_eff)``, ``n_eff = 2 n1`` (Lemma 3.8), which holds only when every
+    per-sample Hessian has operator norm at most ``4 tau1``; recorded uncertified.
+
+    ``hessian_bound = H_c`` (certified): every per-sample Hessian is clipped to
+    operator norm H_c and the step solves ``(H + tau1 I) s = g``. The release
+    ``theta1 - s`` has sensitivity ``max(2B/(tau1 n2), H_c B/(tau1^2 n1))``:
+    theta1 is public (post-processing of released values); a record of half 2 moves
+    g by at most 2B/n2 and ``||(H + tau1 I)^{-1}|| <= 1/tau1``; a record of half 1
+    moves H by at most H_c/n1 (two PSD matrices of norm <= H_c differ by at most
+    H_c), and ``||A^{-1} - A'^{-1}|| <= ||A - A'|| / tau1^2`` with ``||g|| <= B``.
+    With ``H_c = 4 tau1`` and even n this is the paper's ``8 B / (tau1 n)``.
+    """
+    half = Fraction(1, 2)
+    n_eff = 2.0 * np.asarray(n1, float)
+    stage1 = ReleaseSpec("local step (half 1)", K, 4.0 * B * eta, n_eff, half)
+    if hessian_bound is None:
+        newton = ReleaseSpec("newton", 1, 8.0 * B / tau1, n_eff, half, certified=False,
+                             assumption=NEWTON_ASSUMPTION)
+    else:
+        n1, n2 = np.asarray(n1, float), np.asarray(n2, float)
+        delta = np.maximum(2.0 * B / (tau1 * n2), hessian_bound * B / (tau1 ** 2 * n1))
+        newton = ReleaseSpec("newton", 1, delta, 1.0, half)
+    return (stage1, newton)
+
+
+def plan_clip_histogram(*, n, share) -> tuple:
+    """The private clipping rule's release: one noisy normalised histogram per client,
+    sensitivity ``sqrt(2)/n`` (replacing a record moves one count out of a bin and
+    into another)."""
+    return (ReleaseSpec("clip histogram", 1, math.sqrt(2.0), n, Fraction(share)),)
+
+
+# Convenience: the sds of one method for given sizes (tests, the loop reference).
 def sigma_fedsgd(*, B, n, mu, K):
     """FedSGD (Algorithm 1): ``2 B sqrt(K) / (mu n)`` per noisy gradient."""
-    return 2.0 * B * math.sqrt(K) / (mu * n)
+    return calibrate(plan_fedsgd(B=B, n=n, K=K), mu=mu).sigmas[0]
 
 
 def sigma_fedavg(*, B, n, mu, eta, R, K):
     """FedAvg (Algorithm 3): ``2 B eta sqrt(R K) / (mu n)`` per noisy local step."""
-    return 2.0 * B * eta * math.sqrt(R * K) / (mu * n)
+    return calibrate(plan_fedavg(B=B, n=n, eta=eta, R=R, K=K), mu=mu).sigmas[0]
 
 
 def sigma_fedhybrid(*, B, n, mu, eta1, K1, K2):
     """FedHybrid (Algorithm 2): stage-1 and stage-2 sds, each spending mu/sqrt(2)."""
-    return (2.0 * B * eta1 * math.sqrt(2 * K1) / (mu * n),
-            2.0 * B * math.sqrt(2 * K2) / (mu * n))
+    return calibrate(plan_fedhybrid(B=B, n=n, eta1=eta1, K1=K1, K2=K2), mu=mu).sigmas
 
 
-def sigma_fednewton(*, B, n, mu, eta, K, tau1):
+def sigma_fednewton(*, B, n, mu, eta, K, tau1, n2=None, hessian_bound=None):
     """FedNewton (Algorithm 4): stage-1 sd ``4 B eta sqrt(2K)/(mu n)`` and Newton sd
-    ``2 B_new/(mu n)`` with ``B_new = 4 sqrt(2) B / tau1``."""
-    b_new = 4.0 * math.sqrt(2.0) * B / tau1
-    return 4.0 * B * eta * math.sqrt(2 * K) / (mu * n), 2.0 * b_new / (mu * n)
+    ``8 sqrt(2) B/(tau1 mu n)`` (paper; ``n = 2 n1``), or the certified Newton sd
+    (``hessian_bound`` given; ``n2`` the size of half 2)."""
+    n1 = np.asarray(n, float) / 2.0
+    plan = plan_fednewton(B=B, n1=n1, n2=n1 if n2 is None else n2, eta=eta, K=K, tau1=tau1,
+                          hessian_bound=hessian_bound)
+    return calibrate(plan, mu=mu).sigmas
 
 
 def newton_sensitivity(*, B, n, tau1):
-    """Sensitivity the Newton release's calibration assumes: ``8 B / (tau1 n)``.
-
-    Twice the gradient term's ``4 B/(tau1 n)`` (the gradient is an average over n/2
-    clipped samples and ``||H^{-1}|| <= 1/tau1``): the paper's allowance for the
-    Hessian estimated on half 1 (proof of Lemma 3.8). It covers that term when the
-    per-sample Hessian norm is at most ``4 tau1``.
-    """
-    return 8.0 * B / (tau1 * n)
+    """Sensitivity the paper's Newton release is calibrated on: ``8 B / (tau1 n)``."""
+    return plan_fednewton(B=B, n1=np.asarray(n, float) / 2.0, n2=1.0, eta=1.0, K=1,
+                          tau1=tau1)[1].sensitivity
 
 
 # ----------------------------------------------------------------------- ledger
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Release:
     """``count`` identical Gaussian releases by every client.
 
@@ -137,12 +292,18 @@ class Release:
     sensitivity, sigma : ndarray, shape (R, m)
         Per replicate and client. ``sigma = 0`` with ``sensitivity = inf`` is a
         non-private release (mu = inf).
+    certified : bool
+        Whether the sensitivity holds for every input.
+    assumption : str
+        The condition it rests on when not certified.
     """
 
     stage: str
     count: int
     sensitivity: np.ndarray
     sigma: np.ndarray
+    certified: bool = True
+    assumption: str = ""
 
     @property
     def mu(self) -> np.ndarray:
@@ -154,31 +315,121 @@ class Release:
 
 @dataclass
 class Ledger:
-    """Every Gaussian release of every client, with GDP composition."""
+    """Every Gaussian release of every client, with GDP composition.
+
+    ``unaccounted`` lists data-dependent choices outside the ledger (e.g. a clipping
+    bound computed from the clients' data): with any, or with an uncertified release,
+    the composed mu is nominal only and :meth:`certified_mu` is inf.
+    """
 
     releases: list[Release] = field(default_factory=list)
+    unaccounted: list[str] = field(default_factory=list)
 
-    def add(self, stage: str, count: int, sensitivity, sigma) -> None:
+    def add(self, stage: str, count: int, sensitivity, sigma, *, certified: bool = True,
+            assumption: str = "") -> None:
         sens, sig = np.broadcast_arrays(np.asarray(sensitivity, float), np.asarray(sigma, float))
-        self.releases.append(Release(stage, int(count), sens.copy(), sig.copy()))
+        self.releases.append(Release(stage, int(count), sens.copy(), sig.copy(), bool(certified),
+                                     str(assumption)))
 
     def composed_mu(self) -> np.ndarray:
-        """Composed mu of each client, ``sqrt(sum_j mu_j^2)``, shape (R, m)."""
+        """Composed (nominal) mu of each client, ``sqrt(sum_j mu_j^2)``, shape (R, m)."""
         total = sum(rel.count * rel.mu ** 2 for rel in self.releases)
         return np.sqrt(total)
 
+    @property
+    def certified(self) -> bool:
+        """True when every release is certified and nothing is unaccounted."""
+        return all(r.certified for r in self.releases) and not self.unaccounted
+
+    def certified_mu(self) -> np.ndarray:
+        """:meth:`composed_mu` where the ledger is certified, inf otherwise, shape (R, m)."""
+        mu = self.composed_mu()
+        return mu if self.certified else np.full_like(np.asarray(mu, float), np.inf)
+
     def client_report(self, replicate: int = 0) -> list[dict]:
-        """JSON-ready list: for each client, its releases and composed mu."""
+        """JSON-ready list: for each client, its releases, composed mu and certified mu."""
         mu = self.composed_mu()[replicate]
+        mu_cert = self.certified_mu()[replicate]
         out = []
         for i in range(mu.shape[0]):
             rel = []
             for r in self.releases:
                 entry = {"stage": r.stage, "sensitivity": float(r.sensitivity[replicate, i]),
-                         "sigma": float(r.sigma[replicate, i])}
+                         "sigma": float(r.sigma[replicate, i]), "certified": r.certified,
+                         "assumption": r.assumption}
                 rel.extend([entry] * r.count)
-            out.append({"client": i, "releases": rel, "mu": float(mu[i])})
+            out.append({"client": i, "releases": rel, "mu": float(mu[i]), "mu_certified": float(mu_cert[i])})
         return out
+
+
+def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
+    """:func:`calibrate` for a method whose clipping bound came from rule ``clip``.
+
+    A ``private_quantile`` rule's histogram release (sizes ``n``) comes first in the
+    ledger, with its ``share`` of mu^2, and the method's releases share the rest; a
+    data-driven ``quantile`` bound is noted as unaccounted (when private). The
+    returned sigmas are those of ``plan`` only.
+    """
+    share = clip_share(clip)
+    pre = plan_clip_histogram(n=n, share=share) if share else ()
+    if share:
+        plan = tuple(spec.rescaled(1 - share) for spec in plan)
+    cal = calibrate(pre + tuple(plan), mu=mu, unaccounted=clip_unaccounted(clip) if math.isfinite(mu) else ())
+    return Calibration(cal.sigmas[len(pre):], cal.ledger)
+
+
+# ------------------------------------------------------------ private clipping bound
+def histogram_grid(rule: dict) -> np.ndarray:
+    """The public geometric bin edges of a ``private_quantile`` rule, shape (bins + 1,)."""
+    lo, hi, bins = rule["grid"]
+    return np.geomspace(float(lo), float(hi), int(bins) + 1)
+
+
+def clip_histogram(norms: np.ndarray, rule: dict) -> np.ndarray:
+    """One client's pre-noise release of the ``private_quantile`` rule: the share of
+    its per-sample gradient norms (n,) in each bin of the public grid, shape (bins,)
+    (norms outside the grid count in the end bins)."""
+    edges = histogram_grid(rule)
+    bins = edges.shape[0] - 1
+    idx = np.clip(np.searchsorted(edges, norms, side="right") - 1, 0, bins - 1)
+    return np.bincount(idx, minlength=bins) / float(len(norms))
+
+
+def private_clip_bound(norms: list, rule: dict, *, mu: float, rng: np.random.Generator) -> float:
+    """The clipping bound of the ``private_quantile`` rule from each client's
+    per-sample gradient norms at theta = 0 (a list of m arrays).
+
+    Client i releases its normalised histogram over the public grid
+    (:func:`histogram_grid`; norms outside it fall into the end bins) plus Gaussian
+    noise calibrated by :func:`plan_clip_histogram` on ``share mu^2``; the server
+    takes the upper edge of the first bin where the client's noisy cumulative
+    histogram reaches q, and B is the largest over clients (post-processing).
+    Noise: one ``rng.standard_normal((m, bins))`` draw.
+    """
+    edges = histogram_grid(rule)
+    bins = edges.shape[0] - 1
+    n = np.array([len(v) for v in norms], float)
+    sigma = calibrate(plan_clip_histogram(n=n, share=rule["share"]), mu=mu).sigmas[0]
+    Z = rng.standard_normal((len(norms), bins))
+    best = 0.0
+    for i, v in enumerate(norms):
+        h = clip_histogram(v, rule) + sigma[i] * Z[i]
+        hit = np.flatnonzero(np.cumsum(h) >= rule["q"])
+        best = max(best, float(edges[(hit[0] if hit.size else bins - 1) + 1]))
+    return best
+
+
+def clip_share(rule: dict) -> Fraction:
+    """Share of mu^2 the clipping rule spends (``private_quantile``: its ``share``)."""
+    return Fraction(rule["share"]) if rule.get("rule") == "private_quantile" else Fraction(0)
+
+
+def clip_unaccounted(rule: dict) -> list[str]:
+    """The ledger note of a data-driven, unaccounted clipping bound (empty otherwise)."""
+    if rule.get("rule") == "quantile":
+        return [f"clip bound B: data-driven q={rule['q']} quantile of the clients' gradient norms, "
+                "not accounted (use clip rule private_quantile or fixed)"]
+    return []
 
 
 # -------------------------------------------------------------- GDP conversions

@@ -45,11 +45,15 @@ Conventions
 (:mod:`fedgdp.glm`, matrix models); parameters are ``Theta`` (d, k). Aggregation
 weights are ``w_i = n_i / N`` over training sizes. All methods start at 0.
 
-Privacy: the clipping bound B of a fold is SPEC 3's rule on that fold's training
-data (the q-quantile of per-sample gradient norms at Theta = 0, max over clients),
-which, as in the simulations, uses the data and leaks a little privacy that the
-guarantee ignores. tau1 is a configured number here: the population Hessian of
-image data is singular (constant pixels), so SPEC 3's ``auto`` rule gives 0.
+Privacy: the clipping bound B of a fold follows the configured rule on that fold's
+training data: the paper's q-quantile of per-sample gradient norms at Theta = 0, max
+over clients (data-driven: recorded as unaccounted, so ``mu_certified`` is inf), a
+fixed public value, or the private quantile (noisy histograms, recorded in the
+ledger; its noise from the stream ``clip_histogram``, and B then depends on mu).
+Every method declares its releases as a plan (:mod:`fedgdp.privacy`); ``privacy:
+{mode: certified}`` makes FedNewton clip per-sample Hessians (``fednewton_certified``
+does so in every mode). tau1 is a configured number here: the population Hessian of
+image data is singular (constant pixels), so the simulations' ``auto`` rule gives 0.
 
 Seeds: the layout of split s comes from :func:`fedgdp.datasets.split_layout`; the
 noise of method M in split s, fold f from ``SeedSequence([base_seed,
@@ -69,7 +73,7 @@ import numpy as np
 from . import privacy
 from .datasets import DATASETS, Dataset, layout_key, split_layout
 from .estimators import floored_solve
-from .params import check_clip
+from .params import check_clip, check_privacy
 from .glm import MatrixGLM, matrix_model
 from .simulate import stable_hash
 
@@ -83,6 +87,8 @@ TASKS = ("binary", "multiclass")
 METRICS = {"binary": "auc", "multiclass": "accuracy"}
 
 PRIVATE = ["fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold"]
+#: also private, not in the default list: FedNewton with certified privacy in every mode
+EXTRA_PRIVATE = ["fednewton_certified"]
 NONPRIVATE = ["np_scaffold", "np_fedavg", "np_localfit", "np_pooled"]
 
 # Defaults: the digits layout (offline run). config/mnist.yaml holds the paper's.
@@ -97,6 +103,7 @@ DEFAULTS: dict = {
     "mu": [6.0, 2.0],
     "base_seed": 2026,
     "clip": {"rule": "quantile", "q": 0.9},
+    "privacy": {"mode": "paper", "hessian_clip": 4.0},   # fedgdp.params.check_privacy
     "tau1": 0.5,
     "weights": "size",
     "newton": {"solver": "cg", "cg_tol": 1.0e-8, "cg_maxiter": 500},
@@ -111,13 +118,14 @@ METHOD_DEFAULTS: dict = {
     "fedavg": {"R": 2, "K": 50, "eta": 0.5},
     "fedhybrid": {"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5},
     "fednewton": {"K": 50, "eta": 0.5},
+    "fednewton_certified": {},     # inherits fednewton's
     "dp_scaffold": {"eta_g": 1.0},  # inherits fedavg's R, K, eta
     "np_scaffold": {},             # inherits dp_scaffold's
     "np_fedavg": {},               # inherits fedavg's
     "np_localfit": {"ridge": 1.0e-3, "maxiter": 200},   # ridge: the MLE need not exist on images
     "np_pooled": {"ridge": 1.0e-3, "maxiter": 200},
 }
-_INHERIT = {"dp_scaffold": "fedavg", "np_scaffold": "dp_scaffold", "np_fedavg": "fedavg"}
+_INHERIT = {"fednewton_certified": "fednewton", "dp_scaffold": "fedavg", "np_scaffold": "dp_scaffold", "np_fedavg": "fedavg"}
 
 
 # --------------------------------------------------------------- parameters
@@ -164,6 +172,7 @@ def resolve(overrides: dict | None = None) -> dict:
     if p["weights"] != "size":
         raise ValueError(f"weights must be 'size' for the real-data study, got {p['weights']!r}")
     p["clip"] = check_clip(p["clip"])
+    p["privacy"] = check_privacy(p["privacy"], p["clip"])
     nw = p["newton"]
     if nw.get("solver") not in ("cg", "floor", "ridge"):
         raise ValueError(f"newton solver must be cg, floor or ridge, got {nw.get('solver')!r}")
@@ -225,6 +234,8 @@ class FoldData:
     B: float = math.inf
     tau1: float = 0.5
     newton: dict = field(default_factory=lambda: dict(DEFAULTS["newton"]))
+    privacy: dict = field(default_factory=lambda: dict(DEFAULTS["privacy"]))
+    clip: dict = field(default_factory=lambda: dict(DEFAULTS["clip"]))
 
     def __post_init__(self):
         self.xnorm = [np.linalg.norm(x, axis=1) for x in self.X]
@@ -267,6 +278,19 @@ class FoldData:
     def zeros(self) -> np.ndarray:
         return np.zeros((self.d, self.k))
 
+    def calibrate(self, plan: tuple) -> tuple[list, privacy.Ledger]:
+        """Per-client noise sds (one (m,) array per spec) and the ledger of a plan
+        built with ``B = self.B`` and ``n`` of shape (1, m)
+        (:func:`fedgdp.privacy.calibrate_with_clip`)."""
+        cal = privacy.calibrate_with_clip(plan, mu=self.mu, clip=self.clip,
+                                          n=self.sizes.astype(float)[None, :])
+        return [np.asarray(s)[0] for s in cal.sigmas], cal.ledger
+
+    @property
+    def n_row(self) -> np.ndarray:
+        """Client sizes as a (1, m) float array (the shape of a plan's ``n``)."""
+        return self.sizes.astype(float)[None, :]
+
 
 def clipped_gradient(model: MatrixGLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
     """Mean over rows of the per-sample gradients ``x_j r_j'`` clipped to norm B.
@@ -283,15 +307,19 @@ def clipped_gradient(model: MatrixGLM, Theta, X, Y, B: float, xnorm=None) -> np.
     return X.T @ R / X.shape[0]
 
 
-def clip_bound_real(model: MatrixGLM, X: list, Y: list, rule: dict) -> float:
-    """SPEC 3's clipping bound on real data: max over clients of the q-quantile of the
-    per-sample gradient norms at Theta = 0 (or the fixed value)."""
+def clip_bound_real(model: MatrixGLM, X: list, Y: list, rule: dict, *, mu: float = math.inf,
+                    rng=None) -> float:
+    """The clipping bound on real data: max over clients of the q-quantile of the
+    per-sample gradient norms at Theta = 0 (``quantile``), the fixed value, or the
+    private quantile (:func:`fedgdp.privacy.private_clip_bound`, needs mu and rng)."""
     if rule["rule"] == "fixed":
         return float(rule["value"])
     zero = np.zeros((X[0].shape[1], model.k))
-    per_client = [np.quantile(np.linalg.norm(x, axis=1) * np.linalg.norm(model.residuals(zero, x, y), axis=1),
-                              rule["q"]) for x, y in zip(X, Y)]
-    return float(max(per_client))
+    norms = [np.linalg.norm(x, axis=1) * np.linalg.norm(model.residuals(zero, x, y), axis=1)
+             for x, y in zip(X, Y)]
+    if rule["rule"] == "private_quantile":
+        return privacy.private_clip_bound(norms, rule, mu=mu, rng=rng)
+    return float(max(np.quantile(v, rule["q"]) for v in norms))
 
 
 # ----------------------------------------------------------- Newton step
@@ -322,18 +350,28 @@ def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> 
 
 
 def newton_step(model: MatrixGLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, tau1: float, *,
-                solver: str = "cg", cg_tol: float = 1e-8, cg_maxiter: int = 500) -> np.ndarray:
+                solver: str = "cg", cg_tol: float = 1e-8, cg_maxiter: int = 500,
+                hessian_bound: float | None = None) -> np.ndarray:
     """The step s of FedNewton's local update ``Theta - s`` (shape of Theta).
 
     ``cg``: ``(H + tau1 I) s = g`` by conjugate gradients on Hessian-vector products
     of the loss on X1 (no dense Hessian). ``ridge``: the same system solved densely.
     ``floor``: ``H_floor s = g`` with H's eigenvalues floored at tau1 (SPEC 3, as in
     the simulations; dense, for small d k). All satisfy ``||s|| <= ||g|| / tau1``.
+
+    ``hessian_bound = H_c`` (certified FedNewton): every per-sample Hessian is clipped
+    to operator norm H_c (:meth:`fedgdp.glm.MatrixGLM.hessian_scale`) and the system is
+    the ridge one, ``(H + tau1 I) s = g`` (``floor`` is not used: the ridge inverse is
+    what the certified sensitivity needs; ``cg`` solves it to ``cg_tol``).
     """
+    scale = None if hessian_bound is None else model.hessian_scale(Theta, X1, hessian_bound)
+    if scale is not None and solver == "floor":
+        solver = "ridge"
     if solver == "cg":
-        s, _ = cg_solve(lambda V: model.hvp(Theta, X1, V) + tau1 * V, g, tol=cg_tol, maxiter=cg_maxiter)
+        s, _ = cg_solve(lambda V: model.hvp(Theta, X1, V, scale) + tau1 * V, g, tol=cg_tol,
+                        maxiter=cg_maxiter)
         return s
-    H = model.hessian(Theta, X1)
+    H = model.hessian(Theta, X1, scale)
     if solver == "ridge":
         return np.linalg.solve(H + tau1 * np.eye(H.shape[0]), g.ravel()).reshape(g.shape)
     if solver == "floor":
@@ -387,15 +425,6 @@ def _noise(rng, shape):
     return None if rng is None else rng.standard_normal(shape)
 
 
-def _row(x) -> np.ndarray:
-    """Ledger arrays are (replicates, m): one replicate here."""
-    return np.asarray(x, dtype=float).reshape(1, -1)
-
-
-def _sens(fd: FoldData, value):
-    return value if fd.private else np.inf
-
-
 def local_descent(fd: FoldData, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
                   rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
     """K noisy local steps of client i: ``Theta <- Theta - eta (g(Theta) + drift) + sigma Z``."""
@@ -443,18 +472,27 @@ class RealMethod:
     private = True
     algorithm = ""
 
+    @property
+    def noise_stream(self) -> str:
+        """Name that seeds the method's noise generator (its own name by default)."""
+        return self.name
+
     def fit(self, fd: FoldData, s: dict, rng: np.random.Generator | None) -> RealFit:
+        raise NotImplementedError
+
+    def plan(self, fd: FoldData, s: dict) -> tuple:
+        """The releases of a private method (:class:`fedgdp.privacy.ReleaseSpec`), shapes (1, m)."""
         raise NotImplementedError
 
 
 class FedSGD(RealMethod):
     name, label, algorithm = "fedsgd", "FedSGD", "Algorithm 1"
 
+    def plan(self, fd, s):
+        return privacy.plan_fedsgd(B=fd.B, n=fd.n_row, K=s["K"])
+
     def fit(self, fd, s, rng):
-        n, B = fd.sizes.astype(float), fd.B
-        sig = privacy.sigma_fedsgd(B=B, n=n, mu=fd.mu, K=s["K"]) if fd.private else 0 * n
-        ledger = privacy.Ledger()
-        ledger.add("gradient", s["K"], _row(_sens(fd, 2 * B / n)), _row(sig))
+        (sig,), ledger = fd.calibrate(self.plan(fd, s))
         Theta = server_descent(fd, fd.zeros(), K=s["K"], eta=s["eta"], sigmas=sig, rng=rng)
         return RealFit(Theta, ledger, **_comm(s["K"], fd.m, fd.d * fd.k))
 
@@ -462,11 +500,12 @@ class FedSGD(RealMethod):
 class FedAvg(RealMethod):
     name, label, algorithm = "fedavg", "FedAvg", "Algorithm 3"
 
+    def plan(self, fd, s):
+        return privacy.plan_fedavg(B=fd.B, n=fd.n_row, eta=s["eta"], R=s["R"], K=s["K"])
+
     def fit(self, fd, s, rng):
-        n, B, R, K, eta = fd.sizes.astype(float), fd.B, s["R"], s["K"], s["eta"]
-        sig = privacy.sigma_fedavg(B=B, n=n, mu=fd.mu, eta=eta, R=R, K=K) if fd.private else 0 * n
-        ledger = privacy.Ledger()
-        ledger.add("local step", R * K, _row(_sens(fd, 2 * eta * B / n)), _row(sig))
+        R, K, eta = s["R"], s["K"], s["eta"]
+        (sig,), ledger = fd.calibrate(self.plan(fd, s))
         Theta, w = fd.zeros(), fd.weights
         for _ in range(R):
             Theta = sum(w[i] * local_descent(fd, i, Theta, K=K, eta=eta, sigma=sig[i], rng=rng)
@@ -477,16 +516,12 @@ class FedAvg(RealMethod):
 class FedHybrid(RealMethod):
     name, label, algorithm = "fedhybrid", "FedHybrid", "Algorithm 2"
 
+    def plan(self, fd, s):
+        return privacy.plan_fedhybrid(B=fd.B, n=fd.n_row, eta1=s["eta1"], K1=s["K1"], K2=s["K2"])
+
     def fit(self, fd, s, rng):
-        n, B, K1, K2 = fd.sizes.astype(float), fd.B, s["K1"], s["K2"]
-        if fd.private:
-            a1, a2 = privacy.sigma_fedhybrid(B=B, n=n, mu=fd.mu, eta1=s["eta1"], K1=K1, K2=K2)
-        else:
-            a1 = a2 = 0 * n
-        ledger = privacy.Ledger()
-        ledger.add("local step", K1, _row(_sens(fd, 2 * s["eta1"] * B / n)), _row(a1))
-        if K2:
-            ledger.add("gradient", K2, _row(_sens(fd, 2 * B / n)), _row(a2))
+        K1, K2 = s["K1"], s["K2"]
+        (a1, a2), ledger = fd.calibrate(self.plan(fd, s))
         w = fd.weights
         Theta = sum(w[i] * local_descent(fd, i, fd.zeros(), K=K1, eta=s["eta1"], sigma=a1[i], rng=rng)
                     for i in range(fd.m))
@@ -495,33 +530,50 @@ class FedHybrid(RealMethod):
 
 
 class FedNewton(RealMethod):
-    name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
+    """Algorithm 4; in privacy mode ``certified`` with clipped per-sample Hessians and
+    the ridge solve (:func:`fedgdp.privacy.plan_fednewton`)."""
 
-    def fit(self, fd, s, rng):
-        K, eta, B = s["K"], s["eta"], fd.B
+    name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
+    always_certified = False
+
+    def certified(self, fd: FoldData) -> bool:
+        return self.always_certified or fd.privacy.get("mode") == "certified"
+
+    def halves(self, fd: FoldData) -> np.ndarray:
         h1 = fd.sizes // 2
         if h1.min() < 1:
             raise ValueError(f"FedNewton needs at least 2 training rows per client, got {fd.sizes.min()}")
-        # calibrate on n_eff = 2 |half 1| (= n_i for even n_i, conservative when odd)
-        n_eff = 2.0 * h1
-        if fd.private:
-            s1, s2 = privacy.sigma_fednewton(B=B, n=n_eff, mu=fd.mu, eta=eta, K=K, tau1=fd.tau1)
-        else:
-            s1 = s2 = 0 * n_eff
-        ledger = privacy.Ledger()
-        ledger.add("local step (half 1)", K, _row(_sens(fd, 4 * eta * B / n_eff)), _row(s1))
-        ledger.add("newton", 1, _row(_sens(fd, privacy.newton_sensitivity(B=B, n=n_eff, tau1=fd.tau1))),
-                   _row(s2))
+        return h1
+
+    def hessian_bound(self, fd: FoldData) -> float | None:
+        return float(fd.privacy["hessian_clip"]) * fd.tau1 if self.certified(fd) else None
+
+    def plan(self, fd: FoldData, s: dict) -> tuple:
+        h1 = self.halves(fd)
+        return privacy.plan_fednewton(B=fd.B, n1=h1[None, :].astype(float),
+                                      n2=(fd.sizes - h1)[None, :].astype(float), eta=s["eta"], K=s["K"],
+                                      tau1=fd.tau1, hessian_bound=self.hessian_bound(fd))
+
+    def newton_update(self, fd: FoldData, i: int, Theta1: np.ndarray) -> np.ndarray:
+        """Client i's pre-noise Newton release ``Theta1 - s`` (Hessian on half 1,
+        clipped gradient on half 2)."""
+        h1 = self.halves(fd)[i]
+        nw = fd.newton
+        g = fd.gradient(i, Theta1, slice(h1, None))
+        return Theta1 - newton_step(fd.model, Theta1, fd.X[i][:h1], g, fd.tau1, solver=nw["solver"],
+                                    cg_tol=nw["cg_tol"], cg_maxiter=nw["cg_maxiter"],
+                                    hessian_bound=self.hessian_bound(fd))
+
+    def fit(self, fd, s, rng):
+        K, eta = s["K"], s["eta"]
+        h1 = self.halves(fd)
+        (s1, s2), ledger = fd.calibrate(self.plan(fd, s))
         w = fd.weights
         Theta1 = sum(w[i] * local_descent(fd, i, fd.zeros(), K=K, eta=eta, sigma=s1[i], rng=rng,
                                           rows=slice(0, h1[i])) for i in range(fd.m))
-        nw = fd.newton
         Theta = np.zeros_like(Theta1)
         for i in range(fd.m):
-            g = fd.gradient(i, Theta1, slice(h1[i], None))
-            step = newton_step(fd.model, Theta1, fd.X[i][:h1[i]], g, fd.tau1, solver=nw["solver"],
-                               cg_tol=nw["cg_tol"], cg_maxiter=nw["cg_maxiter"])
-            local = Theta1 - step
+            local = self.newton_update(fd, i, Theta1)
             Z = _noise(rng, local.shape)
             if Z is not None:
                 local += s2[i] * Z
@@ -529,16 +581,25 @@ class FedNewton(RealMethod):
         return RealFit(Theta, ledger, **_comm(2, fd.m, fd.d * fd.k))
 
 
+class FedNewtonCertified(FedNewton):
+    """FedNewton with certified privacy in every mode, on FedNewton's noise stream."""
+
+    name, label, algorithm = "fednewton_certified", "FedNewton (certified)", "Algorithm 4, certified"
+    always_certified = True
+    noise_stream = "fednewton"
+
+
 class Scaffold(RealMethod):
     """SCAFFOLD (option II); private with FedAvg's noise (see the module docstring)."""
 
     name, label, algorithm = "dp_scaffold", "DP-SCAFFOLD", "SCAFFOLD + Algorithm 3 noise"
 
+    def plan(self, fd, s):   # FedAvg's releases: the control variates are post-processing
+        return privacy.plan_fedavg(B=fd.B, n=fd.n_row, eta=s["eta"], R=s["R"], K=s["K"])
+
     def fit(self, fd, s, rng):
-        n, B, R, K, eta = fd.sizes.astype(float), fd.B, s["R"], s["K"], s["eta"]
-        sig = privacy.sigma_fedavg(B=B, n=n, mu=fd.mu, eta=eta, R=R, K=K) if fd.private else 0 * n
-        ledger = privacy.Ledger()
-        ledger.add("local step", R * K, _row(_sens(fd, 2 * eta * B / n)), _row(sig))
+        R, K, eta = s["R"], s["K"], s["eta"]
+        (sig,), ledger = fd.calibrate(self.plan(fd, s))
         w = fd.weights
         Theta, c = fd.zeros(), fd.zeros()
         ci = np.zeros((fd.m, fd.d, fd.k))
@@ -595,7 +656,7 @@ class NPPooled(RealMethod):
 
 
 REGISTRY: dict[str, RealMethod] = {M.name: M() for M in (
-    FedSGD, FedAvg, FedHybrid, FedNewton, Scaffold, NPScaffold, NPFedAvg, NPLocalFit, NPPooled)}
+    FedSGD, FedAvg, FedHybrid, FedNewton, FedNewtonCertified, Scaffold, NPScaffold, NPFedAvg, NPLocalFit, NPPooled)}
 
 
 def get_method(name: str) -> RealMethod:
@@ -640,10 +701,16 @@ def client_metric(task: str, model: MatrixGLM, Theta, X, labels) -> float:
 #   class), m, n_min, folds, base_seed, B (clipping bound, mean over folds; inf when
 #   non-private), tau1, mu_composed (largest composed mu of the client's ledger over
 #   folds; inf when non-private), rounds, floats_up, floats_down (communication of one
-#   fit), elapsed_s (the method's fit time summed over the folds).
+#   fit), elapsed_s (the method's fit time summed over the folds), mu_certified (as
+#   mu_composed when every release is certified and the clipping bound is public or
+#   private, inf otherwise: mu and mu_composed are nominal), privacy_mode.
 COLUMNS = ["task", "dataset", "method", "label", "private", "mu", "split", "client", "n_client",
            "metric", "value", "value_folds", "m", "n_min", "folds", "base_seed", "B", "tau1",
-           "mu_composed", "rounds", "floats_up", "floats_down", "elapsed_s"]
+           "mu_composed", "rounds", "floats_up", "floats_down", "elapsed_s", "mu_certified", "privacy_mode"]
+
+
+#: Noise stream of the private clipping rule's histograms.
+CLIP_STREAM = "clip_histogram"
 
 
 def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.random.Generator:
@@ -667,17 +734,22 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict
             for mu in (p["mu"] if get_method(name).private else [math.inf])]
     values = {run: np.full((layout.m, p["folds"]), np.nan) for run in runs}
     mu_comp = {run: np.zeros(layout.m) for run in runs}
-    bounds, elapsed, comm = [], {run: 0.0 for run in runs}, {}
+    mu_cert = {run: np.zeros(layout.m) for run in runs}
+    bounds, elapsed, comm = {}, {run: 0.0 for run in runs}, {}
     for f in range(p["folds"]):
         parts = [layout.train_test(i, f) for i in range(layout.m)]
         Xtr = [data.X[tr] for tr, _ in parts]
         Ytr = [Yall[tr] for tr, _ in parts]
-        B = clip_bound_real(model, Xtr, Ytr, p["clip"])
-        bounds.append(B)
+        fold_bounds = {}     # per mu: the private rule's bound depends on mu
         for name, mu in runs:
             meth = get_method(name)
-            fd = FoldData(model, Xtr, Ytr, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"])
-            rng = noise_rng(p, key, split, f, name) if np.isfinite(mu) else None
+            if mu not in fold_bounds:
+                fold_bounds[mu] = clip_bound_real(model, Xtr, Ytr, p["clip"], mu=mu,
+                                                  rng=noise_rng(p, key, split, f, CLIP_STREAM))
+                bounds.setdefault(mu, []).append(fold_bounds[mu])
+            fd = FoldData(model, Xtr, Ytr, mu=mu, B=fold_bounds[mu], tau1=p["tau1"], newton=p["newton"],
+                          privacy=p["privacy"], clip=p["clip"])
+            rng = noise_rng(p, key, split, f, meth.noise_stream) if np.isfinite(mu) else None
             t0 = time.perf_counter()
             with np.errstate(over="ignore", under="ignore"):
                 fit = meth.fit(fd, p["method_settings"][name], rng)
@@ -685,8 +757,10 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict
             comm[(name, mu)] = (fit.rounds, fit.floats_up, fit.floats_down)
             if fit.ledger.releases:
                 mu_comp[(name, mu)] = np.maximum(mu_comp[(name, mu)], fit.ledger.composed_mu()[0])
+                mu_cert[(name, mu)] = np.maximum(mu_cert[(name, mu)], fit.ledger.certified_mu()[0])
             else:
                 mu_comp[(name, mu)][:] = math.inf
+                mu_cert[(name, mu)][:] = math.inf
             for i, (_, te) in enumerate(parts):
                 values[(name, mu)][i, f] = client_metric(p["task"], model, fit.client_theta(i),
                                                          data.X[te], labels[te])
@@ -707,10 +781,11 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict
                 "value": float(np.nanmean(folds_i)) if np.any(np.isfinite(folds_i)) else float("nan"),
                 "value_folds": [float(x) for x in folds_i], "m": int(p["m"]), "n_min": int(p["n_min"]),
                 "folds": int(p["folds"]), "base_seed": int(p["base_seed"]),
-                "B": float(np.mean(bounds)) if np.isfinite(mu) else float("inf"),
+                "B": float(np.mean(bounds[mu])) if np.isfinite(mu) else float("inf"),
                 "tau1": float(p["tau1"]), "mu_composed": float(mu_comp[(name, mu)][i]),
                 "rounds": int(rounds), "floats_up": int(up), "floats_down": int(down),
                 "elapsed_s": float(elapsed[(name, mu)]),
+                "mu_certified": float(mu_cert[(name, mu)][i]), "privacy_mode": p["privacy"]["mode"],
             })
     return rows
 
@@ -725,7 +800,8 @@ def _schema():
         ("value_folds", pa.list_(pa.float64())), ("m", pa.int64()), ("n_min", pa.int64()),
         ("folds", pa.int64()), ("base_seed", pa.int64()), ("B", pa.float64()), ("tau1", pa.float64()),
         ("mu_composed", pa.float64()), ("rounds", pa.int64()), ("floats_up", pa.int64()),
-        ("floats_down", pa.int64()), ("elapsed_s", pa.float64()),
+        ("floats_down", pa.int64()), ("elapsed_s", pa.float64()), ("mu_certified", pa.float64()),
+        ("privacy_mode", pa.string()),
     ])
 
 

@@ -1,4 +1,4 @@
-"""Plain-loop reference implementation of the four methods: the test oracle.
+"""Plain-loop reference implementation of the methods (FedNewton in both privacy modes): the test oracle.
 
 Replicate by replicate, client by client, step by step, with the per-sample
 gradient matrix clipped row by row (:func:`fedgdp.privacy.clip_rows`). It consumes
@@ -45,66 +45,95 @@ def _server_steps(glm, rep, theta, w, B, K, eta, sigmas, Z):
     return theta
 
 
-def _fedsgd(glm, rep, s, B, mu, w, noise, tau1):
-    n = rep.sizes.astype(float)
-    sig = [privacy.sigma_fedsgd(B=B, n=ni, mu=mu, K=s["K"]) for ni in n]
+def _sigmas(plan, mu, clip, n):
+    """Noise sds of one client's plan (``n``: the client's full size)."""
+    return privacy.calibrate_with_clip(plan, mu=mu, clip=clip, n=float(n)).sigmas
+
+
+def _fedsgd(glm, rep, s, B, mu, w, noise, ctx):
+    sig = [float(_sigmas(privacy.plan_fedsgd(B=B, n=float(ni), K=s["K"]), mu, ctx["clip"], ni)[0])
+           for ni in rep.sizes]
     return _server_steps(glm, rep, np.zeros(rep.X.shape[1]), w, B, s["K"], s["eta"], sig, noise["Z"])
 
 
-def _fedavg(glm, rep, s, B, mu, w, noise, tau1):
+def _fedavg(glm, rep, s, B, mu, w, noise, ctx):
     theta = np.zeros(rep.X.shape[1])
     for r in range(s["R"]):
         new = np.zeros_like(theta)
         for i in range(rep.sizes.shape[0]):
             X, y = rep.client(i)
-            sig = privacy.sigma_fedavg(B=B, n=float(rep.sizes[i]), mu=mu, eta=s["eta"], R=s["R"], K=s["K"])
+            plan = privacy.plan_fedavg(B=B, n=float(rep.sizes[i]), eta=s["eta"], R=s["R"], K=s["K"])
+            sig = float(_sigmas(plan, mu, ctx["clip"], rep.sizes[i])[0])
             Z = None if noise["Z"] is None else noise["Z"][r, :, i]
             new += w[i] * _local_steps(glm, theta, X, y, B, s["K"], s["eta"], sig, Z)
         theta = new
     return theta
 
 
-def _fedhybrid(glm, rep, s, B, mu, w, noise, tau1):
+def _fedhybrid(glm, rep, s, B, mu, w, noise, ctx):
     d = rep.X.shape[1]
     theta = np.zeros(d)
     sig2 = []
     for i in range(rep.sizes.shape[0]):
         X, y = rep.client(i)
-        a1, a2 = privacy.sigma_fedhybrid(B=B, n=float(rep.sizes[i]), mu=mu, eta1=s["eta1"], K1=s["K1"], K2=s["K2"])
+        plan = privacy.plan_fedhybrid(B=B, n=float(rep.sizes[i]), eta1=s["eta1"], K1=s["K1"], K2=s["K2"])
+        a1, a2 = (float(a) for a in _sigmas(plan, mu, ctx["clip"], rep.sizes[i]))
         sig2.append(a2)
         Z = None if noise["Z1"] is None else noise["Z1"][:, i]
         theta = theta + w[i] * _local_steps(glm, np.zeros(d), X, y, B, s["K1"], s["eta1"], a1, Z)
     return _server_steps(glm, rep, theta, w, B, s["K2"], s["eta2"], sig2, noise["Z2"])
 
 
-def _fednewton(glm, rep, s, B, mu, w, noise, tau1):
+def _clipped_hessian(glm, theta, X, bound):
+    """``mean_j min(b''(eta_j), H_c/||x_j||^2) x_j x_j'``, row by row (H_c = ``bound``)."""
+    H = np.zeros((X.shape[1], X.shape[1]))
+    for x in X:
+        w = float(glm.variance(np.array([x @ theta]))[0])
+        norm2 = float(x @ x)
+        if norm2 > 0 and w * norm2 > bound:
+            w = bound / norm2
+        H += w * np.outer(x, x)
+    return H / X.shape[0]
+
+
+def _fednewton(glm, rep, s, B, mu, w, noise, ctx):
     half1, half2 = rep.halves()
     d = rep.X.shape[1]
+    certified = ctx["certified"]
+    H_c = ctx["hessian_clip"] * ctx["tau1"] if certified else None
+    sig = []
+    for i in range(rep.sizes.shape[0]):
+        plan = privacy.plan_fednewton(B=B, n1=float(half1.sizes[i]), n2=float(half2.sizes[i]), eta=s["eta"],
+                                      K=s["K"], tau1=ctx["tau1"], hessian_bound=H_c)
+        sig.append([float(a) for a in _sigmas(plan, mu, ctx["clip"], rep.sizes[i])])
     theta1 = np.zeros(d)
     for i in range(rep.sizes.shape[0]):
         X, y = half1.client(i)
-        s1, _ = privacy.sigma_fednewton(B=B, n=2.0 * half1.sizes[i], mu=mu, eta=s["eta"], K=s["K"], tau1=tau1)
         Z = None if noise["Z1"] is None else noise["Z1"][:, i]
-        theta1 = theta1 + w[i] * _local_steps(glm, np.zeros(d), X, y, B, s["K"], s["eta"], s1, Z)
+        theta1 = theta1 + w[i] * _local_steps(glm, np.zeros(d), X, y, B, s["K"], s["eta"], sig[i][0], Z)
     theta = np.zeros(d)
     for i in range(rep.sizes.shape[0]):
         X1, _ = half1.client(i)
         X2, y2 = half2.client(i)
-        H = glm.hessian(theta1, X1)
         g = _client_gradient(glm, theta1, X2, y2, B)
-        local = theta1 - floored_solve(H, g, tau1)
+        if certified:
+            H = _clipped_hessian(glm, theta1, X1, H_c)
+            local = theta1 - np.linalg.solve(H + ctx["tau1"] * np.eye(d), g)
+        else:
+            local = theta1 - floored_solve(glm.hessian(theta1, X1), g, ctx["tau1"])
         if noise["Z2"] is not None:
-            _, s2 = privacy.sigma_fednewton(B=B, n=2.0 * half1.sizes[i], mu=mu, eta=s["eta"], K=s["K"], tau1=tau1)
-            local = local + s2 * noise["Z2"][i]
+            local = local + sig[i][1] * noise["Z2"][i]
         theta = theta + w[i] * local
     return theta
 
 
-_FITS = {"fedsgd": _fedsgd, "fedavg": _fedavg, "fedhybrid": _fedhybrid, "fednewton": _fednewton}
+_FITS = {"fedsgd": _fedsgd, "fedavg": _fedavg, "fedhybrid": _fedhybrid, "fednewton": _fednewton,
+         "fednewton_certified": _fednewton}
 
 
 def reference_fit(name: str, reps: list[Replicate], glm: GLM, s: dict, noises: list[dict],
-                  B: np.ndarray, mu: float, tau1: float, weights: str = "size") -> np.ndarray:
+                  B: np.ndarray, mu: float, tau1: float, weights: str = "size", *,
+                  privacy: dict | None = None, clip: dict | None = None) -> np.ndarray:
     """Estimates of method ``name`` for each replicate, shape (R, d).
 
     Parameters
@@ -113,14 +142,23 @@ def reference_fit(name: str, reps: list[Replicate], glm: GLM, s: dict, noises: l
         One per replicate, as drawn by ``Method.draw_noise`` (values None if mu = inf).
     B : ndarray, shape (R,)
         Clipping bound per replicate (ignored when mu = inf).
+    privacy : dict, optional
+        ``{"mode", "hessian_clip"}`` (default: paper mode, hessian_clip 4).
+    clip : dict, optional
+        The clipping rule that gave B (its share of mu^2; default quantile).
     """
+    priv = {"mode": "paper", "hessian_clip": 4.0} | (privacy or {})
+    ctx = {"tau1": tau1, "hessian_clip": float(priv["hessian_clip"]),
+           "certified": name == "fednewton_certified" or priv["mode"] == "certified",
+           "clip": clip or {"rule": "quantile", "q": 0.9}}
     out = []
     for r, rep in enumerate(reps):
         Br = float(B[r]) if np.isfinite(mu) else np.inf
         releases = {"fedsgd": s.get("K"), "fedavg": s.get("R", 1) * s.get("K", 1),
-                    "fedhybrid": s.get("K1", 0) + s.get("K2", 0), "fednewton": s.get("K", 0) + 1}[name]
+                    "fedhybrid": s.get("K1", 0) + s.get("K2", 0), "fednewton": s.get("K", 0) + 1,
+                    "fednewton_certified": s.get("K", 0) + 1}[name]
         w = aggregation_weights(rep.sizes[None, :], weights, B=np.array([Br]), mu=mu,
                                 releases=releases, d=rep.X.shape[1])[0]
         with np.errstate(all="ignore"):
-            out.append(_FITS[name](glm, rep, s, Br, mu, w, noises[r], tau1))
+            out.append(_FITS[name](glm, rep, s, Br, mu, w, noises[r], ctx))
     return np.array(out)

@@ -1,6 +1,10 @@
 """Run one cell (all its methods, a block of replicates) and write its Parquet file.
 
-The cell file has one row per (replicate, method); see :data:`COLUMNS`. Its
+The cell file has one row per (replicate, method); see :data:`COLUMNS`. ``mu`` is
+the nominal privacy level and ``mu_composed`` the ledger's composition of it;
+``mu_certified`` is that composed mu when every release's sensitivity holds for all
+inputs and the clipping bound is public or privately released, inf otherwise;
+``privacy_mode`` is ``paper`` or ``certified``. Its
 metadata holds the package version, the git commit (when there is one) and the
 fully resolved parameters as JSON. Files are written to a temporary name and
 renamed, so an interrupted run never leaves a file that looks complete.
@@ -27,7 +31,7 @@ __all__ = ["run_cell", "simulate_block", "write_cell", "write_parquet", "read_pa
 
 COLUMNS = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N", "n_min", "n_max",
            "B", "sq_error", "theta_hat", "rounds", "floats_up", "floats_down", "mu_composed",
-           "diverged", "elapsed_s"]
+           "diverged", "elapsed_s", "mu_certified", "privacy_mode"]
 
 
 def simulate_block(p: dict, replicates: list[int]):
@@ -43,8 +47,26 @@ def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dic
     """Each replicate's standard-normal noise for one method (None values if mu = inf)."""
     meth, s = get_method(method), p["method_settings"][method]
     key = data_key(p)
-    return [meth.draw_noise(noise_rng(p["base_seed"], key, r, method), s, p["m"], d, np.isfinite(p["mu"]))
-            for r in replicates]
+    return [meth.draw_noise(noise_rng(p["base_seed"], key, r, meth.noise_stream), s, p["m"], d,
+                            np.isfinite(p["mu"])) for r in replicates]
+
+
+#: Noise stream of the private clipping rule's histograms (see :func:`clip_bounds`).
+CLIP_STREAM = "clip_histogram"
+
+
+def clip_bounds(p: dict, glm, reps: list, replicates: list[int], impl: str = "fast") -> np.ndarray:
+    """The clipping bound of each replicate, shape (R,) (inf when mu = inf).
+
+    ``private_quantile`` draws each replicate's histogram noise from its own
+    generator, :func:`fedgdp.simulate.noise_rng` with the name :data:`CLIP_STREAM`.
+    """
+    if not np.isfinite(p["mu"]):
+        return np.full(len(reps), np.inf)
+    bound = clip_bound if impl == "fast" else clip_bound_reference
+    key = data_key(p)
+    return np.array([bound(glm, rep, p["clip"], mu=p["mu"], rng=noise_rng(p["base_seed"], key, r, CLIP_STREAM))
+                     for rep, r in zip(reps, replicates)])
 
 
 def _stack(noises: list[dict]) -> dict:
@@ -83,10 +105,8 @@ def run_cell(p: dict, replicates: list[int], *, impl: str = "fast", rows_per_blo
         block = replicates[start:start + per_block]
         reps = simulate_block(p, block)
         d = reps[0].X.shape[1]
-        bound = clip_bound if impl == "fast" else clip_bound_reference
-        B = np.array([bound(glm, rep, p["clip"]) for rep in reps]) if np.isfinite(p["mu"]) \
-            else np.full(len(reps), np.inf)
-        fd = FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"])
+        B = clip_bounds(p, glm, reps, block, impl)
+        fd = FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"], privacy=p["privacy"], clip=p["clip"])
         for name in p["methods"]:
             meth, s = get_method(name), p["method_settings"][name]
             noises = draw_noises(p, name, block, d)
@@ -96,16 +116,20 @@ def run_cell(p: dict, replicates: list[int], *, impl: str = "fast", rows_per_blo
                     fit = meth.fit(fd, s, _stack(noises))
                     theta = fit.theta
                     mu_comp = fit.ledger.composed_mu().max(axis=1)
+                    mu_cert = fit.ledger.certified_mu().max(axis=1)
                     for j, r in enumerate(block):
                         ledgers[name].append((r, fit.ledger, j))
                 else:
-                    theta = reference_fit(name, reps, glm, s, noises, B, p["mu"], p["tau1"], p["weights"])
-                    mu_comp = np.full(len(block), np.nan)
+                    theta = reference_fit(name, reps, glm, s, noises, B, p["mu"], p["tau1"], p["weights"],
+                                          privacy=p["privacy"], clip=p["clip"])
+                    mu_comp = mu_cert = np.full(len(block), np.nan)
             elapsed = (time.perf_counter() - t0) / len(block)
             comm = meth.comm(s, p["m"], d)
             for j, r in enumerate(block):
-                rows.append(_row(p, name, r, reps[j], B[j], theta[j], beta, comm, mu_comp[j], elapsed,
-                                 _diverged(theta[j], beta, p["diverge_factor"])))
+                row = _row(p, name, r, reps[j], B[j], theta[j], beta, comm, mu_comp[j], elapsed,
+                           _diverged(theta[j], beta, p["diverge_factor"]))
+                row.update(mu_certified=float(mu_cert[j]), privacy_mode=p["privacy"]["mode"])
+                rows.append(row)
     order = {name: i for i, name in enumerate(p["methods"])}
     rows.sort(key=lambda row: (row["replicate"], order[row["method"]]))
     return (rows, ledgers) if return_ledgers else rows
@@ -152,7 +176,8 @@ def _schema():
         ("N", pa.int64()), ("n_min", pa.int64()), ("n_max", pa.int64()), ("B", pa.float64()),
         ("sq_error", pa.float64()), ("theta_hat", pa.list_(pa.float64())), ("rounds", pa.int64()),
         ("floats_up", pa.int64()), ("floats_down", pa.int64()), ("mu_composed", pa.float64()),
-        ("diverged", pa.bool_()), ("elapsed_s", pa.float64()),
+        ("diverged", pa.bool_()), ("elapsed_s", pa.float64()), ("mu_certified", pa.float64()),
+        ("privacy_mode", pa.string()),
     ])
 
 

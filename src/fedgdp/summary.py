@@ -17,7 +17,10 @@ figure and table reads (:data:`SUMMARY_COLUMNS`):
   (they are the same in every replicate of a cell).
 - ``N_mean``, ``n_min``, ``n_max``: mean total sample size and the extreme client
   sizes seen; ``B_mean`` the mean clipping bound; ``mu_composed_max`` the largest
-  composed mu of any client in any replicate (equals the cell's mu).
+  composed mu of any client in any replicate (equals the cell's nominal mu);
+  ``mu_certified`` the largest certified mu (inf unless every release of the method
+  is certified and the clipping bound is public or privately released);
+  ``privacy_mode`` the cell's privacy mode (``paper`` or ``certified``).
 
 Only the columns needed are read (never the ``theta_hat`` lists), so summarising
 a study is a matter of milliseconds per file.
@@ -35,9 +38,12 @@ __all__ = ["CELL_KEYS", "SUMMARY_COLUMNS", "read_cells", "summarise", "write_sum
 CELL_KEYS = ["model", "study", "method", "sizes", "m", "mu", "K"]
 _READ = CELL_KEYS + ["replicate", "N", "n_min", "n_max", "B", "sq_error", "rounds", "floats_up",
                      "floats_down", "mu_composed", "diverged"]
+#: Columns added with the privacy modes; files written before them were paper-mode,
+#: uncertified runs, so a missing column reads as these values.
+_OPTIONAL = {"mu_certified": float("inf"), "privacy_mode": "paper"}
 SUMMARY_COLUMNS = CELL_KEYS + ["replicates", "diverged", "n_ok", "mse", "se", "median", "rounds",
                                "floats_up", "floats_down", "N_mean", "n_min", "n_max", "B_mean",
-                               "mu_composed_max"]
+                               "mu_composed_max", "mu_certified", "privacy_mode"]
 
 
 def normalise(key: str, value):
@@ -79,7 +85,11 @@ def read_cells(paths) -> pd.DataFrame:
         if missing:
             raise ValueError(f"cell file {path} lacks columns {missing}")
         try:
-            tables.append(pq.read_table(path, columns=_READ))
+            table = pq.read_table(path, columns=_READ + [c for c in _OPTIONAL if c in schema.names])
+            for col, value in _OPTIONAL.items():
+                if col not in table.column_names:
+                    table = table.append_column(col, pa.array([value] * table.num_rows))
+            tables.append(table)
         except Exception as exc:
             raise ValueError(f"cannot read cell file {path}: {exc}") from None
     df = pa.concat_tables(tables, promote_options="permissive").to_pandas()
@@ -98,6 +108,9 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     Rows keep the order in which cells and methods first appear.
     """
     df = rows.copy()
+    for col, value in _OPTIONAL.items():
+        if col not in df:
+            df[col] = value
     ok = np.isfinite(df["sq_error"])
     df["sq_ok"] = df["sq_error"].where(ok)
     g = df.groupby(CELL_KEYS, sort=False, dropna=False)
@@ -116,6 +129,8 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
         n_max=("n_max", "max"),
         B_mean=("B", "mean"),
         mu_composed_max=("mu_composed", "max"),
+        mu_certified=("mu_certified", "max"),
+        privacy_mode=("privacy_mode", "first"),
     ).reset_index()
     out["se"] = out.pop("sd") / np.sqrt(out["n_ok"].clip(lower=1))
     out.loc[out["n_ok"] < 2, "se"] = np.nan
@@ -144,10 +159,14 @@ def read_summaries(paths) -> pd.DataFrame:
             table = pq.read_table(path)
         except Exception as exc:
             raise ValueError(f"cannot read summary file {path}: {exc}") from None
-        missing = [c for c in SUMMARY_COLUMNS if c not in table.column_names]
+        missing = [c for c in SUMMARY_COLUMNS if c not in table.column_names and c not in _OPTIONAL]
         if missing:
             raise ValueError(f"summary file {path} lacks columns {missing}")
-        frames.append(table.to_pandas())
+        frame = table.to_pandas()
+        for col, value in _OPTIONAL.items():
+            if col not in frame:
+                frame[col] = value
+        frames.append(frame)
     if not frames:
         raise ValueError("no summary files given")
     return pd.concat(frames, ignore_index=True)
@@ -166,10 +185,13 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
     from .theory import upper_bound
 
     meth = get_method(method)
+    # the certified FedNewton has FedNewton's bound (Theorem 3.9 assumes per-sample
+    # Hessians bounded as the clipping enforces, where the clip changes nothing)
+    bound_of = {"fednewton_certified": "fednewton"}.get(method, method)
     out = np.empty(len(rows))
     for j, (m, N, mu, K) in enumerate(zip(rows["m"], rows["N_mean"], rows["mu"], rows["K"])):
         s = meth.settings({"K": int(K), "schedule": schedule,
                            "method_settings": method_settings or {}})
-        out[j] = upper_bound(method, np.full(int(m), float(N) / int(m)), d=d, mu=float(mu),
+        out[j] = upper_bound(bound_of, np.full(int(m), float(N) / int(m)), d=d, mu=float(mu),
                              K=int(s.get("K", K)), R=int(s.get("R", 1)))
     return out

@@ -164,6 +164,9 @@ def check_config():
                   f"model of study {t1['study']}:")
         for name, value in t1["cell"].items():
             _check_panel_value(f"tables.table1.cell.{name}", name, value, t1["study"])
+        for i, name in enumerate(t1.get("methods") or []):
+            _check_in(f"tables.table1.methods[{i}]", name, config["studies"][t1["study"]]["methods"],
+                      f"method of study {t1['study']}:")
     rates = config["tables"].get("rates")
     if rates:
         for i, fit in enumerate(rates["fits"]):
@@ -328,11 +331,11 @@ def table1_spec(wildcards):
     cell.setdefault("mu", config["defaults"]["mu"])
     cell.setdefault("K", config["defaults"]["K"])
     note = (f"Measured at the reference cell: {t['model']} regression, study {t['study']}, "
-            f"sizes {cell['sizes']}, m = {cell['m']}, mu = {cell['mu']}, K = {cell['K']}; "
+            f"sizes {cell['sizes']}, m = {cell['m']}, nominal mu = {cell['mu']}, K = {cell['K']}; "
             f"{config['replicates']} replicates; MSE is the mean over non-diverged replicates, "
             f"MC SE its Monte Carlo standard error. Theory columns: the paper's Table 1 (orders, "
             f"constants omitted).")
-    spec = dict(t, cell=cell, methods=config["studies"][t["study"]]["methods"], note=note)
+    spec = dict(t, cell=cell, methods=t.get("methods") or config["studies"][t["study"]]["methods"], note=note)
     return json.dumps(spec, sort_keys=True)
 
 

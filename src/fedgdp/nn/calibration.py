@@ -55,7 +55,8 @@ makes Algorithm 5's clip of the average gradient a no-op (``||gbar|| <= B``).
 Budget: the releases of a method fall into kinds (local step, gradient, newton);
 with ``k`` kinds present, each kind gets ``mu^2 / k`` of the squared budget, spread
 evenly over its ``T`` releases: one release is ``mu / sqrt(k T)``-GDP, so
-``sigma = sensitivity * sqrt(k T) / mu``. This gives Algorithm 3's
+``sigma = sensitivity * sqrt(k T) / mu`` (computed by the package's one calibration
+core, :func:`fedgdp.privacy.calibrate`, from the plan of :func:`release_plan`). This gives Algorithm 3's
 ``2 B eta sqrt(R K) / (mu n)``, Algorithm 2's ``sqrt(2 K1)`` and ``sqrt(2 K2)``
 halves, and Algorithm 5's ``2 B eta sqrt(2 R K) / (mu n)`` for its FedAvg stage.
 
@@ -74,9 +75,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..privacy import Ledger
+from fractions import Fraction
 
-__all__ = ["Phase", "schedule", "Calibration", "calibrate", "METHODS", "LABELS", "SENSITIVITY_KINDS"]
+from ..privacy import Ledger, ReleaseSpec
+from ..privacy import calibrate as calibrate_plan
+
+__all__ = ["Phase", "schedule", "Calibration", "calibrate", "release_plan", "METHODS", "LABELS",
+           "SENSITIVITY_KINDS"]
 
 METHODS = ("fedsgd", "fedhybrid", "fedavg", "fednewton_iter")
 LABELS = {"fedsgd": "DP-FedSGD", "fedhybrid": "DP-FedHybrid", "fedavg": "DP-FedAvg",
@@ -173,20 +178,23 @@ def calibrate(method: str, p: dict, n: np.ndarray) -> Calibration:
     releases: dict[str, int] = {}
     for ph in phases:
         releases[ph.kind] = releases.get(ph.kind, 0) + ph.rounds * ph.steps
-    mu, B, eta = float(p["mu"]), float(p["clip"]), float(p["lr"])
-    lam, alpha = float(p["ridge"]), float(p["damping"])
+    mu = float(p["mu"])
+    plan = release_plan(p, n, releases)
+    cal = calibrate_plan(plan, mu=mu)
     private = math.isfinite(mu)
-    sens_of = {"avg": 2 * B * eta / n, "sgd": 2 * B / n,
-               "newton": alpha * B / (lam * n) * (2 + B * B / lam)}
-    k = len(releases)
-    sens, sig = {}, {}
-    ledger = Ledger()
-    for kind, T in releases.items():
-        if private:
-            sens[kind] = sens_of[kind]
-            sig[kind] = sens_of[kind] * math.sqrt(k * T) / mu
-        else:
-            sens[kind] = np.full_like(n, np.inf)
-            sig[kind] = np.zeros_like(n)
-        ledger.add(SENSITIVITY_KINDS[kind], T, sens[kind][None, :], sig[kind][None, :])
-    return Calibration(sens, sig, releases, ledger)
+    sens = {kind: (spec.sensitivity[0] if private else np.full_like(n, np.inf))
+            for kind, spec in zip(releases, plan)}
+    sig = {kind: np.asarray(s)[0] for kind, s in zip(releases, cal.sigmas)}
+    return Calibration(sens, sig, releases, cal.ledger)
+
+
+def release_plan(p: dict, n: np.ndarray, releases: dict) -> tuple:
+    """The releases of a CNN method as a plan of :class:`fedgdp.privacy.ReleaseSpec`
+    (one spec per kind, each kind ``1/k`` of mu^2; the sensitivities of the table in
+    the module docstring), arrays shaped (1, m)."""
+    B, eta = float(p["clip"]), float(p["lr"])
+    lam, alpha = float(p["ridge"]), float(p["damping"])
+    scale = {"avg": 2 * B * eta, "sgd": 2 * B, "newton": alpha * B / lam * (2 + B * B / lam)}
+    share = Fraction(1, len(releases))
+    return tuple(ReleaseSpec(SENSITIVITY_KINDS[kind], T, scale[kind], n[None, :], share)
+                 for kind, T in releases.items())
