@@ -304,6 +304,8 @@ def _subclaim_line(name: str, checks: list[Check], detail: str = "", show: str =
     """(verdict, evidence line) of a sub-claim: the tally, the detail, and the checks that
     did not agree (or all of them with ``show="all"``), at most ``limit``."""
     verdict = subclaim_verdict(checks)
+    if not checks:
+        return verdict, f"{name}: not run (no cells to test{'; ' + detail if detail else ''})"
     shown = checks if show == "all" else [c for c in checks if c.outcome != "agree"]
     parts = [f"{name}: {verdict} ({_tally(checks)})"]
     if detail:
@@ -365,8 +367,11 @@ def claim_c1(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
 
 # ------------------------------------------------------------------ C2
 def _cells(rows: pd.DataFrame, keys=("sizes", "m", "mu", "K")):
-    """(cell keys, {method: (mse, se)}) per cell, in summary order."""
-    for key, g in rows.groupby(list(keys), sort=False):
+    """(cell keys, {method: (mse, se)}) per cell, in summary order; the keys named are
+    those that vary over the rows (all of them when none does)."""
+    keys = [k for k in keys if rows[k].nunique() > 1] or list(keys)
+    for key, g in rows.groupby(keys, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
         yield dict(zip(keys, key)), {m: (float(a), float(b)) for m, a, b in
                                      zip(g["method"], g["mse"], g["se"])}
 
@@ -439,7 +444,7 @@ def claim_c3(summary: pd.DataFrame, model: str, studies: list[str], *, mu_low: f
         u_checks, above = [], []
         for (sizes, m), g in rows[rows["method"] == method].groupby(["sizes", "m"], sort=False):
             low = g[g["mu"] == mu_low].sort_values("K")
-            if len(low) >= 3:
+            if len(low) >= 3:   # a U needs an interior K
                 u_checks.append(_u_check(low, f"{sizes} m={m}"))
             for K in sorted(k for k in low["K"] if k > k_split):
                 a = low[low["K"] == K].iloc[0]
