@@ -224,7 +224,7 @@ def test_c5_holds_fails_and_ties():
     assert [r["verdict"] for r in fail] == ["fails"]
     # FedNewton 0.0005 above the best other private method, within the noise: a tie
     tie = claims.claim_c5(real_rows(c5_values(0.9035, 0.85), noise=0.02))
-    assert "FedNewton highest auc among private: fails" in tie[0]["evidence"][0]
+    assert "FedNewton highest median AUC among private methods: fails" in tie[0]["evidence"][0]
     assert tie[0]["verdict"] == "partly"
 
 
