@@ -181,7 +181,7 @@ def _num(x: float) -> str:
 
 def _outcome(z: float, sign: int = 1) -> str:
     """``agree`` when ``sign * z > Z_TIE``, ``contradict`` when ``sign * z < -Z_TIE``, else ``tie``."""
-    if not np.isfinite(z) and np.isnan(z):
+    if np.isnan(z):
         return "tie"
     if sign * z > Z_TIE:
         return "agree"
@@ -300,7 +300,7 @@ def _tally(checks: list[Check]) -> str:
 
 
 def _subclaim_line(name: str, checks: list[Check], detail: str = "", show: str = "not_agree",
-                   limit: int = 8) -> tuple[str, str]:
+                   limit: int = 16) -> tuple[str, str]:
     """(verdict, evidence line) of a sub-claim: the tally, the detail, and the checks that
     did not agree (or all of them with ``show="all"``), at most ``limit``."""
     verdict = subclaim_verdict(checks)
@@ -504,7 +504,7 @@ def claim_c4(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
     for name, checks, show in (("FedAvg rises sharply", sharp, "all"),
                                ("FedAvg steeper than each other method", steepest, "all"),
                                ("others flat", flat, "all")):
-        v, line = _subclaim_line(name, checks, show=show, limit=12)
+        v, line = _subclaim_line(name, checks, show=show)
         verdicts.append(v)
         evidence.append(line)
     if extra:
@@ -578,7 +578,7 @@ def claim_c5(real: pd.DataFrame) -> list[dict]:
                 d, z = median_diff_z(wide[local[0]].to_numpy(), wide[other].to_numpy(), rng)
                 where = lab(other[0]) + (f" mu={other[1]:g}" if np.isfinite(other[1]) else "")
                 checks.append(Check(_outcome(z, -1), f"vs {where} {d:+.4f} (z {z:+.1f})"))
-            v, line = _subclaim_line(f"NP-LocalFit lowest median {metric}", checks, show="not_agree", limit=14)
+            v, line = _subclaim_line(f"NP-LocalFit lowest median {metric}", checks, show="not_agree")
             verdicts.append(v)
             evidence.append(line)
         med = df.groupby(["method", "mu"], sort=False)["value"].median()

@@ -366,7 +366,9 @@ def _cmd_claims(args) -> int:
     if args.csv:
         claims.write_csv(report, args.csv)
     if args.md:
-        claims.write_markdown(report, args.md, title=spec.get("title", claims.TITLE))
+        sources = (f"{len(args.summaries)} summary files, {len(args.realdata)} real-data files and "
+                   f"{len(args.nn)} CNN summaries")
+        claims.write_markdown(report, args.md, title=spec.get("title", claims.TITLE), sources=sources)
     return 0
 
 
