@@ -195,8 +195,9 @@ def test_default_dry_run_plans_the_whole_paper_grid(tmp_path):
     cells = sum(n_cells(cfg, s) * len(cfg["studies"][s]["models"]) for s in cfg["studies"])
     assert cells == 230
     assert counts["simulate_cell"] == cells and counts["summarise_study"] == 10
-    assert counts["plot_figure"] == 12 and counts["total"] == 230 + 10 + 12 + 2 + 1 + 6 + 2
+    assert counts["plot_figure"] == 12 and counts["total"] == 230 + 10 + 12 + 2 + 1 + 6 + 2 + 1
     assert counts["fit_realdata"] == 6 and counts["plot_realdata"] == 2     # Figures 7-8: 2 tasks x 3 splits
+    assert counts["assess_claims"] == 1                                     # the claims report
 
 
 def _figure_cells(cfg, fig):
