@@ -542,50 +542,58 @@ def median_diff_z(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tup
     return diff, diff / sd
 
 
-def claim_c5(real: pd.DataFrame) -> list[dict]:
-    """C5: one row per (dataset, task) of the real-data files (Figs 7, 8)."""
+def _run_name(run: tuple, lab) -> str:
+    """A (method, mu) column of the real-data table as text: label, and mu when private."""
+    return lab(run[0]) + (f" mu={run[1]:g}" if np.isfinite(run[1]) else "")
+
+
+def _median_checks(wide: pd.DataFrame, base: tuple, others: list[tuple], sign: int, lab,
+                   rng: np.random.Generator) -> list[Check]:
+    """Checks of "the median of ``base`` is above (sign +1) / below (-1) each of ``others``".
+
+    ``wide`` has one row per (split, client) and one column per (method, mu); an other's
+    mu is named when it differs from the base's."""
     out = []
-    for (dataset, task), df in real.groupby(["dataset", "task"], sort=False):
-        source = f"5.1; {REALDATA_FIGURES.get(task, task)}"
-        model = f"{task} ({dataset})"
-        metric = {"auc": "AUC"}.get(df["metric"].iloc[0], df["metric"].iloc[0])
-        names = dict(zip(df["method"], df["label"])) if "label" in df else {}
-        lab = (lambda m: names.get(m) or m)
-        wide = df.pivot_table(index=["split", "client"], columns=["method", "mu"], values="value")
-        runs = list(wide.columns)
-        rng = np.random.default_rng(BOOT_SEED)
-        private_mus = sorted({mu for m, mu in runs if np.isfinite(mu)}, reverse=True)
-        verdicts, evidence = [], []
-        for mu in private_mus:
-            if ("fednewton", mu) not in wide:
-                continue
-            checks = []
-            for other in PRIVATE_REAL:
-                if other == "fednewton" or (other, mu) not in wide:
-                    continue
-                d, z = median_diff_z(wide[("fednewton", mu)].to_numpy(), wide[(other, mu)].to_numpy(), rng)
-                checks.append(Check(_outcome(z, +1), f"vs {lab(other)} {d:+.4f} (z {z:+.1f})"))
-            v, line = _subclaim_line(f"mu={mu:g}: FedNewton highest median {metric} among private methods",
-                                     checks, show="all")
-            verdicts.append(v)
-            evidence.append(line)
-        local = [r for r in runs if r[0] == "np_localfit"]
-        if local:
-            checks = []
-            for other in runs:
-                if other[0] == "np_localfit":
-                    continue
-                d, z = median_diff_z(wide[local[0]].to_numpy(), wide[other].to_numpy(), rng)
-                where = lab(other[0]) + (f" mu={other[1]:g}" if np.isfinite(other[1]) else "")
-                checks.append(Check(_outcome(z, -1), f"vs {where} {d:+.4f} (z {z:+.1f})"))
-            v, line = _subclaim_line(f"NP-LocalFit lowest median {metric}", checks, show="not_agree")
-            verdicts.append(v)
-            evidence.append(line)
-        med = df.groupby(["method", "mu"], sort=False)["value"].median()
-        evidence.append(f"context: median {metric} over {wide.shape[0]} clients x splits: " + ", ".join(
-            f"{lab(m)}{'' if not np.isfinite(mu) else f' mu={mu:g}'} {v:.4f}" for (m, mu), v in med.items()))
-        out.append(_row("C5", model, combine(verdicts), evidence, source))
+    for other in others:
+        d, z = median_diff_z(wide[base].to_numpy(), wide[other].to_numpy(), rng)
+        name = lab(other[0]) if other[1] == base[1] else _run_name(other, lab)
+        out.append(Check(_outcome(z, sign), f"vs {name} {d:+.4f} (z {z:+.1f})"))
     return out
+
+
+def claim_c5(real: pd.DataFrame) -> list[dict]:
+    """C5: one row per (dataset, task) of the real-data rows (Figs 7, 8)."""
+    return [_c5_row(dataset, task, df) for (dataset, task), df in real.groupby(["dataset", "task"], sort=False)]
+
+
+def _c5_row(dataset: str, task: str, df: pd.DataFrame) -> dict:
+    metric = {"auc": "AUC"}.get(df["metric"].iloc[0], df["metric"].iloc[0])
+    names = dict(zip(df["method"], df["label"])) if "label" in df else {}
+    lab = (lambda m: names.get(m) or m)
+    wide = df.pivot_table(index=["split", "client"], columns=["method", "mu"], values="value")
+    runs = list(wide.columns)
+    rng = np.random.default_rng(BOOT_SEED)
+    verdicts, evidence = [], []
+    for mu in sorted({mu for _, mu in runs if np.isfinite(mu)}, reverse=True):
+        if ("fednewton", mu) not in wide:
+            continue
+        others = [(o, mu) for o in PRIVATE_REAL if o != "fednewton" and (o, mu) in wide]
+        checks = _median_checks(wide, ("fednewton", mu), others, +1, lab, rng)
+        v, line = _subclaim_line(f"mu={mu:g}: FedNewton highest median {metric} among private methods",
+                                 checks, show="all")
+        verdicts.append(v)
+        evidence.append(line)
+    local = [r for r in runs if r[0] == "np_localfit"]
+    if local:
+        checks = _median_checks(wide, local[0], [r for r in runs if r[0] != "np_localfit"], -1, lab, rng)
+        v, line = _subclaim_line(f"NP-LocalFit lowest median {metric}", checks, show="not_agree")
+        verdicts.append(v)
+        evidence.append(line)
+    med = df.groupby(["method", "mu"], sort=False)["value"].median()
+    evidence.append(f"context: median {metric} over {wide.shape[0]} clients x splits: "
+                    + ", ".join(f"{_run_name(run, lab)} {v:.4f}" for run, v in med.items()))
+    return _row("C5", f"{task} ({dataset})", combine(verdicts), evidence,
+                f"5.1; {REALDATA_FIGURES.get(task, task)}")
 
 
 # ------------------------------------------------------------------ C6
