@@ -602,38 +602,45 @@ def claim_c6(nn: pd.DataFrame) -> list[dict]:
     out = []
     for dataset, df in nn.groupby("dataset", sort=False):
         verdicts, evidence = [], []
-        for fig, direction, what in (("fig09", +1, "rises with samples per client"),
-                                     ("fig10", -1, "falls with m (N fixed)")):
-            f = df[df["figure"] == fig]
-            if f.empty:
-                continue
-            checks = []
-            for method, g in f.groupby("method", sort=False):
-                t = trend(g["x"], g["median_accuracy"], log_y=False)
-                checks.append(Check(_trend_outcome(t, direction), f"{g['label'].iloc[0]} {t.text()}"))
-            v, line = _subclaim_line(f"{fig}: accuracy {what}", checks, show="all")
-            verdicts.append(v)
-            evidence.append(line)
-        f = df[(df["figure"] == "fig10") & df["method"].isin(["fednewton_iter", "fedavg"])]
-        if f["method"].nunique() == 2:
-            xs = sorted(f["x"].unique())
-            checks = []
-            for x in xs[len(xs) // 2:]:
-                a = f[(f["x"] == x) & (f["method"] == "fednewton_iter")].iloc[0]
-                b = f[(f["x"] == x) & (f["method"] == "fedavg")].iloc[0]
-                if a["median_accuracy"] >= b["median_accuracy"] - ACC_TOL:
-                    outcome = "agree"
-                elif a["max_accuracy"] < b["min_accuracy"]:
-                    outcome = "contradict"
-                else:
-                    outcome = "tie"
-                checks.append(Check(outcome, f"m={x:g}: {a['median_accuracy']:.3f} vs {b['median_accuracy']:.3f}"))
-            v, line = _subclaim_line("fig10: FedNewton-Iter competitive with FedAvg at larger m", checks,
-                                     show="all")
+        for name, checks in _c6_checks(df):
+            v, line = _subclaim_line(name, checks, show="all")
             verdicts.append(v)
             evidence.append(line)
         out.append(_row("C6", f"CNN ({dataset})", combine(verdicts), evidence))
     return out
+
+
+def _c6_checks(df: pd.DataFrame) -> list[tuple[str, list[Check]]]:
+    """(sub-claim, checks) of one dataset's CNN summary: the two trends, then FedNewton-Iter
+    against FedAvg at the upper half of m (Fig 10)."""
+    out = []
+    for fig, direction, what in (("fig09", +1, "rises with samples per client"),
+                                 ("fig10", -1, "falls with m (N fixed)")):
+        f = df[df["figure"] == fig]
+        if not f.empty:
+            out.append((f"{fig}: accuracy {what}", [
+                Check(_trend_outcome(t, direction), f"{g['label'].iloc[0]} {t.text()}")
+                for _, g in f.groupby("method", sort=False)
+                for t in [trend(g["x"], g["median_accuracy"], log_y=False)]]))
+    f = df[(df["figure"] == "fig10") & df["method"].isin(["fednewton_iter", "fedavg"])]
+    if f["method"].nunique() == 2:
+        xs = sorted(f["x"].unique())
+        checks = [_competitive(f[(f["x"] == x) & (f["method"] == "fednewton_iter")].iloc[0],
+                               f[(f["x"] == x) & (f["method"] == "fedavg")].iloc[0], x)
+                  for x in xs[len(xs) // 2:]]
+        out.append(("fig10: FedNewton-Iter competitive with FedAvg at larger m", checks))
+    return out
+
+
+def _competitive(a: pd.Series, b: pd.Series, x) -> Check:
+    """Method ``a`` competitive with ``b`` (CNN summary rows at one m)."""
+    if a["median_accuracy"] >= b["median_accuracy"] - ACC_TOL:
+        outcome = "agree"
+    elif a["max_accuracy"] < b["min_accuracy"]:
+        outcome = "contradict"
+    else:
+        outcome = "tie"
+    return Check(outcome, f"m={x:g}: {a['median_accuracy']:.3f} vs {b['median_accuracy']:.3f}")
 
 
 # ------------------------------------------------------------------ the report
