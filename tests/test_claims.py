@@ -294,3 +294,11 @@ def test_cli_needs_an_output(tmp_path, capsys):
 
     assert main(["claims", "--summaries"]) == 2
     assert "give --csv and/or --md" in capsys.readouterr().err
+
+
+def test_c4_reports_certified_newton_as_extra():
+    s = c4_summary({"fedavg": 1.5, "fedsgd": 0.0, "fedhybrid": 0.05, "fednewton": -0.05})
+    cert = s[s["method"] == "fednewton"].assign(method="fednewton_certified")
+    row = claims.claim_c4(pd.concat([s, cert]), "logistic", ["fixed_N"])
+    assert row["verdict"] == "holds"                         # the extra method never enters a check
+    assert row["evidence"][-1].startswith("extra, not part of the claim: total(20000,equal): ")
