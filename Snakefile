@@ -18,6 +18,7 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/realdata.smk"
 include: "workflow/rules/nn.smk"
+include: "workflow/rules/claims.smk"
 
 
 rule all:
@@ -26,3 +27,5 @@ rule all:
         all_targets(),
         realdata_targets(),
         nn_default_targets(),
+        "figures/claims.csv",
+        "figures/claims.md",

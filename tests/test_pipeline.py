@@ -138,6 +138,21 @@ def test_smoke_summaries_and_tables(smoke):
     assert "Fitted slope" in (smoke / "figures/rates.md").read_text()
 
 
+def test_smoke_claims_report(smoke):
+    from fedgdp.claims import CLAIM_COLUMNS, VERDICTS
+
+    claims = pd.read_csv(smoke / "figures/claims.csv")
+    assert list(claims.columns) == CLAIM_COLUMNS
+    assert set(claims["verdict"]) <= set(VERDICTS)
+    runs = dict(zip(zip(claims["claim"], claims["model"]), claims["verdict"]))
+    for claim in ("C1", "C2", "C4"):                       # two values per axis: testable
+        for model in ("logistic", "poisson"):
+            assert runs[(claim, model)] != "not run", (claim, model)
+    assert {("C5", "binary (digits)"), ("C5", "multiclass (digits)")} <= set(runs)
+    assert runs[("C6", "CNN")] == "not run"                 # nn not in the default target
+    assert "| Z_TIE | 2 |" in (smoke / "figures/claims.md").read_text()
+
+
 def test_smoke_run_time_and_report(smoke):
     # Under 2 minutes on an idle 2-core machine: CPU time (Snakemake and every job) under
     # 2 x 120 s, with room to spare. CPU, not wall time, so a busy machine does not fail it.
@@ -145,7 +160,7 @@ def test_smoke_run_time_and_report(smoke):
     res = snakemake(smoke, *SMOKE, "--report", "report.html")
     assert res.returncode == 0, res.stderr[-2000:]
     html = (smoke / "report.html").read_text(errors="replace")
-    for text in ("Figure 3", "Figure 16", "Tables", "fig05.png", "table1.csv", "rates.md"):
+    for text in ("Figure 3", "Figure 16", "Tables", "fig05.png", "table1.csv", "rates.md", "claims.md"):
         assert text in html, text
 
 
@@ -181,8 +196,9 @@ def test_default_dry_run_plans_the_whole_paper_grid(tmp_path):
     cells = sum(n_cells(cfg, s) * len(cfg["studies"][s]["models"]) for s in cfg["studies"])
     assert cells == 230
     assert counts["simulate_cell"] == cells and counts["summarise_study"] == 10
-    assert counts["plot_figure"] == 12 and counts["total"] == 230 + 10 + 12 + 2 + 1 + 6 + 2
+    assert counts["plot_figure"] == 12 and counts["total"] == 230 + 10 + 12 + 2 + 1 + 6 + 2 + 1
     assert counts["fit_realdata"] == 6 and counts["plot_realdata"] == 2     # Figures 7-8: 2 tasks x 3 splits
+    assert counts["assess_claims"] == 1                                     # the claims report
 
 
 def _figure_cells(cfg, fig):

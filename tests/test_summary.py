@@ -117,14 +117,22 @@ def test_rates_recover_a_known_slope_and_predict_from_the_bounds():
     assert len(r) == 4 * 2 + 4
     assert r["slope"].to_numpy() == pytest.approx(-1.0, abs=0.02)
     assert (r["ci_low"] < r["slope"]).all() and (r["slope"] < r["ci_high"]).all()
-    # the prediction is the local exponent of the bound over the same cells
+    # the prediction is the local exponent of the bound over the same cells, by default in
+    # the K-explicit form (Remark 3.4): with K fixed and n fixed every term is 1/m, exponent -1
     cells = s[(s["method"] == "fedsgd") & (s["sizes"] == "equal(50)")]
-    bound = theory_bounds(cells, "fedsgd", d=5)
+    bound = theory_bounds(cells, "fedsgd", d=5, form="k_explicit")
     slope = np.polyfit(np.log(cells["m"]), np.log(bound), 1)[0]
     row = r[(r["method"] == "FedSGD") & (r["group"] == "equal(50)")].iloc[0]
-    assert row["predicted"] == pytest.approx(slope) and -1.0 < row["predicted"] < -0.5   # log N term
+    assert row["predicted"] == pytest.approx(slope) == pytest.approx(-1.0)
+    assert row["bound_form"] == "K-explicit (Remark 3.4): d/N + m K d^2 / (mu^2 N^2); K = 50"
+    hybrid = r[(r["method"] == "FedHybrid") & (r["group"] == "equal(50)")].iloc[0]
+    assert hybrid["predicted"] == pytest.approx(-1.0) and hybrid["bound_form"].endswith("K2 = 20")
     newton = r[(r["method"] == "FedNewton") & (r["group"] == "equal(50)")].iloc[0]
     assert newton["predicted"] == pytest.approx(-1.0) and bool(newton["within_ci"])
+    # Table 1's form (K = Theta(log N)) adds the log N term's spurious slope
+    t1 = rates(s, {**spec, "bound_form": "table1"})
+    row = t1[(t1["method"] == "FedSGD") & (t1["group"] == "equal(50)")].iloc[0]
+    assert -1.0 < row["predicted"] < -0.5 and row["bound_form"].startswith("Table 1: ")
 
 
 def test_theory_bounds_follow_the_simulated_schedule():
@@ -198,3 +206,20 @@ def test_rates_markdown_keeps_small_slopes_fixed(tmp_path):
     write_markdown(df, tmp_path / "r.md", RATES_HEADERS)
     assert _md_column(tmp_path / "r.md", "Fitted slope") == ["-0.004", "-1.500"]
     assert _md_column(tmp_path / "r.md", "Prediction in CI") == ["no", "yes"]
+
+
+def test_upper_bound_forms():
+    from fedgdp.theory import upper_bound
+
+    n = np.full(20, 50.0)                       # m = 20, N = 1000
+    N, m, d, mu = 1000.0, 20, 5, 2.0
+    priv = m * d ** 2 / (mu ** 2 * N ** 2)
+    assert upper_bound("fedsgd", n, d=d, mu=mu, K=50, form="k_explicit") == pytest.approx(d / N + 50 * priv)
+    assert upper_bound("fedsgd", n, d=d, mu=mu, K=50) == pytest.approx(d / N + np.log(N) * priv)
+    assert upper_bound("fedhybrid", n, d=d, mu=mu, K2=20, form="k_explicit") == pytest.approx(d / N + 20 * priv)
+    for method in ("fedavg", "fednewton"):      # already K-explicit (or K-free) in Table 1
+        assert upper_bound(method, n, d=d, mu=mu, form="k_explicit") == upper_bound(method, n, d=d, mu=mu)
+    with pytest.raises(ValueError, match="needs K2"):
+        upper_bound("fedhybrid", n, d=d, mu=mu, form="k_explicit")
+    with pytest.raises(ValueError, match="unknown bound form 'log'"):
+        upper_bound("fedsgd", n, d=d, mu=mu, form="log")

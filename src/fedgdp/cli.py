@@ -391,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     tab.set_defaults(func=_cmd_table)
     _realdata_commands(sub)
     _nn_commands(sub)
+    _claims_commands(sub)
     _describe(sub)
     return ap
 
@@ -558,3 +559,45 @@ def _nn_commands(sub) -> None:
     from .nn.commands import add_parsers
 
     add_parsers(sub)
+
+
+# ---------------------------------------------------------------- claims report (issue 11)
+def _cmd_claims(args) -> int:
+    from . import claims
+    from .runner import read_parquet_files
+    from .summary import read_summaries
+
+    if not (args.csv or args.md):
+        raise ValueError("give --csv and/or --md")
+    spec = _spec(args.spec) if args.spec else {}
+    summary = read_summaries(args.summaries) if args.summaries else None
+    real = None
+    if args.realdata:
+        from .realdata import read_rows
+
+        real = read_rows(args.realdata)
+    nn = None
+    if args.nn:
+        from .nn.plots import SUMMARY_COLUMNS
+
+        nn = read_parquet_files(args.nn, SUMMARY_COLUMNS, "CNN summary")
+    report = claims.assess(summary, real, nn, spec)
+    if args.csv:
+        claims.write_csv(report, args.csv)
+    if args.md:
+        sources = (f"{len(args.summaries)} summary files, {len(args.realdata)} real-data files and "
+                   f"{len(args.nn)} CNN summaries")
+        claims.write_markdown(report, args.md, title=spec.get("title", claims.TITLE), sources=sources)
+    return 0
+
+
+def _claims_commands(sub) -> None:
+    cl = sub.add_parser("claims", help="test the paper's claims (C1-C6) on the results: verdicts "
+                                       "and evidence as CSV and Markdown")
+    cl.add_argument("--summaries", nargs="*", default=[], help="study summary .parquet files (C1-C4)")
+    cl.add_argument("--realdata", nargs="*", default=[], help="real-data .parquet files (C5)")
+    cl.add_argument("--nn", nargs="*", default=[], help="CNN summary .parquet files (C6)")
+    cl.add_argument("--spec", help="JSON: models, studies (claim -> studies), title")
+    cl.add_argument("--csv", type=output_path(".csv"), help="output CSV path")
+    cl.add_argument("--md", type=output_path(".md"), help="output Markdown path")
+    cl.set_defaults(func=_cmd_claims)

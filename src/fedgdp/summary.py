@@ -173,13 +173,14 @@ def read_summaries(paths) -> pd.DataFrame:
 
 
 def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "paper",
-                  method_settings: dict | None = None) -> np.ndarray:
+                  method_settings: dict | None = None, form: str = "table1") -> np.ndarray:
     """:func:`fedgdp.theory.upper_bound` of ``method`` at every summary row.
 
     Each row is a cell; its clients are taken to hold ``N_mean / m`` samples each
     (the bounds of Table 1 depend on the sizes only through ``m`` and ``N``).
     FedAvg's rounds ``R`` and local steps per round come from the method's own
-    settings for the row's ``K`` and ``schedule`` (as the simulation ran it).
+    settings for the row's ``K`` and ``schedule`` (as the simulation ran it), and so do
+    FedHybrid's ``K2`` for ``form="k_explicit"`` (:func:`fedgdp.theory.upper_bound`).
     """
     from .estimators import get_method
     from .theory import upper_bound
@@ -193,5 +194,6 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
         s = meth.settings({"K": int(K), "schedule": schedule,
                            "method_settings": method_settings or {}})
         out[j] = upper_bound(bound_of, np.full(int(m), float(N) / int(m)), d=d, mu=float(mu),
-                             K=int(s.get("K", K)), R=int(s.get("R", 1)))
+                             K=int(s.get("K", K)), R=int(s.get("R", 1)),
+                             K2=int(s["K2"]) if "K2" in s else None, form=form)
     return out

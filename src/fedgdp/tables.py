@@ -8,7 +8,8 @@
   (statsmodels OLS of log MSE on log x over the cells of a group, with a 95%
   confidence interval) beside the exponent the method's bound predicts over the
   same cells (:func:`fedgdp.theory.local_exponent` of
-  :func:`fedgdp.summary.theory_bounds`).
+  :func:`fedgdp.summary.theory_bounds`), by default in the K-explicit form of
+  Remark 3.4 with the iteration counts the study ran (column ``bound_form``).
 
 Writers: :func:`write_csv`, :func:`write_markdown`, :func:`write_latex`.
 """
@@ -124,6 +125,7 @@ def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
                             if res.df_resid > 0:
                                 lo, hi = (float(v) for v in res.conf_int(0.05)[1])
                     predicted = _predicted(cells, x, method, model, spec, study_cfg)
+                    form = _bound_form(cells, method, spec, study_cfg)
                     out.append({
                         "model": model, "study": study,
                         "fit": fit.get("label") or f"log MSE on log {fit['x']}",
@@ -131,9 +133,10 @@ def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
                         "method": method_label(method), "points": int(x.size),
                         "slope": slope, "ci_low": lo, "ci_high": hi, "predicted": predicted,
                         "within_ci": bool(lo <= predicted <= hi) if np.isfinite(lo) else pd.NA,
+                        "bound_form": form,
                     })
     return pd.DataFrame(out, columns=["model", "study", "fit", "group", "method", "points", "slope",
-                                      "ci_low", "ci_high", "predicted", "within_ci"])
+                                      "ci_low", "ci_high", "predicted", "within_ci", "bound_form"])
 
 
 def _predicted(cells, x, method, model, spec, study_cfg) -> float:
@@ -144,16 +147,41 @@ def _predicted(cells, x, method, model, spec, study_cfg) -> float:
     try:
         bound = theory_bounds(cells, method, d=int(spec["d"][model]),
                               schedule=study_cfg.get("schedule", "paper"),
-                              method_settings=spec.get("method_settings"))
+                              method_settings=spec.get("method_settings"),
+                              form=spec.get("bound_form", "k_explicit"))
     except ValueError:
         return np.nan
     return local_exponent(x, bound)
 
 
+_FORM_NAMES = {"table1": "Table 1", "k_explicit": "K-explicit (Remark 3.4)"}
+
+
+def _bound_form(cells, method, spec, study_cfg) -> str:
+    """Which bound a row's prediction uses: the form, its privacy term
+    (:data:`fedgdp.theory.BOUND_TERMS`) and the iteration counts of the cells."""
+    from .estimators import REGISTRY
+    from .theory import BOUND_TERMS
+
+    form = spec.get("bound_form", "k_explicit")
+    term = BOUND_TERMS.get((method, form))
+    if term is None or cells.empty or method not in REGISTRY:
+        return ""
+    counts = {}
+    for K in dict.fromkeys(int(k) for k in cells["K"]):
+        st = REGISTRY[method].settings({"K": K, "schedule": study_cfg.get("schedule", "paper"),
+                                        "method_settings": spec.get("method_settings") or {}})
+        for key in ("R", "K", "K2"):
+            if key in st and key in term.split():
+                counts.setdefault(key, []).append(str(st[key]))
+    used = ", ".join(f"{k} = {'/'.join(dict.fromkeys(v))}" for k, v in counts.items())
+    return f"{_FORM_NAMES[form]}: d/N + {term}" + (f"; {used}" if used else "")
+
+
 RATES_HEADERS = {
     "model": "Model", "study": "Study", "fit": "Fit", "group": "Cells", "method": "Method",
     "points": "Points", "slope": "Fitted slope", "ci_low": "95% CI low", "ci_high": "95% CI high",
-    "predicted": "Predicted exponent", "within_ci": "Prediction in CI",
+    "predicted": "Predicted exponent", "within_ci": "Prediction in CI", "bound_form": "Bound used",
 }
 
 

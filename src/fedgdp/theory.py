@@ -11,29 +11,66 @@ import math
 
 import numpy as np
 
-__all__ = ["upper_bound", "lower_bound", "lower_bound_holds", "TABLE1", "local_exponent"]
+__all__ = ["upper_bound", "lower_bound", "lower_bound_holds", "TABLE1", "local_exponent", "BOUND_FORMS",
+           "BOUND_TERMS"]
 
 
 def _privacy_scale(mu: float) -> float:
     return 0.0 if not np.isfinite(mu) else 1.0 / mu ** 2
 
 
-def upper_bound(method: str, n, *, d: int, mu: float, K: int = 50, R: int = 2) -> float:
-    """Order of the MSE bound of ``method`` (Table 1), constants set to one.
+BOUND_FORMS = ("table1", "k_explicit")
+
+# The privacy term of each bound in each form (constants omitted); one place for the
+# formulas that upper_bound evaluates and the tables print.
+BOUND_TERMS = {
+    ("fedsgd", "table1"): "m d^2 log N / (mu^2 N^2)",
+    ("fedsgd", "k_explicit"): "m K d^2 / (mu^2 N^2)",
+    ("fedhybrid", "table1"): "m d^2 log m / (mu^2 N^2)",
+    ("fedhybrid", "k_explicit"): "m K2 d^2 / (mu^2 N^2)",
+    ("fedavg", "table1"): "m^2 d^2 / N^2 + m d^2 R K / (mu^2 N^2)",
+    ("fedavg", "k_explicit"): "m^2 d^2 / N^2 + m d^2 R K / (mu^2 N^2)",
+    ("fednewton", "table1"): "m d^2 / (mu^2 N^2)",
+    ("fednewton", "k_explicit"): "m d^2 / (mu^2 N^2)",
+}
+
+
+def upper_bound(method: str, n, *, d: int, mu: float, K: int = 50, R: int = 2, K2: int | None = None,
+                form: str = "table1") -> float:
+    """Order of the MSE bound of ``method``, constants set to one: ``d/N`` plus the term
+    :data:`BOUND_TERMS` names for ``form``.
+
+    ``form="table1"`` (Table 1; the iteration counts at the orders the theory picks,
+    K = Theta(log N) for FedSGD and K2 = Theta(log m) for FedHybrid):
 
     - fedsgd   : d/N + m d^2 log(N) / (mu^2 N^2)           (Theorem 3.2, Remark 3.2)
     - fedhybrid: d/N + m d^2 log(m) / (mu^2 N^2)           (Theorem 3.5)
     - fedavg   : d/N + m^2 d^2 / N^2 + m d^2 R K / (mu^2 N^2)   (Theorem 3.7)
     - fednewton: d/N + m d^2 / (mu^2 N^2)                  (Theorem 3.9)
 
+    ``form="k_explicit"`` (Remark 3.4): the number of noisy releases stays in the
+    privacy term as the algorithm ran it, for a fixed iteration budget such as the
+    simulations' K = 50:
+
+    - fedsgd   : d/N + m K d^2 / (mu^2 N^2)     (K server rounds, each a noisy gradient)
+    - fedhybrid: d/N + m K2 d^2 / (mu^2 N^2)    (K2 noisy gradients of stage 2; ``K2`` required)
+    - fedavg   : as Table 1 (it already carries R K)
+    - fednewton: as Table 1 (no K: Remark 3.9)
+
     ``n`` may be an int (equal sizes need ``m`` via an array) or an array of sizes.
     """
+    if form not in BOUND_FORMS:
+        raise ValueError(f"unknown bound form {form!r}; use one of {', '.join(BOUND_FORMS)}")
     n = np.atleast_1d(np.asarray(n, dtype=float))
     m, N = n.shape[0], float(n.sum())
     priv = _privacy_scale(mu) * m * d ** 2 / N ** 2
     if method == "fedsgd":
-        return d / N + priv * math.log(N)
+        return d / N + priv * (K if form == "k_explicit" else math.log(N))
     if method == "fedhybrid":
+        if form == "k_explicit":
+            if K2 is None:
+                raise ValueError("fedhybrid: the K-explicit bound needs K2")
+            return d / N + priv * K2
         return d / N + priv * math.log(max(m, 2))
     if method == "fedavg":
         return d / N + m ** 2 * d ** 2 / N ** 2 + priv * R * K
