@@ -39,7 +39,8 @@ __all__ = ["ClientData", "FitData", "Fit", "Method", "REGISTRY", "get_method",
 
 
 # ------------------------------------------------------------------ data layout
-_NO_NOISE = np.zeros((0, 0, 0, 0))
+_NO_NOISE = np.zeros((0, 0, 0, 0))   # Z of a non-private run (never read)
+_NO_CLIP = np.zeros(0)               # residual clips of a non-private run (never read)
 
 
 class ClientData:
@@ -56,12 +57,13 @@ class ClientData:
     ----------
     XT : ndarray, shape (d, N)   all rows, features first, client after client
     y, inv_norm : ndarray, shape (N,)   responses and ``1/||x_j||``
-    offsets : ndarray, shape (R m + 1,)   client ``r m + i`` owns ``offsets[c]:offsets[c+1]``
+    offsets : ndarray, shape (R m + 1,)   client ``c = r m + i`` owns ``offsets[c]:offsets[c+1]``
+    groups : ndarray   groups of clients of the local steps (:func:`fedgdp.kernels.client_groups`)
     sizes : ndarray, shape (R, m)
     """
 
     def __init__(self, reps: list[Replicate], glm: GLM):
-        from .kernels import MODEL_CODES
+        from .kernels import MODEL_CODES, client_groups
 
         self.glm = glm
         self.model = MODEL_CODES[glm.name]
@@ -73,6 +75,7 @@ class ClientData:
         self.y = np.ascontiguousarray(np.concatenate([r.y for r in reps]), dtype=float)
         self.inv_norm = 1.0 / np.linalg.norm(X, axis=1)
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes.ravel())]).astype(np.int64)
+        self.groups = client_groups(self.sizes)
 
     @property
     def C(self) -> int:
@@ -80,15 +83,14 @@ class ClientData:
         return self.R * self.m
 
     def clip_bounds(self, B: np.ndarray | None) -> np.ndarray | None:
-        """Clipping bound of every client, shape ``(R m,)`` (B repeated over the
-        replicate's clients), or None (no clipping)."""
+        """The clip of every row's residual, ``B_r / ||x_j||``, shape ``(N,)`` (B: one
+        bound per replicate, shape (R,)), or None (no clipping)."""
         if B is None:
             return None
-        return np.ascontiguousarray(np.repeat(np.asarray(B, float), self.m))
+        return np.repeat(np.asarray(B, float), self.sizes.sum(axis=1)) * self.inv_norm
 
-    def _args(self, bounds):
-        clip = bounds is not None
-        return (np.full(self.C, np.inf) if bounds is None else bounds), clip
+    def _clip(self, bounds):
+        return (_NO_CLIP, False) if bounds is None else (bounds, True)
 
     def _per_client(self, a) -> np.ndarray:
         """An ``(R, m)``-broadcastable array as a contiguous ``(R m,)`` float array."""
@@ -110,8 +112,8 @@ class ClientData:
 
         th = np.ascontiguousarray(theta, dtype=float).reshape(self.C, self.d)
         out = np.empty((self.C, self.d))
-        bound, clip = self._args(bounds)
-        kernels.gradients(self.XT, self.y, self.inv_norm, self.offsets, th, bound, self.model, clip, out)
+        lim, clip = self._clip(bounds)
+        kernels.gradients(self.XT, self.y, lim, self.offsets, self.groups, th, self.model, clip, out)
         return out.reshape(self.R, self.m, self.d)
 
     def local_steps(self, theta, *, K, eta, bounds, sigma, Z) -> np.ndarray:
@@ -120,10 +122,10 @@ class ClientData:
         from . import kernels
 
         th = np.array(theta, dtype=float, order="C").reshape(self.C, self.d)
-        bound, clip = self._args(bounds)
+        lim, clip = self._clip(bounds)
         noise = _NO_NOISE if Z is None else np.ascontiguousarray(Z, dtype=float)
-        kernels.local_descent(self.XT, self.y, self.inv_norm, self.offsets, self.m, th, int(K), float(eta),
-                              bound, self.model, clip, self._per_client(sigma), noise, Z is not None)
+        kernels.local_descent(self.XT, self.y, lim, self.offsets, self.groups, self.m, th, int(K), float(eta),
+                              self.model, clip, self._per_client(sigma), noise, Z is not None)
         return th.reshape(self.R, self.m, self.d)
 
     def server_steps(self, theta, w, *, K, eta, bounds, sigma, Z) -> np.ndarray:
@@ -132,11 +134,12 @@ class ClientData:
         from . import kernels
 
         th = np.array(theta, dtype=float, order="C")
-        bound, clip = self._args(bounds)
+        w = np.ascontiguousarray(w, dtype=float)
+        wrow = np.repeat((w / self.sizes).ravel(), self.sizes.ravel())
+        lim, clip = self._clip(bounds)
         noise = _NO_NOISE if Z is None else np.ascontiguousarray(Z, dtype=float)
-        kernels.server_descent(self.XT, self.y, self.inv_norm, self.offsets, self.m, th,
-                               np.ascontiguousarray(w, dtype=float), int(K), float(eta), bound, self.model,
-                               clip, self._per_client(sigma), noise, Z is not None)
+        kernels.server_descent(self.XT, self.y, lim, self.offsets, self.m, th, wrow, w, int(K), float(eta),
+                               self.model, clip, self._per_client(sigma), noise, Z is not None)
         return th
 
     def hessians(self, theta: np.ndarray, bound: float | None = None) -> np.ndarray:

@@ -3,42 +3,71 @@
 Layout
 ------
 The clients of a block of replicates are stored rows-contiguous and features-first:
-``XT`` of shape ``(d, N)`` (N rows of all clients of all replicates), ``y`` and
-``inv_norm`` (``1/||x_j||``) of shape ``(N,)``, and ``offsets`` of shape ``(C + 1,)``:
-client ``c = r * m + i`` (replicate r, client i) owns columns
-``offsets[c]:offsets[c + 1]``. Parameters are ``(C, d)`` per client or ``(R, d)``
-global; clipping bounds ``bound`` and noise sds ``sigma`` are ``(C,)``; standard-normal
-noise is ``(R, K, m, d)`` as drawn by the methods.
+``XT`` of shape ``(d, N)`` (N rows of all clients of all replicates), ``y`` of shape
+``(N,)``, ``lim`` of shape ``(N,)`` (the clip of row j's residual, ``B_c/||x_j||``)
+and ``offsets`` of shape ``(C + 1,)``: client ``c = r m + i`` (replicate r, client i)
+owns columns ``offsets[c]:offsets[c + 1]``. Parameters are ``(C, d)`` per client or
+``(R, d)`` global; noise sds ``sigma`` are ``(C,)``; standard-normal noise is
+``(R, K, m, d)`` as drawn by the methods.
 
 One pass per gradient step
 --------------------------
-A client's rows are processed in chunks of :data:`CHUNK` rows starting at its first
-row: the linear predictor of the chunk (d vectorised multiply-adds per row), the
-mean ``b'(eta)`` through a vectorisable ``exp`` (:func:`_exp_chunk`), the residual
-``r_j = b'(eta_j) - y_j`` clipped to ``[-B/||x_j||, B/||x_j||]`` (clipping the
-per-sample gradient ``r_j x_j`` to norm B), and the accumulation of ``r_j x_j``
-while the chunk is still in the L1 cache. Every client is computed on its own, in
-an order that depends only on its own rows, so a replicate's numbers do not depend
+Rows are processed in chunks of :data:`CHUNK` consecutive rows: the linear predictor
+(d vectorised multiply-adds per row, with each row's own client parameter), the mean
+``b'(eta)`` through a vectorisable ``exp`` (:func:`_exp_chunk`), the residual
+``r_j = b'(eta_j) - y_j`` clipped to ``[-lim_j, lim_j]`` (clipping the per-sample
+gradient ``r_j x_j`` to norm B), and the sums of ``r_j x_j`` while the chunk is in
+the L1 cache. A chunk may span several small clients, so short clients do not pay a
+loop set-up per client and pass.
+
+Local steps (Algorithms 2-4) run on groups of consecutive clients of one replicate
+(at most :data:`GROUP_ROWS` rows, or one larger client), all K steps of a group
+before the next, so its rows stay in cache; server steps (Algorithms 1-2) run
+replicate by replicate, the server's weighted sum of the client means taken row by
+row (``sum_j w_i/n_i r_j x_j``). Groups and chunks start at a replicate's (group's)
+first row and depend only on its own sizes, so a replicate's numbers do not depend
 on which replicates share its block.
 
-Local steps (Algorithms 2-4) run client by client, all K steps of a client before
-the next client, so its rows stay in cache; server steps (Algorithms 1-2) run
-replicate by replicate.
-
-Compilation is cached on disk (``cache=True``: next to this file, or in the user's
-cache directory, or ``NUMBA_CACHE_DIR``), so only the first process compiles; where
-no cache location is writable the kernels compile in every process.
+Compilation is cached on disk (``cache=True``: next to this file, else in the
+user's cache directory, or in ``NUMBA_CACHE_DIR``), so only the first process
+compiles; where no cache location is writable the kernels compile in every process.
 """
 from __future__ import annotations
 
 import math
+import sys
 
-import numba
 import numpy as np
 
-__all__ = ["CHUNK", "MODEL_CODES", "gradients", "local_descent", "server_descent", "hessians"]
 
-CHUNK = 256
+def _import_numba():
+    """Import numba and its array typing without letting it import ``scipy.linalg``.
+
+    numba's first compile or cache load imports ``numba.np.arraymath``, which imports
+    ``scipy.linalg`` (when scipy is installed) only to see whether BLAS is there for
+    ``np.cov``-style inner products; that import costs a process about 0.25 CPU-s,
+    more than numba itself. These kernels use no BLAS, so unless scipy.linalg is
+    already loaded the check fails fast (numba then uses its plain loop there;
+    ``np.dot`` in compiled code still finds BLAS later, as it checks again).
+    """
+    import numba
+
+    if "scipy.linalg" not in sys.modules and "numba.np.arraymath" not in sys.modules:
+        sys.modules["scipy.linalg.cython_blas"] = None      # makes the import fail at once
+        try:
+            import numba.np.arraymath  # noqa: F401
+        finally:
+            del sys.modules["scipy.linalg.cython_blas"]
+    return numba
+
+
+numba = _import_numba()
+
+__all__ = ["CHUNK", "GROUP_ROWS", "MODEL_CODES", "client_groups", "gradients", "local_descent",
+           "server_descent", "hessians"]
+
+CHUNK = 256          # rows per pass (a few kB per array: stays in L1)
+GROUP_ROWS = 4096    # rows of a group of clients in local steps (stays in L2)
 MODEL_CODES = {"logistic": 0, "poisson": 1}
 
 # Cody-Waite reduction exp(x) = 2^n exp(r), |r| <= ln2/2, with ln2 split so that n*LN2_HI
@@ -65,19 +94,43 @@ def _njit(fastmath):
 
 
 # ----------------------------------------------------------------- chunk passes
+# A chunk is the columns s:s+L of the block's arrays. Indices are cast to unsigned
+# (``_u``): numba then drops its negative-index wraparound and the loops vectorise.
 @_njit(_EXACT)
-def _eta_chunk(buf, XT, th, sign, s, L):
-    """``buf[:L] = sign * XT[:, s:s+L]' th``: the (signed) linear predictor of a chunk."""
-    d = XT.shape[0]
-    x = XT[0, s:s + L]
+def _u(i):
+    return np.uint64(i)
+
+
+@_njit(_EXACT)
+def _eta_one(buf, XT, th, sign, s, L):
+    """``buf[:L] = sign * XT[:, s:s+L]' th``: the (signed) linear predictor, one parameter."""
     t = sign * th[0]
     for j in range(L):
-        buf[j] = x[j] * t
-    for k in range(1, d):
-        x = XT[k, s:s + L]
+        buf[_u(j)] = XT[0, _u(s + j)] * t
+    for k in range(1, XT.shape[0]):
         t = sign * th[k]
         for j in range(L):
-            buf[j] += x[j] * t
+            buf[_u(j)] += XT[k, _u(s + j)] * t
+
+
+@_njit(_EXACT)
+def _eta_rows(buf, XT, tb, s, L):
+    """``buf[j] = sum_k XT[k, s+j] tb[k, j]``: the linear predictor with each row's own
+    (signed) parameter ``tb[:, j]``."""
+    for j in range(L):
+        buf[_u(j)] = XT[0, _u(s + j)] * tb[0, _u(j)]
+    for k in range(1, XT.shape[0]):
+        for j in range(L):
+            buf[_u(j)] += XT[k, _u(s + j)] * tb[k, _u(j)]
+
+
+@_njit(_EXACT)
+def _fill(tb, th, sign, a, b):
+    """``tb[:, a:b] = sign * th``."""
+    for k in range(tb.shape[0]):
+        t = sign * th[k]
+        for j in range(a, b):
+            tb[k, _u(j)] = t
 
 
 @_njit(_EXACT)
@@ -104,7 +157,7 @@ def _exp_chunk(buf, L, ia, ib):
 
 
 @_njit(_EXACT)
-def _residual_chunk(buf, y, inv_norm, L, logistic, b, clip):
+def _residual_chunk(buf, y, lim, s, L, logistic, clip):
     """``buf[:L]``: ``exp(+-eta)`` in, the (clipped) residual ``b'(eta) - y`` out.
 
     Logistic: buf holds ``exp(-eta)`` and ``b'(eta) = 1/(1 + exp(-eta))``; Poisson:
@@ -112,123 +165,173 @@ def _residual_chunk(buf, y, inv_norm, L, logistic, b, clip):
     """
     if logistic:
         for j in range(L):
-            buf[j] = 1.0 / (1.0 + buf[j]) - y[j]
+            buf[_u(j)] = 1.0 / (1.0 + buf[_u(j)]) - y[_u(s + j)]
     else:
         for j in range(L):
-            buf[j] = buf[j] - y[j]
+            buf[_u(j)] = buf[_u(j)] - y[_u(s + j)]
     if clip:
         for j in range(L):
-            lim = b * inv_norm[j]
-            r = buf[j]
-            r = lim if r > lim else r
-            buf[j] = -lim if r < -lim else r
+            b = lim[_u(s + j)]
+            r = buf[_u(j)]
+            r = b if r > b else r
+            buf[_u(j)] = -b if r < -b else r
 
 
 @_njit(_SUMS)
-def _accumulate_chunk(g, buf, XT, s, L):
-    """``g += XT[:, s:s+L] @ buf[:L]``."""
-    d = XT.shape[0]
-    for k in range(d):
-        x = XT[k, s:s + L]
+def _segment_sum(g, buf, XT, s, a, b):
+    """``g += XT[:, s+a:s+b] @ buf[a:b]``."""
+    for k in range(XT.shape[0]):
         acc = 0.0
-        for j in range(L):
-            acc += buf[j] * x[j]
+        for j in range(a, b):
+            acc += buf[_u(j)] * XT[k, _u(s + j)]
         g[k] += acc
 
 
 @_njit(_EXACT)
-def _client_gradient(g, XT, y, inv_norm, s0, s1, th, model, b, clip, buf, ia, ib):
-    """``g = mean_j clip(r_j x_j)`` over the rows ``s0:s1`` of one client at ``th``."""
-    logistic = model == 0
-    sign = -1.0 if logistic else 1.0
-    g[:] = 0.0
-    for s in range(s0, s1, CHUNK):
-        L = min(s + CHUNK, s1) - s
-        _eta_chunk(buf, XT, th, sign, s, L)
-        _exp_chunk(buf, L, ia, ib)
-        _residual_chunk(buf, y[s:s + L], inv_norm[s:s + L], L, logistic, b, clip)
-        _accumulate_chunk(g, buf, XT, s, L)
-    n = s1 - s0
-    for k in range(g.shape[0]):
-        g[k] = g[k] / n
+def _chunk_residuals(buf, tb, ia, ib, XT, y, lim, offsets, first, c1, theta, s, e, model, clip):
+    """The clipped residuals of rows ``s:e`` into ``buf``; client c has ``theta[c]``
+    and ``first`` is the first client with rows in ``s:e``."""
+    sign = -1.0 if model == 0 else 1.0
+    if offsets[first + 1] >= e:                   # one client: one parameter
+        _eta_one(buf, XT, theta[first], sign, s, e - s)
+    else:
+        c = first
+        while c < c1 and offsets[c] < e:
+            _fill(tb, theta[c], sign, max(offsets[c], s) - s, min(offsets[c + 1], e) - s)
+            c += 1
+        _eta_rows(buf, XT, tb, s, e - s)
+    _mean_residuals(buf, ia, ib, y, lim, s, e - s, model, clip)
 
 
 @_njit(_EXACT)
-def _scratch():
-    return np.empty(CHUNK), np.empty(CHUNK, np.int64), np.empty(CHUNK, np.int64)
+def _mean_residuals(buf, ia, ib, y, lim, s, L, model, clip):
+    """``buf[:L]``: the signed linear predictor in, the clipped residual out."""
+    _exp_chunk(buf, L, ia, ib)
+    _residual_chunk(buf, y, lim, s, L, model == 0, clip)
+
+
+@_njit(_EXACT)
+def _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb, ia, ib):
+    """``g[c] = mean_j clip(r_j x_j)`` at ``theta[c]`` for the clients ``c0 <= c < c1``
+    (consecutive rows ``offsets[c0]:offsets[c1]``), chunk by chunk."""
+    for c in range(c0, c1):
+        for k in range(g.shape[1]):
+            g[c, k] = 0.0
+    S1 = offsets[c1]
+    first = c0
+    for s in range(offsets[c0], S1, CHUNK):
+        e = min(s + CHUNK, S1)
+        while offsets[first + 1] <= s:            # first client with rows in [s, e)
+            first += 1
+        _chunk_residuals(buf, tb, ia, ib, XT, y, lim, offsets, first, c1, theta, s, e, model, clip)
+        c = first
+        while c < c1 and offsets[c] < e:
+            _segment_sum(g[c], buf, XT, s, max(offsets[c], s) - s, min(offsets[c + 1], e) - s)
+            c += 1
+    for c in range(c0, c1):
+        n = offsets[c + 1] - offsets[c]
+        for k in range(g.shape[1]):
+            g[c, k] = g[c, k] / n
+
+
+@_njit(_EXACT)
+def _scratch(d):
+    return np.empty(CHUNK), np.empty((d, CHUNK)), np.empty(CHUNK, np.int64), np.empty(CHUNK, np.int64)
 
 
 # ------------------------------------------------------------------ public kernels
+def client_groups(sizes: np.ndarray, max_rows: int = GROUP_ROWS) -> np.ndarray:
+    """Groups of consecutive clients for the local steps, shape ``(G + 1,)``.
+
+    sizes: ``(R, m)``. Group q is the clients ``groups[q]:groups[q+1]`` (flat index
+    ``r m + i``), all of one replicate, at most ``max_rows`` rows together unless a
+    single client has more; cut greedily from each replicate's own sizes.
+    """
+    R, m = sizes.shape
+    total = np.cumsum(sizes, axis=1)
+    cuts = [0]
+    for r in range(R):
+        start = 0
+        for i in range(1, m):
+            if total[r, i] - start > max_rows:
+                cuts.append(r * m + i)
+                start = total[r, i - 1]
+        cuts.append((r + 1) * m)
+    return np.array(cuts, dtype=np.int64)
+
+
 @_njit(_EXACT)
-def gradients(XT, y, inv_norm, offsets, theta, bound, model, clip, out):
+def gradients(XT, y, lim, offsets, groups, theta, model, clip, out):
     """Mean clipped gradient of every client at its own parameter.
 
     Parameters
     ----------
-    XT : (d, N); y, inv_norm : (N,); offsets : (C + 1,) int64
+    XT : (d, N); y, lim : (N,); offsets : (C + 1,) int64; groups : from :func:`client_groups`
     theta : (C, d)            parameter of each client
-    bound : (C,)              clipping bound B of each client (ignored unless clip)
     model : int               :data:`MODEL_CODES`
-    clip : bool
+    clip : bool               clip residuals to ``lim`` (False: non-private)
     out : (C, d)              written in place
     """
-    buf, ia, ib = _scratch()
-    for c in range(theta.shape[0]):
-        _client_gradient(out[c], XT, y, inv_norm, offsets[c], offsets[c + 1], theta[c], model,
-                         bound[c], clip, buf, ia, ib)
+    buf, tb, ia, ib = _scratch(XT.shape[0])
+    for q in range(groups.shape[0] - 1):
+        _group_gradients(out, XT, y, lim, offsets, groups[q], groups[q + 1], theta, model, clip,
+                         buf, tb, ia, ib)
 
 
 @_njit(_EXACT)
-def local_descent(XT, y, inv_norm, offsets, m, theta, K, eta, bound, model, clip, sigma, Z, noisy):
+def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, sigma, Z, noisy):
     """K noisy local steps of every client, in place (Algorithms 2-4):
     ``theta_c <- theta_c - eta * mean_j clip(g_j) + sigma_c Z[r, t, i]``.
 
-    theta : (C, d) with ``C = R m``; sigma, bound : (C,); Z : (R, K, m, d), read only
-    when ``noisy``.
+    theta : (C, d) with ``C = R m``; sigma : (C,); Z : (R, K, m, d), read only when
+    ``noisy``; groups : from :func:`client_groups`.
     """
-    d = theta.shape[1]
-    g = np.empty(d)
-    buf, ia, ib = _scratch()
-    for c in range(theta.shape[0]):
-        r, i = c // m, c % m
-        th = theta[c]
+    C, d = theta.shape
+    g = np.empty((C, d))
+    buf, tb, ia, ib = _scratch(d)
+    for q in range(groups.shape[0] - 1):
+        c0, c1 = groups[q], groups[q + 1]
+        r = c0 // m
         for t in range(K):
-            _client_gradient(g, XT, y, inv_norm, offsets[c], offsets[c + 1], th, model, bound[c], clip,
-                             buf, ia, ib)
-            for k in range(d):
-                th[k] -= eta * g[k]
-            if noisy:
+            _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb, ia, ib)
+            for c in range(c0, c1):
                 for k in range(d):
-                    th[k] += sigma[c] * Z[r, t, i, k]
+                    theta[c, k] -= eta * g[c, k]
+                if noisy:
+                    for k in range(d):
+                        theta[c, k] += sigma[c] * Z[r, t, c - r * m, k]
 
 
 @_njit(_EXACT)
-def server_descent(XT, y, inv_norm, offsets, m, theta, w, K, eta, bound, model, clip, sigma, Z, noisy):
+def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, sigma, Z, noisy):
     """K server steps of every replicate, in place (Algorithms 1-2):
     ``theta_r <- theta_r - eta * sum_i w_ri (mean_j clip(g_j) + sigma_c Z[r, k, i])``.
 
-    theta : (R, d); w : (R, m); sigma, bound : (C,); Z : (R, K, m, d), read only when
-    ``noisy``.
+    theta : (R, d); wrow : (N,) the weight ``w_ri / n_i`` of each row; w : (R, m);
+    sigma : (C,); Z : (R, K, m, d), read only when ``noisy``.
     """
-    d = theta.shape[1]
-    g = np.empty(d)
+    R, d = theta.shape
+    sign = -1.0 if model == 0 else 1.0
     total = np.empty(d)
-    buf, ia, ib = _scratch()
-    for r in range(theta.shape[0]):
-        th = theta[r]
+    buf, tb, ia, ib = _scratch(d)
+    for r in range(R):
+        S0, S1 = offsets[r * m], offsets[(r + 1) * m]
         for k in range(K):
             total[:] = 0.0
-            for i in range(m):
-                c = r * m + i
-                _client_gradient(g, XT, y, inv_norm, offsets[c], offsets[c + 1], th, model, bound[c],
-                                 clip, buf, ia, ib)
-                if noisy:
+            for s in range(S0, S1, CHUNK):
+                e = min(s + CHUNK, S1)
+                _eta_one(buf, XT, theta[r], sign, s, e - s)
+                _mean_residuals(buf, ia, ib, y, lim, s, e - s, model, clip)
+                for j in range(e - s):
+                    buf[_u(j)] *= wrow[_u(s + j)]
+                _segment_sum(total, buf, XT, s, 0, e - s)
+            if noisy:
+                for i in range(m):
+                    c = r * m + i
                     for q in range(d):
-                        g[q] += sigma[c] * Z[r, k, i, q]
-                for q in range(d):
-                    total[q] += w[r, i] * g[q]
+                        total[q] += w[r, i] * (sigma[c] * Z[r, k, i, q])
             for q in range(d):
-                th[q] -= eta * total[q]
+                theta[r, q] -= eta * total[q]
 
 
 @_njit(_EXACT)
