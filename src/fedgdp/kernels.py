@@ -14,7 +14,7 @@ One pass per gradient step
 --------------------------
 Rows are processed in chunks of :data:`CHUNK` consecutive rows: the linear predictor
 (d vectorised multiply-adds per row, with each row's own client parameter), the mean
-``b'(eta)`` through a vectorisable ``exp`` (:func:`_exp_chunk`), the residual
+``b'(eta)`` through a vectorisable ``exp`` (:func:`_exp`), the residual
 ``r_j = b'(eta_j) - y_j`` clipped to ``[-lim_j, lim_j]`` (clipping the per-sample
 gradient ``r_j x_j`` to norm B), and the sums of ``r_j x_j`` while the chunk is in
 the L1 cache. A chunk may span several small clients, so short clients do not pay a
@@ -62,6 +62,7 @@ def _import_numba():
 
 
 numba = _import_numba()
+_intrinsic = numba.extending.intrinsic
 
 __all__ = ["CHUNK", "GROUP_ROWS", "MODEL_CODES", "client_groups", "gradients", "local_descent",
            "server_descent", "hessians"]
@@ -80,10 +81,10 @@ _EXACT = {"contract"}                  # fused multiply-add only: elementwise lo
 _SUMS = {"contract", "reassoc"}        # reductions may be reordered (vectorised sums)
 
 
-def _njit(fastmath):
+def _njit(fastmath, inline="never"):
     """``numba.njit`` with the on-disk cache, or without it where no cache location is
     writable (numba raises RuntimeError at decoration then)."""
-    opts = dict(fastmath=fastmath, error_model="numpy", nogil=True)
+    opts = dict(fastmath=fastmath, error_model="numpy", nogil=True, inline=inline)
 
     def wrap(func):
         try:
@@ -96,32 +97,86 @@ def _njit(fastmath):
 # ----------------------------------------------------------------- chunk passes
 # A chunk is the columns s:s+L of the block's arrays. Indices are cast to unsigned
 # (``_u``): numba then drops its negative-index wraparound and the loops vectorise.
-@_njit(_EXACT)
+# Features are taken four at a time, so a pass reads and writes the chunk's buffer
+# once per four features.
+@_njit(_EXACT, inline="always")
 def _u(i):
     return np.uint64(i)
+
+
+@_intrinsic
+def _as_float(typingctx, bits):
+    """The float64 whose bit pattern is the int64 ``bits``."""
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
+@_njit(_EXACT, inline="always")
+def _exp(x):
+    """``exp(x)`` in a form the compiler vectorises: within 1 ulp of the C library's
+    exp for normal results, 0 below -745, inf above 709.78, NaN kept."""
+    xc = min(max(x, -746.0), 710.0)
+    n = math.floor(xc * _LOG2E + 0.5)
+    r = (xc - n * _LN2_HI) - n * _LN2_LO
+    p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (
+        1 / 720 + r * (1 / 5040 + r * (1 / 40320 + r * (1 / 362880 + r * (
+            1 / 3628800 + r * (1 / 39916800 + r * (1 / 479001600 + r / 6227020800))))))))))))
+    ni = np.int64(n)
+    h = ni >> 1                            # 2^n as 2^h 2^(n-h): both factors normal
+    v = p * _as_float((h + 1023) << 52) * _as_float((ni - h + 1023) << 52)
+    return v if x == x else x
+
+
+@_njit(_EXACT, inline="always")
+def _clip(r, b):
+    """r clipped to [-b, b]; NaN stays NaN (a diverged run stays NaN)."""
+    r = b if r > b else r
+    return -b if r < -b else r
 
 
 @_njit(_EXACT)
 def _eta_one(buf, XT, th, sign, s, L):
     """``buf[:L] = sign * XT[:, s:s+L]' th``: the (signed) linear predictor, one parameter."""
+    d = XT.shape[0]
     t = sign * th[0]
     for j in range(L):
         buf[_u(j)] = XT[0, _u(s + j)] * t
-    for k in range(1, XT.shape[0]):
+    k = 1
+    while k + 4 <= d:
+        t0, t1, t2, t3 = sign * th[k], sign * th[k + 1], sign * th[k + 2], sign * th[k + 3]
+        for j in range(L):
+            i = _u(s + j)
+            buf[_u(j)] += (XT[k, i] * t0 + XT[k + 1, i] * t1) + (XT[k + 2, i] * t2 + XT[k + 3, i] * t3)
+        k += 4
+    while k < d:
         t = sign * th[k]
         for j in range(L):
             buf[_u(j)] += XT[k, _u(s + j)] * t
+        k += 1
 
 
 @_njit(_EXACT)
 def _eta_rows(buf, XT, tb, s, L):
     """``buf[j] = sum_k XT[k, s+j] tb[k, j]``: the linear predictor with each row's own
     (signed) parameter ``tb[:, j]``."""
+    d = XT.shape[0]
     for j in range(L):
         buf[_u(j)] = XT[0, _u(s + j)] * tb[0, _u(j)]
-    for k in range(1, XT.shape[0]):
+    k = 1
+    while k + 4 <= d:
+        for j in range(L):
+            i, q = _u(s + j), _u(j)
+            buf[q] += ((XT[k, i] * tb[k, q] + XT[k + 1, i] * tb[k + 1, q])
+                       + (XT[k + 2, i] * tb[k + 2, q] + XT[k + 3, i] * tb[k + 3, q]))
+        k += 4
+    while k < d:
         for j in range(L):
             buf[_u(j)] += XT[k, _u(s + j)] * tb[k, _u(j)]
+        k += 1
 
 
 @_njit(_EXACT)
@@ -134,61 +189,54 @@ def _fill(tb, th, sign, a, b):
 
 
 @_njit(_EXACT)
-def _exp_chunk(buf, L, ia, ib):
-    """``buf[:L] = exp(buf[:L])`` in a form the compiler vectorises (within 1 ulp of
-    the C library's exp for normal results; inf above 709.78, NaN kept)."""
-    for j in range(L):
-        x = buf[j]
-        xc = min(max(x, -746.0), 710.0)
-        n = math.floor(xc * _LOG2E + 0.5)
-        r = (xc - n * _LN2_HI) - n * _LN2_LO
-        p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (
-            1 / 720 + r * (1 / 5040 + r * (1 / 40320 + r * (1 / 362880 + r * (
-                1 / 3628800 + r * (1 / 39916800 + r * (1 / 479001600 + r / 6227020800))))))))))))
-        ni = np.int64(n)
-        h = ni >> 1                       # 2^n as 2^h 2^(n-h): both factors normal
-        ia[j] = (h + 1023) << 52
-        ib[j] = (ni - h + 1023) << 52
-        buf[j] = p if x == x else x
-    fa = ia.view(np.float64)
-    fb = ib.view(np.float64)
-    for j in range(L):
-        buf[j] = buf[j] * fa[j] * fb[j]
-
-
-@_njit(_EXACT)
-def _residual_chunk(buf, y, lim, s, L, logistic, clip):
-    """``buf[:L]``: ``exp(+-eta)`` in, the (clipped) residual ``b'(eta) - y`` out.
-
-    Logistic: buf holds ``exp(-eta)`` and ``b'(eta) = 1/(1 + exp(-eta))``; Poisson:
-    buf holds ``exp(eta) = b'(eta)``. Clipping keeps NaN (a diverged run stays NaN).
-    """
-    if logistic:
+def _residuals(buf, y, lim, s, L, model, clip):
+    """``buf[:L]``: the signed linear predictor in, the (clipped) residual
+    ``b'(eta) - y`` out. Logistic: buf holds ``-eta`` and ``b'(eta) = 1/(1 + exp(-eta))``;
+    Poisson: buf holds ``eta`` and ``b'(eta) = exp(eta)``."""
+    if model == 0 and clip:
         for j in range(L):
-            buf[_u(j)] = 1.0 / (1.0 + buf[_u(j)]) - y[_u(s + j)]
+            i = _u(s + j)
+            buf[_u(j)] = _clip(1.0 / (1.0 + _exp(buf[_u(j)])) - y[i], lim[i])
+    elif model == 0:
+        for j in range(L):
+            buf[_u(j)] = 1.0 / (1.0 + _exp(buf[_u(j)])) - y[_u(s + j)]
+    elif clip:
+        for j in range(L):
+            i = _u(s + j)
+            buf[_u(j)] = _clip(_exp(buf[_u(j)]) - y[i], lim[i])
     else:
         for j in range(L):
-            buf[_u(j)] = buf[_u(j)] - y[_u(s + j)]
-    if clip:
-        for j in range(L):
-            b = lim[_u(s + j)]
-            r = buf[_u(j)]
-            r = b if r > b else r
-            buf[_u(j)] = -b if r < -b else r
+            buf[_u(j)] = _exp(buf[_u(j)]) - y[_u(s + j)]
 
 
 @_njit(_SUMS)
 def _segment_sum(g, buf, XT, s, a, b):
     """``g += XT[:, s+a:s+b] @ buf[a:b]``."""
-    for k in range(XT.shape[0]):
+    d = XT.shape[0]
+    k = 0
+    while k + 4 <= d:
+        a0 = a1 = a2 = a3 = 0.0
+        for j in range(a, b):
+            i, r = _u(s + j), buf[_u(j)]
+            a0 += r * XT[k, i]
+            a1 += r * XT[k + 1, i]
+            a2 += r * XT[k + 2, i]
+            a3 += r * XT[k + 3, i]
+        g[k] += a0
+        g[k + 1] += a1
+        g[k + 2] += a2
+        g[k + 3] += a3
+        k += 4
+    while k < d:
         acc = 0.0
         for j in range(a, b):
             acc += buf[_u(j)] * XT[k, _u(s + j)]
         g[k] += acc
+        k += 1
 
 
 @_njit(_EXACT)
-def _chunk_residuals(buf, tb, ia, ib, XT, y, lim, offsets, first, c1, theta, s, e, model, clip):
+def _chunk_residuals(buf, tb, XT, y, lim, offsets, first, c1, theta, s, e, model, clip):
     """The clipped residuals of rows ``s:e`` into ``buf``; client c has ``theta[c]``
     and ``first`` is the first client with rows in ``s:e``."""
     sign = -1.0 if model == 0 else 1.0
@@ -200,18 +248,11 @@ def _chunk_residuals(buf, tb, ia, ib, XT, y, lim, offsets, first, c1, theta, s, 
             _fill(tb, theta[c], sign, max(offsets[c], s) - s, min(offsets[c + 1], e) - s)
             c += 1
         _eta_rows(buf, XT, tb, s, e - s)
-    _mean_residuals(buf, ia, ib, y, lim, s, e - s, model, clip)
+    _residuals(buf, y, lim, s, e - s, model, clip)
 
 
 @_njit(_EXACT)
-def _mean_residuals(buf, ia, ib, y, lim, s, L, model, clip):
-    """``buf[:L]``: the signed linear predictor in, the clipped residual out."""
-    _exp_chunk(buf, L, ia, ib)
-    _residual_chunk(buf, y, lim, s, L, model == 0, clip)
-
-
-@_njit(_EXACT)
-def _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb, ia, ib):
+def _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb):
     """``g[c] = mean_j clip(r_j x_j)`` at ``theta[c]`` for the clients ``c0 <= c < c1``
     (consecutive rows ``offsets[c0]:offsets[c1]``), chunk by chunk."""
     for c in range(c0, c1):
@@ -223,7 +264,7 @@ def _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb
         e = min(s + CHUNK, S1)
         while offsets[first + 1] <= s:            # first client with rows in [s, e)
             first += 1
-        _chunk_residuals(buf, tb, ia, ib, XT, y, lim, offsets, first, c1, theta, s, e, model, clip)
+        _chunk_residuals(buf, tb, XT, y, lim, offsets, first, c1, theta, s, e, model, clip)
         c = first
         while c < c1 and offsets[c] < e:
             _segment_sum(g[c], buf, XT, s, max(offsets[c], s) - s, min(offsets[c + 1], e) - s)
@@ -236,7 +277,7 @@ def _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb
 
 @_njit(_EXACT)
 def _scratch(d):
-    return np.empty(CHUNK), np.empty((d, CHUNK)), np.empty(CHUNK, np.int64), np.empty(CHUNK, np.int64)
+    return np.empty(CHUNK), np.empty((d, CHUNK))
 
 
 # ------------------------------------------------------------------ public kernels
@@ -272,10 +313,10 @@ def gradients(XT, y, lim, offsets, groups, theta, model, clip, out):
     clip : bool               clip residuals to ``lim`` (False: non-private)
     out : (C, d)              written in place
     """
-    buf, tb, ia, ib = _scratch(XT.shape[0])
+    buf, tb = _scratch(XT.shape[0])
     for q in range(groups.shape[0] - 1):
         _group_gradients(out, XT, y, lim, offsets, groups[q], groups[q + 1], theta, model, clip,
-                         buf, tb, ia, ib)
+                         buf, tb)
 
 
 @_njit(_EXACT)
@@ -288,12 +329,12 @@ def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, si
     """
     C, d = theta.shape
     g = np.empty((C, d))
-    buf, tb, ia, ib = _scratch(d)
+    buf, tb = _scratch(d)
     for q in range(groups.shape[0] - 1):
         c0, c1 = groups[q], groups[q + 1]
         r = c0 // m
         for t in range(K):
-            _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb, ia, ib)
+            _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb)
             for c in range(c0, c1):
                 for k in range(d):
                     theta[c, k] -= eta * g[c, k]
@@ -313,7 +354,7 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
     R, d = theta.shape
     sign = -1.0 if model == 0 else 1.0
     total = np.empty(d)
-    buf, tb, ia, ib = _scratch(d)
+    buf, tb = _scratch(d)
     for r in range(R):
         S0, S1 = offsets[r * m], offsets[(r + 1) * m]
         for k in range(K):
@@ -321,7 +362,7 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
             for s in range(S0, S1, CHUNK):
                 e = min(s + CHUNK, S1)
                 _eta_one(buf, XT, theta[r], sign, s, e - s)
-                _mean_residuals(buf, ia, ib, y, lim, s, e - s, model, clip)
+                _residuals(buf, y, lim, s, e - s, model, clip)
                 for j in range(e - s):
                     buf[_u(j)] *= wrow[_u(s + j)]
                 _segment_sum(total, buf, XT, s, 0, e - s)
