@@ -148,6 +148,7 @@ def test_kernels_compile_where_no_cache_location_is_writable(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["NullCache", "0.0"]
+    assert "NUMBA_CACHE_DIR" in out.stderr        # one warning saying what to do
 
 
 def test_kernels_do_not_import_scipy_linalg():

@@ -90,8 +90,22 @@ def _njit(fastmath, inline="never"):
         try:
             return numba.njit(cache=True, **opts)(func)
         except RuntimeError:
+            _warn_no_cache()
             return numba.njit(cache=False, **opts)(func)
     return wrap
+
+
+_WARNED = []
+
+
+def _warn_no_cache():
+    if not _WARNED:
+        _WARNED.append(True)
+        import warnings
+
+        warnings.warn("fedgdp.kernels: no writable numba cache location (package directory or "
+                      "~/.cache/numba); the kernels compile in every process (seconds each); "
+                      "set NUMBA_CACHE_DIR to a writable directory", RuntimeWarning, stacklevel=3)
 
 
 # ----------------------------------------------------------------- chunk passes

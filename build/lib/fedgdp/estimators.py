@@ -1,0 +1,454 @@
+"""The four private federated estimators, vectorised over replicates and clients.
+
+Methods (paper section 3, SPEC 3-4), each behind one interface (:class:`Method`) and
+listed in :data:`REGISTRY`:
+
+- ``fedsgd``    Algorithm 1: K server steps on noisy client gradients.
+- ``fedhybrid`` Algorithm 2: K1 noisy local steps, average, then K2 FedSGD steps.
+- ``fedavg``    Algorithm 3: R rounds of K noisy local steps, averaged.
+- ``fednewton`` Algorithm 4: FedAvg (R = 1) on half 1 of every client, then one
+  private local Newton step (Hessian on half 1, clipped gradient on half 2).
+
+Conventions
+-----------
+``R`` replicates (of one cell), ``m`` clients, ``d`` parameters. Parameters are
+``(R, d)`` (global) or ``(R, m, d)`` (per client); sizes, clipping bounds and noise
+sds are ``(R, m)`` or ``(R,)``; standard-normal noise arrays carry the replicate axis
+first, e.g. ``(R, K, m, d)``. All methods start at theta = 0.
+
+Speed: :class:`ClientData` stores the clients of a block of replicates rows-contiguous
+and features-first, and the gradient steps run in the fused compiled kernels of
+:mod:`fedgdp.kernels` (one pass over a client's rows per step; clipping a per-sample
+gradient ``r_j x_j`` is clipping the scalar ``r_j`` to ``B/||x_j||``). Every client is
+computed on its own, so a replicate's numbers do not depend on which replicates share
+its block.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from . import privacy
+from .glm import GLM
+from .simulate import Replicate
+
+__all__ = ["ClientData", "FitData", "Fit", "Method", "REGISTRY", "get_method",
+           "aggregation_weights", "floored_solve"]
+
+
+# ------------------------------------------------------------------ data layout
+_NO_NOISE = np.zeros((0, 0, 0, 0))   # Z of a non-private run (never read)
+_NO_CLIP = np.zeros(0)               # residual clips of a non-private run (never read)
+
+
+class ClientData:
+    """The clients of a block of replicates in the layout of :mod:`fedgdp.kernels`.
+
+    Parameters
+    ----------
+    reps : list of Replicate
+        ``R`` replicates with the same number of clients m.
+    glm : GLM
+        ``logistic`` or ``poisson`` (the models the compiled kernels know).
+
+    Attributes
+    ----------
+    XT : ndarray, shape (d, N)   all rows, features first, client after client
+    y, inv_norm : ndarray, shape (N,)   responses and ``1/||x_j||``
+    offsets : ndarray, shape (R m + 1,)   client ``c = r m + i`` owns ``offsets[c]:offsets[c+1]``
+    groups : ndarray   groups of clients of the local steps (:func:`fedgdp.kernels.client_groups`)
+    sizes : ndarray, shape (R, m)
+    """
+
+    def __init__(self, reps: list[Replicate], glm: GLM):
+        from .kernels import MODEL_CODES, client_groups
+
+        self.glm = glm
+        self.model = MODEL_CODES[glm.name]
+        self.R, self.m = len(reps), reps[0].sizes.shape[0]
+        self.d = reps[0].X.shape[1]
+        self.sizes = np.stack([r.sizes for r in reps])
+        X = np.concatenate([r.X for r in reps])
+        self.XT = np.ascontiguousarray(X.T)
+        self.y = np.ascontiguousarray(np.concatenate([r.y for r in reps]), dtype=float)
+        self.inv_norm = 1.0 / np.linalg.norm(X, axis=1)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes.ravel())]).astype(np.int64)
+        self.groups = client_groups(self.sizes)
+
+    @property
+    def C(self) -> int:
+        """Number of clients in the block, ``R m``."""
+        return self.R * self.m
+
+    def clip_bounds(self, B: np.ndarray | None) -> np.ndarray | None:
+        """The clip of every row's residual, ``B_r / ||x_j||``, shape ``(N,)`` (B: one
+        bound per replicate, shape (R,)), or None (no clipping)."""
+        if B is None:
+            return None
+        return np.repeat(np.asarray(B, float), self.sizes.sum(axis=1)) * self.inv_norm
+
+    def _clip(self, bounds):
+        return (_NO_CLIP, False) if bounds is None else (bounds, True)
+
+    def _per_client(self, a) -> np.ndarray:
+        """An ``(R, m)``-broadcastable array as a contiguous ``(R m,)`` float array."""
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(a, float), (self.R, self.m)).ravel())
+
+    def gradients(self, theta: np.ndarray, bounds) -> np.ndarray:
+        """Average clipped gradient of every client at its own parameter.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (R, m, d)
+        bounds : from :meth:`clip_bounds`
+
+        Returns
+        -------
+        ndarray, shape (R, m, d)
+        """
+        from . import kernels
+
+        th = np.ascontiguousarray(theta, dtype=float).reshape(self.C, self.d)
+        out = np.empty((self.C, self.d))
+        lim, clip = self._clip(bounds)
+        kernels.gradients(self.XT, self.y, lim, self.offsets, self.groups, th, self.model, clip, out)
+        return out.reshape(self.R, self.m, self.d)
+
+    def local_steps(self, theta, *, K, eta, bounds, sigma, Z) -> np.ndarray:
+        """K noisy local steps of every client from ``theta`` (R, m, d); see
+        :func:`local_descent`. Returns a new (R, m, d) array."""
+        from . import kernels
+
+        th = np.array(theta, dtype=float, order="C").reshape(self.C, self.d)
+        lim, clip = self._clip(bounds)
+        noise = _NO_NOISE if Z is None else np.ascontiguousarray(Z, dtype=float)
+        kernels.local_descent(self.XT, self.y, lim, self.offsets, self.groups, self.m, th, int(K), float(eta),
+                              self.model, clip, self._per_client(sigma), noise, Z is not None)
+        return th.reshape(self.R, self.m, self.d)
+
+    def server_steps(self, theta, w, *, K, eta, bounds, sigma, Z) -> np.ndarray:
+        """K FedSGD steps of every replicate from the global ``theta`` (R, d); see
+        :func:`server_descent`. Returns a new (R, d) array."""
+        from . import kernels
+
+        th = np.array(theta, dtype=float, order="C")
+        w = np.ascontiguousarray(w, dtype=float)
+        wrow = np.repeat((w / self.sizes).ravel(), self.sizes.ravel())
+        lim, clip = self._clip(bounds)
+        noise = _NO_NOISE if Z is None else np.ascontiguousarray(Z, dtype=float)
+        kernels.server_descent(self.XT, self.y, lim, self.offsets, self.m, th, wrow, w, int(K), float(eta),
+                               self.model, clip, self._per_client(sigma), noise, Z is not None)
+        return th
+
+    def hessians(self, theta: np.ndarray, bound: float | None = None) -> np.ndarray:
+        """Hessian of every client's loss at its parameter, (R, m, d, d).
+
+        ``bound = H_c`` clips every per-sample Hessian ``b''(eta_j) x_j x_j'`` to
+        operator norm H_c: its weight becomes ``min(b''(eta_j), H_c / ||x_j||^2)``;
+        None leaves them unclipped.
+        """
+        from . import kernels
+
+        th = np.ascontiguousarray(theta, dtype=float).reshape(self.C, self.d)
+        out = np.empty((self.C, self.d, self.d))
+        kernels.hessians(self.XT, self.inv_norm, self.offsets, th, self.model,
+                         np.inf if bound is None else float(bound), out)
+        return out.reshape(self.R, self.m, self.d, self.d)
+
+
+# --------------------------------------------------------------- shared pieces
+def aggregation_weights(sizes: np.ndarray, rule: str, *, B=None, mu=np.inf, releases=1, d=1) -> np.ndarray:
+    """Server weights, shape ``(R, m)``, rows summing to one.
+
+    ``size``: ``n_i / N`` (the paper's simulations). ``optimal``: proportional to
+    ``(d/n_i + B^2 K d/(mu^2 n_i^2))^{-1}`` (Theorem 3.2, Remark 3.3), K = number of
+    noisy releases per client.
+    """
+    n = sizes.astype(float)
+    if rule == "size" or not np.isfinite(mu):
+        w = n
+    elif rule == "optimal":
+        B = np.asarray(B, float).reshape(-1, 1)
+        w = 1.0 / (d / n + B ** 2 * releases * d / (mu ** 2 * n ** 2))
+    else:
+        raise ValueError(f"unknown weights rule {rule!r}; use 'size' or 'optimal'")
+    return w / w.sum(axis=-1, keepdims=True)
+
+
+def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
+    """Solve ``H_floor s = g`` with H's eigenvalues floored at tau1 (SPEC 3).
+
+    H: (..., d, d) symmetric, g: (..., d). Returns s: (..., d), ``||s|| <= ||g||/tau1``.
+    """
+    bad = ~(np.isfinite(H).all(axis=(-1, -2)) & np.isfinite(g).all(axis=-1))
+    if bad.any():   # a diverged client: keep NaN instead of failing inside LAPACK
+        H = np.where(bad[..., None, None], np.eye(H.shape[-1]), H)
+    lam, V = np.linalg.eigh(H)
+    lam = np.maximum(lam, tau1)
+    coef = np.einsum("...ji,...j->...i", V, g) / lam
+    s = np.einsum("...ij,...j->...i", V, coef)
+    s[bad] = np.nan
+    return s
+
+
+@dataclass
+class FitData:
+    """Everything a method needs for one block of replicates.
+
+    Attributes
+    ----------
+    reps : list of Replicate
+    glm : GLM
+    B : ndarray, shape (R,)   clipping bound per replicate (inf when mu = inf)
+    mu : float                target mu (inf: non-private)
+    tau1 : float              eigenvalue floor of FedNewton
+    weights : str             ``size`` or ``optimal``
+    """
+
+    reps: list
+    glm: GLM
+    B: np.ndarray
+    mu: float
+    tau1: float
+    weights: str = "size"
+
+    @property
+    def private(self) -> bool:
+        return bool(np.isfinite(self.mu))
+
+    @cached_property
+    def full(self) -> ClientData:
+        return ClientData(self.reps, self.glm)
+
+    @cached_property
+    def halves(self) -> tuple[ClientData, ClientData]:
+        pairs = [r.halves() for r in self.reps]
+        return ClientData([p[0] for p in pairs], self.glm), ClientData([p[1] for p in pairs], self.glm)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return self.full.sizes
+
+    def bounds(self, data: ClientData):
+        return data.clip_bounds(self.B if self.private else None)
+
+    def sens(self, value):
+        """Recorded sensitivity: the calibrated value, or inf without clipping."""
+        return value if self.private else np.inf
+
+
+@dataclass
+class Fit:
+    """Result of one method on a block: estimates (R, d), ledger, communication."""
+
+    theta: np.ndarray
+    ledger: privacy.Ledger
+    rounds: int
+    floats_up: int
+    floats_down: int
+
+
+def _noise(Z, sigma):
+    """``sigma[..., None] * Z`` or 0 when non-private (Z is None)."""
+    return 0.0 if Z is None else sigma[..., None] * Z
+
+
+def _comm(rounds: int, m: int, d: int) -> dict:
+    # each round: every client uploads d floats, the server broadcasts d floats to each
+    return {"rounds": rounds, "floats_up": rounds * m * d, "floats_down": rounds * m * d}
+
+
+def local_descent(data: ClientData, theta: np.ndarray, *, K: int, eta: float, bounds,
+                  sigma: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
+    """K noisy local gradient steps of every client from ``theta`` (R, m, d).
+
+    ``theta_{t+1} = theta_t - eta * mean_j clip(g_j) + sigma Z_t`` (Algorithms 2-4);
+    sigma: (R, m), Z: (R, K, m, d) or None. Runs in :func:`fedgdp.kernels.local_descent`.
+    """
+    return data.local_steps(theta, K=K, eta=eta, bounds=bounds, sigma=sigma, Z=Z)
+
+
+def server_descent(data: ClientData, theta: np.ndarray, w: np.ndarray, *, K: int, eta: float,
+                   bounds, sigma: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
+    """K FedSGD steps from the global ``theta`` (R, d):
+    ``theta -= eta sum_i w_i (mean_j clip(g_j) + sigma_i Z_ki)`` (Algorithms 1-2);
+    w, sigma: (R, m), Z: (R, K, m, d) or None. Runs in :func:`fedgdp.kernels.server_descent`."""
+    return data.server_steps(theta, w, K=K, eta=eta, bounds=bounds, sigma=sigma, Z=Z)
+
+
+# --------------------------------------------------------------------- methods
+class Method:
+    """One estimator. Subclasses set ``name``/``label`` and implement the hooks.
+
+    ``settings(params)`` turns resolved cell parameters into the method's own
+    settings (K, eta, ...); ``noise_shapes`` lists the standard-normal arrays one
+    replicate draws (in draw order); ``fit`` runs on a block.
+    """
+
+    name = ""
+    label = ""
+    algorithm = ""
+
+    def settings(self, params: dict) -> dict:
+        raise NotImplementedError
+
+    def noise_shapes(self, s: dict, m: int, d: int) -> dict[str, tuple]:
+        raise NotImplementedError
+
+    def fit(self, fd: FitData, s: dict, noise: dict) -> Fit:
+        raise NotImplementedError
+
+    def comm(self, s: dict, m: int, d: int) -> dict:
+        raise NotImplementedError
+
+    def draw_noise(self, rng: np.random.Generator, s: dict, m: int, d: int, private: bool) -> dict:
+        """One replicate's noise, in the order of :meth:`noise_shapes` (None if non-private)."""
+        return {k: (rng.standard_normal(shape) if private else None)
+                for k, shape in self.noise_shapes(s, m, d).items()}
+
+
+def _method_params(params: dict, name: str) -> dict:
+    return dict(params.get("method_settings", {}).get(name, {}))
+
+
+class FedSGD(Method):
+    name, label, algorithm = "fedsgd", "FedSGD", "Algorithm 1"
+
+    def settings(self, params):
+        s = {"K": params["K"], "eta": 0.5} | _method_params(params, self.name)
+        return s
+
+    def noise_shapes(self, s, m, d):
+        return {"Z": (s["K"], m, d)}
+
+    def comm(self, s, m, d):
+        return _comm(s["K"], m, d)
+
+    def fit(self, fd, s, noise):
+        n = fd.sizes.astype(float)
+        sigma = privacy.sigma_fedsgd(B=fd.B[:, None], n=n, mu=fd.mu, K=s["K"]) if fd.private else 0 * n
+        ledger = privacy.Ledger()
+        ledger.add("gradient", s["K"], fd.sens(2 * fd.B[:, None] / n), sigma)
+        w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=s["K"], d=fd.full.d)
+        theta = server_descent(fd.full, np.zeros((fd.full.R, fd.full.d)), w, K=s["K"], eta=s["eta"],
+                               bounds=fd.bounds(fd.full), sigma=sigma, Z=noise["Z"])
+        return Fit(theta, ledger, **self.comm(s, fd.full.m, fd.full.d))
+
+
+class FedAvg(Method):
+    name, label, algorithm = "fedavg", "FedAvg", "Algorithm 3"
+
+    def settings(self, params):
+        s = {"R": 2, "eta": 0.5} | _method_params(params, self.name)
+        if "K" not in s:
+            s["K"] = params["K"] if params["schedule"] == "paper" else max(1, -(-params["K"] // s["R"]))
+        return s
+
+    def noise_shapes(self, s, m, d):
+        return {"Z": (s["R"], s["K"], m, d)}
+
+    def comm(self, s, m, d):
+        return _comm(s["R"], m, d)
+
+    def fit(self, fd, s, noise):
+        data, R_, K, eta = fd.full, s["R"], s["K"], s["eta"]
+        n = fd.sizes.astype(float)
+        sigma = privacy.sigma_fedavg(B=fd.B[:, None], n=n, mu=fd.mu, eta=eta, R=R_, K=K) if fd.private else 0 * n
+        ledger = privacy.Ledger()
+        ledger.add("local step", R_ * K, fd.sens(2 * eta * fd.B[:, None] / n), sigma)
+        w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=R_ * K, d=data.d)
+        bounds = fd.bounds(data)
+        theta = np.zeros((data.R, data.d))
+        for r in range(R_):
+            Z = None if noise["Z"] is None else noise["Z"][:, r]
+            local = local_descent(data, np.repeat(theta[:, None, :], data.m, axis=1), K=K, eta=eta,
+                                  bounds=bounds, sigma=sigma, Z=Z)
+            theta = np.einsum("rm,rmd->rd", w, local)
+        return Fit(theta, ledger, **self.comm(s, data.m, data.d))
+
+
+class FedHybrid(Method):
+    name, label, algorithm = "fedhybrid", "FedHybrid", "Algorithm 2"
+
+    def settings(self, params):
+        s = {"eta1": 0.5, "eta2": 0.5, "share1": 0.6} | _method_params(params, self.name)
+        if "K1" not in s:
+            s["K1"] = int(round(s["share1"] * params["K"]))
+        if "K2" not in s:
+            s["K2"] = params["K"] - s["K1"]
+        return s
+
+    def noise_shapes(self, s, m, d):
+        return {"Z1": (s["K1"], m, d), "Z2": (s["K2"], m, d)}
+
+    def comm(self, s, m, d):
+        return _comm(1 + s["K2"], m, d)
+
+    def fit(self, fd, s, noise):
+        data, K1, K2 = fd.full, s["K1"], s["K2"]
+        n = fd.sizes.astype(float)
+        if fd.private:
+            a1, a2 = privacy.sigma_fedhybrid(B=fd.B[:, None], n=n, mu=fd.mu, eta1=s["eta1"], K1=K1, K2=K2)
+        else:
+            a1 = a2 = 0 * n
+        ledger = privacy.Ledger()
+        ledger.add("local step", K1, fd.sens(2 * s["eta1"] * fd.B[:, None] / n), a1)
+        ledger.add("gradient", K2, fd.sens(2 * fd.B[:, None] / n), a2)
+        w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=K1 + K2, d=data.d)
+        bounds = fd.bounds(data)
+        local = local_descent(data, np.zeros((data.R, data.m, data.d)), K=K1, eta=s["eta1"],
+                              bounds=bounds, sigma=a1, Z=noise["Z1"])
+        theta = np.einsum("rm,rmd->rd", w, local)
+        theta = server_descent(data, theta, w, K=K2, eta=s["eta2"], bounds=bounds, sigma=a2, Z=noise["Z2"])
+        return Fit(theta, ledger, **self.comm(s, data.m, data.d))
+
+
+class FedNewton(Method):
+    name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
+
+    def settings(self, params):
+        return {"K": params["K"], "eta": 0.5} | _method_params(params, self.name)
+
+    def noise_shapes(self, s, m, d):
+        return {"Z1": (s["K"], m, d), "Z2": (m, d)}
+
+    def comm(self, s, m, d):
+        return _comm(2, m, d)
+
+    def fit(self, fd, s, noise):
+        h1, h2 = fd.halves
+        K, eta = s["K"], s["eta"]
+        # calibrate on n_eff = 2 * |half 1| (= n_i for even n_i; conservative when odd)
+        n_eff = 2.0 * h1.sizes
+        B = fd.B[:, None]
+        if fd.private:
+            s1, s2 = privacy.sigma_fednewton(B=B, n=n_eff, mu=fd.mu, eta=eta, K=K, tau1=fd.tau1)
+        else:
+            s1 = s2 = 0 * n_eff
+        ledger = privacy.Ledger()
+        ledger.add("local step (half 1)", K, fd.sens(4 * eta * B / n_eff), s1)
+        ledger.add("newton", 1, fd.sens(privacy.newton_sensitivity(B=B, n=n_eff, tau1=fd.tau1)), s2)
+        w = aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=K + 1, d=h1.d)
+        local = local_descent(h1, np.zeros((h1.R, h1.m, h1.d)), K=K, eta=eta, bounds=fd.bounds(h1),
+                              sigma=s1, Z=noise["Z1"])
+        theta1 = np.einsum("rm,rmd->rd", w, local)
+        at = np.repeat(theta1[:, None, :], h1.m, axis=1)
+        step = floored_solve(h1.hessians(at), h2.gradients(at, fd.bounds(h2)), fd.tau1)
+        local = at - step
+        if noise["Z2"] is not None:
+            local += _noise(noise["Z2"], s2)
+        theta = np.einsum("rm,rmd->rd", w, local)
+        return Fit(theta, ledger, **self.comm(s, h1.m, h1.d))
+
+
+REGISTRY: dict[str, Method] = {M.name: M() for M in (FedSGD, FedHybrid, FedAvg, FedNewton)}
+
+
+def get_method(name: str) -> Method:
+    """Look up a method by name; ValueError naming the bad value otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown method {name!r}; choose from {', '.join(REGISTRY)}") from None

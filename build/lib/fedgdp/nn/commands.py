@@ -1,0 +1,176 @@
+"""The ``fedgdp nn-*`` subcommands (torch is imported only by the commands that train).
+
+``nn-run``       one run (every method on one partition) -> one Parquet file
+``nn-summarise`` run files -> one summary Parquet (median accuracy per method and x)
+``nn-plot``      summary files -> Figure 9 or 10 (PDF + PNG)
+``nn-fetch``     download MNIST / CIFAR-10 with checksums (clear error offline)
+``nn-bench``     time paper-sized steps on synthetic images, extrapolate the paper's grid
+"""
+from __future__ import annotations
+
+import json
+
+__all__ = ["add_parsers"]
+
+# flag -> settings key (fedgdp.nn.settings.COMMON), with its type
+_SETTINGS = [
+    ("--figure", "figure", str, "fig09 (n per client, m fixed) | fig10 (full split over m clients)"),
+    ("--dataset", "dataset", str, "digits | mnist | cifar10"),
+    ("--m", "m", int, "number of clients"),
+    ("--n", "n", str, "images per client (fig09), or full (fig10)"),
+    ("--run", "run", int, "run index (seeds the partition, init, sampling and noise)"),
+    ("--base-seed", "base_seed", int, "base seed"),
+    ("--methods", "methods", str, "comma-separated: fedsgd,fedhybrid,fedavg,fednewton_iter"),
+    ("--mu", "mu", float, "privacy parameter mu > 0, or inf"),
+    ("--q", "q", float, "fraction of clients drawn per round"),
+    ("--rounds", "rounds", int, "base global rounds R"),
+    ("--local-epochs", "local_epochs", int, "full-batch local steps per round K"),
+    ("--lr", "lr", float, "local learning rate"),
+    ("--server-lr", "server_lr", float, "server learning rate"),
+    ("--clip", "clip", float, "per-sample clipping bound B"),
+    ("--ridge", "ridge", float, "FedNewton-Iter ridge lambda"),
+    ("--damping", "damping", float, "FedNewton-Iter damping alpha"),
+    ("--newton-cycles", "newton_cycles", int, "FedNewton-Iter cycles"),
+    ("--hybrid-local-share", "hybrid_local_share", float, "FedHybrid: share of compute as FedAvg rounds"),
+    ("--val-frac", "val_frac", float, "per-client validation share"),
+    ("--test-frac", "test_frac", float, "per-client local test share"),
+]
+
+
+def _settings(args) -> dict:
+    from ..cli import _spec, load_params_file
+
+    out: dict = load_params_file(args.params) if args.params else {}
+    if args.spec:
+        out.update(_spec(args.spec))
+    for _, key, _, _ in _SETTINGS:
+        value = getattr(args, key)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _cmd_nn_run(args) -> int:
+    from .settings import resolve
+
+    p = resolve(_settings(args))
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    from .data import load_dataset
+
+    data = load_dataset(p["dataset"], args.data_dir)     # fails early, before torch starts
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ValueError("nn-run needs PyTorch: pip install 'fedgdp[nn]' (see the README for GPU builds)") from None
+    from .run import run_nn, write_runs
+
+    rows, ledgers = run_nn(p, device=args.device, threads=args.threads, data=data, return_ledgers=True)
+    meta = {"ledgers": json.dumps({k: [{"stage": r.stage, "count": r.count,
+                                        "sensitivity": r.sensitivity[0].tolist(), "sigma": r.sigma[0].tolist()}
+                                       for r in led.releases] for k, led in ledgers.items()})}
+    write_runs(rows, p, args.out, extra_meta=meta)
+    for r in rows:
+        print(f"{r['label']:<18} acc {r['test_accuracy']:.3f}  rounds {r['rounds']:>3}  "
+              f"mu {r['mu_composed']:.3f}  {r['elapsed_s']:.1f} s")
+    return 0
+
+
+def _cmd_nn_summarise(args) -> int:
+    from .plots import summarise
+    from .run import read_runs
+
+    s = summarise(read_runs(args.inputs))
+    from pathlib import Path
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    s.to_parquet(tmp, index=False)
+    tmp.replace(out)
+    if args.csv:
+        s.to_csv(args.csv, index=False, float_format="%.4f")
+    return 0
+
+
+def _cmd_nn_plot(args) -> int:
+    import pandas as pd
+
+    from .plots import plot_figure
+
+    frames = []
+    for path in args.inputs:
+        try:
+            frames.append(pd.read_parquet(path))
+        except Exception as exc:
+            raise ValueError(f"cannot read summary file {path}: {exc}") from None
+    summary = pd.concat(frames, ignore_index=True)
+    plot_figure(summary, args.figure, args.out, png=not args.no_png)
+    if args.csv:
+        from pathlib import Path
+
+        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+        summary[summary["figure"] == args.figure].to_csv(args.csv, index=False, float_format="%.4f")
+    return 0
+
+
+def _cmd_nn_fetch(args) -> int:
+    from .data import fetch
+
+    folder = fetch(args.dataset, args.data_dir, timeout=args.timeout)
+    print(f"{args.dataset}: files verified in {folder}")
+    return 0
+
+
+def _cmd_nn_bench(args) -> int:
+    from .bench import run_nn_bench
+
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    run_nn_bench(dataset=args.dataset, sizes=sizes, repeats=args.repeats, device=args.device,
+                 threads=args.threads, out=args.out)
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """Add the ``nn-*`` subcommands to ``fedgdp``'s subparsers."""
+    run = sub.add_parser("nn-run", help="CNN experiments: one run (all methods) -> Parquet (needs torch)")
+    g = run.add_argument_group("settings (defaults: fedgdp.nn.settings)")
+    g.add_argument("--params", help="YAML mapping of settings")
+    g.add_argument("--spec", help="settings as a JSON object (over --params; flags override both)")
+    for flag, key, typ, hlp in _SETTINGS:
+        g.add_argument(flag, dest=key, type=typ, help=hlp)
+    run.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
+    run.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    run.add_argument("--data-dir", default="data", help="folder holding mnist/ and cifar10/")
+    run.add_argument("--out", required=True, help="output .parquet path")
+    run.set_defaults(func=_cmd_nn_run)
+
+    summ = sub.add_parser("nn-summarise", help="CNN run files -> summary Parquet (median accuracy)")
+    summ.add_argument("inputs", nargs="+", help="run .parquet files")
+    summ.add_argument("--out", required=True, help="summary .parquet path")
+    summ.add_argument("--csv", help="optional CSV copy of the summary")
+    summ.set_defaults(func=_cmd_nn_summarise)
+
+    plot = sub.add_parser("nn-plot", help="summary files -> Figure 9 or 10 (PDF and PNG)")
+    plot.add_argument("inputs", nargs="+", help="summary .parquet files (one per dataset, or one in all)")
+    plot.add_argument("--figure", required=True, choices=["fig09", "fig10"])
+    plot.add_argument("--out", required=True, help="output .pdf (the .png goes beside it)")
+    plot.add_argument("--no-png", action="store_true")
+    plot.add_argument("--csv", help="optional CSV of the plotted medians")
+    plot.set_defaults(func=_cmd_nn_plot)
+
+    fe = sub.add_parser("nn-fetch", help="download MNIST or CIFAR-10, verify checksums")
+    fe.add_argument("--dataset", required=True, choices=["mnist", "cifar10", "digits"])
+    fe.add_argument("--data-dir", default="data")
+    fe.add_argument("--timeout", type=float, default=30.0, help="seconds per connection attempt")
+    fe.set_defaults(func=_cmd_nn_fetch)
+
+    be = sub.add_parser("nn-bench", help="time paper-sized CNN steps, extrapolate the paper's grid (needs torch)")
+    be.add_argument("--dataset", default="mnist", choices=["mnist", "cifar10", "digits"])
+    be.add_argument("--sizes", default="40,160,480", help="client training sizes to time")
+    be.add_argument("--repeats", type=int, default=3)
+    be.add_argument("--device", default="auto")
+    be.add_argument("--threads", type=int)
+    be.add_argument("--out", help="optional JSON file")
+    be.set_defaults(func=_cmd_nn_bench)
+

@@ -1,0 +1,87 @@
+"""The CNNs of SPEC 7 (paper section 5.2.2), with a named last layer ``head``.
+
+Every model maps images ``(n, C, H, W)`` to log-probabilities ``(n, 10)``
+(log-softmax; the loss is the negative log-likelihood). A convolutional *block* is
+a 3x3 convolution (padding 1), ReLU and 2x2 max pooling. ``features(x)`` returns
+the penultimate activations ``(n, h)`` and ``head`` is the last ``nn.Linear(h, 10)``:
+the layer that DP-FedNewton-Iter refines (Algorithm 5).
+
+=========  =========================================================  ==========
+name       layers                                                     parameters
+=========  =========================================================  ==========
+mnist      block 32 -> block 64 -> fc 128 -> fc 10 (28x28x1 input)    421,642
+cifar10    block 32 -> block 64 -> block 128 -> fc 256 -> fc 10       620,362
+digits     block 8 -> block 16 -> fc 32 -> fc 10 (8x8x1 input)        3,658
+=========  =========================================================  ==========
+
+No dropout or batch normalisation: per-sample gradients and full-batch steps need
+a model whose output for one image does not depend on the others or on a random
+mask.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = ["ConvNet", "build_model", "ARCHITECTURES", "HEAD"]
+
+HEAD = "head"
+
+#: dataset -> (input shape (C, H, W), conv channels, hidden fc width)
+ARCHITECTURES = {
+    "mnist": ((1, 28, 28), (32, 64), 128),
+    "cifar10": ((3, 32, 32), (32, 64, 128), 256),
+    "digits": ((1, 8, 8), (8, 16), 32),
+}
+
+
+class ConvNet(nn.Module):
+    """Conv blocks, one hidden fully connected layer and the linear ``head``.
+
+    Parameters
+    ----------
+    in_shape : (C, H, W)
+    channels : tuple of int
+        Output channels of the successive conv blocks.
+    hidden : int
+        Width of the hidden fully connected layer.
+    classes : int
+    """
+
+    def __init__(self, in_shape=(1, 28, 28), channels=(32, 64), hidden=128, classes=10):
+        super().__init__()
+        c, h, w = in_shape
+        convs = []
+        for out in channels:
+            convs.append(nn.Conv2d(c, out, kernel_size=3, padding=1))
+            c, h, w = out, h // 2, w // 2
+        self.convs = nn.ModuleList(convs)
+        self.fc = nn.Linear(c * h * w, hidden)
+        self.head = nn.Linear(hidden, classes)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """Penultimate activations, shape ``(n, hidden)``."""
+        for conv in self.convs:
+            x = F.max_pool2d(F.relu(conv(x)), 2)
+        return F.relu(self.fc(x.flatten(1)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities, shape ``(n, classes)``."""
+        return F.log_softmax(self.head(self.features(x)), dim=-1)
+
+
+def build_model(dataset: str, *, seed: int, classes: int = 10) -> ConvNet:
+    """The dataset's CNN with PyTorch's default initialisation drawn from ``seed``.
+
+    The draw uses a forked generator, so the global torch RNG is left untouched and
+    the same seed gives the same weights in any process. (The GLM methods start at
+    theta = 0; a ReLU network started at 0 has zero gradients, so the networks start
+    at a seeded random point that does not depend on any data.)
+    """
+    if dataset not in ARCHITECTURES:
+        raise ValueError(f"no CNN for dataset {dataset!r}; known: {', '.join(ARCHITECTURES)}")
+    in_shape, channels, hidden = ARCHITECTURES[dataset]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return ConvNet(in_shape, channels, hidden, classes)

@@ -1,0 +1,109 @@
+"""Figures 9 and 10: median test accuracy of the CNN methods (numpy/pandas/matplotlib only).
+
+Figure 9: against samples per client (m fixed); Figure 10: against the number of
+clients (full training split). One panel per dataset (CIFAR-10 left, MNIST right,
+as in the paper; the offline ``digits`` alone), one line per method: the median
+over runs, with the range over runs as a faint band.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .calibration import LABELS, METHODS
+
+__all__ = ["summarise", "plot_figure", "METHOD_STYLE", "SUMMARY_COLUMNS"]
+
+METHOD_STYLE = {
+    "fedsgd": {"color": "#1f77b4", "marker": "o"},
+    "fedhybrid": {"color": "#ff7f0e", "marker": "s"},
+    "fedavg": {"color": "#2ca02c", "marker": "^"},
+    "fednewton_iter": {"color": "#d62728", "marker": "D"},
+}
+_DATASET_TITLES = {"cifar10": "CIFAR-10", "mnist": "MNIST", "digits": "digits (8x8, offline)"}
+_DATASET_ORDER = ["cifar10", "mnist", "digits"]
+_XLABEL = {"fig09": "Samples per client", "fig10": "Number of clients"}
+
+SUMMARY_COLUMNS = ["figure", "dataset", "method", "label", "x", "m", "n", "mu", "q", "runs", "median_accuracy",
+                   "q25_accuracy", "q75_accuracy", "min_accuracy", "max_accuracy",
+                   "median_local_test_accuracy", "mean_rounds", "mean_elapsed_s", "mu_composed_max"]
+
+
+def summarise(df):
+    """Per (figure, dataset, method, x): median and range of the test accuracy over runs.
+
+    ``df`` holds run rows (:func:`fedgdp.nn.run.read_runs`); ``x`` is n (fig09) or m (fig10).
+    """
+    import pandas as pd
+
+    keys = ["figure", "dataset", "method", "label", "x", "mu"]
+    out = []
+    for key, g in df.groupby(keys, sort=True, dropna=False):
+        acc = g["test_accuracy"].to_numpy(float)
+        row = dict(zip(keys, key))
+        row.update({
+            "m": int(g["m"].iloc[0]) if g["m"].nunique() == 1 else -1,
+            "n": (int(g["n"].iloc[0]) if g["n"].notna().all() and g["n"].nunique() == 1 else -1),
+            "q": float(g["q"].iloc[0]) if "q" in g else float("nan"),
+            "runs": int(g["run"].nunique()), "median_accuracy": float(np.median(acc)),
+            "q25_accuracy": float(np.quantile(acc, 0.25)), "q75_accuracy": float(np.quantile(acc, 0.75)),
+            "min_accuracy": float(acc.min()), "max_accuracy": float(acc.max()),
+            "median_local_test_accuracy": float(np.median(g["local_test_accuracy"])),
+            "mean_rounds": float(g["rounds"].mean()), "mean_elapsed_s": float(g["elapsed_s"].mean()),
+            "mu_composed_max": float(g["mu_composed"].max()),
+        })
+        out.append(row)
+    return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
+
+
+def plot_figure(summary, figure: str, out: str | Path, *, png: bool = True) -> list[Path]:
+    """Draw Figure 9 or 10 from a summary; write ``out`` (PDF) and its PNG sibling.
+
+    Returns the paths written.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if figure not in _XLABEL:
+        raise ValueError(f"figure must be fig09 or fig10, got figure={figure!r}")
+    s = summary[summary["figure"] == figure]
+    if s.empty:
+        raise ValueError(f"the summary holds no rows of {figure}")
+    datasets = [d for d in _DATASET_ORDER if d in set(s["dataset"])] + \
+        sorted(set(s["dataset"]) - set(_DATASET_ORDER))
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.6 * len(datasets), 3.8), squeeze=False)
+    for ax, ds in zip(axes[0], datasets):
+        d = s[s["dataset"] == ds]
+        methods = [mth for mth in METHODS if mth in set(d["method"])]
+        for mth in methods:
+            g = d[d["method"] == mth].sort_values("x")
+            st = METHOD_STYLE.get(mth, {})
+            ax.fill_between(g["x"], g["min_accuracy"], g["max_accuracy"], color=st.get("color"), alpha=0.12,
+                            linewidth=0)
+            ax.plot(g["x"], g["median_accuracy"], label=g["label"].iloc[0] if len(g) else LABELS[mth],
+                    linewidth=1.6, markersize=5, **st)
+        xs = sorted(set(d["x"]))
+        ax.set_xticks(xs)
+        ax.tick_params(axis="x", labelrotation=45 if len(xs) > 6 else 0)
+        ax.set_xlabel(_XLABEL[figure])
+        ax.set_ylabel("Final test accuracy (median)")
+        runs = int(d["runs"].min())
+        extra = f"m = {int(d['m'].iloc[0])}, " if figure == "fig09" and d["m"].nunique() == 1 else ""
+        extra += f"$\\mu$ = {d['mu'].iloc[0]:g}, " if d["mu"].nunique() == 1 else ""
+        extra += f"q = {d['q'].iloc[0]:g}, " if d["q"].nunique() == 1 and np.isfinite(d["q"].iloc[0]) else ""
+        ax.set_title(f"{_DATASET_TITLES.get(ds, ds)}\n{extra}median of {runs} runs", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    written = [out]
+    fig.savefig(out)
+    if png:
+        written.append(out.with_suffix(".png"))
+        fig.savefig(written[-1], dpi=150)
+    plt.close(fig)
+    return written

@@ -1,0 +1,210 @@
+"""One CNN run (every method on one partition) and its Parquet file.
+
+Seeds (as in the simulations, SPEC 2): a run uses
+``SeedSequence([base_seed, stable_hash(data_key), run])`` for its partition and
+initial weights (shared by all methods: common random numbers), and method ``M``
+uses ``SeedSequence([base_seed, stable_hash(data_key), run, stable_hash(M)])`` for
+its client sampling (numpy) and its noise (a ``torch.Generator`` seeded from it).
+Nothing is seeded from the clock. On CPU a run is bit-for-bit reproducible (same
+torch version and thread count); on CUDA, reduction order may differ slightly.
+
+Partition (paper section 5.2.1): the training split is permuted; ``fig09`` gives
+client i the images ``perm[i n : (i+1) n]`` (requires ``m n <= N``); ``fig10`` cuts
+the whole permutation into m near-equal parts. Each client then keeps
+``round(val_frac s)`` images for validation and ``round(test_frac s)`` for a local
+test set, and trains on the rest. The reported metric is the accuracy on the
+dataset's standard test set; local test and validation accuracies (pooled over
+clients) are reported beside it. Validation is not used for any choice.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+import numpy as np
+
+from ..simulate import stable_hash
+from .calibration import LABELS, calibrate
+from .data import ImageData, load_dataset
+from .settings import data_key
+
+__all__ = ["partition", "run_nn", "write_runs", "read_runs", "COLUMNS", "run_seeds"]
+
+COLUMNS = [
+    "figure", "dataset", "method", "label", "m", "n", "x", "n_client_mean", "n_train_min",
+    "n_train_max", "N_train", "run", "base_seed", "mu", "q", "rounds", "base_rounds",
+    "local_epochs", "lr", "server_lr", "clip", "ridge", "damping", "test_accuracy", "test_loss",
+    "local_test_accuracy", "val_accuracy", "mu_composed", "mu_spent_max", "participation_mean",
+    "grad_evals", "clipped_frac", "floats_up", "floats_down", "n_params", "device", "threads",
+    "elapsed_s",
+]
+
+
+def run_seeds(p: dict, method: str | None = None) -> np.random.SeedSequence:
+    """The run's seed sequence, or one method's (see the module docstring)."""
+    entropy = [p["base_seed"], stable_hash(data_key(p)), p["run"]]
+    if method is not None:
+        entropy.append(stable_hash(method))
+    return np.random.SeedSequence(entropy)
+
+
+def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
+    """Index sets ``{"train", "val", "test"}`` into the training split, one per client."""
+    m = p["m"]
+    perm = rng.permutation(N)
+    if p["n"] is None:
+        if m > N:
+            raise ValueError(f"m={m} clients exceed the {N} training images")
+        parts = np.array_split(perm, m)
+    else:
+        if m * p["n"] > N:
+            raise ValueError(f"m * n = {m} * {p['n']} = {m * p['n']} exceeds the {N} training images")
+        parts = [perm[i * p["n"]:(i + 1) * p["n"]] for i in range(m)]
+    out = []
+    for idx in parts:
+        s = idx.shape[0]
+        n_val, n_test = int(round(p["val_frac"] * s)), int(round(p["test_frac"] * s))
+        n_train = s - n_val - n_test
+        if n_train < 1:
+            raise ValueError(f"a client of {s} images keeps no training image (val_frac={p['val_frac']}, "
+                             f"test_frac={p['test_frac']})")
+        out.append({"train": idx[:n_train], "val": idx[n_train:n_train + n_val],
+                    "test": idx[n_train + n_val:]})
+    return out
+
+
+def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: ImageData | None = None,
+           data_dir: str = "data", return_ledgers: bool = False):
+    """Train every method of ``p`` on one partition; one row per method (keys :data:`COLUMNS`).
+
+    Parameters
+    ----------
+    p : dict
+        Resolved settings (:func:`fedgdp.nn.settings.resolve`).
+    device : str
+        ``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
+    threads : int, optional
+        torch CPU threads (``torch.set_num_threads``).
+    data : ImageData, optional
+        Already loaded data (else :func:`fedgdp.nn.data.load_dataset`).
+    """
+    import torch
+
+    from .models import build_model
+    from .train import ClientData, evaluate, resolve_device, train
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    dev = resolve_device(device)
+    data = data if data is not None else load_dataset(p["dataset"], data_dir)
+    root = run_seeds(p)
+    part_ss, init_ss = root.spawn(2)
+    parts = partition(data.y_train.shape[0], p, np.random.default_rng(part_ss))
+    model = build_model(p["dataset"], seed=int(init_ss.generate_state(1, np.uint64)[0]),
+                        classes=data.classes).to(dev)
+    params0 = {k: v.detach() for k, v in model.named_parameters()}
+    n_params = sum(v.numel() for v in params0.values())
+
+    def tensors(idx):
+        return (torch.as_tensor(data.x_train[idx], device=dev), torch.as_tensor(data.y_train[idx], device=dev))
+
+    train_sets = [tensors(c["train"]) for c in parts]
+    clients = ClientData([t[0] for t in train_sets], [t[1] for t in train_sets])
+    pooled = {k: np.concatenate([c[k] for c in parts]) for k in ("val", "test")}
+    x_val, y_val = tensors(pooled["val"])
+    x_loc, y_loc = tensors(pooled["test"])
+    x_test = torch.as_tensor(data.x_test, device=dev)
+    y_test = torch.as_tensor(data.y_test, device=dev)
+    sizes = np.array([c["train"].shape[0] + c["val"].shape[0] + c["test"].shape[0] for c in parts])
+
+    from .train import round_grads
+
+    round_grads(model, params0, clients, np.array([0]), p["clip"], shared=True)   # warm-up (torch.func's first call)
+    rows, ledgers = [], {}
+    for method in p["methods"]:
+        cal = calibrate(method, p, clients.n)
+        ss_sample, ss_noise = run_seeds(p, method).spawn(2)
+        gen = torch.Generator(device=dev)
+        gen.manual_seed(int(ss_noise.generate_state(1, np.uint64)[0]))
+        t0 = time.perf_counter()
+        theta, info = train(method, model, params0, clients, p, cal, np.random.default_rng(ss_sample), gen)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        elapsed = time.perf_counter() - t0
+        acc, loss = evaluate(model, theta, x_test, y_test)
+        loc_acc, _ = evaluate(model, theta, x_loc, y_loc)
+        val_acc, _ = evaluate(model, theta, x_val, y_val)
+        ledgers[method] = cal.ledger
+        rows.append({
+            "figure": p["figure"], "dataset": p["dataset"], "method": method, "label": _label(method, p),
+            "m": p["m"], "n": p["n"], "x": p["n"] if p["figure"] == "fig09" else p["m"],
+            "n_client_mean": float(sizes.mean()), "n_train_min": int(clients.n.min()),
+            "n_train_max": int(clients.n.max()), "N_train": int(clients.n.sum()), "run": p["run"],
+            "base_seed": p["base_seed"], "mu": p["mu"], "q": p["q"], "rounds": info.rounds,
+            "base_rounds": p["rounds"], "local_epochs": p["local_epochs"], "lr": p["lr"],
+            "server_lr": p["server_lr"], "clip": p["clip"], "ridge": p["ridge"], "damping": p["damping"],
+            "test_accuracy": acc, "test_loss": loss, "local_test_accuracy": loc_acc, "val_accuracy": val_acc,
+            "mu_composed": float(cal.ledger.composed_mu().max()),
+            "mu_spent_max": float(cal.mu_spent(info.releases).max()),
+            "participation_mean": float(np.mean(_rounds_drawn(info, method, p))),
+            "grad_evals": int(info.grad_evals),
+            "clipped_frac": float(info.clipped / info.grad_evals) if info.grad_evals else 0.0,
+            "floats_up": int(info.floats_up), "floats_down": int(info.floats_down), "n_params": int(n_params),
+            "device": str(dev), "threads": int(torch.get_num_threads()), "elapsed_s": float(elapsed),
+        })
+    return (rows, ledgers) if return_ledgers else rows
+
+
+def _rounds_drawn(info, method, p):
+    """Rounds in which each client was drawn, shape (m,)."""
+    from .calibration import schedule
+
+    steps = {ph.kind: ph.steps for ph in schedule(method, p)}
+    return sum(info.releases[k] // steps[k] for k in info.releases)
+
+
+def _label(method: str, p: dict) -> str:
+    label = LABELS[method]
+    return label if np.isfinite(p["mu"]) else label.replace("DP-", "NP-")
+
+
+# --------------------------------------------------------------------------- I/O
+def _schema():
+    import pyarrow as pa
+
+    types = {"figure": pa.string(), "dataset": pa.string(), "method": pa.string(), "label": pa.string(),
+             "device": pa.string()}
+    ints = {"m", "n", "x", "n_train_min", "n_train_max", "N_train", "run", "base_seed", "rounds",
+            "base_rounds", "local_epochs", "grad_evals", "floats_up", "floats_down", "n_params", "threads"}
+    return pa.schema([(c, types.get(c, pa.int64() if c in ints else pa.float64())) for c in COLUMNS])
+
+
+def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta: dict | None = None) -> None:
+    """Write a run's rows atomically (temporary file, then rename) with provenance metadata.
+
+    Metadata: package version, git commit, torch version, platform, the resolved
+    settings as JSON and, when given, ``extra_meta`` (e.g. the ledgers).
+    """
+    import pyarrow as pa
+
+    from ..runner import write_parquet
+
+    table = pa.Table.from_pylist(rows, schema=_schema())
+    meta = {"python": platform.python_version(), "machine": platform.machine()}
+    try:
+        import torch
+
+        meta["torch_version"] = torch.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    meta.update(extra_meta or {})
+    table = table.replace_schema_metadata({k: str(v) for k, v in meta.items()})
+    write_parquet(table, out, p)
+
+
+def read_runs(paths) -> "pandas.DataFrame":  # noqa: F821
+    """Concatenate run files; ValueError naming a file that is corrupt or lacks columns."""
+    from ..runner import read_parquet_files
+
+    return read_parquet_files(paths, COLUMNS, "run")

@@ -1,0 +1,354 @@
+"""Figures from study summaries: one generic drawing function, three layouts.
+
+Every simulation figure of the paper is a grid of panels; each panel plots the
+empirical MSE (log scale, +-2 Monte Carlo standard errors) of one set of cells
+against one axis, one line per value of another axis (SPEC 5):
+
+- ``m_by_size``   MSE against m, one line per sizes scheme, a panel per
+                  (study, method): Figures 1, 2, 11-14.
+- ``m_by_method`` MSE against m, one line per method, a panel per sizes scheme:
+                  Figures 3, 5, 6, 16.
+- ``K_by_mu``     MSE against the iteration budget K, one line per mu, a panel per
+                  method: Figures 4, 15.
+
+A figure *spec* (a figure entry of ``config.yaml`` with the studies it reads) says
+which layout, which model and study, and what each panel fixes; see
+:func:`plot_figure`. Method colours and markers come from :data:`METHOD_STYLE`
+and are the same in every figure.
+"""
+from __future__ import annotations
+
+import json
+import os
+import string
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .simulate import parse_sizes
+from .summary import normalise
+
+__all__ = ["LAYOUTS", "METHOD_STYLE", "plot_figure", "atomic_path", "size_label", "size_title", "mu_label",
+           "method_label", "panel_rows"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a panel plots: ``x`` against MSE, one line per value of ``line``."""
+
+    x: str
+    line: str
+    xlabel: str
+    xscale: str = "linear"
+
+
+LAYOUTS = {
+    "m_by_size": Layout("m", "sizes", "number of clients $m$"),
+    "m_by_method": Layout("m", "method", "number of clients $m$"),
+    "K_by_mu": Layout("K", "mu", "total iterations $K$", xscale="log"),
+}
+
+# One colour and marker per method, used by every figure (colour-blind safe Tableau hues).
+METHOD_STYLE = {
+    "fedsgd": {"color": "#1f77b4", "marker": "o"},
+    "fedhybrid": {"color": "#ff7f0e", "marker": "s"},
+    "fedavg": {"color": "#2ca02c", "marker": "^"},
+    "fednewton": {"color": "#d62728", "marker": "D"},
+}
+_FALLBACK_MARKERS = "vP*Xph<>"
+_MU_COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b"]  # non-private is black
+
+
+# ----------------------------------------------------------------------- labels
+def _g(x) -> str:
+    return f"{float(x):g}"
+
+
+def size_label(text: str) -> str:
+    """Legend label of a sizes scheme: ``equal(30)`` -> ``$n = 30$``."""
+    s = parse_sizes(text)
+    a = s.args
+    if s.kind == "equal":
+        return f"$n = {_g(a[0])}$"
+    if s.kind == "uniform":
+        return f"$n_i \\sim U[{_g(a[0])}, {_g(a[1])}]$"
+    if s.kind == "lognormal":
+        return f"$\\log n_i \\sim N({_g(a[0])}, {_g(a[1])}^2)$"
+    what = {"equal": "equal", "uniform": "uniform weights", "lognormal": "lognormal weights"}
+    return f"{what[s.inner.kind]}, $N = {a[0]}$"
+
+
+def size_title(text: str) -> str:
+    """Panel title of a sizes scheme, in the paper's words."""
+    s = parse_sizes(text)
+    a = s.args
+    if s.kind == "equal":
+        return f"Equal $n_i = {_g(a[0])}$"
+    if s.kind == "uniform":
+        return f"Uniformly distributed $n_i \\sim U[{_g(a[0])}, {_g(a[1])}]$"
+    if s.kind == "lognormal":
+        return f"Lognormally distributed $n_i$, $\\log n_i \\sim N({_g(a[0])}, {_g(a[1])}^2)$"
+    inner, b = s.inner.kind, s.inner.args
+    if inner == "equal":
+        return f"Equal $n_i$ ($N = {a[0]}$)"
+    if inner == "uniform":
+        return f"Uniformly distributed $n_i$ (weights $U[{_g(b[0])}, {_g(b[1])}]$)"
+    return f"Lognormally distributed $n_i$ (weights $e^Z$, $Z \\sim N({_g(b[0])}, {_g(b[1])}^2)$)"
+
+
+def mu_label(mu: float) -> str:
+    return "non-private ($\\mu = \\infty$)" if not np.isfinite(mu) else f"$\\mu = {mu:g}$"
+
+
+def method_label(name: str) -> str:
+    from .estimators import REGISTRY
+
+    meth = REGISTRY.get(name)
+    return meth.label if meth is not None else name
+
+
+def _method_style(name: str) -> dict:
+    if name in METHOD_STYLE:
+        return METHOD_STYLE[name]
+    k = sum(map(ord, name))
+    return {"color": f"C{4 + k % 6}", "marker": _FALLBACK_MARKERS[k % len(_FALLBACK_MARKERS)]}
+
+
+# --------------------------------------------------------------------- selection
+def panel_rows(summary: pd.DataFrame, spec: dict, panel: dict) -> pd.DataFrame:
+    """Summary rows of one panel: the figure's model, the panel's study and fixed values.
+
+    Raises ValueError when the selection is empty or gives more than one row for a
+    (line, x) point (a grid axis the panel should fix but does not).
+    """
+    layout = LAYOUTS[spec["layout"]]
+    study = panel.get("study", spec.get("study"))
+    sel = (summary["model"] == spec["model"]) & (summary["study"] == study)
+    for key, value in panel.items():
+        if key in ("study", "title"):
+            continue
+        sel &= summary[key] == normalise(key, value)
+    rows = summary[sel]
+    if rows.empty:
+        raise ValueError(f"figure {spec.get('name', '?')}: no summary rows for panel {panel} "
+                         f"(model {spec['model']}, study {study})")
+    dup = rows.duplicated([layout.line, layout.x])
+    if dup.any():
+        raise ValueError(f"figure {spec.get('name', '?')}: panel {panel} has several cells per "
+                         f"({layout.line}, {layout.x}) point; fix the other grid axes in the panel")
+    return rows
+
+
+def _line_order(rows: pd.DataFrame, line: str, study_cfg: dict) -> list:
+    """Line values in the order the study lists them (methods: the study's order)."""
+    present = list(dict.fromkeys(rows[line]))
+    if line == "method":
+        listed = list(study_cfg.get("methods", []))
+    else:
+        listed = [normalise(line, v) for v in study_cfg.get("grid", {}).get(line, [])]
+    ordered = [v for v in listed if v in present]
+    return ordered + [v for v in present if v not in ordered]
+
+
+def _line_style(line: str, value, index: int, count: int) -> dict:
+    import matplotlib
+
+    if line == "method":
+        return dict(_method_style(value), label=method_label(value))
+    if line == "mu":
+        color = "black" if not np.isfinite(value) else _MU_COLORS[index % len(_MU_COLORS)]
+        return {"color": color, "marker": "os^Dv"[index % 5], "label": mu_label(value)}
+    cmap = matplotlib.colormaps["viridis"]
+    return {"color": cmap(0.9 * index / max(1, count - 1)), "marker": "os^Dvph"[index % 7],
+            "label": size_label(value)}
+
+
+def _panel_title(spec: dict, panel: dict, rows: pd.DataFrame, letter: str) -> str:
+    if panel.get("title"):
+        return f"({letter}) {panel['title']}"
+    layout = spec["layout"]
+    if layout == "m_by_size":
+        equal = all(str(s).startswith("equal") for s in rows["sizes"])
+        return f"({letter}) {method_label(panel['method'])}, {'same' if equal else 'different'} $n_i$"
+    if layout == "m_by_method":
+        return f"({letter}) {size_title(panel['sizes'])}"
+    return f"({letter}) {method_label(panel['method'])}"
+
+
+def _settings_text(rows: pd.DataFrame, layout: Layout) -> str:
+    """The settings a whole figure shares, for its title: m, n, mu and K when the figure
+    neither plots nor varies them, and the number of replicates."""
+    parts = []
+    if "m" not in (layout.x, layout.line) and rows["m"].nunique() == 1:
+        parts.append(f"$m = {int(rows['m'].iloc[0])}$")
+    if layout.line != "sizes" and rows["sizes"].nunique() == 1:
+        parts.append(size_label(rows["sizes"].iloc[0]).replace("n =", "n_i ="))
+    if layout.line != "mu" and rows["mu"].nunique() == 1:
+        parts.append(mu_label(float(rows["mu"].iloc[0])))
+    if layout.x != "K" and rows["K"].nunique() == 1:
+        parts.append(f"$K = {int(rows['K'].iloc[0])}$")
+    reps = int(rows["replicates"].max())
+    parts.append(f"{reps} replicates" if rows["replicates"].min() == reps else f"<= {reps} replicates")
+    return ", ".join(parts)
+
+
+# ------------------------------------------------------------------------ figure
+def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None = None,
+                png: str | os.PathLike | None = None):
+    """Draw one figure from summary rows; write it as PDF and/or PNG.
+
+    Parameters
+    ----------
+    spec : dict
+        ``layout`` (a key of :data:`LAYOUTS`), ``model``, ``study`` (default for the
+        panels), ``panels`` (list of dicts fixing ``study``/``method``/``sizes``/``mu``/
+        ``K``, optional ``title``), optional ``title``, ``ncols``, ``theory`` (bool:
+        dashed bound of :mod:`fedgdp.theory`, scaled to each line), ``studies`` (the
+        studies' config entries: line order, schedule), ``d`` and
+        ``method_settings`` (for the theory overlay), ``name``.
+    summary : DataFrame
+        Rows of :func:`fedgdp.summary.summarise` (several studies may be concatenated).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    if spec["layout"] not in LAYOUTS:
+        raise ValueError(f"unknown layout {spec['layout']!r}; choose from {', '.join(LAYOUTS)}")
+    layout = LAYOUTS[spec["layout"]]
+    panels = spec["panels"]
+    ncols = int(spec.get("ncols") or (len(panels) if len(panels) <= 3 else 2))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.7 * nrows + 0.9), squeeze=False)
+    panel_handles: list[dict[str, Line2D]] = []
+    all_rows, contents = [], []
+    notes = {"partial": False, "missing": False}
+    for k, panel in enumerate(panels):
+        ax = axes.flat[k]
+        rows = panel_rows(summary, spec, panel)
+        all_rows.append(rows)
+        study = panel.get("study", spec.get("study"))
+        study_cfg = spec.get("studies", {}).get(study, {})
+        values = _line_order(rows, layout.line, study_cfg)
+        handles: dict[str, Line2D] = {}
+        for i, value in enumerate(values):
+            line = rows[rows[layout.line] == value].sort_values(layout.x)
+            style = _line_style(layout.line, value, i, len(values))
+            x = line[layout.x].to_numpy(float)
+            y = line["mse"].to_numpy(float)
+            se = np.nan_to_num(line["se"].to_numpy(float))
+            lower = np.minimum(2 * se, 0.95 * y)   # a log axis cannot show y - 2 SE <= 0
+            ax.errorbar(x, y, yerr=[lower, 2 * se], color=style["color"], marker=style["marker"],
+                        markersize=5, linewidth=1.5, capsize=3, elinewidth=1)
+            partial = (line["diverged"].to_numpy() > 0) & np.isfinite(y)
+            if partial.any():     # some replicates flagged as diverged: hollow marker
+                ax.plot(x[partial], y[partial], linestyle="none", marker=style["marker"], markersize=5,
+                        markerfacecolor="white", markeredgecolor=style["color"], zorder=3)
+            notes["partial"] |= bool(partial.any())
+            notes["missing"] |= bool((~np.isfinite(y)).any())
+            handles[style["label"]] = Line2D([], [], color=style["color"], marker=style["marker"],
+                                             markersize=5)
+            if spec.get("theory") and layout.x == "m" and len(line) >= 2:
+                method = value if layout.line == "method" else panel.get("method")
+                bound = _theory(line, method, spec, study_cfg)
+                if bound is not None:
+                    ax.plot(x, bound, color=style["color"], linestyle="--", linewidth=1, alpha=0.8)
+        panel_handles.append(handles)
+        contents.append({"lines": list(handles),
+                         "points": [int((rows[layout.line] == v).sum()) for v in values]})
+        ax.set_yscale("log")
+        lo, hi = ax.get_ylim()
+        if np.floor(np.log10(hi)) - np.ceil(np.log10(lo)) >= 1:   # two powers of ten shown:
+            ax.yaxis.set_minor_formatter(NullFormatter())           # label only those
+        ax.set_xscale(layout.xscale)
+        ax.set_xlabel(layout.xlabel)
+        ax.set_ylabel("empirical MSE")
+        ticks = np.unique(rows[layout.x].to_numpy())
+        ax.set_xticks(ticks)
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels([f"{t:g}" for t in ticks], fontsize=8 if len(ticks) > 6 else 9)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.grid(True, which="minor", axis="y", alpha=0.1)
+        ax.set_title(_panel_title(spec, panel, rows, string.ascii_lowercase[k]), fontsize=10)
+        contents[-1]["title"] = ax.get_title()
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    height = fig.get_figheight()
+    note = " ".join(text for key, text in (
+        ("partial", "Hollow marker: some replicates diverged (counted in the mean when finite)."),
+        ("missing", "No marker: no replicate of the cell gave a finite estimate.")) if notes[key])
+    bottom = 0.0                      # inches kept free under the panels
+    if note:
+        fig.text(0.5, 0.05 / height, note, fontsize=8, color="dimgrey", ha="center", va="bottom")
+        bottom = 0.25
+    theory_handle = ([("bound of Table 1 (scaled)", Line2D([], [], color="grey", linestyle="--"))]
+                     if spec.get("theory") and layout.x == "m" else [])
+    if all(list(h) == list(panel_handles[0]) for h in panel_handles):
+        # one legend for the figure, below the panels
+        items = list(panel_handles[0].items()) + theory_handle
+        ncol = len(items) if len(items) <= 6 else -(-len(items) // 2)
+        fig.legend([h for _, h in items], [lab for lab, _ in items], loc="lower center", ncol=ncol,
+                   frameon=False, fontsize=9, bbox_to_anchor=(0.5, bottom / height))
+        bottom += 0.1 + 0.28 * -(-len(items) // ncol)
+    else:        # panels plot different lines (e.g. equal and varied sizes): a legend each
+        for ax, handles in zip(axes.flat, panel_handles):
+            items = list(handles.items()) + theory_handle
+            ax.legend([h for _, h in items], [lab for lab, _ in items], fontsize=8, framealpha=0.8)
+    rows = pd.concat(all_rows)
+    title = spec.get("title") or f"{spec['model'].capitalize()} regression"
+    fig.suptitle(f"{title}\n{_settings_text(rows, layout)}", fontsize=11)
+    # What the figure shows, stored in the files (PNG text chunk, PDF Subject) for checks.
+    about = json.dumps({"figure": spec.get("name", ""), "layout": spec["layout"], "panels": contents})
+    fig.tight_layout(rect=(0, bottom / height, 1, 1))
+    for path, fmt, extra in ((pdf, "pdf", {"metadata": {"Title": title, "Subject": about,
+                                                        "CreationDate": None}}),
+                             (png, "png", {"dpi": 150, "metadata": {"Title": title,
+                                                                     "Description": about}})):
+        if path is not None:
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, format=fmt, **extra)
+    plt.close(fig)
+    return fig
+
+
+def _theory(line: pd.DataFrame, method: str | None, spec: dict, study_cfg: dict):
+    """The bound of ``method`` at the line's cells, scaled to the line (geometric mean)."""
+    from .summary import theory_bounds
+
+    if method is None or "d" not in spec:
+        return None
+    try:
+        bound = theory_bounds(line, method, d=int(spec["d"]), schedule=study_cfg.get("schedule", "paper"),
+                              method_settings=spec.get("method_settings"))
+    except ValueError:          # a method without a bound in Table 1
+        return None
+    y = line["mse"].to_numpy(float)
+    ok = (y > 0) & np.isfinite(y) & (bound > 0)
+    if not ok.any():
+        return None
+    return bound * np.exp(np.mean(np.log(y[ok]) - np.log(bound[ok])))
+
+
+@contextmanager
+def atomic_path(path):
+    """Yield a temporary name beside ``path``; rename it to ``path`` when the block ends
+    without error (so a killed job never leaves a complete-looking file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

@@ -1,0 +1,159 @@
+"""Figures 7 and 8: client-level AUC / accuracy of the nine real-data methods (SPEC 6).
+
+One panel per privacy level mu (largest first, as in the paper); in each panel one
+box per method over its m x S client-level values (fold averages): the five private
+methods at that mu, then, on a shaded background, the four non-private baselines
+(the same values in every panel, they do not depend on mu). The private methods
+keep the colours of the simulation figures (:data:`fedgdp.plots.METHOD_STYLE`);
+a non-private version of a private algorithm has the same colour, hatched.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .realdata import METRICS, NONPRIVATE, PRIVATE, REGISTRY
+
+__all__ = ["plot_realdata", "method_colors", "realdata_medians"]
+
+_BASE_COLORS = {  # the simulation figures' hues (fedgdp.plots), repeated for a missing plots module
+    "fedsgd": "#1f77b4", "fedhybrid": "#ff7f0e", "fedavg": "#2ca02c", "fednewton": "#d62728",
+}
+_EXTRA_COLORS = {
+    "dp_scaffold": "#9467bd", "np_scaffold": "#9467bd", "np_localfit": "#8c8c8c", "np_pooled": "#3b3b3b",
+}
+_HATCHED = {"np_scaffold", "np_fedavg"}
+_YLABEL = {"auc": "client-level AUC (out-of-fold)", "accuracy": "client-level accuracy (out-of-fold)"}
+_METRIC_NAME = {"auc": "AUC", "accuracy": "accuracy"}
+_TASK_TITLE = {"binary": "binary logistic regression (odd vs even digit)",
+               "multiclass": "10-class softmax regression"}
+
+
+def method_colors() -> dict[str, str]:
+    """Box colour of every real-data method."""
+    try:
+        from .plots import METHOD_STYLE
+        base = {k: v["color"] for k, v in METHOD_STYLE.items()}
+    except Exception:  # plots module absent or not importable: same hues
+        base = dict(_BASE_COLORS)
+    colors = {**_BASE_COLORS, **base, **_EXTRA_COLORS}
+    colors["np_fedavg"] = colors["fedavg"]
+    return colors
+
+
+def realdata_medians(df: pd.DataFrame) -> pd.DataFrame:
+    """Median, quartiles and count of the client-level values per (task, method, mu)."""
+    g = df.dropna(subset=["value"]).groupby(["task", "dataset", "method", "mu"], sort=False)["value"]
+    out = g.agg(median="median", q25=lambda v: v.quantile(0.25), q75=lambda v: v.quantile(0.75),
+                count="count").reset_index()
+    order = {name: i for i, name in enumerate(REGISTRY)}
+    out["_mu"] = np.where(np.isinf(out["mu"]), -1.0, out["mu"])   # private (mu descending), then mu = inf
+    out["_method"] = out["method"].map(order)
+    out = out.sort_values(["task", "_mu", "_method"], ascending=[True, False, True])
+    return out.drop(columns=["_mu", "_method"]).reset_index(drop=True)
+
+
+def _mu_title(mu: float) -> str:
+    return r"$\mu = \infty$" if math.isinf(mu) else rf"$\mu = {mu:g}$"
+
+
+def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None = None,
+                  png: str | os.PathLike | None = None, title: str | None = None,
+                  methods: list[str] | None = None):
+    """Draw Figure 7 (binary) or 8 (multiclass) from real-data rows.
+
+    Parameters
+    ----------
+    df : DataFrame
+        Rows of :func:`fedgdp.realdata.run_split` (several splits concatenated).
+    task : {"binary", "multiclass"}
+    pdf, png : paths to write (either or both)
+    title : optional figure title (default: task, data set and layout)
+    methods : optional subset and order (default: the registry order)
+
+    Returns
+    -------
+    matplotlib Figure
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if task not in METRICS:
+        raise ValueError(f"unknown task {task!r}; choose from {', '.join(METRICS)}")
+    rows = df[df["task"] == task]
+    if rows.empty:
+        raise ValueError(f"no rows for task {task!r} in the real-data files")
+    present = set(rows["method"])
+    methods = [m for m in (methods or list(REGISTRY)) if m in present]
+    private = [m for m in methods if m in PRIVATE]
+    nonpriv = [m for m in methods if m in NONPRIVATE]
+    mus = sorted({float(mu) for mu in rows.loc[rows["private"], "mu"]}, reverse=True) or [math.inf]
+    colors = method_colors()
+    metric = METRICS[task]
+
+    fig, axes = plt.subplots(1, len(mus), figsize=(1.0 + 4.6 * len(mus), 4.4), sharey=True, squeeze=False)
+    axes = axes[0]
+    for ax, mu in zip(axes, mus):
+        data, positions, names = [], [], []
+        for j, name in enumerate(private):
+            v = rows.loc[(rows["method"] == name) & (rows["mu"] == mu), "value"].dropna().to_numpy()
+            data.append(v), positions.append(j), names.append(name)
+        gap = len(private) + 0.6 if private else 0
+        for j, name in enumerate(nonpriv):
+            v = rows.loc[rows["method"] == name, "value"].dropna().to_numpy()
+            data.append(v), positions.append(gap + j), names.append(name)
+        if nonpriv:
+            ax.axvspan(gap - 0.55, gap + len(nonpriv) - 0.45, color="0.92", zorder=0)
+        box = ax.boxplot([d if d.size else [np.nan] for d in data], positions=positions, widths=0.65,
+                         patch_artist=True, showfliers=True, medianprops={"color": "black", "linewidth": 1.4},
+                         flierprops={"marker": ".", "markersize": 3, "alpha": 0.6})
+        for patch, name in zip(box["boxes"], names):
+            patch.set_facecolor(colors.get(name, "0.6"))
+            patch.set_alpha(0.55 if name in _HATCHED else 0.85)
+            if name in _HATCHED:
+                patch.set_hatch("///")
+            patch.set_zorder(2)
+        ax.set_xticks(positions)
+        ax.set_xticklabels([REGISTRY[n].label for n in names], rotation=40, ha="right", fontsize=9)
+        ax.set_title(f"private methods at {_mu_title(mu)}", fontsize=11)
+        ax.grid(axis="y", alpha=0.3)
+        label_y = {"transform": ax.get_xaxis_transform(), "ha": "center", "va": "top", "fontsize": 9,
+                   "color": "0.3", "style": "italic"}
+        if private:
+            ax.text((len(private) - 1) / 2, 0.985, "private", **label_y)
+        if nonpriv:
+            ax.text(gap + (len(nonpriv) - 1) / 2, 0.985, r"non-private ($\mu = \infty$)", **label_y)
+        ax.set_xlim(-0.7, (gap + len(nonpriv) - 0.3) if nonpriv else len(private) - 0.3)
+    axes[0].set_ylabel(_YLABEL[metric])
+    lo, hi = axes[0].get_ylim()
+    axes[0].set_ylim(lo, hi + 0.08 * (hi - lo))  # room for the group labels
+    ds = ", ".join(sorted(set(rows["dataset"])))
+    layout = (f"{ds}: {int(rows['m'].iloc[0])} clients x {rows['split'].nunique()} splits, "
+              f"{int(rows['folds'].iloc[0])}-fold out-of-fold {_METRIC_NAME[metric]}")
+    title = f"{_TASK_TITLE[task]} on {layout}" if title is None else f"{title}\n{layout}"
+    fig.suptitle(title, fontsize=11)
+    fig.text(0.5, 0.01, "boxes: quartiles and median of the client-level values (fold averages) over "
+             "all clients and splits; whiskers 1.5 IQR; non-private baselines repeated in every panel",
+             ha="center", va="bottom", fontsize=8, color="0.3")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    for path, fmt, extra in ((pdf, "pdf", {}), (png, "png", {"dpi": 150})):
+        if path:
+            _save(fig, path, fmt, extra)
+    return fig
+
+
+def _save(fig, path, fmt: str, extra: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fig.savefig(tmp, format=fmt, bbox_inches="tight", **extra)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

@@ -1,0 +1,747 @@
+"""Real-data federated logistic regression: nine methods, client-level metrics (SPEC 6).
+
+Paper section 5.1 (Figures 7 and 8): binary (odd vs even digit) and 10-class softmax
+regression on images split over m clients, 5 folds within each client, S client
+splits. For every split and fold, each method trains on the training folds of all
+clients and every client scores the result on its own test fold (AUC for binary,
+accuracy for multiclass); a client's value is the average over its folds.
+
+Methods (:data:`REGISTRY`, one interface :class:`RealMethod`)
+---------------------------------------------------------------
+Private (mu-GDP per client, the noise of SPEC 3's table):
+
+- ``fedsgd``      Algorithm 1: K server steps on noisy clipped client gradients.
+- ``fedavg``      Algorithm 3: R rounds of K noisy local steps, averaged.
+- ``fedhybrid``   Algorithm 2: K1 noisy local steps, average, then K2 FedSGD steps.
+- ``fednewton``   Algorithm 4: FedAvg (R = 1) on half 1 of each client's training
+  data, then one private Newton step (Hessian on half 1, clipped gradient on
+  half 2), solving ``(H_i + tau1 I) s = g_i`` by conjugate gradients on
+  Hessian-vector products (``solver: cg``; no d x d matrix, d = 7850 on MNIST) or,
+  for small d, densely with H's eigenvalues floored at tau1 (``solver: floor``).
+  Both keep ``||s|| <= ||g_i|| / tau1``, the bound the calibration assumes (CG
+  started at 0 has iterates of increasing norm, so a truncated solve keeps it too).
+- ``dp_scaffold`` SCAFFOLD (Karimireddy et al. 2020, option II control variates) with
+  FedAvg's noise: each local step is ``y <- y - eta (clip-grad_i(y) - c_i + c) +
+  sigma Z`` with FedAvg's sigma for R rounds of K steps. The control variates
+  ``c_i+ = c_i - c + (theta - y_K) / (K eta)`` and ``c`` are computed from the noisy
+  iterates and the server's broadcasts only, i.e. from quantities already released;
+  they are post-processing, cost no privacy, and the ledger is FedAvg's (R K
+  releases of sensitivity ``2 eta B / n_i``). Option I (a fresh gradient for c_i)
+  would be an extra release and is not used.
+
+Non-private baselines (mu = inf: no clipping, no noise; run once, stored with mu = inf):
+
+- ``np_scaffold``, ``np_fedavg``  the same algorithms without privacy (their settings
+  default to those of ``dp_scaffold`` and ``fedavg``).
+- ``np_localfit`` each client fits alone on its own training folds.
+- ``np_pooled``   one fit on the pooled training folds of all clients.
+  Both minimise the mean negative log-likelihood plus ``ridge/2 ||Theta||^2`` (the
+  intercept row unpenalised) with L-BFGS: on images the unpenalised MLE often does
+  not exist (separable data, and softmax's redundant parameterisation).
+
+Conventions
+-----------
+``m`` clients; client i holds ``X_i`` (n_i, d) and targets ``Y_i`` (n_i, k)
+(:mod:`fedgdp.glm`, matrix models); parameters are ``Theta`` (d, k). Aggregation
+weights are ``w_i = n_i / N`` over training sizes. All methods start at 0.
+
+Privacy: the clipping bound B of a fold is SPEC 3's rule on that fold's training
+data (the q-quantile of per-sample gradient norms at Theta = 0, max over clients),
+which, as in the simulations, uses the data and leaks a little privacy that the
+guarantee ignores. tau1 is a configured number here: the population Hessian of
+image data is singular (constant pixels), so SPEC 3's ``auto`` rule gives 0.
+
+Seeds: the layout of split s comes from :func:`fedgdp.datasets.split_layout`; the
+noise of method M in split s, fold f from ``SeedSequence([base_seed,
+stable_hash(layout_key + task), s, f, stable_hash(M)])``, the same for every mu
+(common random numbers across privacy levels).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import privacy
+from .datasets import DATASETS, Dataset, layout_key, split_layout
+from .estimators import floored_solve
+from .params import check_clip
+from .glm import MatrixGLM, matrix_model
+from .simulate import stable_hash
+
+__all__ = [
+    "DEFAULTS", "TASKS", "METRICS", "resolve", "FoldData", "RealFit", "RealMethod", "REGISTRY",
+    "get_method", "clipped_gradient", "cg_solve", "newton_step", "ridge_fit", "auc", "accuracy",
+    "run_split", "write_rows", "read_rows", "COLUMNS", "clip_bound_real",
+]
+
+TASKS = ("binary", "multiclass")
+METRICS = {"binary": "auc", "multiclass": "accuracy"}
+
+PRIVATE = ["fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold"]
+NONPRIVATE = ["np_scaffold", "np_fedavg", "np_localfit", "np_pooled"]
+
+# Defaults: the digits layout (offline run). config/mnist.yaml holds the paper's.
+DEFAULTS: dict = {
+    "dataset": "digits",
+    "path": None,                 # folder with the MNIST files (dataset: mnist)
+    "task": "binary",
+    "m": 10,                      # digits: 10 clients ...
+    "n_min": 150,                 # ... of at least 150 images (1,500 of 1,797), the rest Dirichlet(1)
+    "alpha": 1.0,
+    "folds": 5,
+    "mu": [6.0, 2.0],
+    "base_seed": 2026,
+    "clip": {"rule": "quantile", "q": 0.9},
+    "tau1": 0.5,
+    "weights": "size",
+    "newton": {"solver": "cg", "cg_tol": 1.0e-8, "cg_maxiter": 500},
+    "methods": PRIVATE + NONPRIVATE,
+    "method_settings": {},
+}
+
+# SPEC 4's settings. DP-SCAFFOLD runs FedAvg's schedule (so it has FedAvg's noise, SPEC 6)
+# plus a server step size eta_g; the NP- versions inherit their private counterpart's.
+METHOD_DEFAULTS: dict = {
+    "fedsgd": {"K": 50, "eta": 0.5},
+    "fedavg": {"R": 2, "K": 50, "eta": 0.5},
+    "fedhybrid": {"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5},
+    "fednewton": {"K": 50, "eta": 0.5},
+    "dp_scaffold": {"eta_g": 1.0},  # inherits fedavg's R, K, eta
+    "np_scaffold": {},             # inherits dp_scaffold's
+    "np_fedavg": {},               # inherits fedavg's
+    "np_localfit": {"ridge": 1.0e-3, "maxiter": 200},   # ridge: the MLE need not exist on images
+    "np_pooled": {"ridge": 1.0e-3, "maxiter": 200},
+}
+_INHERIT = {"dp_scaffold": "fedavg", "np_scaffold": "dp_scaffold", "np_fedavg": "fedavg"}
+
+
+# --------------------------------------------------------------- parameters
+def _check_int(name, value, low=1):
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {name}={value!r}")
+
+
+def _parse_mu_list(value) -> list[float]:
+    from .params import parse_mu
+
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    elif not isinstance(value, (list, tuple)):
+        value = [value]
+    if not value:
+        raise ValueError("mu must list at least one value")
+    return [parse_mu(v) for v in value]
+
+
+def resolve(overrides: dict | None = None) -> dict:
+    """Fully resolved real-data parameters (a new dict); ValueError naming a bad value."""
+    p = copy.deepcopy(DEFAULTS)
+    for key, value in (overrides or {}).items():
+        if key not in DEFAULTS:
+            raise ValueError(f"unknown realdata parameter {key!r}; known: {', '.join(sorted(DEFAULTS))}")
+        if key == "newton" and isinstance(value, dict):
+            p[key].update(value)
+        else:
+            p[key] = copy.deepcopy(value)
+    if p["dataset"] not in DATASETS:
+        raise ValueError(f"unknown dataset {p['dataset']!r}; choose from {', '.join(DATASETS)}")
+    if p["task"] not in TASKS:
+        raise ValueError(f"unknown task {p['task']!r}; choose from {', '.join(TASKS)}")
+    for key, low in (("m", 1), ("n_min", 0), ("folds", 2), ("base_seed", 0)):
+        _check_int(key, p[key], low)
+    if not float(p["alpha"]) > 0:
+        raise ValueError(f"alpha must be > 0, got alpha={p['alpha']!r}")
+    p["alpha"] = float(p["alpha"])
+    p["mu"] = _parse_mu_list(p["mu"])
+    if not float(p["tau1"]) > 0:
+        raise ValueError(f"tau1 must be > 0, got tau1={p['tau1']!r}")
+    p["tau1"] = float(p["tau1"])
+    if p["weights"] != "size":
+        raise ValueError(f"weights must be 'size' for the real-data study, got {p['weights']!r}")
+    p["clip"] = check_clip(p["clip"])
+    nw = p["newton"]
+    if nw.get("solver") not in ("cg", "floor", "ridge"):
+        raise ValueError(f"newton solver must be cg, floor or ridge, got {nw.get('solver')!r}")
+    _check_int("newton.cg_maxiter", nw["cg_maxiter"])
+    if not float(nw["cg_tol"]) > 0:
+        raise ValueError(f"newton.cg_tol must be > 0, got {nw['cg_tol']!r}")
+    if isinstance(p["methods"], str):
+        p["methods"] = [s.strip() for s in p["methods"].split(",") if s.strip()]
+    if p["methods"] in (["all"], "all"):
+        p["methods"] = list(REGISTRY)
+    if not p["methods"]:
+        raise ValueError("methods must name at least one method")
+    for name in p["methods"]:
+        get_method(name)
+    user = p["method_settings"] or {}
+    for name in user:
+        get_method(name)
+    settings = {}
+    for name in REGISTRY:
+        s = dict(METHOD_DEFAULTS[name])
+        if name in _INHERIT:
+            s = {**settings[_INHERIT[name]], **s}
+        s.update(user.get(name) or {})
+        unknown = set(s) - set(settings.get(_INHERIT.get(name), {})) - set(METHOD_DEFAULTS[name])
+        if unknown:
+            raise ValueError(f"unknown setting(s) {sorted(unknown)} for method {name}")
+        for key, value in s.items():
+            if key in ("K", "R", "K1", "K2", "maxiter"):
+                _check_int(f"{name}.{key}", value, low=0 if key == "K2" else 1)
+            elif not float(value) > 0:
+                raise ValueError(f"{name}.{key} must be > 0, got {value!r}")
+        settings[name] = s
+    p["method_settings"] = {name: settings[name] for name in p["methods"]}
+    if p["dataset"] == "mnist" and not p["path"]:
+        raise ValueError("dataset 'mnist' needs path: the folder holding the MNIST IDX files or mnist.npz")
+    return p
+
+
+# ------------------------------------------------------------- fold data
+@dataclass
+class FoldData:
+    """The training data of one fold, split by client, and the privacy setting.
+
+    Attributes
+    ----------
+    model : MatrixGLM
+    X, Y : list of ndarray
+        Client i's design (n_i, d) and targets (n_i, k), rows in random order.
+    mu : float          target mu per client (inf: non-private)
+    B : float           clipping bound (ignored, no clipping, when mu = inf)
+    tau1 : float        FedNewton's eigenvalue floor / ridge
+    newton : dict       solver settings (``solver``, ``cg_tol``, ``cg_maxiter``)
+    """
+
+    model: MatrixGLM
+    X: list
+    Y: list
+    mu: float = math.inf
+    B: float = math.inf
+    tau1: float = 0.5
+    newton: dict = field(default_factory=lambda: dict(DEFAULTS["newton"]))
+
+    def __post_init__(self):
+        self.xnorm = [np.linalg.norm(x, axis=1) for x in self.X]
+
+    @property
+    def private(self) -> bool:
+        return bool(np.isfinite(self.mu))
+
+    @property
+    def m(self) -> int:
+        return len(self.X)
+
+    @property
+    def d(self) -> int:
+        return int(self.X[0].shape[1])
+
+    @property
+    def k(self) -> int:
+        return int(self.model.k)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.array([x.shape[0] for x in self.X], dtype=np.int64)
+
+    @property
+    def weights(self) -> np.ndarray:
+        n = self.sizes.astype(float)
+        return n / n.sum()
+
+    @property
+    def bound(self) -> float:
+        """The clipping bound in force: B, or inf when non-private."""
+        return float(self.B) if self.private else math.inf
+
+    def gradient(self, i: int, Theta: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
+        """Client i's average clipped gradient at Theta over ``rows`` of its data."""
+        return clipped_gradient(self.model, Theta, self.X[i][rows], self.Y[i][rows], self.bound,
+                                self.xnorm[i][rows])
+
+    def zeros(self) -> np.ndarray:
+        return np.zeros((self.d, self.k))
+
+
+def clipped_gradient(model: MatrixGLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
+    """Mean over rows of the per-sample gradients ``x_j r_j'`` clipped to norm B.
+
+    The Frobenius norm of ``x_j r_j'`` is ``||x_j|| ||r_j||``, so clipping scales the
+    residual row ``r_j``. ``B = inf`` gives the plain gradient.
+    """
+    R = model.residuals(Theta, X, Y)
+    if np.isfinite(B):
+        xn = np.linalg.norm(X, axis=1) if xnorm is None else xnorm
+        norms = xn * np.linalg.norm(R, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            R *= np.where(norms > B, B / norms, 1.0)[:, None]
+    return X.T @ R / X.shape[0]
+
+
+def clip_bound_real(model: MatrixGLM, X: list, Y: list, rule: dict) -> float:
+    """SPEC 3's clipping bound on real data: max over clients of the q-quantile of the
+    per-sample gradient norms at Theta = 0 (or the fixed value)."""
+    if rule["rule"] == "fixed":
+        return float(rule["value"])
+    zero = np.zeros((X[0].shape[1], model.k))
+    per_client = [np.quantile(np.linalg.norm(x, axis=1) * np.linalg.norm(model.residuals(zero, x, y), axis=1),
+                              rule["q"]) for x, y in zip(X, Y)]
+    return float(max(per_client))
+
+
+# ----------------------------------------------------------- Newton step
+def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> tuple[np.ndarray, int]:
+    """Conjugate gradients for ``A x = b`` with A symmetric positive definite.
+
+    ``apply(v)`` returns ``A v`` for arrays shaped like ``b``. Stops when
+    ``||b - A x|| <= tol ||b||``. Returns ``(x, iterations)``.
+    """
+    x = np.zeros_like(b)
+    r = b.copy()
+    p = r.copy()
+    rs = float(np.vdot(r, r))
+    target = tol * math.sqrt(rs)
+    if rs == 0.0:
+        return x, 0
+    for it in range(1, maxiter + 1):
+        Ap = apply(p)
+        alpha = rs / float(np.vdot(p, Ap))
+        x += alpha * p
+        r -= alpha * Ap
+        rs_new = float(np.vdot(r, r))
+        if math.sqrt(rs_new) <= target:
+            return x, it
+        p = r + (rs_new / rs) * p
+        rs = rs_new
+    return x, maxiter
+
+
+def newton_step(model: MatrixGLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, tau1: float, *,
+                solver: str = "cg", cg_tol: float = 1e-8, cg_maxiter: int = 500) -> np.ndarray:
+    """The step s of FedNewton's local update ``Theta - s`` (shape of Theta).
+
+    ``cg``: ``(H + tau1 I) s = g`` by conjugate gradients on Hessian-vector products
+    of the loss on X1 (no dense Hessian). ``ridge``: the same system solved densely.
+    ``floor``: ``H_floor s = g`` with H's eigenvalues floored at tau1 (SPEC 3, as in
+    the simulations; dense, for small d k). All satisfy ``||s|| <= ||g|| / tau1``.
+    """
+    if solver == "cg":
+        s, _ = cg_solve(lambda V: model.hvp(Theta, X1, V) + tau1 * V, g, tol=cg_tol, maxiter=cg_maxiter)
+        return s
+    H = model.hessian(Theta, X1)
+    if solver == "ridge":
+        return np.linalg.solve(H + tau1 * np.eye(H.shape[0]), g.ravel()).reshape(g.shape)
+    if solver == "floor":
+        return floored_solve(H, g.ravel(), tau1).reshape(g.shape)
+    raise ValueError(f"unknown newton solver {solver!r}; use cg, ridge or floor")
+
+
+# ------------------------------------------------------------- ridge MLE
+def ridge_fit(model: MatrixGLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter: int,
+              Theta0: np.ndarray | None = None) -> np.ndarray:
+    """Minimise ``loss + ridge/2 ||Theta[1:]||^2`` (intercept row free) by L-BFGS."""
+    from scipy.optimize import minimize
+
+    d, k = X.shape[1], model.k
+    mask = np.ones((d, k))
+    mask[0] = 0.0
+
+    def fun(v):
+        T = v.reshape(d, k)
+        pen = mask * T
+        value = model.loss(T, X, Y) + 0.5 * ridge * float(np.sum(pen * T))
+        grad = model.gradient(T, X, Y) + ridge * pen
+        return value, grad.ravel()
+
+    start = np.zeros(d * k) if Theta0 is None else Theta0.ravel()
+    res = minimize(fun, start, jac=True, method="L-BFGS-B",
+                   options={"maxiter": int(maxiter), "gtol": 1e-6, "ftol": 1e-12})
+    return res.x.reshape(d, k)
+
+
+# --------------------------------------------------------------- methods
+@dataclass
+class RealFit:
+    """A method's result on one fold.
+
+    ``theta``: (d, k) global model, or (m, d, k) one model per client (``local``).
+    """
+
+    theta: np.ndarray
+    ledger: privacy.Ledger
+    rounds: int
+    floats_up: int
+    floats_down: int
+    local: bool = False
+
+    def client_theta(self, i: int) -> np.ndarray:
+        return self.theta[i] if self.local else self.theta
+
+
+def _noise(rng, shape):
+    return None if rng is None else rng.standard_normal(shape)
+
+
+def _row(x) -> np.ndarray:
+    """Ledger arrays are (replicates, m): one replicate here."""
+    return np.asarray(x, dtype=float).reshape(1, -1)
+
+
+def _sens(fd: FoldData, value):
+    return value if fd.private else np.inf
+
+
+def local_descent(fd: FoldData, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
+                  rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
+    """K noisy local steps of client i: ``Theta <- Theta - eta (g(Theta) + drift) + sigma Z``."""
+    Theta = Theta0.copy()
+    for _ in range(K):
+        step = fd.gradient(i, Theta, rows)
+        if drift is not None:
+            step += drift
+        Theta -= eta * step
+        Z = _noise(rng, Theta.shape)
+        if Z is not None:
+            Theta += sigma * Z
+    return Theta
+
+
+def server_descent(fd: FoldData, Theta0, *, K: int, eta: float, sigmas: np.ndarray, rng) -> np.ndarray:
+    """K FedSGD steps: ``Theta <- Theta - eta sum_i w_i (g_i(Theta) + sigma_i Z_i)``."""
+    Theta, w = Theta0.copy(), fd.weights
+    for _ in range(K):
+        total = np.zeros_like(Theta)
+        for i in range(fd.m):
+            g = fd.gradient(i, Theta)
+            Z = _noise(rng, Theta.shape)
+            if Z is not None:
+                g += sigmas[i] * Z
+            total += w[i] * g
+        Theta -= eta * total
+    return Theta
+
+
+def _comm(rounds: int, m: int, dk: int, per_round: int = 1) -> dict:
+    return {"rounds": rounds, "floats_up": rounds * m * dk * per_round,
+            "floats_down": rounds * m * dk * per_round}
+
+
+class RealMethod:
+    """One real-data estimator: ``fit(fd, settings, rng)`` -> :class:`RealFit`.
+
+    ``private`` methods run at every configured mu; the others once, at mu = inf.
+    ``rng`` is the method's noise generator (None when non-private).
+    """
+
+    name = ""
+    label = ""
+    private = True
+    algorithm = ""
+
+    def fit(self, fd: FoldData, s: dict, rng: np.random.Generator | None) -> RealFit:
+        raise NotImplementedError
+
+
+class FedSGD(RealMethod):
+    name, label, algorithm = "fedsgd", "FedSGD", "Algorithm 1"
+
+    def fit(self, fd, s, rng):
+        n, B = fd.sizes.astype(float), fd.B
+        sig = privacy.sigma_fedsgd(B=B, n=n, mu=fd.mu, K=s["K"]) if fd.private else 0 * n
+        ledger = privacy.Ledger()
+        ledger.add("gradient", s["K"], _row(_sens(fd, 2 * B / n)), _row(sig))
+        Theta = server_descent(fd, fd.zeros(), K=s["K"], eta=s["eta"], sigmas=sig, rng=rng)
+        return RealFit(Theta, ledger, **_comm(s["K"], fd.m, fd.d * fd.k))
+
+
+class FedAvg(RealMethod):
+    name, label, algorithm = "fedavg", "FedAvg", "Algorithm 3"
+
+    def fit(self, fd, s, rng):
+        n, B, R, K, eta = fd.sizes.astype(float), fd.B, s["R"], s["K"], s["eta"]
+        sig = privacy.sigma_fedavg(B=B, n=n, mu=fd.mu, eta=eta, R=R, K=K) if fd.private else 0 * n
+        ledger = privacy.Ledger()
+        ledger.add("local step", R * K, _row(_sens(fd, 2 * eta * B / n)), _row(sig))
+        Theta, w = fd.zeros(), fd.weights
+        for _ in range(R):
+            Theta = sum(w[i] * local_descent(fd, i, Theta, K=K, eta=eta, sigma=sig[i], rng=rng)
+                        for i in range(fd.m))
+        return RealFit(Theta, ledger, **_comm(R, fd.m, fd.d * fd.k))
+
+
+class FedHybrid(RealMethod):
+    name, label, algorithm = "fedhybrid", "FedHybrid", "Algorithm 2"
+
+    def fit(self, fd, s, rng):
+        n, B, K1, K2 = fd.sizes.astype(float), fd.B, s["K1"], s["K2"]
+        if fd.private:
+            a1, a2 = privacy.sigma_fedhybrid(B=B, n=n, mu=fd.mu, eta1=s["eta1"], K1=K1, K2=K2)
+        else:
+            a1 = a2 = 0 * n
+        ledger = privacy.Ledger()
+        ledger.add("local step", K1, _row(_sens(fd, 2 * s["eta1"] * B / n)), _row(a1))
+        if K2:
+            ledger.add("gradient", K2, _row(_sens(fd, 2 * B / n)), _row(a2))
+        w = fd.weights
+        Theta = sum(w[i] * local_descent(fd, i, fd.zeros(), K=K1, eta=s["eta1"], sigma=a1[i], rng=rng)
+                    for i in range(fd.m))
+        Theta = server_descent(fd, Theta, K=K2, eta=s["eta2"], sigmas=a2, rng=rng)
+        return RealFit(Theta, ledger, **_comm(1 + K2, fd.m, fd.d * fd.k))
+
+
+class FedNewton(RealMethod):
+    name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
+
+    def fit(self, fd, s, rng):
+        K, eta, B = s["K"], s["eta"], fd.B
+        h1 = fd.sizes // 2
+        if h1.min() < 1:
+            raise ValueError(f"FedNewton needs at least 2 training rows per client, got {fd.sizes.min()}")
+        # calibrate on n_eff = 2 |half 1| (= n_i for even n_i, conservative when odd)
+        n_eff = 2.0 * h1
+        if fd.private:
+            s1, s2 = privacy.sigma_fednewton(B=B, n=n_eff, mu=fd.mu, eta=eta, K=K, tau1=fd.tau1)
+        else:
+            s1 = s2 = 0 * n_eff
+        ledger = privacy.Ledger()
+        ledger.add("local step (half 1)", K, _row(_sens(fd, 4 * eta * B / n_eff)), _row(s1))
+        ledger.add("newton", 1, _row(_sens(fd, privacy.newton_sensitivity(B=B, n=n_eff, tau1=fd.tau1))),
+                   _row(s2))
+        w = fd.weights
+        Theta1 = sum(w[i] * local_descent(fd, i, fd.zeros(), K=K, eta=eta, sigma=s1[i], rng=rng,
+                                          rows=slice(0, h1[i])) for i in range(fd.m))
+        nw = fd.newton
+        Theta = np.zeros_like(Theta1)
+        for i in range(fd.m):
+            g = fd.gradient(i, Theta1, slice(h1[i], None))
+            step = newton_step(fd.model, Theta1, fd.X[i][:h1[i]], g, fd.tau1, solver=nw["solver"],
+                               cg_tol=nw["cg_tol"], cg_maxiter=nw["cg_maxiter"])
+            local = Theta1 - step
+            Z = _noise(rng, local.shape)
+            if Z is not None:
+                local += s2[i] * Z
+            Theta += w[i] * local
+        return RealFit(Theta, ledger, **_comm(2, fd.m, fd.d * fd.k))
+
+
+class Scaffold(RealMethod):
+    """SCAFFOLD (option II); private with FedAvg's noise (see the module docstring)."""
+
+    name, label, algorithm = "dp_scaffold", "DP-SCAFFOLD", "SCAFFOLD + Algorithm 3 noise"
+
+    def fit(self, fd, s, rng):
+        n, B, R, K, eta = fd.sizes.astype(float), fd.B, s["R"], s["K"], s["eta"]
+        sig = privacy.sigma_fedavg(B=B, n=n, mu=fd.mu, eta=eta, R=R, K=K) if fd.private else 0 * n
+        ledger = privacy.Ledger()
+        ledger.add("local step", R * K, _row(_sens(fd, 2 * eta * B / n)), _row(sig))
+        w = fd.weights
+        Theta, c = fd.zeros(), fd.zeros()
+        ci = np.zeros((fd.m, fd.d, fd.k))
+        for _ in range(R):
+            dy, dc = np.zeros_like(Theta), np.zeros_like(Theta)
+            for i in range(fd.m):
+                y = local_descent(fd, i, Theta, K=K, eta=eta, sigma=sig[i], rng=rng, drift=c - ci[i])
+                ci_new = ci[i] - c + (Theta - y) / (K * eta)
+                dy += w[i] * (y - Theta)
+                dc += w[i] * (ci_new - ci[i])
+                ci[i] = ci_new
+            Theta = Theta + s["eta_g"] * dy
+            c = c + dc
+        return RealFit(Theta, ledger, **_comm(R, fd.m, fd.d * fd.k, per_round=2))
+
+
+class _NonPrivate(RealMethod):
+    """A private algorithm run without clipping and noise."""
+
+    private = False
+    base: RealMethod
+
+    def fit(self, fd, s, rng):
+        if fd.private:
+            raise ValueError(f"{self.name} is non-private; got mu={fd.mu}")
+        return self.base.fit(fd, s, None)
+
+
+class NPScaffold(_NonPrivate):
+    name, label, algorithm, base = "np_scaffold", "NP-SCAFFOLD", "SCAFFOLD", Scaffold()
+
+
+class NPFedAvg(_NonPrivate):
+    name, label, algorithm, base = "np_fedavg", "NP-FedAvg", "Algorithm 3, mu = inf", FedAvg()
+
+
+class NPLocalFit(RealMethod):
+    name, label, algorithm, private = "np_localfit", "NP-LocalFit", "ridge MLE per client", False
+
+    def fit(self, fd, s, rng):
+        thetas = np.stack([ridge_fit(fd.model, fd.X[i], fd.Y[i], ridge=s["ridge"], maxiter=s["maxiter"])
+                           for i in range(fd.m)])
+        return RealFit(thetas, privacy.Ledger(), rounds=0, floats_up=0, floats_down=0, local=True)
+
+
+class NPPooled(RealMethod):
+    name, label, algorithm, private = "np_pooled", "NP-Pooled", "pooled ridge MLE", False
+
+    def fit(self, fd, s, rng):
+        X, Y = np.vstack(fd.X), np.vstack(fd.Y)
+        Theta = ridge_fit(fd.model, X, Y, ridge=s["ridge"], maxiter=s["maxiter"])
+        # not federated: the raw training data go to the server once
+        return RealFit(Theta, privacy.Ledger(), rounds=1, floats_up=int(X.size + Y.size), floats_down=0)
+
+
+REGISTRY: dict[str, RealMethod] = {M.name: M() for M in (
+    FedSGD, FedAvg, FedHybrid, FedNewton, Scaffold, NPScaffold, NPFedAvg, NPLocalFit, NPPooled)}
+
+
+def get_method(name: str) -> RealMethod:
+    """Look up a real-data method; ValueError naming the bad value otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown real-data method {name!r}; choose from {', '.join(REGISTRY)}") from None
+
+
+# --------------------------------------------------------------- metrics
+def auc(scores: np.ndarray, y: np.ndarray) -> float:
+    """Area under the ROC curve (Mann-Whitney, ties count half); NaN if one class is absent."""
+    from scipy.stats import rankdata
+
+    y = np.asarray(y).astype(bool)
+    n1, n0 = int(y.sum()), int((~y).sum())
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    ranks = rankdata(scores)
+    return float((ranks[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def accuracy(P: np.ndarray, labels: np.ndarray) -> float:
+    """Share of rows whose most probable class is the label."""
+    return float(np.mean(np.argmax(P, axis=1) == np.asarray(labels)))
+
+
+def client_metric(task: str, model: MatrixGLM, Theta, X, labels) -> float:
+    if labels.shape[0] == 0:
+        return float("nan")
+    P = model.predict_scores(Theta, X)
+    return auc(P[:, 0], labels) if task == "binary" else accuracy(P, labels)
+
+
+# ------------------------------------------------------------------- run
+# One row per (method, mu, client) of one split:
+#   task, dataset, method (registry name), label (figure name), private (bool),
+#   mu (float; inf for the non-private baselines), split, client, n_client (the client's
+#   images, all folds), metric ("auc" or "accuracy"), value (mean over the folds where it
+#   is defined), value_folds (list, one per fold; NaN where a binary test fold has one
+#   class), m, n_min, folds, base_seed, B (clipping bound, mean over folds; inf when
+#   non-private), tau1, mu_composed (largest composed mu of the client's ledger over
+#   folds; inf when non-private), rounds, floats_up, floats_down (communication of one
+#   fit), elapsed_s (the method's fit time summed over the folds).
+COLUMNS = ["task", "dataset", "method", "label", "private", "mu", "split", "client", "n_client",
+           "metric", "value", "value_folds", "m", "n_min", "folds", "base_seed", "B", "tau1",
+           "mu_composed", "rounds", "floats_up", "floats_down", "elapsed_s"]
+
+
+def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.random.Generator:
+    """The noise generator of one method in one split and fold (module docstring)."""
+    seq = np.random.SeedSequence([p["base_seed"], stable_hash({**key, "task": p["task"]}), split, fold,
+                                  stable_hash(method)])
+    return np.random.default_rng(seq)
+
+
+def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict]:
+    """Every configured method (private ones at every mu) on every fold of one split.
+
+    Returns one row per (method, mu, client), keys :data:`COLUMNS`.
+    """
+    key = layout_key(p["dataset"], data.N, p["m"], p["n_min"], p["alpha"], p["folds"])
+    layout = split_layout(p["base_seed"], key, split)
+    model = matrix_model(p["task"])
+    labels = data.targets(p["task"])
+    Yall = model.targets(labels)
+    runs = [(name, mu) for name in p["methods"]
+            for mu in (p["mu"] if get_method(name).private else [math.inf])]
+    values = {run: np.full((layout.m, p["folds"]), np.nan) for run in runs}
+    mu_comp = {run: np.zeros(layout.m) for run in runs}
+    bounds, elapsed, comm = [], {run: 0.0 for run in runs}, {}
+    for f in range(p["folds"]):
+        parts = [layout.train_test(i, f) for i in range(layout.m)]
+        Xtr = [data.X[tr] for tr, _ in parts]
+        Ytr = [Yall[tr] for tr, _ in parts]
+        B = clip_bound_real(model, Xtr, Ytr, p["clip"])
+        bounds.append(B)
+        for name, mu in runs:
+            meth = get_method(name)
+            fd = FoldData(model, Xtr, Ytr, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"])
+            rng = noise_rng(p, key, split, f, name) if np.isfinite(mu) else None
+            t0 = time.perf_counter()
+            with np.errstate(over="ignore", under="ignore"):
+                fit = meth.fit(fd, p["method_settings"][name], rng)
+            elapsed[(name, mu)] += time.perf_counter() - t0
+            comm[(name, mu)] = (fit.rounds, fit.floats_up, fit.floats_down)
+            if fit.ledger.releases:
+                mu_comp[(name, mu)] = np.maximum(mu_comp[(name, mu)], fit.ledger.composed_mu()[0])
+            else:
+                mu_comp[(name, mu)][:] = math.inf
+            for i, (_, te) in enumerate(parts):
+                values[(name, mu)][i, f] = client_metric(p["task"], model, fit.client_theta(i),
+                                                         data.X[te], labels[te])
+            if progress:
+                progress(f"split {split} fold {f} {name} mu={mu:g}: "
+                         f"median {np.nanmedian(values[(name, mu)][:, f]):.3f}")
+    rows = []
+    for name, mu in runs:
+        meth = get_method(name)
+        v = values[(name, mu)]
+        rounds, up, down = comm[(name, mu)]
+        for i in range(layout.m):
+            folds_i = v[i]
+            rows.append({
+                "task": p["task"], "dataset": p["dataset"], "method": name, "label": meth.label,
+                "private": bool(meth.private), "mu": float(mu), "split": int(split), "client": i,
+                "n_client": int(layout.sizes[i]), "metric": METRICS[p["task"]],
+                "value": float(np.nanmean(folds_i)) if np.any(np.isfinite(folds_i)) else float("nan"),
+                "value_folds": [float(x) for x in folds_i], "m": int(p["m"]), "n_min": int(p["n_min"]),
+                "folds": int(p["folds"]), "base_seed": int(p["base_seed"]),
+                "B": float(np.mean(bounds)) if np.isfinite(mu) else float("inf"),
+                "tau1": float(p["tau1"]), "mu_composed": float(mu_comp[(name, mu)][i]),
+                "rounds": int(rounds), "floats_up": int(up), "floats_down": int(down),
+                "elapsed_s": float(elapsed[(name, mu)]),
+            })
+    return rows
+
+
+def _schema():
+    import pyarrow as pa
+
+    return pa.schema([
+        ("task", pa.string()), ("dataset", pa.string()), ("method", pa.string()), ("label", pa.string()),
+        ("private", pa.bool_()), ("mu", pa.float64()), ("split", pa.int64()), ("client", pa.int64()),
+        ("n_client", pa.int64()), ("metric", pa.string()), ("value", pa.float64()),
+        ("value_folds", pa.list_(pa.float64())), ("m", pa.int64()), ("n_min", pa.int64()),
+        ("folds", pa.int64()), ("base_seed", pa.int64()), ("B", pa.float64()), ("tau1", pa.float64()),
+        ("mu_composed", pa.float64()), ("rounds", pa.int64()), ("floats_up", pa.int64()),
+        ("floats_down", pa.int64()), ("elapsed_s", pa.float64()),
+    ])
+
+
+def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
+    """Write rows (:data:`COLUMNS`) atomically with provenance metadata
+    (:func:`fedgdp.runner.write_parquet`)."""
+    import pyarrow as pa
+
+    from .runner import write_parquet
+
+    write_parquet(pa.Table.from_pylist(rows, schema=_schema()), out, p)
+
+
+def read_rows(paths):
+    """Read and concatenate real-data Parquet files into a pandas DataFrame;
+    ValueError naming a bad file."""
+    from .runner import read_parquet_files
+
+    return read_parquet_files(paths, COLUMNS, "real-data")

@@ -1,0 +1,252 @@
+"""Run one cell (all its methods, a block of replicates) and write its Parquet file.
+
+The cell file has one row per (replicate, method); see :data:`COLUMNS`. Its
+metadata holds the package version, the git commit (when there is one) and the
+fully resolved parameters as JSON. Files are written to a temporary name and
+renamed, so an interrupted run never leaves a file that looks complete.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .estimators import FitData, get_method
+from .glm import get_model
+from .params import data_key
+from .privacy import clip_bound, clip_bound_reference
+from .reference import reference_fit
+from .simulate import noise_rng, parse_sizes, replicate_rng, simulate_replicate
+
+__all__ = ["run_cell", "simulate_block", "write_cell", "write_parquet", "read_parquet_files", "read_cell", "COLUMNS"]
+
+COLUMNS = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N", "n_min", "n_max",
+           "B", "sq_error", "theta_hat", "rounds", "floats_up", "floats_down", "mu_composed",
+           "diverged", "elapsed_s"]
+
+
+def simulate_block(p: dict, replicates: list[int]):
+    """Data of the given replicates, drawn from their own generators."""
+    scheme = parse_sizes(p["sizes"], p["n_floor"])
+    key = data_key(p)
+    beta = np.asarray(p["beta_true"])
+    return [simulate_replicate(replicate_rng(p["base_seed"], key, r), model=p["model"], scheme=scheme,
+                               m=p["m"], beta_true=beta, sigma_c=p["sigma_c"]) for r in replicates]
+
+
+def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dict]:
+    """Each replicate's standard-normal noise for one method (None values if mu = inf)."""
+    meth, s = get_method(method), p["method_settings"][method]
+    key = data_key(p)
+    return [meth.draw_noise(noise_rng(p["base_seed"], key, r, method), s, p["m"], d, np.isfinite(p["mu"]))
+            for r in replicates]
+
+
+def _stack(noises: list[dict]) -> dict:
+    return {k: (None if noises[0][k] is None else np.stack([z[k] for z in noises])) for k in noises[0]}
+
+
+def block_size(p: dict, rows_per_block: int) -> int:
+    """Replicates per block so that a block holds about ``rows_per_block`` rows."""
+    mean_n = parse_sizes(p["sizes"], p["n_floor"]).mean_size(p["m"])
+    return max(1, int(rows_per_block // max(1.0, p["m"] * mean_n)))
+
+
+def run_cell(p: dict, replicates: list[int], *, impl: str = "fast", rows_per_block: int = 40_000,
+             return_ledgers: bool = False):
+    """Fit every method of the cell on every replicate.
+
+    Parameters
+    ----------
+    p : dict
+        Resolved parameters (:func:`fedgdp.params.resolve`).
+    replicates : list of int
+    impl : {"fast", "reference"}
+
+    Returns
+    -------
+    rows : list of dict
+        One per (replicate, method), keys :data:`COLUMNS`.
+    ledgers : dict, only if ``return_ledgers``
+        method -> list of (replicate, Ledger of its block, index in block).
+    """
+    glm = get_model(p["model"])
+    beta = np.asarray(p["beta_true"])
+    per_block = block_size(p, rows_per_block) if impl == "fast" else 1
+    rows, ledgers = [], {m: [] for m in p["methods"]}
+    for start in range(0, len(replicates), per_block):
+        block = replicates[start:start + per_block]
+        reps = simulate_block(p, block)
+        d = reps[0].X.shape[1]
+        bound = clip_bound if impl == "fast" else clip_bound_reference
+        B = np.array([bound(glm, rep, p["clip"]) for rep in reps]) if np.isfinite(p["mu"]) \
+            else np.full(len(reps), np.inf)
+        fd = FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"])
+        for name in p["methods"]:
+            meth, s = get_method(name), p["method_settings"][name]
+            noises = draw_noises(p, name, block, d)
+            t0 = time.perf_counter()
+            with np.errstate(all="ignore"):
+                if impl == "fast":
+                    fit = meth.fit(fd, s, _stack(noises))
+                    theta = fit.theta
+                    mu_comp = fit.ledger.composed_mu().max(axis=1)
+                    for j, r in enumerate(block):
+                        ledgers[name].append((r, fit.ledger, j))
+                else:
+                    theta = reference_fit(name, reps, glm, s, noises, B, p["mu"], p["tau1"], p["weights"])
+                    mu_comp = np.full(len(block), np.nan)
+            elapsed = (time.perf_counter() - t0) / len(block)
+            comm = meth.comm(s, p["m"], d)
+            for j, r in enumerate(block):
+                rows.append(_row(p, name, r, reps[j], B[j], theta[j], beta, comm, mu_comp[j], elapsed,
+                                 _diverged(theta[j], beta, p["diverge_factor"])))
+    order = {name: i for i, name in enumerate(p["methods"])}
+    rows.sort(key=lambda row: (row["replicate"], order[row["method"]]))
+    return (rows, ledgers) if return_ledgers else rows
+
+
+def _diverged(theta: np.ndarray, beta: np.ndarray, factor: float) -> bool:
+    """A run diverged if its estimate is not finite or lies farther than
+    ``factor * max(1, ||beta_true||)`` from the truth (a numerical blow-up or an
+    iteration that never settled, e.g. a step size far too large)."""
+    if not np.all(np.isfinite(theta)):
+        return True
+    return float(np.linalg.norm(theta - beta)) > factor * max(1.0, float(np.linalg.norm(beta)))
+
+
+def _row(p, method, r, rep, B, theta, beta, comm, mu_comp, elapsed, diverged) -> dict:
+    finite = bool(np.all(np.isfinite(theta)))
+    sq = float(np.sum((theta - beta) ** 2)) if finite else float("inf")
+    return {
+        "study": p["study"], "model": p["model"], "method": method, "m": p["m"], "sizes": p["sizes"],
+        "mu": p["mu"], "K": p["K"], "replicate": r, "N": int(rep.sizes.sum()),
+        "n_min": int(rep.sizes.min()), "n_max": int(rep.sizes.max()), "B": float(B),
+        "sq_error": sq, "theta_hat": [float(t) for t in theta], "rounds": comm["rounds"],
+        "floats_up": comm["floats_up"], "floats_down": comm["floats_down"],
+        "mu_composed": float(mu_comp), "diverged": bool(diverged), "elapsed_s": float(elapsed),
+    }
+
+
+# --------------------------------------------------------------------------- I/O
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _schema():
+    import pyarrow as pa
+
+    return pa.schema([
+        ("study", pa.string()), ("model", pa.string()), ("method", pa.string()), ("m", pa.int64()),
+        ("sizes", pa.string()), ("mu", pa.float64()), ("K", pa.int64()), ("replicate", pa.int64()),
+        ("N", pa.int64()), ("n_min", pa.int64()), ("n_max", pa.int64()), ("B", pa.float64()),
+        ("sq_error", pa.float64()), ("theta_hat", pa.list_(pa.float64())), ("rounds", pa.int64()),
+        ("floats_up", pa.int64()), ("floats_down", pa.int64()), ("mu_composed", pa.float64()),
+        ("diverged", pa.bool_()), ("elapsed_s", pa.float64()),
+    ])
+
+
+def write_parquet(table, out: str | os.PathLike, params: dict) -> None:
+    """Write a pyarrow Table atomically (temporary file, then rename), with metadata:
+    package version, git commit, resolved parameters (JSON), SLURM job id if any."""
+    import pyarrow.parquet as pq
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"fedgdp_version": __version__, "git_commit": _git_commit(),
+            "params": json.dumps(params, sort_keys=True, default=str)}
+    if os.environ.get("SLURM_JOB_ID"):
+        meta["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_cell(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
+    """Write a cell's rows (:data:`COLUMNS`) with :func:`write_parquet`."""
+    write_parquet(rows_to_table(rows, _schema()), out, p)
+
+
+def rows_to_table(rows: list[dict], schema):
+    """A pyarrow Table of ``rows`` (dicts with the schema's fields), without pandas.
+
+    pyarrow's own converters (``Table.from_pylist``, ``pa.array``) import pandas to
+    check for pandas objects, which costs a simulate job about a third of its start-up;
+    columns of the types the cell files use are built from their buffers instead
+    (other types, or missing values, go through ``pa.array``).
+    """
+    import pyarrow as pa
+
+    return pa.Table.from_arrays([_column([row[f.name] for row in rows], f.type) for f in schema],
+                                schema=schema)
+
+
+def _column(values: list, typ):
+    import pyarrow as pa
+
+    n = len(values)
+    if any(v is None for v in values):
+        return pa.array(values, type=typ)
+    numeric = {pa.float64(): np.float64, pa.int64(): np.int64}
+    if typ in numeric:
+        return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(np.asarray(values, dtype=numeric[typ]))])
+    if typ == pa.bool_():
+        bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
+        return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(bits)])
+    if typ == pa.string():
+        data = [v.encode() for v in values]
+        return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(_offsets(map(len, data))), pa.py_buffer(b"".join(data))])
+    if typ == pa.list_(pa.float64()):
+        child = np.asarray([x for v in values for x in v], dtype=np.float64)
+        child = pa.Array.from_buffers(pa.float64(), child.shape[0], [None, pa.py_buffer(child)])
+        return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(_offsets(map(len, values)))], children=[child])
+    return pa.array(values, type=typ)
+
+
+def _offsets(lengths) -> np.ndarray:
+    """Arrow offsets (int32) of consecutive items of the given lengths."""
+    return np.concatenate([[0], np.cumsum(np.fromiter(lengths, dtype=np.int64))]).astype(np.int32)
+
+
+def read_parquet_files(paths, columns, what: str):
+    """Read and concatenate Parquet files into a DataFrame.
+
+    ValueError naming the file when one is corrupt or lacks any of ``columns``
+    (``what`` names the kind of file in the message, e.g. ``"cell"``).
+    """
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    frames = []
+    for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:  # pyarrow raises several types for damaged files
+            raise ValueError(f"cannot read {what} file {path}: {exc}") from None
+        missing = set(columns) - set(table.column_names)
+        if missing:
+            raise ValueError(f"{what} file {path} lacks columns {sorted(missing)}")
+        frames.append(table.to_pandas())
+    if not frames:
+        raise ValueError(f"no {what} files given")
+    return pd.concat(frames, ignore_index=True)
+
+
+def read_cell(path: str | os.PathLike):
+    """Read a cell file as a DataFrame; ValueError naming the file if it is corrupt."""
+    return read_parquet_files(path, COLUMNS, "cell")

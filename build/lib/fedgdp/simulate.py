@@ -1,0 +1,251 @@
+"""Simulated federated GLM data: client sizes, designs, responses, seeds (SPEC 2).
+
+Conventions
+-----------
+One replicate holds ``X`` of shape ``(N, d)`` (intercept first), ``y`` of shape
+``(N,)`` and client sizes ``sizes`` of shape ``(m,)``; client ``i`` owns the
+contiguous rows ``offsets[i]:offsets[i+1]``. Sizes are redrawn in every replicate.
+
+Seeds: replicate ``r`` of a cell uses
+``default_rng(SeedSequence([base_seed, stable_hash(data_key), r]))`` for its data,
+where ``data_key`` holds the parameters that define the data (model, sizes scheme,
+m, p, sigma_c, beta_true). Cells that differ only in mu, K or the methods therefore
+share their data (common random numbers). Privacy noise of method ``M`` comes from
+``SeedSequence([base_seed, stable_hash(data_key), r, stable_hash(M)])``, so adding a
+method never changes another method's numbers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from .glm import get_model
+
+__all__ = [
+    "SizeScheme", "parse_sizes", "stable_hash", "replicate_rng", "noise_rng",
+    "Replicate", "simulate_replicate", "size_slug", "parse_size_slug",
+]
+
+
+def stable_hash(obj) -> int:
+    """A 64-bit hash of a JSON-serialisable object, identical across Python runs."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
+
+
+def replicate_rng(base_seed: int, data_key: dict, replicate: int) -> np.random.Generator:
+    """The data generator of one replicate (SPEC 2, Seeds)."""
+    return np.random.default_rng(np.random.SeedSequence([base_seed, stable_hash(data_key), replicate]))
+
+
+def noise_rng(base_seed: int, data_key: dict, replicate: int, method: str) -> np.random.Generator:
+    """The privacy-noise generator of one method in one replicate."""
+    seq = np.random.SeedSequence([base_seed, stable_hash(data_key), replicate, stable_hash(method)])
+    return np.random.default_rng(seq)
+
+
+# --------------------------------------------------------------------------- sizes
+_NUM = r"\s*([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)\s*"
+_PATTERNS = {
+    "equal": re.compile(rf"^equal\({_NUM}\)$"),
+    "uniform": re.compile(rf"^uniform\({_NUM},{_NUM}\)$"),
+    "lognormal": re.compile(rf"^lognormal\({_NUM},{_NUM}\)$"),
+    "total": re.compile(r"^total\(\s*(\d+)\s*,\s*(.+)\)$"),
+}
+
+
+@dataclass(frozen=True)
+class SizeScheme:
+    """A rule that draws the m client sample sizes of one replicate.
+
+    Parameters
+    ----------
+    kind : {"equal", "uniform", "lognormal", "total"}
+    args : tuple of float
+        ``equal(n)``, ``uniform(a, b)`` (discrete, inclusive), ``lognormal(mu_log,
+        sd_log)`` (``max(n_floor, round(exp(Z)))``); for ``total`` the first entry is
+        N and ``inner`` is the scheme whose draws are used as allocation weights
+        (``equal`` -> equal weights, ``uniform(a, b)`` -> continuous uniform weights,
+        ``lognormal(mu, sd)`` -> ``exp(Z)`` weights).
+    n_floor : int
+        Smallest allowed client size for ``lognormal`` and ``total``.
+    """
+
+    kind: str
+    args: tuple
+    n_floor: int = 10
+    inner: "SizeScheme | None" = None
+    text: str = ""
+
+    def draw(self, rng: np.random.Generator, m: int) -> np.ndarray:
+        """Client sizes, int64 array of shape ``(m,)``."""
+        if self.kind == "equal":
+            return np.full(m, int(self.args[0]), dtype=np.int64)
+        if self.kind == "uniform":
+            return rng.integers(int(self.args[0]), int(self.args[1]), endpoint=True, size=m)
+        if self.kind == "lognormal":
+            z = rng.normal(self.args[0], self.args[1], size=m)
+            return np.maximum(self.n_floor, np.round(np.exp(z))).astype(np.int64)
+        return allocate_total(int(self.args[0]), self.inner.weights(rng, m), self.n_floor)
+
+    def weights(self, rng: np.random.Generator, m: int) -> np.ndarray:
+        """Allocation weights of a scheme used inside ``total(N, scheme)``."""
+        if self.kind == "equal":
+            return np.ones(m)
+        if self.kind == "uniform":
+            return rng.uniform(self.args[0], self.args[1], size=m)
+        if self.kind == "lognormal":
+            return np.exp(rng.normal(self.args[0], self.args[1], size=m))
+        raise ValueError(f"total() cannot nest {self.text!r}")
+
+    def mean_size(self, m: int) -> float:
+        """Expected client size (used for planning work, not for statistics)."""
+        if self.kind == "equal":
+            return float(self.args[0])
+        if self.kind == "uniform":
+            return (self.args[0] + self.args[1]) / 2
+        if self.kind == "lognormal":
+            return max(self.n_floor, float(np.exp(self.args[0] + self.args[1] ** 2 / 2)))
+        return self.args[0] / m
+
+    def check(self, m: int) -> None:
+        """Raise ValueError when the scheme cannot produce m clients."""
+        if self.kind == "total" and self.args[0] < m * self.n_floor:
+            raise ValueError(f"sizes {self.text!r}: N={self.args[0]} < m*n_floor={m * self.n_floor}")
+
+
+def allocate_total(total: int, weights: np.ndarray, n_floor: int) -> np.ndarray:
+    """Split ``total`` samples over clients in proportion to ``weights``.
+
+    Each client first gets ``n_floor``; the remaining samples are shared by
+    largest-remainder rounding, so the sizes sum to ``total`` exactly.
+    """
+    m = weights.shape[0]
+    rest = total - m * n_floor
+    if rest < 0:
+        raise ValueError(f"total={total} cannot give {m} clients n_floor={n_floor} each")
+    share = rest * weights / weights.sum()
+    base = np.floor(share).astype(np.int64)
+    short = rest - int(base.sum())
+    order = np.argsort(-(share - base), kind="stable")
+    base[order[:short]] += 1
+    return base + n_floor
+
+
+def parse_sizes(text: str, n_floor: int = 10) -> SizeScheme:
+    """Parse a sizes scheme such as ``equal(400)`` or ``total(20000, lognormal(0,1))``.
+
+    Raises
+    ------
+    ValueError
+        Naming the bad string, for unknown schemes, malformed arguments,
+        non-positive sizes or a uniform range with a > b.
+    """
+    s = str(text).strip().replace(" ", "")
+    for kind, pat in _PATTERNS.items():
+        hit = pat.match(s)
+        if not hit:
+            continue
+        if kind == "total":
+            text_in = hit.group(2)
+            inner = SizeScheme("equal", (1.0,), n_floor, None, "equal") if text_in == "equal" \
+                else parse_sizes(text_in, n_floor)
+            if inner.kind == "total":
+                raise ValueError(f"bad sizes {text!r}: total() cannot be nested")
+            return SizeScheme("total", (int(hit.group(1)),), n_floor, inner, s)
+        args = tuple(float(g) for g in hit.groups())
+        if kind == "equal" and (args[0] < 1 or args[0] != int(args[0])):
+            raise ValueError(f"bad sizes {text!r}: n must be a positive integer")
+        if kind == "uniform":
+            if args[0] > args[1]:
+                raise ValueError(f"bad sizes {text!r}: uniform range needs a <= b, got a={args[0]:g} > b={args[1]:g}")
+            if args[0] < 0:
+                raise ValueError(f"bad sizes {text!r}: uniform range must be non-negative")
+        if kind == "lognormal" and args[1] < 0:
+            raise ValueError(f"bad sizes {text!r}: sd_log must be >= 0")
+        return SizeScheme(kind, args, n_floor, None, s)
+    raise ValueError(
+        f"unknown size scheme {text!r}; use equal(n), uniform(a,b), lognormal(mu_log,sd_log) or total(N,scheme)"
+    )
+
+
+def size_slug(text: str) -> str:
+    """A path-safe label for a sizes scheme: ``uniform(100,700)`` -> ``uniform-100-700``."""
+    s = str(text).replace(" ", "")
+    return re.sub(r"[(),]+", "-", s).strip("-")
+
+
+def parse_size_slug(slug: str) -> str:
+    """Inverse of :func:`size_slug` for the schemes it produces."""
+    parts = slug.split("-")
+    if parts[0] == "total":
+        return f"total({parts[1]},{parse_size_slug('-'.join(parts[2:]))})"
+    if len(parts) == 1:
+        return parts[0]
+    return f"{parts[0]}({','.join(parts[1:])})"
+
+
+# ------------------------------------------------------------------------- data
+@dataclass
+class Replicate:
+    """One replicate of federated data.
+
+    Attributes
+    ----------
+    X : ndarray, shape (N, d)
+    y : ndarray, shape (N,)
+    sizes : ndarray of int, shape (m,)
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    sizes: np.ndarray
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """Row offsets of the clients, shape ``(m + 1,)``."""
+        return np.concatenate([[0], np.cumsum(self.sizes)])
+
+    def client(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of client i: ``X_i`` (n_i, d), ``y_i`` (n_i,)."""
+        a, b = self.offsets[i], self.offsets[i + 1]
+        return self.X[a:b], self.y[a:b]
+
+    def halves(self) -> tuple["Replicate", "Replicate"]:
+        """Split every client into half 1 (first floor(n_i/2) rows) and half 2 (the rest).
+
+        The rows are i.i.d. draws, so a fixed split is a random split (Algorithm 4).
+        """
+        h1 = self.sizes // 2
+        first = np.concatenate([np.arange(a, a + h) for a, h in zip(self.offsets[:-1], h1)])
+        mask = np.zeros(self.X.shape[0], bool)
+        mask[first] = True
+        return (Replicate(self.X[mask], self.y[mask], h1),
+                Replicate(self.X[~mask], self.y[~mask], self.sizes - h1))
+
+
+def simulate_replicate(rng: np.random.Generator, *, model: str, scheme: SizeScheme, m: int,
+                       beta_true: np.ndarray, sigma_c: float) -> Replicate:
+    """Draw one replicate: sizes, then ``C ~ N(0, sigma_c^2)``, then ``y`` (SPEC 2).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The replicate's own generator (:func:`replicate_rng`).
+    beta_true : ndarray, shape (p,)
+        True coefficients, intercept first.
+    """
+    glm = get_model(model)
+    sizes = scheme.draw(rng, m)
+    n_total = int(sizes.sum())
+    p = beta_true.shape[0]
+    X = np.empty((n_total, p))
+    X[:, 0] = 1.0
+    X[:, 1:] = sigma_c * rng.standard_normal((n_total, p - 1))
+    y = glm.sample(rng, X @ beta_true)
+    return Replicate(X, y, sizes)

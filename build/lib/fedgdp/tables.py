@@ -1,0 +1,232 @@
+"""Tables from study summaries: the paper's Table 1 and the rates table (SPEC 5).
+
+- :func:`table1`: rounds, total communication and error-bound order of each method
+  (:data:`fedgdp.theory.TABLE1`) beside what the simulation measured at one
+  reference cell: rounds, floats sent up and down, empirical MSE and its Monte
+  Carlo standard error.
+- :func:`rates`: fitted log-log slopes of empirical MSE against m or N
+  (statsmodels OLS of log MSE on log x over the cells of a group, with a 95%
+  confidence interval) beside the exponent the method's bound predicts over the
+  same cells (:func:`fedgdp.theory.local_exponent` of
+  :func:`fedgdp.summary.theory_bounds`).
+
+Writers: :func:`write_csv`, :func:`write_markdown`, :func:`write_latex`.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from .plots import atomic_path, method_label
+from .summary import normalise, theory_bounds
+
+__all__ = ["table1", "rates", "write_csv", "write_markdown", "write_latex"]
+
+
+# ------------------------------------------------------------------------ Table 1
+def table1(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
+    """Table 1 with measurements at the reference cell.
+
+    Parameters
+    ----------
+    spec : dict
+        ``model``, ``study``, ``cell`` (``sizes``, ``m``, ``mu``, ``K``: the reference
+        cell) and optionally ``methods`` (row order; default: as in the summary).
+    """
+    from .estimators import REGISTRY
+    from .theory import TABLE1
+
+    sel = (summary["model"] == spec["model"]) & (summary["study"] == spec["study"])
+    for key, value in spec["cell"].items():
+        sel &= summary[key] == normalise(key, value)
+    rows = summary[sel].set_index("method")
+    if rows.empty:
+        raise ValueError(f"table1: no summary rows for the reference cell {spec['cell']} "
+                         f"of {spec['model']} {spec['study']}")
+    out = []
+    for name in spec.get("methods") or list(rows.index):
+        theory = TABLE1.get(name, {})
+        r = rows.loc[name] if name in rows.index else None
+        out.append({
+            "method": method_label(name),
+            "algorithm": getattr(REGISTRY.get(name), "algorithm", ""),
+            "rounds_theory": theory.get("rounds", ""),
+            "communication_theory": theory.get("communication", ""),
+            "bound_theory": theory.get("bound", ""),
+            "rounds": _int(r, "rounds"),
+            "floats_up": _int(r, "floats_up"),
+            "floats_down": _int(r, "floats_down"),
+            "mse": np.nan if r is None else float(r["mse"]),
+            "se": np.nan if r is None else float(r["se"]),
+            "replicates": _int(r, "replicates"),
+            "diverged": _int(r, "diverged"),
+        })
+    return pd.DataFrame(out)
+
+
+def _int(row, key):
+    return pd.NA if row is None else int(round(float(row[key])))
+
+
+TABLE1_HEADERS = {
+    "method": "Method", "algorithm": "Algorithm", "rounds_theory": "Rounds (theory)",
+    "communication_theory": "Communication (theory)", "bound_theory": "MSE bound (order)",
+    "rounds": "Rounds", "floats_up": "Floats up", "floats_down": "Floats down",
+    "mse": "Empirical MSE", "se": "MC SE", "replicates": "Replicates", "diverged": "Diverged",
+}
+
+
+# ---------------------------------------------------------------------- rates
+def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
+    """Fitted and predicted log-log slopes of empirical MSE.
+
+    Parameters
+    ----------
+    spec : dict
+        ``fits``: list of ``{study, x, by, label}`` where ``x`` is ``m`` or ``N`` (the
+        mean total sample size of a cell) and ``by`` an optional grid axis (cells
+        sharing its value form one group; without it all cells of the study are one
+        group); ``models``: models to fit; ``studies``: the studies' config entries
+        (methods, schedule); ``d``: dimension per model; ``method_settings``.
+
+    Returns
+    -------
+    DataFrame with one row per (model, fit, group, method): ``points``, ``slope``,
+    ``ci_low``, ``ci_high`` (95%), ``predicted`` and ``within_ci``.
+    """
+    import statsmodels.api as sm
+
+    out = []
+    for fit in spec["fits"]:
+        study = fit["study"]
+        study_cfg = spec["studies"][study]
+        xcol = "N_mean" if fit["x"] == "N" else fit["x"]
+        for model in spec["models"]:
+            rows = summary[(summary["model"] == model) & (summary["study"] == study)]
+            if rows.empty:
+                continue
+            groups = [(None, rows)] if not fit.get("by") else list(rows.groupby(fit["by"], sort=False))
+            for group, grows in groups:
+                for method in study_cfg.get("methods") or list(dict.fromkeys(grows["method"])):
+                    cells = grows[grows["method"] == method].sort_values(xcol)
+                    cells = cells[(cells["mse"] > 0) & np.isfinite(cells["mse"])]
+                    x = cells[xcol].to_numpy(float)
+                    y = cells["mse"].to_numpy(float)
+                    slope = lo = hi = np.nan
+                    if np.unique(x).size >= 2:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            res = sm.OLS(np.log(y), sm.add_constant(np.log(x))).fit()
+                            slope = float(res.params[1])
+                            if res.df_resid > 0:
+                                lo, hi = (float(v) for v in res.conf_int(0.05)[1])
+                    predicted = _predicted(cells, x, method, model, spec, study_cfg)
+                    out.append({
+                        "model": model, "study": study,
+                        "fit": fit.get("label") or f"log MSE on log {fit['x']}",
+                        "group": "all cells" if group is None else str(group),
+                        "method": method_label(method), "points": int(x.size),
+                        "slope": slope, "ci_low": lo, "ci_high": hi, "predicted": predicted,
+                        "within_ci": bool(lo <= predicted <= hi) if np.isfinite(lo) else pd.NA,
+                    })
+    return pd.DataFrame(out, columns=["model", "study", "fit", "group", "method", "points", "slope",
+                                      "ci_low", "ci_high", "predicted", "within_ci"])
+
+
+def _predicted(cells, x, method, model, spec, study_cfg) -> float:
+    from .theory import local_exponent
+
+    if np.unique(x).size < 2:
+        return np.nan
+    try:
+        bound = theory_bounds(cells, method, d=int(spec["d"][model]),
+                              schedule=study_cfg.get("schedule", "paper"),
+                              method_settings=spec.get("method_settings"))
+    except ValueError:
+        return np.nan
+    return local_exponent(x, bound)
+
+
+RATES_HEADERS = {
+    "model": "Model", "study": "Study", "fit": "Fit", "group": "Cells", "method": "Method",
+    "points": "Points", "slope": "Fitted slope", "ci_low": "95% CI low", "ci_high": "95% CI high",
+    "predicted": "Predicted exponent", "within_ci": "Prediction in CI",
+}
+
+
+# --------------------------------------------------------------------- writers
+def _fmt(value) -> str:
+    if value is None or value is pd.NA:
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value)}"
+    if isinstance(value, (float, np.floating)):
+        if math.isnan(value):
+            return ""
+        if value != 0 and (abs(value) < 1e-2 or abs(value) >= 1e5):
+            return f"{value:.3e}"
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _atomic(path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_csv(df: pd.DataFrame, path) -> None:
+    """Machine-readable table: raw column names, full precision."""
+    _atomic(path, df.to_csv(index=False, lineterminator="\n"))
+
+
+def write_markdown(df: pd.DataFrame, path, headers: dict, *, title: str = "", note: str = "") -> None:
+    """A GitHub-flavoured Markdown table with readable headers."""
+    cols = list(df.columns)
+    lines = [f"# {title}", ""] if title else []
+    lines.append("| " + " | ".join(headers.get(c, c) for c in cols) + " |")
+    lines.append("|" + "|".join("---" for _ in cols) + "|")
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(_fmt(row[c]).replace("|", "\\|") for c in cols) + " |")
+    if note:
+        lines += ["", note]
+    _atomic(path, "\n".join(lines) + "\n")
+
+
+_TEX_ESCAPE = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "~": r"\textasciitilde{}"}
+
+
+def _tex_text(s: str) -> str:
+    return "".join(_TEX_ESCAPE.get(ch, ch) for ch in s)
+
+
+def _tex_math(s: str) -> str:
+    """A bound or order such as ``d/N + m d^2 log N / (mu^2 N^2)`` in math mode."""
+    if not s:
+        return ""
+    for word, cmd in (("Omega", r"\Omega"), ("log", r"\log"), ("mu", r"\mu")):
+        s = s.replace(word, cmd + " ")
+    return "$" + s.replace("  ", " ") + "$"
+
+
+def write_latex(df: pd.DataFrame, path, headers: dict, *, math_cols=(), caption: str = "",
+                label: str = "") -> None:
+    """A booktabs ``table`` environment; ``math_cols`` are typeset in math mode."""
+    cols = list(df.columns)
+    align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in cols)
+    lines = [r"\begin{table}[ht]", r"\centering", r"\small"]
+    if caption:
+        lines.append(rf"\caption{{{_tex_text(caption)}}}")
+    if label:
+        lines.append(rf"\label{{{label}}}")
+    lines += [rf"\begin{{tabular}}{{{align}}}", r"\toprule",
+              " & ".join(_tex_text(headers.get(c, c)) for c in cols) + r" \\", r"\midrule"]
+    for _, row in df.iterrows():
+        cells = [_tex_math(str(row[c])) if c in math_cols else _tex_text(_fmt(row[c])) for c in cols]
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    _atomic(path, "\n".join(lines) + "\n")

@@ -1,0 +1,77 @@
+"""The paper's error bounds, up to constants (Table 1, Theorems 3.2-3.10; SPEC 8).
+
+Conventions: ``n`` is an array of client sizes, shape ``(m,)``, ``N = n.sum()``;
+``d`` the dimension; ``mu`` the privacy parameter (``inf``: non-private). Every
+bound is returned with all constants set to one, so only its shape (how it scales
+with m, n, N, mu, K) is meaningful; figures rescale it to the data before drawing.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["upper_bound", "lower_bound", "TABLE1", "local_exponent"]
+
+
+def _privacy_scale(mu: float) -> float:
+    return 0.0 if not np.isfinite(mu) else 1.0 / mu ** 2
+
+
+def upper_bound(method: str, n, *, d: int, mu: float, K: int = 50, R: int = 2) -> float:
+    """Order of the MSE bound of ``method`` (Table 1), constants set to one.
+
+    - fedsgd   : d/N + m d^2 log(N) / (mu^2 N^2)           (Theorem 3.2, Remark 3.2)
+    - fedhybrid: d/N + m d^2 log(m) / (mu^2 N^2)           (Theorem 3.5)
+    - fedavg   : d/N + m^2 d^2 / N^2 + m d^2 R K / (mu^2 N^2)   (Theorem 3.7)
+    - fednewton: d/N + m d^2 / (mu^2 N^2)                  (Theorem 3.9)
+
+    ``n`` may be an int (equal sizes need ``m`` via an array) or an array of sizes.
+    """
+    n = np.atleast_1d(np.asarray(n, dtype=float))
+    m, N = n.shape[0], float(n.sum())
+    priv = _privacy_scale(mu) * m * d ** 2 / N ** 2
+    if method == "fedsgd":
+        return d / N + priv * math.log(N)
+    if method == "fedhybrid":
+        return d / N + priv * math.log(max(m, 2))
+    if method == "fedavg":
+        return d / N + m ** 2 * d ** 2 / N ** 2 + priv * R * K
+    if method == "fednewton":
+        return d / N + priv
+    raise ValueError(f"unknown method {method!r}")
+
+
+def lower_bound(n, *, d: int, mu: float) -> float:
+    """Minimax lower bound of Theorem 3.10, constants set to one:
+    ``d / sum_i min(n_i, n_i^2 mu^2 log(1/mu) / d)``, stated for ``0 < mu < 1``.
+
+    For ``mu >= 1`` the privacy term is not covered by the theorem; the function
+    then returns the non-private ``d / N``.
+    """
+    n = np.atleast_1d(np.asarray(n, dtype=float))
+    if not 0 < mu < 1:
+        return d / float(n.sum())
+    eff = np.minimum(n, n ** 2 * mu ** 2 * math.log(1 / mu) / d)
+    return d / float(eff.sum())
+
+
+# Table 1 of the paper: effective rounds, total communication, error-bound order.
+TABLE1 = {
+    "fedsgd": {"rounds": "K = Omega(log Nd)", "communication": "O(mKd)",
+               "bound": "d/N + m d^2 log N / (mu^2 N^2)"},
+    "fedhybrid": {"rounds": "K2 = Omega(log m)", "communication": "O(m K2 d)",
+                  "bound": "d/N + m d^2 log m / (mu^2 N^2)"},
+    "fedavg": {"rounds": "R = O(1)", "communication": "O(mRd)",
+               "bound": "d/N + m^2 d^2 / N^2 + m d^2 R K / (mu^2 N^2)"},
+    "fednewton": {"rounds": "2", "communication": "O(md)",
+                  "bound": "d/N + m d^2 / (mu^2 N^2)"},
+}
+
+
+def local_exponent(xs, ys) -> float:
+    """Least-squares slope of ``log ys`` on ``log xs``: the exponent a bound predicts
+    over the range of a grid (compared with the fitted slope of the data)."""
+    lx, ly = np.log(np.asarray(xs, float)), np.log(np.asarray(ys, float))
+    lx = lx - lx.mean()
+    return float(np.sum(lx * (ly - ly.mean())) / np.sum(lx ** 2))
