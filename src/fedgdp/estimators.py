@@ -65,6 +65,8 @@ class ClientData:
     def __init__(self, reps: list[Replicate], glm: GLM):
         from .kernels import MODEL_CODES, client_groups
 
+        if glm.name not in MODEL_CODES:
+            raise ValueError(f"no compiled kernel for model {glm.name!r}; have {sorted(MODEL_CODES)}")
         self.glm = glm
         self.model = MODEL_CODES[glm.name]
         self.R, self.m = len(reps), reps[0].sizes.shape[0]
