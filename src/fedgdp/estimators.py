@@ -72,11 +72,14 @@ class ClientData:
         self.R, self.m = len(reps), reps[0].sizes.shape[0]
         self.d = reps[0].X.shape[1]
         self.sizes = np.stack([r.sizes for r in reps])
-        X = np.concatenate([r.X for r in reps])
-        self.XT = np.ascontiguousarray(X.T)
-        self.y = np.ascontiguousarray(np.concatenate([r.y for r in reps]), dtype=float)
-        self.inv_norm = 1.0 / np.linalg.norm(X, axis=1)
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes.ravel())]).astype(np.int64)
+        self.XT = np.empty((self.d, self.offsets[-1]))
+        start = 0
+        for r in reps:
+            self.XT[:, start:start + r.X.shape[0]] = r.X.T
+            start += r.X.shape[0]
+        self.y = np.ascontiguousarray(np.concatenate([r.y for r in reps]), dtype=float)
+        self.inv_norm = 1.0 / np.sqrt(np.einsum("kn,kn->n", self.XT, self.XT))
         self.groups = client_groups(self.sizes)
 
     @property

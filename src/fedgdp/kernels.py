@@ -18,7 +18,8 @@ Rows are processed in chunks of :data:`CHUNK` consecutive rows: the linear predi
 ``r_j = b'(eta_j) - y_j`` clipped to ``[-lim_j, lim_j]`` (clipping the per-sample
 gradient ``r_j x_j`` to norm B), and the sums of ``r_j x_j`` while the chunk is in
 the L1 cache. A chunk may span several small clients, so short clients do not pay a
-loop set-up per client and pass.
+loop set-up per client and pass; it ends early where a client with at least
+:data:`SPLIT_ROWS` rows in it ends, so larger clients use one parameter per chunk.
 
 Local steps (Algorithms 2-4) run on groups of consecutive clients of one replicate
 (at most :data:`GROUP_ROWS` rows, or one larger client), all K steps of a group
@@ -69,6 +70,7 @@ __all__ = ["CHUNK", "GROUP_ROWS", "MODEL_CODES", "client_groups", "gradients", "
 
 CHUNK = 256          # rows per pass (a few kB per array: stays in L1)
 GROUP_ROWS = 4096    # rows of a group of clients in local steps (stays in L2)
+SPLIT_ROWS = 64      # a chunk ends where a client with at least this many rows in it ends
 MODEL_CODES = {"logistic": 0, "poisson": 1}
 
 # Cody-Waite reduction exp(x) = 2^n exp(r), |r| <= ln2/2, with ln2 split so that n*LN2_HI
@@ -274,15 +276,19 @@ def _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb
             g[c, k] = 0.0
     S1 = offsets[c1]
     first = c0
-    for s in range(offsets[c0], S1, CHUNK):
-        e = min(s + CHUNK, S1)
+    s = offsets[c0]
+    while s < S1:
         while offsets[first + 1] <= s:            # first client with rows in [s, e)
             first += 1
+        e = min(s + CHUNK, S1)
+        if offsets[first + 1] < e and offsets[first + 1] - s >= SPLIT_ROWS:
+            e = offsets[first + 1]                # end at the client's end: one parameter
         _chunk_residuals(buf, tb, XT, y, lim, offsets, first, c1, theta, s, e, model, clip)
         c = first
         while c < c1 and offsets[c] < e:
             _segment_sum(g[c], buf, XT, s, max(offsets[c], s) - s, min(offsets[c + 1], e) - s)
             c += 1
+        s = e
     for c in range(c0, c1):
         n = offsets[c + 1] - offsets[c]
         for k in range(g.shape[1]):
