@@ -133,8 +133,8 @@ def _as_float(typingctx, bits):
 
 @_njit(_EXACT, inline="always")
 def _exp(x):
-    """``exp(x)`` in a form the compiler vectorises: within 1 ulp of the C library's
-    exp for normal results, 0 below -745, inf above 709.78, NaN kept."""
+    """``exp(x)`` in a form the compiler vectorises: within a few ulp of the C library's
+    exp for normal results (tested: 4 ulp), 0 below -745, inf above 709.78, NaN kept."""
     xc = min(max(x, -746.0), 710.0)
     n = math.floor(xc * _LOG2E + 0.5)
     r = (xc - n * _LN2_HI) - n * _LN2_LO
