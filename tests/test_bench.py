@@ -87,3 +87,11 @@ def test_simulate_does_not_import_pandas(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
     assert len(read_cell(tmp_path / "c.parquet")) == 4
+
+
+def test_suite_errors_name_the_config_and_the_studies(tmp_path, capsys):
+    assert main(["bench", "--suite", "--config", str(tmp_path / "none.yaml")]) == 2
+    assert capsys.readouterr().err.strip() == f"fedgdp: error: --config {tmp_path / 'none.yaml'}: No such file or directory"
+    assert main(["bench", "--suite", "--config", str(_tiny_config(tmp_path)), "--studies", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nope" in err

@@ -140,8 +140,11 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
     from .params import resolve
     from .runner import run_cell
 
-    with open(config) as fh:
-        cfg = yaml.safe_load(fh)
+    try:
+        with open(config) as fh:
+            cfg = yaml.safe_load(fh)
+    except OSError as exc:
+        raise ValueError(f"--config {config}: {exc.strerror}") from None
     R = int(replicates or cfg["replicates"])
     cells = [(study, resolve(o)) for study, o in suite_cells(cfg, studies)]
     if not cells:
