@@ -152,7 +152,7 @@ def test_kernels_compile_where_no_cache_location_is_writable(tmp_path):
 
 
 def test_kernels_do_not_import_scipy_linalg():
-    """numba would import scipy.linalg for a BLAS check (about 0.25 CPU-s a process)."""
+    """numba would import scipy.linalg for a BLAS check (about 0.15 CPU-s a process)."""
     code = "import sys; import fedgdp.kernels; print('scipy.linalg' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr

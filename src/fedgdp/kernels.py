@@ -46,8 +46,8 @@ def _import_numba():
 
     numba's first compile or cache load imports ``numba.np.arraymath``, which imports
     ``scipy.linalg`` (when scipy is installed) only to see whether BLAS is there for
-    ``np.cov``-style inner products; that import costs a process about 0.25 CPU-s,
-    more than numba itself. These kernels use no BLAS, so unless scipy.linalg is
+    ``np.cov``-style inner products; that import costs a process about 0.15 CPU-s
+    (half as much as importing numba). These kernels use no BLAS, so unless scipy.linalg is
     already loaded the check fails fast (numba then uses its plain loop there;
     ``np.dot`` in compiled code still finds BLAS later, as it checks again).
     """
