@@ -1,50 +1,192 @@
-"""``fedgdp bench``: the reference loop against the vectorised estimators.
+"""``fedgdp bench``: the reference loop against the fast estimators, and the suite timing.
 
-Both run in one process on the same cell (same data, same noise draws): logistic,
-m = 100, equal(400), p = 5, 100 replicates, all four methods, float64 by default.
-The printed ratio is reference time / fast time; the largest difference between
-the two estimates is printed too, as a check that they computed the same thing.
+Single cell (:func:`run_bench`): both implementations run in one process on the same
+cell (same data, same noise draws): logistic, m = 100, equal(400), p = 5, mu = 2,
+K = 50, 100 replicates, all four methods, float64. The ratio is reference CPU time /
+fast CPU time (``time.process_time``, so other processes on the machine do not
+count); the largest difference between the two sets of estimates is printed too, as a
+check that they computed the same thing.
+
+Suite (:func:`run_suite`): every cell of every study of a config (``config.yaml``),
+each cell's replicates in one call of :func:`fedgdp.runner.run_cell` as one simulate
+job does, timed in CPU seconds per cell, per study and per method. Written as JSON
+so that the next change can be compared with this one.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import platform
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
-from .params import resolve
-from .runner import run_cell
+__all__ = ["run_bench", "run_suite", "suite_cells"]
 
-__all__ = ["run_bench"]
+
+def _versions() -> dict:
+    out = {"numpy": np.__version__, "python": platform.python_version(), "machine": platform.machine()}
+    try:
+        import numba
+
+        out["numba"] = numba.__version__
+    except ImportError:
+        out["numba"] = None
+    from .runner import _git_commit
+
+    out["git_commit"] = _git_commit()
+    return out
 
 
 def run_bench(*, replicates: int = 100, m: int = 100, n: int = 400, model: str = "logistic",
               out: str | None = None) -> dict:
-    """Time both implementations; print and return the measurements."""
+    """Time both implementations on one cell; print and return the measurements."""
+    from .params import resolve
+    from .runner import run_cell
+
     p = resolve({"model": model, "m": m, "sizes": f"equal({n})", "mu": 2.0, "K": 50})
     seeds = list(range(replicates))
-    run_cell(p, seeds[:1])                      # warm-up (imports, tau1, caches)
-    t0 = time.perf_counter()
-    fast = run_cell(p, seeds)
-    t_fast = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ref = run_cell(p, seeds, impl="reference")
-    t_ref = time.perf_counter() - t0
+    run_cell(p, seeds[:1])                      # warm-up (imports, tau1, compiled kernels)
+    fast, t_fast, w_fast = _timed(run_cell, p, seeds)
+    ref, t_ref, w_ref = _timed(run_cell, p, seeds, impl="reference")
     diff = max(float(np.max(np.abs(np.subtract(a["theta_hat"], b["theta_hat"])))) for a, b in zip(fast, ref))
     result = {
         "cell": f"{model}, m={m}, equal({n}), p={len(p['beta_true'])}, mu=2, K=50, "
                 f"{replicates} replicates, methods={','.join(p['methods'])}",
         "reference_s": round(t_ref, 3), "fast_s": round(t_fast, 3), "ratio": round(t_ref / t_fast, 2),
-        "max_abs_diff": diff, "numpy": np.__version__, "python": platform.python_version(),
-        "machine": platform.machine(),
+        "reference_wall_s": round(w_ref, 3), "fast_wall_s": round(w_fast, 3),
+        "clock": "process_time (CPU seconds of this process)",
+        "max_abs_diff": diff, **_versions(),
     }
     print(f"cell       : {result['cell']}")
-    print(f"reference  : {t_ref:8.2f} s")
-    print(f"fast       : {t_fast:8.2f} s")
-    print(f"ratio      : {t_ref / t_fast:8.1f} x (reference / fast)")
+    print(f"reference  : {t_ref:8.2f} CPU-s  ({w_ref:.2f} s wall)")
+    print(f"fast       : {t_fast:8.2f} CPU-s  ({w_fast:.2f} s wall)")
+    print(f"ratio      : {t_ref / t_fast:8.1f} x (reference / fast, CPU time)")
     print(f"max |diff| : {diff:.2e} (estimates, fast vs reference)")
+    _write_json(result, out)
+    return result
+
+
+def _timed(func, *args, **kwargs):
+    c0, w0 = time.process_time(), time.perf_counter()
+    value = func(*args, **kwargs)
+    return value, time.process_time() - c0, time.perf_counter() - w0
+
+
+def _write_json(result: dict, out: str | None) -> None:
     if out:
         with open(out, "w") as fh:
             json.dump(result, fh, indent=1)
+
+
+# ------------------------------------------------------------------------ suite
+def suite_cells(config: dict, studies=None):
+    """``(study, overrides)`` of every cell of the config's studies, for every model.
+
+    The same expansion as the workflow's (``workflow/rules/common.smk``: the grid's
+    sizes x m x mu x K, a missing axis from ``defaults``).
+    """
+    d = config["defaults"]
+    for study, s in config["studies"].items():
+        if studies and study not in studies:
+            continue
+        grid = s["grid"]
+        axes = (grid["sizes"], grid["m"], grid.get("mu", [d["mu"]]), grid.get("K", [d["K"]]))
+        for model in s["models"]:
+            for sizes, m, mu, K in itertools.product(*axes):
+                p = {k: v for k, v in d.items() if k not in ("mu", "K")}
+                p.update(model=model, study=study, sizes=sizes, m=int(m), mu=mu, K=int(K),
+                         schedule=s["schedule"], methods=list(s["methods"]),
+                         beta_true=config["beta_true"][model])
+                yield study, p
+
+
+@contextmanager
+def _cpu_method_clock():
+    """Let :func:`fedgdp.runner.run_cell` time each method's fit (its ``elapsed_s``
+    per replicate) with the process CPU clock instead of the wall clock."""
+    from . import runner
+
+    class _Clock:
+        perf_counter = staticmethod(time.process_time)
+
+    saved = runner.time
+    runner.time = _Clock
+    try:
+        yield
+    finally:
+        runner.time = saved
+
+
+def run_suite(*, config: str = "config.yaml", replicates: int | None = None, studies=None,
+              out: str | None = None) -> dict:
+    """CPU seconds of every study's cells at the config's settings.
+
+    Parameters
+    ----------
+    config : path of the pipeline config (``config.yaml``)
+    replicates : replicates per cell (default: the config's ``replicates``), seeds 0..R-1
+    studies : names of the studies to time (default all)
+    out : optional JSON file
+
+    Returns
+    -------
+    dict with ``total_cpu_s``, ``studies`` (per study: cells, cpu_s, methods_cpu_s,
+    data_cpu_s = cell time outside the methods' fits) and ``cells`` (one entry each).
+    """
+    import yaml
+
+    from .params import resolve
+    from .runner import run_cell
+
+    try:
+        with open(config) as fh:
+            cfg = yaml.safe_load(fh)
+    except OSError as exc:
+        raise ValueError(f"--config {config}: {exc.strerror}") from None
+    R = int(replicates or cfg["replicates"])
+    cells = [(study, resolve(o)) for study, o in suite_cells(cfg, studies)]
+    if not cells:
+        raise ValueError(f"no cells: studies {studies} not in {config}")
+    run_cell(cells[0][1], [0])                  # warm-up (imports, compiled kernels)
+    per_study: dict = {}
+    rows_out = []
+    for study, p in cells:
+        with _cpu_method_clock():
+            rows, cpu, wall = _timed(run_cell, p, list(range(R)))
+        methods = {}
+        for row in rows:
+            methods[row["method"]] = methods.get(row["method"], 0.0) + row["elapsed_s"]
+        st = per_study.setdefault(study, {"cells": 0, "cpu_s": 0.0, "wall_s": 0.0, "methods_cpu_s": {}})
+        st["cells"] += 1
+        st["cpu_s"] += cpu
+        st["wall_s"] += wall
+        for name, t in methods.items():
+            st["methods_cpu_s"][name] = st["methods_cpu_s"].get(name, 0.0) + t
+        rows_out.append({"study": study, "model": p["model"], "sizes": p["sizes"], "m": p["m"],
+                         "mu": p["mu"], "K": p["K"], "cpu_s": round(cpu, 4),
+                         "methods_cpu_s": {k: round(v, 4) for k, v in methods.items()}})
+    for st in per_study.values():
+        st["data_cpu_s"] = st["cpu_s"] - sum(st["methods_cpu_s"].values())
+        for key in ("cpu_s", "wall_s", "data_cpu_s"):
+            st[key] = round(st[key], 3)
+        st["methods_cpu_s"] = {k: round(v, 3) for k, v in st["methods_cpu_s"].items()}
+    total = sum(st["cpu_s"] for st in per_study.values())
+    result = {"config": str(config), "replicates": R, "cells": len(cells), "total_cpu_s": round(total, 3),
+              "clock": "process_time (CPU seconds of this process)", **_versions(),
+              "studies": per_study, "cell_times": rows_out}
+    _print_suite(result)
+    _write_json(result, out)
     return result
+
+
+def _print_suite(result: dict) -> None:
+    methods = sorted({k for st in result["studies"].values() for k in st["methods_cpu_s"]})
+    head = f"{'study':<12}{'cells':>6}{'CPU-s':>9}{'data':>8}" + "".join(f"{m:>11}" for m in methods)
+    print(f"suite: {result['config']}, {result['replicates']} replicates per cell, CPU seconds")
+    print(head)
+    for name, st in result["studies"].items():
+        print(f"{name:<12}{st['cells']:>6}{st['cpu_s']:>9.2f}{st['data_cpu_s']:>8.2f}"
+              + "".join(f"{st['methods_cpu_s'].get(m, 0.0):>11.2f}" for m in methods))
+    print(f"{'total':<12}{result['cells']:>6}{result['total_cpu_s']:>9.2f}")

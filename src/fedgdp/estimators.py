@@ -21,12 +21,12 @@ Conventions
 sds are ``(R, m)`` or ``(R,)``; standard-normal noise arrays carry the replicate axis
 first, e.g. ``(R, K, m, d)``. All methods start at theta = 0.
 
-Speed: :class:`ClientData` stores the clients of a block of replicates in a few size
-buckets, each a features-first array ``(G, d, L)`` (G clients padded with zero rows
-to length L), so the linear predictor and the gradient are batched matrix products,
-and clipping a per-sample gradient ``r_j x_j`` is clipping the scalar ``r_j`` to
-``B/||x_j||``. A client's bucket length depends only on its own replicate's sizes,
-so a replicate's numbers do not depend on which replicates share its block.
+Speed: :class:`ClientData` stores the clients of a block of replicates rows-contiguous
+and features-first, and the gradient steps run in the fused compiled kernels of
+:mod:`fedgdp.kernels` (one pass over a client's rows per step; clipping a per-sample
+gradient ``r_j x_j`` is clipping the scalar ``r_j`` to ``B/||x_j||``). Every client is
+computed on its own, so a replicate's numbers do not depend on which replicates share
+its block.
 """
 from __future__ import annotations
 
@@ -44,131 +44,113 @@ __all__ = ["ClientData", "FitData", "Fit", "Method", "REGISTRY", "get_method",
 
 
 # ------------------------------------------------------------------ data layout
-def _grid_up(n: np.ndarray) -> np.ndarray:
-    """Round sizes up to a grid with eight steps per octave (at most 12.5% padding)."""
-    n = np.asarray(n, dtype=np.int64)
-    step = 2 ** np.maximum(0, np.floor(np.log2(np.maximum(n, 1))).astype(np.int64) - 3)
-    return -(-n // step) * step
-
-
-def bucket_lengths(sizes: np.ndarray, overhead_rows: int = 4000) -> np.ndarray:
-    """Padded length of every client of one replicate, shape ``(m,)``.
-
-    Clients sorted by size are cut into contiguous groups minimising
-    ``sum_groups (overhead_rows + count * length)`` (dynamic programming over the
-    distinct grid lengths); a group whose clients all have one size keeps it exactly.
-    """
-    grid = _grid_up(sizes)
-    values, counts = np.unique(grid, return_counts=True)
-    J = values.shape[0]
-    best = np.zeros(J + 1)
-    cut = np.zeros(J + 1, dtype=np.int64)
-    for j in range(1, J + 1):
-        cand = [best[i] + overhead_rows + values[j - 1] * counts[i:j].sum() for i in range(j)]
-        cut[j] = int(np.argmin(cand))
-        best[j] = cand[cut[j]]
-    lengths = np.empty_like(sizes)
-    j = J
-    while j > 0:
-        i = cut[j]
-        members = (grid >= values[i]) & (grid <= values[j - 1])
-        exact = sizes[members]
-        lengths[members] = exact[0] if np.all(exact == exact[0]) else values[j - 1]
-        j = i
-    return lengths
-
-
-@dataclass
-class _Bucket:
-    flat: np.ndarray      # (G,) index into R*m
-    X: np.ndarray         # (G, d, L) zero padded
-    yk: np.ndarray        # (G, L) kernel-transformed responses (0 on padding)
-    Xy: np.ndarray        # (G, d) X @ yk, subtracted once per gradient
-    inv_norm: np.ndarray  # (G, L) 1/||x_j||, 0 on padding
-    n: np.ndarray         # (G,)
+_NO_NOISE = np.zeros((0, 0, 0, 0))   # Z of a non-private run (never read)
+_NO_CLIP = np.zeros(0)               # residual clips of a non-private run (never read)
 
 
 class ClientData:
-    """The clients of a block of replicates, in size buckets (see module docstring).
+    """The clients of a block of replicates in the layout of :mod:`fedgdp.kernels`.
 
     Parameters
     ----------
     reps : list of Replicate
         ``R`` replicates with the same number of clients m.
     glm : GLM
+        ``logistic`` or ``poisson`` (the models the compiled kernels know).
+
+    Attributes
+    ----------
+    XT : ndarray, shape (d, N)   all rows, features first, client after client
+    y, inv_norm : ndarray, shape (N,)   responses and ``1/||x_j||``
+    offsets : ndarray, shape (R m + 1,)   client ``c = r m + i`` owns ``offsets[c]:offsets[c+1]``
+    groups : ndarray   groups of clients of the local steps (:func:`fedgdp.kernels.client_groups`)
+    sizes : ndarray, shape (R, m)
     """
 
-    def __init__(self, reps: list[Replicate], glm: GLM, overhead_rows: int = 4000):
+    def __init__(self, reps: list[Replicate], glm: GLM):
+        from .kernels import MODEL_CODES, client_groups
+
+        if glm.name not in MODEL_CODES:
+            raise ValueError(f"no compiled kernel for model {glm.name!r}; have {sorted(MODEL_CODES)}")
         self.glm = glm
+        self.model = MODEL_CODES[glm.name]
         self.R, self.m = len(reps), reps[0].sizes.shape[0]
         self.d = reps[0].X.shape[1]
         self.sizes = np.stack([r.sizes for r in reps])
-        lengths = np.stack([bucket_lengths(r.sizes, overhead_rows) for r in reps])
-        self.buckets = [self._bucket(reps, lengths, L) for L in np.unique(lengths)]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes.ravel())]).astype(np.int64)
+        self.XT = np.empty((self.d, self.offsets[-1]))
+        start = 0
+        for r in reps:
+            self.XT[:, start:start + r.X.shape[0]] = r.X.T
+            start += r.X.shape[0]
+        self.y = np.ascontiguousarray(np.concatenate([r.y for r in reps]), dtype=float)
+        self.inv_norm = 1.0 / np.sqrt(np.einsum("kn,kn->n", self.XT, self.XT))
+        self.groups = client_groups(self.sizes)
 
-    def _bucket(self, reps, lengths, L) -> _Bucket:
-        d, m = self.d, self.m
-        parts = []
-        for r, rep in enumerate(reps):
-            clients = np.flatnonzero(lengths[r] == L)
-            if clients.size == 0:
-                continue
-            n = rep.sizes[clients]
-            idx = rep.offsets[clients][:, None] + np.arange(L)[None, :]
-            pad = np.arange(L)[None, :] >= n[:, None]
-            idx[pad] = rep.X.shape[0]          # points at an appended zero row
-            Xz = np.vstack([rep.X, np.zeros((1, d))])
-            yz = np.append(rep.y, 0.0)
-            parts.append((r * m + clients, Xz[idx], yz[idx], pad, n))
-        flat = np.concatenate([p[0] for p in parts])
-        Xg = np.concatenate([p[1] for p in parts])            # (G, L, d)
-        pad = np.concatenate([p[3] for p in parts])
-        norms = np.linalg.norm(Xg, axis=2)
-        with np.errstate(divide="ignore"):
-            inv_norm = np.where(pad, 0.0, 1.0 / norms)
-        yk = self.glm.kernel.y_transform(np.concatenate([p[2] for p in parts]))
-        yk[pad] = 0.0
-        Xt = np.ascontiguousarray(Xg.transpose(0, 2, 1))
-        Xy = np.matmul(Xt, yk[:, :, None])[:, :, 0]
-        return _Bucket(flat, Xt, yk, Xy, inv_norm, np.concatenate([p[4] for p in parts]))
+    @property
+    def C(self) -> int:
+        """Number of clients in the block, ``R m``."""
+        return self.R * self.m
 
-    def clip_bounds(self, B: np.ndarray | None) -> list[tuple | None]:
-        """Per bucket, the interval ``yk -+ resid_scale * B/||x_j||`` that the fitted
-        mean ``inv(eta)`` is clipped to (clipping the residual), or None (no clipping)."""
+    def clip_bounds(self, B: np.ndarray | None) -> np.ndarray | None:
+        """The clip of every row's residual, ``B_r / ||x_j||``, shape ``(N,)`` (B: one
+        bound per replicate, shape (R,)), or None (no clipping)."""
         if B is None:
-            return [None] * len(self.buckets)
-        scale = self.glm.kernel.resid_scale * np.repeat(np.asarray(B, float), self.m)
-        out = []
-        for b in self.buckets:
-            c = scale[b.flat][:, None] * b.inv_norm
-            out.append((b.yk - c, b.yk + c))
-        return out
+            return None
+        return np.repeat(np.asarray(B, float), self.sizes.sum(axis=1)) * self.inv_norm
 
-    def gradients(self, theta: np.ndarray, bounds: list) -> np.ndarray:
+    def _clip(self, bounds):
+        return (_NO_CLIP, False) if bounds is None else (bounds, True)
+
+    def _per_client(self, a) -> np.ndarray:
+        """An ``(R, m)``-broadcastable array as a contiguous ``(R m,)`` float array."""
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(a, float), (self.R, self.m)).ravel())
+
+    def gradients(self, theta: np.ndarray, bounds) -> np.ndarray:
         """Average clipped gradient of every client at its own parameter.
 
         Parameters
         ----------
         theta : ndarray, shape (R, m, d)
-        bounds : list from :meth:`clip_bounds`
+        bounds : from :meth:`clip_bounds`
 
         Returns
         -------
         ndarray, shape (R, m, d)
         """
-        k = self.glm.kernel
-        th = theta.reshape(-1, self.d) * k.theta_scale
-        out = np.empty((self.R * self.m, self.d))
-        for b, c in zip(self.buckets, bounds):
-            s = np.matmul(th[b.flat][:, None, :], b.X)[:, 0, :]
-            k.inv_inplace(s)
-            if c is not None:
-                np.minimum(s, c[1], out=s)
-                np.maximum(s, c[0], out=s)
-            g = np.matmul(b.X, s[:, :, None])[:, :, 0]
-            g -= b.Xy
-            out[b.flat] = g / (k.resid_scale * b.n[:, None])
+        from . import kernels
+
+        th = np.ascontiguousarray(theta, dtype=float).reshape(self.C, self.d)
+        out = np.empty((self.C, self.d))
+        lim, clip = self._clip(bounds)
+        kernels.gradients(self.XT, self.y, lim, self.offsets, self.groups, th, self.model, clip, out)
         return out.reshape(self.R, self.m, self.d)
+
+    def local_steps(self, theta, *, K, eta, bounds, sigma, Z) -> np.ndarray:
+        """K noisy local steps of every client from ``theta`` (R, m, d); see
+        :func:`local_descent`. Returns a new (R, m, d) array."""
+        from . import kernels
+
+        th = np.array(theta, dtype=float, order="C").reshape(self.C, self.d)
+        lim, clip = self._clip(bounds)
+        noise = _NO_NOISE if Z is None else np.ascontiguousarray(Z, dtype=float)
+        kernels.local_descent(self.XT, self.y, lim, self.offsets, self.groups, self.m, th, int(K), float(eta),
+                              self.model, clip, self._per_client(sigma), noise, Z is not None)
+        return th.reshape(self.R, self.m, self.d)
+
+    def server_steps(self, theta, w, *, K, eta, bounds, sigma, Z) -> np.ndarray:
+        """K FedSGD steps of every replicate from the global ``theta`` (R, d); see
+        :func:`server_descent`. Returns a new (R, d) array."""
+        from . import kernels
+
+        th = np.array(theta, dtype=float, order="C")
+        w = np.ascontiguousarray(w, dtype=float)
+        wrow = np.repeat((w / self.sizes).ravel(), self.sizes.ravel())
+        lim, clip = self._clip(bounds)
+        noise = _NO_NOISE if Z is None else np.ascontiguousarray(Z, dtype=float)
+        kernels.server_descent(self.XT, self.y, lim, self.offsets, self.m, th, wrow, w, int(K), float(eta),
+                               self.model, clip, self._per_client(sigma), noise, Z is not None)
+        return th
 
     def hessians(self, theta: np.ndarray, bound: float | None = None) -> np.ndarray:
         """Hessian of every client's loss at its parameter, (R, m, d, d).
@@ -177,14 +159,12 @@ class ClientData:
         operator norm H_c: its weight becomes ``min(b''(eta_j), H_c / ||x_j||^2)``
         (certified FedNewton); None leaves them unclipped (Algorithm 4 as printed).
         """
-        th = theta.reshape(-1, self.d)
-        out = np.empty((self.R * self.m, self.d, self.d))
-        for b in self.buckets:
-            eta = np.matmul(th[b.flat][:, None, :], b.X)[:, 0, :]
-            w = self.glm.variance(eta)
-            if bound is not None:
-                np.minimum(w, bound * b.inv_norm ** 2, out=w)
-            out[b.flat] = np.matmul(b.X * w[:, None, :], b.X.transpose(0, 2, 1)) / b.n[:, None, None]
+        from . import kernels
+
+        th = np.ascontiguousarray(theta, dtype=float).reshape(self.C, self.d)
+        out = np.empty((self.C, self.d, self.d))
+        kernels.hessians(self.XT, self.inv_norm, self.offsets, th, self.model,
+                         np.inf if bound is None else float(bound), out)
         return out.reshape(self.R, self.m, self.d, self.d)
 
 
@@ -329,27 +309,17 @@ def local_descent(data: ClientData, theta: np.ndarray, *, K: int, eta: float, bo
     """K noisy local gradient steps of every client from ``theta`` (R, m, d).
 
     ``theta_{t+1} = theta_t - eta * mean_j clip(g_j) + sigma Z_t`` (Algorithms 2-4);
-    Z: (R, K, m, d) or None.
+    sigma: (R, m), Z: (R, K, m, d) or None. Runs in :func:`fedgdp.kernels.local_descent`.
     """
-    theta = theta.copy()
-    for t in range(K):
-        theta -= eta * data.gradients(theta, bounds)
-        if Z is not None:
-            theta += _noise(Z[:, t], sigma)
-    return theta
+    return data.local_steps(theta, K=K, eta=eta, bounds=bounds, sigma=sigma, Z=Z)
 
 
 def server_descent(data: ClientData, theta: np.ndarray, w: np.ndarray, *, K: int, eta: float,
                    bounds, sigma: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
-    """K FedSGD steps from the global ``theta`` (R, d): ``theta -= eta sum_i w_i g~_i``."""
-    theta = theta.copy()
-    m = data.m
-    for k in range(K):
-        g = data.gradients(np.repeat(theta[:, None, :], m, axis=1), bounds)
-        if Z is not None:
-            g += _noise(Z[:, k], sigma)
-        theta -= eta * np.einsum("rm,rmd->rd", w, g)
-    return theta
+    """K FedSGD steps from the global ``theta`` (R, d):
+    ``theta -= eta sum_i w_i (mean_j clip(g_j) + sigma_i Z_ki)`` (Algorithms 1-2);
+    w, sigma: (R, m), Z: (R, K, m, d) or None. Runs in :func:`fedgdp.kernels.server_descent`."""
+    return data.server_steps(theta, w, K=K, eta=eta, bounds=bounds, sigma=sigma, Z=Z)
 
 
 # --------------------------------------------------------------------- methods

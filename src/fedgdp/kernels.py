@@ -1,0 +1,427 @@
+"""Fused compiled kernels (numba) for the clipped GLM gradient steps of the simulations.
+
+Layout
+------
+The clients of a block of replicates are stored rows-contiguous and features-first:
+``XT`` of shape ``(d, N)`` (N rows of all clients of all replicates), ``y`` of shape
+``(N,)``, ``lim`` of shape ``(N,)`` (the clip of row j's residual, ``B_c/||x_j||``)
+and ``offsets`` of shape ``(C + 1,)``: client ``c = r m + i`` (replicate r, client i)
+owns columns ``offsets[c]:offsets[c + 1]``. Parameters are ``(C, d)`` per client or
+``(R, d)`` global; noise sds ``sigma`` are ``(C,)``; standard-normal noise is
+``(R, K, m, d)`` as drawn by the methods.
+
+One pass per gradient step
+--------------------------
+Rows are processed in chunks of :data:`CHUNK` consecutive rows: the linear predictor
+(d vectorised multiply-adds per row, with each row's own client parameter), the mean
+``b'(eta)`` through a vectorisable ``exp`` (:func:`_exp`), the residual
+``r_j = b'(eta_j) - y_j`` clipped to ``[-lim_j, lim_j]`` (clipping the per-sample
+gradient ``r_j x_j`` to norm B), and the sums of ``r_j x_j`` while the chunk is in
+the L1 cache. A chunk may span several small clients, so short clients do not pay a
+loop set-up per client and pass; it ends early where a client with at least
+:data:`SPLIT_ROWS` rows in it ends, so larger clients use one parameter per chunk.
+
+Local steps (Algorithms 2-4) run on groups of consecutive clients of one replicate
+(at most :data:`GROUP_ROWS` rows, or one larger client), all K steps of a group
+before the next, so its rows stay in cache; server steps (Algorithms 1-2) run
+replicate by replicate, the server's weighted sum of the client means taken row by
+row (``sum_j w_i/n_i r_j x_j``). Groups and chunks start at a replicate's (group's)
+first row and depend only on its own sizes, so a replicate's numbers do not depend
+on which replicates share its block.
+
+Compilation is cached on disk (``cache=True``: next to this file, else in the
+user's cache directory, or in ``NUMBA_CACHE_DIR``), so only the first process
+compiles; where no cache location is writable the kernels compile in every process.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+
+def _import_numba():
+    """Import numba and its array typing without letting it import ``scipy.linalg``.
+
+    numba's first compile or cache load imports ``numba.np.arraymath``, which imports
+    ``scipy.linalg`` (when scipy is installed) only to see whether BLAS is there for
+    ``np.cov``-style inner products; that import costs a process about 0.15 CPU-s
+    (half as much as importing numba). These kernels use no BLAS, so unless scipy.linalg is
+    already loaded the check fails fast (numba then uses its plain loop there;
+    ``np.dot`` in compiled code still finds BLAS later, as it checks again).
+    """
+    import numba
+
+    if "scipy.linalg" not in sys.modules and "numba.np.arraymath" not in sys.modules:
+        sys.modules["scipy.linalg.cython_blas"] = None      # makes the import fail at once
+        try:
+            import numba.np.arraymath  # noqa: F401
+        finally:
+            del sys.modules["scipy.linalg.cython_blas"]
+    return numba
+
+
+numba = _import_numba()
+_intrinsic = numba.extending.intrinsic
+
+__all__ = ["CHUNK", "GROUP_ROWS", "MODEL_CODES", "client_groups", "gradients", "local_descent",
+           "server_descent", "hessians"]
+
+CHUNK = 256          # rows per pass (a few kB per array: stays in L1)
+GROUP_ROWS = 4096    # rows of a group of clients in local steps (stays in L2)
+SPLIT_ROWS = 64      # a chunk ends where a client with at least this many rows in it ends
+MODEL_CODES = {"logistic": 0, "poisson": 1}
+
+# Cody-Waite reduction exp(x) = 2^n exp(r), |r| <= ln2/2, with ln2 split so that n*LN2_HI
+# is exact; exp(r) by its Taylor polynomial of degree 13 (remainder < 1e-17 relative).
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+
+_EXACT = {"contract"}                  # fused multiply-add only: elementwise loops
+_SUMS = {"contract", "reassoc"}        # reductions may be reordered (vectorised sums)
+
+
+def _njit(fastmath, inline="never"):
+    """``numba.njit`` with the on-disk cache, or without it where no cache location is
+    writable (numba raises RuntimeError at decoration then)."""
+    opts = dict(fastmath=fastmath, error_model="numpy", nogil=True, inline=inline)
+
+    def wrap(func):
+        try:
+            return numba.njit(cache=True, **opts)(func)
+        except RuntimeError:
+            _warn_no_cache()
+            return numba.njit(cache=False, **opts)(func)
+    return wrap
+
+
+_WARNED = []
+
+
+def _warn_no_cache():
+    if not _WARNED:
+        _WARNED.append(True)
+        import warnings
+
+        warnings.warn("fedgdp.kernels: no writable numba cache location (package directory or "
+                      "~/.cache/numba); the kernels compile in every process (seconds each); "
+                      "set NUMBA_CACHE_DIR to a writable directory", RuntimeWarning, stacklevel=3)
+
+
+# ----------------------------------------------------------------- chunk passes
+# A chunk is the columns s:s+L of the block's arrays. Indices are cast to unsigned
+# (``_u``): numba then drops its negative-index wraparound and the loops vectorise.
+# Features are taken four at a time, so a pass reads and writes the chunk's buffer
+# once per four features.
+@_njit(_EXACT, inline="always")
+def _u(i):
+    return np.uint64(i)
+
+
+@_intrinsic
+def _as_float(typingctx, bits):
+    """The float64 whose bit pattern is the int64 ``bits``."""
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
+@_njit(_EXACT, inline="always")
+def _exp(x):
+    """``exp(x)`` in a form the compiler vectorises: within a few ulp of the C library's
+    exp for normal results (tested: 4 ulp), 0 below -745, inf above 709.78, NaN kept."""
+    xc = min(max(x, -746.0), 710.0)
+    n = math.floor(xc * _LOG2E + 0.5)
+    r = (xc - n * _LN2_HI) - n * _LN2_LO
+    p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (
+        1 / 720 + r * (1 / 5040 + r * (1 / 40320 + r * (1 / 362880 + r * (
+            1 / 3628800 + r * (1 / 39916800 + r * (1 / 479001600 + r / 6227020800))))))))))))
+    ni = np.int64(n)
+    h = ni >> 1                            # 2^n as 2^h 2^(n-h): both factors normal
+    v = p * _as_float((h + 1023) << 52) * _as_float((ni - h + 1023) << 52)
+    return v if x == x else x
+
+
+@_njit(_EXACT, inline="always")
+def _clip(r, b):
+    """r clipped to [-b, b]; NaN stays NaN (a diverged run stays NaN)."""
+    r = b if r > b else r
+    return -b if r < -b else r
+
+
+@_njit(_EXACT)
+def _eta_one(buf, XT, th, sign, s, L):
+    """``buf[:L] = sign * XT[:, s:s+L]' th``: the (signed) linear predictor, one parameter."""
+    d = XT.shape[0]
+    t = sign * th[0]
+    for j in range(L):
+        buf[_u(j)] = XT[0, _u(s + j)] * t
+    k = 1
+    while k + 4 <= d:
+        t0, t1, t2, t3 = sign * th[k], sign * th[k + 1], sign * th[k + 2], sign * th[k + 3]
+        for j in range(L):
+            i = _u(s + j)
+            buf[_u(j)] += (XT[k, i] * t0 + XT[k + 1, i] * t1) + (XT[k + 2, i] * t2 + XT[k + 3, i] * t3)
+        k += 4
+    while k < d:
+        t = sign * th[k]
+        for j in range(L):
+            buf[_u(j)] += XT[k, _u(s + j)] * t
+        k += 1
+
+
+@_njit(_EXACT)
+def _eta_rows(buf, XT, tb, s, L):
+    """``buf[j] = sum_k XT[k, s+j] tb[k, j]``: the linear predictor with each row's own
+    (signed) parameter ``tb[:, j]``."""
+    d = XT.shape[0]
+    for j in range(L):
+        buf[_u(j)] = XT[0, _u(s + j)] * tb[0, _u(j)]
+    k = 1
+    while k + 4 <= d:
+        for j in range(L):
+            i, q = _u(s + j), _u(j)
+            buf[q] += ((XT[k, i] * tb[k, q] + XT[k + 1, i] * tb[k + 1, q])
+                       + (XT[k + 2, i] * tb[k + 2, q] + XT[k + 3, i] * tb[k + 3, q]))
+        k += 4
+    while k < d:
+        for j in range(L):
+            buf[_u(j)] += XT[k, _u(s + j)] * tb[k, _u(j)]
+        k += 1
+
+
+@_njit(_EXACT)
+def _fill(tb, th, sign, a, b):
+    """``tb[:, a:b] = sign * th``."""
+    for k in range(tb.shape[0]):
+        t = sign * th[k]
+        for j in range(a, b):
+            tb[k, _u(j)] = t
+
+
+@_njit(_EXACT)
+def _residuals(buf, y, lim, s, L, model, clip):
+    """``buf[:L]``: the signed linear predictor in, the (clipped) residual
+    ``b'(eta) - y`` out. Logistic: buf holds ``-eta`` and ``b'(eta) = 1/(1 + exp(-eta))``;
+    Poisson: buf holds ``eta`` and ``b'(eta) = exp(eta)``."""
+    if model == 0 and clip:
+        for j in range(L):
+            i = _u(s + j)
+            buf[_u(j)] = _clip(1.0 / (1.0 + _exp(buf[_u(j)])) - y[i], lim[i])
+    elif model == 0:
+        for j in range(L):
+            buf[_u(j)] = 1.0 / (1.0 + _exp(buf[_u(j)])) - y[_u(s + j)]
+    elif clip:
+        for j in range(L):
+            i = _u(s + j)
+            buf[_u(j)] = _clip(_exp(buf[_u(j)]) - y[i], lim[i])
+    else:
+        for j in range(L):
+            buf[_u(j)] = _exp(buf[_u(j)]) - y[_u(s + j)]
+
+
+@_njit(_SUMS)
+def _segment_sum(g, buf, XT, s, a, b):
+    """``g += XT[:, s+a:s+b] @ buf[a:b]``."""
+    d = XT.shape[0]
+    k = 0
+    while k + 4 <= d:
+        a0 = a1 = a2 = a3 = 0.0
+        for j in range(a, b):
+            i, r = _u(s + j), buf[_u(j)]
+            a0 += r * XT[k, i]
+            a1 += r * XT[k + 1, i]
+            a2 += r * XT[k + 2, i]
+            a3 += r * XT[k + 3, i]
+        g[k] += a0
+        g[k + 1] += a1
+        g[k + 2] += a2
+        g[k + 3] += a3
+        k += 4
+    while k < d:
+        acc = 0.0
+        for j in range(a, b):
+            acc += buf[_u(j)] * XT[k, _u(s + j)]
+        g[k] += acc
+        k += 1
+
+
+@_njit(_EXACT)
+def _chunk_residuals(buf, tb, XT, y, lim, offsets, first, c1, theta, s, e, model, clip):
+    """The clipped residuals of rows ``s:e`` into ``buf``; client c has ``theta[c]``
+    and ``first`` is the first client with rows in ``s:e``."""
+    sign = -1.0 if model == 0 else 1.0
+    if offsets[first + 1] >= e:                   # one client: one parameter
+        _eta_one(buf, XT, theta[first], sign, s, e - s)
+    else:
+        c = first
+        while c < c1 and offsets[c] < e:
+            _fill(tb, theta[c], sign, max(offsets[c], s) - s, min(offsets[c + 1], e) - s)
+            c += 1
+        _eta_rows(buf, XT, tb, s, e - s)
+    _residuals(buf, y, lim, s, e - s, model, clip)
+
+
+@_njit(_EXACT)
+def _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb):
+    """``g[c] = mean_j clip(r_j x_j)`` at ``theta[c]`` for the clients ``c0 <= c < c1``
+    (consecutive rows ``offsets[c0]:offsets[c1]``), chunk by chunk."""
+    for c in range(c0, c1):
+        for k in range(g.shape[1]):
+            g[c, k] = 0.0
+    S1 = offsets[c1]
+    first = c0
+    s = offsets[c0]
+    while s < S1:
+        while offsets[first + 1] <= s:            # first client with rows in [s, e)
+            first += 1
+        e = min(s + CHUNK, S1)
+        if offsets[first + 1] < e and offsets[first + 1] - s >= SPLIT_ROWS:
+            e = offsets[first + 1]                # end at the client's end: one parameter
+        _chunk_residuals(buf, tb, XT, y, lim, offsets, first, c1, theta, s, e, model, clip)
+        c = first
+        while c < c1 and offsets[c] < e:
+            _segment_sum(g[c], buf, XT, s, max(offsets[c], s) - s, min(offsets[c + 1], e) - s)
+            c += 1
+        s = e
+    for c in range(c0, c1):
+        n = offsets[c + 1] - offsets[c]
+        for k in range(g.shape[1]):
+            g[c, k] = g[c, k] / n
+
+
+@_njit(_EXACT)
+def _scratch(d):
+    return np.empty(CHUNK), np.empty((d, CHUNK))
+
+
+# ------------------------------------------------------------------ public kernels
+def client_groups(sizes: np.ndarray, max_rows: int = GROUP_ROWS) -> np.ndarray:
+    """Groups of consecutive clients for the local steps, shape ``(G + 1,)``.
+
+    sizes: ``(R, m)``. Group q is the clients ``groups[q]:groups[q+1]`` (flat index
+    ``r m + i``), all of one replicate, at most ``max_rows`` rows together unless a
+    single client has more; cut greedily from each replicate's own sizes.
+    """
+    R, m = sizes.shape
+    total = np.cumsum(sizes, axis=1)
+    cuts = [0]
+    for r in range(R):
+        start = 0
+        for i in range(1, m):
+            if total[r, i] - start > max_rows:
+                cuts.append(r * m + i)
+                start = total[r, i - 1]
+        cuts.append((r + 1) * m)
+    return np.array(cuts, dtype=np.int64)
+
+
+@_njit(_EXACT)
+def gradients(XT, y, lim, offsets, groups, theta, model, clip, out):
+    """Mean clipped gradient of every client at its own parameter.
+
+    Parameters
+    ----------
+    XT : (d, N); y, lim : (N,); offsets : (C + 1,) int64; groups : from :func:`client_groups`
+    theta : (C, d)            parameter of each client
+    model : int               :data:`MODEL_CODES`
+    clip : bool               clip residuals to ``lim`` (False: non-private)
+    out : (C, d)              written in place
+    """
+    buf, tb = _scratch(XT.shape[0])
+    for q in range(groups.shape[0] - 1):
+        _group_gradients(out, XT, y, lim, offsets, groups[q], groups[q + 1], theta, model, clip,
+                         buf, tb)
+
+
+@_njit(_EXACT)
+def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, sigma, Z, noisy):
+    """K noisy local steps of every client, in place (Algorithms 2-4):
+    ``theta_c <- theta_c - eta * mean_j clip(g_j) + sigma_c Z[r, t, i]``.
+
+    theta : (C, d) with ``C = R m``; sigma : (C,); Z : (R, K, m, d), read only when
+    ``noisy``; groups : from :func:`client_groups`.
+    """
+    C, d = theta.shape
+    g = np.empty((C, d))
+    buf, tb = _scratch(d)
+    for q in range(groups.shape[0] - 1):
+        c0, c1 = groups[q], groups[q + 1]
+        r = c0 // m
+        for t in range(K):
+            _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb)
+            for c in range(c0, c1):
+                for k in range(d):
+                    theta[c, k] -= eta * g[c, k]
+                if noisy:
+                    for k in range(d):
+                        theta[c, k] += sigma[c] * Z[r, t, c - r * m, k]
+
+
+@_njit(_EXACT)
+def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, sigma, Z, noisy):
+    """K server steps of every replicate, in place (Algorithms 1-2):
+    ``theta_r <- theta_r - eta * sum_i w_ri (mean_j clip(g_j) + sigma_c Z[r, k, i])``.
+
+    theta : (R, d); wrow : (N,) the weight ``w_ri / n_i`` of each row; w : (R, m);
+    sigma : (C,); Z : (R, K, m, d), read only when ``noisy``.
+    """
+    R, d = theta.shape
+    sign = -1.0 if model == 0 else 1.0
+    total = np.empty(d)
+    buf, tb = _scratch(d)
+    for r in range(R):
+        S0, S1 = offsets[r * m], offsets[(r + 1) * m]
+        for k in range(K):
+            total[:] = 0.0
+            for s in range(S0, S1, CHUNK):
+                e = min(s + CHUNK, S1)
+                _eta_one(buf, XT, theta[r], sign, s, e - s)
+                _residuals(buf, y, lim, s, e - s, model, clip)
+                for j in range(e - s):
+                    buf[_u(j)] *= wrow[_u(s + j)]
+                _segment_sum(total, buf, XT, s, 0, e - s)
+            if noisy:
+                for i in range(m):
+                    c = r * m + i
+                    for q in range(d):
+                        total[q] += w[r, i] * (sigma[c] * Z[r, k, i, q])
+            for q in range(d):
+                theta[r, q] -= eta * total[q]
+
+
+@_njit(_EXACT)
+def hessians(XT, inv_norm, offsets, theta, model, bound, out):
+    """Hessian ``mean_j v_j x_j x_j'`` of every client's loss at its parameter, with the
+    per-sample weight ``v_j = min(b''(eta_j), bound/||x_j||^2)`` (``bound = inf``: the
+    plain Hessian). theta : (C, d); out : (C, d, d), written in place."""
+    d = XT.shape[0]
+    for c in range(theta.shape[0]):
+        H = out[c]
+        H[:, :] = 0.0
+        th = theta[c]
+        for j in range(offsets[c], offsets[c + 1]):
+            e = 0.0
+            for k in range(d):
+                e += XT[k, j] * th[k]
+            if model == 0:
+                p = 1.0 / (1.0 + math.exp(-e))
+                v = p * (1.0 - p)
+            else:
+                v = math.exp(e)
+            lim = bound * inv_norm[j] * inv_norm[j]
+            v = lim if v > lim else v
+            for a in range(d):
+                va = v * XT[a, j]
+                for b in range(a + 1):
+                    H[a, b] += va * XT[b, j]
+        n = offsets[c + 1] - offsets[c]
+        for a in range(d):
+            for b in range(a + 1):
+                H[a, b] = H[a, b] / n
+                H[b, a] = H[a, b]

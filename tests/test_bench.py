@@ -1,0 +1,97 @@
+"""``fedgdp bench`` (single cell and suite) and the pandas-free cell writer."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import yaml
+
+from fedgdp.bench import run_bench, suite_cells
+from fedgdp.cli import main
+from fedgdp.params import resolve
+from fedgdp.runner import _schema, read_cell, rows_to_table, run_cell, write_cell
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_single_cell_bench_json(tmp_path):
+    out = tmp_path / "bench.json"
+    result = run_bench(replicates=2, m=4, n=30, out=str(out))
+    saved = json.loads(out.read_text())
+    assert saved == json.loads(json.dumps(result))
+    for key in ("cell", "reference_s", "fast_s", "ratio", "reference_wall_s", "fast_wall_s", "clock",
+                "max_abs_diff", "numpy", "numba", "python", "git_commit"):
+        assert key in saved, key
+    assert saved["fast_s"] > 0 and saved["ratio"] > 0
+    assert saved["max_abs_diff"] < 1e-10
+
+
+def _tiny_config(tmp_path) -> Path:
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["studies"] = {"tiny": {"models": ["logistic", "poisson"], "methods": ["fedsgd", "fednewton"],
+                               "schedule": "paper", "grid": {"m": [3], "sizes": ["equal(20)"], "K": [2, 3]}}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_suite_json_has_cpu_seconds_per_study_method_and_cell(tmp_path):
+    out = tmp_path / "suite.json"
+    assert main(["bench", "--suite", "--config", str(_tiny_config(tmp_path)), "--replicates", "2",
+                 "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["replicates"] == 2 and res["cells"] == 4 and len(res["cell_times"]) == 4
+    st = res["studies"]["tiny"]
+    assert st["cells"] == 4 and set(st["methods_cpu_s"]) == {"fedsgd", "fednewton"}
+    assert st["cpu_s"] > 0 and all(v >= 0 for v in st["methods_cpu_s"].values())
+    # the methods' and the data's CPU seconds add up to the study's (rounding to 1e-3)
+    assert math.isclose(st["data_cpu_s"] + sum(st["methods_cpu_s"].values()), st["cpu_s"], abs_tol=5e-3)
+    assert math.isclose(sum(c["cpu_s"] for c in res["cell_times"]), res["total_cpu_s"], abs_tol=5e-3)
+    assert {(c["model"], c["K"]) for c in res["cell_times"]} == {(m, k) for m in ("logistic", "poisson") for k in (2, 3)}
+    for key in ("numpy", "numba", "python", "git_commit", "clock", "config"):
+        assert key in res
+
+
+def test_suite_covers_every_cell_of_the_default_config():
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cells = list(suite_cells(cfg))
+    expected = sum(len(s["models"]) * len(s["grid"]["m"]) * len(s["grid"]["sizes"])
+                   * len(s["grid"].get("mu", [1])) * len(s["grid"].get("K", [1])) for s in cfg["studies"].values())
+    assert len(cells) == expected
+    study, p = next(c for c in cells if c[0] == "iterations")
+    assert resolve(p)["schedule"] == "budget" and p["beta_true"] == cfg["beta_true"][p["model"]]
+
+
+def test_cell_table_without_pandas_equals_pyarrows_own_conversion(tmp_path):
+    p = resolve({"m": 3, "sizes": "equal(20)", "K": 2, "methods": ["fedsgd"]})
+    rows = run_cell(p, [0, 1])
+    rows[0]["sq_error"], rows[1]["diverged"] = float("inf"), True
+    table = rows_to_table(rows, _schema())
+    table.validate(full=True)
+    assert table.equals(pa.Table.from_pylist(rows, schema=_schema()))
+    rows[1]["mu"] = float("nan")
+    write_cell(rows, p, tmp_path / "c.parquet")
+    df = read_cell(tmp_path / "c.parquet")
+    assert np.isinf(df["sq_error"][0]) and np.isnan(df["mu"][1]) and df["diverged"].tolist() == [False, True]
+    assert [list(t) for t in df["theta_hat"]] == [r["theta_hat"] for r in rows]
+
+
+def test_simulate_does_not_import_pandas(tmp_path):
+    code = ("import sys; from fedgdp.cli import main; "
+            f"main(['simulate', '--m', '3', '--sizes', 'equal(20)', '--K', '2', '--seeds', '0', "
+            f"'--out', {str(tmp_path / 'c.parquet')!r}]); print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+    assert len(read_cell(tmp_path / "c.parquet")) == 4
+
+
+def test_suite_errors_name_the_config_and_the_studies(tmp_path, capsys):
+    assert main(["bench", "--suite", "--config", str(tmp_path / "none.yaml")]) == 2
+    assert capsys.readouterr().err.strip() == f"fedgdp: error: --config {tmp_path / 'none.yaml'}: No such file or directory"
+    assert main(["bench", "--suite", "--config", str(_tiny_config(tmp_path)), "--studies", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nope" in err
