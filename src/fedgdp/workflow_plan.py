@@ -117,6 +117,13 @@ def _error_message(error) -> ConfigError:
         allowed = error.schema.get("propertyNames", {}).get("enum", [])
         return ConfigError(key_path(path + [bad]), f"unknown name {bad!r}{suggest(bad, allowed)}"
                            + (f"; known: {', '.join(allowed)}" if allowed else ""))
+    if "propertyNames" in error.schema_path and not isinstance(error.instance, (dict, list)):
+        allowed = error.validator_value if error.validator == "enum" else []
+        return ConfigError(key_path(path + [error.instance]), f"unknown name {error.instance!r}"
+                           f"{suggest(error.instance, allowed)}"
+                           + (f"; known: {', '.join(map(str, allowed))}" if allowed else ""))
+    if error.validator in ("anyOf", "oneOf") and error.schema.get("description"):
+        return ConfigError(key_path(path), f"{error.instance!r} is not valid: {error.schema['description']}")
     if error.validator == "enum":
         return ConfigError(key_path(path), f"{error.instance!r} is not one of "
                            f"{', '.join(map(str, error.validator_value))}"
@@ -165,6 +172,17 @@ def run_name(config: dict, overrides: list[dict]) -> str:
     if any("run" not in (o or {}) for o in overrides):
         return f"{name}-{config_sha(config)}"
     return name
+
+
+def invocation_overrides(configfiles, config_args) -> list[dict]:
+    """What one invocation changes on top of config.yaml: each ``--configfile`` (read
+    here), then the ``--config`` settings (when any). Input of :func:`run_name`."""
+    import yaml
+
+    out = [yaml.safe_load(Path(f).read_text()) or {} for f in configfiles]
+    if config_args:
+        out.append(dict(config_args))
+    return out
 
 
 def fmt_mu(mu) -> str:
@@ -488,6 +506,20 @@ class Plan:
         """MNIST's files (fetched by fetch_mnist when absent); nothing for digits."""
         rd = self.config["realdata"]
         return mnist_files(rd["path"]) if rd["dataset"] == "mnist" else []
+
+    @staticmethod
+    def fetch_folder(wildcards, output) -> str:
+        """The folder a fetch rule writes to (that of its outputs)."""
+        return os.path.dirname(output[0])
+
+    @staticmethod
+    def nn_fetch_root(wildcards, output) -> str:
+        """nn.data_dir, from a fetch rule's outputs (<root>/mnist/<file> or
+        <root>/cifar10/cifar-10-batches-py/<file>)."""
+        path = os.path.dirname(output[0])
+        if path.endswith("cifar-10-batches-py"):
+            path = os.path.dirname(path)
+        return os.path.dirname(path) or "."
 
     def mnist_fetch_files(self) -> list[str]:
         from .datasets import MNIST_FILES

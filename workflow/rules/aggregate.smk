@@ -13,6 +13,8 @@ rule summarise_study:
         f"{LOGS}/summarise_study/{{model}}_{{study}}.log",
     benchmark:
         f"{BENCH}/summarise_study/{{model}}_{{study}}.tsv"
+    conda:
+        "../envs/fedgdp.yaml"
     shell:
         "fedgdp summarise {input:q} --out {output} > {log} 2>&1"
 
@@ -28,5 +30,7 @@ rule save_config:
     log:
         f"{LOGS}/save_config/save_config.log",
     localrule: True
+    conda:
+        "../envs/fedgdp.yaml"
     shell:
         "printf '%s' {params.text:q} > {output} 2> {log}"

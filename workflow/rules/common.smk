@@ -12,25 +12,11 @@ from snakemake.exceptions import WorkflowError
 from fedgdp import workflow_plan
 
 
-def _overrides():
-    """What this invocation changes on top of config.yaml: each --configfile, then --config."""
-    settings = workflow.config_settings
-    out = [_load(f) for f in settings.configfiles]
-    if settings.config:
-        out.append(dict(settings.config))
-    return out
-
-
-def _load(path):
-    import yaml
-
-    with open(path) as fh:
-        return yaml.safe_load(fh) or {}
-
-
+# --configfile and --config settings of this invocation: they decide the run name
+_given = workflow_plan.invocation_overrides(workflow.config_settings.configfiles,
+                                            workflow.config_settings.config)
 try:
-    PLAN = workflow_plan.load(config, workflow.source_path("../schemas/config.schema.yaml"),
-                              _overrides())
+    PLAN = workflow_plan.load(config, workflow.source_path("../schemas/config.schema.yaml"), _given)
 except workflow_plan.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 config["run"] = PLAN.run
@@ -64,7 +50,3 @@ wildcard_constraints:
     last=PLAN.constraints()["last"],
     method=PLAN.constraints()["method"],
 
-
-def named_target(name):
-    """A rule per named target (figure, table, gallery): `snakemake --cores 2 fig03`."""
-    return TARGETS[name]

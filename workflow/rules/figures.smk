@@ -22,6 +22,8 @@ rule plot_figure:
         f"{LOGS}/plot_figure/{{fig}}.log",
     benchmark:
         f"{BENCH}/plot_figure/{{fig}}.tsv"
+    conda:
+        "../envs/fedgdp.yaml"
     shell:
         "fedgdp plot {input.summaries:q} --spec {params.spec:q} --pdf {output.pdf} --png {output.png}"
         " > {log} 2>&1"
@@ -41,6 +43,8 @@ rule gallery_png:
     log:
         f"{LOGS}/gallery_png/{{fig}}.log",
     localrule: True
+    conda:
+        "../envs/fedgdp.yaml"
     shell:
         "{params.python:q} -m fedgdp.workflow_plan shrink-png {input} {output} > {log} 2>&1"
 
@@ -53,5 +57,5 @@ for _name in [n for n in TARGETS if n != "all"]:
         name:
             _name
         input:
-            named_target(_name),
+            TARGETS[_name],
         localrule: True

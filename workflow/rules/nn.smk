@@ -12,9 +12,11 @@ rule fetch_cifar10:
     output:
         PLAN.nn_cifar_files(),
     params:
-        data_dir=config["nn"]["data_dir"],
+        data_dir=PLAN.nn_fetch_root,
     log:
         f"{LOGS}/fetch_cifar10/fetch_cifar10.log",
+    conda:
+        "../envs/nn.yaml"
     shell:
         "fedgdp nn-fetch --dataset cifar10 --data-dir {params.data_dir:q} > {log} 2>&1"
         " || {{ cat {log} >&2; exit 1; }}"
@@ -26,9 +28,11 @@ if PLAN.nn_mnist_fetch_files():
         output:
             PLAN.nn_mnist_fetch_files(),
         params:
-            data_dir=config["nn"]["data_dir"],
+            data_dir=PLAN.nn_fetch_root,
         log:
             f"{LOGS}/fetch_nn_mnist/fetch_nn_mnist.log",
+        conda:
+            "../envs/nn.yaml"
         shell:
             "fedgdp nn-fetch --dataset mnist --data-dir {params.data_dir:q} > {log} 2>&1"
             " || {{ cat {log} >&2; exit 1; }}"
@@ -57,6 +61,8 @@ rule train_nn:
         f"{LOGS}/train_nn/{{dataset}}/{{fig}}/m~{{m}}/n~{{n}}/rep~{{rep}}.log",
     benchmark:
         f"{BENCH}/train_nn/{{dataset}}/{{fig}}/m~{{m}}/n~{{n}}/rep~{{rep}}.tsv"
+    conda:
+        "../envs/nn.yaml"
     shell:
         "fedgdp nn-run --spec {params.spec:q} --device {params.device} --threads {threads}"
         " --data-dir {params.data_dir:q} --out {output} > {log} 2>&1"
@@ -74,6 +80,8 @@ rule summarise_nn:
         runtime=PLAN.short_runtime,
     log:
         f"{LOGS}/summarise_nn/{{dataset}}_{{fig}}.log",
+    conda:
+        "../envs/nn.yaml"
     shell:
         "fedgdp nn-summarise {input:q} --out {output} > {log} 2>&1"
 
@@ -99,6 +107,8 @@ rule plot_nn:
         f"{LOGS}/plot_nn/{{fig}}.log",
     benchmark:
         f"{BENCH}/plot_nn/{{fig}}.tsv"
+    conda:
+        "../envs/nn.yaml"
     shell:
         "fedgdp nn-plot {input.summaries:q} --figure {params.figure} --out {output.pdf}"
         " --csv {output.csv} > {log} 2>&1"

@@ -9,9 +9,11 @@ rule fetch_mnist:
     output:
         PLAN.mnist_fetch_files(),
     params:
-        folder=config["realdata"]["path"],
+        folder=PLAN.fetch_folder,
     log:
         f"{LOGS}/fetch_mnist/fetch_mnist.log",
+    conda:
+        "../envs/fedgdp.yaml"
     shell:
         "fedgdp fetch-mnist --dir {params.folder:q} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
 
@@ -35,6 +37,8 @@ rule fit_realdata:
         f"{LOGS}/fit_realdata/{{dataset}}/{{task}}/split~{{split}}.log",
     benchmark:
         f"{BENCH}/fit_realdata/{{dataset}}/{{task}}/split~{{split}}.tsv"
+    conda:
+        "../envs/fedgdp.yaml"
     shell:
         "fedgdp realdata --spec {params.spec:q} --task {wildcards.task} --split {wildcards.split}"
         " --threads {threads} --verbose --out {output} > {log} 2>&1"
@@ -62,6 +66,8 @@ rule plot_realdata:
         f"{LOGS}/plot_realdata/{{fig}}.log",
     benchmark:
         f"{BENCH}/plot_realdata/{{fig}}.tsv"
+    conda:
+        "../envs/fedgdp.yaml"
     shell:
         "fedgdp realdata-plot {input.splits:q} --task {params.task} --title {params.title:q}"
         " --pdf {output.pdf} --png {output.png} --medians {output.medians} > {log} 2>&1"

@@ -14,6 +14,8 @@ rule simulate_cell:
         f"{LOGS}/simulate_cell/{{model}}/{{study}}/sizes~{{sizes}}/m~{{m}}/mu~{{mu}}/K~{{K}}/seeds~{{first}}-{{last}}.log",
     benchmark:
         f"{BENCH}/simulate_cell/{{model}}/{{study}}/sizes~{{sizes}}/m~{{m}}/mu~{{mu}}/K~{{K}}/seeds~{{first}}-{{last}}.tsv"
+    conda:
+        "../envs/fedgdp.yaml"
     shell:
         "printf '%s\\n' {params.cell:q}"
         " | fedgdp simulate --params /dev/stdin --seeds {wildcards.first}-{wildcards.last}"

@@ -20,6 +20,8 @@ rule tabulate_table1:
         runtime=PLAN.short_runtime,
     log:
         f"{LOGS}/tabulate_table1/table1.log",
+    conda:
+        "../envs/fedgdp.yaml"
     shell:
         "fedgdp table table1 {input.summaries:q} --spec {params.spec:q}"
         " --csv {output.csv} --md {output.md} --tex {output.tex} > {log} 2>&1"
@@ -41,6 +43,8 @@ rule tabulate_rates:
         runtime=PLAN.short_runtime,
     log:
         f"{LOGS}/tabulate_rates/rates.log",
+    conda:
+        "../envs/fedgdp.yaml"
     shell:
         "fedgdp table rates {input.summaries:q} --spec {params.spec:q} --csv {output.csv}"
         " --md {output.md} > {log} 2>&1"
