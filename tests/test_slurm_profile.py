@@ -100,8 +100,14 @@ def test_cell_resources_grow_with_the_cell(plan):
 
 def test_profile_names_only_rules_of_the_workflow(workdir, profile):
     rules = set(snakemake(workdir, "--list-rules").stdout.split())
-    named = set(profile["groups"]) | set(profile["set-resources"]) | set(profile["set-threads"])
+    named = set(profile["groups"]) | set(profile.get("set-resources") or {}) | set(profile["set-threads"])
     assert named <= rules, f"the profile names rules the workflow lacks: {named - rules}"
+
+
+def test_profile_holds_no_code(profile):
+    # the per-rule requests are the rules' own (fedgdp.workflow_plan), not code in strings
+    assert "__import__" not in PROFILE.read_text()
+    assert "simulate_cell" not in (profile.get("set-resources") or {})
 
 
 def test_status_and_memory_settings(profile):
