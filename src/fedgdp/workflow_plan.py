@@ -43,8 +43,8 @@ FIGURE_KINDS = ("simulation", "realdata", "nn")
 #: the x axis of a CNN figure -> the figure identifier of fedgdp.nn (its two layouts)
 NN_X = {"n": "fig09", "m": "fig10"}
 GALLERY_DIR = "docs/gallery"
-GALLERY_WIDTH = 720      # pixels of a gallery PNG
-GALLERY_COLOURS = 48     # palette size of a gallery PNG (keeps each file at tens of KB)
+GALLERY_WIDTH = 900      # pixels of a gallery PNG
+GALLERY_COLOURS = 128    # palette size of a gallery PNG (keeps each file at tens of KB)
 _IMAGES = {"digits": 1797, "mnist": 70000}                       # real data: all images
 _NN_TRAIN_IMAGES = {"digits": 1437, "mnist": 60000, "cifar10": 50000}
 _CIFAR_BATCHES = [f"data_batch_{k}" for k in range(1, 6)] + ["test_batch"]
@@ -939,7 +939,7 @@ def shrink_png(src: str | os.PathLike, dst: str | os.PathLike, width: int = GALL
             info.add_text(key, value)
         img = img.convert("RGB")
         height = round(img.height * width / img.width)
-        small = img.resize((width, height), Image.LANCZOS).quantize(colours, method=Image.MEDIANCUT)
+        small = img.resize((width, height), Image.LANCZOS).quantize(colours, method=Image.FASTOCTREE)
     dst = Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.tmp")
