@@ -289,3 +289,13 @@ def test_shrink_png_is_small_and_keeps_metadata(tmp_path):
     assert (tmp_path / "g" / "small.png").stat().st_size < 60_000
     assert wp.main(["shrink-png", str(tmp_path / "big.png"), str(tmp_path / "b.png")]) == 0
     assert wp.main([]) == 2
+
+
+def test_pipeline_extra_can_build_the_report():
+    """`pip install -e '.[pipeline]'` (the README's Quick start) must bring what
+    `snakemake --report` needs (pygments, via snakemake[reports]) and the gallery (pillow)."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pipeline = " ".join(extras["pipeline"])
+    assert "snakemake[reports]" in pipeline and "pillow" in pipeline
