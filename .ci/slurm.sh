@@ -18,6 +18,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 py=${1:-${PYTHON:-python3}}
+[[ $py == */* ]] && py="$(cd "$(dirname "$py")" && pwd)/$(basename "$py")"   # the runs cd elsewhere
 timeout_s=${FEDGDP_SLURM_TIMEOUT:-900}
 say() { printf '[slurm-ci %(%H:%M:%S)T] %s\n' -1 "$*"; }
 if [[ $(id -u) -ne 0 ]]; then

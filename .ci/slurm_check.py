@@ -36,12 +36,12 @@ def main(local: Path, slurm: Path, log: Path, squeue: Path) -> int:
     # 1. Every cell file of the SLURM run was written inside a SLURM job, and only
     #    jobs that Snakemake submitted with sbatch (ids from its log).
     submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", log.read_text()))
-    cells = sorted((slurm / "results" / "cells").rglob("*.parquet"))
+    cells = sorted(slurm.glob("results/*/cells/**/*.parquet"))
     ids = {p: slurm_job_id(p) for p in cells}
     missing = [p for p, i in ids.items() if i is None]
     foreign = sorted({i for i in ids.values() if i is not None} - submitted)
     cell_jobs = sorted({i for i in ids.values() if i is not None}, key=int)
-    summaries = sorted((slurm / "results" / "summary").glob("*.parquet"))
+    summaries = sorted(slurm.glob("results/*/summary/*.parquet"))
     summary_jobs = sorted({slurm_job_id(p) or "none" for p in summaries})
     print(f"jobs through sbatch: {len(submitted)} submissions; {len(cells)} cell files, "
           f"{len(cells) - len(missing)} with a slurm_job_id, written by {len(cell_jobs)} "
@@ -55,7 +55,7 @@ def main(local: Path, slurm: Path, log: Path, squeue: Path) -> int:
         failed.append(f"{len(missing)} cell files lack slurm_job_id, e.g. {missing[0]}")
     if foreign:
         failed.append(f"cell files name SLURM jobs Snakemake did not submit: {foreign}")
-    local_ids = [p for p in (local / "results" / "cells").rglob("*.parquet") if slurm_job_id(p)]
+    local_ids = [p for p in local.glob("results/*/cells/**/*.parquet") if slurm_job_id(p)]
     if local_ids:
         failed.append(f"{len(local_ids)} cell files of the local run carry a slurm_job_id")
 
@@ -64,15 +64,15 @@ def main(local: Path, slurm: Path, log: Path, squeue: Path) -> int:
     def rel(root: Path, pattern: str) -> set[str]:
         return {str(p.relative_to(root)) for p in root.glob(pattern)}
 
-    for pattern in ("results/cells/**/*.parquet", "results/summary/*.parquet",
-                    "figures/*.csv", "figures/*.pdf", "figures/*.png"):
+    for pattern in ("results/*/cells/**/*.parquet", "results/*/summary/*.parquet",
+                    "tables/*/*.csv", "figures/*/*.pdf", "figures/*/*.png"):
         a, b = rel(local, pattern), rel(slurm, pattern)
         if a != b:
             failed.append(f"{pattern}: only local {sorted(a - b)[:3]}, only slurm {sorted(b - a)[:3]}")
-    names = sorted(rel(local, "results/summary/*.parquet"))
+    names = sorted(rel(local, "results/*/summary/*.parquet"))
     differ = [n for n in names
               if not pq.read_table(local / n).equals(pq.read_table(slurm / n), check_metadata=False)]
-    csvs = sorted(rel(local, "figures/*.csv"))
+    csvs = sorted(rel(local, "tables/*/*.csv"))
     differ += [n for n in csvs if (local / n).read_bytes() != (slurm / n).read_bytes()]
     print(f"summaries equal to the local --cores 2 run: {len(names) - len([d for d in differ if d in names])}"
           f"/{len(names)} summary files identical, {len(csvs) - len([d for d in differ if d in csvs])}"

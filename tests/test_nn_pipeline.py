@@ -53,8 +53,9 @@ def test_default_plan_and_paper_plan(wd):
     c = counts(r.stdout)
     # MNIST and CIFAR-10: Figure 9 7 sizes x 5 runs, Figure 10 6 client counts x 4 runs
     assert c["train_nn"] == 2 * (7 * 5 + 6 * 4) and c["summarise_nn"] == 4
-    assert "results/nn/mnist/fig09/m~100/n~600/run~4.parquet" in r.stdout
-    assert "results/nn/cifar10/fig09/m~100/n~500/run~4.parquet" in r.stdout
+    assert "results/paper-nn/nn/mnist/fig09/m~100/n~600/rep~4.parquet" in r.stdout
+    assert "results/paper-nn/nn/cifar10/fig09/m~100/n~500/rep~4.parquet" in r.stdout
+    assert "figures/paper-nn/fig10.pdf" in r.stdout and "tables/paper-nn/fig10_summary.csv" in r.stdout
 
 
 def test_default_target_leaves_the_cnn_figures_out(wd):
@@ -64,9 +65,10 @@ def test_default_target_leaves_the_cnn_figures_out(wd):
 
 
 @pytest.mark.parametrize("bad,key", [
-    ("nn={fig09: {m: 10, n: {digits: [500]}, runs: 3}}", "nn.fig09"),
+    ("figures={fig09: {m: 10, n: {digits: [500]}, runs: 3}}", "figures.fig09"),
     ("nn={methods: [fedfoo]}", "fedfoo"),
-    ("nn={settings: {q: 0}}", "nn.fig09"),
+    ("nn={settings: {q: 0}}", "nn.settings.q"),
+    ("figures={fig10: {x: n}}", "figures.fig10.m"),
 ])
 def test_bad_nn_config_fails_before_any_job(wd, bad, key):
     r = dry(wd, "fig09", "--config", bad)

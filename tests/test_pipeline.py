@@ -1,5 +1,6 @@
-"""The Snakemake pipeline: smoke run end to end, dry runs, config validation, lint,
-report, and an interrupted run that resumes to the same outputs.
+"""The Snakemake pipeline: smoke run end to end, named output sets, dry runs, config
+validation (the closed schema, from a file and from --config), lint, report, conda
+plans, the gallery target, and interrupted runs that resume to the same outputs.
 
 Every test works on a copy of the workflow files in a temporary directory, so the
 checkout's results/ and figures/ are never touched.
@@ -21,8 +22,9 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW = ["Snakefile", "config.yaml", "config", "workflow", "environment.yml"]
+WORKFLOW = ["Snakefile", "config.yaml", "config", "workflow", "environment.yml", "README.md"]
 SMOKE = ["--configfile", "config/smoke.yaml"]
+PAPER, RUN = "paper", "smoke"     # run names of config.yaml and config/smoke.yaml
 
 pytestmark = pytest.mark.slow
 
@@ -67,10 +69,16 @@ def n_cells(cfg, study) -> int:
     return len(g["m"]) * len(g["sizes"]) * len(g.get("mu", [1])) * len(g.get("K", [1]))
 
 
+def sim_figures(cfg) -> dict:
+    return {f: s for f, s in cfg["figures"].items() if s["kind"] == "simulation"}
+
+
 def outputs(cfg) -> list[str]:
-    figs = [f"figures/{f}.{e}" for f in cfg["figures"] for e in ("pdf", "png")]
-    return figs + [f"figures/table1.{e}" for e in ("csv", "md", "tex")] + \
-        [f"figures/rates.{e}" for e in ("csv", "md")]
+    run = cfg["run"]
+    figs = [f"figures/{run}/{f}.{e}" for f in cfg["figures"] if cfg["figures"][f]["kind"] != "nn"
+            for e in ("pdf", "png")]
+    return figs + [f"tables/{run}/table1.{e}" for e in ("csv", "md", "tex")] + \
+        [f"tables/{run}/rates.{e}" for e in ("csv", "md")] + [f"results/{run}/config.resolved.yaml"]
 
 
 @pytest.fixture(scope="module")
@@ -91,15 +99,16 @@ def test_smoke_run_builds_every_figure_and_table(smoke):
     cfg = merged_config("config/smoke.yaml")
     for path in outputs(cfg):
         assert (smoke / path).stat().st_size > 0, path
-    for fig, spec in cfg["figures"].items():
-        assert (smoke / f"figures/{fig}.pdf").read_bytes()[:5] == b"%PDF-"
-        png = smoke / f"figures/{fig}.png"
+    for fig, spec in sim_figures(cfg).items():
+        assert (smoke / f"figures/{RUN}/{fig}.pdf").read_bytes()[:5] == b"%PDF-"
+        png = smoke / f"figures/{RUN}/{fig}.png"
         img = mpimg.imread(png)
         assert img.ndim == 3 and img.shape[0] > 400 and img.shape[1] > 800
         from PIL import Image
 
         about = json.loads(Image.open(png).text["Description"])
         assert about["figure"] == fig and len(about["panels"]) == len(spec["panels"])
+        assert Image.open(png).text["Title"].endswith(f"[{RUN}, {sha(smoke)}]")    # which run made it
         for panel, drawn in zip(spec["panels"], about["panels"]):
             study = cfg["studies"][panel.get("study", spec.get("study"))]
             x = "K" if spec["layout"] == "K_by_mu" else "m"
@@ -117,31 +126,32 @@ def test_smoke_summaries_and_tables(smoke):
     cfg = merged_config("config/smoke.yaml")
     for study in cfg["studies"]:
         for model in ("logistic", "poisson"):
-            s = pd.read_parquet(smoke / f"results/summary/{model}_{study}.parquet")
+            s = pd.read_parquet(smoke / f"results/{RUN}/summary/{model}_{study}.parquet")
             methods = cfg["studies"][study]["methods"]
             assert len(s) == len(methods) * n_cells(cfg, study)
             assert (s["replicates"] == cfg["replicates"]).all()
             assert set(s["method"]) == set(methods) >= {"fedsgd", "fedhybrid", "fedavg", "fednewton"}
-    t1 = pd.read_csv(smoke / "figures/table1.csv")
+    t1 = pd.read_csv(smoke / f"tables/{RUN}/table1.csv")
     assert list(t1["method"]) == ["FedSGD", "FedHybrid", "FedAvg", "FedNewton"]
     assert list(t1["rounds"]) == [50, 21, 2, 2]                 # K, 1 + K2, R, 2
     assert list(t1["floats_up"]) == [20 * 50 * 5, 20 * 21 * 5, 20 * 2 * 5, 20 * 2 * 5]
     assert t1["mse"].gt(0).all() and t1["bound_theory"].str.contains("d/N").all()
-    md = (smoke / "figures/table1.md").read_text()
+    md = (smoke / f"tables/{RUN}/table1.md").read_text()
     assert "| Method | Algorithm | Rounds (theory)" in md and md.count("\n| Fed") == 4
-    assert r"\begin{tabular}" in (smoke / "figures/table1.tex").read_text()
-    rates = pd.read_csv(smoke / "figures/rates.csv")
+    assert f"run {RUN}, config {sha(smoke)}" in md
+    assert r"\begin{tabular}" in (smoke / f"tables/{RUN}/table1.tex").read_text()
+    rates = pd.read_csv(smoke / f"tables/{RUN}/rates.csv")
     assert set(rates["model"]) == {"logistic", "poisson"}
     fitted = rates[rates["points"] >= 2]          # cells where every replicate diverged drop out
     assert len(fitted) > len(rates) / 2 and fitted["predicted"].notna().all() and fitted["slope"].notna().all()
     assert {"slope", "ci_low", "ci_high", "predicted"} <= set(rates.columns)
-    assert "Fitted slope" in (smoke / "figures/rates.md").read_text()
+    assert "Fitted slope" in (smoke / f"tables/{RUN}/rates.md").read_text()
 
 
 def test_smoke_claims_report(smoke):
     from fedgdp.claims import CLAIM_COLUMNS, VERDICTS
 
-    claims = pd.read_csv(smoke / "figures/claims.csv")
+    claims = pd.read_csv(smoke / f"tables/{RUN}/claims.csv")
     assert list(claims.columns) == CLAIM_COLUMNS
     assert set(claims["verdict"]) <= set(VERDICTS)
     runs = dict(zip(zip(claims["claim"], claims["model"]), claims["verdict"]))
@@ -150,40 +160,90 @@ def test_smoke_claims_report(smoke):
             assert runs[(claim, model)] != "not run", (claim, model)
     assert {("C5", "binary (digits)"), ("C5", "multiclass (digits)")} <= set(runs)
     assert runs[("C6", "CNN")] == "not run"                 # nn not in the default target
-    assert "| Z_TIE | 2 |" in (smoke / "figures/claims.md").read_text()
+    assert "| Z_TIE | 2 |" in (smoke / f"tables/{RUN}/claims.md").read_text()
 
 
 def test_smoke_run_time_and_report(smoke):
     # Under 2 minutes on an idle 2-core machine: CPU time (Snakemake and every job) under
     # 2 x 120 s, with room to spare. CPU, not wall time, so a busy machine does not fail it.
     assert float((smoke / "cpu_seconds.txt").read_text()) < 2 * 120
-    res = snakemake(smoke, *SMOKE, "--report", "report.html")
+    res = snakemake(smoke, *SMOKE, "--report", f"results/{RUN}/report.html")
     assert res.returncode == 0, res.stderr[-2000:]
-    html = (smoke / "report.html").read_text(errors="replace")
-    for text in ("Figure 3", "Figure 16", "Tables", "fig05.png", "table1.csv", "rates.md", "claims.md"):
+    html = (smoke / f"results/{RUN}/report.html").read_text(errors="replace")
+    for text in ("Figure 3", "Figure 16", "Figure 7", "Tables", "Config", "fig05.png", "table1.csv",
+                 "rates.md", "claims.md", "config.resolved.yaml", f"run {RUN}, config {sha(smoke)}"):
         assert text in html, text
 
 
-def test_interrupted_run_resumes_to_the_same_outputs(smoke, tmp_path):
-    d = workdir(tmp_path / "killed")
+def sha(d: Path) -> str:
+    """The config hash a run recorded in its resolved config (second header line)."""
+    head = (d / f"results/{RUN}/config.resolved.yaml").read_text().splitlines()[1]
+    return re.search(r"sha256 prefix ([0-9a-f]{8})", head).group(1)
+
+
+def test_runs_do_not_overwrite_each_other(smoke):
+    """The smoke run's outputs lie beside the default run's: after it, the default run
+    still plans its whole grid, and the smoke run has nothing left to do."""
+    resolved = yaml.safe_load((smoke / f"results/{RUN}/config.resolved.yaml").read_text())
+    assert resolved["run"] == RUN and resolved["replicates"] == 4
+    assert {p.name for p in (smoke / "results").iterdir()} == {RUN}
+    res = snakemake(smoke, "-n")
+    assert job_counts(res.stdout)["simulate_cell"] == 230 and f"results/{RUN}/" not in res.stdout
+    assert "Nothing to be done" in snakemake(smoke, *SMOKE, "-n").stdout
+    # a changed setting under the same file: a new, hashed run name, not the smoke outputs
+    res = snakemake(smoke, *SMOKE, "-n", "--config", "replicates=2", "seeds_per_job=2")
+    hashed = re.search(rf"results/({RUN}-[0-9a-f]{{8}})/", res.stdout).group(1)
+    assert job_counts(res.stdout)["simulate_cell"] == 48 and f"results/{RUN}/" not in res.stdout
+    assert hashed in res.stderr                                   # announced at the start
+
+
+def _kill_mid_run(d: Path, sig) -> int:
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *SMOKE]
     proc = subprocess.Popen(cmd, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, env=dict(os.environ, MPLBACKEND="Agg"))
     deadline = time.time() + 300
-    while time.time() < deadline and len(list(d.glob("results/cells/**/*.parquet"))) < 12:
+    while time.time() < deadline and len(list(d.glob(f"results/{RUN}/cells/**/*.parquet"))) < 12:
         time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)          # snakemake and its running jobs, mid-run
-    proc.wait()
-    done = len(list(d.glob("results/cells/**/*.parquet")))
-    assert 12 <= done < 48
-    assert snakemake(d, "--unlock").returncode == 0
-    res = snakemake(d, *SMOKE, "--rerun-incomplete")
-    assert res.returncode == 0, res.stderr[-3000:]
+    os.killpg(proc.pid, sig)                     # snakemake and its running jobs, mid-run
+    try:
+        proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail(f"snakemake did not stop within 300 s of signal {sig}")
+    return len(list(d.glob(f"results/{RUN}/cells/**/*.parquet")))
+
+
+def _same_outputs(d: Path, smoke: Path):
     cfg = merged_config("config/smoke.yaml")
     for path in outputs(cfg):
-        assert (d / path).read_bytes() == (smoke / path).read_bytes(), path
-    for f in sorted((smoke / "results/summary").glob("*.parquet")):
-        pd.testing.assert_frame_equal(pd.read_parquet(f), pd.read_parquet(d / "results/summary" / f.name))
+        if path.endswith((".csv", ".md", ".tex", ".yaml")):
+            assert (d / path).read_bytes() == (smoke / path).read_bytes(), path
+    for f in sorted((smoke / f"results/{RUN}/summary").glob("*.parquet")):
+        pd.testing.assert_frame_equal(pd.read_parquet(f), pd.read_parquet(d / f"results/{RUN}/summary" / f.name))
+
+
+def test_hard_killed_run_resumes_to_the_same_outputs(smoke, tmp_path):
+    """The README's advice after a hard kill: --unlock, then the same command with
+    --rerun-incomplete."""
+    d = workdir(tmp_path / "killed")
+    done = _kill_mid_run(d, signal.SIGKILL)
+    assert 12 <= done < 48
+    assert snakemake(d, "--unlock", *SMOKE).returncode == 0
+    res = snakemake(d, *SMOKE, "--rerun-incomplete")
+    assert res.returncode == 0, res.stderr[-3000:]
+    _same_outputs(d, smoke)
+
+
+def test_interrupted_run_resumes_with_the_same_command(smoke, tmp_path):
+    """The README's advice after Ctrl-C: the same command again with --rerun-incomplete
+    (no --unlock: Snakemake released its lock)."""
+    d = workdir(tmp_path / "interrupted")
+    done = _kill_mid_run(d, signal.SIGINT)
+    assert done < 48
+    res = snakemake(d, *SMOKE, "--rerun-incomplete")
+    assert res.returncode == 0, res.stderr[-3000:]
+    _same_outputs(d, smoke)
 
 
 # -------------------------------------------------------------------- dry runs
@@ -196,9 +256,13 @@ def test_default_dry_run_plans_the_whole_paper_grid(tmp_path):
     cells = sum(n_cells(cfg, s) * len(cfg["studies"][s]["models"]) for s in cfg["studies"])
     assert cells == 230
     assert counts["simulate_cell"] == cells and counts["summarise_study"] == 10
-    assert counts["plot_figure"] == 12 and counts["total"] == 230 + 10 + 12 + 2 + 1 + 6 + 2 + 1
     assert counts["fit_realdata"] == 6 and counts["plot_realdata"] == 2     # Figures 7-8: 2 tasks x 3 splits
+    assert counts["plot_figure"] == 12 and counts["save_config"] == 1
     assert counts["assess_claims"] == 1                                     # the claims report
+    assert counts["total"] == 230 + 10 + 12 + 2 + 6 + 2 + 1 + 1 + 1
+    assert f"run {PAPER} " in res.stderr
+    paths = set(re.findall(r"(?:output|log|benchmark): (\S+?)[,\n]", res.stdout + "\n"))
+    assert paths and all(p.split("/")[1] == PAPER for p in paths), sorted(paths)[:5]
 
 
 def _figure_cells(cfg, fig):
@@ -207,26 +271,35 @@ def _figure_cells(cfg, fig):
     return studies, sum(n_cells(cfg, s) for s in studies)
 
 
-@pytest.mark.parametrize("fig", list(merged_config()["figures"]))
+@pytest.mark.parametrize("fig", list(sim_figures(merged_config())))
 def test_dry_run_of_each_figure_plans_only_its_cells(tmp_path, fig):
     d = workdir(tmp_path)
     cfg = merged_config()
-    target = f"figures/{fig}.pdf" if fig != "fig03" else "fig03"     # by file, and by rule name
+    target = f"figures/{PAPER}/{fig}.pdf" if fig != "fig03" else "fig03"     # by file, and by rule name
     res = snakemake(d, "-n", target)
     assert res.returncode == 0, res.stderr[-2000:]
     studies, cells = _figure_cells(cfg, fig)
     assert job_counts(res.stdout)["simulate_cell"] == cells
     model = cfg["figures"][fig]["model"]
-    planned = set(re.findall(r"results/cells/(\w+)/(\w+)/\S+\.parquet", res.stdout))
+    planned = set(re.findall(rf"results/{PAPER}/cells/(\w+)/(\w+)/\S+\.parquet", res.stdout))
     assert planned == {(model, s) for s in studies}
+
+
+def test_named_targets_of_another_config(tmp_path):
+    d = workdir(tmp_path)
+    res = snakemake(d, "-n", "fig03", "table1", "rates", *SMOKE)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "figures/smoke/fig03.pdf" in res.stdout and "tables/smoke/rates.md" in res.stdout
+    assert f"results/{PAPER}/" not in res.stdout
 
 
 def test_mistyped_targets_are_errors(tmp_path):
     d = workdir(tmp_path)
-    base = "results/cells/logistic/equal_n/sizes~equal-30/m~20/mu~2/K~50/seeds~0-99.parquet"
+    base = f"results/{PAPER}/cells/logistic/equal_n/sizes~equal-30/m~20/mu~2/K~50/seeds~0-99.parquet"
     assert snakemake(d, "-n", base).returncode == 0
     for bad in (base.replace("equal-30", "equal-31"), base.replace("equal_n", "equal_N"),
-                "figures/fig99.pdf", base.replace("seeds~0-99", "seeds~0-98")):
+                f"figures/{PAPER}/fig99.pdf", base.replace("seeds~0-99", "seeds~0-98"),
+                base.replace(f"/{PAPER}/", "/smoke/")):
         res = snakemake(d, "-n", bad)
         assert res.returncode != 0, bad
     res = snakemake(d, "-n", base.replace("m~20", "m~200"))      # m = 200 exists, not in equal_n
@@ -234,19 +307,22 @@ def test_mistyped_targets_are_errors(tmp_path):
 
 
 BAD_CONFIGS = {
-    "negative m": ("studies:\n  equal_n:\n    grid: {m: [-5]}\n", "['studies']['equal_n']['grid']['m']"),
+    "negative m": ("studies:\n  equal_n:\n    grid: {m: [-5]}\n", "studies.equal_n.grid.m[0]"),
     "unknown method": ("studies:\n  compare:\n    methods: [fedsgd, fedfoo]\n",
                        "studies.compare.methods[1]"),
-    "mu zero": ("defaults: {mu: 0}\n", "['defaults']['mu']"),
+    "mu zero": ("defaults: {mu: 0}\n", "defaults.mu"),
     "mu zero in a grid": ("studies:\n  iterations:\n    grid: {mu: [0, 2]}\n",
-                          "['studies']['iterations']['grid']['mu']"),
+                          "studies.iterations.grid.mu[0]"),
     "size scheme typo": ('studies:\n  compare:\n    grid: {sizes: ["unifrom(100,700)"]}\n',
-                         "['studies']['compare']['grid']['sizes'][0]"),
+                         "studies.compare.grid.sizes[0]"),
     "bad size arguments": ('studies:\n  varied_n:\n    grid: {sizes: ["uniform(90,10)"]}\n',
                            "studies.varied_n.grid.sizes[0]"),
     "missing study": ("figures:\n  fig03: {study: compair}\n", "figures.fig03.study"),
     "panel value not in the grid": ("figures:\n  fig03: {panels: [{sizes: \"equal(401)\"}]}\n",
                                     "figures.fig03.panels[0].sizes"),
+    "misspelt top-level key": ("replicats: 5\n", "replicats: unknown key 'replicats' (did you mean 'replicates'?)"),
+    "misspelt nested key": ("studies:\n  compare:\n    grid: {m: [60], sizse: [\"equal(400)\"]}\n",
+                            "studies.compare.grid.sizse: unknown key 'sizse' (did you mean 'sizes'?)"),
 }
 
 
@@ -257,7 +333,19 @@ def test_bad_config_fails_at_validation_naming_the_key(tmp_path, case):
     (d / "bad.yaml").write_text(text)
     res = snakemake(d, "--configfile", "bad.yaml")               # a real run, not a dry run
     assert res.returncode != 0
-    assert key in res.stderr + res.stdout, res.stderr[-2000:]
+    assert f"invalid config at {key}" in res.stderr + res.stdout, res.stderr[-2000:]
+    assert not (d / "results").exists() and not (d / "logs").exists()
+
+
+@pytest.mark.parametrize("args, key", [
+    (["replicats=5"], "replicats: unknown key 'replicats' (did you mean 'replicates'?)"),
+    (["defaults={mu: 2, sigma: 1}"], "defaults.sigma: unknown key 'sigma' (did you mean 'sigma_c'?)"),
+])
+def test_misspelt_config_override_fails_naming_the_key(tmp_path, args, key):
+    d = workdir(tmp_path)
+    res = snakemake(d, "fig03", "--config", *args)               # targets before --config
+    assert res.returncode != 0
+    assert f"invalid config at {key}" in res.stderr, res.stderr[-2000:]
     assert not (d / "results").exists() and not (d / "logs").exists()
 
 
@@ -265,3 +353,53 @@ def test_lint_is_clean(tmp_path):
     d = workdir(tmp_path)
     res = snakemake(d, "--lint")
     assert res.returncode == 0 and "Congratulations" in res.stdout + res.stderr, res.stdout[-3000:]
+
+
+# ---------------------------------------------------------------- conda, gallery
+FAKE_CONDA = """#!/bin/sh
+# Stand-in for conda (none on these machines): answers what Snakemake asks before
+# it plans; a dry run creates no environment.
+case "$*" in
+  "info --json") echo '{"conda_prefix": "/nonexistent/conda", "platform": "linux-64"}' ;;
+  "--version") echo "conda 24.11.0" ;;
+  "config --get channel_priority --json") echo '{"get": {"channel_priority": "strict"}}' ;;
+  *) echo "fake conda: $*" >&2; exit 1 ;;
+esac
+"""
+
+
+def test_conda_environments_parse_and_plan(tmp_path):
+    envs = sorted((ROOT / "workflow" / "envs").glob("*.yaml"))
+    assert [e.name for e in envs] == ["fedgdp.yaml", "nn.yaml"]
+    for env in envs:
+        spec = yaml.safe_load(env.read_text())
+        pip = next(x["pip"] for x in spec["dependencies"] if isinstance(x, dict))
+        assert pip == ["-e ../.."]                     # the source tree, from .snakemake/conda/
+        assert (env.parent / "../..").resolve() == ROOT    # ... and from workflow/envs/
+    assert "pytorch>=2.2" in yaml.safe_load((ROOT / "workflow/envs/nn.yaml").read_text())["dependencies"]
+    rules = "".join(p.read_text() for p in (ROOT / "workflow" / "rules").glob("*.smk"))
+    assert rules.count("shell:") == rules.count("conda:")      # every job rule names its environment
+    d = workdir(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "conda").write_text(FAKE_CONDA)
+    (bin_dir / "conda").chmod(0o755)
+    env = dict(os.environ, MPLBACKEND="Agg", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "-n", "fig03", "fig09",
+                          "--sdm", "conda"], cwd=d, capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for env_file in ("workflow/envs/fedgdp.yaml", "workflow/envs/nn.yaml"):
+        assert f"Conda environment {env_file} will be created" in res.stdout + res.stderr
+    assert job_counts(res.stdout)["train_nn"] == 12
+
+
+def test_gallery_target_makes_the_pngs_the_readme_shows(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    shown = re.findall(r"\]\((docs/gallery/[^)]+\.png)\)", readme)
+    d = workdir(tmp_path)
+    res = snakemake(d, "-n", "gallery")
+    assert res.returncode == 0, res.stderr[-2000:]
+    made = set(re.findall(r"output: (docs/gallery/\S+\.png)", res.stdout))
+    assert shown and set(shown) == made, (sorted(shown), sorted(made))
+    for png in shown:                                  # committed, and small
+        assert 0 < (ROOT / png).stat().st_size < 100_000, png

@@ -204,7 +204,7 @@ def test_labels():
 
 def test_schema_enums_match_the_package():
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
-    fig = schema["properties"]["figures"]["additionalProperties"]["properties"]
+    fig = schema["$defs"]["simulation_figure"]["properties"]
     assert fig["layout"]["enum"] == list(LAYOUTS)
     study = schema["properties"]["studies"]["additionalProperties"]["properties"]
     from fedgdp.params import DEFAULTS

@@ -4,14 +4,33 @@
 
 rule summarise_study:
     input:
-        study_cell_files,
+        PLAN.study_cell_files,
     output:
-        "results/summary/{model}_{study}.parquet",
+        PLAN.paths.summary,
+    resources:
+        runtime=PLAN.short_runtime,
     log:
-        "logs/summarise/{model}_{study}.log",
+        f"{LOGS}/summarise_study/{{model}}_{{study}}.log",
     benchmark:
-        "benchmarks/summarise/{model}_{study}.tsv"
+        f"{BENCH}/summarise_study/{{model}}_{{study}}.tsv"
     conda:
-        "../../environment.yml"
+        "../envs/fedgdp.yaml"
     shell:
         "fedgdp summarise {input:q} --out {output} > {log} 2>&1"
+
+
+# The resolved config beside the outputs: rewritten whenever the config changes (its
+# text is a parameter, and Snakemake reruns a job whose parameters changed).
+rule save_config:
+    output:
+        report(PLAN.paths.config, caption="../report/config.rst", category="Config",
+               labels={"file": "config.resolved.yaml", "run": RUN}),
+    params:
+        text=PLAN.resolved_config_text(),
+    log:
+        f"{LOGS}/save_config/save_config.log",
+    localrule: True
+    conda:
+        "../envs/fedgdp.yaml"
+    shell:
+        "printf '%s' {params.text:q} > {output} 2> {log}"

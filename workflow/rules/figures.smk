@@ -1,42 +1,61 @@
-# The simulation figures of config.yaml, drawn from study summaries only.
+# The simulation figures (kind: simulation), drawn from study summaries only; named
+# targets for every figure and table, and the README gallery.
 
 
 rule plot_figure:
     input:
-        figure_summaries,
+        summaries=PLAN.figure_summaries,
+        config=PLAN.paths.config,
     output:
-        pdf=report(
-            "figures/{fig}.pdf",
-            caption="../report/figure.rst",
-            category=figure_category,
-            labels=figure_labels_pdf,
-        ),
-        png=report(
-            "figures/{fig}.png",
-            caption="../report/figure.rst",
-            category=figure_category,
-            labels=figure_labels_png,
-        ),
+        pdf=report(f"figures/{RUN}/{{fig}}.pdf", caption="../report/figure.rst",
+                   category=PLAN.category, labels=PLAN.labels_pdf),
+        png=report(f"figures/{RUN}/{{fig}}.png", caption="../report/figure.rst",
+                   category=PLAN.category, labels=PLAN.labels_png),
     params:
-        spec=figure_spec,
-        caption=figure_caption,
+        spec=PLAN.figure_spec,
+        caption=PLAN.figure_caption,
+    wildcard_constraints:
+        fig=PLAN.figure_constraint("simulation"),
+    resources:
+        runtime=PLAN.short_runtime,
     log:
-        "logs/plot/{fig}.log",
+        f"{LOGS}/plot_figure/{{fig}}.log",
     benchmark:
-        "benchmarks/plot/{fig}.tsv"
+        f"{BENCH}/plot_figure/{{fig}}.tsv"
     conda:
-        "../../environment.yml"
+        "../envs/fedgdp.yaml"
     shell:
-        "fedgdp plot {input:q} --spec {params.spec:q} --pdf {output.pdf} --png {output.png}"
+        "fedgdp plot {input.summaries:q} --spec {params.spec:q} --pdf {output.pdf} --png {output.png}"
         " > {log} 2>&1"
 
 
-# A named target per figure: `snakemake --cores 2 fig03`.
-for _fig in figure_names():
+# README gallery: a small PNG of every figure of the default target (no CNNs), from
+# this run's figures (run it with the default config: docs/gallery shows run paper).
+rule gallery_png:
+    input:
+        f"figures/{RUN}/{{fig}}.png",
+    output:
+        "docs/gallery/{fig}.png",
+    params:
+        python=sys.executable,
+    wildcard_constraints:
+        fig=workflow_plan.alternatives(PLAN.gallery_figures()),
+    log:
+        f"{LOGS}/gallery_png/{{fig}}.log",
+    localrule: True
+    conda:
+        "../envs/fedgdp.yaml"
+    shell:
+        "{params.python:q} -m fedgdp.workflow_plan shrink-png {input} {output} > {log} 2>&1"
+
+
+# A named target per figure and table (`snakemake --cores 2 fig03`, `table1`, `rates`)
+# and `gallery`: the files of fedgdp.workflow_plan.Plan.targets() for this run.
+for _name in [n for n in TARGETS if n != "all"]:
 
     rule:
         name:
-            _fig
+            _name
         input:
-            expand("figures/{fig}.{ext}", fig=_fig, ext=["pdf", "png"]),
+            TARGETS[_name],
         localrule: True

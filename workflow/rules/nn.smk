@@ -1,41 +1,38 @@
-# Private federated CNNs (paper 5.2, Figures 9-10; SPEC 7), the optional `nn` extra
-# (PyTorch): one job per (dataset, figure, m, n, run) trains every method on one
-# partition; one job per dataset and figure summarises the runs (median accuracy);
-# one job per figure draws it.
+# Private federated CNNs (paper 5.2; figures of kind nn, Figures 9-10), the optional
+# `nn` extra (PyTorch): one job per (dataset, figure, m, n, repetition) trains every
+# method on one partition; one job per dataset and figure summarises the runs (median
+# accuracy); one job per figure draws it.
 #   snakemake --cores 2 fig09 fig10                                    digits (offline default)
 #   snakemake --cores 8 fig09 fig10 --configfile config/paper-nn.yaml  the paper's MNIST / CIFAR-10 grid
 # Not in the default target unless nn.in_default_target is true (the jobs need PyTorch:
-# pip install -e '.[nn]'). Input and parameter functions: workflow/rules/nn_common.smk.
-
-
-include: "nn_common.smk"
+# pip install -e '.[nn]'). Planning (snakemake -n) works without PyTorch.
 
 
 rule fetch_cifar10:
     output:
-        nn_cifar_files(),
+        PLAN.nn_cifar_files(),
     params:
-        data_dir=nn_fetch_root,
+        data_dir=PLAN.nn_fetch_root,
     log:
-        "logs/nn/fetch_cifar10.log",
+        f"{LOGS}/fetch_cifar10/fetch_cifar10.log",
     conda:
-        "../../environment.yml"
+        "../envs/nn.yaml"
     shell:
         "fedgdp nn-fetch --dataset cifar10 --data-dir {params.data_dir:q} > {log} 2>&1"
         " || {{ cat {log} >&2; exit 1; }}"
 
 
-if nn_mnist_fetch_files():
+if PLAN.nn_mnist_fetch_files():
 
     rule fetch_nn_mnist:
         output:
-            nn_mnist_fetch_files(),
+            PLAN.nn_mnist_fetch_files(),
         params:
-            data_dir=nn_fetch_root,
+            data_dir=PLAN.nn_fetch_root,
         log:
-            "logs/nn/fetch_mnist.log",
+            f"{LOGS}/fetch_nn_mnist/fetch_nn_mnist.log",
         conda:
-            "../../environment.yml"
+            "../envs/nn.yaml"
         shell:
             "fedgdp nn-fetch --dataset mnist --data-dir {params.data_dir:q} > {log} 2>&1"
             " || {{ cat {log} >&2; exit 1; }}"
@@ -43,26 +40,29 @@ if nn_mnist_fetch_files():
 
 rule train_nn:
     input:
-        nn_data_files,
+        PLAN.nn_data_files,
     output:
-        NN_FILE,
+        PLAN.paths.nn_run,
     params:
-        spec=nn_run_spec,
-        device=nn_section().get("device", "auto"),
-        data_dir=nn_section().get("data_dir", "data"),
+        spec=PLAN.nn_run_spec,
+        device=config["nn"]["device"],
+        data_dir=config["nn"]["data_dir"],
     wildcard_constraints:
-        dataset=nn_wildcards()["dataset"],
-        nfig=nn_wildcards()["nfig"],
-        m=nn_wildcards()["m"],
-        n=nn_wildcards()["n"],
-        run=nn_wildcards()["run"],
+        dataset=PLAN.nn_constraints()["dataset"],
+        fig=PLAN.nn_constraints()["fig"],
+        m=PLAN.nn_constraints()["m"],
+        n=PLAN.nn_constraints()["n"],
+        rep=PLAN.nn_constraints()["rep"],
     threads: 1
+    resources:
+        runtime=PLAN.nn_runtime,
+        mem_mb=PLAN.nn_mem_mb,
     log:
-        "logs/nn/{dataset}/{nfig}/m~{m}/n~{n}/run~{run}.log",
+        f"{LOGS}/train_nn/{{dataset}}/{{fig}}/m~{{m}}/n~{{n}}/rep~{{rep}}.log",
     benchmark:
-        "benchmarks/nn/{dataset}/{nfig}/m~{m}/n~{n}/run~{run}.tsv"
+        f"{BENCH}/train_nn/{{dataset}}/{{fig}}/m~{{m}}/n~{{n}}/rep~{{rep}}.tsv"
     conda:
-        "../../environment.yml"
+        "../envs/nn.yaml"
     shell:
         "fedgdp nn-run --spec {params.spec:q} --device {params.device} --threads {threads}"
         " --data-dir {params.data_dir:q} --out {output} > {log} 2>&1"
@@ -70,58 +70,45 @@ rule train_nn:
 
 rule summarise_nn:
     input:
-        nn_summary_inputs,
+        PLAN.nn_summary_inputs,
     output:
-        NN_SUMMARY,
+        PLAN.paths.nn_summary,
     wildcard_constraints:
-        dataset=nn_wildcards()["dataset"],
-        nfig=nn_wildcards()["nfig"],
+        dataset=PLAN.nn_constraints()["dataset"],
+        fig=PLAN.nn_constraints()["fig"],
+    resources:
+        runtime=PLAN.short_runtime,
     log:
-        "logs/nn/summary/{dataset}_{nfig}.log",
+        f"{LOGS}/summarise_nn/{{dataset}}_{{fig}}.log",
     conda:
-        "../../environment.yml"
+        "../envs/nn.yaml"
     shell:
         "fedgdp nn-summarise {input:q} --out {output} > {log} 2>&1"
 
 
 rule plot_nn:
     input:
-        nn_figure_summaries,
+        summaries=PLAN.nn_figure_summaries,
+        config=PLAN.paths.config,
     output:
-        pdf=report(
-            "figures/{nfig}.pdf",
-            caption="../report/nn.rst",
-            category=nn_category,
-            labels=nn_labels_pdf,
-        ),
-        png=report(
-            "figures/{nfig}.png",
-            caption="../report/nn.rst",
-            category=nn_category,
-            labels=nn_labels_png,
-        ),
-        csv="figures/{nfig}_summary.csv",
+        pdf=report(f"figures/{RUN}/{{fig}}.pdf", caption="../report/nn.rst",
+                   category=PLAN.category, labels=PLAN.labels_pdf),
+        png=report(f"figures/{RUN}/{{fig}}.png", caption="../report/nn.rst",
+                   category=PLAN.category, labels=PLAN.labels_png),
+        csv=f"{TABLES}/{{fig}}_summary.csv",
     params:
-        caption=nn_caption,
+        figure=PLAN.nn_figure_id,
+        caption=PLAN.nn_caption,
     wildcard_constraints:
-        nfig=nn_wildcards()["nfig"],
+        fig=PLAN.figure_constraint("nn"),
+    resources:
+        runtime=PLAN.short_runtime,
     log:
-        "logs/plot/{nfig}.log",
+        f"{LOGS}/plot_nn/{{fig}}.log",
     benchmark:
-        "benchmarks/plot/{nfig}.tsv"
+        f"{BENCH}/plot_nn/{{fig}}.tsv"
     conda:
-        "../../environment.yml"
+        "../envs/nn.yaml"
     shell:
-        "fedgdp nn-plot {input:q} --figure {wildcards.nfig} --out {output.pdf} --csv {output.csv}"
-        " > {log} 2>&1"
-
-
-# A named target per figure: `snakemake --cores 2 fig09`.
-for _nfig in NN_FIGURES:
-
-    rule:
-        name:
-            _nfig
-        input:
-            expand("figures/{fig}{ext}", fig=_nfig, ext=[".pdf", ".png", "_summary.csv"]),
-        localrule: True
+        "fedgdp nn-plot {input.summaries:q} --figure {params.figure} --out {output.pdf}"
+        " --csv {output.csv} > {log} 2>&1"

@@ -1,45 +1,44 @@
-# Real-data logistic regression (paper 5.1, Figures 7-8; SPEC 6): one job per task and
-# client split runs every method on every fold (private methods at every mu, the
-# non-private baselines once); one job per figure draws it from all splits.
-#   snakemake --cores 2 fig07 fig08                                 digits (offline default)
-#   snakemake --cores 8 fig07 fig08 --configfile config/mnist.yaml     the paper's MNIST layout
-# Input and parameter functions: workflow/rules/realdata_common.smk.
-
-
-include: "realdata_common.smk"
+# Real-data logistic regression (paper 5.1; figures of kind realdata, Figures 7-8): one
+# job per task and client split runs every method on every fold (private methods at
+# every mu, the non-private baselines once); one job per figure draws it from all splits.
+#   snakemake --cores 2 fig07 fig08                                     digits (offline default)
+#   snakemake --cores 8 fig07 fig08 --configfile=config/mnist.yaml      the paper's MNIST layout
 
 
 rule fetch_mnist:
     output:
-        [os.path.join(config["realdata"]["path"], f) for f in MNIST_FILES],
+        PLAN.mnist_fetch_files(),
     params:
-        folder=mnist_folder,
+        folder=PLAN.fetch_folder,
     log:
-        "logs/realdata/fetch_mnist.log",
+        f"{LOGS}/fetch_mnist/fetch_mnist.log",
     conda:
-        "../../environment.yml"
+        "../envs/fedgdp.yaml"
     shell:
         "fedgdp fetch-mnist --dir {params.folder:q} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
 
 
 rule fit_realdata:
     input:
-        realdata_data_files,
+        PLAN.realdata_data_files,
     output:
-        REALDATA_FILE,
+        PLAN.paths.realdata,
     params:
-        spec=realdata_spec,
+        spec=PLAN.realdata_spec,
     wildcard_constraints:
-        dataset=re.escape(config["realdata"]["dataset"]),
-        task=_alternatives(config["realdata"]["tasks"]),
-        split=_alternatives(range(config["realdata"]["splits"])),
+        dataset=PLAN.realdata_constraints()["dataset"],
+        task=PLAN.realdata_constraints()["task"],
+        split=PLAN.realdata_constraints()["split"],
     threads: 1
+    resources:
+        runtime=PLAN.realdata_runtime,
+        mem_mb=PLAN.realdata_mem_mb,
     log:
-        "logs/realdata/{dataset}/{task}/split~{split}.log",
+        f"{LOGS}/fit_realdata/{{dataset}}/{{task}}/split~{{split}}.log",
     benchmark:
-        "benchmarks/realdata/{dataset}/{task}/split~{split}.tsv"
+        f"{BENCH}/fit_realdata/{{dataset}}/{{task}}/split~{{split}}.tsv"
     conda:
-        "../../environment.yml"
+        "../envs/fedgdp.yaml"
     shell:
         "fedgdp realdata --spec {params.spec:q} --task {wildcards.task} --split {wildcards.split}"
         " --threads {threads} --verbose --out {output} > {log} 2>&1"
@@ -47,44 +46,28 @@ rule fit_realdata:
 
 rule plot_realdata:
     input:
-        realdata_figure_files,
+        splits=PLAN.realdata_figure_files,
+        config=PLAN.paths.config,
     output:
-        pdf=report(
-            "figures/{rfig}.pdf",
-            caption="../report/realdata.rst",
-            category=realdata_category,
-            labels=realdata_labels_pdf,
-        ),
-        png=report(
-            "figures/{rfig}.png",
-            caption="../report/realdata.rst",
-            category=realdata_category,
-            labels=realdata_labels_png,
-        ),
-        medians="figures/{rfig}_medians.csv",
+        pdf=report(f"figures/{RUN}/{{fig}}.pdf", caption="../report/realdata.rst",
+                   category=PLAN.category, labels=PLAN.labels_pdf),
+        png=report(f"figures/{RUN}/{{fig}}.png", caption="../report/realdata.rst",
+                   category=PLAN.category, labels=PLAN.labels_png),
+        medians=f"{TABLES}/{{fig}}_medians.csv",
     params:
-        task=realdata_figure_task,
-        title=realdata_figure_title,
-        caption=realdata_caption,
+        task=PLAN.realdata_figure_task,
+        title=PLAN.realdata_figure_title,
+        caption=PLAN.realdata_caption,
     wildcard_constraints:
-        rfig=_alternatives(realdata_figures()),
+        fig=PLAN.figure_constraint("realdata"),
+    resources:
+        runtime=PLAN.short_runtime,
     log:
-        "logs/plot/{rfig}.log",
+        f"{LOGS}/plot_realdata/{{fig}}.log",
     benchmark:
-        "benchmarks/plot/{rfig}.tsv"
+        f"{BENCH}/plot_realdata/{{fig}}.tsv"
     conda:
-        "../../environment.yml"
+        "../envs/fedgdp.yaml"
     shell:
-        "fedgdp realdata-plot {input:q} --task {params.task} --title {params.title:q}"
+        "fedgdp realdata-plot {input.splits:q} --task {params.task} --title {params.title:q}"
         " --pdf {output.pdf} --png {output.png} --medians {output.medians} > {log} 2>&1"
-
-
-# A named target per figure: `snakemake --cores 2 fig07`.
-for _rfig in realdata_figures():
-
-    rule:
-        name:
-            _rfig
-        input:
-            expand("figures/{fig}{ext}", fig=_rfig, ext=[".pdf", ".png", "_medians.csv"]),
-        localrule: True

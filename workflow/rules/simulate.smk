@@ -4,15 +4,18 @@
 
 rule simulate_cell:
     output:
-        "results/cells/{model}/{study}/sizes~{sizes}/m~{m}/mu~{mu}/K~{K}/seeds~{first}-{last}.parquet",
+        PLAN.paths.cell,
     params:
-        cell=cell_params,
+        cell=PLAN.cell_params,
+    resources:
+        runtime=PLAN.cell_runtime,
+        mem_mb=PLAN.cell_mem_mb,
     log:
-        "logs/simulate/{model}/{study}/sizes~{sizes}/m~{m}/mu~{mu}/K~{K}/seeds~{first}-{last}.log",
+        f"{LOGS}/simulate_cell/{{model}}/{{study}}/sizes~{{sizes}}/m~{{m}}/mu~{{mu}}/K~{{K}}/seeds~{{first}}-{{last}}.log",
     benchmark:
-        "benchmarks/simulate/{model}/{study}/sizes~{sizes}/m~{m}/mu~{mu}/K~{K}/seeds~{first}-{last}.tsv"
+        f"{BENCH}/simulate_cell/{{model}}/{{study}}/sizes~{{sizes}}/m~{{m}}/mu~{{mu}}/K~{{K}}/seeds~{{first}}-{{last}}.tsv"
     conda:
-        "../../environment.yml"
+        "../envs/fedgdp.yaml"
     shell:
         "printf '%s\\n' {params.cell:q}"
         " | fedgdp simulate --params /dev/stdin --seeds {wildcards.first}-{wildcards.last}"
