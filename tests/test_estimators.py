@@ -41,7 +41,7 @@ def test_every_client_composes_to_mu(method, case):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_ledger_sigma_is_the_spec_table(method):
-    """Each release's sigma is SPEC 3's formula, recomputed here from scratch."""
+    """Each release's sigma is the formula of docs/methods.md §2, recomputed here from scratch."""
     p, reps, fd = make_block(dict(model="logistic", sizes="uniform(20,60)", m=5, mu=2.0, K=10,
                                   methods=[method]), REPS)
     s = p["method_settings"][method]
@@ -153,7 +153,7 @@ def test_nonprivate_fedsgd_reaches_the_pooled_mle(model, eta):
 
 
 def test_clipping_bias_at_convergence_matches_spec():
-    """SPEC 3: logistic, m = 100, n_i = 400, noiseless clipped GD to convergence has
+    """docs/methods.md §2: logistic, m = 100, n_i = 400, noiseless clipped GD to convergence has
     MSE 0.029 under the 90% rule (measured there with a separate implementation).
     Tolerance 0.004: the bias dominates; the sampling part of the MSE is ~0.0013."""
     p = make_block(dict(sizes="equal(400)", m=100, K=1500, mu=1e12, methods=["fedsgd"]))[0]

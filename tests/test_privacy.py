@@ -79,7 +79,7 @@ def test_ledger_composes_by_root_sum_of_squares():
 
 
 def test_calibration_table_values():
-    """SPEC 3's table at one point, written out by hand."""
+    """the table of docs/methods.md §2 at one point, written out by hand."""
     B, n, mu = 1.5, 40.0, 2.0
     assert privacy.sigma_fedsgd(B=B, n=n, mu=mu, K=50) == pytest.approx(2 * 1.5 * math.sqrt(50) / 80)
     assert privacy.sigma_fedavg(B=B, n=n, mu=mu, eta=0.5, R=2, K=50) == pytest.approx(2 * 1.5 * 0.5 * 10 / 80)

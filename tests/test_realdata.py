@@ -143,7 +143,7 @@ def test_dp_scaffold_equals_a_plain_loop_with_the_same_noise(model):
     s = {"R": 2, "K": 3, "eta": 0.5, "eta_g": 1.0}
     fit = R.REGISTRY["dp_scaffold"].fit(fd, s, np.random.default_rng(11))
     n = fd.sizes.astype(float)
-    sigmas = 2 * 0.8 * 0.5 * math.sqrt(2 * 3) / (2.0 * n)        # FedAvg's noise (SPEC 3)
+    sigmas = 2 * 0.8 * 0.5 * math.sqrt(2 * 3) / (2.0 * n)        # FedAvg's noise (docs/methods.md §2)
     plain = _plain_scaffold(fd, 2, 3, 0.5, 1.0, B=0.8, sigmas=sigmas, rng=np.random.default_rng(11))
     assert np.allclose(fit.theta, plain, atol=1e-12)
     assert np.allclose(fit.ledger.releases[0].sigma[0], sigmas)

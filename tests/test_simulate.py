@@ -1,4 +1,4 @@
-"""Client-size schemes, data generation and seed derivation (SPEC 2)."""
+"""Client-size schemes, data generation and seed derivation (docs/methods.md §1)."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""Image data sets for the real-data study and their federated client layout (SPEC 6).
+"""Image data sets for the real-data study and their federated client layout (docs/methods.md §5).
 
 Data sets
 ---------

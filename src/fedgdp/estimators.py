@@ -1,6 +1,6 @@
 """The four private federated estimators, vectorised over replicates and clients.
 
-Methods (paper section 3, SPEC 3-4), each behind one interface (:class:`Method`) and
+Methods (paper section 3, docs/methods.md §2-3), each behind one interface (:class:`Method`) and
 listed in :data:`REGISTRY`:
 
 - ``fedsgd``    Algorithm 1: K server steps on noisy client gradients.
@@ -188,7 +188,7 @@ def aggregation_weights(sizes: np.ndarray, rule: str, *, B=None, mu=np.inf, rele
 
 
 def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
-    """Solve ``H_floor s = g`` with H's eigenvalues floored at tau1 (SPEC 3).
+    """Solve ``H_floor s = g`` with H's eigenvalues floored at tau1 (docs/methods.md §2).
 
     H: (..., d, d) symmetric, g: (..., d). Returns s: (..., d), ``||s|| <= ||g||/tau1``.
     """

@@ -168,9 +168,9 @@ def population_hessian(model: str, beta_true, sigma_c: float, *, nodes: int = 80
 
 
 def population_min_eigenvalue(model: str, beta_true, sigma_c: float) -> float:
-    """Smallest eigenvalue of :func:`population_hessian` (SPEC 3, ``tau1: auto``).
+    """Smallest eigenvalue of :func:`population_hessian` (docs/methods.md §2, ``tau1: auto``).
 
-    SPEC 3 asks for a fixed-seed Monte Carlo; the one-dimensional quadrature computes
+    A fixed-seed Monte Carlo estimate would do; the one-dimensional quadrature computes
     the same expectation without Monte Carlo error (tests compare the two).
     """
     return float(np.linalg.eigvalsh(population_hessian(model, beta_true, sigma_c))[0])
@@ -178,7 +178,7 @@ def population_min_eigenvalue(model: str, beta_true, sigma_c: float) -> float:
 
 # ==========================================================================
 # Models with a parameter matrix: binary and multinomial (softmax) logistic
-# regression for the real-data study (paper section 5.1, SPEC 6).
+# regression for the real-data study (paper section 5.1, docs/methods.md §5).
 #
 # Conventions (these models only)
 # -------------------------------
@@ -305,7 +305,7 @@ class Multinomial(MatrixGLM):
 
     The parameterisation is redundant (adding one vector to every column leaves P
     unchanged), so the Hessian is singular along those directions; the methods
-    that solve with it floor or ridge it (SPEC 3, 6).
+    that solve with it floor or ridge it (docs/methods.md §2, §5).
     """
 
     name = "multiclass"

@@ -1,4 +1,4 @@
-"""Cell parameters: SPEC 4 defaults, resolution and validation.
+"""Cell parameters: docs/methods.md §3 defaults, resolution and validation.
 
 A *cell* is one point of a study grid (model, sizes, m, mu, K). ``resolve`` merges
 user overrides into :data:`DEFAULTS`, checks every value (ValueError naming the bad
@@ -18,7 +18,7 @@ __all__ = ["DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_mu", "parse_se
 
 PRIVACY_MODES = ("paper", "certified")
 
-# Not stated in the paper, chosen in SPEC 2.
+# Not stated in the paper, chosen here (docs/methods.md §1).
 BETA_TRUE = {
     "logistic": [0.5, -0.5, 1.0, -1.0, 0.5],
     "poisson": [0.5, 0.3, -0.3, 0.2, -0.2],
@@ -29,7 +29,7 @@ DEFAULTS: dict = {
     "sizes": "equal(400)",
     "m": 100,
     "mu": 2.0,
-    "K": 50,                    # the study's iteration budget (SPEC 4/5)
+    "K": 50,                    # the study's iteration budget (docs/methods.md §3-4)
     "schedule": "paper",        # paper: FedAvg runs K local steps per round; budget: ceil(K/R)
     "sigma_c": 1.0,
     "beta_true": None,          # None -> BETA_TRUE[model]

@@ -2,7 +2,7 @@
 
 Every simulation figure of the paper is a grid of panels; each panel plots the
 empirical MSE (log scale, +-2 Monte Carlo standard errors) of one set of cells
-against one axis, one line per value of another axis (SPEC 5):
+against one axis, one line per value of another axis (docs/methods.md §4):
 
 - ``m_by_size``   MSE against m, one line per sizes scheme, a panel per
                   (study, method): Figures 1, 2, 11-14.

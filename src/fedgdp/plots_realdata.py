@@ -1,4 +1,4 @@
-"""Figures 7 and 8: client-level AUC / accuracy of the nine real-data methods (SPEC 6).
+"""Figures 7 and 8: client-level AUC / accuracy of the nine real-data methods (docs/methods.md §5).
 
 One panel per privacy level mu (largest first, as in the paper); in each panel one
 box per method over its m x S client-level values (fold averages): the five private

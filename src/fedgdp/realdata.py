@@ -1,4 +1,4 @@
-"""Real-data federated logistic regression: nine methods, client-level metrics (SPEC 6).
+"""Real-data federated logistic regression: nine methods, client-level metrics (docs/methods.md §5).
 
 Paper section 5.1 (Figures 7 and 8): binary (odd vs even digit) and 10-class softmax
 regression on images split over m clients, 5 folds within each client, S client
@@ -8,7 +8,7 @@ accuracy for multiclass); a client's value is the average over its folds.
 
 Methods (:data:`REGISTRY`, one interface :class:`RealMethod`)
 ---------------------------------------------------------------
-Private (mu-GDP per client, the noise of SPEC 3's table):
+Private (mu-GDP per client, the noise of the table of docs/methods.md §2):
 
 - ``fedsgd``      Algorithm 1: K server steps on noisy clipped client gradients.
 - ``fedavg``      Algorithm 3: R rounds of K noisy local steps, averaged.
@@ -111,7 +111,7 @@ DEFAULTS: dict = {
     "method_settings": {},
 }
 
-# SPEC 4's settings. DP-SCAFFOLD runs FedAvg's schedule (so it has FedAvg's noise, SPEC 6)
+# the settings of docs/methods.md §3. DP-SCAFFOLD runs FedAvg's schedule (so it has FedAvg's noise, docs/methods.md §5)
 # plus a server step size eta_g; the NP- versions inherit their private counterpart's.
 METHOD_DEFAULTS: dict = {
     "fedsgd": {"K": 50, "eta": 0.5},
@@ -356,7 +356,7 @@ def newton_step(model: MatrixGLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarr
 
     ``cg``: ``(H + tau1 I) s = g`` by conjugate gradients on Hessian-vector products
     of the loss on X1 (no dense Hessian). ``ridge``: the same system solved densely.
-    ``floor``: ``H_floor s = g`` with H's eigenvalues floored at tau1 (SPEC 3, as in
+    ``floor``: ``H_floor s = g`` with H's eigenvalues floored at tau1 (docs/methods.md §2, as in
     the simulations; dense, for small d k). All satisfy ``||s|| <= ||g|| / tau1``.
 
     ``hessian_bound = H_c`` (certified FedNewton): every per-sample Hessian is clipped

@@ -1,4 +1,4 @@
-"""Simulated federated GLM data: client sizes, designs, responses, seeds (SPEC 2).
+"""Simulated federated GLM data: client sizes, designs, responses, seeds (docs/methods.md §1).
 
 Conventions
 -----------
@@ -39,7 +39,7 @@ def stable_hash(obj) -> int:
 
 
 def replicate_rng(base_seed: int, data_key: dict, replicate: int) -> np.random.Generator:
-    """The data generator of one replicate (SPEC 2, Seeds)."""
+    """The data generator of one replicate (docs/methods.md §1, Seeds)."""
     return np.random.default_rng(np.random.SeedSequence([base_seed, stable_hash(data_key), replicate]))
 
 
@@ -231,7 +231,7 @@ class Replicate:
 
 def simulate_replicate(rng: np.random.Generator, *, model: str, scheme: SizeScheme, m: int,
                        beta_true: np.ndarray, sigma_c: float) -> Replicate:
-    """Draw one replicate: sizes, then ``C ~ N(0, sigma_c^2)``, then ``y`` (SPEC 2).
+    """Draw one replicate: sizes, then ``C ~ N(0, sigma_c^2)``, then ``y`` (docs/methods.md §1).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Tables from study summaries: the paper's Table 1 and the rates table (SPEC 5).
+"""Tables from study summaries: the paper's Table 1 and the rates table (docs/methods.md §4).
 
 - :func:`table1`: rounds, total communication and error-bound order of each method
   (:data:`fedgdp.theory.TABLE1`) beside what the simulation measured at one

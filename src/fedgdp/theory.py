@@ -1,4 +1,4 @@
-"""The paper's error bounds, up to constants (Table 1, Theorems 3.2-3.10; SPEC 8).
+"""The paper's error bounds, up to constants (Table 1, Theorems 3.2-3.10; docs/methods.md §7).
 
 Conventions: ``n`` is an array of client sizes, shape ``(m,)``, ``N = n.sum()``;
 ``d`` the dimension; ``mu`` the privacy parameter (``inf``: non-private). Every

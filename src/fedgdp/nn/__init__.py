@@ -1,4 +1,4 @@
-"""Private federated training of CNNs (paper section 5.2, SPEC 7): the optional ``nn`` extra.
+"""Private federated training of CNNs (paper section 5.2, docs/methods.md §6): the optional ``nn`` extra.
 
 Install with ``pip install 'fedgdp[nn]'`` (PyTorch). Only the modules that train
 (:mod:`~fedgdp.nn.models`, :mod:`~fedgdp.nn.train`, :func:`~fedgdp.nn.run.run_nn`)

@@ -16,7 +16,7 @@ local learning rate ``eta``, clipping bound ``B``, privacy ``mu``.
                     gradient evaluations per client equals DP-FedAvg's.
 ``fedhybrid``       compute-matched DP-FedHybrid (Algorithm 2): ``R1 =
                     round(hybrid_local_share * R)`` DP-FedAvg rounds, then ``K2 = (R -
-                    R1) K`` DP-FedSGD rounds (default share 0.6, SPEC 4's K1 = 30 of 50).
+                    R1) K`` DP-FedSGD rounds (default share 0.6, docs/methods.md §3: K1 = 30 of 50).
 ``fednewton_iter``  DP-FedNewton-Iter (Algorithm 5, paper section 3.7): ``C`` cycles
                     (default 2), each ``R / C`` DP-FedAvg rounds followed by one
                     round of head-only Newton refinement.

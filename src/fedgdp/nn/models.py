@@ -1,4 +1,4 @@
-"""The CNNs of SPEC 7 (paper section 5.2.2), with a named last layer ``head``.
+"""The CNNs of docs/methods.md §6 (paper section 5.2.2), with a named last layer ``head``.
 
 Every model maps images ``(n, C, H, W)`` to log-probabilities ``(n, 10)``
 (log-softmax; the loss is the negative log-likelihood). A convolutional *block* is

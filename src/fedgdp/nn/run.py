@@ -1,6 +1,6 @@
 """One CNN run (every method on one partition) and its Parquet file.
 
-Seeds (as in the simulations, SPEC 2): a run uses
+Seeds (as in the simulations, docs/methods.md §1): a run uses
 ``SeedSequence([base_seed, stable_hash(data_key), run])`` for its partition and
 initial weights (shared by all methods: common random numbers), and method ``M``
 uses ``SeedSequence([base_seed, stable_hash(data_key), run, stable_hash(M)])`` for

@@ -4,7 +4,7 @@ A *run* is one (figure, dataset, m, n, run index): the data are partitioned once
 and every method trains on the same partition from the same initial weights
 (common random numbers).
 
-Paper settings (SPEC 7, paper section 5.2.2) are the ``mnist`` and ``cifar10``
+Paper settings (docs/methods.md §6, paper section 5.2.2) are the ``mnist`` and ``cifar10``
 defaults. The offline ``digits`` defaults are scaled down so that the default
 Figures 9 and 10 run in minutes on two CPU cores (see :data:`DEFAULT_GRID`):
 
@@ -22,7 +22,7 @@ from .calibration import METHODS
 
 __all__ = ["COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
 
-#: settings shared by every dataset (SPEC 7 unless noted)
+#: settings shared by every dataset (docs/methods.md §6 unless noted)
 COMMON = {
     "figure": "fig09",          # fig09 (n per client, m fixed) | fig10 (full split over m clients)
     "dataset": "digits",
@@ -59,7 +59,7 @@ DEFAULT_GRID = {
     "fig10": {"m": [5, 10, 20, 40], "runs": 3},
 }
 
-#: the paper's grid (SPEC 7)
+#: the paper's grid (docs/methods.md §6)
 PAPER_GRID = {
     "datasets": ["mnist", "cifar10"],
     "fig09": {"m": 100, "n": {"mnist": [50, 75, 100, 200, 300, 400, 600],
