@@ -38,7 +38,7 @@ _SETTINGS = [
 
 
 def _settings(args) -> dict:
-    from ..cli import _spec, load_params_file
+    from ..arguments import _spec, load_params_file
 
     out: dict = load_params_file(args.params) if args.params else {}
     if args.spec:
@@ -143,7 +143,7 @@ def _default(key):
 
 def add_parsers(sub) -> None:
     """Add the ``nn-*`` subcommands to ``fedgdp``'s subparsers."""
-    from ..cli import output_dir, output_path, show_defaults
+    from ..arguments import output_dir, output_path, show_defaults
 
     run = sub.add_parser("nn-run", help="CNN experiments: one run (all methods) -> Parquet (needs torch)")
     g = run.add_argument_group("settings (defaults: fedgdp.nn.settings)")
