@@ -8,7 +8,7 @@ import statsmodels.api as sm
 from conftest import make_block, stacked_noise
 from fedgdp import privacy
 from fedgdp.estimators import REGISTRY, floored_solve, get_method
-from fedgdp.reference import reference_fit
+from fedgdp.reference import ORACLE, reference_fit
 from fedgdp.runner import run_cell
 
 METHODS = list(REGISTRY)
@@ -131,7 +131,7 @@ def test_fast_equals_reference_optimal_weights_and_fixed_clip(method):
 def test_runner_fast_and_reference_rows_agree():
     p = make_block(dict(sizes="uniform(10,40)", m=5, K=8))[0]
     fast = run_cell(p, [0, 1, 2, 3])
-    ref = run_cell(p, [0, 1, 2, 3], impl="reference")
+    ref = run_cell(p, [0, 1, 2, 3], **ORACLE)
     assert [(r["replicate"], r["method"]) for r in fast] == [(r["replicate"], r["method"]) for r in ref]
     for a, b in zip(fast, ref):
         np.testing.assert_allclose(a["theta_hat"], b["theta_hat"], atol=1e-10)

@@ -142,12 +142,13 @@ def test_certified_fednewton_fast_equals_reference(model, clip, hc):
 
 def test_private_clip_bound_fast_equals_reference_and_is_on_the_grid():
     from fedgdp.glm import get_model
+    from fedgdp.reference import clip_bound_reference
     from fedgdp.runner import clip_bounds
 
     p, reps, fd = make_block(dict(sizes="uniform(20,60)", m=8, clip=PRIVATE_CLIP), REPS)
     glm = get_model(p["model"])
     fast = clip_bounds(p, glm, reps, list(REPS))
-    ref = clip_bounds(p, glm, reps, list(REPS), impl="reference")
+    ref = clip_bounds(p, glm, reps, list(REPS), clip_bound_reference)
     np.testing.assert_array_equal(fast, ref)
     edges = privacy.histogram_grid(p["clip"])
     assert all(np.any(np.isclose(b, edges[1:], rtol=1e-15)) for b in fast)

@@ -43,13 +43,14 @@ def run_bench(*, replicates: int = 100, m: int = 100, n: int = 400, model: str =
               out: str | None = None) -> dict:
     """Time both implementations on one cell; print and return the measurements."""
     from .params import resolve
+    from .reference import ORACLE
     from .runner import run_cell
 
     p = resolve({"model": model, "m": m, "sizes": f"equal({n})", "mu": 2.0, "K": 50})
     seeds = list(range(replicates))
     run_cell(p, seeds[:1])                      # warm-up (imports, tau1, compiled kernels)
     fast, t_fast, w_fast = _timed(run_cell, p, seeds)
-    ref, t_ref, w_ref = _timed(run_cell, p, seeds, impl="reference")
+    ref, t_ref, w_ref = _timed(run_cell, p, seeds, **ORACLE)
     diff = max(float(np.max(np.abs(np.subtract(a["theta_hat"], b["theta_hat"])))) for a, b in zip(fast, ref))
     result = {
         "cell": f"{model}, m={m}, equal({n}), p={len(p['beta_true'])}, mu=2, K=50, "

@@ -33,7 +33,7 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = [
-    "clip_rows", "clip_bound", "clip_bound_reference", "Release", "Ledger", "ReleaseSpec", "Calibration",
+    "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
@@ -86,20 +86,6 @@ def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float
     if rule["rule"] == "private_quantile":
         return private_clip_bound(np.split(norms, np.cumsum(rep.sizes)[:-1]), rule, mu=mu, rng=rng)
     return float(_client_quantiles(norms, rep.sizes, rule["q"]).max())
-
-
-def clip_bound_reference(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float:
-    """Loop version of :func:`clip_bound` (test oracle)."""
-    if rule["rule"] == "fixed":
-        return float(rule["value"])
-    d = rep.X.shape[1]
-    norms = []
-    for i in range(rep.sizes.shape[0]):
-        Xi, yi = rep.client(i)
-        norms.append(np.linalg.norm(glm.per_sample_gradients(np.zeros(d), Xi, yi), axis=1))
-    if rule["rule"] == "private_quantile":
-        return private_clip_bound(norms, rule, mu=mu, rng=rng)
-    return float(max(np.quantile(v, rule["q"]) for v in norms))
 
 
 # ------------------------------------------------------------------ calibration core

@@ -7,6 +7,8 @@ exactly the noise arrays of :mod:`fedgdp.estimators` (one dict per replicate, fr
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import privacy
@@ -14,7 +16,7 @@ from .estimators import aggregation_weights, floored_solve
 from .glm import GLM
 from .simulate import Replicate
 
-__all__ = ["reference_fit"]
+__all__ = ["reference_fit", "clip_bound_reference", "oracle_fit", "ORACLE"]
 
 
 def _client_gradient(glm: GLM, theta, X, y, B) -> np.ndarray:
@@ -162,3 +164,31 @@ def reference_fit(name: str, reps: list[Replicate], glm: GLM, s: dict, noises: l
         with np.errstate(all="ignore"):
             out.append(_FITS[name](glm, rep, s, Br, mu, w, noises[r], ctx))
     return np.array(out)
+
+
+def clip_bound_reference(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float:
+    """Loop version of :func:`fedgdp.privacy.clip_bound` (test oracle)."""
+    if rule["rule"] == "fixed":
+        return float(rule["value"])
+    d = rep.X.shape[1]
+    norms = []
+    for i in range(rep.sizes.shape[0]):
+        Xi, yi = rep.client(i)
+        norms.append(np.linalg.norm(glm.per_sample_gradients(np.zeros(d), Xi, yi), axis=1))
+    if rule["rule"] == "private_quantile":
+        return privacy.private_clip_bound(norms, rule, mu=mu, rng=rng)
+    return float(max(np.quantile(v, rule["q"]) for v in norms))
+
+
+def oracle_fit(name: str, fd, s: dict, noises: list[dict]):
+    """:func:`reference_fit` in the form :func:`fedgdp.runner.run_cell` takes:
+    ``(theta (R, d), None)`` (the oracle keeps no ledger)."""
+    theta = reference_fit(name, fd.reps, fd.glm, s, noises, fd.B, fd.mu, fd.tau1, fd.weights,
+                          privacy=fd.privacy, clip=fd.clip)
+    return theta, None
+
+
+#: Keyword arguments of :func:`fedgdp.runner.run_cell` that run the loop oracle:
+#: ``run_cell(p, seeds, **ORACLE)`` (one replicate at a time).
+ORACLE = {"fit": oracle_fit, "bound": clip_bound_reference, "rows_per_block": 1}
+

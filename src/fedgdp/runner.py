@@ -23,8 +23,7 @@ from . import __version__
 from .estimators import FitData, get_method
 from .glm import get_model
 from .params import data_key
-from .privacy import clip_bound, clip_bound_reference
-from .reference import reference_fit
+from .privacy import clip_bound
 from .simulate import noise_rng, parse_sizes, replicate_rng, simulate_replicate
 
 __all__ = ["run_cell", "simulate_block", "write_cell", "write_parquet", "read_parquet_files", "read_cell", "COLUMNS"]
@@ -55,15 +54,15 @@ def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dic
 CLIP_STREAM = "clip_histogram"
 
 
-def clip_bounds(p: dict, glm, reps: list, replicates: list[int], impl: str = "fast") -> np.ndarray:
-    """The clipping bound of each replicate, shape (R,) (inf when mu = inf).
+def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_bound) -> np.ndarray:
+    """The clipping bound of each replicate, shape (R,) (inf when mu = inf), by the
+    rule ``bound`` (:func:`fedgdp.privacy.clip_bound`, or the loop oracle's).
 
     ``private_quantile`` draws each replicate's histogram noise from its own
     generator, :func:`fedgdp.simulate.noise_rng` with the name :data:`CLIP_STREAM`.
     """
     if not np.isfinite(p["mu"]):
         return np.full(len(reps), np.inf)
-    bound = clip_bound if impl == "fast" else clip_bound_reference
     key = data_key(p)
     return np.array([bound(glm, rep, p["clip"], mu=p["mu"], rng=noise_rng(p["base_seed"], key, r, CLIP_STREAM))
                      for rep, r in zip(reps, replicates)])
@@ -79,7 +78,13 @@ def block_size(p: dict, rows_per_block: int) -> int:
     return max(1, int(rows_per_block // max(1.0, p["m"] * mean_n)))
 
 
-def run_cell(p: dict, replicates: list[int], *, impl: str = "fast", rows_per_block: int = 40_000,
+def fast_fit(name: str, fd: FitData, s: dict, noises: list[dict]):
+    """The method's own vectorised fit of a block: ``(theta (R, d), ledger)``."""
+    fit = get_method(name).fit(fd, s, _stack(noises))
+    return fit.theta, fit.ledger
+
+
+def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, rows_per_block: int = 40_000,
              return_ledgers: bool = False):
     """Fit every method of the cell on every replicate.
 
@@ -88,7 +93,16 @@ def run_cell(p: dict, replicates: list[int], *, impl: str = "fast", rows_per_blo
     p : dict
         Resolved parameters (:func:`fedgdp.params.resolve`).
     replicates : list of int
-    impl : {"fast", "reference"}
+    fit : callable
+        ``fit(name, fd, settings, noises) -> (theta (R, d), ledger or None)`` for a block
+        (:class:`fedgdp.estimators.FitData` ``fd``, one noise dict per replicate);
+        default :func:`fast_fit`. The tests and ``fedgdp bench`` pass the loop oracle
+        here (``fedgdp.reference.ORACLE``); a fit without a ledger leaves the composed
+        mu columns NaN.
+    bound : callable
+        The clipping-bound rule of one replicate (see :func:`clip_bounds`).
+    rows_per_block : int
+        Replicates are fitted in blocks of about this many rows (at least one replicate).
 
     Returns
     -------
@@ -99,30 +113,26 @@ def run_cell(p: dict, replicates: list[int], *, impl: str = "fast", rows_per_blo
     """
     glm = get_model(p["model"])
     beta = np.asarray(p["beta_true"])
-    per_block = block_size(p, rows_per_block) if impl == "fast" else 1
+    per_block = block_size(p, rows_per_block)
     rows, ledgers = [], {m: [] for m in p["methods"]}
     for start in range(0, len(replicates), per_block):
         block = replicates[start:start + per_block]
         reps = simulate_block(p, block)
         d = reps[0].X.shape[1]
-        B = clip_bounds(p, glm, reps, block, impl)
+        B = clip_bounds(p, glm, reps, block, bound)
         fd = FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"], privacy=p["privacy"], clip=p["clip"])
         for name in p["methods"]:
             meth, s = get_method(name), p["method_settings"][name]
             noises = draw_noises(p, name, block, d)
             t0 = time.perf_counter()
             with np.errstate(all="ignore"):
-                if impl == "fast":
-                    fit = meth.fit(fd, s, _stack(noises))
-                    theta = fit.theta
-                    mu_comp = fit.ledger.composed_mu().max(axis=1)
-                    mu_cert = fit.ledger.certified_mu().max(axis=1)
-                    for j, r in enumerate(block):
-                        ledgers[name].append((r, fit.ledger, j))
-                else:
-                    theta = reference_fit(name, reps, glm, s, noises, B, p["mu"], p["tau1"], p["weights"],
-                                          privacy=p["privacy"], clip=p["clip"])
-                    mu_comp = mu_cert = np.full(len(block), np.nan)
+                theta, ledger = fit(name, fd, s, noises)
+            if ledger is not None:
+                mu_comp = ledger.composed_mu().max(axis=1)
+                mu_cert = ledger.certified_mu().max(axis=1)
+                ledgers[name].extend((r, ledger, j) for j, r in enumerate(block))
+            else:
+                mu_comp = mu_cert = np.full(len(block), np.nan)
             elapsed = (time.perf_counter() - t0) / len(block)
             comm = meth.comm(s, p["m"], d)
             for j, r in enumerate(block):
