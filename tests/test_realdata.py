@@ -282,3 +282,21 @@ def test_cli_realdata_errors_are_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and msg in err
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_medians_table_says_which_mu_is_certified():
+    """The medians CSV keeps the nominal mu and adds the certified one (inf unless every
+    row of the group is certified), so no table presents a nominal mu as a guarantee."""
+    import pandas as pd
+
+    from fedgdp.plots_realdata import realdata_medians
+
+    df = pd.DataFrame({"task": ["binary"] * 4, "dataset": ["digits"] * 4,
+                       "method": ["fedsgd", "fedsgd", "np_pooled", "fedsgd"],
+                       "mu": [2.0, 2.0, np.inf, 6.0], "value": [0.9, 0.8, 0.95, 0.7],
+                       "mu_certified": [np.inf, np.inf, np.inf, 6.0]})
+    out = realdata_medians(df).set_index(["method", "mu"])
+    assert out.loc[("fedsgd", 2.0), "mu_certified"] == np.inf
+    assert out.loc[("fedsgd", 6.0), "mu_certified"] == 6.0
+    assert out.loc[("fedsgd", 2.0), "median"] == pytest.approx(0.85)
+    assert np.isinf(out.loc[("np_pooled", np.inf), "mu_certified"])
