@@ -86,3 +86,17 @@ def test_targets_and_model_lookup_errors():
         Multinomial(3).targets([0, 3])
     with pytest.raises(ValueError, match="n_classes must be >= 2"):
         Multinomial(1)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: f"{m.name}-{m.k}")
+def test_fused_loss_gradient_equals_the_separate_calls(model):
+    """One product X Theta for loss, gradient and P: the same arithmetic, so equal to
+    rounding (1e-14 relative), and hvp_at(P) equals hvp."""
+    rng, X, Y, _ = _data(model, seed=2)
+    T = rng.normal(size=(X.shape[1], model.k)) * 3
+    value, grad, P = model.loss_gradient(T, X, Y)
+    assert value == pytest.approx(model.loss(T, X, Y), rel=1e-14)
+    assert np.allclose(grad, model.gradient(T, X, Y), rtol=1e-14, atol=1e-16)
+    assert np.allclose(P, model.probabilities(T, X), rtol=1e-14, atol=1e-16)
+    V = rng.normal(size=T.shape)
+    assert np.allclose(model.hvp_at(P, X, V), model.hvp(T, X, V), rtol=1e-14, atol=1e-16)

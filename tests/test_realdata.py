@@ -215,6 +215,26 @@ def test_auc_and_accuracy():
     assert R.accuracy(np.eye(3)[[0, 2, 1]], np.array([0, 1, 1])) == pytest.approx(2 / 3)
 
 
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_ridge_fit_meets_its_optimality_condition(model):
+    """The penalised objective's gradient (computed here from model.gradient, not the
+    solver's fused pass) has norm <= gtol at the fit, and the fit is the minimiser:
+    nearby points are not lower (strong convexity: within ||g|| / ridge of it)."""
+    fd = _fold(model, sizes=(60, 45), d=8, seed=3)
+    X, Y = np.vstack(fd.X), np.vstack(fd.Y)
+    ridge, gtol = 1e-3, 1e-8
+    T = R.ridge_fit(model, X, Y, ridge=ridge, maxiter=200, gtol=gtol)
+    mask = np.ones_like(T)
+    mask[0] = 0.0
+    g = model.gradient(T, X, Y) + ridge * mask * T
+    assert np.linalg.norm(g) <= gtol
+    f = lambda U: model.loss(U, X, Y) + 0.5 * ridge * np.sum((mask * U) ** 2)
+    rng = np.random.default_rng(0)
+    assert all(f(T + 1e-3 * rng.normal(size=T.shape)) > f(T) for _ in range(5))
+    loose = R.ridge_fit(model, X, Y, ridge=ridge, maxiter=1, gtol=gtol)
+    assert np.linalg.norm(model.gradient(loose, X, Y) + ridge * mask * loose) > gtol
+
+
 # ------------------------------------------------------------------ digits runs
 @pytest.fixture(scope="module")
 def digits():

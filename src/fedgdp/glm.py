@@ -234,6 +234,16 @@ class MatrixGLM:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(h > bound, bound / h, 1.0)
 
+    def _loss_probabilities(self, S: np.ndarray, Y: np.ndarray) -> tuple[float, np.ndarray]:
+        """Mean negative log-likelihood and ``P`` from the scores ``S = X Theta`` (n, k)."""
+        raise NotImplementedError
+
+    def loss_gradient(self, Theta, X, Y) -> tuple[float, np.ndarray, np.ndarray]:
+        """:meth:`loss`, :meth:`gradient` (d, k) and ``P`` (n, k) from one product
+        ``X @ Theta`` (the same arithmetic as the separate calls)."""
+        value, P = self._loss_probabilities(X @ Theta, Y)
+        return value, X.T @ (P - Y) / X.shape[0], P
+
     def residuals(self, Theta, X, Y) -> np.ndarray:
         """``P - Y``, shape (n, k)."""
         return self.probabilities(Theta, X) - Y
@@ -251,7 +261,11 @@ class MatrixGLM:
 
         ``scale`` (n,): per-sample Hessian weights (:meth:`hessian_scale`), or None.
         """
-        C = self._curvature(self.probabilities(Theta, X), X @ V)
+        return self.hvp_at(self.probabilities(Theta, X), X, V, scale)
+
+    def hvp_at(self, P, X, V, scale: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`hvp` given the fitted probabilities ``P`` (n, k) at Theta."""
+        C = self._curvature(P, X @ V)
         if scale is not None:
             C *= scale[:, None]
         return X.T @ C / X.shape[0]
@@ -293,6 +307,9 @@ class _BinaryLogistic(MatrixGLM):
         S = X @ Theta
         return float(np.mean(_log1pexp(S) - Y * S))
 
+    def _loss_probabilities(self, S, Y):
+        return float(np.mean(_log1pexp(S) - Y * S)), _sigmoid(S)
+
     def _curvature(self, P, A):
         return P * (1.0 - P) * A
 
@@ -333,6 +350,15 @@ class Multinomial(MatrixGLM):
     def loss(self, Theta, X, Y):
         S = X @ Theta
         return float(np.mean(_logsumexp_rows(S) - np.sum(Y * S, axis=1)))
+
+    def _loss_probabilities(self, S, Y):
+        # the arithmetic of loss() and probabilities(), sharing max and exp
+        top = S.max(axis=1, keepdims=True)
+        E = np.exp(S - top)
+        total = E.sum(axis=1, keepdims=True)
+        value = float(np.mean((top + np.log(total))[:, 0] - np.sum(Y * S, axis=1)))
+        E /= total
+        return value, E
 
     def _curvature(self, P, A):
         # (diag(p) - p p') a, row by row
