@@ -149,6 +149,33 @@ def test_dp_scaffold_equals_a_plain_loop_with_the_same_noise(model):
     assert np.allclose(fit.ledger.releases[0].sigma[0], sigmas)
 
 
+BATCHED = {"fedsgd": {"K": 4, "eta": 0.5}, "fedavg": {"R": 2, "K": 3, "eta": 0.5},
+           "fedhybrid": {"K1": 3, "eta1": 0.5, "K2": 2, "eta2": 0.4},
+           "dp_scaffold": {"R": 2, "K": 3, "eta": 0.5, "eta_g": 0.9}}
+
+
+@pytest.mark.parametrize("name", list(BATCHED))
+def test_fitting_all_mu_at_once_equals_one_fit_per_mu(name):
+    """Stacked parameters (one product X [Theta_1 Theta_2 Theta_3], one noise draw
+    shared by the levels) against separate fits with their own, alike-seeded
+    generators: the arithmetic is the same up to the wider product's summation order,
+    so 1e-10 relative. Each level keeps its own bound and noise sd."""
+    model = Multinomial(3)
+    levels = [(6.0, 0.9), (2.0, 0.5), (0.5, 0.3)]
+    fds = [_fold(model, seed=7, mu=mu, B=B) for mu, B in levels]
+    meth, s = R.REGISTRY[name], R.resolve({"method_settings": {name: BATCHED[name]}})["method_settings"][name]
+    many = meth.fit_many(fds, s, [np.random.default_rng(3) for _ in fds])
+    for fd, fit in zip(fds, many):
+        one = meth.fit(fd, s, np.random.default_rng(3))
+        assert np.allclose(fit.theta, one.theta, rtol=1e-10, atol=1e-12)
+        assert fit.ledger.composed_mu()[0] == pytest.approx(one.ledger.composed_mu()[0])
+    assert not np.allclose(many[0].theta, many[2].theta)
+    # generators in different states are not shared: the fits fall back to one per level
+    rngs = [np.random.default_rng(3), np.random.default_rng(4), np.random.default_rng(5)]
+    apart = meth.fit_many(fds, s, rngs)
+    assert np.allclose(apart[1].theta, meth.fit(fds[1], s, np.random.default_rng(4)).theta, rtol=0, atol=0)
+
+
 def test_non_private_baselines_refuse_a_finite_mu():
     fd = _fold(BINARY_LOGISTIC, mu=2.0, B=1.0)
     with pytest.raises(ValueError, match="np_fedavg is non-private"):

@@ -210,6 +210,10 @@ class MatrixGLM:
 
     def probabilities(self, Theta: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Fitted probabilities ``P`` (n, k)."""
+        return self.probabilities_from_scores(X @ Theta)
+
+    def probabilities_from_scores(self, S: np.ndarray) -> np.ndarray:
+        """``P`` (n, k) from the scores ``S = X Theta`` (may overwrite S)."""
         raise NotImplementedError
 
     def loss(self, Theta, X, Y) -> float:
@@ -300,8 +304,8 @@ class _BinaryLogistic(MatrixGLM):
         y = np.asarray(labels, dtype=float)
         return y.reshape(-1, 1)
 
-    def probabilities(self, Theta, X):
-        return _sigmoid(X @ Theta)
+    def probabilities_from_scores(self, S):
+        return _sigmoid(S)
 
     def loss(self, Theta, X, Y):
         S = X @ Theta
@@ -340,8 +344,7 @@ class Multinomial(MatrixGLM):
         Y[np.arange(labels.shape[0]), labels] = 1.0
         return Y
 
-    def probabilities(self, Theta, X):
-        S = X @ Theta
+    def probabilities_from_scores(self, S):
         S -= S.max(axis=1, keepdims=True)
         np.exp(S, out=S)
         S /= S.sum(axis=1, keepdims=True)
