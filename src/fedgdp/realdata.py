@@ -56,6 +56,14 @@ Every method declares its releases as a plan (:mod:`fedgdp.privacy`); ``privacy:
 does so in every mode). tau1 is a configured number here: the population Hessian of
 image data is singular (constant pixels), so the simulations' ``auto`` rule gives 0.
 
+Cost: FedSGD, FedAvg, FedHybrid and (DP-/NP-)SCAFFOLD fit every configured mu in one
+pass (:meth:`RealMethod.fit_many`): the J parameters are stacked, each client computes
+the scores of all J from one product ``X [Theta_1 ... Theta_J]`` (softmax; binary
+computes them one by one, matrix-vector products being faster), clips with each
+level's bound, and one noise draw per step serves all J levels, which is what J
+separate runs draw, their generators being seeded alike. NP-LocalFit and NP-Pooled
+evaluate loss, gradient and probabilities from one product ``X Theta``.
+
 Seeds: the layout of split s comes from :func:`fedgdp.datasets.split_layout`; the
 noise of method M in split s, fold f from ``SeedSequence([base_seed,
 stable_hash(layout_key + task), s, f, stable_hash(M)])``, the same for every mu
