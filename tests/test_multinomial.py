@@ -86,3 +86,36 @@ def test_targets_and_model_lookup_errors():
         Multinomial(3).targets([0, 3])
     with pytest.raises(ValueError, match="n_classes must be >= 2"):
         Multinomial(1)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: f"{m.name}-{m.k}")
+def test_fused_loss_gradient_equals_the_separate_calls(model):
+    """One product X Theta for loss, gradient and P: the same arithmetic, so equal to
+    rounding (1e-14 relative), and hvp_at(P) equals hvp."""
+    rng, X, Y, _ = _data(model, seed=2)
+    T = rng.normal(size=(X.shape[1], model.k)) * 3
+    value, grad, P = model.loss_gradient(T, X, Y)
+    assert value == pytest.approx(model.loss(T, X, Y), rel=1e-14)
+    assert np.allclose(grad, model.gradient(T, X, Y), rtol=1e-14, atol=1e-16)
+    assert np.allclose(P, model.probabilities(T, X), rtol=1e-14, atol=1e-16)
+    V = rng.normal(size=T.shape)
+    assert np.allclose(model.hvp_at(P, X, V), model.hvp(T, X, V), rtol=1e-14, atol=1e-16)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: f"{m.name}-{m.k}")
+def test_row_blocks_reassociate_only(model, monkeypatch):
+    """Above ROW_BLOCK_MIN rows, loss_gradient and hvp_at sum over blocks of rows: equal
+    to the one-block result to 1e-12 relative (summation order only)."""
+    import fedgdp.glm as glm
+
+    rng, X, Y, _ = _data(model, n=300, seed=4)
+    T, V = rng.normal(size=(X.shape[1], model.k)), rng.normal(size=(X.shape[1], model.k))
+    scale = rng.random(X.shape[0])
+    value, grad, P = model.loss_gradient(T, X, Y)
+    hv = model.hvp_at(P, X, V, scale)
+    monkeypatch.setattr(glm, "ROW_BLOCK", 64)
+    monkeypatch.setattr(glm, "ROW_BLOCK_MIN", 100)
+    value_b, grad_b, P_b = model.loss_gradient(T, X, Y)
+    assert value_b == pytest.approx(value, rel=1e-12)
+    assert np.allclose(grad_b, grad, rtol=1e-12, atol=1e-15) and np.allclose(P_b, P, rtol=1e-13, atol=1e-16)
+    assert np.allclose(model.hvp_at(P, X, V, scale), hv, rtol=1e-12, atol=1e-15)

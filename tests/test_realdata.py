@@ -149,6 +149,33 @@ def test_dp_scaffold_equals_a_plain_loop_with_the_same_noise(model):
     assert np.allclose(fit.ledger.releases[0].sigma[0], sigmas)
 
 
+BATCHED = {"fedsgd": {"K": 4, "eta": 0.5}, "fedavg": {"R": 2, "K": 3, "eta": 0.5},
+           "fedhybrid": {"K1": 3, "eta1": 0.5, "K2": 2, "eta2": 0.4},
+           "dp_scaffold": {"R": 2, "K": 3, "eta": 0.5, "eta_g": 0.9}}
+
+
+@pytest.mark.parametrize("name", list(BATCHED))
+def test_fitting_all_mu_at_once_equals_one_fit_per_mu(name):
+    """Stacked parameters (one product X [Theta_1 Theta_2 Theta_3], one noise draw
+    shared by the levels) against separate fits with their own, alike-seeded
+    generators: the arithmetic is the same up to the wider product's summation order,
+    so 1e-10 relative. Each level keeps its own bound and noise sd."""
+    model = Multinomial(3)
+    levels = [(6.0, 0.9), (2.0, 0.5), (0.5, 0.3)]
+    fds = [_fold(model, seed=7, mu=mu, B=B) for mu, B in levels]
+    meth, s = R.REGISTRY[name], R.resolve({"method_settings": {name: BATCHED[name]}})["method_settings"][name]
+    many = meth.fit_many(fds, s, [np.random.default_rng(3) for _ in fds])
+    for fd, fit in zip(fds, many):
+        one = meth.fit(fd, s, np.random.default_rng(3))
+        assert np.allclose(fit.theta, one.theta, rtol=1e-10, atol=1e-12)
+        assert fit.ledger.composed_mu()[0] == pytest.approx(one.ledger.composed_mu()[0])
+    assert not np.allclose(many[0].theta, many[2].theta)
+    # generators in different states are not shared: the fits fall back to one per level
+    rngs = [np.random.default_rng(3), np.random.default_rng(4), np.random.default_rng(5)]
+    apart = meth.fit_many(fds, s, rngs)
+    assert np.allclose(apart[1].theta, meth.fit(fds[1], s, np.random.default_rng(4)).theta, rtol=0, atol=0)
+
+
 def test_non_private_baselines_refuse_a_finite_mu():
     fd = _fold(BINARY_LOGISTIC, mu=2.0, B=1.0)
     with pytest.raises(ValueError, match="np_fedavg is non-private"):
@@ -213,6 +240,26 @@ def test_auc_and_accuracy():
     assert R.auc(np.array([1.0, 1.0]), np.array([0, 1])) == 0.5
     assert math.isnan(R.auc(np.array([0.2, 0.3]), np.array([1, 1])))
     assert R.accuracy(np.eye(3)[[0, 2, 1]], np.array([0, 1, 1])) == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_ridge_fit_meets_its_optimality_condition(model):
+    """The penalised objective's gradient (computed here from model.gradient, not the
+    solver's fused pass) has norm <= gtol at the fit, and the fit is the minimiser:
+    nearby points are not lower (strong convexity: within ||g|| / ridge of it)."""
+    fd = _fold(model, sizes=(60, 45), d=8, seed=3)
+    X, Y = np.vstack(fd.X), np.vstack(fd.Y)
+    ridge, gtol = 1e-3, 1e-8
+    T = R.ridge_fit(model, X, Y, ridge=ridge, maxiter=200, gtol=gtol)
+    mask = np.ones_like(T)
+    mask[0] = 0.0
+    g = model.gradient(T, X, Y) + ridge * mask * T
+    assert np.linalg.norm(g) <= gtol
+    f = lambda U: model.loss(U, X, Y) + 0.5 * ridge * np.sum((mask * U) ** 2)
+    rng = np.random.default_rng(0)
+    assert all(f(T + 1e-3 * rng.normal(size=T.shape)) > f(T) for _ in range(5))
+    loose = R.ridge_fit(model, X, Y, ridge=ridge, maxiter=1, gtol=gtol)
+    assert np.linalg.norm(model.gradient(loose, X, Y) + ridge * mask * loose) > gtol
 
 
 # ------------------------------------------------------------------ digits runs
