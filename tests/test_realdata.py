@@ -317,7 +317,7 @@ def test_cli_realdata_and_plot(tmp_path, digits):
     import matplotlib.image as mpimg
 
     assert mpimg.imread(png).shape[2] in (3, 4)
-    assert med.read_text().splitlines()[0] == "task,dataset,method,mu,median,q25,q75,count"
+    assert med.read_text().splitlines()[0] == "task,dataset,method,mu,mu_certified,median,q25,q75,count"
     assert main(["realdata-plot", *files, "--task", "multiclass", "--png", str(png)]) == 2
 
 
