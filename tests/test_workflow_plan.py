@@ -228,6 +228,47 @@ def test_cell_params_are_checked_against_the_grid(paper):
             paper.cell_params(W(**{**vars(w), **bad}))
 
 
+STUDY_SETTINGS = {"clip": {"rule": "fixed", "value": 3.0}, "privacy": {"mode": "certified"},
+                  "method_settings": {"fedsgd": {"eta": 0.1}}, "sigma_c": 2.0}
+
+
+def test_a_study_settings_lie_over_the_defaults():
+    """clip is replaced whole, privacy and method_settings merged key by key, the rest
+    replaced; the other studies and the config's hash are untouched by the mechanism."""
+    cfg = merged()
+    cfg["studies"]["compare"]["settings"] = copy.deepcopy(STUDY_SETTINGS)
+    p = wp.load(cfg, SCHEMA)
+    w = W(model="logistic", study="compare", sizes="equal-400", m="100", mu="2", K="50",
+          first="0", last="99")
+    spec = json.loads(p.cell_params(w))
+    assert spec["clip"] == {"rule": "fixed", "value": 3.0}
+    assert spec["privacy"] == {"mode": "certified", "hessian_clip": 4}
+    assert spec["method_settings"]["fedsgd"] == {"eta": 0.1}
+    assert spec["method_settings"]["fedavg"] == {"eta": 0.5, "R": 2}
+    assert spec["sigma_c"] == 2.0 and spec["mu"] == "2" and spec["K"] == 50
+    other = json.loads(p.cell_params(W(**{**vars(w), "study": "equal_n", "sizes": "equal-30", "m": "20"})))
+    assert other["clip"] == {"rule": "quantile", "q": 0.9} and other["sigma_c"] == 1.0
+    assert "sigma_c 2.0" not in p.figure_caption(W(fig="fig01"))
+    assert '"sigma_c": 2.0' in p.figure_caption(W(fig="fig03"))
+    assert json.loads(p.figure_spec(W(fig="fig03")))["method_settings"]["fedsgd"] == {"eta": 0.1}
+    assert "settings" not in merged()["studies"]["compare"]   # the shipped config sets none
+
+
+@pytest.mark.parametrize("settings, key", [
+    ({"mu": 3}, "studies.compare.settings.mu"),
+    ({"sigma": 1}, "studies.compare.settings.sigma"),
+    ({"clip": {"rule": "quantile", "qq": 0.9}}, "studies.compare.settings.clip.qq"),
+    ({"method_settings": {"fedsdg": {"eta": 0.1}}}, "studies.compare.settings.method_settings.fedsdg"),
+    ({"method_settings": {"fedsgd": {"eat": 0.1}}}, "studies.compare.settings.method_settings.fedsgd.eat"),
+])
+def test_a_study_settings_are_checked(settings, key):
+    cfg = merged()
+    cfg["studies"]["compare"]["settings"] = settings
+    with pytest.raises(wp.ConfigError) as err:
+        wp.load(cfg, SCHEMA)
+    assert key in str(err.value)
+
+
 def test_figure_and_table_specs_say_which_run_made_them(paper):
     spec = json.loads(paper.figure_spec(W(fig="fig03")))
     assert "kind" not in spec and spec["name"] == "fig03"

@@ -91,7 +91,8 @@ def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
         mean total sample size of a cell) and ``by`` an optional grid axis (cells
         sharing its value form one group; without it all cells of the study are one
         group); ``models``: models to fit; ``studies``: the studies' config entries
-        (methods, schedule); ``d``: dimension per model; ``method_settings``.
+        (methods, schedule, and their ``method_settings`` when they differ from the defaults);
+        ``d``: dimension per model; ``method_settings``.
 
     Returns
     -------
@@ -147,7 +148,7 @@ def _predicted(cells, x, method, model, spec, study_cfg) -> float:
     try:
         bound = theory_bounds(cells, method, d=int(spec["d"][model]),
                               schedule=study_cfg.get("schedule", "paper"),
-                              method_settings=spec.get("method_settings"),
+                              method_settings=study_cfg.get("method_settings", spec.get("method_settings")),
                               form=spec.get("bound_form", "k_explicit"))
     except ValueError:
         return np.nan
@@ -170,7 +171,7 @@ def _bound_form(cells, method, spec, study_cfg) -> str:
     counts = {}
     for K in dict.fromkeys(int(k) for k in cells["K"]):
         st = REGISTRY[method].settings({"K": K, "schedule": study_cfg.get("schedule", "paper"),
-                                        "method_settings": spec.get("method_settings") or {}})
+                                        "method_settings": study_cfg.get("method_settings", spec.get("method_settings")) or {}})
         for key in ("R", "K", "K2"):
             if key in st and key in term.split():
                 counts.setdefault(key, []).append(str(st[key]))

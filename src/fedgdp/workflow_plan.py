@@ -148,9 +148,49 @@ def validate(config: dict, schema: dict) -> None:
 
 
 def load_schema(path: str | os.PathLike) -> dict:
+    """The config schema, with ``studies.*.settings`` closed over the keys of ``defaults``."""
     import yaml
 
-    return yaml.safe_load(Path(path).read_text())
+    schema = yaml.safe_load(Path(path).read_text())
+    study = schema["properties"]["studies"]["additionalProperties"]["properties"]
+    if "settings" in study:
+        study["settings"].update(_without_defaults(schema["properties"]["defaults"]),
+                                 description=study["settings"]["description"])
+        for axis in GRID_AXES:
+            study["settings"]["properties"].pop(axis, None)
+    return schema
+
+
+#: Cell parameters a study's grid sets (not allowed in a study's settings).
+GRID_AXES = ("mu", "K")
+
+
+def _without_defaults(schema):
+    """A copy of a schema with every ``default`` removed (a study's settings fill nothing in)."""
+    if isinstance(schema, dict):
+        return {k: _without_defaults(v) for k, v in schema.items() if k != "default"}
+    if isinstance(schema, list):
+        return [_without_defaults(v) for v in schema]
+    return schema
+
+
+def merge_settings(defaults: dict, settings: dict) -> dict:
+    """``defaults`` with a study's ``settings`` laid over it.
+
+    ``clip`` is replaced whole (its keys depend on its rule); ``privacy`` and
+    ``method_settings`` (per method) are merged key by key; any other key is replaced.
+    """
+    out = copy.deepcopy(defaults)
+    for key, value in settings.items():
+        if key == "privacy":
+            out[key] = {**out.get(key, {}), **value}
+        elif key == "method_settings":
+            ms = out.setdefault(key, {})
+            for name, given in value.items():
+                ms[name] = {**ms.get(name, {}), **given}
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def config_sha(config: dict) -> str:
@@ -267,10 +307,14 @@ class Plan:
         n, per = self.config["replicates"], self.config["seeds_per_job"]
         return [(a, min(a + per, n) - 1) for a in range(0, n, per)]
 
+    def study_settings(self, study: str) -> dict:
+        """The cell parameters of a study: ``defaults`` with its ``settings`` laid over them."""
+        return merge_settings(self.config["defaults"], self.config["studies"][study].get("settings", {}))
+
     def cell_overrides(self, model: str, study: str, cell: dict) -> dict:
         """Parameters of one cell for ``fedgdp simulate --params`` (fedgdp.params keys)."""
         s = self.config["studies"][study]
-        p = {k: v for k, v in self.config["defaults"].items() if k not in ("mu", "K")}
+        p = {k: v for k, v in self.study_settings(study).items() if k not in GRID_AXES}
         p.update(model=model, study=study, sizes=cell["sizes"], m=int(cell["m"]), mu=cell["mu"],
                  K=int(cell["K"]), schedule=s["schedule"], methods=s["methods"],
                  beta_true=self.config["beta_true"][model])
@@ -391,7 +435,7 @@ class Plan:
         spec = dict(f, name=fig, title=f"{f.get('title', fig)} [{self.run}, {self.sha}]",
                     studies={s: self.config["studies"][s] for s in self.figure_studies(fig)},
                     d=len(self.config["beta_true"][f["model"]]),
-                    method_settings=self.config["defaults"]["method_settings"])
+                    method_settings=self.study_settings(self.figure_studies(fig)[0])["method_settings"])
         return json.dumps(spec, sort_keys=True)
 
     def _clip_text(self, clip: dict, at: str) -> str:
@@ -405,14 +449,16 @@ class Plan:
     def figure_caption(self, wildcards) -> str:
         """One paragraph: what the figure shows and the settings that made it."""
         fig = wildcards.fig
-        f, d, c = self.figure(fig), self.config["defaults"], self.config
+        f, c = self.figure(fig), self.config
+        d = self.study_settings(self.figure_studies(fig)[0])
         parts = []
         for study in self.figure_studies(fig):
             axes, s = self.study_axes(study), c["studies"][study]
             parts.append(
                 f"study {study} ({f['model']}): m in {{{', '.join(map(str, axes['m']))}}}, "
                 f"sizes in {{{', '.join(axes['sizes'])}}}, mu in {{{', '.join(axes['mu'])}}}, "
-                f"K in {{{', '.join(map(str, axes['K']))}}}, schedule {s['schedule']}")
+                f"K in {{{', '.join(map(str, axes['K']))}}}, schedule {s['schedule']}"
+                + (f", settings {json.dumps(s['settings'], sort_keys=True)}" if s.get("settings") else ""))
         layout = {"m_by_size": "one line per client-size scheme, one panel per method",
                   "m_by_method": "one line per method, one panel per client-size scheme",
                   "K_by_mu": "one line per mu, one panel per method"}[f["layout"]]
@@ -453,7 +499,8 @@ class Plan:
 
     def rates_spec(self, wildcards=None) -> str:
         c = self.config
-        spec = dict(c["tables"]["rates"], studies={s: c["studies"][s] for _, s in self._rates_pairs()},
+        spec = dict(c["tables"]["rates"], studies={s: dict(c["studies"][s], method_settings=self.study_settings(s)["method_settings"])
+                                                   for _, s in self._rates_pairs()},
                     d={model: len(beta) for model, beta in c["beta_true"].items()},
                     method_settings=c["defaults"]["method_settings"],
                     note="Slopes of log(MSE) on log(x) over the cells of a group (statsmodels OLS, "
@@ -824,11 +871,13 @@ class Plan:
         for name, given in c["defaults"]["method_settings"].items():
             self._check_in(f"defaults.method_settings.{name}", name, REGISTRY, "method")
         for study, s in c["studies"].items():
+            for name in s.get("settings", {}).get("method_settings", {}):
+                self._check_in(f"studies.{study}.settings.method_settings.{name}", name, REGISTRY, "method")
             for i, name in enumerate(s["methods"]):
                 self._check_in(f"studies.{study}.methods[{i}]", name, REGISTRY, "method")
             for i, text in enumerate(s["grid"]["sizes"]):
                 try:
-                    scheme = parse_sizes(text, c["defaults"]["n_floor"])
+                    scheme = parse_sizes(text, self.study_settings(study)["n_floor"])
                     for m in s["grid"]["m"]:
                         scheme.check(m)
                 except ValueError as exc:
@@ -844,12 +893,14 @@ class Plan:
                 except ValueError as exc:
                     raise ConfigError(f"studies.{study}", f"{model}: {exc}") from None
                 bare = dict(p, method_settings={})
-                for name, given in c["defaults"]["method_settings"].items():
+                given_at = [("defaults", c["defaults"]["method_settings"]),
+                            (f"studies.{study}.settings", s.get("settings", {}).get("method_settings", {}))]
+                for where, name, given in ((w, n, g) for w, ms in given_at for n, g in ms.items()):
                     if name in p["methods"]:
                         known = get_method(name).settings(bare)
                         for key in given:
                             if key not in known:
-                                raise ConfigError(f"defaults.method_settings.{name}.{key}",
+                                raise ConfigError(f"{where}.method_settings.{name}.{key}",
                                                   f"unknown setting {key!r}{suggest(key, known)}; "
                                                   f"known: {', '.join(known)}")
 
