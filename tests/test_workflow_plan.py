@@ -254,6 +254,17 @@ def test_a_study_settings_lie_over_the_defaults():
     assert "settings" not in merged()["studies"]["compare"]   # the shipped config sets none
 
 
+def test_a_study_may_run_fewer_replicates():
+    cfg = merged(seeds_per_job=20)
+    cfg["studies"]["compare"]["replicates"] = 30
+    p = wp.load(cfg, SCHEMA)
+    assert p.seed_blocks("compare") == [(0, 19), (20, 29)] and p.seed_blocks("equal_n")[-1] == (80, 99)
+    files = p.study_cell_files(W(model="logistic", study="compare"))
+    assert len(files) == 15 * 2 and files[1].endswith("seeds~20-29.parquet")
+    assert "30 replicates per cell" in p.figure_caption(W(fig="fig03"))
+    assert "100 replicates per cell" in p.figure_caption(W(fig="fig01"))
+
+
 @pytest.mark.parametrize("settings, key", [
     ({"mu": 3}, "studies.compare.settings.mu"),
     ({"sigma": 1}, "studies.compare.settings.sigma"),

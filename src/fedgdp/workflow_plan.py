@@ -302,9 +302,14 @@ class Plan:
         axes = self.study_axes(study)
         return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
 
-    def seed_blocks(self) -> list[tuple[int, int]]:
-        """(first, last) replicate of every simulate job of a cell."""
-        n, per = self.config["replicates"], self.config["seeds_per_job"]
+    def replicates(self, study: str | None = None) -> int:
+        """Replicates per cell of a study (its own ``replicates``, else the config's)."""
+        own = self.config["studies"][study].get("replicates") if study else None
+        return int(own or self.config["replicates"])
+
+    def seed_blocks(self, study: str | None = None) -> list[tuple[int, int]]:
+        """(first, last) replicate of every simulate job of a cell of ``study``."""
+        n, per = self.replicates(study), self.config["seeds_per_job"]
         return [(a, min(a + per, n) - 1) for a in range(0, n, per)]
 
     def study_settings(self, study: str) -> dict:
@@ -342,9 +347,9 @@ class Plan:
         if cell not in self.study_cells(w.study):
             raise ValueError(f"sizes~{w.sizes}/m~{w.m}/mu~{w.mu}/K~{w.K} is not a cell of study "
                              f"{w.study} in the config")
-        if (int(w.first), int(w.last)) not in self.seed_blocks():
+        if (int(w.first), int(w.last)) not in self.seed_blocks(w.study):
             raise ValueError(f"seeds~{w.first}-{w.last} is not a seed block of replicates="
-                             f"{self.config['replicates']}, seeds_per_job={self.config['seeds_per_job']}")
+                             f"{self.replicates(w.study)}, seeds_per_job={self.config['seeds_per_job']}")
         return cell
 
     def cell_params(self, wildcards) -> str:
@@ -357,7 +362,7 @@ class Plan:
         if wildcards.model not in self.config["studies"][wildcards.study]["models"]:
             raise ValueError(f"study {wildcards.study} is not run for model {wildcards.model}")
         return [self.cell_file(wildcards.model, wildcards.study, cell, block)
-                for cell in self.study_cells(wildcards.study) for block in self.seed_blocks()]
+                for cell in self.study_cells(wildcards.study) for block in self.seed_blocks(wildcards.study)]
 
     # ----------------------------------------------------------------- targets
     def figure_files(self, fig: str) -> list[str]:
@@ -457,7 +462,8 @@ class Plan:
             parts.append(
                 f"study {study} ({f['model']}): m in {{{', '.join(map(str, axes['m']))}}}, "
                 f"sizes in {{{', '.join(axes['sizes'])}}}, mu in {{{', '.join(axes['mu'])}}}, "
-                f"K in {{{', '.join(map(str, axes['K']))}}}, schedule {s['schedule']}"
+                f"K in {{{', '.join(map(str, axes['K']))}}}, schedule {s['schedule']}, "
+                f"{self.replicates(study)} replicates per cell"
                 + (f", settings {json.dumps(s['settings'], sort_keys=True)}" if s.get("settings") else ""))
         layout = {"m_by_size": "one line per client-size scheme, one panel per method",
                   "m_by_method": "one line per method, one panel per client-size scheme",
@@ -465,7 +471,7 @@ class Plan:
         theory = "; dashed: the bound of Table 1 scaled to the data" if f.get("theory") else ""
         return (f"{f.get('title', fig)}. Empirical MSE of beta_hat (log scale; mean over "
                 f"non-diverged replicates, error bars +-2 Monte Carlo standard errors), {layout}"
-                f"{theory}. {'; '.join(parts)}. {c['replicates']} replicates per cell, "
+                f"{theory}. {'; '.join(parts)}. "
                 f"beta_true = {c['beta_true'][f['model']]}, sigma_c = {d['sigma_c']}, clipping "
                 f"{self._clip_text(d['clip'], 'beta = 0')}, tau1 = {d['tau1']}, weights "
                 f"{d['weights']}, base_seed {d['base_seed']}. Made by {self.provenance()}.")
@@ -482,7 +488,7 @@ class Plan:
         cell.setdefault("K", c["defaults"]["K"])
         note = (f"Measured at the reference cell: {t['model']} regression, study {t['study']}, "
                 f"sizes {cell['sizes']}, m = {cell['m']}, nominal mu = {cell['mu']}, K = {cell['K']}; "
-                f"{c['replicates']} replicates; MSE is the mean over non-diverged replicates, "
+                f"{self.replicates(t['study'])} replicates; MSE is the mean over non-diverged replicates, "
                 f"MC SE its Monte Carlo standard error. Theory columns: the paper's Table 1 (orders, "
                 f"constants omitted). Made by {self.provenance()}.")
         spec = dict(t, cell=cell, methods=t.get("methods") or c["studies"][t["study"]]["methods"], note=note)
@@ -526,7 +532,7 @@ class Plan:
                     f"reference cell {t['model']} / {t['study']} / {t['cell']} (mu and K from the "
                     f"defaults when not given: nominal mu = {c['defaults']['mu']}, K = {c['defaults']['K']}): "
                     f"rounds, floats sent up and down per replicate, empirical MSE and its Monte "
-                    f"Carlo standard error, over {c['replicates']} replicates. Made by "
+                    f"Carlo standard error, over {self.replicates(t['study'])} replicates. Made by "
                     f"{self.provenance()}.")
         r = c["tables"]["rates"]
         fits = "; ".join(f"{f.get('label', f['study'])} (study {f['study']}, x = {f['x']}"
