@@ -12,6 +12,7 @@ import json
 
 __all__ = ["add_parsers"]
 
+
 def _settings(args) -> dict:
     from ..arguments import _spec, load_params_file
     from ..settings import flag_values

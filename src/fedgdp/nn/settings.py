@@ -24,6 +24,7 @@ from .calibration import METHODS
 
 __all__ = ["NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
 
+#: per data set, the defaults that differ (below the overrides, above the common ones)
 DATASET_DEFAULTS = {
     "mnist": {"lr": 0.01, "server_lr": 1.0, "clip": 1.0, "local_epochs": 10, "q": 0.1},
     "cifar10": {"lr": 0.005, "server_lr": 0.75, "clip": 0.75, "local_epochs": 30, "q": 0.1},
@@ -124,6 +125,7 @@ PAPER_GRID = {
                               "cifar10": [50, 75, 100, 200, 300, 400, 500]}, "runs": 5},
     "fig10": {"m": [100, 200, 300, 500, 800, 1000], "runs": 4},
 }
+
 
 def resolve(overrides: dict | None = None) -> dict:
     """Defaults, then the dataset's defaults, then ``overrides``; validated
