@@ -65,9 +65,9 @@ class CellSettings(Settings):
     K: int = setting(50, "the study's iteration budget (paper section 4)", parse=integer(1), flag=int)
     schedule: str = setting("paper", "paper | budget (how K maps to FedAvg's local steps: paper runs K "
                             "local steps per round, budget ceil(K/R))", parse=choice("paper", "budget"), flag=str)
-    sigma_c: float = setting(1.0, "standard deviation of the covariates", parse=number(0, keep=True))
+    sigma_c: float = setting(1.0, "covariates C ~ N(0, sigma_c^2)", parse=number(0, keep=True))
     beta_true: list | None = setting(None, "true coefficients, intercept first (None: BETA_TRUE[model])")
-    n_floor: int = setting(10, "smallest client size a random scheme draws", parse=integer(1))
+    n_floor: int = setting(10, "smallest client size of the lognormal and total schemes", parse=integer(1))
     clip: dict = setting(help="clipping rule (check_clip)", parse=lambda k, v: check_clip(v),
                          factory=lambda: {"rule": "quantile", "q": 0.9})
     privacy: dict = setting(help="privacy mode and FedNewton's Hessian bound (check_privacy)",
