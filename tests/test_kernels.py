@@ -136,9 +136,10 @@ def test_diverged_parameters_stay_nan():
     assert np.isnan(g[1, 2]).all() and np.isfinite(np.delete(g.reshape(-1, data.d), data.m + 2, axis=0)).all()
 
 
+@pytest.mark.slow
 def test_kernels_compile_where_no_cache_location_is_writable(tmp_path):
     """With no usable cache locator numba refuses cache=True; the kernels then
-    compile in the process instead of failing."""
+    compile in the process instead of failing (a fresh compile of every kernel: slow)."""
     code = ("import numpy as np; from fedgdp import kernels; "
             "from fedgdp.estimators import ClientData; from fedgdp.glm import LOGISTIC; "
             "from fedgdp.simulate import Replicate; "

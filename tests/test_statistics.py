@@ -1,11 +1,13 @@
 """Statistical check of the estimators against the pooled MLE (Monte Carlo tolerance)."""
 import numpy as np
+import pytest
 import statsmodels.api as sm
 
 from fedgdp.params import resolve
 from fedgdp.runner import run_cell, simulate_block
 
 
+@pytest.mark.slow
 def test_nonprivate_fedsgd_mse_matches_pooled_mle():
     """Logistic, m = 50, equal(100), mu = inf, 400 replicates.
 

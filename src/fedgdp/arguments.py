@@ -67,7 +67,8 @@ def show_defaults(parser: argparse.ArgumentParser, lookup) -> None:
 
     ``lookup(dest)`` returns the default of the option with that ``dest`` (called only
     when help is printed, so the resolver's module is imported only then), or raises
-    KeyError for an option it does not know.
+    KeyError for an option it does not know. An option that already has a fallback
+    (a flag made by :func:`fedgdp.settings.add_flags`) keeps it.
     """
     def fallback(dest):
         def value():
@@ -78,7 +79,7 @@ def show_defaults(parser: argparse.ArgumentParser, lookup) -> None:
         return value
 
     for action in parser._actions:
-        if action.option_strings and action.default is None:
+        if action.option_strings and action.default is None and not hasattr(action, "fallback"):
             action.fallback = fallback(action.dest)
 
 

@@ -23,19 +23,12 @@ __all__ = ["main", "build_parser", "output_path", "output_dir", "show_defaults"]
 
 
 def _cell_args(ap: argparse.ArgumentParser) -> None:
+    from .params import CellSettings
+    from .settings import add_flags
+
     g = ap.add_argument_group("cell")
     g.add_argument("--params", help="YAML file of parameters (flags override it)")
-    g.add_argument("--model", help="logistic | poisson")
-    g.add_argument("--sizes", help="equal(n) | uniform(a,b) | lognormal(mu_log,sd_log) | total(N,scheme)")
-    g.add_argument("--m", type=int, help="number of clients")
-    g.add_argument("--mu", help="privacy parameter mu > 0, or inf")
-    g.add_argument("--K", type=int, help="the study's iteration budget (paper section 4)")
-    g.add_argument("--schedule", help="paper | budget (how K maps to FedAvg's local steps)")
-    g.add_argument("--methods", help="comma-separated method names")
-    g.add_argument("--study", help="study label stored in the output rows")
-    g.add_argument("--base-seed", type=int, dest="base_seed", help="root of every replicate's random draws")
-    g.add_argument("--tau1", help="FedNewton eigenvalue floor, or auto")
-    g.add_argument("--weights", help="size | optimal")
+    add_flags(g, CellSettings)               # a flag per cell parameter that has a flag type
     g.add_argument("--clip", help="quantile:q or a fixed bound B")
     _privacy_args(g)
     show_defaults(ap, _module_defaults("fedgdp.params"))
@@ -71,12 +64,11 @@ def _privacy_overrides(args, out: dict) -> dict:
 
 
 def _overrides(args) -> dict:
+    from .params import CellSettings
+    from .settings import flag_values
+
     out: dict = load_params_file(args.params) if args.params else {}
-    for key in ("model", "sizes", "m", "mu", "K", "schedule", "methods", "study", "base_seed",
-                "tau1", "weights"):
-        value = getattr(args, key)
-        if value is not None:
-            out[key] = value
+    out.update(flag_values(args, CellSettings))
     if args.clip is not None:
         rule, _, q = args.clip.partition(":")
         if rule == "quantile":
@@ -314,6 +306,9 @@ _REALDATA_PIPELINE_KEYS = ("tasks", "splits", "figures")   # config keys of the 
 
 
 def _realdata_overrides(args) -> dict:
+    from .realdata_settings import RealdataSettings
+    from .settings import flag_values
+
     out: dict = {}
     if args.params:
         loaded = load_params_file(args.params)
@@ -322,10 +317,7 @@ def _realdata_overrides(args) -> dict:
         out.update(_spec(args.spec))
     for key in _REALDATA_PIPELINE_KEYS:
         out.pop(key, None)
-    for key in ("task", "dataset", "path", "mu", "methods", "base_seed", "tau1"):
-        value = getattr(args, key)
-        if value is not None:
-            out[key] = value
+    out.update(flag_values(args, RealdataSettings))
     return _privacy_overrides(args, out)
 
 
@@ -382,17 +374,14 @@ def _cmd_fetch_mnist(args) -> int:
 
 
 def _realdata_commands(sub) -> None:
+    from .realdata_settings import RealdataSettings
+    from .settings import add_flags
+
     real = sub.add_parser("realdata", help="real-data logistic regression: every method on every fold "
                                            "of one client split, one Parquet file")
     real.add_argument("--params", help="YAML file: realdata parameters, or a config with a realdata section")
     real.add_argument("--spec", help="realdata parameters as a JSON object (flags override it)")
-    real.add_argument("--task", help="binary | multiclass")
-    real.add_argument("--dataset", help="digits | mnist")
-    real.add_argument("--path", help="folder holding the MNIST files (dataset mnist)")
-    real.add_argument("--mu", help="comma-separated privacy levels, e.g. 6,2 (non-private methods run once)")
-    real.add_argument("--methods", help="comma-separated method names, or all")
-    real.add_argument("--base-seed", type=int, dest="base_seed", help="root of every split's random draws")
-    real.add_argument("--tau1", type=float, help="FedNewton's eigenvalue floor / ridge")
+    add_flags(real, RealdataSettings)       # a flag per parameter that has a flag type
     _privacy_args(real)
     real.add_argument("--split", type=int, required=True, help="client split index s (0, 1, ...)")
     real.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")

@@ -1,19 +1,22 @@
 """Cell parameters: docs/methods.md §3 defaults, resolution and validation.
 
-A *cell* is one point of a study grid (model, sizes, m, mu, K). ``resolve`` merges
-user overrides into :data:`DEFAULTS`, checks every value (ValueError naming the bad
-one) and fills derived values (``tau1`` when ``auto``, each method's settings).
+A *cell* is one point of a study grid (model, sizes, m, mu, K). Its parameters are the
+fields of :class:`CellSettings` (:mod:`fedgdp.settings`: defaults, checks, flags);
+``resolve`` builds them from user overrides (ValueError naming the bad value) and fills
+derived values (``tau1`` when ``auto``, each method's settings).
 """
 from __future__ import annotations
 
-import copy
 import math
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import ClassVar
 
 from .glm import MODELS, population_min_eigenvalue
+from .settings import Settings, choice, integer, name_list, number, setting
 from .simulate import parse_sizes
 
-__all__ = ["DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_mu", "parse_seeds", "check_clip",
+__all__ = ["CellSettings", "DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_mu", "parse_seeds", "check_clip",
            "check_privacy", "PRIVACY_MODES"]
 
 PRIVACY_MODES = ("paper", "certified")
@@ -24,26 +27,79 @@ BETA_TRUE = {
     "poisson": [0.5, 0.3, -0.3, 0.2, -0.2],
 }
 
-DEFAULTS: dict = {
-    "model": "logistic",
-    "sizes": "equal(400)",
-    "m": 100,
-    "mu": 2.0,
-    "K": 50,                    # the study's iteration budget (docs/methods.md §3-4)
-    "schedule": "paper",        # paper: FedAvg runs K local steps per round; budget: ceil(K/R)
-    "sigma_c": 1.0,
-    "beta_true": None,          # None -> BETA_TRUE[model]
-    "n_floor": 10,
-    "clip": {"rule": "quantile", "q": 0.9},
-    "privacy": {"mode": "paper", "hessian_clip": 4.0},   # see check_privacy
-    "tau1": "auto",
-    "weights": "size",
-    "base_seed": 2026,
-    "diverge_factor": 5.0,      # flag a run whose ||theta_hat - beta_true|| > 5 max(1, ||beta_true||)
-    "methods": ["fedsgd", "fedhybrid", "fedavg", "fednewton"],
-    "method_settings": {},      # e.g. {"fedsgd": {"eta": 0.5}, "fedavg": {"R": 2}}
-    "study": "",
-}
+
+def _methods(key, value) -> list:
+    from .estimators import get_method
+
+    names = name_list(key, value)
+    if not names:
+        raise ValueError("methods must name at least one method")
+    for name in names:
+        get_method(name)
+    return names
+
+
+def _tau1(key, value):
+    if value == "auto":
+        return value
+    try:
+        ok = float(value) > 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"tau1 must be > 0 or 'auto', got tau1={value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class CellSettings(Settings):
+    """The parameters of one simulation cell (docs/methods.md §3); :func:`resolve`."""
+
+    WHAT: ClassVar[str] = "parameter"
+
+    model: str = setting("logistic", "logistic | poisson", parse=choice(*MODELS), flag=str)
+    sizes: str = setting("equal(400)", "equal(n) | uniform(a,b) | lognormal(mu_log,sd_log) | total(N,scheme)",
+                         flag=str)
+    m: int = setting(100, "number of clients", parse=integer(1), flag=int)
+    mu: float = setting(2.0, "privacy parameter mu > 0, or inf", parse=lambda k, v: parse_mu(v), flag=str)
+    K: int = setting(50, "the study's iteration budget (paper section 4)", parse=integer(1), flag=int)
+    schedule: str = setting("paper", "paper | budget (how K maps to FedAvg's local steps: paper runs K "
+                            "local steps per round, budget ceil(K/R))", parse=choice("paper", "budget"), flag=str)
+    sigma_c: float = setting(1.0, "covariates C ~ N(0, sigma_c^2)", parse=number(0, keep=True))
+    beta_true: list | None = setting(None, "true coefficients, intercept first (None: BETA_TRUE[model])")
+    n_floor: int = setting(10, "smallest client size of the lognormal and total schemes", parse=integer(1))
+    clip: dict = setting(help="clipping rule (check_clip)", parse=lambda k, v: check_clip(v),
+                         factory=lambda: {"rule": "quantile", "q": 0.9})
+    privacy: dict = setting(help="privacy mode and FedNewton's Hessian bound (check_privacy)",
+                            factory=lambda: {"mode": "paper", "hessian_clip": 4.0})
+    tau1: float | str = setting("auto", "FedNewton eigenvalue floor, or auto", parse=_tau1, flag=str)
+    weights: str = setting("size", "size | optimal", parse=choice("size", "optimal"), flag=str)
+    base_seed: int = setting(2026, "root of every replicate's random draws", parse=integer(0), flag=int)
+    diverge_factor: float = setting(5.0, "flag a run whose ||theta_hat - beta_true|| > factor * "
+                                    "max(1, ||beta_true||)", parse=number(0, keep=True))
+    methods: list = setting(help="comma-separated method names", parse=_methods, flag=str,
+                            factory=lambda: ["fedsgd", "fedhybrid", "fedavg", "fednewton"])
+    method_settings: dict = setting(help="per method, e.g. {fedsgd: {eta: 0.5}, fedavg: {R: 2}}", factory=dict)
+    study: str = setting("", "study label stored in the output rows", flag=str)
+
+    @classmethod
+    def finish(cls, p: dict) -> dict:
+        scheme = parse_sizes(p["sizes"], p["n_floor"])
+        scheme.check(p["m"])
+        p["sizes"] = scheme.text
+        if p["beta_true"] is None:
+            p["beta_true"] = list(BETA_TRUE[p["model"]])
+        p["beta_true"] = [float(b) for b in p["beta_true"]]
+        if len(p["beta_true"]) < 2:
+            raise ValueError(f"beta_true needs an intercept and at least one slope, got {p['beta_true']}")
+        p["privacy"] = check_privacy(p["privacy"], p["clip"])
+        if p["tau1"] == "auto":
+            p["tau1"] = float(_tau1_auto(p["model"], tuple(p["beta_true"]), float(p["sigma_c"])))
+        return p
+
+
+#: the defaults as a plain dict (e.g. for --help)
+DEFAULTS: dict = CellSettings.defaults()
 
 
 def parse_mu(value) -> float:
@@ -143,13 +199,9 @@ def _tau1_auto(model: str, beta: tuple, sigma_c: float) -> float:
     return population_min_eigenvalue(model, beta, sigma_c)
 
 
-def _check_int(name, value, low=1):
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {name}={value!r}")
-
-
 def resolve(overrides: dict | None = None) -> dict:
-    """Fully resolved parameters of one cell (a new dict).
+    """Fully resolved parameters of one cell (a new dict): :class:`CellSettings` from
+    ``overrides``, then each method's settings (``method_settings``, checked).
 
     Raises
     ------
@@ -158,52 +210,12 @@ def resolve(overrides: dict | None = None) -> dict:
     """
     from .estimators import get_method
 
-    p = copy.deepcopy(DEFAULTS)
-    for key, value in (overrides or {}).items():
-        if key not in DEFAULTS:
-            raise ValueError(f"unknown parameter {key!r}; known: {', '.join(sorted(DEFAULTS))}")
-        p[key] = copy.deepcopy(value)
-    if p["model"] not in MODELS:
-        raise ValueError(f"unknown model {p['model']!r}; choose from {sorted(MODELS)}")
-    _check_int("m", p["m"])
-    _check_int("K", p["K"])
-    _check_int("n_floor", p["n_floor"])
-    _check_int("base_seed", p["base_seed"], low=0)
-    p["mu"] = parse_mu(p["mu"])
-    scheme = parse_sizes(p["sizes"], p["n_floor"])
-    scheme.check(p["m"])
-    p["sizes"] = scheme.text
-    if p["schedule"] not in ("paper", "budget"):
-        raise ValueError(f"schedule must be 'paper' or 'budget', got {p['schedule']!r}")
-    if p["weights"] not in ("size", "optimal"):
-        raise ValueError(f"weights must be 'size' or 'optimal', got {p['weights']!r}")
-    if isinstance(p["methods"], str):
-        p["methods"] = [s.strip() for s in p["methods"].split(",") if s.strip()]
-    if not p["methods"]:
-        raise ValueError("methods must name at least one method")
-    for name in p["methods"]:
-        get_method(name)
-    if p["beta_true"] is None:
-        p["beta_true"] = list(BETA_TRUE[p["model"]])
-    p["beta_true"] = [float(b) for b in p["beta_true"]]
-    if len(p["beta_true"]) < 2:
-        raise ValueError(f"beta_true needs an intercept and at least one slope, got {p['beta_true']}")
-    if not float(p["diverge_factor"]) > 0:
-        raise ValueError(f"diverge_factor must be > 0, got diverge_factor={p['diverge_factor']!r}")
-    if not p["sigma_c"] > 0:
-        raise ValueError(f"sigma_c must be > 0, got sigma_c={p['sigma_c']}")
-    p["clip"] = check_clip(p["clip"])
-    p["privacy"] = check_privacy(p["privacy"], p["clip"])
-    if p["tau1"] == "auto":
-        p["tau1"] = _tau1_auto(p["model"], tuple(p["beta_true"]), float(p["sigma_c"]))
-    elif not float(p["tau1"]) > 0:
-        raise ValueError(f"tau1 must be > 0 or 'auto', got tau1={p['tau1']!r}")
-    p["tau1"] = float(p["tau1"])
+    p = CellSettings.build(overrides).as_dict()
     p["method_settings"] = {name: get_method(name).settings(p) for name in p["methods"]}
     for name, s in p["method_settings"].items():
         for key, value in s.items():
             if key.startswith(("K", "R")):
-                _check_int(f"{name}.{key}", value, low=0 if key == "K2" else 1)
+                integer(0 if key == "K2" else 1)(f"{name}.{key}", value)
             elif not float(value) > 0:
                 raise ValueError(f"{name}.{key} must be > 0, got {value!r}")
     return p

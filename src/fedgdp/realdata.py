@@ -71,7 +71,6 @@ stable_hash(layout_key + task), s, f, stable_hash(M)])``, the same for every mu
 """
 from __future__ import annotations
 
-import copy
 import math
 import os
 import time
@@ -80,9 +79,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import privacy
-from .datasets import DATASETS, Dataset, layout_key, split_layout
+from .datasets import Dataset, layout_key, split_layout
 from .estimators import floored_solve
-from .params import check_clip, check_privacy
+from .realdata_settings import NONPRIVATE, PRIVATE, TASKS, RealdataSettings  # noqa: F401 (re-exported)
 from .glm import MatrixGLM, matrix_model
 from .simulate import stable_hash
 
@@ -92,33 +91,13 @@ __all__ = [
     "run_split", "write_rows", "read_rows", "COLUMNS", "clip_bound_real",
 ]
 
-TASKS = ("binary", "multiclass")
 METRICS = {"binary": "auc", "multiclass": "accuracy"}
 
-PRIVATE = ["fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold"]
 #: also private, not in the default list: FedNewton with certified privacy in every mode
 EXTRA_PRIVATE = ["fednewton_certified"]
-NONPRIVATE = ["np_scaffold", "np_fedavg", "np_localfit", "np_pooled"]
 
-# Defaults: the digits layout (offline run). config/mnist.yaml holds the paper's.
-DEFAULTS: dict = {
-    "dataset": "digits",
-    "path": None,                 # folder with the MNIST files (dataset: mnist)
-    "task": "binary",
-    "m": 10,                      # digits: 10 clients ...
-    "n_min": 150,                 # ... of at least 150 images (1,500 of 1,797), the rest Dirichlet(1)
-    "alpha": 1.0,
-    "folds": 5,
-    "mu": [6.0, 2.0],
-    "base_seed": 2026,
-    "clip": {"rule": "quantile", "q": 0.9},
-    "privacy": {"mode": "paper", "hessian_clip": 4.0},   # fedgdp.params.check_privacy
-    "tau1": 0.5,
-    "weights": "size",
-    "newton": {"solver": "cg", "cg_tol": 1.0e-8, "cg_maxiter": 500},
-    "methods": PRIVATE + NONPRIVATE,
-    "method_settings": {},
-}
+#: the defaults (fedgdp.realdata_settings): the digits layout (offline run); config/mnist.yaml holds the paper's
+DEFAULTS: dict = RealdataSettings.defaults()
 
 # the settings of docs/methods.md §3. DP-SCAFFOLD runs FedAvg's schedule (so it has FedAvg's noise, docs/methods.md §5)
 # plus a server step size eta_g; the NP- versions inherit their private counterpart's.
@@ -144,53 +123,9 @@ def _check_int(name, value, low=1):
         raise ValueError(f"{name} must be an integer >= {low}, got {name}={value!r}")
 
 
-def _parse_mu_list(value) -> list[float]:
-    from .params import parse_mu
-
-    if isinstance(value, str):
-        value = [v for v in value.split(",") if v.strip()]
-    elif not isinstance(value, (list, tuple)):
-        value = [value]
-    if not value:
-        raise ValueError("mu must list at least one value")
-    return [parse_mu(v) for v in value]
-
-
 def resolve(overrides: dict | None = None) -> dict:
     """Fully resolved real-data parameters (a new dict); ValueError naming a bad value."""
-    p = copy.deepcopy(DEFAULTS)
-    for key, value in (overrides or {}).items():
-        if key not in DEFAULTS:
-            raise ValueError(f"unknown realdata parameter {key!r}; known: {', '.join(sorted(DEFAULTS))}")
-        if key == "newton" and isinstance(value, dict):
-            p[key].update(value)
-        else:
-            p[key] = copy.deepcopy(value)
-    if p["dataset"] not in DATASETS:
-        raise ValueError(f"unknown dataset {p['dataset']!r}; choose from {', '.join(DATASETS)}")
-    if p["task"] not in TASKS:
-        raise ValueError(f"unknown task {p['task']!r}; choose from {', '.join(TASKS)}")
-    for key, low in (("m", 1), ("n_min", 0), ("folds", 2), ("base_seed", 0)):
-        _check_int(key, p[key], low)
-    if not float(p["alpha"]) > 0:
-        raise ValueError(f"alpha must be > 0, got alpha={p['alpha']!r}")
-    p["alpha"] = float(p["alpha"])
-    p["mu"] = _parse_mu_list(p["mu"])
-    if not float(p["tau1"]) > 0:
-        raise ValueError(f"tau1 must be > 0, got tau1={p['tau1']!r}")
-    p["tau1"] = float(p["tau1"])
-    if p["weights"] != "size":
-        raise ValueError(f"weights must be 'size' for the real-data study, got {p['weights']!r}")
-    p["clip"] = check_clip(p["clip"])
-    p["privacy"] = check_privacy(p["privacy"], p["clip"])
-    nw = p["newton"]
-    if nw.get("solver") not in ("cg", "floor", "ridge"):
-        raise ValueError(f"newton solver must be cg, floor or ridge, got {nw.get('solver')!r}")
-    _check_int("newton.cg_maxiter", nw["cg_maxiter"])
-    if not float(nw["cg_tol"]) > 0:
-        raise ValueError(f"newton.cg_tol must be > 0, got {nw['cg_tol']!r}")
-    if isinstance(p["methods"], str):
-        p["methods"] = [s.strip() for s in p["methods"].split(",") if s.strip()]
+    p = RealdataSettings.build(overrides).as_dict()      # every parameter but the methods'
     if p["methods"] in (["all"], "all"):
         p["methods"] = list(REGISTRY)
     if not p["methods"]:
@@ -216,8 +151,6 @@ def resolve(overrides: dict | None = None) -> dict:
                 raise ValueError(f"{name}.{key} must be > 0, got {value!r}")
         settings[name] = s
     p["method_settings"] = {name: settings[name] for name in p["methods"]}
-    if p["dataset"] == "mnist" and not p["path"]:
-        raise ValueError("dataset 'mnist' needs path: the folder holding the MNIST IDX files or mnist.npz")
     return p
 
 

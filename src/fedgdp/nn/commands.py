@@ -12,42 +12,16 @@ import json
 
 __all__ = ["add_parsers"]
 
-# flag -> settings key (fedgdp.nn.settings.COMMON), with its type
-_SETTINGS = [
-    ("--figure", "figure", str, "fig09 (n per client, m fixed) | fig10 (full split over m clients)"),
-    ("--dataset", "dataset", str, "digits | mnist | cifar10"),
-    ("--m", "m", int, "number of clients"),
-    ("--n", "n", str, "images per client (fig09), or full (fig10)"),
-    ("--run", "run", int, "run index (seeds the partition, init, sampling and noise)"),
-    ("--base-seed", "base_seed", int, "base seed"),
-    ("--methods", "methods", str, "comma-separated: fedsgd,fedhybrid,fedavg,fednewton_iter"),
-    ("--mu", "mu", float, "privacy parameter mu > 0, or inf"),
-    ("--q", "q", float, "fraction of clients drawn per round"),
-    ("--rounds", "rounds", int, "base global rounds R"),
-    ("--local-epochs", "local_epochs", int, "full-batch local steps per round K"),
-    ("--lr", "lr", float, "local learning rate"),
-    ("--server-lr", "server_lr", float, "server learning rate"),
-    ("--clip", "clip", float, "per-sample clipping bound B"),
-    ("--ridge", "ridge", float, "FedNewton-Iter ridge lambda"),
-    ("--damping", "damping", float, "FedNewton-Iter damping alpha"),
-    ("--newton-cycles", "newton_cycles", int, "FedNewton-Iter cycles"),
-    ("--hybrid-local-share", "hybrid_local_share", float, "FedHybrid: share of compute as FedAvg rounds"),
-    ("--val-frac", "val_frac", float, "per-client validation share"),
-    ("--test-frac", "test_frac", float, "per-client local test share"),
-]
-
 
 def _settings(args) -> dict:
     from ..arguments import _spec, load_params_file
+    from ..settings import flag_values
+    from .settings import NNSettings
 
     out: dict = load_params_file(args.params) if args.params else {}
     if args.spec:
         out.update(_spec(args.spec))
-    for _, key, _, _ in _SETTINGS:
-        value = getattr(args, key)
-        if value is not None:
-            out[key] = value
-    return out
+    return out | flag_values(args, NNSettings)
 
 
 def _cmd_nn_run(args) -> int:
@@ -144,13 +118,14 @@ def _default(key):
 def add_parsers(sub) -> None:
     """Add the ``nn-*`` subcommands to ``fedgdp``'s subparsers."""
     from ..arguments import output_dir, output_path, show_defaults
+    from ..settings import add_flags
+    from .settings import NNSettings
 
     run = sub.add_parser("nn-run", help="CNN experiments: one run (all methods) -> Parquet (needs torch)")
     g = run.add_argument_group("settings (defaults: fedgdp.nn.settings)")
     g.add_argument("--params", help="YAML mapping of settings")
     g.add_argument("--spec", help="settings as a JSON object (over --params; flags override both)")
-    for flag, key, typ, hlp in _SETTINGS:
-        g.add_argument(flag, dest=key, type=typ, help=hlp)
+    add_flags(g, NNSettings, shown=_default)      # a flag per setting
     run.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
     run.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     run.add_argument("--data-dir", default="data", help="folder holding mnist/ and cifar10/")

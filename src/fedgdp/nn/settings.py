@@ -16,41 +16,100 @@ Figures 9 and 10 run in minutes on two CPU cores (see :data:`DEFAULT_GRID`):
 """
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
+from typing import ClassVar
 
+from ..settings import Settings, choice, integer, name_list, number, setting, suggest
 from .calibration import METHODS
 
-__all__ = ["COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
+__all__ = ["NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
 
-#: settings shared by every dataset (docs/methods.md §6 unless noted)
-COMMON = {
-    "figure": "fig09",          # fig09 (n per client, m fixed) | fig10 (full split over m clients)
-    "dataset": "digits",
-    "m": 10,
-    "n": None,                  # images per client (fig09); None = full training split (fig10)
-    "run": 0,
-    "base_seed": 2026,
-    "methods": list(METHODS),
-    "mu": 2.0,
-    "q": 0.1,                   # fraction of clients drawn per round
-    "rounds": 10,               # base global rounds R
-    "local_epochs": 10,         # full-batch local steps per round K
-    "lr": 0.01,
-    "server_lr": 1.0,
-    "clip": 1.0,                # per-sample clipping bound B
-    "val_frac": 0.1,            # per client: validation share (held out, unused by training)
-    "test_frac": 0.1,           # per client: local test share
-    "hybrid_local_share": 0.6,  # not in the paper: share of FedHybrid's compute run as FedAvg rounds
-    "newton_cycles": 2,         # FedNewton-Iter: cycles of (R / cycles FedAvg rounds + 1 Newton round)
-    "ridge": 1.0,               # not in the paper: lambda of Algorithm 5
-    "damping": 1.0,             # not in the paper: alpha of Algorithm 5
-}
-
+#: per data set, the defaults that differ (below the overrides, above the common ones)
 DATASET_DEFAULTS = {
     "mnist": {"lr": 0.01, "server_lr": 1.0, "clip": 1.0, "local_epochs": 10, "q": 0.1},
     "cifar10": {"lr": 0.005, "server_lr": 0.75, "clip": 0.75, "local_epochs": 30, "q": 0.1},
     "digits": {"lr": 0.3, "server_lr": 1.0, "clip": 1.0, "local_epochs": 10, "q": 0.5},
 }
+
+
+def _methods(key, value) -> list:
+    names = name_list(key, value)
+    bad = [s for s in names if s not in METHODS]
+    if bad or not names:
+        raise ValueError(f"unknown method(s) {bad or names}; known: {', '.join(METHODS)}")
+    return names
+
+
+def _n(key, value):
+    return None if value in ("full", "None", "none") else value
+
+
+_POSITIVE = number(0, finite=True)
+
+
+@dataclass(frozen=True)
+class NNSettings(Settings):
+    """The settings of one CNN run (docs/methods.md §6 unless noted); :func:`resolve`.
+
+    The defaults of ``lr``, ``server_lr``, ``clip``, ``local_epochs`` and ``q`` depend on
+    the data set (:data:`DATASET_DEFAULTS`).
+    """
+
+    WHAT: ClassVar[str] = "nn setting"
+
+    figure: str = setting("fig09", "fig09 (n per client, m fixed) | fig10 (full split over m clients)",
+                          parse=choice("fig09", "fig10"), flag=str)
+    dataset: str = setting("digits", " | ".join(DATASET_DEFAULTS), parse=choice(*DATASET_DEFAULTS), flag=str)
+    m: int = setting(10, "number of clients", parse=integer(1, strict=False), flag=int)
+    n: int | None = setting(None, "images per client (fig09), or full (fig10)", parse=_n, flag=str)
+    run: int = setting(0, "run index (seeds the partition, init, sampling and noise)",
+                       parse=integer(0, strict=False), flag=int)
+    base_seed: int = setting(2026, "base seed", parse=integer(0, strict=False), flag=int)
+    methods: list = setting(help="comma-separated: " + ",".join(METHODS), parse=_methods, flag=str,
+                            factory=lambda: list(METHODS))
+    mu: float = setting(2.0, "privacy parameter mu > 0, or inf", parse=number(0), flag=float)
+    q: float = setting(0.1, "fraction of clients drawn per round", parse=number(0, 1, closed="high"), flag=float)
+    rounds: int = setting(10, "base global rounds R", parse=integer(1, strict=False), flag=int)
+    local_epochs: int = setting(10, "full-batch local steps per round K", parse=integer(1, strict=False), flag=int)
+    lr: float = setting(0.01, "local learning rate", parse=_POSITIVE, flag=float)
+    server_lr: float = setting(1.0, "server learning rate", parse=_POSITIVE, flag=float)
+    clip: float = setting(1.0, "per-sample clipping bound B", parse=_POSITIVE, flag=float)
+    val_frac: float = setting(0.1, "per-client validation share (held out, unused by training)",
+                              parse=number(0, 0.5, closed="low"), flag=float)
+    test_frac: float = setting(0.1, "per-client local test share", parse=number(0, 0.5, closed="low"), flag=float)
+    hybrid_local_share: float = setting(0.6, "FedHybrid: share of compute as FedAvg rounds (not in the paper)",
+                                        parse=number(0, 1, closed="both"), flag=float)
+    newton_cycles: int = setting(2, "FedNewton-Iter cycles of (R / cycles FedAvg rounds + 1 Newton round)",
+                                 parse=integer(1, strict=False), flag=int)
+    ridge: float = setting(1.0, "FedNewton-Iter ridge lambda (Algorithm 5; not in the paper)", parse=_POSITIVE,
+                           flag=float)
+    damping: float = setting(1.0, "FedNewton-Iter damping alpha (Algorithm 5; not in the paper)",
+                             parse=number(0, 10, closed="high"), flag=float)
+
+    @classmethod
+    def preset(cls, mapping: dict) -> dict:
+        dataset = mapping.get("dataset", "digits")
+        if dataset not in DATASET_DEFAULTS:
+            raise ValueError(f"unknown dataset {dataset!r}{suggest(dataset, DATASET_DEFAULTS)}; "
+                             f"known: {', '.join(DATASET_DEFAULTS)}")
+        return DATASET_DEFAULTS[dataset]
+
+    @classmethod
+    def finish(cls, p: dict) -> dict:
+        if p["figure"] == "fig09":
+            if p["n"] is None:
+                raise ValueError("fig09 needs n (images per client), got n=None")
+            p["n"] = integer(3, strict=False)("n", p["n"])
+        elif p["n"] is not None:
+            raise ValueError(f"fig10 splits the full training set: n must be full/None, got n={p['n']!r}")
+        if "fednewton_iter" in p["methods"] and p["rounds"] % p["newton_cycles"]:
+            raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={p['rounds']}, "
+                             f"newton_cycles={p['newton_cycles']}")
+        return p
+
+
+#: settings shared by every dataset, as a plain dict
+COMMON: dict = NNSettings.defaults()
 
 #: the default (offline) grid of Figures 9 and 10
 DEFAULT_GRID = {
@@ -67,83 +126,11 @@ PAPER_GRID = {
     "fig10": {"m": [100, 200, 300, 500, 800, 1000], "runs": 4},
 }
 
-_INT_POS = ("m", "rounds", "local_epochs", "newton_cycles")
-_FLOAT_POS = ("lr", "server_lr", "clip", "ridge")
-
 
 def resolve(overrides: dict | None = None) -> dict:
-    """Defaults, then the dataset's defaults, then ``overrides``; validated.
-
-    Raises ValueError naming the bad key and value.
-    """
-    overrides = dict(overrides or {})
-    dataset = overrides.get("dataset", COMMON["dataset"])
-    if dataset not in DATASET_DEFAULTS:
-        raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(DATASET_DEFAULTS)}")
-    unknown = set(overrides) - set(COMMON)
-    if unknown:
-        raise ValueError(f"unknown nn setting(s) {sorted(unknown)}")
-    p = {**COMMON, **DATASET_DEFAULTS[dataset], **overrides}
-    if isinstance(p["methods"], str):
-        p["methods"] = [s.strip() for s in p["methods"].split(",") if s.strip()]
-    p["methods"] = list(p["methods"])
-    bad = [s for s in p["methods"] if s not in METHODS]
-    if bad or not p["methods"]:
-        raise ValueError(f"unknown method(s) {bad or p['methods']}; known: {', '.join(METHODS)}")
-    if p["figure"] not in ("fig09", "fig10"):
-        raise ValueError(f"figure must be fig09 or fig10, got figure={p['figure']!r}")
-    for key in _INT_POS:
-        p[key] = _as_int(key, p[key])
-        if p[key] < 1:
-            raise ValueError(f"{key} must be >= 1, got {key}={p[key]}")
-    for key in ("run", "base_seed"):
-        p[key] = _as_int(key, p[key])
-        if p[key] < 0:
-            raise ValueError(f"{key} must be >= 0, got {key}={p[key]}")
-    if p["n"] in ("full", "None", "none"):
-        p["n"] = None
-    if p["figure"] == "fig09":
-        if p["n"] is None:
-            raise ValueError("fig09 needs n (images per client), got n=None")
-        p["n"] = _as_int("n", p["n"])
-        if p["n"] < 3:
-            raise ValueError(f"n must be >= 3, got n={p['n']}")
-    elif p["n"] is not None:
-        raise ValueError(f"fig10 splits the full training set: n must be full/None, got n={p['n']!r}")
-    for key in _FLOAT_POS:
-        p[key] = float(p[key])
-        if not (p[key] > 0 and math.isfinite(p[key])):
-            raise ValueError(f"{key} must be a positive number, got {key}={p[key]}")
-    p["mu"] = float(p["mu"])
-    if not p["mu"] > 0:
-        raise ValueError(f"mu must be positive (or inf), got mu={p['mu']}")
-    p["q"] = float(p["q"])
-    if not 0 < p["q"] <= 1:
-        raise ValueError(f"q must lie in (0, 1], got q={p['q']}")
-    p["damping"] = float(p["damping"])
-    if not 0 < p["damping"] <= 10:
-        raise ValueError(f"damping must lie in (0, 10], got damping={p['damping']}")
-    p["hybrid_local_share"] = float(p["hybrid_local_share"])
-    if not 0 <= p["hybrid_local_share"] <= 1:
-        raise ValueError(f"hybrid_local_share must lie in [0, 1], got {p['hybrid_local_share']}")
-    for key in ("val_frac", "test_frac"):
-        p[key] = float(p[key])
-        if not 0 <= p[key] < 0.5:
-            raise ValueError(f"{key} must lie in [0, 0.5), got {key}={p[key]}")
-    if "fednewton_iter" in p["methods"] and p["rounds"] % p["newton_cycles"]:
-        raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={p['rounds']}, "
-                         f"newton_cycles={p['newton_cycles']}")
-    return p
-
-
-def _as_int(key: str, value) -> int:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{key} must be an integer, got {key}={value!r}") from None
-    if not f.is_integer():
-        raise ValueError(f"{key} must be an integer, got {key}={value!r}")
-    return int(f)
+    """Defaults, then the dataset's defaults, then ``overrides``; validated
+    (:class:`NNSettings`). Raises ValueError naming the bad key and value."""
+    return NNSettings.build(overrides).as_dict()
 
 
 def data_key(p: dict) -> dict:

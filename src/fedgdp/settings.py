@@ -1,0 +1,206 @@
+"""One settings mechanism for every experiment: frozen dataclasses built from a mapping.
+
+An experiment declares its settings once, as a frozen dataclass whose fields are made
+by :func:`setting`: a default, a one-line help, how a given value is checked and
+converted (``parse``: one of the checkers below or any callable), and whether a
+subcommand exposes it as a flag. :class:`Settings` then gives
+
+- :meth:`Settings.build`: the settings from a mapping of overrides, each value checked
+  (ValueError naming the key and the value; an unknown key gets a "did you mean"),
+  then the class's cross-field checks and derived values (:meth:`Settings.finish`);
+- :meth:`Settings.as_dict`: the plain dict (fields in declaration order) that the rest
+  of the code, the seeds and the Parquet metadata use;
+- :meth:`Settings.defaults`: that dict of the defaults;
+- :func:`add_flags`: ``--name`` flags generated from the fields, whose help ends with
+  the default (:func:`flag_values` reads them back into overrides).
+
+Used by :mod:`fedgdp.params` (simulation cells), :mod:`fedgdp.realdata_settings` (real-data
+fits) and :mod:`fedgdp.nn.settings` (CNN runs). Imports nothing else of the package.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import math
+from typing import Any, Callable, ClassVar
+
+__all__ = ["Settings", "setting", "integer", "number", "choice", "name_list", "add_flags",
+           "flag_values", "suggest"]
+
+
+def suggest(word, choices) -> str:
+    """`` (did you mean 'x'?)`` for the nearest of ``choices``, or ``''``."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# ------------------------------------------------------------------ checkers
+# A checker is called as parse(key, value) and returns the converted value or raises
+# ValueError with one line naming the key and the value.
+def integer(low: int = 1, *, strict: bool = True) -> Callable:
+    """An integer >= ``low``. ``strict``: only an int (no bool, float or string) is
+    accepted; otherwise any value that is a whole number (``"10"``, ``10.0``)."""
+    def parse(key, value):
+        if strict:
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{key} must be an integer >= {low}, got {key}={value!r}")
+            return value
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key} must be an integer, got {key}={value!r}") from None
+        if not f.is_integer():
+            raise ValueError(f"{key} must be an integer, got {key}={value!r}")
+        if int(f) < low:
+            raise ValueError(f"{key} must be an integer >= {low}, got {key}={int(f)}")
+        return int(f)
+    return parse
+
+
+def number(low: float | None = None, high: float | None = None, *, closed: str = "", finite: bool = False,
+           keep: bool = False) -> Callable:
+    """A number in the interval from ``low`` to ``high`` (None: unbounded), open at both
+    ends unless ``closed`` names them (``"low"``, ``"high"`` or ``"both"``); ``finite``
+    refuses inf. Returned as a float, or as given when ``keep`` (a value that enters a
+    seed keeps the type it was given in)."""
+    low_in, high_in = closed in ("low", "both"), closed in ("high", "both")
+
+    def parse(key, value):
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            f = math.nan
+        ok = not math.isnan(f) and not (finite and math.isinf(f))
+        ok = ok and (low is None or (f >= low if low_in else f > low))
+        ok = ok and (high is None or (f <= high if high_in else f < high))
+        if not ok:
+            raise ValueError(f"{key} must be {_interval(low, high, low_in, high_in, finite)}, "
+                             f"got {key}={value!r}")
+        return value if keep else f
+    return parse
+
+
+def _interval(low, high, low_in, high_in, finite) -> str:
+    what = "a finite number" if finite else "a number"
+    if low is not None and high is not None:
+        return f"{what} in {'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
+    if low is not None:
+        return f"{what} {'>=' if low_in else '>'} {low:g}"
+    if high is not None:
+        return f"{what} {'<=' if high_in else '<'} {high:g}"
+    return what
+
+
+def choice(*allowed) -> Callable:
+    """One of ``allowed``: ``unknown KEY 'x' (did you mean ...?); choose from a, b``."""
+    def parse(key, value):
+        if value not in allowed:
+            raise ValueError(f"unknown {key} {value!r}{suggest(value, allowed)}; choose from "
+                             f"{', '.join(map(str, allowed))}")
+        return value
+    return parse
+
+
+def name_list(key, value) -> list:
+    """A list of names from a list or a comma-separated string (blanks dropped)."""
+    if isinstance(value, str):
+        return [s.strip() for s in value.split(",") if s.strip()]
+    return list(value)
+
+
+def anything(key, value):
+    return value
+
+
+# ------------------------------------------------------------------ fields
+def setting(default: Any = None, help: str = "", *, parse: Callable = anything, flag: type | None = None,
+            factory: Callable | None = None):
+    """A field of a :class:`Settings` dataclass.
+
+    Parameters
+    ----------
+    default : the value when the mapping lacks the key (use ``factory`` for a list or dict)
+    help : one line for ``--help`` and the docs
+    parse : ``parse(key, value)`` -> the checked value (ValueError naming key and value)
+    flag : the argparse ``type`` of the field's ``--name`` flag where a subcommand
+        exposes the fields (:func:`add_flags`); None: no flag
+    factory : a function making the default (a fresh list or dict each time)
+    """
+    meta = {"help": help, "parse": parse, "flag": flag}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+class Settings:
+    """Base of the settings dataclasses (declare them ``@dataclass(frozen=True)``)."""
+
+    #: the word naming a key in errors: "unknown parameter 'x'"
+    WHAT: ClassVar[str] = "setting"
+
+    @classmethod
+    def preset(cls, mapping: dict) -> dict:
+        """Defaults that depend on the mapping (e.g. per data set), below the mapping."""
+        return {}
+
+    @classmethod
+    def finish(cls, values: dict) -> dict:
+        """Cross-field checks and derived values, on the checked values (in place)."""
+        return values
+
+    @classmethod
+    def build(cls, mapping: dict | None = None):
+        """The settings from ``mapping`` (unknown key, bad value: ValueError naming it)."""
+        mapping = dict(mapping or {})
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        for key in mapping:
+            if key not in fields:
+                raise ValueError(f"unknown {cls.WHAT} {key!r}{suggest(key, fields)}; known: "
+                                 f"{', '.join(sorted(fields))}")
+        given = {**cls.preset(mapping), **mapping}
+        values = {}
+        for name, f in fields.items():
+            value = copy.deepcopy(given[name]) if name in given else _default(f)
+            values[name] = f.metadata["parse"](name, value)
+        return cls(**cls.finish(values))
+
+    def as_dict(self) -> dict:
+        """The plain dict of the settings (a deep copy, fields in declaration order)."""
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def defaults(cls) -> dict:
+        """The defaults as a plain dict (unchecked, before :meth:`finish`)."""
+        return {f.name: _default(f) for f in dataclasses.fields(cls)}
+
+
+def _default(f):
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return copy.deepcopy(f.default)
+
+
+# ------------------------------------------------------------------ flags
+def add_flags(group, cls: type[Settings], shown: Callable | None = None) -> list[str]:
+    """Add ``--name`` (underscores as dashes) for every field of ``cls`` with a flag type.
+
+    Each flag defaults to None (so that a flag overrides a ``--params`` file only when
+    given); its help ends with the field's default, or with ``shown(name)`` when given
+    (e.g. per-data-set defaults). Returns the fields' names (see :func:`flag_values`).
+    """
+    names = []
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("flag") is None:
+            continue
+        action = group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=f.metadata["flag"],
+                                    help=f.metadata["help"])
+        action.fallback = (lambda name=f.name: shown(name)) if shown else (lambda f=f: _default(f))
+        names.append(f.name)
+    return names
+
+
+def flag_values(args, cls: type[Settings]) -> dict:
+    """The flags of :func:`add_flags` that were given, as overrides."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+            if f.metadata.get("flag") is not None and getattr(args, f.name, None) is not None}
