@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fedgdp import kernels, privacy
-from fedgdp.estimators import ClientData
+from fedgdp.estimators import ClientBlock
 from fedgdp.glm import get_model
 from fedgdp.simulate import Replicate
 
@@ -16,7 +16,7 @@ from fedgdp.simulate import Replicate
 SIZES = np.array([[1, 3, 255, 256, 257, 40, 600, 2], [7, 300, 1, 512, 9, 250, 5, 60]])
 
 
-def _block(model: str, seed: int = 0) -> tuple[list[Replicate], ClientData]:
+def _block(model: str, seed: int = 0) -> tuple[list[Replicate], ClientBlock]:
     rng = np.random.default_rng(seed)
     glm = get_model(model)
     reps = []
@@ -24,7 +24,7 @@ def _block(model: str, seed: int = 0) -> tuple[list[Replicate], ClientData]:
         N = int(sizes.sum())
         X = np.column_stack([np.ones(N), rng.normal(size=(N, 4))])
         reps.append(Replicate(X, glm.sample(rng, X @ np.array([0.3, 0.5, -0.5, 0.2, 0.1])), sizes))
-    return reps, ClientData(reps, glm)
+    return reps, ClientBlock(reps, glm)
 
 
 def _loop_gradients(glm, reps, theta, B):
@@ -140,9 +140,9 @@ def test_kernels_compile_where_no_cache_location_is_writable(tmp_path):
     """With no usable cache locator numba refuses cache=True; the kernels then
     compile in the process instead of failing."""
     code = ("import numpy as np; from fedgdp import kernels; "
-            "from fedgdp.estimators import ClientData; from fedgdp.glm import LOGISTIC; "
+            "from fedgdp.estimators import ClientBlock; from fedgdp.glm import LOGISTIC; "
             "from fedgdp.simulate import Replicate; "
-            "X = np.ones((4, 2)); d = ClientData([Replicate(X, np.array([0., 1, 1, 0]), np.array([2, 2]))], LOGISTIC); "
+            "X = np.ones((4, 2)); d = ClientBlock([Replicate(X, np.array([0., 1, 1, 0]), np.array([2, 2]))], LOGISTIC); "
             "print(type(kernels.gradients._cache).__name__, d.gradients(np.zeros((1, 2, 2)), None)[0, 0, 0])")
     env = dict(os.environ, NUMBA_CACHE_LOCATOR_CLASSES="ZipCacheLocator")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
