@@ -15,10 +15,10 @@ data they run on in the simulations and the operations they ask of it
 
 Conventions
 -----------
-``R`` replicates (of one cell), ``m`` clients, ``d`` parameters. Parameters are
-``(R, d)`` (global) or ``(R, m, d)`` (per client); sizes, clipping bounds and noise
-sds are ``(R, m)`` or ``(R,)``; standard-normal noise arrays carry the replicate axis
-first, e.g. ``(R, K, m, d)``. All methods start at theta = 0.
+``n_rep`` replicates (of one cell), ``m`` clients, ``d`` parameters. Parameters are
+``(n_rep, d)`` (global) or ``(n_rep, m, d)`` (per client); sizes, clipping bounds and noise
+sds are ``(n_rep, m)`` or ``(n_rep,)``; standard-normal noise arrays carry the replicate axis
+first, e.g. ``(n_rep, K, m, d)``. All methods start at theta = 0.
 
 Speed: :class:`ClientBlock` stores the clients of a block of replicates rows-contiguous
 and features-first, and the gradient steps run in the fused compiled kernels of
@@ -56,7 +56,7 @@ class ClientBlock:
     Parameters
     ----------
     reps : list of Replicate
-        ``R`` replicates with the same number of clients m.
+        ``n_rep`` replicates with the same number of clients m.
     glm : GLM
         ``logistic`` or ``poisson`` (the models the compiled kernels know).
 
@@ -64,9 +64,9 @@ class ClientBlock:
     ----------
     XT : ndarray, shape (d, N)   all rows, features first, client after client
     y, inv_norm : ndarray, shape (N,)   responses and ``1/||x_j||``
-    offsets : ndarray, shape (R m + 1,)   client ``c = r m + i`` owns ``offsets[c]:offsets[c+1]``
+    offsets : ndarray, shape (n_rep m + 1,)   client ``c = r m + i`` owns ``offsets[c]:offsets[c+1]``
     groups : ndarray   groups of clients of the local steps (:func:`fedgdp.kernels.client_groups`)
-    sizes : ndarray, shape (R, m)
+    sizes : ndarray, shape (n_rep, m)
     """
 
     def __init__(self, reps: list[Replicate], glm: GLM):
@@ -76,7 +76,7 @@ class ClientBlock:
             raise ValueError(f"no compiled kernel for model {glm.name!r}; have {sorted(MODEL_CODES)}")
         self.glm = glm
         self.model = MODEL_CODES[glm.name]
-        self.R, self.m = len(reps), reps[0].sizes.shape[0]
+        self.n_rep, self.m = len(reps), reps[0].sizes.shape[0]
         self.d = reps[0].X.shape[1]
         self.sizes = np.stack([r.sizes for r in reps])
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes.ravel())]).astype(np.int64)
@@ -91,12 +91,12 @@ class ClientBlock:
 
     @property
     def C(self) -> int:
-        """Number of clients in the block, ``R m``."""
-        return self.R * self.m
+        """Number of clients in the block, ``n_rep m``."""
+        return self.n_rep * self.m
 
     def clip_bounds(self, B: np.ndarray | None) -> np.ndarray | None:
         """The clip of every row's residual, ``B_r / ||x_j||``, shape ``(N,)`` (B: one
-        bound per replicate, shape (R,)), or None (no clipping)."""
+        bound per replicate, shape (n_rep,)), or None (no clipping)."""
         if B is None:
             return None
         return np.repeat(np.asarray(B, float), self.sizes.sum(axis=1)) * self.inv_norm
@@ -105,20 +105,20 @@ class ClientBlock:
         return (_NO_CLIP, False) if bounds is None else (bounds, True)
 
     def _per_client(self, a) -> np.ndarray:
-        """An ``(R, m)``-broadcastable array as a contiguous ``(R m,)`` float array."""
-        return np.ascontiguousarray(np.broadcast_to(np.asarray(a, float), (self.R, self.m)).ravel())
+        """An ``(n_rep, m)``-broadcastable array as a contiguous ``(n_rep m,)`` float array."""
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(a, float), (self.n_rep, self.m)).ravel())
 
     def gradients(self, theta: np.ndarray, bounds) -> np.ndarray:
         """Average clipped gradient of every client at its own parameter.
 
         Parameters
         ----------
-        theta : ndarray, shape (R, m, d)
+        theta : ndarray, shape (n_rep, m, d)
         bounds : from :meth:`clip_bounds`
 
         Returns
         -------
-        ndarray, shape (R, m, d)
+        ndarray, shape (n_rep, m, d)
         """
         from . import kernels
 
@@ -126,11 +126,11 @@ class ClientBlock:
         out = np.empty((self.C, self.d))
         lim, clip = self._clip(bounds)
         kernels.gradients(self.XT, self.y, lim, self.offsets, self.groups, th, self.model, clip, out)
-        return out.reshape(self.R, self.m, self.d)
+        return out.reshape(self.n_rep, self.m, self.d)
 
     def local_steps(self, theta, *, K, eta, bounds, sigma, Z) -> np.ndarray:
-        """K noisy local steps of every client from ``theta`` (R, m, d); see
-        :func:`local_descent`. Returns a new (R, m, d) array."""
+        """K noisy local steps of every client from ``theta`` (n_rep, m, d); see
+        :func:`local_descent`. Returns a new (n_rep, m, d) array."""
         from . import kernels
 
         th = np.array(theta, dtype=float, order="C").reshape(self.C, self.d)
@@ -138,11 +138,11 @@ class ClientBlock:
         noise = _NO_NOISE if Z is None else np.ascontiguousarray(Z, dtype=float)
         kernels.local_descent(self.XT, self.y, lim, self.offsets, self.groups, self.m, th, int(K), float(eta),
                               self.model, clip, self._per_client(sigma), noise, Z is not None)
-        return th.reshape(self.R, self.m, self.d)
+        return th.reshape(self.n_rep, self.m, self.d)
 
     def server_steps(self, theta, w, *, K, eta, bounds, sigma, Z) -> np.ndarray:
-        """K FedSGD steps of every replicate from the global ``theta`` (R, d); see
-        :func:`server_descent`. Returns a new (R, d) array."""
+        """K FedSGD steps of every replicate from the global ``theta`` (n_rep, d); see
+        :func:`server_descent`. Returns a new (n_rep, d) array."""
         from . import kernels
 
         th = np.array(theta, dtype=float, order="C")
@@ -155,7 +155,7 @@ class ClientBlock:
         return th
 
     def hessians(self, theta: np.ndarray, bound: float | None = None) -> np.ndarray:
-        """Hessian of every client's loss at its parameter, (R, m, d, d).
+        """Hessian of every client's loss at its parameter, (n_rep, m, d, d).
 
         ``bound = H_c`` clips every per-sample Hessian ``b''(eta_j) x_j x_j'`` to
         operator norm H_c: its weight becomes ``min(b''(eta_j), H_c / ||x_j||^2)``
@@ -167,12 +167,12 @@ class ClientBlock:
         out = np.empty((self.C, self.d, self.d))
         kernels.hessians(self.XT, self.inv_norm, self.offsets, th, self.model,
                          np.inf if bound is None else float(bound), out)
-        return out.reshape(self.R, self.m, self.d, self.d)
+        return out.reshape(self.n_rep, self.m, self.d, self.d)
 
 
 # --------------------------------------------------------------- shared pieces
 def aggregation_weights(sizes: np.ndarray, rule: str, *, B=None, mu=np.inf, releases=1, d=1) -> np.ndarray:
-    """Server weights, shape ``(R, m)``, rows summing to one.
+    """Server weights, shape ``(n_rep, m)``, rows summing to one.
 
     ``size``: ``n_i / N`` (the paper's simulations). ``optimal``: proportional to
     ``(d/n_i + B^2 K d/(mu^2 n_i^2))^{-1}`` (Theorem 3.2, Remark 3.3), K = number of
@@ -197,7 +197,7 @@ class FitData:
     ----------
     reps : list of Replicate
     glm : GLM
-    B : ndarray, shape (R,)   clipping bound per replicate (inf when mu = inf)
+    B : ndarray, shape (n_rep,)   clipping bound per replicate (inf when mu = inf)
     mu : float                target mu (inf: non-private)
     tau1 : float              eigenvalue floor of FedNewton
     weights : str             ``size`` or ``optimal``
@@ -257,16 +257,16 @@ class FitData:
 
     @property
     def plan_B(self) -> np.ndarray:
-        """The clipping bound as a (R, 1) column (a plan's ``B``)."""
+        """The clipping bound as a (n_rep, 1) column (a plan's ``B``)."""
         return self.B[:, None]
 
     @property
     def plan_n(self) -> np.ndarray:
-        """Client sizes (R, m) as floats (a plan's ``n``)."""
+        """Client sizes (n_rep, m) as floats (a plan's ``n``)."""
         return self.sizes.astype(float)
 
     def plan_halves(self) -> tuple[np.ndarray, np.ndarray]:
-        """FedNewton's half sizes (R, m) each, as floats."""
+        """FedNewton's half sizes (n_rep, m) each, as floats."""
         h1, h2 = self.halves
         return h1.sizes.astype(float), h2.sizes.astype(float)
 
@@ -282,8 +282,8 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 class SimBackend:
-    """The simulation backend of :class:`fedgdp.methods.Backend`: a block of R
-    replicates (the batch axis), parameters (R, d) and (R, m, d), noise pre-drawn
+    """The simulation backend of :class:`fedgdp.methods.Backend`: a block of n_rep
+    replicates (the batch axis), parameters (n_rep, d) and (n_rep, m, d), noise pre-drawn
     (:class:`fedgdp.methods.PreDrawnNoise`), steps in the compiled kernels."""
 
     kind = SIMULATION
@@ -301,7 +301,7 @@ class SimBackend:
         return aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=releases, d=fd.full.d)
 
     def zeros(self):
-        return np.zeros((self.data.full.R, self.dk))
+        return np.zeros((self.data.full.n_rep, self.dk))
 
     def _part(self, part: str) -> ClientBlock:
         return {"full": self.data.full, "half1": self.data.halves[0]}[part]
@@ -348,7 +348,7 @@ class SimBackend:
 
 
 #: The methods the simulations run (a view of :data:`fedgdp.methods.REGISTRY`).
-REGISTRY: dict[str, Method] = registry(SIMULATION)
+REGISTRY = registry(SIMULATION)
 
 
 def get_method(name: str) -> Method:

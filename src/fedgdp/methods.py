@@ -35,6 +35,7 @@ and :meth:`Method.run` (the algorithm, with backend operations), and add one lin
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -44,7 +45,7 @@ from . import privacy
 
 __all__ = ["Backend", "Fit", "Method", "FedSGD", "FedAvg", "FedHybrid", "FedNewton", "FedNewtonCertified",
            "DPScaffold", "NonPrivate", "NPLocalFit", "NPPooled", "REGISTRY", "registry", "get_method",
-           "PreDrawnNoise", "StreamNoise", "comm_counts"]
+           "RegistryView", "PreDrawnNoise", "StreamNoise", "comm_counts"]
 
 SIMULATION, REALDATA = "simulation", "realdata"
 BOTH = frozenset({SIMULATION, REALDATA})
@@ -135,7 +136,7 @@ class Backend(Protocol):
 class Fit:
     """A method's result: estimates, ledger, communication of one fit.
 
-    ``theta``: (R, d) over a simulation block; (d, k) on real data, or (m, d, k) one
+    ``theta``: (n_rep, d) over a simulation block; (d, k) on real data, or (m, d, k) one
     model per client (``local``).
     """
 
@@ -393,12 +394,12 @@ class DPScaffold(Method):
         return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"])
 
     def run(self, be, s):
-        R, K, eta = s["R"], s["K"], s["eta"]
+        rounds, K, eta = s["R"], s["K"], s["eta"]
         (sigma,), ledgers = be.calibrate(self, s)
-        w = be.weights(releases=R * K)
+        w = be.weights(releases=rounds * K)
         theta, c = be.zeros(), be.zeros()
         ci = np.zeros(theta.shape[:1] + (be.m,) + theta.shape[1:])
-        for r in range(R):
+        for r in range(rounds):
             y = be.local_steps(theta, K=K, eta=eta, sigma=sigma, noise=be.noise.take("Z", r),
                                drift=c[:, None] - ci)
             ci_new = ci - c[:, None] + (theta[:, None] - y) / (K * eta)
@@ -461,14 +462,34 @@ REGISTRY: dict[str, Method] = {M.name: M for M in (
     NPLocalFit(), NPPooled())}
 
 
-def registry(kind: str | None = None) -> dict[str, Method]:
+class RegistryView(Mapping):
+    """The methods of :data:`REGISTRY` that run on one backend, in registry order; a
+    live, read-only view (a method registered later appears in it)."""
+
+    def __init__(self, kind: str | None):
+        self.kind = kind
+
+    def _methods(self) -> dict[str, Method]:
+        return {name: m for name, m in REGISTRY.items() if self.kind is None or self.kind in m.backends}
+
+    def __getitem__(self, name: str) -> Method:
+        return self._methods()[name]
+
+    def __iter__(self):
+        return iter(self._methods())
+
+    def __len__(self) -> int:
+        return len(self._methods())
+
+
+def registry(kind: str | None = None) -> RegistryView:
     """The methods that run on backend ``kind`` (all when None), in registry order."""
-    return {name: m for name, m in REGISTRY.items() if kind is None or kind in m.backends}
+    return RegistryView(kind)
 
 
 def get_method(name: str, kind: str | None = None) -> Method:
     """Look up a method (that runs on backend ``kind``); ValueError naming the bad value."""
-    methods = registry(kind)
+    methods = registry(kind)._methods()
     if name not in methods:
         what = {None: "", SIMULATION: "", REALDATA: "real-data "}[kind]
         raise ValueError(f"unknown {what}method {name!r}; choose from {', '.join(methods)}")

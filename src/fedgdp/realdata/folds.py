@@ -143,17 +143,17 @@ def clipped_gradient(model: MatrixGLM, Theta, X, Y, B: float, xnorm=None) -> np.
     The Frobenius norm of ``x_j r_j'`` is ``||x_j|| ||r_j||``, so clipping scales the
     residual row ``r_j``. ``B = inf`` gives the plain gradient.
     """
-    R = model.residuals(Theta, X, Y)
-    _clip_residuals(R, np.linalg.norm(X, axis=1) if xnorm is None else xnorm, B)
-    return X.T @ R / X.shape[0]
+    Res = model.residuals(Theta, X, Y)
+    _clip_residuals(Res, np.linalg.norm(X, axis=1) if xnorm is None else xnorm, B)
+    return X.T @ Res / X.shape[0]
 
 
-def _clip_residuals(R: np.ndarray, xnorm: np.ndarray, B: float) -> None:
-    """Scale the rows of R (n, k) in place so that ``||x_j|| ||r_j|| <= B``."""
+def _clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float) -> None:
+    """Scale the rows of the residuals Res (n, k) in place so that ``||x_j|| ||r_j|| <= B``."""
     if np.isfinite(B):
-        norms = xnorm * np.linalg.norm(R, axis=1)
+        norms = xnorm * np.linalg.norm(Res, axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            R *= np.where(norms > B, B / norms, 1.0)[:, None]
+            Res *= np.where(norms > B, B / norms, 1.0)[:, None]
 
 
 def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
@@ -161,8 +161,8 @@ def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice
 
     ``fds``: J :class:`FoldData` on the same data (one per mu; bound ``fds[j].bound``);
     ``Thetas`` (J, d, k). For softmax (k > 1) and J > 1 the scores of all J come from
-    one product ``X [Theta_1 ... Theta_J]`` and the gradients from one ``X' [R_1 ...
-    R_J]``: a wider product reads X once for J models (about 1.6x faster for J = 2,
+    one product ``X [Theta_1 ... Theta_J]`` and the gradients from one ``X' [Res_1 ...
+    Res_J]``: a wider product reads X once for J models (about 1.6x faster for J = 2,
     k = 10 on MNIST-sized clients). For k = 1 (matrix-vector products) the J
     gradients are computed one by one, which is faster there.
     """
@@ -174,9 +174,9 @@ def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice
     S = X @ np.concatenate(list(Thetas), axis=1)                 # (n, J k)
     for j, f in enumerate(fds):
         block = S[:, j * k:(j + 1) * k]
-        R = fd.model.probabilities_from_scores(block.copy()) - Y
-        _clip_residuals(R, xn, f.bound)
-        block[...] = R
+        Res = fd.model.probabilities_from_scores(block.copy()) - Y
+        _clip_residuals(Res, xn, f.bound)
+        block[...] = Res
     return (X.T @ S / X.shape[0]).reshape(d, J, k).transpose(1, 0, 2)
 
 

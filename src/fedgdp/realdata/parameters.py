@@ -131,11 +131,11 @@ def resolve(overrides: dict | None = None) -> dict:
         get_method(name)
     settings = {}
     for name in REGISTRY:
-        s = dict(METHOD_DEFAULTS[name])
+        s = dict(METHOD_DEFAULTS.get(name, {}))
         if name in _INHERIT:
             s = {**settings[_INHERIT[name]], **s}
         s.update(user.get(name) or {})
-        unknown = set(s) - set(settings.get(_INHERIT.get(name), {})) - set(METHOD_DEFAULTS[name])
+        unknown = set(s) - set(settings.get(_INHERIT.get(name), {})) - set(METHOD_DEFAULTS.get(name, {}))
         if unknown:
             raise ValueError(f"unknown setting(s) {sorted(unknown)} for method {name}")
         for key, value in s.items():
