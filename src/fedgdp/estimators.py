@@ -304,7 +304,11 @@ class SimBackend:
         return np.zeros((self.data.full.n_rep, self.dk))
 
     def _part(self, part: str) -> ClientBlock:
-        return {"full": self.data.full, "half1": self.data.halves[0]}[part]
+        if part == "full":
+            return self.data.full
+        if part == "half1":
+            return self.data.halves[0]
+        raise ValueError(f"unknown part {part!r}; use full or half1")
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
         if drift is not None:

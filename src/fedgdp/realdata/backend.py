@@ -97,13 +97,18 @@ class RealBackend:
     def zeros(self):
         return np.zeros((len(self.fds), self.data.d, self.data.k))
 
-    def _rows(self, part: str, i: int) -> slice:
-        return {"full": slice(None), "half1": slice(0, int(self.data.half_sizes()[i]))}[part]
+    def _rows(self, part: str) -> list[slice]:
+        """Each client's rows of ``part``: all, or half 1 (its first floor(n_i / 2))."""
+        if part == "full":
+            return [slice(None)] * self.m
+        if part == "half1":
+            return [slice(0, int(h)) for h in self.data.half_sizes()]
+        raise ValueError(f"unknown part {part!r}; use full or half1")
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
         return np.stack([local_descent_many(self.fds, i, start, K=K, eta=eta, sigmas=sigma[:, i], noise=noise,
-                                            rows=self._rows(part, i), drift=None if drift is None else drift[:, i])
-                         for i in range(self.m)], axis=1)
+                                            rows=rows, drift=None if drift is None else drift[:, i])
+                         for i, rows in enumerate(self._rows(part))], axis=1)
 
     def average(self, w, local):
         return sum(w[i] * local[:, i] for i in range(self.m))
