@@ -86,6 +86,9 @@ def test_one_registry_with_backend_views():
     assert list(estimators.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "simulation" in m.backends]
     assert set(realdata.REGISTRY) == set(methods.REGISTRY)
     assert estimators.REGISTRY["fedavg"] is realdata.REGISTRY["fedavg"]
+    s = {"R": 2, "K": 3}
+    assert methods.REGISTRY["np_scaffold"].comm(s, 4, 10)["floats_up"] == 2 * 4 * 10 * 2   # update + variate
+    assert methods.REGISTRY["np_fedavg"].comm(s, 4, 10) == methods.REGISTRY["fedavg"].comm(s, 4, 10)
     with pytest.raises(ValueError, match="unknown method 'dp_scaffold'"):
         estimators.get_method("dp_scaffold")          # real data only
 

@@ -420,8 +420,8 @@ class NonPrivate(Method):
         self.base, self.name, self.label, self.algorithm = base, name, label, algorithm
         self.backends = base.backends & {REALDATA}
 
-    def rounds(self, s):
-        return self.base.rounds(s)
+    def comm(self, s, m, dk):
+        return self.base.comm(s, m, dk)
 
     def fit(self, data, s, noise):
         if data.private:
