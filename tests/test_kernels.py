@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fedgdp import kernels, privacy
-from fedgdp.estimators import ClientData
+from fedgdp.estimators import ClientBlock
 from fedgdp.glm import get_model
 from fedgdp.simulate import Replicate
 
@@ -16,7 +16,7 @@ from fedgdp.simulate import Replicate
 SIZES = np.array([[1, 3, 255, 256, 257, 40, 600, 2], [7, 300, 1, 512, 9, 250, 5, 60]])
 
 
-def _block(model: str, seed: int = 0) -> tuple[list[Replicate], ClientData]:
+def _block(model: str, seed: int = 0) -> tuple[list[Replicate], ClientBlock]:
     rng = np.random.default_rng(seed)
     glm = get_model(model)
     reps = []
@@ -24,7 +24,7 @@ def _block(model: str, seed: int = 0) -> tuple[list[Replicate], ClientData]:
         N = int(sizes.sum())
         X = np.column_stack([np.ones(N), rng.normal(size=(N, 4))])
         reps.append(Replicate(X, glm.sample(rng, X @ np.array([0.3, 0.5, -0.5, 0.2, 0.1])), sizes))
-    return reps, ClientData(reps, glm)
+    return reps, ClientBlock(reps, glm)
 
 
 def _loop_gradients(glm, reps, theta, B):
@@ -41,7 +41,7 @@ def _loop_gradients(glm, reps, theta, B):
 @pytest.mark.parametrize("private", [True, False])
 def test_gradients_equal_the_clipped_loop(model, private):
     reps, data = _block(model)
-    theta = np.random.default_rng(1).normal(scale=0.4, size=(data.R, data.m, data.d))
+    theta = np.random.default_rng(1).normal(scale=0.4, size=(data.n_rep, data.m, data.d))
     B = np.array([0.8, 1.7]) if private else np.full(2, np.inf)
     fast = data.gradients(theta, data.clip_bounds(B) if private else None)
     np.testing.assert_allclose(fast, _loop_gradients(data.glm, reps, theta, B), rtol=0, atol=1e-13)
@@ -55,19 +55,19 @@ def test_local_and_server_steps_equal_repeated_gradients(model):
     rng = np.random.default_rng(3)
     K, eta = 4, 0.3
     bounds = data.clip_bounds(np.array([0.9, 1.1]))
-    sigma = rng.uniform(0.01, 0.1, size=(data.R, data.m))
-    Z = rng.normal(size=(data.R, K, data.m, data.d))
-    w = rng.dirichlet(np.ones(data.m), size=data.R)
-    theta = np.zeros((data.R, data.m, data.d))
+    sigma = rng.uniform(0.01, 0.1, size=(data.n_rep, data.m))
+    Z = rng.normal(size=(data.n_rep, K, data.m, data.d))
+    w = rng.dirichlet(np.ones(data.m), size=data.n_rep)
+    theta = np.zeros((data.n_rep, data.m, data.d))
     for t in range(K):
         theta = theta - eta * data.gradients(theta, bounds) + sigma[..., None] * Z[:, t]
     local = data.local_steps(np.zeros_like(theta), K=K, eta=eta, bounds=bounds, sigma=sigma, Z=Z)
     np.testing.assert_allclose(local, theta, rtol=0, atol=1e-12)
-    glob = np.zeros((data.R, data.d))
+    glob = np.zeros((data.n_rep, data.d))
     for t in range(K):
         g = data.gradients(np.repeat(glob[:, None], data.m, axis=1), bounds) + sigma[..., None] * Z[:, t]
         glob = glob - eta * np.einsum("rm,rmd->rd", w, g)
-    server = data.server_steps(np.zeros((data.R, data.d)), w, K=K, eta=eta, bounds=bounds, sigma=sigma, Z=Z)
+    server = data.server_steps(np.zeros((data.n_rep, data.d)), w, K=K, eta=eta, bounds=bounds, sigma=sigma, Z=Z)
     np.testing.assert_allclose(server, glob, rtol=0, atol=1e-12)
 
 
@@ -98,7 +98,7 @@ def test_client_groups_depend_only_on_the_replicates_own_sizes():
 @pytest.mark.parametrize("bound", [None, 0.05])
 def test_hessians_equal_the_glm(model, bound):
     reps, data = _block(model, seed=5)
-    theta = np.random.default_rng(6).normal(scale=0.3, size=(data.R, data.m, data.d))
+    theta = np.random.default_rng(6).normal(scale=0.3, size=(data.n_rep, data.m, data.d))
     H = data.hessians(theta, bound)
     glm = data.glm
     for r, rep in enumerate(reps):
@@ -130,7 +130,7 @@ def test_exp_is_the_libm_exp():
 
 def test_diverged_parameters_stay_nan():
     _, data = _block("logistic")
-    theta = np.zeros((data.R, data.m, data.d))
+    theta = np.zeros((data.n_rep, data.m, data.d))
     theta[1, 2, 0] = np.nan
     g = data.gradients(theta, data.clip_bounds(np.array([1.0, 1.0])))
     assert np.isnan(g[1, 2]).all() and np.isfinite(np.delete(g.reshape(-1, data.d), data.m + 2, axis=0)).all()
@@ -141,9 +141,9 @@ def test_kernels_compile_where_no_cache_location_is_writable(tmp_path):
     """With no usable cache locator numba refuses cache=True; the kernels then
     compile in the process instead of failing (a fresh compile of every kernel: slow)."""
     code = ("import numpy as np; from fedgdp import kernels; "
-            "from fedgdp.estimators import ClientData; from fedgdp.glm import LOGISTIC; "
+            "from fedgdp.estimators import ClientBlock; from fedgdp.glm import LOGISTIC; "
             "from fedgdp.simulate import Replicate; "
-            "X = np.ones((4, 2)); d = ClientData([Replicate(X, np.array([0., 1, 1, 0]), np.array([2, 2]))], LOGISTIC); "
+            "X = np.ones((4, 2)); d = ClientBlock([Replicate(X, np.array([0., 1, 1, 0]), np.array([2, 2]))], LOGISTIC); "
             "print(type(kernels.gradients._cache).__name__, d.gradients(np.zeros((1, 2, 2)), None)[0, 0, 0])")
     env = dict(os.environ, NUMBA_CACHE_LOCATOR_CLASSES="ZipCacheLocator")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)

@@ -181,10 +181,10 @@ def test_training_records_sampled_releases():
 
 
 def test_run_is_reproducible_on_cpu():
-    from fedgdp.nn.data import load_dataset
+    from fedgdp.nn.data import load_images
     from fedgdp.nn.run import run_nn
 
-    data = load_dataset("digits")
+    data = load_images("digits")
     p = resolve({"figure": "fig09", "m": 4, "n": 20, "rounds": 2, "local_epochs": 2, "newton_cycles": 2})
     a = run_nn(p, device="cpu", threads=1, data=data)
     b = run_nn(p, device="cpu", threads=1, data=data)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from fedgdp.nn.calibration import METHODS, calibrate, schedule
-from fedgdp.nn.data import DataUnavailable, load_dataset, write_idx
+from fedgdp.nn.data import DataUnavailable, load_images, write_idx
 from fedgdp.nn.settings import resolve
 
 SIZES = np.array([8, 40, 41, 480, 4000])
@@ -99,7 +99,7 @@ def test_mnist_reader_on_idx_fixture(tmp_path):
     write_idx(folder / "train-labels-idx1-ubyte.gz", np.arange(6, dtype=np.uint8))
     write_idx(folder / "t10k-images-idx3-ubyte", te)           # uncompressed also read
     write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.array([7, 8, 9], dtype=np.uint8))
-    d = load_dataset("mnist", tmp_path)
+    d = load_images("mnist", tmp_path)
     assert d.x_train.shape == (6, 1, 28, 28) and d.x_test.shape == (3, 1, 28, 28)
     assert d.y_train.tolist() == list(range(6)) and d.y_test.tolist() == [7, 8, 9]
     np.testing.assert_allclose(d.x_train[2, 0] * 0.3081 + 0.1307, tr[2] / 255.0, atol=1e-6)
@@ -113,20 +113,20 @@ def test_cifar_reader_on_pickle_fixture(tmp_path):
         batch = {b"data": rng.integers(0, 256, (2, 3072), dtype=np.uint8), b"labels": [1, 2]}
         with open(folder / name, "wb") as fh:
             pickle.dump(batch, fh)
-    d = load_dataset("cifar10", tmp_path)
+    d = load_images("cifar10", tmp_path)
     assert d.x_train.shape == (10, 3, 32, 32) and d.x_test.shape == (2, 3, 32, 32)
     assert d.y_train.tolist() == [1, 2] * 5
 
 
 def test_missing_files_give_a_clear_error(tmp_path):
     with pytest.raises(DataUnavailable, match="train-images-idx3-ubyte.gz.*nn-fetch"):
-        load_dataset("mnist", tmp_path)
+        load_images("mnist", tmp_path)
     with pytest.raises(DataUnavailable, match="data_batch_1.*cifar-10-python.tar.gz"):
-        load_dataset("cifar10", tmp_path)
+        load_images("cifar10", tmp_path)
 
 
 def test_digits_split():
-    d = load_dataset("digits")
+    d = load_images("digits")
     assert d.x_train.shape == (1437, 1, 8, 8) and d.x_test.shape == (360, 1, 8, 8)
     assert set(np.unique(d.y_test)) == set(range(10))
 
@@ -146,13 +146,13 @@ def _fake_runs():
 
 
 def test_summary_medians_and_figures(tmp_path):
-    from fedgdp.nn.plots import plot_figure, summarise
+    from fedgdp.nn.plots import plot_nn_figure, summarise_runs
 
-    s = summarise(_fake_runs())
+    s = summarise_runs(_fake_runs())
     assert len(s) == 2 * 2 * len(METHODS) and (s["runs"] == 3).all()
     np.testing.assert_allclose(s[s["method"] == "fedavg"]["median_accuracy"], 0.21)
     for fig in ("fig09", "fig10"):
-        paths = plot_figure(s, fig, tmp_path / f"{fig}.pdf")
+        paths = plot_nn_figure(s, fig, tmp_path / f"{fig}.pdf")
         assert all(p.stat().st_size > 1000 for p in paths)
         import matplotlib.image
 
@@ -170,6 +170,6 @@ def test_cifar_archive_is_unpacked(tmp_path):
             info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))
-    d = load_dataset("cifar10", tmp_path)
+    d = load_images("cifar10", tmp_path)
     assert d.x_train.shape == (10, 3, 32, 32) and d.y_test.tolist() == [3, 4]
     assert (tmp_path / "cifar10" / "cifar-10-batches-py" / "test_batch").exists()

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from fedgdp import realdata as R
+from fedgdp import realdata as rd
 from fedgdp.cli import main
 from fedgdp.datasets import load_digits
 from fedgdp.glm import BINARY_LOGISTIC, Multinomial
@@ -41,7 +41,7 @@ def _fold(model, sizes=(23, 30, 17, 41), d=6, seed=0, **kw):
             labels = np.array([rng.choice(model.k, p=p) for p in P])
         X.append(x)
         Y.append(model.targets(labels))
-    return R.FoldData(model, X, Y, **kw)
+    return rd.FoldData(model, X, Y, **kw)
 
 
 # ------------------------------------------------------------------ Newton step
@@ -52,12 +52,12 @@ def test_cg_newton_step_equals_dense_newton_step(model):
     Theta = rng.normal(size=(fd.d, fd.k))
     g = fd.gradient(0, Theta)
     for tau1 in (0.05, 0.5, 2.0):
-        cg = R.newton_step(model, Theta, fd.X[1], g, tau1, solver="cg", cg_tol=1e-13, cg_maxiter=1000)
-        dense = R.newton_step(model, Theta, fd.X[1], g, tau1, solver="ridge")
+        cg = rd.newton_step(model, Theta, fd.X[1], g, tau1, solver="cg", cg_tol=1e-13, cg_maxiter=1000)
+        dense = rd.newton_step(model, Theta, fd.X[1], g, tau1, solver="ridge")
         H = model.hessian(Theta, fd.X[1])
         assert np.allclose(dense.ravel(), np.linalg.solve(H + tau1 * np.eye(H.shape[0]), g.ravel()))
         assert np.allclose(cg, dense, rtol=1e-9, atol=1e-11)
-        for s in (cg, dense, R.newton_step(model, Theta, fd.X[1], g, tau1, solver="floor")):
+        for s in (cg, dense, rd.newton_step(model, Theta, fd.X[1], g, tau1, solver="floor")):
             assert np.linalg.norm(s) <= np.linalg.norm(g) / tau1 * (1 + 1e-12)    # the calibrated bound
 
 
@@ -68,7 +68,7 @@ def test_floor_solver_matches_the_simulations_floored_solve():
     Theta = np.full((fd.d, 1), 0.3)
     g = fd.gradient(2, Theta)
     H = BINARY_LOGISTIC.hessian(Theta, fd.X[2])
-    s = R.newton_step(BINARY_LOGISTIC, Theta, fd.X[2], g, 0.4, solver="floor")
+    s = rd.newton_step(BINARY_LOGISTIC, Theta, fd.X[2], g, 0.4, solver="floor")
     assert np.allclose(s[:, 0], floored_solve(H, g[:, 0], 0.4))
 
 
@@ -76,7 +76,7 @@ def test_truncated_cg_keeps_the_norm_bound():
     fd = _fold(Multinomial(3), seed=4)
     Theta = np.zeros((fd.d, 3))
     g = fd.gradient(0, Theta)
-    norms = [np.linalg.norm(R.cg_solve(lambda V: Multinomial(3).hvp(Theta, fd.X[0], V) + 0.1 * V, g,
+    norms = [np.linalg.norm(rd.cg_solve(lambda V: Multinomial(3).hvp(Theta, fd.X[0], V) + 0.1 * V, g,
                                        tol=1e-30, maxiter=it)[0]) for it in range(1, 12)]
     assert np.all(np.diff(norms) >= -1e-10) and norms[-1] <= np.linalg.norm(g) / 0.1
 
@@ -128,12 +128,12 @@ def _plain_scaffold(fd, R_, K, eta, eta_g, B=math.inf, sigmas=None, rng=None):
 def test_scaffold_without_privacy_equals_a_plain_loop(model):
     fd = _fold(model, seed=5)
     s = {"R": 3, "K": 4, "eta": 0.7, "eta_g": 0.9}
-    fit = R.REGISTRY["np_scaffold"].fit(fd, s, None)
+    fit = rd.REGISTRY["np_scaffold"].fit(fd, s, None)
     assert np.allclose(fit.theta, _plain_scaffold(fd, 3, 4, 0.7, 0.9), atol=1e-13)
-    assert np.allclose(R.REGISTRY["dp_scaffold"].fit(fd, s, None).theta, fit.theta)     # mu = inf
+    assert np.allclose(rd.REGISTRY["dp_scaffold"].fit(fd, s, None).theta, fit.theta)     # mu = inf
     assert fit.rounds == 3 and fit.floats_up == 3 * fd.m * fd.d * fd.k * 2
     # the control variates matter: SCAFFOLD is not FedAvg
-    avg = R.REGISTRY["np_fedavg"].fit(fd, {"R": 3, "K": 4, "eta": 0.7}, None)
+    avg = rd.REGISTRY["np_fedavg"].fit(fd, {"R": 3, "K": 4, "eta": 0.7}, None)
     assert not np.allclose(avg.theta, fit.theta)
 
 
@@ -141,7 +141,7 @@ def test_scaffold_without_privacy_equals_a_plain_loop(model):
 def test_dp_scaffold_equals_a_plain_loop_with_the_same_noise(model):
     fd = _fold(model, seed=6, mu=2.0, B=0.8)
     s = {"R": 2, "K": 3, "eta": 0.5, "eta_g": 1.0}
-    fit = R.REGISTRY["dp_scaffold"].fit(fd, s, np.random.default_rng(11))
+    fit = rd.REGISTRY["dp_scaffold"].fit(fd, s, np.random.default_rng(11))
     n = fd.sizes.astype(float)
     sigmas = 2 * 0.8 * 0.5 * math.sqrt(2 * 3) / (2.0 * n)        # FedAvg's noise (docs/methods.md §2)
     plain = _plain_scaffold(fd, 2, 3, 0.5, 1.0, B=0.8, sigmas=sigmas, rng=np.random.default_rng(11))
@@ -163,7 +163,7 @@ def test_fitting_all_mu_at_once_equals_one_fit_per_mu(name):
     model = Multinomial(3)
     levels = [(6.0, 0.9), (2.0, 0.5), (0.5, 0.3)]
     fds = [_fold(model, seed=7, mu=mu, B=B) for mu, B in levels]
-    meth, s = R.REGISTRY[name], R.resolve({"method_settings": {name: BATCHED[name]}})["method_settings"][name]
+    meth, s = rd.REGISTRY[name], rd.resolve({"method_settings": {name: BATCHED[name]}})["method_settings"][name]
     many = meth.fit_many(fds, s, [np.random.default_rng(3) for _ in fds])
     for fd, fit in zip(fds, many):
         one = meth.fit(fd, s, np.random.default_rng(3))
@@ -179,16 +179,16 @@ def test_fitting_all_mu_at_once_equals_one_fit_per_mu(name):
 def test_non_private_baselines_refuse_a_finite_mu():
     fd = _fold(BINARY_LOGISTIC, mu=2.0, B=1.0)
     with pytest.raises(ValueError, match="np_fedavg is non-private"):
-        R.REGISTRY["np_fedavg"].fit(fd, {"R": 1, "K": 1, "eta": 0.5}, None)
+        rd.REGISTRY["np_fedavg"].fit(fd, {"R": 1, "K": 1, "eta": 0.5}, None)
 
 
 # --------------------------------------------------------------------- ledgers
-@pytest.mark.parametrize("name", R.PRIVATE)
+@pytest.mark.parametrize("name", rd.PRIVATE)
 @pytest.mark.parametrize("mu", [6.0, 2.0, 0.37])
 def test_every_private_ledger_composes_to_mu(name, mu):
-    p = R.resolve({"mu": [mu]})
+    p = rd.resolve({"mu": [mu]})
     fd = _fold(Multinomial(3), sizes=(23, 30, 17, 41, 8), mu=mu, B=1.3, tau1=0.5)
-    fit = R.get_method(name).fit(fd, p["method_settings"][name], np.random.default_rng(0))
+    fit = rd.get_method(name).fit(fd, p["method_settings"][name], np.random.default_rng(0))
     composed = fit.ledger.composed_mu()
     assert composed.shape == (1, fd.m)
     assert np.allclose(composed, mu, rtol=0, atol=1e-12)
@@ -197,8 +197,8 @@ def test_every_private_ledger_composes_to_mu(name, mu):
 def test_dp_scaffold_ledger_is_fedavgs():
     fd = _fold(BINARY_LOGISTIC, mu=2.0, B=1.0)
     s = {"R": 4, "K": 5, "eta": 0.3, "eta_g": 1.0}
-    led = R.REGISTRY["dp_scaffold"].fit(fd, s, np.random.default_rng(0)).ledger
-    ref = R.REGISTRY["fedavg"].fit(fd, s, np.random.default_rng(0)).ledger
+    led = rd.REGISTRY["dp_scaffold"].fit(fd, s, np.random.default_rng(0)).ledger
+    ref = rd.REGISTRY["fedavg"].fit(fd, s, np.random.default_rng(0)).ledger
     assert [(r.stage, r.count) for r in led.releases] == [("local step", 20)]
     assert np.array_equal(led.releases[0].sigma, ref.releases[0].sigma)
     assert np.array_equal(led.releases[0].sensitivity, ref.releases[0].sensitivity)
@@ -207,23 +207,23 @@ def test_dp_scaffold_ledger_is_fedavgs():
 
 def test_non_private_methods_have_empty_ledgers_and_no_noise():
     fd = _fold(BINARY_LOGISTIC)
-    for name in R.NONPRIVATE:
-        s = R.resolve()["method_settings"][name]
-        fit = R.get_method(name).fit(fd, s, None)
+    for name in rd.NONPRIVATE:
+        s = rd.resolve()["method_settings"][name]
+        fit = rd.get_method(name).fit(fd, s, None)
         assert np.all(np.isfinite(fit.theta))
         # no release, or releases with sigma = 0 and sensitivity = inf (the package's mu = inf)
         assert all((r.sigma == 0).all() and np.isinf(r.sensitivity).all() for r in fit.ledger.releases)
-    assert R.REGISTRY["np_localfit"].fit(fd, {"ridge": 1e-3, "maxiter": 50}, None).theta.shape == (fd.m, fd.d, 1)
+    assert rd.REGISTRY["np_localfit"].fit(fd, {"ridge": 1e-3, "maxiter": 50}, None).theta.shape == (fd.m, fd.d, 1)
 
 
 # ----------------------------------------------------------------- parameters
 def test_resolve_defaults_inheritance_and_errors():
-    p = R.resolve({"method_settings": {"fedavg": {"eta": 0.2}}})
-    assert p["methods"] == R.PRIVATE + R.NONPRIVATE      # fednewton_certified on request
+    p = rd.resolve({"method_settings": {"fedavg": {"eta": 0.2}}})
+    assert p["methods"] == rd.PRIVATE + rd.NONPRIVATE      # fednewton_certified on request
     assert p["method_settings"]["np_fedavg"] == {"R": 2, "K": 50, "eta": 0.2}
     assert p["method_settings"]["dp_scaffold"] == {"R": 2, "K": 50, "eta": 0.2, "eta_g": 1.0}
     assert p["method_settings"]["np_scaffold"] == p["method_settings"]["dp_scaffold"]
-    assert R.resolve({"mu": "6,inf"})["mu"] == [6.0, math.inf]
+    assert rd.resolve({"mu": "6,inf"})["mu"] == [6.0, math.inf]
     bad = [({"task": "ternary"}, "unknown task 'ternary'"), ({"mu": [0]}, "mu must be > 0"),
            ({"methods": "fedsgd,fedprox"}, "unknown real-data method 'fedprox'"),
            ({"m": -5}, "m must be an integer >= 1, got m=-5"), ({"dataset": "mnist"}, "needs path"),
@@ -232,14 +232,14 @@ def test_resolve_defaults_inheritance_and_errors():
            ({"newton": {"solver": "lu"}}, "newton solver must be"), ({"colour": 1}, "unknown realdata parameter")]
     for over, msg in bad:
         with pytest.raises(ValueError, match=msg):
-            R.resolve(over)
+            rd.resolve(over)
 
 
 def test_auc_and_accuracy():
-    assert R.auc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])) == 0.75
-    assert R.auc(np.array([1.0, 1.0]), np.array([0, 1])) == 0.5
-    assert math.isnan(R.auc(np.array([0.2, 0.3]), np.array([1, 1])))
-    assert R.accuracy(np.eye(3)[[0, 2, 1]], np.array([0, 1, 1])) == pytest.approx(2 / 3)
+    assert rd.auc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])) == 0.75
+    assert rd.auc(np.array([1.0, 1.0]), np.array([0, 1])) == 0.5
+    assert math.isnan(rd.auc(np.array([0.2, 0.3]), np.array([1, 1])))
+    assert rd.accuracy(np.eye(3)[[0, 2, 1]], np.array([0, 1, 1])) == pytest.approx(2 / 3)
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
@@ -250,7 +250,7 @@ def test_ridge_fit_meets_its_optimality_condition(model):
     fd = _fold(model, sizes=(60, 45), d=8, seed=3)
     X, Y = np.vstack(fd.X), np.vstack(fd.Y)
     ridge, gtol = 1e-3, 1e-8
-    T = R.ridge_fit(model, X, Y, ridge=ridge, maxiter=200, gtol=gtol)
+    T = rd.ridge_fit(model, X, Y, ridge=ridge, maxiter=200, gtol=gtol)
     mask = np.ones_like(T)
     mask[0] = 0.0
     g = model.gradient(T, X, Y) + ridge * mask * T
@@ -258,7 +258,7 @@ def test_ridge_fit_meets_its_optimality_condition(model):
     f = lambda U: model.loss(U, X, Y) + 0.5 * ridge * np.sum((mask * U) ** 2)
     rng = np.random.default_rng(0)
     assert all(f(T + 1e-3 * rng.normal(size=T.shape)) > f(T) for _ in range(5))
-    loose = R.ridge_fit(model, X, Y, ridge=ridge, maxiter=1, gtol=gtol)
+    loose = rd.ridge_fit(model, X, Y, ridge=ridge, maxiter=1, gtol=gtol)
     assert np.linalg.norm(model.gradient(loose, X, Y) + ridge * mask * loose) > gtol
 
 
@@ -270,29 +270,29 @@ def digits():
 
 @pytest.mark.parametrize("task,floor", [("multiclass", 0.90), ("binary", 0.95)])
 def test_np_pooled_on_digits_reaches_the_target(digits, task, floor):
-    p = R.resolve({"task": task, "methods": ["np_pooled"]})
-    rows = R.run_split(p, digits, 0)
+    p = rd.resolve({"task": task, "methods": ["np_pooled"]})
+    rows = rd.run_split(p, digits, 0)
     values = np.array([r["value"] for r in rows])
     assert len(rows) == p["m"] and np.median(values) >= floor
-    assert {r["metric"] for r in rows} == {R.METRICS[task]}
+    assert {r["metric"] for r in rows} == {rd.METRICS[task]}
 
 
 def test_run_split_rows_are_complete_and_reproducible(digits):
     over = {"task": "multiclass", "methods": ["fedsgd", "fednewton", "np_localfit"], "mu": [2.0],
             "m": 4, "n_min": 300,
             "method_settings": {"fedsgd": {"K": 5}, "fednewton": {"K": 5}, "np_localfit": {"maxiter": 20}}}
-    p = R.resolve(over)
-    rows = R.run_split(p, digits, 1)
-    assert len(rows) == 3 * 4 and all(set(r) == set(R.COLUMNS) for r in rows)
+    p = rd.resolve(over)
+    rows = rd.run_split(p, digits, 1)
+    assert len(rows) == 3 * 4 and all(set(r) == set(rd.COLUMNS) for r in rows)
     by = {(r["method"], r["mu"]) for r in rows}
     assert by == {("fedsgd", 2.0), ("fednewton", 2.0), ("np_localfit", math.inf)}
     for r in rows:
         assert len(r["value_folds"]) == 5 and np.isclose(r["value"], np.mean(r["value_folds"]))
         assert 0 <= r["value"] <= 1 and r["n_client"] >= 300
         assert (abs(r["mu_composed"] - 2.0) < 1e-12) if r["private"] else math.isinf(r["mu_composed"])
-    again = R.run_split(p, digits, 1)
+    again = rd.run_split(p, digits, 1)
     assert [r["value_folds"] for r in rows] == [r["value_folds"] for r in again]
-    other = R.run_split(p, digits, 2)
+    other = rd.run_split(p, digits, 2)
     assert [r["value_folds"] for r in rows] != [r["value_folds"] for r in other]
 
 
@@ -306,8 +306,8 @@ def test_cli_realdata_and_plot(tmp_path, digits):
                      "--mu", "6,2", "--methods", "fedsgd,dp_scaffold,np_fedavg,np_pooled",
                      "--out", str(out)]) == 0
         files.append(str(out))
-    df = R.read_rows(files)
-    assert list(df.columns) == R.COLUMNS and len(df) == 2 * 4 * (2 + 2 + 1 + 1)
+    df = rd.read_rows(files)
+    assert list(df.columns) == rd.COLUMNS and len(df) == 2 * 4 * (2 + 2 + 1 + 1)
     meta = pq.read_metadata(files[0]).metadata
     assert json.loads(meta[b"params"])["m"] == 4 and b"git_commit" in meta
     pdf, png, med = tmp_path / "fig07.pdf", tmp_path / "fig07.png", tmp_path / "fig07.csv"

@@ -7,8 +7,8 @@ rule's histogram; the CNN methods of the extra ``nn`` when torch imports), :func
 record by adversarial candidates (rows of large norm along several directions,
 extreme responses for the model; for FedNewton one record of each half), and
 recomputes the release *before noise* at the same public state, by calling the
-package's own code paths (:class:`fedgdp.estimators.ClientData`,
-:func:`fedgdp.estimators.local_descent`, ``Method.newton_update``,
+package's own code paths (:class:`fedgdp.estimators.ClientBlock`,
+its local steps, ``FedNewton.newton_update`` on each backend,
 :meth:`fedgdp.realdata.FoldData.gradient`, :func:`fedgdp.privacy.clip_histogram`).
 The largest change over the candidates is ``observed``; ``recorded`` is the
 sensitivity the method's plan declares (what its ledger records and its noise is
@@ -88,19 +88,17 @@ def _sim_client(model: str, n: int, rng: np.random.Generator):
 
 def _sim_release(meth, kind: str, fd, s: dict, theta: np.ndarray) -> np.ndarray:
     """The pre-noise release ``kind`` of simulation method ``meth`` at public ``theta`` (d,)."""
-    from .estimators import local_descent
-
     at = theta[None, None, :]
     if kind == "gradient":
         return fd.full.gradients(at, fd.bounds(fd.full))[0, 0]
     if kind == "local step":
         eta = s.get("eta1", s.get("eta"))
-        return local_descent(fd.full, at, K=1, eta=eta, bounds=fd.bounds(fd.full), sigma=0.0, Z=None)[0, 0]
+        return fd.full.local_steps(at, K=1, eta=eta, bounds=fd.bounds(fd.full), sigma=0.0, Z=None)[0, 0]
     if kind == "local step (half 1)":
         h1 = fd.halves[0]
-        return local_descent(h1, at, K=1, eta=s["eta"], bounds=fd.bounds(h1), sigma=0.0, Z=None)[0, 0]
+        return h1.local_steps(at, K=1, eta=s["eta"], bounds=fd.bounds(h1), sigma=0.0, Z=None)[0, 0]
     if kind == "newton":
-        return meth.newton_update(fd, at)[0, 0]
+        return meth.newton_update(fd.backend({}), theta[None])[0, 0]
     raise ValueError(f"no audit for release {kind!r}")
 
 
@@ -207,7 +205,7 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
         return local_descent(fd, 0, Theta, K=1, eta=s["eta"], sigma=0.0, rng=None,
                              rows=slice(0, fd.sizes[0] // 2))
     if kind == "newton":
-        return meth.newton_update(fd, 0, Theta)
+        return meth.newton_update(fd.backend(None), Theta[None])[0, 0]
     raise ValueError(f"no audit for release {kind!r}")
 
 

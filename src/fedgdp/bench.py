@@ -127,7 +127,7 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
     Parameters
     ----------
     config : path of the pipeline config (``config.yaml``)
-    replicates : replicates per cell (default: the config's ``replicates``), seeds 0..R-1
+    replicates : replicates per cell (default: the config's ``replicates``), seeds 0..n_rep-1
     studies : names of the studies to time (default all)
     out : optional JSON file
 
@@ -146,7 +146,7 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
             cfg = yaml.safe_load(fh)
     except OSError as exc:
         raise ValueError(f"--config {config}: {exc.strerror}") from None
-    R = int(replicates or cfg["replicates"])
+    n_rep = int(replicates or cfg["replicates"])
     cells = [(study, resolve(o)) for study, o in suite_cells(cfg, studies)]
     if not cells:
         raise ValueError(f"no cells: studies {studies} not in {config}")
@@ -155,7 +155,7 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
     rows_out = []
     for study, p in cells:
         with _cpu_method_clock():
-            rows, cpu, wall = _timed(run_cell, p, list(range(R)))
+            rows, cpu, wall = _timed(run_cell, p, list(range(n_rep)))
         methods = {}
         for row in rows:
             methods[row["method"]] = methods.get(row["method"], 0.0) + row["elapsed_s"]
@@ -174,7 +174,7 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
             st[key] = round(st[key], 3)
         st["methods_cpu_s"] = {k: round(v, 3) for k, v in st["methods_cpu_s"].items()}
     total = sum(st["cpu_s"] for st in per_study.values())
-    result = {"config": str(config), "replicates": R, "cells": len(cells), "total_cpu_s": round(total, 3),
+    result = {"config": str(config), "replicates": n_rep, "cells": len(cells), "total_cpu_s": round(total, 3),
               "clock": "process_time (CPU seconds of this process)", **_versions(),
               "studies": per_study, "cell_times": rows_out}
     _print_suite(result)

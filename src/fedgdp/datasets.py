@@ -41,7 +41,7 @@ from .simulate import allocate_total, replicate_rng
 
 __all__ = [
     "Dataset", "DATASETS", "load_dataset", "load_digits", "load_mnist", "fetch_mnist", "read_idx",
-    "write_idx", "MNIST_FILES", "MNIST_MIRRORS", "Layout", "client_layout", "layout_key",
+    "write_idx", "MNIST_FILES", "MNIST_MIRRORS", "ClientLayout", "client_layout", "layout_key",
 ]
 
 MNIST_FILES = {  # file name -> MD5 of the original gzip file
@@ -254,7 +254,7 @@ def load_dataset(name: str, path: str | os.PathLike | None = None) -> Dataset:
 
 # ----------------------------------------------------------------- layout
 @dataclass(frozen=True)
-class Layout:
+class ClientLayout:
     """One client split of a data set.
 
     Attributes
@@ -309,7 +309,7 @@ def layout_key(dataset: str, N: int, m: int, n_min: int, alpha: float, folds: in
 
 
 def client_layout(rng: np.random.Generator, N: int, *, m: int, n_min: int, alpha: float = 1.0,
-                  folds: int = 5) -> Layout:
+                  folds: int = 5) -> ClientLayout:
     """Random client split of N images (see the module docstring).
 
     Raises
@@ -334,11 +334,11 @@ def client_layout(rng: np.random.Generator, N: int, *, m: int, n_min: int, alpha
         members = perm[offsets[i]:offsets[i + 1]][rng.permutation(sizes[i])]
         order[offsets[i]:offsets[i + 1]] = members
         fold[members] = np.arange(sizes[i]) * folds // sizes[i]
-    return Layout(order, sizes, fold, folds)
+    return ClientLayout(order, sizes, fold, folds)
 
 
-def split_layout(base_seed: int, key: dict, split: int) -> Layout:
-    """Layout of split ``split``, drawn from its own generator (module docstring)."""
+def split_layout(base_seed: int, key: dict, split: int) -> ClientLayout:
+    """ClientLayout of split ``split``, drawn from its own generator (module docstring)."""
     return client_layout(replicate_rng(base_seed, key, split), key["N"], m=key["m"],
                          n_min=key["n_min"], alpha=key["alpha"], folds=key["folds"])
 

@@ -186,7 +186,7 @@ def population_min_eigenvalue(model: str, beta_true, sigma_c: float) -> float:
 # - ``Y``: targets, shape ``(n, k)``: ``k = 1`` (binary, y in {0, 1}) or one-hot
 #   rows (``k = C`` classes); :meth:`MatrixGLM.targets` builds it from labels.
 # - ``Theta``: parameters, shape ``(d, k)``; ``S = X @ Theta`` are the scores.
-# - ``P``: fitted probabilities, shape ``(n, k)``; residuals ``R = P - Y``.
+# - ``P``: fitted probabilities, shape ``(n, k)``; residuals ``Res = P - Y``.
 #
 # The per-sample gradient is the outer product ``x_j r_j'`` (``d x k``), so its
 # Frobenius norm is ``||x_j|| ||r_j||`` and clipping it is scaling ``r_j``.

@@ -7,8 +7,8 @@ The clients of a block of replicates are stored rows-contiguous and features-fir
 ``(N,)``, ``lim`` of shape ``(N,)`` (the clip of row j's residual, ``B_c/||x_j||``)
 and ``offsets`` of shape ``(C + 1,)``: client ``c = r m + i`` (replicate r, client i)
 owns columns ``offsets[c]:offsets[c + 1]``. Parameters are ``(C, d)`` per client or
-``(R, d)`` global; noise sds ``sigma`` are ``(C,)``; standard-normal noise is
-``(R, K, m, d)`` as drawn by the methods.
+``(n_rep, d)`` global; noise sds ``sigma`` are ``(C,)``; standard-normal noise is
+``(n_rep, K, m, d)`` as drawn by the methods.
 
 One pass per gradient step
 --------------------------
@@ -304,14 +304,14 @@ def _scratch(d):
 def client_groups(sizes: np.ndarray, max_rows: int = GROUP_ROWS) -> np.ndarray:
     """Groups of consecutive clients for the local steps, shape ``(G + 1,)``.
 
-    sizes: ``(R, m)``. Group q is the clients ``groups[q]:groups[q+1]`` (flat index
+    sizes: ``(n_rep, m)``. Group q is the clients ``groups[q]:groups[q+1]`` (flat index
     ``r m + i``), all of one replicate, at most ``max_rows`` rows together unless a
     single client has more; cut greedily from each replicate's own sizes.
     """
-    R, m = sizes.shape
+    n_rep, m = sizes.shape
     total = np.cumsum(sizes, axis=1)
     cuts = [0]
-    for r in range(R):
+    for r in range(n_rep):
         start = 0
         for i in range(1, m):
             if total[r, i] - start > max_rows:
@@ -344,7 +344,7 @@ def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, si
     """K noisy local steps of every client, in place (Algorithms 2-4):
     ``theta_c <- theta_c - eta * mean_j clip(g_j) + sigma_c Z[r, t, i]``.
 
-    theta : (C, d) with ``C = R m``; sigma : (C,); Z : (R, K, m, d), read only when
+    theta : (C, d) with ``C = n_rep m``; sigma : (C,); Z : (n_rep, K, m, d), read only when
     ``noisy``; groups : from :func:`client_groups`.
     """
     C, d = theta.shape
@@ -368,14 +368,14 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
     """K server steps of every replicate, in place (Algorithms 1-2):
     ``theta_r <- theta_r - eta * sum_i w_ri (mean_j clip(g_j) + sigma_c Z[r, k, i])``.
 
-    theta : (R, d); wrow : (N,) the weight ``w_ri / n_i`` of each row; w : (R, m);
-    sigma : (C,); Z : (R, K, m, d), read only when ``noisy``.
+    theta : (n_rep, d); wrow : (N,) the weight ``w_ri / n_i`` of each row; w : (n_rep, m);
+    sigma : (C,); Z : (n_rep, K, m, d), read only when ``noisy``.
     """
-    R, d = theta.shape
+    n_rep, d = theta.shape
     sign = -1.0 if model == 0 else 1.0
     total = np.empty(d)
     buf, tb = _scratch(d)
-    for r in range(R):
+    for r in range(n_rep):
         S0, S1 = offsets[r * m], offsets[(r + 1) * m]
         for k in range(K):
             total[:] = 0.0

@@ -38,7 +38,7 @@ __all__ = ["LAYOUTS", "METHOD_STYLE", "plot_figure", "atomic_path", "size_label"
 
 
 @dataclass(frozen=True)
-class Layout:
+class PanelLayout:
     """What a panel plots: ``x`` against MSE, one line per value of ``line``."""
 
     x: str
@@ -48,9 +48,9 @@ class Layout:
 
 
 LAYOUTS = {
-    "m_by_size": Layout("m", "sizes", "number of clients $m$"),
-    "m_by_method": Layout("m", "method", "number of clients $m$"),
-    "K_by_mu": Layout("K", "mu", "total iterations $K$", xscale="log"),
+    "m_by_size": PanelLayout("m", "sizes", "number of clients $m$"),
+    "m_by_method": PanelLayout("m", "method", "number of clients $m$"),
+    "K_by_mu": PanelLayout("K", "mu", "total iterations $K$", xscale="log"),
 }
 
 # One colour and marker per method, used by every figure (colour-blind safe Tableau hues).
@@ -184,7 +184,7 @@ def _panel_title(spec: dict, panel: dict, rows: pd.DataFrame, letter: str) -> st
     return f"({letter}) {method_label(panel['method'])}"
 
 
-def _settings_text(rows: pd.DataFrame, layout: Layout) -> str:
+def _settings_text(rows: pd.DataFrame, layout: PanelLayout) -> str:
     """The settings a whole figure shares, for its title: m, n, mu and K when the figure
     neither plots nor varies them, and the number of replicates."""
     parts = []

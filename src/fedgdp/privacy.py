@@ -111,7 +111,7 @@ class ReleaseSpec:
         What is released (``"gradient"``, ``"local step"``, ``"newton"``, ...).
     count : int
         Releases per client.
-    scale, n : float or ndarray broadcastable to (R, m)
+    scale, n : float or ndarray broadcastable to (n_rep, m)
     share : Fraction
         Share of mu^2 spent by the ``count`` releases together.
     certified : bool
@@ -275,7 +275,7 @@ class Release:
     stage : str
         What is released (e.g. ``"gradient"``, ``"local step"``, ``"newton"``).
     count : int
-    sensitivity, sigma : ndarray, shape (R, m)
+    sensitivity, sigma : ndarray, shape (n_rep, m)
         Per replicate and client. ``sigma = 0`` with ``sensitivity = inf`` is a
         non-private release (mu = inf).
     certified : bool
@@ -293,7 +293,7 @@ class Release:
 
     @property
     def mu(self) -> np.ndarray:
-        """mu of one release, ``sensitivity / sigma``, shape (R, m)."""
+        """mu of one release, ``sensitivity / sigma``, shape (n_rep, m)."""
         with np.errstate(divide="ignore", invalid="ignore"):
             out = np.divide(self.sensitivity, self.sigma)
         return np.where(self.sigma == 0, np.inf, out)
@@ -318,7 +318,7 @@ class Ledger:
                                      str(assumption)))
 
     def composed_mu(self) -> np.ndarray:
-        """Composed (nominal) mu of each client, ``sqrt(sum_j mu_j^2)``, shape (R, m)."""
+        """Composed (nominal) mu of each client, ``sqrt(sum_j mu_j^2)``, shape (n_rep, m)."""
         total = sum(rel.count * rel.mu ** 2 for rel in self.releases)
         return np.sqrt(total)
 
@@ -328,7 +328,7 @@ class Ledger:
         return all(r.certified for r in self.releases) and not self.unaccounted
 
     def certified_mu(self) -> np.ndarray:
-        """:meth:`composed_mu` where the ledger is certified, inf otherwise, shape (R, m)."""
+        """:meth:`composed_mu` where the ledger is certified, inf otherwise, shape (n_rep, m)."""
         mu = self.composed_mu()
         return mu if self.certified else np.full_like(np.asarray(mu, float), np.inf)
 

@@ -30,9 +30,9 @@ def _cmd_nn_run(args) -> int:
     p = resolve(_settings(args))
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
-    from .data import load_dataset
+    from .data import load_images
 
-    data = load_dataset(p["dataset"], args.data_dir)     # fails early, before torch starts
+    data = load_images(p["dataset"], args.data_dir)     # fails early, before torch starts
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -51,12 +51,12 @@ def _cmd_nn_run(args) -> int:
 
 
 def _cmd_nn_summarise(args) -> int:
-    from .plots import summarise
+    from .plots import summarise_runs
     from .run import read_runs
 
     from ..plots import atomic_path
 
-    s = summarise(read_runs(args.inputs))
+    s = summarise_runs(read_runs(args.inputs))
     with atomic_path(args.out) as tmp:
         s.to_parquet(tmp, index=False)
     if args.csv:
@@ -68,7 +68,7 @@ def _cmd_nn_summarise(args) -> int:
 def _cmd_nn_plot(args) -> int:
     import pandas as pd
 
-    from .plots import plot_figure
+    from .plots import plot_nn_figure
 
     frames = []
     for path in args.inputs:
@@ -77,7 +77,7 @@ def _cmd_nn_plot(args) -> int:
         except Exception as exc:
             raise ValueError(f"cannot read summary file {path}: {exc}") from None
     summary = pd.concat(frames, ignore_index=True)
-    plot_figure(summary, args.figure, args.out, png=not args.no_png)
+    plot_nn_figure(summary, args.figure, args.out, png=not args.no_png)
     if args.csv:
         from ..plots import atomic_path
 

@@ -29,7 +29,7 @@ Datasets
 :func:`fetch` downloads MNIST (through :func:`fedgdp.datasets.fetch_mnist`) or
 CIFAR-10 and verifies the published MD5 checksums;
 without a network it raises :class:`DataUnavailable` naming the files to place and
-where. :func:`load_dataset` never downloads.
+where. :func:`load_images` never downloads.
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ import numpy as np
 
 from ..datasets import MNIST_FILES, MNIST_MIRRORS, fetch_mnist, read_idx, write_idx
 
-__all__ = ["ImageData", "DataUnavailable", "DATASETS", "load_dataset", "fetch", "read_idx",
+__all__ = ["ImageData", "DataUnavailable", "DATASETS", "load_images", "fetch", "read_idx",
            "write_idx", "MNIST_FILES", "CIFAR10_ARCHIVE"]
 
 DATASETS = ("digits", "mnist", "cifar10")
@@ -182,7 +182,7 @@ def _extract_cifar(archive: Path, folder: Path) -> None:
             tar.extractall(folder, members=members)
 
 
-def load_dataset(name: str, data_dir: str | os.PathLike = "data") -> ImageData:
+def load_images(name: str, data_dir: str | os.PathLike = "data") -> ImageData:
     """Load a dataset from local files (never downloads).
 
     Raises

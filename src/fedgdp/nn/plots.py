@@ -13,7 +13,7 @@ import numpy as np
 
 from .calibration import LABELS, METHODS
 
-__all__ = ["summarise", "plot_figure", "METHOD_STYLE", "SUMMARY_COLUMNS"]
+__all__ = ["summarise_runs", "plot_nn_figure", "METHOD_STYLE", "SUMMARY_COLUMNS"]
 
 METHOD_STYLE = {
     "fedsgd": {"color": "#1f77b4", "marker": "o"},
@@ -30,7 +30,7 @@ SUMMARY_COLUMNS = ["figure", "dataset", "method", "label", "x", "m", "n", "mu", 
                    "median_local_test_accuracy", "mean_rounds", "mean_elapsed_s", "mu_composed_max"]
 
 
-def summarise(df):
+def summarise_runs(df):
     """Per (figure, dataset, method, x): median and range of the test accuracy over runs.
 
     ``df`` holds run rows (:func:`fedgdp.nn.run.read_runs`); ``x`` is n (fig09) or m (fig10).
@@ -57,7 +57,7 @@ def summarise(df):
     return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
 
 
-def plot_figure(summary, figure: str, out: str | Path, *, png: bool = True) -> list[Path]:
+def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -> list[Path]:
     """Draw Figure 9 or 10 from a summary; write ``out`` (PDF) and its PNG sibling.
 
     Returns the paths written.

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..simulate import stable_hash
 from .calibration import LABELS, calibrate
-from .data import ImageData, load_dataset
+from .data import ImageData, load_images
 from .settings import data_key
 
 __all__ = ["partition", "run_nn", "write_runs", "read_runs", "COLUMNS", "run_seeds"]
@@ -87,7 +87,7 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     threads : int, optional
         torch CPU threads (``torch.set_num_threads``).
     data : ImageData, optional
-        Already loaded data (else :func:`fedgdp.nn.data.load_dataset`).
+        Already loaded data (else :func:`fedgdp.nn.data.load_images`).
     """
     import torch
 
@@ -97,7 +97,7 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     if threads:
         torch.set_num_threads(int(threads))
     dev = resolve_device(device)
-    data = data if data is not None else load_dataset(p["dataset"], data_dir)
+    data = data if data is not None else load_images(p["dataset"], data_dir)
     root = run_seeds(p)
     part_ss, init_ss = root.spawn(2)
     parts = partition(data.y_train.shape[0], p, np.random.default_rng(part_ss))

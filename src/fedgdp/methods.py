@@ -1,0 +1,496 @@
+"""The algorithm core: every federated method written once, and the one registry.
+
+Methods (paper section 3, docs/methods.md §2-5), one class each, in :data:`REGISTRY`:
+
+- ``fedsgd``      Algorithm 1: K server steps on noisy clipped client gradients.
+- ``fedavg``      Algorithm 3: R rounds of K noisy local steps, averaged.
+- ``fedhybrid``   Algorithm 2: K1 noisy local steps, average, then K2 FedSGD steps.
+- ``fednewton``   Algorithm 4: FedAvg (R = 1) on half 1 of every client, then one
+  private local Newton step (Hessian on half 1, clipped gradient on half 2); in
+  privacy mode ``certified`` with clipped per-sample Hessians and a ridge solve.
+- ``fednewton_certified`` the certified FedNewton in every mode (FedNewton's noise stream).
+- ``dp_scaffold`` SCAFFOLD (option II control variates) with FedAvg's noise; the control
+  variates are post-processing of released iterates (real data only).
+- ``np_scaffold``, ``np_fedavg`` the same algorithms at mu = inf (:class:`NonPrivate`).
+- ``np_localfit``, ``np_pooled`` the two plain ridge fits (real data only).
+
+A method is written against a *backend* (:class:`Backend`): the data of one fit and
+its noise. Two backends implement it: the simulation's
+(:class:`fedgdp.estimators.SimBackend`: a block of replicates in the fused kernels'
+layout, noise pre-drawn per replicate) and the real data's
+(:class:`fedgdp.realdata.backend.RealBackend`: per-client matrices, J privacy levels
+stacked, noise drawn from one generator in the order the computation asks for it).
+A method's ``backends`` names the ones it runs on; :func:`get_method` checks it.
+
+Conventions
+-----------
+Arrays carry a leading *batch* axis ``b``: the replicates of a block (simulation) or
+the privacy levels fitted in one pass (real data). Global parameters are ``(b, P)``,
+per-client ones ``(b, m, P)``, where P is ``d`` (simulation) or ``d, k`` (real data);
+noise sds are ``(b, m)``. ``dk`` is the number of floats of one parameter.
+
+Adding a method: subclass :class:`Method`, write :meth:`Method.plan` (its releases)
+and :meth:`Method.run` (the algorithm, with backend operations), and add one line to
+:data:`REGISTRY` (docs/ARCHITECTURE.md, "Adding a method").
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from . import privacy
+
+__all__ = ["Backend", "Fit", "Method", "FedSGD", "FedAvg", "FedHybrid", "FedNewton", "FedNewtonCertified",
+           "DPScaffold", "NonPrivate", "NPLocalFit", "NPPooled", "REGISTRY", "registry", "get_method",
+           "RegistryView", "PreDrawnNoise", "StreamNoise", "comm_counts"]
+
+SIMULATION, REALDATA = "simulation", "realdata"
+BOTH = frozenset({SIMULATION, REALDATA})
+
+
+# ------------------------------------------------------------------------ noise
+class PreDrawnNoise:
+    """Noise drawn before the fit (simulation): one standard-normal array per name,
+    replicate axis first (shapes: :meth:`Method.noise_shapes`); None values when
+    non-private. ``take(name, *index)`` is the array indexed after the replicate axis."""
+
+    def __init__(self, arrays: dict):
+        self.arrays = arrays
+
+    def take(self, name: str, *index):
+        Z = self.arrays[name]
+        return Z if Z is None or not index else Z[(slice(None),) + index]
+
+
+class StreamNoise:
+    """Noise drawn from one generator in the order the computation asks (real data).
+
+    ``take`` returns this stream (None when non-private); a backend operation then
+    calls :meth:`draw` once per client and step, in its own fixed order.
+    """
+
+    def __init__(self, rng: np.random.Generator | None):
+        self.rng = rng
+
+    def take(self, name: str, *index):
+        return None if self.rng is None else self
+
+    def draw(self, shape: tuple) -> np.ndarray:
+        return self.rng.standard_normal(shape)
+
+
+# ---------------------------------------------------------------------- backend
+class Backend(Protocol):
+    """What a method may ask of the data of one fit (see the module's conventions).
+
+    ``kind`` (``simulation`` | ``realdata``), ``data`` (what :meth:`Method.plan` reads:
+    ``plan_B``, ``plan_n``, ``plan_halves()``, ``tau1``, ``privacy``), ``m``, ``dk``, and
+    ``noise`` (:class:`PreDrawnNoise` or :class:`StreamNoise`).
+    """
+
+    kind: str
+    m: int
+    dk: int
+
+    def calibrate(self, method: "Method", s: dict) -> tuple[tuple, list]:
+        """The noise sds of the method's plan, one (b, m) array per release spec, and
+        the ledgers (one per privacy level)."""
+
+    def weights(self, releases: int) -> np.ndarray:
+        """Aggregation weights (b, m) or (m,), rows summing to one."""
+
+    def zeros(self) -> np.ndarray:
+        """A global parameter of zeros (b, P): every method starts at 0."""
+
+    def local_steps(self, start, *, K: int, eta: float, sigma, noise, part: str = "full",
+                    drift=None) -> np.ndarray:
+        """K noisy local steps of every client from the global ``start`` (b, P):
+        ``theta <- theta - eta (mean_j clip(g_j(theta)) + drift_i) + sigma_i Z`` on the
+        rows ``part`` (``full`` or ``half1``) of each client; per-client (b, m, P)."""
+
+    def average(self, w, local) -> np.ndarray:
+        """``sum_i w_i local_i``: per-client (b, m, P) -> global (b, P)."""
+
+    def server_steps(self, theta, w, *, K: int, eta: float, sigma, noise) -> np.ndarray:
+        """K FedSGD steps ``theta -= eta sum_i w_i (mean_j clip(g_j(theta)) + sigma_i Z_i)``."""
+
+    def newton_release(self, theta1, *, hessian_bound) -> np.ndarray:
+        """Every client's pre-noise Newton release ``theta1 - s_i`` (b, m, P), where s_i
+        solves the (floored or ridge) Newton system of its half-1 Hessian and its
+        clipped half-2 gradient at theta1; ``hessian_bound`` clips per-sample Hessians."""
+
+    def add_noise(self, local, sigma, noise) -> np.ndarray:
+        """``local_i + sigma_i Z_i`` (one draw per client), or local when noise is None."""
+
+    def memo(self, key: str, inputs: tuple, compute):
+        """``compute()``, reused for equal inputs when the backend keeps results."""
+
+    def finish(self, theta, ledgers: list, comm: dict) -> list["Fit"]:
+        """The fits, one per privacy level."""
+
+
+@dataclass
+class Fit:
+    """A method's result: estimates, ledger, communication of one fit.
+
+    ``theta``: (n_rep, d) over a simulation block; (d, k) on real data, or (m, d, k) one
+    model per client (``local``).
+    """
+
+    theta: np.ndarray
+    ledger: privacy.Ledger
+    rounds: int
+    floats_up: int
+    floats_down: int
+    local: bool = False
+
+    def client_theta(self, i: int) -> np.ndarray:
+        return self.theta[i] if self.local else self.theta
+
+
+def comm_counts(rounds: int, m: int, dk: int, per_round: int = 1) -> dict:
+    """Communication of a fit: each round every client uploads ``per_round`` parameters
+    of dk floats and the server broadcasts as many to each."""
+    return {"rounds": rounds, "floats_up": rounds * m * dk * per_round,
+            "floats_down": rounds * m * dk * per_round}
+
+
+def _method_params(params: dict, name: str) -> dict:
+    return dict(params.get("method_settings", {}).get(name, {}))
+
+
+# ---------------------------------------------------------------------- methods
+class Method:
+    """One estimator. Subclasses set the class attributes and write :meth:`plan` and
+    :meth:`run`; the simulation also needs :meth:`settings` and :meth:`noise_shapes`.
+
+    ``private`` methods run at every configured mu, the others once at mu = inf;
+    ``stacks_levels``: the real-data backend may fit all mu levels in one pass.
+    """
+
+    name = ""
+    label = ""
+    algorithm = ""
+    private = True
+    backends = BOTH
+    stacks_levels = True
+    per_round = 1
+
+    @property
+    def noise_stream(self) -> str:
+        """Name that seeds the method's noise generator (its own name by default)."""
+        return self.name
+
+    # -- simulation: settings from the cell's parameters, the pre-drawn noise
+    def settings(self, params: dict) -> dict:
+        """The method's settings (K, eta, ...) from resolved cell parameters."""
+        raise NotImplementedError
+
+    def noise_shapes(self, s: dict, m: int, d: int) -> dict[str, tuple]:
+        """The standard-normal arrays one replicate draws, in draw order."""
+        raise NotImplementedError
+
+    def draw_noise(self, rng: np.random.Generator, s: dict, m: int, d: int, private: bool) -> dict:
+        """One replicate's noise, in the order of :meth:`noise_shapes` (None if non-private)."""
+        return {k: (rng.standard_normal(shape) if private else None)
+                for k, shape in self.noise_shapes(s, m, d).items()}
+
+    # -- every backend
+    def rounds(self, s: dict) -> int:
+        raise NotImplementedError
+
+    def comm(self, s: dict, m: int, dk: int) -> dict:
+        return comm_counts(self.rounds(s), m, dk, self.per_round)
+
+    def plan(self, data, s: dict) -> tuple:
+        """The releases (:class:`fedgdp.privacy.ReleaseSpec`) on ``data`` (a backend's
+        data: ``plan_B``, ``plan_n`` broadcastable to (b, m))."""
+        raise NotImplementedError
+
+    def run(self, be: Backend, s: dict) -> list[Fit]:
+        """The algorithm on backend ``be``; one :class:`Fit` per privacy level."""
+        raise NotImplementedError
+
+    def fit(self, data, s: dict, noise) -> Fit:
+        """Fit on ``data`` (:class:`fedgdp.estimators.FitData` with pre-drawn noise arrays,
+        or :class:`fedgdp.realdata.FoldData` with a generator or None)."""
+        self.check_backend(data.kind)
+        return self.run(data.backend(noise), s)[0]
+
+    def fit_many(self, data: list, s: dict, noises: list) -> list[Fit]:
+        """:meth:`fit` at J privacy levels on the same data, each with its noise; one
+        pass over stacked parameters when the method and the backend allow it."""
+        self.check_backend(data[0].kind)
+        if self.stacks_levels:
+            be = data[0].stacked_backend(data, noises)
+            if be is not None:
+                return self.run(be, s)
+        return [self.fit(d, s, z) for d, z in zip(data, noises)]
+
+    def check_backend(self, kind: str) -> None:
+        if kind not in self.backends:
+            raise ValueError(f"method {self.name!r} does not run on {kind} data; "
+                             f"it runs on {', '.join(sorted(self.backends))}")
+
+
+class FedSGD(Method):
+    name, label, algorithm = "fedsgd", "FedSGD", "Algorithm 1"
+
+    def settings(self, params):
+        return {"K": params["K"], "eta": 0.5} | _method_params(params, self.name)
+
+    def noise_shapes(self, s, m, d):
+        return {"Z": (s["K"], m, d)}
+
+    def rounds(self, s):
+        return s["K"]
+
+    def plan(self, data, s):
+        return privacy.plan_fedsgd(B=data.plan_B, n=data.plan_n, K=s["K"])
+
+    def run(self, be, s):
+        (sigma,), ledgers = be.calibrate(self, s)
+        w = be.weights(releases=s["K"])
+        theta = be.server_steps(be.zeros(), w, K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z"))
+        return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))
+
+
+class FedAvg(Method):
+    name, label, algorithm = "fedavg", "FedAvg", "Algorithm 3"
+
+    def settings(self, params):
+        s = {"R": 2, "eta": 0.5} | _method_params(params, self.name)
+        if "K" not in s:
+            s["K"] = params["K"] if params["schedule"] == "paper" else max(1, -(-params["K"] // s["R"]))
+        return s
+
+    def noise_shapes(self, s, m, d):
+        return {"Z": (s["R"], s["K"], m, d)}
+
+    def rounds(self, s):
+        return s["R"]
+
+    def plan(self, data, s):
+        return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"])
+
+    def run(self, be, s):
+        (sigma,), ledgers = be.calibrate(self, s)
+        w = be.weights(releases=s["R"] * s["K"])
+        theta = be.zeros()
+        for r in range(s["R"]):
+            local = be.local_steps(theta, K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z", r))
+            theta = be.average(w, local)
+        return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))
+
+
+class FedHybrid(Method):
+    name, label, algorithm = "fedhybrid", "FedHybrid", "Algorithm 2"
+
+    def settings(self, params):
+        s = {"eta1": 0.5, "eta2": 0.5, "share1": 0.6} | _method_params(params, self.name)
+        if "K1" not in s:
+            s["K1"] = int(round(s["share1"] * params["K"]))
+        if "K2" not in s:
+            s["K2"] = params["K"] - s["K1"]
+        return s
+
+    def noise_shapes(self, s, m, d):
+        return {"Z1": (s["K1"], m, d), "Z2": (s["K2"], m, d)}
+
+    def rounds(self, s):
+        return 1 + s["K2"]
+
+    def plan(self, data, s):
+        return privacy.plan_fedhybrid(B=data.plan_B, n=data.plan_n, eta1=s["eta1"], K1=s["K1"], K2=s["K2"])
+
+    def run(self, be, s):
+        (a1, a2), ledgers = be.calibrate(self, s)
+        w = be.weights(releases=s["K1"] + s["K2"])
+        local = be.local_steps(be.zeros(), K=s["K1"], eta=s["eta1"], sigma=a1, noise=be.noise.take("Z1"))
+        theta = be.server_steps(be.average(w, local), w, K=s["K2"], eta=s["eta2"], sigma=a2,
+                                noise=be.noise.take("Z2"))
+        return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))
+
+
+class FedNewton(Method):
+    """Algorithm 4. In privacy mode ``paper`` as printed (eigenvalue floor, the Newton
+    release calibrated on ``8B/(tau1 n)``, uncertified); in mode ``certified`` with
+    clipped per-sample Hessians and the ridge solve (:func:`fedgdp.privacy.plan_fednewton`).
+
+    Stage 1 is kept by backends that keep results (the simulation's block) and reused
+    by the other FedNewton variant when every input is equal (checked, not assumed):
+    both draw the same noise (common random numbers).
+    """
+
+    name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
+    always_certified = False
+    stacks_levels = False     # the real-data fits run level by level
+
+    def settings(self, params):
+        return {"K": params["K"], "eta": 0.5} | _method_params(params, self.name)
+
+    def noise_shapes(self, s, m, d):
+        return {"Z1": (s["K"], m, d), "Z2": (m, d)}
+
+    def rounds(self, s):
+        return 2
+
+    def certified(self, data) -> bool:
+        return self.always_certified or data.privacy.get("mode", "paper") == "certified"
+
+    def hessian_bound(self, data) -> float | None:
+        """The per-sample Hessian clip ``H_c = hessian_clip * tau1`` (certified), else None."""
+        return float(data.privacy["hessian_clip"]) * data.tau1 if self.certified(data) else None
+
+    def plan(self, data, s):
+        n1, n2 = data.plan_halves()
+        return privacy.plan_fednewton(B=data.plan_B, n1=n1, n2=n2, eta=s["eta"], K=s["K"], tau1=data.tau1,
+                                      hessian_bound=self.hessian_bound(data))
+
+    def newton_update(self, be: Backend, theta1: np.ndarray) -> np.ndarray:
+        """Every client's pre-noise Newton release ``theta1 - s`` (b, m, P)."""
+        return be.newton_release(theta1, hessian_bound=self.hessian_bound(be.data))
+
+    def run(self, be, s):
+        K, eta = s["K"], s["eta"]
+        (s1, s2), ledgers = be.calibrate(self, s)
+        w = be.weights(releases=K + 1)
+        Z1 = be.noise.take("Z1")
+        theta1 = be.memo("_newton_stage1", (K, eta, w, s1, Z1), lambda: be.average(
+            w, be.local_steps(be.zeros(), K=K, eta=eta, sigma=s1, noise=Z1, part="half1")))
+        local = be.add_noise(self.newton_update(be, theta1), s2, be.noise.take("Z2"))
+        return be.finish(be.average(w, local), ledgers, self.comm(s, be.m, be.dk))
+
+
+class FedNewtonCertified(FedNewton):
+    """Certified FedNewton in every privacy mode, on FedNewton's noise stream (common
+    random numbers: the two differ only in the Newton step and its calibration)."""
+
+    name, label, algorithm = "fednewton_certified", "FedNewton (certified)", "Algorithm 4, certified"
+    always_certified = True
+
+    @property
+    def noise_stream(self) -> str:
+        return "fednewton"
+
+
+class DPScaffold(Method):
+    """SCAFFOLD (option II) with FedAvg's noise: each local step is ``y <- y - eta
+    (clip-grad_i(y) - c_i + c) + sigma Z``; ``c_i+ = c_i - c + (theta - y_K)/(K eta)``.
+    The control variates are computed from released iterates only (post-processing),
+    so the ledger is FedAvg's."""
+
+    name, label, algorithm = "dp_scaffold", "DP-SCAFFOLD", "SCAFFOLD + Algorithm 3 noise"
+    backends = frozenset({REALDATA})
+    per_round = 2             # the update and the control variate
+
+    def rounds(self, s):
+        return s["R"]
+
+    def plan(self, data, s):   # FedAvg's releases: the control variates are post-processing
+        return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"])
+
+    def run(self, be, s):
+        rounds, K, eta = s["R"], s["K"], s["eta"]
+        (sigma,), ledgers = be.calibrate(self, s)
+        w = be.weights(releases=rounds * K)
+        theta, c = be.zeros(), be.zeros()
+        ci = np.zeros(theta.shape[:1] + (be.m,) + theta.shape[1:])
+        for r in range(rounds):
+            y = be.local_steps(theta, K=K, eta=eta, sigma=sigma, noise=be.noise.take("Z", r),
+                               drift=c[:, None] - ci)
+            ci_new = ci - c[:, None] + (theta[:, None] - y) / (K * eta)
+            dy, dc = be.average(w, y - theta[:, None]), be.average(w, ci_new - ci)
+            ci = ci_new
+            theta = theta + s["eta_g"] * dy
+            c = c + dc
+        return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))
+
+
+class NonPrivate(Method):
+    """A private method at mu = inf (no clipping, no noise), under its own name."""
+
+    private = False
+    stacks_levels = False
+
+    def __init__(self, base: Method, name: str, label: str, algorithm: str):
+        self.base, self.name, self.label, self.algorithm = base, name, label, algorithm
+        self.backends = base.backends & {REALDATA}
+
+    def comm(self, s, m, dk):
+        return self.base.comm(s, m, dk)
+
+    def fit(self, data, s, noise):
+        if data.private:
+            raise ValueError(f"{self.name} is non-private; got mu={data.mu}")
+        self.check_backend(data.kind)
+        return self.base.fit(data, s, None)
+
+
+class NPLocalFit(Method):
+    """Every client fits alone: the ridge MLE on its own training data."""
+
+    name, label, algorithm, private = "np_localfit", "NP-LocalFit", "ridge MLE per client", False
+    backends, stacks_levels = frozenset({REALDATA}), False
+
+    def run(self, be, s):
+        theta = be.ridge_fit_clients(s)
+        return [Fit(theta, privacy.Ledger(), rounds=0, floats_up=0, floats_down=0, local=True)]
+
+
+class NPPooled(Method):
+    """One ridge MLE on the pooled data (not federated: the raw data go to the server once)."""
+
+    name, label, algorithm, private = "np_pooled", "NP-Pooled", "pooled ridge MLE", False
+    backends, stacks_levels = frozenset({REALDATA}), False
+
+    def run(self, be, s):
+        theta, uploaded = be.ridge_fit_pooled(s)
+        return [Fit(theta, privacy.Ledger(), rounds=1, floats_up=uploaded, floats_down=0)]
+
+
+_SCAFFOLD, _FEDAVG = DPScaffold(), FedAvg()
+
+#: Every method, by name. A backend's methods: :func:`registry`.
+REGISTRY: dict[str, Method] = {M.name: M for M in (
+    FedSGD(), _FEDAVG, FedHybrid(), FedNewton(), FedNewtonCertified(), _SCAFFOLD,
+    NonPrivate(_SCAFFOLD, "np_scaffold", "NP-SCAFFOLD", "SCAFFOLD"),
+    NonPrivate(_FEDAVG, "np_fedavg", "NP-FedAvg", "Algorithm 3, mu = inf"),
+    NPLocalFit(), NPPooled())}
+
+
+class RegistryView(Mapping):
+    """The methods of :data:`REGISTRY` that run on one backend, in registry order; a
+    live, read-only view (a method registered later appears in it)."""
+
+    def __init__(self, kind: str | None):
+        self.kind = kind
+
+    def _methods(self) -> dict[str, Method]:
+        return {name: m for name, m in REGISTRY.items() if self.kind is None or self.kind in m.backends}
+
+    def __getitem__(self, name: str) -> Method:
+        return self._methods()[name]
+
+    def __iter__(self):
+        return iter(self._methods())
+
+    def __len__(self) -> int:
+        return len(self._methods())
+
+
+def registry(kind: str | None = None) -> RegistryView:
+    """The methods that run on backend ``kind`` (all when None), in registry order."""
+    return RegistryView(kind)
+
+
+def get_method(name: str, kind: str | None = None) -> Method:
+    """Look up a method (that runs on backend ``kind``); ValueError naming the bad value."""
+    methods = registry(kind)._methods()
+    if name not in methods:
+        what = {None: "", SIMULATION: "", REALDATA: "real-data "}[kind]
+        raise ValueError(f"unknown {what}method {name!r}; choose from {', '.join(methods)}")
+    return methods[name]

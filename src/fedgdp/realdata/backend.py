@@ -1,0 +1,154 @@
+"""The real-data backend of the algorithm core: per-client matrices, J privacy levels in one pass.
+
+:class:`RealBackend` implements :class:`fedgdp.methods.Backend` on J
+:class:`~fedgdp.realdata.folds.FoldData` with the same data (one per mu; the batch
+axis is the level): parameters (J, d, k) and per client (J, m, d, k). Noise comes
+from one generator (:class:`fedgdp.methods.StreamNoise`), drawn in a fixed order:
+local steps client by client, each client's K steps in turn; server steps step by
+step, each step's clients in turn; one draw (d, k) serves all J levels, which is what
+J separate runs draw, their generators being seeded alike (common random numbers
+across mu). Gradients of the J levels come from one product (:func:`stacked_gradients`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..methods import REALDATA, Fit, StreamNoise
+from .folds import FoldData, stacked_gradients
+from .solvers import newton_step, ridge_fit
+
+__all__ = ["RealBackend", "local_descent", "local_descent_many", "server_descent_many", "same_stream"]
+
+
+def _draw(noise, shape):
+    return None if noise is None else noise.draw(shape)
+
+
+def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas, noise,
+                       rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
+    """K noisy local steps of client i at J privacy levels: ``Theta <- Theta - eta
+    (g(Theta) + drift) + sigma_j Z`` (``fds``, ``sigmas`` (J,), ``Theta0`` and ``drift``
+    (J, d, k)), one draw Z (d, k) per step from ``noise`` (None: no noise)."""
+    Theta = Theta0.copy()
+    sig = np.asarray(sigmas, dtype=float)[:, None, None]
+    for _ in range(K):
+        step = stacked_gradients(fds, i, Theta, rows)
+        if drift is not None:
+            step += drift
+        Theta -= eta * step
+        Z = _draw(noise, Theta.shape[1:])
+        if Z is not None:
+            Theta += sig * Z
+    return Theta
+
+
+def local_descent(fd: FoldData, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
+                  rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
+    """:func:`local_descent_many` at one level: Theta0 and drift (d, k), noise from ``rng``."""
+    return local_descent_many([fd], i, Theta0[None], K=K, eta=eta, sigmas=np.array([sigma]),
+                              noise=StreamNoise(rng).take("Z"), rows=rows,
+                              drift=None if drift is None else drift[None])[0]
+
+
+def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.ndarray, noise) -> np.ndarray:
+    """K FedSGD steps at J levels: ``Theta <- Theta - eta sum_i w_i (g_i(Theta) + sigma_i Z_i)``
+    (``sigmas`` (J, m), ``Theta0`` (J, d, k)), one draw per client and step."""
+    Theta = Theta0.copy()
+    sig = np.asarray(sigmas, dtype=float)
+    for _ in range(K):
+        total = np.zeros_like(Theta)
+        for i in range(fds[0].m):
+            g = stacked_gradients(fds, i, Theta)
+            Z = _draw(noise, Theta.shape[1:])
+            if Z is not None:
+                g += sig[:, i, None, None] * Z
+            total += w[i] * g
+        Theta -= eta * total
+    return Theta
+
+
+def same_stream(rngs: list) -> bool:
+    """True when the generators would draw the same numbers (all None, or all in one state)."""
+    if all(r is None for r in rngs):
+        return True
+    if any(r is None for r in rngs):
+        return False
+    state = rngs[0].bit_generator.state
+    return all(r.bit_generator.state == state for r in rngs[1:])
+
+
+class RealBackend:
+    """J folds with the same data (one per privacy level) and one noise generator."""
+
+    kind = REALDATA
+
+    def __init__(self, fds: list, rng: np.random.Generator | None):
+        self.fds, self.data, self.noise = fds, fds[0], StreamNoise(rng)
+        self.m, self.dk = self.data.m, self.data.d * self.data.k
+
+    def calibrate(self, method, s):
+        cals = [fd.calibrate(method.plan(fd, s)) for fd in self.fds]
+        sigmas = tuple(np.stack([c[0][r] for c in cals]) for r in range(len(cals[0][0])))
+        return sigmas, [c[1] for c in cals]
+
+    def weights(self, releases):
+        return self.data.weights
+
+    def zeros(self):
+        return np.zeros((len(self.fds), self.data.d, self.data.k))
+
+    def _rows(self, part: str) -> list[slice]:
+        """Each client's rows of ``part``: all, or half 1 (its first floor(n_i / 2))."""
+        if part == "full":
+            return [slice(None)] * self.m
+        if part == "half1":
+            return [slice(0, int(h)) for h in self.data.half_sizes()]
+        raise ValueError(f"unknown part {part!r}; use full or half1")
+
+    def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
+        return np.stack([local_descent_many(self.fds, i, start, K=K, eta=eta, sigmas=sigma[:, i], noise=noise,
+                                            rows=rows, drift=None if drift is None else drift[:, i])
+                         for i, rows in enumerate(self._rows(part))], axis=1)
+
+    def average(self, w, local):
+        return sum(w[i] * local[:, i] for i in range(self.m))
+
+    def server_steps(self, theta, w, *, K, eta, sigma, noise):
+        return server_descent_many(self.fds, theta, w, K=K, eta=eta, sigmas=sigma, noise=noise)
+
+    def newton_release(self, theta1, *, hessian_bound):
+        h1, nw = self.data.half_sizes(), self.data.newton
+        out = np.empty(theta1.shape[:1] + (self.m,) + theta1.shape[1:])
+        for j, (fd, T) in enumerate(zip(self.fds, theta1)):
+            for i in range(self.m):
+                g = fd.gradient(i, T, slice(h1[i], None))
+                out[j, i] = T - newton_step(fd.model, T, fd.X[i][:h1[i]], g, fd.tau1, solver=nw["solver"],
+                                            cg_tol=nw["cg_tol"], cg_maxiter=nw["cg_maxiter"],
+                                            hessian_bound=hessian_bound)
+        return out
+
+    def add_noise(self, local, sigma, noise):
+        for i in range(self.m):
+            Z = _draw(noise, local.shape[2:])
+            if Z is not None:
+                local[:, i] += sigma[:, i, None, None] * Z
+        return local
+
+    def memo(self, key, inputs, compute):
+        return compute()
+
+    def finish(self, theta, ledgers, comm):
+        return [Fit(T, ledger, **comm) for T, ledger in zip(theta, ledgers)]
+
+    # -- the plain fits (non-private, one level)
+    def ridge_fit_clients(self, s: dict) -> np.ndarray:
+        """Each client's ridge MLE on its own data, (m, d, k)."""
+        fd = self.data
+        return np.stack([ridge_fit(fd.model, fd.X[i], fd.Y[i], ridge=s["ridge"], maxiter=s["maxiter"],
+                                   gtol=s.get("gtol", 1e-8)) for i in range(fd.m)])
+
+    def ridge_fit_pooled(self, s: dict) -> tuple[np.ndarray, int]:
+        """The ridge MLE on the pooled data (d, k) and the floats uploaded (the raw data)."""
+        X, Y = np.vstack(self.data.X), np.vstack(self.data.Y)
+        Theta = ridge_fit(self.data.model, X, Y, ridge=s["ridge"], maxiter=s["maxiter"], gtol=s.get("gtol", 1e-8))
+        return Theta, int(X.size + Y.size)

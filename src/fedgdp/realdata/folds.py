@@ -1,0 +1,195 @@
+"""The training data of one fold, split by client: clipped gradients and the clipping bound.
+
+Client i holds ``X_i`` (n_i, d) and targets ``Y_i`` (n_i, k) (:mod:`fedgdp.glm`, matrix
+models); parameters are ``Theta`` (d, k). Clipping a per-sample gradient ``x_j r_j'``
+to Frobenius norm B scales its residual row ``r_j`` (the norm is ``||x_j|| ||r_j||``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import privacy
+from ..glm import MatrixGLM
+from ..methods import REALDATA
+from .parameters import DEFAULTS
+
+__all__ = ["FoldData", "clipped_gradient", "stacked_gradients", "clip_bound_real"]
+
+
+@dataclass
+class FoldData:
+    """The training data of one fold, split by client, and the privacy setting.
+
+    Attributes
+    ----------
+    model : MatrixGLM
+    X, Y : list of ndarray
+        Client i's design (n_i, d) and targets (n_i, k), rows in random order.
+    mu : float          target mu per client (inf: non-private)
+    B : float           clipping bound (ignored, no clipping, when mu = inf)
+    tau1 : float        FedNewton's eigenvalue floor / ridge
+    newton : dict       solver settings (``solver``, ``cg_tol``, ``cg_maxiter``)
+    """
+
+    model: MatrixGLM
+    X: list
+    Y: list
+    mu: float = math.inf
+    B: float = math.inf
+    tau1: float = 0.5
+    newton: dict = field(default_factory=lambda: dict(DEFAULTS["newton"]))
+    privacy: dict = field(default_factory=lambda: dict(DEFAULTS["privacy"]))
+    clip: dict = field(default_factory=lambda: dict(DEFAULTS["clip"]))
+
+    def __post_init__(self):
+        self.xnorm = [np.linalg.norm(x, axis=1) for x in self.X]
+
+    @property
+    def private(self) -> bool:
+        return bool(np.isfinite(self.mu))
+
+    @property
+    def m(self) -> int:
+        return len(self.X)
+
+    @property
+    def d(self) -> int:
+        return int(self.X[0].shape[1])
+
+    @property
+    def k(self) -> int:
+        return int(self.model.k)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.array([x.shape[0] for x in self.X], dtype=np.int64)
+
+    @property
+    def weights(self) -> np.ndarray:
+        n = self.sizes.astype(float)
+        return n / n.sum()
+
+    @property
+    def bound(self) -> float:
+        """The clipping bound in force: B, or inf when non-private."""
+        return float(self.B) if self.private else math.inf
+
+    def gradient(self, i: int, Theta: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
+        """Client i's average clipped gradient at Theta over ``rows`` of its data."""
+        return clipped_gradient(self.model, Theta, self.X[i][rows], self.Y[i][rows], self.bound,
+                                self.xnorm[i][rows])
+
+    def zeros(self) -> np.ndarray:
+        return np.zeros((self.d, self.k))
+
+    def calibrate(self, plan: tuple) -> tuple[list, privacy.Ledger]:
+        """Per-client noise sds (one (m,) array per spec) and the ledger of a plan
+        built with ``B = self.B`` and ``n`` of shape (1, m)
+        (:func:`fedgdp.privacy.calibrate_with_clip`)."""
+        cal = privacy.calibrate_with_clip(plan, mu=self.mu, clip=self.clip,
+                                          n=self.sizes.astype(float)[None, :])
+        return [np.asarray(s)[0] for s in cal.sigmas], cal.ledger
+
+    @property
+    def n_row(self) -> np.ndarray:
+        """Client sizes as a (1, m) float array (the shape of a plan's ``n``)."""
+        return self.sizes.astype(float)[None, :]
+
+    # -- what the core reads (fedgdp.methods)
+    kind = REALDATA
+
+    @property
+    def plan_B(self) -> float:
+        """The clipping bound (a plan's ``B``)."""
+        return self.B
+
+    @property
+    def plan_n(self) -> np.ndarray:
+        return self.n_row
+
+    def half_sizes(self) -> np.ndarray:
+        """FedNewton's half 1 of each client: its first ``floor(n_i / 2)`` rows, (m,)."""
+        h1 = self.sizes // 2
+        if h1.min() < 1:
+            raise ValueError(f"FedNewton needs at least 2 training rows per client, got {self.sizes.min()}")
+        return h1
+
+    def plan_halves(self) -> tuple[np.ndarray, np.ndarray]:
+        """FedNewton's half sizes as (1, m) float arrays."""
+        h1 = self.half_sizes()
+        return h1[None, :].astype(float), (self.sizes - h1)[None, :].astype(float)
+
+    def backend(self, rng: np.random.Generator | None):
+        """This fold with its noise generator (:class:`fedgdp.realdata.backend.RealBackend`)."""
+        from .backend import RealBackend
+
+        return RealBackend([self], rng)
+
+    @staticmethod
+    def stacked_backend(fds: list, rngs: list):
+        """The J folds (one per privacy level, same data) as one backend, or None when
+        their generators would not draw the same numbers."""
+        from .backend import RealBackend, same_stream
+
+        return RealBackend(fds, rngs[0]) if same_stream(rngs) else None
+
+
+def clipped_gradient(model: MatrixGLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
+    """Mean over rows of the per-sample gradients ``x_j r_j'`` clipped to norm B.
+
+    The Frobenius norm of ``x_j r_j'`` is ``||x_j|| ||r_j||``, so clipping scales the
+    residual row ``r_j``. ``B = inf`` gives the plain gradient.
+    """
+    Res = model.residuals(Theta, X, Y)
+    _clip_residuals(Res, np.linalg.norm(X, axis=1) if xnorm is None else xnorm, B)
+    return X.T @ Res / X.shape[0]
+
+
+def _clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float) -> None:
+    """Scale the rows of the residuals Res (n, k) in place so that ``||x_j|| ||r_j|| <= B``."""
+    if np.isfinite(B):
+        norms = xnorm * np.linalg.norm(Res, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            Res *= np.where(norms > B, B / norms, 1.0)[:, None]
+
+
+def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
+    """Client i's clipped gradients at J parameters at once, shape (J, d, k).
+
+    ``fds``: J :class:`FoldData` on the same data (one per mu; bound ``fds[j].bound``);
+    ``Thetas`` (J, d, k). For softmax (k > 1) and J > 1 the scores of all J come from
+    one product ``X [Theta_1 ... Theta_J]`` and the gradients from one ``X' [Res_1 ...
+    Res_J]``: a wider product reads X once for J models (about 1.6x faster for J = 2,
+    k = 10 on MNIST-sized clients). For k = 1 (matrix-vector products) the J
+    gradients are computed one by one, which is faster there.
+    """
+    fd = fds[0]
+    J, d, k = Thetas.shape
+    if J == 1 or k == 1:
+        return np.stack([f.gradient(i, T, rows) for f, T in zip(fds, Thetas)])
+    X, Y, xn = fd.X[i][rows], fd.Y[i][rows], fd.xnorm[i][rows]
+    S = X @ np.concatenate(list(Thetas), axis=1)                 # (n, J k)
+    for j, f in enumerate(fds):
+        block = S[:, j * k:(j + 1) * k]
+        Res = fd.model.probabilities_from_scores(block.copy()) - Y
+        _clip_residuals(Res, xn, f.bound)
+        block[...] = Res
+    return (X.T @ S / X.shape[0]).reshape(d, J, k).transpose(1, 0, 2)
+
+
+def clip_bound_real(model: MatrixGLM, X: list, Y: list, rule: dict, *, mu: float = math.inf,
+                    rng=None) -> float:
+    """The clipping bound on real data: max over clients of the q-quantile of the
+    per-sample gradient norms at Theta = 0 (``quantile``), the fixed value, or the
+    private quantile (:func:`fedgdp.privacy.private_clip_bound`, needs mu and rng)."""
+    if rule["rule"] == "fixed":
+        return float(rule["value"])
+    zero = np.zeros((X[0].shape[1], model.k))
+    norms = [np.linalg.norm(x, axis=1) * np.linalg.norm(model.residuals(zero, x, y), axis=1)
+             for x, y in zip(X, Y)]
+    if rule["rule"] == "private_quantile":
+        return privacy.private_clip_bound(norms, rule, mu=mu, rng=rng)
+    return float(max(np.quantile(v, rule["q"]) for v in norms))

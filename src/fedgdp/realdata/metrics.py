@@ -1,0 +1,32 @@
+"""Client-level metrics of the real-data study: AUC (binary) and accuracy (multiclass)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..glm import MatrixGLM
+
+__all__ = ["auc", "accuracy", "client_metric"]
+
+
+def auc(scores: np.ndarray, y: np.ndarray) -> float:
+    """Area under the ROC curve (Mann-Whitney, ties count half); NaN if one class is absent."""
+    from scipy.stats import rankdata
+
+    y = np.asarray(y).astype(bool)
+    n1, n0 = int(y.sum()), int((~y).sum())
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    ranks = rankdata(scores)
+    return float((ranks[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def accuracy(P: np.ndarray, labels: np.ndarray) -> float:
+    """Share of rows whose most probable class is the label."""
+    return float(np.mean(np.argmax(P, axis=1) == np.asarray(labels)))
+
+
+def client_metric(task: str, model: MatrixGLM, Theta, X, labels) -> float:
+    if labels.shape[0] == 0:
+        return float("nan")
+    P = model.predict_scores(Theta, X)
+    return auc(P[:, 0], labels) if task == "binary" else accuracy(P, labels)

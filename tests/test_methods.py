@@ -1,0 +1,99 @@
+"""The algorithm core (fedgdp.methods): one registry, backend checks, and the worked
+example of docs/ARCHITECTURE.md ("Adding a method") run end to end on both backends."""
+import numpy as np
+import pytest
+
+from fedgdp import methods, privacy
+from fedgdp.methods import Method
+from fedgdp.params import resolve
+from fedgdp.runner import run_cell
+
+
+# ---------------------------------------------------------- the worked example
+class OneShot(Method):
+    """One-shot averaging: K noisy local steps from 0, averaged once."""
+
+    name, label, algorithm = "oneshot", "One-shot", "one round of Algorithm 3"
+
+    def settings(self, params):                 # simulation: from the cell's parameters
+        return {"K": params["K"], "eta": 0.5}
+
+    def noise_shapes(self, s, m, d):            # simulation: one replicate's pre-drawn noise
+        return {"Z": (s["K"], m, d)}
+
+    def rounds(self, s):
+        return 1
+
+    def plan(self, data, s):                    # its releases: FedAvg's with one round
+        return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=1, K=s["K"])
+
+    def run(self, be, s):
+        (sigma,), ledgers = be.calibrate(self, s)
+        w = be.weights(releases=s["K"])
+        local = be.local_steps(be.zeros(), K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z"))
+        return be.finish(be.average(w, local), ledgers, self.comm(s, be.m, be.dk))
+
+
+@pytest.fixture
+def oneshot(monkeypatch):
+    """The registry line, ``REGISTRY["oneshot"] = OneShot()``, for this test only."""
+    monkeypatch.setitem(methods.REGISTRY, "oneshot", OneShot())
+
+
+CELL = {"m": 6, "sizes": "equal(40)", "K": 6, "method_settings": {"fedavg": {"R": 1}}}
+
+
+def test_a_new_method_runs_through_run_cell(oneshot):
+    """Non-private, one-shot averaging is FedAvg with one round, to the last bit; private,
+    every client's ledger composes to the cell's mu."""
+    rows = run_cell(resolve({**CELL, "mu": "inf", "methods": ["oneshot", "fedavg"]}), [0, 1])
+    by = {(r["replicate"], r["method"]): r for r in rows}
+    for rep in (0, 1):
+        assert by[(rep, "oneshot")]["theta_hat"] == by[(rep, "fedavg")]["theta_hat"]
+        assert by[(rep, "oneshot")]["rounds"] == 1
+    private = run_cell(resolve({**CELL, "mu": 2.0, "methods": ["oneshot"]}), [0, 1])
+    assert [r["mu_composed"] for r in private] == pytest.approx([2.0, 2.0])
+    assert all(np.isfinite(r["theta_hat"]).all() for r in private)
+
+
+def test_a_new_method_runs_on_real_data(oneshot, monkeypatch):
+    """The same class on the real-data backend (its settings: one entry of the real-data
+    defaults): with the same generator it draws what FedAvg with one round draws, so the
+    two fits are equal."""
+    from fedgdp.glm import BINARY_LOGISTIC
+    from fedgdp.realdata import METHOD_DEFAULTS, FoldData, get_method, resolve as resolve_realdata
+
+    assert resolve_realdata({"methods": ["fedsgd"]})["methods"] == ["fedsgd"]   # registered, no defaults yet
+    monkeypatch.setitem(METHOD_DEFAULTS, "oneshot", {"K": 50, "eta": 0.5})
+    p = resolve_realdata({"methods": ["oneshot"], "method_settings": {"oneshot": {"K": 4}}})
+    assert p["method_settings"] == {"oneshot": {"K": 4, "eta": 0.5}}
+
+    rng = np.random.default_rng(0)
+    X = [np.column_stack([np.ones(n), rng.random((n, 3))]) for n in (20, 31, 25)]
+    Y = [BINARY_LOGISTIC.targets(rng.integers(0, 2, x.shape[0])) for x in X]
+    fd = FoldData(BINARY_LOGISTIC, X, Y, mu=2.0, B=0.8, clip={"rule": "fixed", "value": 0.8})
+    s = {"K": 4, "eta": 0.5}
+    one = get_method("oneshot").fit(fd, s, np.random.default_rng(5))
+    avg = get_method("fedavg").fit(fd, {**s, "R": 1}, np.random.default_rng(5))
+    assert np.array_equal(one.theta, avg.theta)
+    assert one.ledger.composed_mu()[0] == pytest.approx(np.full(3, 2.0))
+
+
+# ---------------------------------------------------------------- the registry
+def test_one_registry_with_backend_views():
+    from fedgdp import estimators, realdata
+
+    assert list(estimators.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "simulation" in m.backends]
+    assert set(realdata.REGISTRY) == set(methods.REGISTRY)
+    assert estimators.REGISTRY["fedavg"] is realdata.REGISTRY["fedavg"]
+    s = {"R": 2, "K": 3}
+    assert methods.REGISTRY["np_scaffold"].comm(s, 4, 10)["floats_up"] == 2 * 4 * 10 * 2   # update + variate
+    assert methods.REGISTRY["np_fedavg"].comm(s, 4, 10) == methods.REGISTRY["fedavg"].comm(s, 4, 10)
+    with pytest.raises(ValueError, match="unknown method 'dp_scaffold'"):
+        estimators.get_method("dp_scaffold")          # real data only
+
+
+def test_a_method_refuses_a_backend_it_does_not_have(block):
+    _, _, fd = block({"m": 4, "sizes": "equal(30)", "K": 2})
+    with pytest.raises(ValueError, match="does not run on simulation data"):
+        methods.REGISTRY["dp_scaffold"].fit(fd, {"R": 1, "K": 1, "eta": 0.5, "eta_g": 1.0}, {"Z": None})
