@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -38,6 +39,50 @@ def test_params_file_and_flags(tmp_path):
     params = json.loads(pq.read_metadata(out).metadata[b"params"])
     assert params["m"] == 3 and params["sizes"] == "equal(25)"
     assert params["method_settings"]["fedsgd"] == {"K": 3, "eta": 0.25}
+
+
+GROUP = [  # three cells unlike each other: model, sizes, mu = inf, K, certified FedNewton
+    {"model": "poisson", "sizes": "equal(20)", "m": 4, "mu": 2, "K": 5, "study": "g",
+     "methods": ["fedsgd", "fednewton", "fednewton_certified"]},
+    {"model": "logistic", "sizes": "uniform(20,40)", "m": 5, "mu": "inf", "K": 6, "study": "g",
+     "methods": ["fedavg", "fedhybrid"]},
+    {"model": "logistic", "sizes": "lognormal(3,0.5)", "m": 3, "mu": 6, "K": 4, "study": "g",
+     "methods": ["fedsgd", "fednewton"]},
+]
+
+
+def _simulate_cells(tmp_path, name, cells):
+    params, out = tmp_path / f"{name}.json", tmp_path / f"{name}.parquet"
+    params.write_text(json.dumps(cells if len(cells) > 1 else cells[0]))
+    assert main(["simulate", "--params", str(params), "--seeds", "1-3", "--out", str(out)]) == 0
+    return out
+
+
+def test_a_cell_has_the_same_rows_alone_and_in_a_group(tmp_path):
+    """Several cells in one process (one simulate job of the workflow): each cell's rows
+    equal those of the cell run alone, bit for bit (every column but the timing), in
+    any grouping and order; the file lists every cell's parameters."""
+    from fedgdp.summary import read_cells, summarise
+
+    alone = [_simulate_cells(tmp_path, f"alone{i}", [c]) for i, c in enumerate(GROUP)]
+    group = _simulate_cells(tmp_path, "group", GROUP)
+    other = _simulate_cells(tmp_path, "other", [GROUP[2], GROUP[0]])
+    cols = [c for c in COLUMNS if c != "elapsed_s"]
+    expect = [read_cell(f)[cols] for f in alone]
+    got = read_cell(group)[cols]
+    assert len(got) == sum(map(len, expect)) == 3 * (3 + 2 + 2)
+    assert got.equals(pd.concat(expect, ignore_index=True))
+    assert read_cell(other)[cols].equals(pd.concat([expect[2], expect[0]], ignore_index=True))
+    params = json.loads(pq.read_metadata(group).metadata[b"params"])
+    assert [(p["model"], p["sizes"], p["m"]) for p in params] == [(c["model"], c["sizes"], c["m"]) for c in GROUP]
+    assert summarise(read_cells([group])).equals(summarise(read_cells(alone)))
+
+
+def test_a_bad_cell_of_a_group_stops_the_job_before_any_work(tmp_path, capsys):
+    params, out = tmp_path / "p.json", tmp_path / "c.parquet"
+    params.write_text(json.dumps([GROUP[0], dict(GROUP[1], m=0)]))
+    assert main(["simulate", "--params", str(params), "--seeds", "0", "--out", str(out)]) == 2
+    assert "m=0" in capsys.readouterr().err and not out.exists()
 
 
 def test_ledger_command_prints_every_release(capsys):

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ["Snakefile", "config.yaml", "config", "workflow", "environment.yml", "README.md"]
 SMOKE = ["--configfile", "config/smoke.yaml"]
 PAPER, RUN = "paper", "smoke"     # run names of config.yaml and config/smoke.yaml
+SMOKE_JOBS = 20                   # simulate jobs of the smoke run: 24 cells per model, 3 per job
 
 pytestmark = pytest.mark.slow
 
@@ -67,6 +68,11 @@ def merged_config(*files) -> dict:
 def n_cells(cfg, study) -> int:
     g = cfg["studies"][study]["grid"]
     return len(g["m"]) * len(g["sizes"]) * len(g.get("mu", [1])) * len(g.get("K", [1]))
+
+
+def n_jobs(cfg, study) -> int:
+    """simulate_cell jobs of one model's study: its cells in groups of cells_per_job."""
+    return -(-n_cells(cfg, study) // cfg["cells_per_job"])
 
 
 def sim_figures(cfg) -> dict:
@@ -188,12 +194,12 @@ def test_runs_do_not_overwrite_each_other(smoke):
     assert resolved["run"] == RUN and resolved["replicates"] == 4
     assert {p.name for p in (smoke / "results").iterdir()} == {RUN}
     res = snakemake(smoke, "-n")
-    assert job_counts(res.stdout)["simulate_cell"] == 230 and f"results/{RUN}/" not in res.stdout
+    assert job_counts(res.stdout)["simulate_cell"] == 32 and f"results/{RUN}/" not in res.stdout
     assert "Nothing to be done" in snakemake(smoke, *SMOKE, "-n").stdout
     # a changed setting under the same file: a new, hashed run name, not the smoke outputs
     res = snakemake(smoke, *SMOKE, "-n", "--config", "replicates=2", "seeds_per_job=2")
     hashed = re.search(rf"results/({RUN}-[0-9a-f]{{8}})/", res.stdout).group(1)
-    assert job_counts(res.stdout)["simulate_cell"] == 48 and f"results/{RUN}/" not in res.stdout
+    assert job_counts(res.stdout)["simulate_cell"] == SMOKE_JOBS and f"results/{RUN}/" not in res.stdout
     assert hashed in res.stderr                                   # announced at the start
 
 
@@ -228,7 +234,7 @@ def test_hard_killed_run_resumes_to_the_same_outputs(smoke, tmp_path):
     --rerun-incomplete."""
     d = workdir(tmp_path / "killed")
     done = _kill_mid_run(d, signal.SIGKILL)
-    assert 4 <= done < 48
+    assert 4 <= done < SMOKE_JOBS
     assert snakemake(d, "--unlock", *SMOKE).returncode == 0
     res = snakemake(d, *SMOKE, "--rerun-incomplete")
     assert res.returncode == 0, res.stderr[-3000:]
@@ -240,7 +246,7 @@ def test_interrupted_run_resumes_with_the_same_command(smoke, tmp_path):
     (no --unlock: Snakemake released its lock)."""
     d = workdir(tmp_path / "interrupted")
     done = _kill_mid_run(d, signal.SIGINT)
-    if done == 48:      # a loaded machine can finish every cell before the signal lands
+    if done == SMOKE_JOBS:      # a loaded machine can finish every job before the signal lands
         pytest.skip("the smoke run finished before SIGINT arrived; nothing was interrupted")
     res = snakemake(d, *SMOKE, "--rerun-incomplete")
     assert res.returncode == 0, res.stderr[-3000:]
@@ -255,21 +261,22 @@ def test_default_dry_run_plans_the_whole_paper_grid(tmp_path):
     counts = job_counts(res.stdout)
     cfg = merged_config()
     cells = sum(n_cells(cfg, s) * len(cfg["studies"][s]["models"]) for s in cfg["studies"])
-    assert cells == 230
-    assert counts["simulate_cell"] == cells and counts["summarise_study"] == 10
+    jobs = sum(n_jobs(cfg, s) * len(cfg["studies"][s]["models"]) for s in cfg["studies"])
+    assert (cells, jobs) == (230, 32)                                       # 8 cells per job (cells_per_job)
+    assert counts["simulate_cell"] == jobs and counts["summarise_study"] == 10
     assert counts["fit_realdata"] == 6 and counts["plot_realdata"] == 2     # Figures 7-8: 2 tasks x 3 splits
     assert counts["plot_figure"] == 12 and counts["save_config"] == 1
     assert counts["assess_claims"] == 1                                     # the claims report
-    assert counts["total"] == 230 + 10 + 12 + 2 + 6 + 2 + 1 + 1 + 1
+    assert counts["total"] == 32 + 10 + 12 + 2 + 6 + 2 + 1 + 1 + 1       # the README's 67
     assert f"run {PAPER} " in res.stderr
     paths = set(re.findall(r"(?:output|log|benchmark): (\S+?)[,\n]", res.stdout + "\n"))
     assert paths and all(p.split("/")[1] == PAPER for p in paths), sorted(paths)[:5]
 
 
-def _figure_cells(cfg, fig):
+def _figure_jobs(cfg, fig):
     spec = cfg["figures"][fig]
     studies = {p.get("study", spec.get("study")) for p in spec["panels"]}
-    return studies, sum(n_cells(cfg, s) for s in studies)
+    return studies, sum(n_jobs(cfg, s) for s in studies)
 
 
 @pytest.mark.parametrize("fig", list(sim_figures(merged_config())))
@@ -279,32 +286,23 @@ def test_dry_run_of_each_figure_plans_only_its_cells(tmp_path, fig):
     target = f"figures/{PAPER}/{fig}.pdf" if fig != "fig03" else "fig03"     # by file, and by rule name
     res = snakemake(d, "-n", target)
     assert res.returncode == 0, res.stderr[-2000:]
-    studies, cells = _figure_cells(cfg, fig)
-    assert job_counts(res.stdout)["simulate_cell"] == cells
+    studies, jobs = _figure_jobs(cfg, fig)
+    assert job_counts(res.stdout)["simulate_cell"] == jobs
     model = cfg["figures"][fig]["model"]
     planned = set(re.findall(rf"results/{PAPER}/cells/(\w+)/(\w+)/\S+\.parquet", res.stdout))
     assert planned == {(model, s) for s in studies}
 
 
-def test_named_targets_of_another_config(tmp_path):
-    d = workdir(tmp_path)
-    res = snakemake(d, "-n", "fig03", "table1", "rates", *SMOKE)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "figures/smoke/fig03.pdf" in res.stdout and "tables/smoke/rates.md" in res.stdout
-    assert f"results/{PAPER}/" not in res.stdout
-
-
 def test_mistyped_targets_are_errors(tmp_path):
     d = workdir(tmp_path)
-    base = f"results/{PAPER}/cells/logistic/equal_n/sizes~equal-30/m~20/mu~2/K~50/seeds~0-99.parquet"
+    base = f"results/{PAPER}/cells/logistic/equal_n/cells~0-5/seeds~0-99.parquet"
     assert snakemake(d, "-n", base).returncode == 0
-    for bad in (base.replace("equal-30", "equal-31"), base.replace("equal_n", "equal_N"),
-                f"figures/{PAPER}/fig99.pdf", base.replace("seeds~0-99", "seeds~0-98"),
-                base.replace(f"/{PAPER}/", "/smoke/")):
+    for bad in (base.replace("equal_n", "equal_N"), f"figures/{PAPER}/fig99.pdf",
+                base.replace("seeds~0-99", "seeds~0-98"), base.replace(f"/{PAPER}/", "/smoke/")):
         res = snakemake(d, "-n", bad)
         assert res.returncode != 0, bad
-    res = snakemake(d, "-n", base.replace("m~20", "m~200"))      # m = 200 exists, not in equal_n
-    assert res.returncode != 0 and "not a cell of study equal_n" in res.stderr + res.stdout
+    res = snakemake(d, "-n", base.replace("0-5", "0-6"))      # 0-6 is a group of compare, not of equal_n
+    assert res.returncode != 0 and "not a group of study equal_n" in res.stderr + res.stdout
 
 
 BAD_CONFIGS = {

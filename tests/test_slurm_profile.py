@@ -80,11 +80,11 @@ def test_default_grid_fits_in_few_submissions(plan):
     assert "simulate_cell" not in counts, "cells must be grouped"
     assert counts.get("group cells", 0) >= 1
     assert total <= MAX_SUBMISSIONS, counts
-    assert counts == {"group cells": 29, "fit_realdata": 6, "group post": 1}    # the README's 36
+    assert counts == {"group cells": 32, "fit_realdata": 6, "group post": 1}    # the README's 39
 
 
 def cell_resources(plan: str) -> dict[str, dict]:
-    """simulate_cell jobs of the plan: output path -> {mem_mb, runtime}."""
+    """simulate_cell jobs (a group of cells each) of the plan: output path -> {mem_mb, runtime}."""
     cells = {}
     for block in re.split(r"\n\s*(?=rule simulate_cell:)", plan)[1:]:
         out = re.search(r"output: (\S+)", block).group(1)
@@ -93,11 +93,11 @@ def cell_resources(plan: str) -> dict[str, dict]:
     return cells
 
 
-def test_cell_resources_grow_with_the_cell(plan):
+def test_cell_resources_grow_with_the_cells(plan):
     cells = cell_resources(plan)
-    assert len(cells) >= 200
-    big = next(r for p, r in cells.items() if "compare/sizes~lognormal-5.5-1/m~140/" in p)
-    small = next(r for p, r in cells.items() if "equal_n/sizes~equal-30/m~20/" in p)
+    assert len(cells) == 32                                      # 230 cells, 8 per job
+    big = next(r for p, r in cells.items() if "logistic/compare/cells~7-14/" in p)   # m up to 140, N ~ 56,000
+    small = next(r for p, r in cells.items() if "logistic/equal_n/cells~0-5/" in p)  # equal(30), m 20-60
     assert big["runtime"] > small["runtime"] >= 2 and big["mem_mb"] > small["mem_mb"] >= 1000
     assert all(r["runtime"] <= 60 and r["mem_mb"] <= 4000 for r in cells.values())
 

@@ -159,6 +159,15 @@ def test_unnamed_overrides_get_a_hashed_run_name():
     assert wp.run_name(smoke, [named, {"replicates": 8}]).startswith("smoke-")
 
 
+def test_cells_per_job_changes_neither_the_run_name_nor_the_hash(paper):
+    """How cells are cut into jobs changes no number (tests/test_cli.py): overriding it
+    alone keeps the run and its config hash (so titles and tables stay the same)."""
+    one = plan(cells_per_job=1, overrides=[{"cells_per_job": 1}])
+    assert (one.run, one.sha) == (paper.run, paper.sha)
+    assert wp.run_name(paper.config, [{"cells_per_job": 1, "replicates": 8}]).startswith("paper-")
+    assert wp.run_name(paper.config, [{}]).startswith("paper-")
+
+
 def test_every_output_lies_under_the_run(paper, smoke):
     for p in (paper, smoke):
         files = [f for name, fs in p.targets().items() if name != "gallery" for f in fs]
@@ -216,16 +225,34 @@ def test_cells_of_the_shipped_configs(paper, smoke):
     assert plan(seeds_per_job=30).seed_blocks() == [(0, 29), (30, 59), (60, 89), (90, 99)]
 
 
+def test_cells_are_grouped_into_jobs_within_a_study(paper):
+    """Every cell of a study lies in exactly one job's group; groups are consecutive,
+    of at most cells_per_job cells and sizes that differ by at most one."""
+    for per in (1, 4, 8, 25, 100):
+        p = paper if per == paper.config["cells_per_job"] else plan(cells_per_job=per)
+        for study in p.config["studies"]:
+            groups, n = p.cell_groups(study), len(p.study_cells(study))
+            assert [i for a, b in groups for i in range(a, b + 1)] == list(range(n))
+            sizes = [b - a + 1 for a, b in groups]
+            assert max(sizes) <= per and max(sizes) - min(sizes) <= 1 and len(groups) == -(-n // per)
+    assert paper.cell_groups("equal_n") == [(0, 5), (6, 11), (12, 17), (18, 24)]      # 25 cells, 8 per job
+    assert plan(cells_per_job=1).cell_groups("compare") == [(i, i) for i in range(15)]
+
+
 def test_cell_params_are_checked_against_the_grid(paper):
-    w = W(model="logistic", study="compare", sizes="equal-400", m="100", mu="2", K="50",
-          first="0", last="99")
+    w = W(model="logistic", study="compare", cells="7-14", first="0", last="99")
     spec = json.loads(paper.cell_params(w))
-    assert spec["sizes"] == "equal(400)" and spec["m"] == 100 and spec["methods"][0] == "fedsgd"
-    assert paper.cell_file("logistic", "compare", paper._cell_of(w), (0, 99)) == \
-        "results/paper/cells/logistic/compare/sizes~equal-400/m~100/mu~2/K~50/seeds~0-99.parquet"
-    for bad in (dict(m="200"), dict(sizes="equal-401"), dict(last="98")):
+    assert [c["sizes"] for c in spec] == ["equal(400)"] * 3 + ["lognormal(5.5,1)"] * 5
+    assert [c["m"] for c in spec] == [100, 120, 140, 60, 80, 100, 120, 140] and spec[0]["methods"][0] == "fedsgd"
+    cell = {"sizes": "equal(400)", "m": 140, "mu": "2", "K": 50}
+    assert paper.cell_file("logistic", "compare", cell, (0, 99)) == \
+        "results/paper/cells/logistic/compare/cells~7-14/seeds~0-99.parquet"
+    for bad in (dict(cells="8-14"), dict(cells="15-15"), dict(cells="x"), dict(last="98"),
+                dict(model="gaussian")):
         with pytest.raises(ValueError):
             paper.cell_params(W(**{**vars(w), **bad}))
+    files = paper.study_cell_files(W(model="poisson", study="compare"))
+    assert files == [f"results/paper/cells/poisson/compare/cells~{g}/seeds~0-99.parquet" for g in ("0-6", "7-14")]
 
 
 STUDY_SETTINGS = {"clip": {"rule": "fixed", "value": 3.0}, "privacy": {"mode": "certified"},
@@ -306,19 +333,25 @@ def test_nn_runs_and_constraints(paper):
 
 def test_constraints_match_exactly_the_config(paper):
     c = paper.constraints()
-    assert re.fullmatch(c["sizes"], "uniform-100-700") and not re.fullmatch(c["sizes"], "uniform-100-70")
-    assert re.fullmatch(c["mu"], "inf") and not re.fullmatch(c["m"], "7")
+    assert re.fullmatch(c["study"], "fixed_N") and not re.fullmatch(c["study"], "fixed")
+    assert re.fullmatch(c["cells"], "7-14") and not re.fullmatch(c["cells"], "8-14")
     assert wp.alternatives([]) == "(?!)"
 
 
 # ------------------------------------------------------------------ resources
-def test_cell_resources_grow_with_the_cell(paper):
-    big = W(sizes="lognormal-5.5-1", m="140", K="50", first="0", last="99")
-    small = W(sizes="equal-30", m="20", K="50", first="0", last="99")
-    assert paper.cell_runtime(big) > paper.cell_runtime(small) >= 2
-    assert paper.cell_mem_mb(big) > paper.cell_mem_mb(small) >= 1000
-    assert paper.cell_runtime(big, attempt=2) == 2 * paper.cell_runtime(big)
-    assert paper.cell_runtime(big) <= 60 and paper.cell_mem_mb(big) <= 4000
+def test_cell_resources_grow_with_the_cells_of_a_job(paper):
+    one = plan(cells_per_job=1)
+    big = W(model="logistic", study="compare", cells="14-14", first="0", last="99")    # lognormal(5.5,1), m = 140
+    small = W(model="logistic", study="equal_n", cells="0-0", first="0", last="99")    # equal(30), m = 20
+    assert one.cell_runtime(big) > one.cell_runtime(small) >= 2
+    assert one.cell_mem_mb(big) > one.cell_mem_mb(small) >= 1000
+    assert one.cell_runtime(big, attempt=2) == 2 * one.cell_runtime(big)
+    assert one.cell_runtime(big) <= 60 and one.cell_mem_mb(big) <= 4000
+    # a job of several cells: the sum of their run times, the memory of the largest
+    group = W(model="logistic", study="compare", cells="7-14", first="0", last="99")
+    singles = [W(**{**vars(group), "cells": f"{i}-{i}"}) for i in range(7, 15)]
+    assert paper.cell_runtime(group) == 2 + sum(one.cell_runtime(w) - 2 for w in singles)
+    assert paper.cell_mem_mb(group) == max(one.cell_mem_mb(w) for w in singles) == one.cell_mem_mb(big)
     assert wp.Plan.realdata_runtime(W(dataset="mnist", task="multiclass")) == 120
     assert wp.Plan.nn_mem_mb(W(dataset="digits"), attempt=3) == 6000
 

@@ -139,8 +139,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"fedgdp: error: {message}\n")
 
 
-def load_params_file(path: str) -> dict:
-    """A ``--params`` YAML file as a dict; ValueError naming the file otherwise."""
+def load_params_file(path: str, many: bool = False) -> dict | list[dict]:
+    """A ``--params`` YAML file as a dict; ValueError naming the file otherwise.
+
+    With ``many``, a non-empty list of mappings (several cells) is accepted too.
+    """
     import yaml
 
     try:
@@ -148,8 +151,10 @@ def load_params_file(path: str) -> dict:
             loaded = yaml.safe_load(fh) or {}
     except OSError as exc:
         raise ValueError(f"cannot read --params {path}: {exc.strerror}") from None
+    if many and isinstance(loaded, list) and loaded and all(isinstance(x, dict) for x in loaded):
+        return loaded
     if not isinstance(loaded, dict):
-        raise ValueError(f"--params {path} must hold a mapping")
+        raise ValueError(f"--params {path} must hold a mapping" + (" or a list of mappings" if many else ""))
     return loaded
 
 

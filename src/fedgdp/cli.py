@@ -27,7 +27,8 @@ def _cell_args(ap: argparse.ArgumentParser) -> None:
     from .settings import add_flags
 
     g = ap.add_argument_group("cell")
-    g.add_argument("--params", help="YAML file of parameters (flags override it)")
+    g.add_argument("--params", help="YAML file of parameters (flags override it); simulate also takes "
+                                    "a list of them: several cells, one after another, one file")
     add_flags(g, CellSettings)               # a flag per cell parameter that has a flag type
     g.add_argument("--clip", help="quantile:q or a fixed bound B")
     _privacy_args(g)
@@ -63,11 +64,12 @@ def _privacy_overrides(args, out: dict) -> dict:
     return out
 
 
-def _overrides(args) -> dict:
+def _overrides(args, given: dict | None = None) -> dict:
+    """The cell's parameters: ``given`` (default: the --params file), then the flags."""
     from .params import CellSettings
     from .settings import flag_values
 
-    out: dict = load_params_file(args.params) if args.params else {}
+    out: dict = dict(given) if given is not None else (load_params_file(args.params) if args.params else {})
     out.update(flag_values(args, CellSettings))
     if args.clip is not None:
         rule, _, q = args.clip.partition(":")
@@ -90,13 +92,17 @@ def _overrides(args) -> dict:
 
 
 def _cmd_simulate(args) -> int:
+    """One cell, or several (--params holding a list of mappings; the flags apply to
+    each), run one after another in this process and written to one file: rows in the
+    order of the cells, then replicate and method; every cell checked before any work."""
     from .params import parse_seeds, resolve
     from .runner import run_cell, write_cell
 
-    p = resolve(_overrides(args))
+    loaded = load_params_file(args.params, many=True) if args.params else {}
+    cells = [resolve(_overrides(args, c)) for c in (loaded if isinstance(loaded, list) else [loaded])]
     seeds = parse_seeds(args.seeds)
-    rows = run_cell(p, seeds)
-    write_cell(rows, p, args.out)
+    rows = [row for p in cells for row in run_cell(p, seeds)]
+    write_cell(rows, cells if isinstance(loaded, list) else cells[0], args.out)
     return 0
 
 
@@ -192,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND",
                             title="commands (fedgdp COMMAND --help: its options and their defaults)")
 
-    sim = sub.add_parser("simulate", help="run one cell, write its Parquet file")
+    sim = sub.add_parser("simulate", help="run one cell (or a list of cells), write one Parquet file")
     _cell_args(sim)
     sim.add_argument("--seeds", default="0-99", help="replicates, e.g. 0-99")
     sim.add_argument("--out", required=True, type=output_path(".parquet"), help="output .parquet path")

@@ -6,7 +6,8 @@ the nominal privacy level and ``mu_composed`` the ledger's composition of it;
 inputs and the clipping bound is public or privately released, inf otherwise;
 ``privacy_mode`` is ``paper`` or ``certified``. Its
 metadata holds the package version, the git commit (when there is one) and the
-fully resolved parameters as JSON. Files are written to a temporary name and
+fully resolved parameters as JSON (a list of them in a file of several cells, the
+rows of one cell after another). Files are written to a temporary name and
 renamed, so an interrupted run never leaves a file that looks complete.
 """
 from __future__ import annotations
@@ -212,8 +213,9 @@ def write_parquet(table, out: str | os.PathLike, params: dict) -> None:
             tmp.unlink()
 
 
-def write_cell(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
-    """Write a cell's rows (:data:`COLUMNS`) with :func:`write_parquet`."""
+def write_cell(rows: list[dict], p: dict | list[dict], out: str | os.PathLike) -> None:
+    """Write a cell's rows (:data:`COLUMNS`) with :func:`write_parquet`; a file of
+    several cells (one simulate job) has their rows in turn and ``p`` a list."""
     write_parquet(rows_to_table(rows, _schema()), out, p)
 
 

@@ -8,7 +8,8 @@ rule files, so it can be unit-tested without Snakemake (``tests/test_workflow_pl
   nearest known one) and the checks a schema cannot express (:meth:`Plan.check`);
 - the run name (:func:`run_name`) and the output tree of a run, so that two configs
   never write to the same files;
-- the cells of every study, the seed blocks, the named targets (:meth:`Plan.targets`);
+- the cells of every study, the jobs that run them (groups of cells x seed blocks),
+  the named targets (:meth:`Plan.targets`);
 - per-job specs (the JSON each ``fedgdp`` command receives), report captions, and the
   resources a cluster job asks for (:meth:`Plan.cell_runtime` and friends).
 
@@ -36,7 +37,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-__all__ = ["ConfigError", "Plan", "numbers", "validate", "run_name", "config_sha", "suggest",
+__all__ = ["ConfigError", "Plan", "numbers", "validate", "run_name", "config_sha", "suggest", "LAYOUT_KEYS",
            "FIGURE_KINDS", "GALLERY_DIR", "NN_X"]
 
 FIGURE_KINDS = ("simulation", "realdata", "nn")
@@ -193,9 +194,16 @@ def merge_settings(defaults: dict, settings: dict) -> dict:
     return out
 
 
+#: Settings that decide only how the work is cut into jobs, never a number of any output
+#: (a replicate's numbers depend on its cell, index and base_seed alone): they are left
+#: out of the config hash, and overriding only them keeps the run name.
+LAYOUT_KEYS = ("cells_per_job",)
+
+
 def config_sha(config: dict) -> str:
-    """SHA-256 of the canonical JSON of ``config`` without its ``run`` key (8 hex digits)."""
-    body = {k: v for k, v in config.items() if k != "run"}
+    """SHA-256 of the canonical JSON of ``config`` without its ``run`` key and the
+    :data:`LAYOUT_KEYS` (8 hex digits)."""
+    body = {k: v for k, v in config.items() if k != "run" and k not in LAYOUT_KEYS}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
@@ -206,10 +214,12 @@ def run_name(config: dict, overrides: list[dict]) -> str:
     ``config["run"]`` (``paper`` in config.yaml) when every override (each
     ``--configfile`` and the ``--config`` settings) names its run; otherwise that name
     plus the hash of the resolved config (``paper-1a2b3c4d``): settings changed without
-    a new name never land on the outputs of the named config.
+    a new name never land on the outputs of the named config. An override of
+    :data:`LAYOUT_KEYS` alone (``--config cells_per_job=1``) changes no number, so it
+    keeps the name.
     """
     name = config["run"]
-    if any("run" not in (o or {}) for o in overrides):
+    if any("run" not in (o or {}) and not (o and set(o) <= set(LAYOUT_KEYS)) for o in overrides):
         return f"{name}-{config_sha(config)}"
     return name
 
@@ -263,8 +273,7 @@ class Plan:
         r = self.run
         self.paths = SimpleNamespace(
             config=f"results/{r}/config.resolved.yaml",
-            cell=f"results/{r}/cells/{{model}}/{{study}}/sizes~{{sizes}}/m~{{m}}/mu~{{mu}}/K~{{K}}/"
-                 f"seeds~{{first}}-{{last}}.parquet",
+            cell=f"results/{r}/cells/{{model}}/{{study}}/cells~{{cells}}/seeds~{{first}}-{{last}}.parquet",
             summary=f"results/{r}/summary/{{model}}_{{study}}.parquet",
             realdata=f"results/{r}/realdata/{{dataset}}/{{task}}/split~{{split}}.parquet",
             nn_run=f"results/{r}/nn/{{dataset}}/{{fig}}/m~{{m}}/n~{{n}}/rep~{{rep}}.parquet",
@@ -316,6 +325,18 @@ class Plan:
         """The cell parameters of a study: ``defaults`` with its ``settings`` laid over them."""
         return merge_settings(self.config["defaults"], self.config["studies"][study].get("settings", {}))
 
+    def cell_groups(self, study: str) -> list[tuple[int, int]]:
+        """(first, last) index into :meth:`study_cells` of the cells of every simulate job.
+
+        A job runs up to ``cells_per_job`` consecutive cells of one study (and one model)
+        in one process: ``ceil(n / cells_per_job)`` groups whose sizes differ by at most
+        one, so the process start-up (imports, compiled kernels) is paid once per group.
+        """
+        n, per = len(self.study_cells(study)), self.config["cells_per_job"]
+        k = -(-n // per)
+        cuts = [i * n // k for i in range(k + 1)]
+        return [(cuts[i], cuts[i + 1] - 1) for i in range(k)]
+
     def cell_overrides(self, model: str, study: str, cell: dict) -> dict:
         """Parameters of one cell for ``fedgdp simulate --params`` (fedgdp.params keys)."""
         s = self.config["studies"][study]
@@ -325,44 +346,50 @@ class Plan:
                  beta_true=self.config["beta_true"][model])
         return p
 
-    def cell_file(self, model: str, study: str, cell: dict, block) -> str:
-        from .simulate import size_slug
+    def group_file(self, model: str, study: str, group, block) -> str:
+        """The file of one simulate job: a group of cells (:meth:`cell_groups`) x a seed block."""
+        return self.paths.cell.format(model=model, study=study, cells=f"{group[0]}-{group[1]}",
+                                      first=block[0], last=block[1])
 
-        return self.paths.cell.format(model=model, study=study, sizes=size_slug(cell["sizes"]),
-                                      m=cell["m"], mu=cell["mu"], K=cell["K"], first=block[0],
-                                      last=block[1])
+    def cell_file(self, model: str, study: str, cell: dict, block) -> str:
+        """The file that holds one cell's rows of a seed block (its group's file)."""
+        i = self.study_cells(study).index(cell)
+        group = next(g for g in self.cell_groups(study) if g[0] <= i <= g[1])
+        return self.group_file(model, study, group, block)
 
     def summary_file(self, model: str, study: str) -> str:
         return self.paths.summary.format(model=model, study=study)
 
-    def _cell_of(self, w) -> dict:
-        """The grid cell named by a cell path's wildcards; ValueError if there is none."""
-        from .simulate import size_slug
-
+    def _group_of(self, w) -> list[dict]:
+        """The grid cells of a job named by a cell path's wildcards (model, study, cells,
+        first, last); ValueError if the config has no such job."""
         study = self.config["studies"][w.study]
         if w.model not in study["models"]:
             raise ValueError(f"study {w.study} is not run for model {w.model}")
-        sizes = next((s for s in self.study_axes(w.study)["sizes"] if size_slug(s) == w.sizes), None)
-        cell = {"sizes": sizes, "m": int(w.m), "mu": w.mu, "K": int(w.K)}
-        if cell not in self.study_cells(w.study):
-            raise ValueError(f"sizes~{w.sizes}/m~{w.m}/mu~{w.mu}/K~{w.K} is not a cell of study "
-                             f"{w.study} in the config")
+        groups = self.cell_groups(w.study)
+        first, _, last = str(w.cells).partition("-")
+        if not (first.isdigit() and last.isdigit()) or (int(first), int(last)) not in groups:
+            raise ValueError(f"cells~{w.cells} is not a group of study {w.study}: with cells_per_job="
+                             f"{self.config['cells_per_job']} its groups are "
+                             f"{', '.join(f'{a}-{b}' for a, b in groups)}")
         if (int(w.first), int(w.last)) not in self.seed_blocks(w.study):
             raise ValueError(f"seeds~{w.first}-{w.last} is not a seed block of replicates="
                              f"{self.replicates(w.study)}, seeds_per_job={self.config['seeds_per_job']}")
-        return cell
+        return self.study_cells(w.study)[int(first):int(last) + 1]
 
     def cell_params(self, wildcards) -> str:
-        """JSON parameters of the cell a simulate job runs (checked against the grid)."""
-        cell = self._cell_of(wildcards)
-        return json.dumps(self.cell_overrides(wildcards.model, wildcards.study, cell), sort_keys=True)
+        """JSON list of the parameters of every cell a simulate job runs, in grid order
+        (checked against the config)."""
+        cells = self._group_of(wildcards)
+        return json.dumps([self.cell_overrides(wildcards.model, wildcards.study, c) for c in cells],
+                          sort_keys=True)
 
     def study_cell_files(self, wildcards) -> list[str]:
-        """Every cell file of one model's study (input of summarise_study)."""
+        """Every cell file of one model's study, in grid order (input of summarise_study)."""
         if wildcards.model not in self.config["studies"][wildcards.study]["models"]:
             raise ValueError(f"study {wildcards.study} is not run for model {wildcards.model}")
-        return [self.cell_file(wildcards.model, wildcards.study, cell, block)
-                for cell in self.study_cells(wildcards.study) for block in self.seed_blocks(wildcards.study)]
+        return [self.group_file(wildcards.model, wildcards.study, group, block)
+                for group in self.cell_groups(wildcards.study) for block in self.seed_blocks(wildcards.study)]
 
     # ----------------------------------------------------------------- targets
     def figure_files(self, fig: str) -> list[str]:
@@ -764,16 +791,11 @@ class Plan:
     def constraints(self) -> dict[str, str]:
         """Global wildcard constraints of the simulation paths, built from the config."""
         from .estimators import REGISTRY
-        from .simulate import size_slug
 
-        axes = [self.study_axes(s) for s in self.config["studies"]]
         return {
             "model": alternatives(m for s in self.config["studies"].values() for m in s["models"]),
             "study": alternatives(self.config["studies"]),
-            "sizes": alternatives(size_slug(v) for a in axes for v in a["sizes"]),
-            "m": alternatives(v for a in axes for v in a["m"]),
-            "mu": alternatives(v for a in axes for v in a["mu"]),
-            "K": alternatives(v for a in axes for v in a["K"]),
+            "cells": alternatives(f"{a}-{b}" for s in self.config["studies"] for a, b in self.cell_groups(s)),
             "first": r"\d+",
             "last": r"\d+",
             "method": alternatives(REGISTRY),
@@ -806,21 +828,24 @@ class Plan:
     # the paper (compare, m = 140, lognormal(5.5,1), N ~ 56,000, 100 replicates) takes
     # 31 s and 160 MB; a small one 2 s and 140 MB. The requests leave wide margins (7 min
     # and 1.6 GB for the largest, 2 min and 1 GB for a small one) and grow with each retry.
-    @staticmethod
-    def _cell_samples(wildcards) -> float:
-        from .simulate import parse_size_slug, parse_sizes
+    # A job of several cells runs them one after another in one process: it asks for the
+    # sum of their run times and the memory of the largest.
+    def _job_cells(self, wildcards) -> list[tuple[float, int, int]]:
+        """(expected samples, K, replicates) of every cell of a simulate job."""
+        from .simulate import parse_sizes
 
-        m = int(wildcards.m)
-        return m * parse_sizes(parse_size_slug(wildcards.sizes)).mean_size(m)
+        reps = int(wildcards.last) - int(wildcards.first) + 1
+        return [(int(c["m"]) * parse_sizes(c["sizes"]).mean_size(int(c["m"])), int(c["K"]), reps)
+                for c in self._group_of(wildcards)]
 
     def cell_runtime(self, wildcards, attempt: int = 1) -> int:
         """Minutes a simulate_cell job asks for."""
-        reps = int(wildcards.last) - int(wildcards.first) + 1
-        return attempt * (2 + int(2e-8 * reps * max(int(wildcards.K), 50) * self._cell_samples(wildcards)))
+        return attempt * (2 + sum(int(2e-8 * reps * max(K, 50) * samples)
+                                  for samples, K, reps in self._job_cells(wildcards)))
 
     def cell_mem_mb(self, wildcards, attempt: int = 1) -> int:
         """Megabytes a simulate_cell job asks for."""
-        return attempt * (1000 + int(self._cell_samples(wildcards) / 100))
+        return attempt * (1000 + int(max(samples for samples, _, _ in self._job_cells(wildcards)) / 100))
 
     # Real data: digits takes seconds; MNIST, one core: about 6 min per binary and 30 min
     # per multiclass split, about 0.8 GB seen (70,000 x 785 doubles are 0.44 GB alone).

@@ -42,10 +42,7 @@ if shutil.which("fedgdp") is None:
 wildcard_constraints:
     model=PLAN.constraints()["model"],
     study=PLAN.constraints()["study"],
-    sizes=PLAN.constraints()["sizes"],
-    m=PLAN.constraints()["m"],
-    mu=PLAN.constraints()["mu"],
-    K=PLAN.constraints()["K"],
+    cells=PLAN.constraints()["cells"],
     first=PLAN.constraints()["first"],
     last=PLAN.constraints()["last"],
     method=PLAN.constraints()["method"],
