@@ -265,15 +265,15 @@ def test_a_study_settings_lie_over_the_defaults():
     cfg = merged()
     cfg["studies"]["compare"]["settings"] = copy.deepcopy(STUDY_SETTINGS)
     p = wp.load(cfg, SCHEMA)
-    w = W(model="logistic", study="compare", sizes="equal-400", m="100", mu="2", K="50",
-          first="0", last="99")
-    spec = json.loads(p.cell_params(w))
+    w = W(model="logistic", study="compare", cells="7-14", first="0", last="99")
+    spec = json.loads(p.cell_params(w))[0]                    # equal(400), m = 100
+    assert spec["sizes"] == "equal(400)" and spec["m"] == 100
     assert spec["clip"] == {"rule": "fixed", "value": 3.0}
     assert spec["privacy"] == {"mode": "certified", "hessian_clip": 4}
     assert spec["method_settings"]["fedsgd"] == {"eta": 0.1}
     assert spec["method_settings"]["fedavg"] == {"eta": 0.5, "R": 2}
     assert spec["sigma_c"] == 2.0 and spec["mu"] == "2" and spec["K"] == 50
-    other = json.loads(p.cell_params(W(**{**vars(w), "study": "equal_n", "sizes": "equal-30", "m": "20"})))
+    other = json.loads(p.cell_params(W(**{**vars(w), "study": "equal_n", "cells": "0-5"})))[0]
     assert other["clip"] == {"rule": "quantile", "q": 0.9} and other["sigma_c"] == 1.0
     assert "sigma_c 2.0" not in p.figure_caption(W(fig="fig01"))
     assert '"sigma_c": 2.0' in p.figure_caption(W(fig="fig03"))
@@ -287,7 +287,7 @@ def test_a_study_may_run_fewer_replicates():
     p = wp.load(cfg, SCHEMA)
     assert p.seed_blocks("compare") == [(0, 19), (20, 29)] and p.seed_blocks("equal_n")[-1] == (80, 99)
     files = p.study_cell_files(W(model="logistic", study="compare"))
-    assert len(files) == 15 * 2 and files[1].endswith("seeds~20-29.parquet")
+    assert len(files) == len(p.cell_groups("compare")) * 2 and files[1].endswith("seeds~20-29.parquet")
     assert "30 replicates per cell" in p.figure_caption(W(fig="fig03"))
     assert "100 replicates per cell" in p.figure_caption(W(fig="fig01"))
 
