@@ -1120,7 +1120,7 @@ class Plan:
                 "realdata": self.sensitivity_realdata_runs(), "skipped": self.sensitivity_datasets()[1],
                 "replicates": sens.get("replicates"),
                 "title": f"Claims map: which claims hold under which settings [{self.run}, {self.sha}]",
-                "provenance": self.provenance()}
+                "provenance": self.provenance(), "caption": self.sensitivity_caption()}
         return json.dumps(spec, sort_keys=True)
 
     def sensitivity_caption(self, wildcards=None) -> str:
