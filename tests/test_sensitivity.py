@@ -50,6 +50,7 @@ def test_the_section_expands_into_named_studies(paper):
     # claims restrictions: the FedSGD variants run C2 and C4 only
     assert not any(e["variant"] == "fedsgd_eta_1" and e["claim"] == "C1" for e in index)
     assert {"sens_fedsgd_eta_1_C2", "sens_fedsgd_eta_1_C4"} <= set(names)
+    assert sum(len(paper.study_cells(e["study"])) * len(e["models"]) for e in index) == 352
     # a job of a generated cell carries the variant's settings
     spec = json.loads(paper.cell_params(W(model="logistic", study="sens_fedsgd_K_200_C2", sizes="equal-400",
                                           m="60", mu="2", K="50", first="0", last=str(sens["replicates"] - 1))))
