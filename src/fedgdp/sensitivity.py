@@ -131,7 +131,10 @@ def claims_map(summary: pd.DataFrame | None, real: dict | None, spec: dict) -> p
     """
     rows = []
     variants = spec.get("variants", {})
-    for study, d in spec.get("designs", {}).items():
+    rank = {v: i for i, v in enumerate(_order(spec))}
+    claim_order = sorted(spec.get("designs", {}).items(),
+                         key=lambda kv: (rank.get(kv[1]["variant"], len(rank)), kv[1]["claim"]))
+    for study, d in claim_order:
         claim, variant = d["claim"], d["variant"]
         changes = _changes(variants.get(variant, {}))
         for model in d["models"]:
@@ -151,6 +154,16 @@ def claims_map(summary: pd.DataFrame | None, real: dict | None, spec: dict) -> p
     return pd.DataFrame(rows, columns=MAP_COLUMNS)
 
 
+def _order(spec: dict) -> list[str]:
+    """Variant names in the config's order (``order``; else as given), base first."""
+    names = spec.get("order") or [*spec.get("variants", {}), *spec.get("realdata_variants", {})]
+    return list(dict.fromkeys(["base", *names]))
+
+
+#: Claims whose sub-claims get their own rows in the grid (C1's eight per model stay in the CSV).
+GRID_SUBCLAIMS = ("C2", "C4", "C5")
+
+
 def where_holds(df: pd.DataFrame, claim: str) -> list[tuple[str, str, str]]:
     """(variant, model, FedNewton version) where ``claim`` holds as a whole."""
     top = df[(df["claim"] == claim) & (df["subclaim"] == "") & (df["verdict"] == "holds")]
@@ -162,13 +175,15 @@ def _row_label(claim, model, newton, subclaim) -> str:
     return f"    {subclaim}" if subclaim else head
 
 
-def _grid(df: pd.DataFrame) -> tuple[list[tuple], list[str], dict]:
+def _grid(df: pd.DataFrame, spec: dict) -> tuple[list[tuple], list[str], dict]:
     """(row keys, variant columns, (row key, variant) -> verdict) in map order; sub-claim
-    rows only for the paper's FedNewton."""
+    rows for :data:`GRID_SUBCLAIMS` and the paper's FedNewton only."""
     keys = list(dict.fromkeys((r.claim, r.model, r.newton, r.subclaim) for r in df.itertuples()
-                              if not (r.subclaim and r.newton == "certified")))
+                              if not (r.subclaim and (r.newton == "certified" or r.claim not in GRID_SUBCLAIMS))))
     keys.sort(key=lambda k: (k[0], k[1], k[2] != "paper"))   # stable: sub-claims stay under their claim
-    variants = list(dict.fromkeys(df["variant"]))
+    have = set(df["variant"])
+    variants = [v for v in _order(spec) if v in have] + [v for v in dict.fromkeys(df["variant"])
+                                                          if v not in _order(spec)]
     cells = {((r.claim, r.model, r.newton, r.subclaim), r.variant): r.verdict for r in df.itertuples()}
     return keys, variants, cells
 
@@ -190,12 +205,12 @@ def render_markdown(df: pd.DataFrame, spec: dict) -> str:
     lines += ["## Variants", "", "| Variant | Simulation settings changed | Real-data settings changed |",
               "|---|---|---|"]
     sim, real = spec.get("variants", {}), spec.get("realdata_variants", {})
-    for name in dict.fromkeys([*sim, *real]):
+    for name in _order(spec):
         lines.append(f"| {name} | {esc(_changes(sim[name])) if name in sim else '-'} | "
                      f"{esc(_changes(real[name])) if name in real else '-'} |")
     for note in spec.get("skipped", []):
         lines += ["", f"Real data: {note}."]
-    keys, variants, cells = _grid(df)
+    keys, variants, cells = _grid(df, spec)
     lines += ["", "## Verdicts", "", "| Claim / sub-claim | " + " | ".join(variants) + " |",
               "|---|" + "---|" * len(variants)]
     for k in keys:
@@ -239,7 +254,7 @@ def draw(df: pd.DataFrame, spec: dict, pdf=None, png=None) -> None:
 
     from .plots import atomic_path
 
-    keys, variants, cells = _grid(df)
+    keys, variants, cells = _grid(df, spec)
     fig, ax = plt.subplots(figsize=(2.8 + 0.62 * len(variants), 1.6 + 0.24 * len(keys)))
     for i, k in enumerate(keys):
         for j, v in enumerate(variants):
@@ -259,6 +274,7 @@ def draw(df: pd.DataFrame, spec: dict, pdf=None, png=None) -> None:
         side.set_visible(False)
     ax.set_title(spec.get("title", "Claims map"), fontsize=10, loc="left")
     handles = [Patch(facecolor=c, label=v) for v, (c, _) in VERDICT_COLOURS.items()]
+    handles.append(Patch(facecolor="white", edgecolor="lightgrey", label="-: not in this\nvariant's designs"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7.5, frameon=False,
               title="verdict", title_fontsize=8)
     caption = spec.get("caption", "")

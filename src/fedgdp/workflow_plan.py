@@ -1116,7 +1116,7 @@ class Plan:
         real = {n: v for n, v in self.sensitivity_realdata_variants().items()}
         spec = {"designs": {e["study"]: {"variant": e["variant"], "claim": e["claim"], "models": e["models"]}
                             for e in sensitivity_index(self.config)},
-                "variants": variants, "realdata_variants": real,
+                "variants": variants, "realdata_variants": real, "order": list(dict.fromkeys([*variants, *real])),
                 "realdata": self.sensitivity_realdata_runs(), "skipped": self.sensitivity_datasets()[1],
                 "replicates": sens.get("replicates"),
                 "title": f"Claims map: which claims hold under which settings [{self.run}, {self.sha}]",
