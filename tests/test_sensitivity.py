@@ -10,12 +10,13 @@ from pathlib import Path
 from types import SimpleNamespace as W
 
 import pandas as pd
+import yaml
 import pytest
 
 from fedgdp import sensitivity
 from fedgdp import workflow_plan as wp
 
-from test_claims import FOUR, grid_cells, summary_rows
+from test_claims import grid_cells, summary_rows
 from test_workflow_plan import SCHEMA, merged
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -235,3 +236,38 @@ def test_subclaims_are_read_from_the_evidence():
           "extra, not part of the claim: FedNewton-certified < FedAvg: fails (0/2 agree)",
           "others flat: partly (1/2 agree). checks: a: b"]
     assert sensitivity.subclaims(ev) == [("FedHybrid < FedSGD", "holds"), ("others flat", "partly")]
+
+
+# ------------------------------------------------------------------ end to end (slow)
+@pytest.mark.slow
+def test_tiny_sensitivity_run_builds_the_map_and_its_report(tmp_path):
+    """`snakemake sensitivity` on a tiny section (2 variants x C2, C4 on small grids, one
+    real-data variant on the smoke layout): the map's four files, the report lists them,
+    and the default target plans none of the section's jobs."""
+    from test_pipeline import SMOKE, job_counts, snakemake, workdir
+
+    d = workdir(tmp_path)
+    cfg = yaml.safe_load((d / "config.yaml").read_text())
+    cfg["sensitivity"] = {
+        "replicates": 4,
+        "designs": {"C2": {"study": "compare", "grid": {"m": [10, 20], "sizes": ["equal(100)"]}},
+                    "C4": {"study": "fixed_N", "grid": {"m": [10, 20, 40], "sizes": ["total(2000,equal)"]}}},
+        "variants": {"mu_inf": {"settings": {"mu": "inf"}}},
+        "realdata": {"variants": {"tau1_5": {"tau1": 5}}}}
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    dry = snakemake(d, *SMOKE, "-n")
+    assert dry.returncode == 0 and "sens_" not in dry.stdout and "claims_map" not in dry.stdout
+    res = snakemake(d, *SMOKE, "sensitivity", timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    maps = {ext: d / f"{'figures' if ext in ('pdf', 'png') else 'tables'}/smoke/claims_map.{ext}"
+            for ext in ("csv", "md", "pdf", "png")}
+    assert all(p.stat().st_size > 0 for p in maps.values())
+    df = pd.read_csv(maps["csv"])
+    top = df[df["subclaim"].isna()]
+    assert set(top["variant"]) == {"base", "mu_inf", "tau1_5"}
+    assert set(top["claim"]) == {"C2", "C4", "C5"} and not (top["verdict"] == "not run").any()
+    assert "[smoke, " in maps["md"].read_text()
+    rep = snakemake(d, *SMOKE, "--report", "report.html", "sensitivity")
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    html = (d / "report.html").read_text(errors="replace")
+    assert "claims_map.png" in html and "Sensitivity" in html
