@@ -257,7 +257,7 @@ def test_tiny_sensitivity_run_builds_the_map_and_its_report(tmp_path):
     (d / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     dry = snakemake(d, *SMOKE, "-n")
     assert dry.returncode == 0 and "sens_" not in dry.stdout and "claims_map" not in dry.stdout
-    res = snakemake(d, *SMOKE, "sensitivity", timeout=600)
+    res = snakemake(d, "sensitivity", *SMOKE, timeout=600)   # targets before --configfile (it takes several)
     assert res.returncode == 0, res.stderr[-3000:]
     maps = {ext: d / f"{'figures' if ext in ('pdf', 'png') else 'tables'}/smoke/claims_map.{ext}"
             for ext in ("csv", "md", "pdf", "png")}
@@ -267,7 +267,7 @@ def test_tiny_sensitivity_run_builds_the_map_and_its_report(tmp_path):
     assert set(top["variant"]) == {"base", "mu_inf", "tau1_5"}
     assert set(top["claim"]) == {"C2", "C4", "C5"} and not (top["verdict"] == "not run").any()
     assert "[smoke, " in maps["md"].read_text()
-    rep = snakemake(d, *SMOKE, "--report", "report.html", "sensitivity")
+    rep = snakemake(d, "sensitivity", *SMOKE, "--report", "report.html")
     assert rep.returncode == 0, rep.stderr[-2000:]
     html = (d / "report.html").read_text(errors="replace")
     assert "claims_map.png" in html and "Sensitivity" in html
