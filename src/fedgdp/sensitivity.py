@@ -294,5 +294,5 @@ def draw(df: pd.DataFrame, spec: dict, pdf=None, png=None) -> None:
                              (png, "png", {"dpi": 150, "metadata": {"Title": title}})):
         if path is not None:
             with atomic_path(path) as tmp:
-                fig.savefig(tmp, format=fmt, **extra)
+                fig.savefig(tmp, format=fmt, bbox_inches="tight", pad_inches=0.1, **extra)   # long row labels
     plt.close(fig)
