@@ -20,6 +20,7 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/realdata.smk"
 include: "workflow/rules/nn.smk"
+include: "workflow/rules/sensitivity.smk"
 
 
 rule all:

@@ -254,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     _realdata_commands(sub)
     _nn_commands(sub)
     _claims_commands(sub)
+    _claims_map_commands(sub)
     _describe(sub)
     return ap
 
@@ -460,3 +461,47 @@ def _claims_commands(sub) -> None:
     cl.add_argument("--csv", type=output_path(".csv"), help="output CSV path")
     cl.add_argument("--md", type=output_path(".md"), help="output Markdown path")
     cl.set_defaults(func=_cmd_claims)
+
+
+# ---------------------------------------------------------------- claims map (issue 11, sensitivity)
+def _cmd_claims_map(args) -> int:
+    from . import sensitivity
+    from .summary import read_summaries
+
+    if not (args.csv or args.md or args.pdf or args.png):
+        raise ValueError("give --csv, --md, --pdf and/or --png")
+    spec = _spec(args.spec)
+    summary = read_summaries(args.summaries) if args.summaries else None
+    real = {}
+    if args.realdata:
+        from .realdata import read_rows
+
+        given = set(args.realdata)
+        for run in spec.get("realdata", []):
+            missing = [f for f in run["files"] if f not in given]
+            if missing:
+                raise ValueError(f"--realdata lacks {missing[0]} (variant {run['variant']}, dataset {run['dataset']})")
+            real[(run["variant"], run["dataset"])] = read_rows(run["files"])
+    df = sensitivity.claims_map(summary, real, spec)
+    if args.csv:
+        sensitivity.write_csv(df, args.csv)
+    if args.md:
+        sensitivity.write_markdown(df, args.md, spec)
+    if args.pdf or args.png:
+        sensitivity.draw(df, spec, pdf=args.pdf, png=args.png)
+    return 0
+
+
+def _claims_map_commands(sub) -> None:
+    cm = sub.add_parser("claims-map", help="the sensitivity study's claims map: the claims tested on "
+                                           "every variant (CSV, Markdown, a figure)")
+    cm.add_argument("--summaries", nargs="*", default=[], help="summary .parquet files of the sens_* studies")
+    cm.add_argument("--realdata", nargs="*", default=[], help="real-data .parquet files of the variants (C5)")
+    cm.add_argument("--spec", required=True, help="JSON: designs, variants, realdata runs, title "
+                                                   "(fedgdp.workflow_plan.Plan.sensitivity_map_spec)")
+    cm.add_argument("--csv", type=output_path(".csv"), help="output CSV path")
+    cm.add_argument("--md", type=output_path(".md"), help="output Markdown path")
+    cm.add_argument("--pdf", type=output_path(".pdf"), help="output PDF path")
+    cm.add_argument("--png", type=output_path(".png"), help="output PNG path")
+    cm.set_defaults(func=_cmd_claims_map)
+
