@@ -53,8 +53,10 @@ def test_the_section_expands_into_named_studies(paper):
     assert {"sens_fedsgd_eta_1_C2", "sens_fedsgd_eta_1_C4"} <= set(names)
     assert sum(len(paper.study_cells(e["study"])) * len(e["models"]) for e in index) == 352
     # a job of a generated cell carries the variant's settings
-    spec = json.loads(paper.cell_params(W(model="logistic", study="sens_fedsgd_K_200_C2", sizes="equal-400",
-                                          m="60", mu="2", K="50", first="0", last=str(sens["replicates"] - 1))))
+    group = paper.cell_groups("sens_fedsgd_K_200_C2")[0]
+    spec = json.loads(paper.cell_params(W(model="logistic", study="sens_fedsgd_K_200_C2", cells=f"{group[0]}-{group[1]}",
+                                          first="0", last=str(sens["replicates"] - 1))))[0]
+    assert spec["sizes"] == "equal(400)" and spec["m"] == 60
     assert spec["method_settings"]["fedsgd"] == {"eta": 0.5, "K": 200} and spec["K"] == 50
 
 
@@ -74,10 +76,10 @@ def test_beta_scale_changes_beta_and_nothing_else():
     (so its data seeds and outputs are unchanged); with it, beta_true is scaled."""
     bare = merged()
     del bare["sensitivity"]
-    w = W(model="logistic", study="compare", sizes="equal-400", m="100", mu="2", K="50", first="0", last="99")
+    w = W(model="logistic", study="compare", cells="7-14", first="0", last="99")
     with_section = wp.load(merged(), SCHEMA)
     assert with_section.cell_params(w) == wp.load(bare, SCHEMA).cell_params(w)
-    x2 = json.loads(with_section.cell_params(W(**{**vars(w), "study": "sens_beta_x2_C2", "m": "60", "last": "19"})))
+    x2 = json.loads(with_section.cell_params(W(**{**vars(w), "study": "sens_beta_x2_C2", "cells": "0-1", "last": "19"})))[0]
     assert x2["beta_true"] == [2 * b for b in merged()["beta_true"]["logistic"]]
     assert "beta_scale" not in x2
 

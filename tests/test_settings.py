@@ -23,7 +23,7 @@ def test_every_config_resolves_as_before():
     for kind, label, over in cases.config_cases():
         seen.setdefault(kind, {})[label] = cases.digest(repr(res[kind](copy.deepcopy(over))))
     for kind, digests in FIXTURE["configs"].items():
-        assert set(seen[kind]) == set(digests), kind
+        assert set(digests) <= set(seen[kind]), kind    # studies added since (sens_*, decompose_*) are new cases
         changed = [label for label, d in digests.items() if seen[kind][label] != d]
         assert not changed, f"{kind}: {len(changed)} settings differ, e.g. {changed[:3]}"
 
