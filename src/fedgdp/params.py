@@ -43,6 +43,7 @@ DEFAULTS: dict = {
     "methods": ["fedsgd", "fedhybrid", "fedavg", "fednewton"],
     "method_settings": {},      # e.g. {"fedsgd": {"eta": 0.5}, "fedavg": {"R": 2}}
     "study": "",
+    "release": "private",       # private | clip_only | plain (docs/methods.md §8)
 }
 
 
@@ -156,7 +157,7 @@ def resolve(overrides: dict | None = None) -> dict:
     ValueError
         Naming the first bad key and value.
     """
-    from .estimators import get_method
+    from .estimators import RELEASES, get_method
 
     p = copy.deepcopy(DEFAULTS)
     for key, value in (overrides or {}).items():
@@ -192,6 +193,8 @@ def resolve(overrides: dict | None = None) -> dict:
         raise ValueError(f"diverge_factor must be > 0, got diverge_factor={p['diverge_factor']!r}")
     if not p["sigma_c"] > 0:
         raise ValueError(f"sigma_c must be > 0, got sigma_c={p['sigma_c']}")
+    if p["release"] not in RELEASES:
+        raise ValueError(f"release must be one of {', '.join(RELEASES)}, got release={p['release']!r}")
     p["clip"] = check_clip(p["clip"])
     p["privacy"] = check_privacy(p["privacy"], p["clip"])
     if p["tau1"] == "auto":
