@@ -22,7 +22,8 @@ only when all four squared errors are finite; the others are counted in ``droppe
 
 - :func:`paired` lines the rows of the three studies up by replicate (and checks they
   share their data);
-- :func:`decompose` reduces them to one row per (model, method, sizes, m, K);
+- :func:`decompose` reduces them to one row per (model, method, sizes, m, K), and
+  :func:`ordered` sorts them;
 - :func:`write_csv`, :func:`write_markdown` write the table; the figure is
   :func:`fedgdp.plots_decomposition.plot_decomposition`.
 """
@@ -31,7 +32,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["TERMS", "ROLES", "COLUMNS", "read_rows", "paired", "decompose", "write_csv", "write_markdown"]
+__all__ = ["TERMS", "ROLES", "COLUMNS", "read_rows", "paired", "decompose", "ordered", "write_csv",
+           "write_markdown"]
 
 #: The releases the decomposition compares, each run by its own study.
 ROLES = ("private", "clip_only", "plain")
@@ -144,6 +146,14 @@ def decompose(wide: pd.DataFrame) -> pd.DataFrame:
             row[term], row[f"se_{term}"] = _mean_se(values)
         out.append(row)
     return pd.DataFrame(out, columns=COLUMNS)
+
+
+def ordered(table: pd.DataFrame, methods=None) -> pd.DataFrame:
+    """The rows sorted by model, K, method (in the order of ``methods``, default
+    alphabetical), sizes and m: the same table whatever order the cell files came in."""
+    rank = {m: i for i, m in enumerate(methods or sorted(table["method"].unique()))}
+    key = (lambda c: c.map(lambda v: rank.get(v, len(rank))) if c.name == "method" else c)
+    return table.sort_values(["model", "K", "method", "sizes", "m"], key=key, kind="stable").reset_index(drop=True)
 
 
 def _mean_se(x: np.ndarray) -> tuple[float, float]:
