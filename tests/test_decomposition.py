@@ -162,3 +162,11 @@ def test_decomposition_config_errors_name_the_key(edit, key):
     with pytest.raises(wp.ConfigError) as err:
         load(cfg)
     assert key in str(err.value)
+
+
+def test_bench_suite_times_each_study_with_its_own_release():
+    from fedgdp.bench import suite_cells
+
+    releases = {study: p.get("release", "private") for study, p in suite_cells(config())}
+    assert releases["decompose_plain"] == "plain" and releases["decompose_clip_only"] == "clip_only"
+    assert releases["compare"] == "private"

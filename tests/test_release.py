@@ -102,3 +102,18 @@ def test_bad_release_is_named():
         resolve({"release": "clipped"})
     with pytest.raises(ValueError, match="release=.noisy"):
         FitData([], get_model("logistic"), np.zeros(0), 2.0, 1.0, release="noisy")
+
+
+def test_simulate_command_takes_the_release(tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from fedgdp.cli import main
+
+    out = tmp_path / "cell.parquet"
+    assert main(["simulate", "--m", "4", "--sizes", "equal(20)", "--K", "3", "--methods", "fedsgd",
+                 "--seeds", "0-1", "--release", "clip_only", "--out", str(out)]) == 0
+    t = pq.read_table(out)
+    assert json.loads(t.schema.metadata[b"params"])["release"] == "clip_only"
+    assert all(np.isinf(t.column("mu_composed").to_numpy())) and all(np.isfinite(t.column("B").to_numpy()))
