@@ -238,7 +238,7 @@ class FitData:
     weights : str             ``size`` or ``optimal``
     privacy : dict            ``{"mode": "paper" | "certified", "hessian_clip": factor of tau1}``
     clip : dict               the clipping rule that gave B (its share of mu^2, ledger notes)
-    release : str             what the fit releases (:data:`RELEASES`, docs/methods.md §7):
+    release : str             what the fit releases (:data:`RELEASES`, docs/methods.md §8):
                               ``private`` clipped and noisy (the algorithms); ``clip_only``
                               clipped to the same B, no noise (ledger of mu = inf); ``plain``
                               neither (sets mu = inf: the non-private fit, bit for bit)
