@@ -4,6 +4,7 @@
 #   snakemake --cores 2 fig03                one figure and only what it needs
 #   snakemake --cores 2 --configfile config/smoke.yaml    the smoke run (outputs under smoke/)
 #   snakemake --report reports/paper.html    the figures and tables with captions
+#   snakemake --cores 2 decompose            the error decomposition (not in the default target)
 # Every decision lives in fedgdp.workflow_plan (the rules are thin wrappers around it).
 from snakemake.utils import min_version
 
@@ -21,6 +22,7 @@ include: "workflow/rules/tables.smk"
 include: "workflow/rules/realdata.smk"
 include: "workflow/rules/nn.smk"
 include: "workflow/rules/sensitivity.smk"
+include: "workflow/rules/decomposition.smk"
 
 
 rule all:

@@ -130,7 +130,7 @@ def test_smoke_run_builds_every_figure_and_table(smoke):
 
 def test_smoke_summaries_and_tables(smoke):
     cfg = merged_config("config/smoke.yaml")
-    for study in cfg["studies"]:
+    for study in [s for s in cfg["studies"] if not s.startswith("decompose_")]:   # summarised: all but these
         for model in ("logistic", "poisson"):
             s = pd.read_parquet(smoke / f"results/{RUN}/summary/{model}_{study}.parquet")
             methods = cfg["studies"][study]["methods"]
@@ -260,8 +260,9 @@ def test_default_dry_run_plans_the_whole_paper_grid(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     counts = job_counts(res.stdout)
     cfg = merged_config()
-    cells = sum(n_cells(cfg, s) * len(cfg["studies"][s]["models"]) for s in cfg["studies"])
-    jobs = sum(n_jobs(cfg, s) * len(cfg["studies"][s]["models"]) for s in cfg["studies"])
+    studies = [s for s in cfg["studies"] if not s.startswith("decompose_")]   # the decomposition: its own target
+    cells = sum(n_cells(cfg, s) * len(cfg["studies"][s]["models"]) for s in studies)
+    jobs = sum(n_jobs(cfg, s) * len(cfg["studies"][s]["models"]) for s in studies)
     assert (cells, jobs) == (230, 32)                                       # 8 cells per job (cells_per_job)
     assert counts["simulate_cell"] == jobs and counts["summarise_study"] == 10
     assert counts["fit_realdata"] == 6 and counts["plot_realdata"] == 2     # Figures 7-8: 2 tasks x 3 splits
@@ -402,3 +403,26 @@ def test_gallery_target_makes_the_pngs_the_readme_shows(tmp_path):
     assert shown and set(shown) == made, (sorted(shown), sorted(made))
     for png in shown:                                  # committed, and small
         assert 0 < (ROOT / png).stat().st_size < 100_000, png
+
+
+def test_smoke_decomposition_target_and_report(smoke):
+    """`snakemake decompose` (not in the default target) on the smoke config: the table and
+    the figure, terms adding up to the private MSE, and the report of `all decompose`."""
+    import numpy as np
+
+    from fedgdp.decomposition import COLUMNS, TERMS
+
+    res = snakemake(smoke, "decompose", *SMOKE)
+    assert res.returncode == 0, res.stderr[-3000:]
+    t = pd.read_csv(smoke / f"tables/{RUN}/decomposition.csv")
+    assert list(t.columns) == COLUMNS and len(t) == 2 * 5 * 2          # models x methods x K
+    np.testing.assert_allclose(t[list(TERMS)].sum(axis=1), t["mse_private"], rtol=1e-5)
+    assert (t.loc[t["K"] == 40, "optimisation"] == 0).all()             # K_conv = 40 in smoke.yaml
+    assert (smoke / f"figures/{RUN}/decomposition.pdf").read_bytes()[:5] == b"%PDF-"
+    res = snakemake(smoke, "--report", f"results/{RUN}/report-all.html", "all", "decompose", *SMOKE)
+    assert res.returncode == 0, res.stderr[-2000:]
+    html = (smoke / f"results/{RUN}/report-all.html").read_text(errors="replace")
+    for text in ("decomposition.png", "decomposition.md", "Decomposition", "fig03.png", "claims.md",
+                 "privacy noise = e_private(K) - e_clip_only(K)"):
+        assert text in html, text
+

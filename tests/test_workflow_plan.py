@@ -221,7 +221,7 @@ def test_cells_of_the_shipped_configs(paper, smoke):
         return sum(len(p.study_cells(s)) * len(p.config["studies"][s]["models"])
                    for s in p.config["studies"] if s not in sens)
 
-    assert n_cells(paper) == 230 and n_cells(smoke) == 48
+    assert n_cells(paper) == 230 + 36 and n_cells(smoke) == 48 + 12   # + the decomposition studies' cells
     assert paper.seed_blocks() == [(0, 99)]
     assert plan(seeds_per_job=30).seed_blocks() == [(0, 29), (30, 59), (60, 89), (90, 99)]
 

@@ -86,12 +86,14 @@ def suite_cells(config: dict, studies=None):
     """``(study, overrides)`` of every cell of the config's studies, for every model.
 
     The same expansion as the workflow's (``workflow/rules/common.smk``: the grid's
-    sizes x m x mu x K, a missing axis from ``defaults``).
+    sizes x m x mu x K, a missing axis from ``defaults``; a study's ``settings`` over them).
     """
-    d = config["defaults"]
+    from .workflow_plan import merge_settings
+
     for study, s in config["studies"].items():
         if studies and study not in studies:
             continue
+        d = merge_settings(config["defaults"], s.get("settings", {}))    # a study's own settings
         grid = s["grid"]
         axes = (grid["sizes"], grid["m"], grid.get("mu", [d["mu"]]), grid.get("K", [d["K"]]))
         for model in s["models"]:

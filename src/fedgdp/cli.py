@@ -255,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     _nn_commands(sub)
     _claims_commands(sub)
     _claims_map_commands(sub)
+    _decompose_commands(sub)
     _describe(sub)
     return ap
 
@@ -505,3 +506,41 @@ def _claims_map_commands(sub) -> None:
     cm.add_argument("--png", type=output_path(".png"), help="output PNG path")
     cm.set_defaults(func=_cmd_claims_map)
 
+
+def _cmd_decompose(args) -> int:
+    from . import decomposition as dc
+
+    if not (args.csv or args.md or args.pdf or args.png):
+        raise ValueError("give at least one of --csv, --md, --pdf, --png")
+    spec = _spec(args.spec)
+    for key in ("studies", "K_conv"):
+        if key not in spec:
+            raise ValueError(f"--spec lacks {key!r} (needs studies: release -> study, and K_conv)")
+    missing = [r for r in dc.ROLES if r not in spec["studies"]]
+    if missing:
+        raise ValueError(f"--spec studies lacks the release(s) {missing}; give a study for each of "
+                         f"{', '.join(dc.ROLES)}")
+    table = dc.decompose(dc.paired(dc.read_rows(args.cells), spec["studies"], int(spec["K_conv"])))
+    table = dc.ordered(table, spec.get("methods"))
+    if args.csv:
+        dc.write_csv(table, args.csv)
+    if args.md:
+        dc.write_markdown(table, args.md, title=spec.get("title", ""), note=spec.get("caption", ""))
+    if args.pdf or args.png:
+        from .plots_decomposition import plot_decomposition
+
+        plot_decomposition(table, spec, args.pdf, args.png)
+    return 0
+
+
+def _decompose_commands(sub) -> None:
+    de = sub.add_parser("decompose", help="split each method's MSE into statistical, optimisation, clipping "
+                                          "and privacy terms from paired private / clip_only / plain cells")
+    de.add_argument("cells", nargs="+", help="cell .parquet files of the three studies")
+    de.add_argument("--spec", required=True, help="JSON: studies (release -> study), K_conv; optional "
+                                                  "methods (order), title, caption, name")
+    de.add_argument("--csv", type=output_path(".csv"), help="output CSV path")
+    de.add_argument("--md", type=output_path(".md"), help="output Markdown path")
+    de.add_argument("--pdf", type=output_path(".pdf"), help="output PDF path")
+    de.add_argument("--png", type=output_path(".png"), help="output PNG path")
+    de.set_defaults(func=_cmd_decompose)

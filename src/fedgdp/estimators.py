@@ -38,11 +38,12 @@ from . import privacy
 from .glm import GLM
 from .methods import SIMULATION, Fit, Method, PreDrawnNoise, registry
 from .methods import get_method as _get_method
+from .params import RELEASES
 from .simulate import Replicate
 from .solvers import floored_solve, ridge_solve
 
 __all__ = ["ClientBlock", "FitData", "SimBackend", "Fit", "Method", "REGISTRY", "get_method",
-           "aggregation_weights", "floored_solve", "ridge_solve"]
+           "aggregation_weights", "floored_solve", "ridge_solve", "RELEASES"]
 
 
 # ------------------------------------------------------------------ data layout
@@ -203,6 +204,10 @@ class FitData:
     weights : str             ``size`` or ``optimal``
     privacy : dict            ``{"mode": "paper" | "certified", "hessian_clip": factor of tau1}``
     clip : dict               the clipping rule that gave B (its share of mu^2, ledger notes)
+    release : str             what the fit releases (:data:`fedgdp.params.RELEASES`, docs/methods.md §9):
+                              ``private`` clipped and noisy (the algorithms); ``clip_only``
+                              clipped to the same B, no noise (ledger of mu = inf); ``plain``
+                              neither (sets mu = inf: the non-private fit, bit for bit)
     """
 
     reps: list
@@ -213,10 +218,23 @@ class FitData:
     weights: str = "size"
     privacy: dict = field(default_factory=lambda: {"mode": "paper", "hessian_clip": 4.0})
     clip: dict = field(default_factory=lambda: {"rule": "quantile", "q": 0.9})
+    release: str = "private"
+
+    def __post_init__(self):
+        if self.release not in RELEASES:
+            raise ValueError(f"release must be one of {', '.join(RELEASES)}, got release={self.release!r}")
+        if self.release == "plain":
+            self.mu = np.inf
 
     @property
     def private(self) -> bool:
-        return bool(np.isfinite(self.mu))
+        """Whether the releases carry privacy noise (finite mu, release ``private``)."""
+        return bool(np.isfinite(self.mu)) and self.release == "private"
+
+    @property
+    def clipped(self) -> bool:
+        """Whether per-sample gradients are clipped to B (finite mu, release not ``plain``)."""
+        return bool(np.isfinite(self.mu)) and self.release != "plain"
 
     @cached_property
     def full(self) -> ClientBlock:
@@ -232,7 +250,7 @@ class FitData:
         return self.full.sizes
 
     def bounds(self, data: ClientBlock):
-        return data.clip_bounds(self.B if self.private else None)
+        return data.clip_bounds(self.B if self.clipped else None)
 
     def calibrate(self, plan: tuple) -> tuple[tuple, privacy.Ledger]:
         """Noise sds of a method's plan and its ledger (:func:`fedgdp.privacy.calibrate`).
@@ -241,7 +259,8 @@ class FitData:
         ledger and the method's releases share the rest of mu^2; a data-driven
         ``quantile`` bound is noted as unaccounted.
         """
-        cal = privacy.calibrate_with_clip(plan, mu=self.mu, clip=self.clip, n=self.sizes.astype(float))
+        mu = self.mu if self.private else np.inf     # clip_only: no noise, so no private release
+        cal = privacy.calibrate_with_clip(plan, mu=mu, clip=self.clip, n=self.sizes.astype(float))
         return cal.sigmas, cal.ledger
 
     def hessian_bound(self) -> float:

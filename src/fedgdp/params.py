@@ -27,6 +27,11 @@ BETA_TRUE = {
     "poisson": [0.5, 0.3, -0.3, 0.2, -0.2],
 }
 
+#: What a fit releases (the ``release`` parameter): the private algorithm, the same with its
+#: noise left out (clipped to the same bound), or neither clipped nor noisy (docs/methods.md §9).
+RELEASES = ("private", "clip_only", "plain")
+
+
 
 def _methods(key, value) -> list:
     from .estimators import get_method
@@ -81,6 +86,8 @@ class CellSettings(Settings):
                             factory=lambda: ["fedsgd", "fedhybrid", "fedavg", "fednewton"])
     method_settings: dict = setting(help="per method, e.g. {fedsgd: {eta: 0.5}, fedavg: {R: 2}}", factory=dict)
     study: str = setting("", "study label stored in the output rows", flag=str)
+    release: str = setting("private", "what the fits release: private (clipped and noisy), clip_only (the same "
+                           "bound, no noise) or plain (neither); docs/methods.md §9", parse=choice(*RELEASES), flag=str)
 
     @classmethod
     def finish(cls, p: dict) -> dict:

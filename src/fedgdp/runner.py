@@ -44,11 +44,13 @@ def simulate_block(p: dict, replicates: list[int]):
 
 
 def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dict]:
-    """Each replicate's standard-normal noise for one method (None values if mu = inf)."""
+    """Each replicate's standard-normal noise for one method (None values if mu = inf or
+    the release is not ``private``)."""
     meth, s = get_method(method), p["method_settings"][method]
     key = data_key(p)
+    noisy = bool(np.isfinite(p["mu"])) and p.get("release", "private") == "private"
     return [meth.draw_noise(noise_rng(p["base_seed"], key, r, meth.noise_stream), s, p["m"], d,
-                            np.isfinite(p["mu"])) for r in replicates]
+                            noisy) for r in replicates]
 
 
 #: Noise stream of the private clipping rule's histograms (see :func:`clip_bounds`).
@@ -56,13 +58,14 @@ CLIP_STREAM = "clip_histogram"
 
 
 def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_bound) -> np.ndarray:
-    """The clipping bound of each replicate, shape (R,) (inf when mu = inf), by the
-    rule ``bound`` (:func:`fedgdp.privacy.clip_bound`, or the loop oracle's).
+    """The clipping bound of each replicate, shape (R,) (inf when mu = inf or the
+    release is ``plain``), by the rule ``bound`` (:func:`fedgdp.privacy.clip_bound`, or
+    the loop oracle's); release ``clip_only`` gets the bound of ``private``.
 
     ``private_quantile`` draws each replicate's histogram noise from its own
     generator, :func:`fedgdp.simulate.noise_rng` with the name :data:`CLIP_STREAM`.
     """
-    if not np.isfinite(p["mu"]):
+    if not np.isfinite(p["mu"]) or p.get("release", "private") == "plain":
         return np.full(len(reps), np.inf)
     key = data_key(p)
     return np.array([bound(glm, rep, p["clip"], mu=p["mu"], rng=noise_rng(p["base_seed"], key, r, CLIP_STREAM))
@@ -121,7 +124,8 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
         reps = simulate_block(p, block)
         d = reps[0].X.shape[1]
         B = clip_bounds(p, glm, reps, block, bound)
-        fd = FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"], privacy=p["privacy"], clip=p["clip"])
+        fd = FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"], privacy=p["privacy"], clip=p["clip"],
+                     release=p.get("release", "private"))
         for name in p["methods"]:
             meth, s = get_method(name), p["method_settings"][name]
             noises = draw_noises(p, name, block, d)

@@ -433,12 +433,15 @@ class Plan:
 
     def targets(self) -> dict[str, list[str]]:
         """Named targets -> files: one per figure, one per table (``claims`` is the
-        claims report), ``gallery``, ``all``."""
+        claims report), ``gallery``, ``decompose`` (the error decomposition, when the
+        config has one; not in ``all``), ``all``."""
         out = {fig: self.figure_files(fig) for fig in self.figures()}
         out.update({t: self.table_files(t) for t in self.tables()})
         out["gallery"] = [self.gallery_file(f) for f in self.gallery_figures()]
         if self.config.get("sensitivity"):
             out["sensitivity"] = self.sensitivity_files()   # on request only, never in all
+        if self.config.get("decomposition"):
+            out["decompose"] = self.decomposition_files()      # not in `all`: extra work
         out["all"] = ([self.paths.config]
                       + [p for f in self.default_figures() for p in self.figure_files(f)]
                       + [p for t in self.tables() for p in self.table_files(t)])
@@ -891,6 +894,8 @@ class Plan:
             self._check_realdata()
         if self.figures("nn"):
             self._check_nn()
+        if self.config.get("decomposition"):
+            self._check_decomposition()
 
     @staticmethod
     def _check_in(key, value, allowed, what):
@@ -1166,6 +1171,92 @@ class Plan:
                    + (f" ({'; '.join(skipped)})" if skipped else "") + ". " if real else "")
                 + "What each variant changes: the Markdown table. "
                 f"Made by {self.provenance()}.")
+
+
+    # ---------------------------------------------------- error decomposition
+    def decomposition_files(self) -> list[str]:
+        """The decomposition's table and figure (target ``decompose``)."""
+        t, f = self.paths.tables, self.paths.figure.format(fig="decomposition")
+        return [f"{t}/decomposition.csv", f"{t}/decomposition.md", f"{f}.pdf", f"{f}.png"]
+
+    def decomposition_studies(self) -> dict[str, str]:
+        """Release -> the study that runs it (config ``decomposition.studies``)."""
+        return dict(self.config["decomposition"]["studies"])
+
+    def decomposition_cell_files(self, wildcards=None) -> list[str]:
+        """Every cell file of the three decomposition studies, for each of their models."""
+        out = []
+        for study in self.decomposition_studies().values():
+            for model in self.config["studies"][study]["models"]:
+                out += [self.cell_file(model, study, cell, block)
+                        for cell in self.study_cells(study) for block in self.seed_blocks(study)]
+        return out
+
+    def decomposition_spec(self, wildcards=None) -> str:
+        """What ``fedgdp decompose`` needs (JSON): studies, K_conv, method order, title, caption."""
+        d = self.config["decomposition"]
+        private = self.config["studies"][d["studies"]["private"]]
+        return json.dumps({"studies": d["studies"], "K_conv": d["K_conv"], "methods": private["methods"],
+                           "name": "decomposition", "title": f"{d['title']} [{self.run}, {self.sha}]",
+                           "caption": self.decomposition_caption()}, sort_keys=True)
+
+    def decomposition_caption(self, wildcards=None) -> str:
+        """The definition of the decomposition and the settings that made it."""
+        d, c = self.config["decomposition"], self.config
+        st = d["studies"]
+        axes, settings = self.study_axes(st["private"]), self.study_settings(st["private"])
+        return (f"Error decomposition of each method's MSE (docs/methods.md section 9). Three studies "
+                f"run the same cells on the same replicate data: {st['private']} (release private: the "
+                f"algorithms, clipped and noisy), {st['clip_only']} (clip_only: the same clipping bound "
+                f"B, no noise) and {st['plain']} (plain: no clipping, no noise). With e_r(K) a "
+                f"replicate's squared error under release r at budget K and K_conv = {d['K_conv']} (the "
+                f"plain fit converged): statistical = e_plain(K_conv); optimisation = e_plain(K) - "
+                f"e_plain(K_conv); clipping = e_clip_only(K) - e_plain(K); privacy noise = "
+                f"e_private(K) - e_clip_only(K). The four add up to e_private(K); shown are their "
+                f"means over the replicates (bars stacked with their signs: a negative term lies "
+                f"below zero) and the private MSE (diamond, +-2 Monte Carlo SE); each term's SE is "
+                f"that of its paired per-replicate differences. Replicates with a non-finite error "
+                f"under any release are dropped (column Dropped). Cells: models "
+                f"{', '.join(c['studies'][st['private']]['models'])}, sizes {', '.join(axes['sizes'])}, "
+                f"m in {{{', '.join(map(str, axes['m']))}}}, K in {{{', '.join(map(str, axes['K']))}}}, "
+                f"nominal mu = {', '.join(axes['mu'])}, {self.replicates(st['private'])} replicates, "
+                f"clipping {self._clip_text(settings['clip'], 'beta = 0')}, schedule "
+                f"{c['studies'][st['private']]['schedule']}, base_seed {settings['base_seed']}. "
+                f"Made by {self.provenance()}.")
+
+    def decomposition_labels(self, what: str, fmt: str) -> dict:
+        return {"output": what, "format": fmt, "run": self.run}
+
+    def _check_decomposition(self):
+        """The three studies exist, run their release, and differ in nothing else (so
+        their replicates share data and pair); K_conv is a K of each; one mu each."""
+        d, studies = self.config["decomposition"], self.config["studies"]
+        names = d["studies"]
+        for role, study in names.items():
+            key = f"decomposition.studies.{role}"
+            self._check_in(key, study, studies, "study")
+            release = self.study_settings(study).get("release", "private")
+            if release != role:
+                raise ConfigError(key, f"study {study} runs release {release!r}, not {role!r} "
+                                  f"(set studies.{study}.settings.release: {role})")
+            if len(self.study_axes(study)["mu"]) != 1:
+                raise ConfigError(f"studies.{study}.grid.mu", "a decomposition study runs one mu")
+            if d["K_conv"] not in self.study_axes(study)["K"]:
+                raise ConfigError("decomposition.K_conv", f"K_conv = {d['K_conv']} is not a K of study "
+                                  f"{study} (K in {self.study_axes(study)['K']})")
+
+        def shape(study):
+            s = studies[study]
+            settings = {k: v for k, v in self.study_settings(study).items() if k != "release"}
+            return (s["models"], s["methods"], s["schedule"], self.study_axes(study), settings,
+                    self.replicates(study))
+
+        first = names["private"]
+        for role in ("clip_only", "plain"):
+            if shape(names[role]) != shape(first):
+                raise ConfigError(f"decomposition.studies.{role}",
+                                  f"study {names[role]} differs from {first} in more than its release "
+                                  "(models, methods, schedule, grid, settings and replicates must agree)")
 
 
 def mnist_files(folder: str) -> list[str]:
