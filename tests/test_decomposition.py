@@ -140,10 +140,10 @@ def test_the_decompose_target_is_not_in_all():
 
 def test_release_reaches_the_cells_and_default_cells_are_unchanged():
     p = load(config())
-    w = dict(model="poisson", sizes="equal-400", m="100", mu="2", K="400", first="0", last="29")
+    w = dict(model="poisson", cells="0-5", first="0", last="29")
     for role, study in p.decomposition_studies().items():
-        assert json.loads(p.cell_params(W(study=study, **w)))["release"] == role
-    compare = json.loads(p.cell_params(W(**dict(w, study="compare", K="50", last="99"))))
+        assert [c["release"] for c in json.loads(p.cell_params(W(study=study, **w)))] == [role] * 6
+    compare = json.loads(p.cell_params(W(**dict(w, study="compare", cells="7-14", last="99"))))[0]
     assert "release" not in compare          # the default run's job parameters stay as they were
 
 

@@ -98,7 +98,7 @@ def test_private_is_the_default_release():
 
 
 def test_bad_release_is_named():
-    with pytest.raises(ValueError, match="release=.clipped"):
+    with pytest.raises(ValueError, match="unknown release 'clipped'; choose from private, clip_only, plain"):
         resolve({"release": "clipped"})
     with pytest.raises(ValueError, match="release=.noisy"):
         FitData([], get_model("logistic"), np.zeros(0), 2.0, 1.0, release="noisy")
