@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fedgdp.estimators import FitData, get_method
+from fedgdp.estimators import FitData
 from fedgdp.glm import get_model
 from fedgdp.params import resolve
 from fedgdp.runner import draw_noises, simulate_block

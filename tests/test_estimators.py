@@ -6,7 +6,6 @@ import pytest
 import statsmodels.api as sm
 
 from conftest import make_block, stacked_noise
-from fedgdp import privacy
 from fedgdp.estimators import REGISTRY, floored_solve, get_method
 from fedgdp.reference import ORACLE, reference_fit
 from fedgdp.runner import run_cell

@@ -246,7 +246,7 @@ def test_tiny_sensitivity_run_builds_the_map_and_its_report(tmp_path):
     """`snakemake sensitivity` on a tiny section (2 variants x C2, C4 on small grids, one
     real-data variant on the smoke layout): the map's four files, the report lists them,
     and the default target plans none of the section's jobs."""
-    from test_pipeline import SMOKE, job_counts, snakemake, workdir
+    from test_pipeline import SMOKE, snakemake, workdir
 
     d = workdir(tmp_path)
     cfg = yaml.safe_load((d / "config.yaml").read_text())

@@ -33,9 +33,9 @@ def _versions() -> dict:
         out["numba"] = numba.__version__
     except ImportError:
         out["numba"] = None
-    from .runner import _git_commit
+    from .io import git_commit
 
-    out["git_commit"] = _git_commit()
+    out["git_commit"] = git_commit()
     return out
 
 

@@ -696,9 +696,9 @@ def write_csv(df: pd.DataFrame, path) -> None:
 
 def _provenance() -> str:
     from . import __version__
-    from .runner import _git_commit
+    from .io import git_commit
 
-    commit = _git_commit()
+    commit = git_commit()
     return f"fedgdp {__version__}" + (f", git commit {commit[:12]}" if commit else "")
 
 
@@ -734,6 +734,6 @@ def render_markdown(df: pd.DataFrame, *, title: str = TITLE,
 
 def write_markdown(df: pd.DataFrame, path, **kwargs) -> None:
     """Write :func:`render_markdown` atomically."""
-    from .tables import _atomic
+    from .io import write_text
 
-    _atomic(path, render_markdown(df, **kwargs))
+    write_text(path, render_markdown(df, **kwargs))

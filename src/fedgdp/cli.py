@@ -363,7 +363,7 @@ def _cmd_realdata_plot(args) -> int:
     df = read_rows(args.results)
     plot_realdata(df, task=args.task, pdf=args.pdf, png=args.png, title=args.title or None)
     if args.medians:
-        from .plots import atomic_path
+        from .io import atomic_path
 
         with atomic_path(args.medians) as tmp:
             realdata_medians(df[df["task"] == args.task]).to_csv(tmp, index=False)
@@ -425,7 +425,7 @@ def _nn_commands(sub) -> None:
 # ---------------------------------------------------------------- claims report (issue 11)
 def _cmd_claims(args) -> int:
     from . import claims
-    from .runner import read_parquet_files
+    from .io import read_parquet_files
     from .summary import read_summaries
 
     if not (args.csv or args.md):

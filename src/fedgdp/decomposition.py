@@ -63,7 +63,7 @@ HEADERS = {"model": "Model", "method": "Method", "sizes": "Sizes", "m": "m", "K"
 
 def read_rows(paths) -> pd.DataFrame:
     """The rows of the given cell files the decomposition reads (:data:`_READ`)."""
-    from .runner import read_parquet_files
+    from .io import read_parquet_files
 
     return read_parquet_files(paths, _READ, "cell")[_READ]
 
@@ -180,16 +180,16 @@ def _formatted(df: pd.DataFrame, digits: str) -> pd.DataFrame:
 
 def write_csv(df: pd.DataFrame, path) -> None:
     """The table as CSV: raw column names, method names as in the code, 7 significant digits."""
-    from .tables import _atomic
+    from .io import write_text
 
     out = _formatted(df, "csv")
     out["method"] = df["method"]
-    _atomic(path, out.to_csv(index=False, lineterminator="\n"))
+    write_text(path, out.to_csv(index=False, lineterminator="\n"))
 
 
 def write_markdown(df: pd.DataFrame, path, *, title: str = "", note: str = "") -> None:
     """The table as GitHub-flavoured Markdown, 3 significant digits, with a note."""
-    from .tables import _atomic
+    from .io import write_text
 
     text = _formatted(df, "display")
     lines = [f"# {title}", ""] if title else []
@@ -199,4 +199,4 @@ def write_markdown(df: pd.DataFrame, path, *, title: str = "", note: str = "") -
         lines.append("| " + " | ".join(str(row[c]) for c in COLUMNS) + " |")
     if note:
         lines += ["", note]
-    _atomic(path, "\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")

@@ -23,17 +23,16 @@ import os
 import re
 import string
 import textwrap
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from .io import atomic_path
 from .simulate import parse_sizes
 from .summary import normalise
 
-__all__ = ["LAYOUTS", "METHOD_STYLE", "plot_figure", "atomic_path", "size_label", "size_title", "mu_label",
+__all__ = ["LAYOUTS", "METHOD_STYLE", "plot_figure", "size_label", "size_title", "mu_label",
            "method_label", "panel_rows"]
 
 
@@ -459,18 +458,3 @@ def _theory(line: pd.DataFrame, method: str | None, spec: dict, study_cfg: dict)
     if not ok.any():
         return None
     return bound * np.exp(np.mean(np.log(y[ok]) - np.log(bound[ok])))
-
-
-@contextmanager
-def atomic_path(path):
-    """Yield a temporary name beside ``path``; rename it to ``path`` when the block ends
-    without error (so a killed job never leaves a complete-looking file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()

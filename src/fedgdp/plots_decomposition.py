@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from .decomposition import TERMS
-from .plots import atomic_path, method_label
+from .io import atomic_path
+from .plots import method_label
 
 __all__ = ["plot_decomposition", "TERM_STYLE"]
 

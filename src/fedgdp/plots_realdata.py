@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from .io import atomic_path
 from .realdata import METRICS, NONPRIVATE, PRIVATE, REGISTRY
 
 __all__ = ["plot_realdata", "method_colors", "realdata_medians"]
@@ -162,12 +162,5 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
 
 
 def _save(fig, path, fmt: str, extra: dict) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, format=fmt, bbox_inches="tight", **extra)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()

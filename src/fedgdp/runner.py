@@ -12,22 +12,19 @@ renamed, so an interrupted run never leaves a file that looks complete.
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import time
-from pathlib import Path
 
 import numpy as np
 
-from . import __version__
 from .estimators import FitData, get_method
 from .glm import get_model
 from .params import data_key
 from .privacy import clip_bound
+from .io import read_parquet_files, write_parquet
 from .simulate import noise_rng, parse_sizes, replicate_rng, simulate_replicate
 
-__all__ = ["run_cell", "simulate_block", "write_cell", "write_parquet", "read_parquet_files", "read_cell", "COLUMNS"]
+__all__ = ["run_cell", "simulate_block", "write_cell", "read_cell", "COLUMNS"]
 
 COLUMNS = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N", "n_min", "n_max",
            "B", "sq_error", "theta_hat", "rounds", "floats_up", "floats_down", "mu_composed",
@@ -173,15 +170,6 @@ def _row(p, method, r, rep, B, theta, beta, comm, mu_comp, elapsed, diverged) ->
 
 
 # --------------------------------------------------------------------------- I/O
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() if out.returncode == 0 else ""
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
 def _schema():
     import pyarrow as pa
 
@@ -196,29 +184,8 @@ def _schema():
     ])
 
 
-def write_parquet(table, out: str | os.PathLike, params: dict) -> None:
-    """Write a pyarrow Table atomically (temporary file, then rename), with metadata:
-    package version, git commit, resolved parameters (JSON), SLURM job id if any."""
-    import pyarrow.parquet as pq
-
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"fedgdp_version": __version__, "git_commit": _git_commit(),
-            "params": json.dumps(params, sort_keys=True, default=str)}
-    if os.environ.get("SLURM_JOB_ID"):
-        meta["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def write_cell(rows: list[dict], p: dict | list[dict], out: str | os.PathLike) -> None:
-    """Write a cell's rows (:data:`COLUMNS`) with :func:`write_parquet`; a file of
+    """Write a cell's rows (:data:`COLUMNS`) with :func:`fedgdp.io.write_parquet`; a file of
     several cells (one simulate job) has their rows in turn and ``p`` a list."""
     write_parquet(rows_to_table(rows, _schema()), out, p)
 
@@ -262,30 +229,6 @@ def _column(values: list, typ):
 def _offsets(lengths) -> np.ndarray:
     """Arrow offsets (int32) of consecutive items of the given lengths."""
     return np.concatenate([[0], np.cumsum(np.fromiter(lengths, dtype=np.int64))]).astype(np.int32)
-
-
-def read_parquet_files(paths, columns, what: str):
-    """Read and concatenate Parquet files into a DataFrame.
-
-    ValueError naming the file when one is corrupt or lacks any of ``columns``
-    (``what`` names the kind of file in the message, e.g. ``"cell"``).
-    """
-    import pandas as pd
-    import pyarrow.parquet as pq
-
-    frames = []
-    for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
-        try:
-            table = pq.read_table(path)
-        except Exception as exc:  # pyarrow raises several types for damaged files
-            raise ValueError(f"cannot read {what} file {path}: {exc}") from None
-        missing = set(columns) - set(table.column_names)
-        if missing:
-            raise ValueError(f"{what} file {path} lacks columns {sorted(missing)}")
-        frames.append(table.to_pandas())
-    if not frames:
-        raise ValueError(f"no {what} files given")
-    return pd.concat(frames, ignore_index=True)
 
 
 def read_cell(path: str | os.PathLike):

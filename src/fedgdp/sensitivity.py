@@ -232,9 +232,9 @@ def render_markdown(df: pd.DataFrame, spec: dict) -> str:
 
 
 def write_markdown(df: pd.DataFrame, path, spec: dict) -> None:
-    from .tables import _atomic
+    from .io import write_text
 
-    _atomic(path, render_markdown(df, spec))
+    write_text(path, render_markdown(df, spec))
 
 
 def write_csv(df: pd.DataFrame, path) -> None:
@@ -252,7 +252,7 @@ def draw(df: pd.DataFrame, spec: dict, pdf=None, png=None) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from .plots import atomic_path
+    from .io import atomic_path
 
     keys, variants, cells = _grid(df, spec)
     fig, ax = plt.subplots(figsize=(2.8 + 0.62 * len(variants), 1.6 + 0.24 * len(keys)))

@@ -140,10 +140,10 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
 
 def write_summary(summary: pd.DataFrame, out: str | os.PathLike, sources=()) -> None:
     """Write a summary as Parquet, atomically and with provenance metadata
-    (:func:`fedgdp.runner.write_parquet`; ``params`` lists the cell files read)."""
+    (:func:`fedgdp.io.write_parquet`; ``params`` lists the cell files read)."""
     import pyarrow as pa
 
-    from .runner import write_parquet
+    from .io import write_parquet
 
     write_parquet(pa.Table.from_pandas(summary, preserve_index=False), out,
                   {"summary_of": [str(p) for p in sources]})

@@ -21,7 +21,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .plots import atomic_path, method_label
+from .io import write_text
+from .plots import method_label
 from .summary import normalise, theory_bounds
 
 __all__ = ["table1", "rates", "write_csv", "write_markdown", "write_latex"]
@@ -239,11 +240,6 @@ def _tex_number(text: str) -> str:
     return rf"${mantissa} \times 10^{{{int(exponent)}}}$"
 
 
-def _atomic(path, text: str) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
-
-
 def write_csv(df: pd.DataFrame, path) -> None:
     """Machine-readable table: raw column names; numbers in their column's style
     (:func:`column_styles`) with 7 significant digits (scientific) or 6 decimals."""
@@ -252,7 +248,7 @@ def write_csv(df: pd.DataFrame, path) -> None:
     for col, style in styles.items():
         if style != "auto":
             out[col] = [_fmt(v, style, "csv") for v in df[col]]
-    _atomic(path, out.to_csv(index=False, lineterminator="\n"))
+    write_text(path, out.to_csv(index=False, lineterminator="\n"))
 
 
 def write_markdown(df: pd.DataFrame, path, headers: dict, *, title: str = "", note: str = "") -> None:
@@ -266,7 +262,7 @@ def write_markdown(df: pd.DataFrame, path, headers: dict, *, title: str = "", no
         lines.append("| " + " | ".join(_fmt(row[c], styles[c]).replace("|", "\\|") for c in cols) + " |")
     if note:
         lines += ["", note]
-    _atomic(path, "\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 _TEX_ESCAPE = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "~": r"\textasciitilde{}"}
@@ -305,4 +301,4 @@ def write_latex(df: pd.DataFrame, path, headers: dict, *, math_cols=(), caption:
                  else _tex_text(_fmt(row[c], styles[c])) for c in cols]
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    _atomic(path, "\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")

@@ -1420,6 +1420,8 @@ def shrink_png(src: str | os.PathLike, dst: str | os.PathLike, width: int = GALL
     palette of ``colours``, its text metadata kept (written atomically)."""
     from PIL import Image, PngImagePlugin
 
+    from .io import atomic_path
+
     with Image.open(src) as img:
         info = PngImagePlugin.PngInfo()
         for key, value in (img.text or {}).items():
@@ -1427,11 +1429,8 @@ def shrink_png(src: str | os.PathLike, dst: str | os.PathLike, width: int = GALL
         img = img.convert("RGB")
         height = round(img.height * width / img.width)
         small = img.resize((width, height), Image.LANCZOS).quantize(colours, method=Image.FASTOCTREE)
-    dst = Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.tmp")
-    small.save(tmp, format="PNG", optimize=True, pnginfo=info)
-    os.replace(tmp, dst)
+    with atomic_path(dst) as tmp:
+        small.save(tmp, format="PNG", optimize=True, pnginfo=info)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,7 +54,7 @@ def _cmd_nn_summarise(args) -> int:
     from .plots import summarise_runs
     from .run import read_runs
 
-    from ..plots import atomic_path
+    from ..io import atomic_path
 
     s = summarise_runs(read_runs(args.inputs))
     with atomic_path(args.out) as tmp:
@@ -79,7 +79,7 @@ def _cmd_nn_plot(args) -> int:
     summary = pd.concat(frames, ignore_index=True)
     plot_nn_figure(summary, args.figure, args.out, png=not args.no_png)
     if args.csv:
-        from ..plots import atomic_path
+        from ..io import atomic_path
 
         with atomic_path(args.csv) as tmp:
             summary[summary["figure"] == args.figure].to_csv(tmp, index=False, float_format="%.4f")

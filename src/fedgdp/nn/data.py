@@ -210,17 +210,14 @@ def _md5(path: Path) -> str:
 
 
 def _download(url: str, dest: Path, md5: str, timeout: float) -> None:
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    try:
+    from ..io import atomic_path
+
+    with atomic_path(dest) as tmp:               # renamed into place only when its MD5 matches
         with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as out:
             shutil.copyfileobj(resp, out)
         got = _md5(tmp)
         if got != md5:
             raise DataUnavailable(f"checksum mismatch for {url}: MD5 {got}, expected {md5}")
-        os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def fetch(name: str, data_dir: str | os.PathLike = "data", *, timeout: float = 30.0) -> Path:

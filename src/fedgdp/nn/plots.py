@@ -116,7 +116,7 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
                bbox_to_anchor=(0.5, (bottom - 0.05) / height))
     fig.text(0.5, 0.04 / height, "\n".join(caption), fontsize=8, color="dimgrey", ha="center", va="bottom")
     fig.tight_layout(rect=(0, bottom / height, 1, 1))
-    from ..plots import atomic_path
+    from ..io import atomic_path
 
     out = Path(out)
     written = [out] + ([out.with_suffix(".png")] if png else [])

@@ -188,7 +188,7 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
     """
     import pyarrow as pa
 
-    from ..runner import write_parquet
+    from ..io import write_parquet
 
     table = pa.Table.from_pylist(rows, schema=_schema())
     meta = {"python": platform.python_version(), "machine": platform.machine()}
@@ -205,6 +205,6 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
 
 def read_runs(paths) -> "pandas.DataFrame":  # noqa: F821
     """Concatenate run files; ValueError naming a file that is corrupt or lacks columns."""
-    from ..runner import read_parquet_files
+    from ..io import read_parquet_files
 
     return read_parquet_files(paths, COLUMNS, "run")

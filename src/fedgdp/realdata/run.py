@@ -137,10 +137,10 @@ def _schema():
 
 def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
     """Write rows (:data:`COLUMNS`) atomically with provenance metadata
-    (:func:`fedgdp.runner.write_parquet`)."""
+    (:func:`fedgdp.io.write_parquet`)."""
     import pyarrow as pa
 
-    from ..runner import write_parquet
+    from ..io import write_parquet
 
     write_parquet(pa.Table.from_pylist(rows, schema=_schema()), out, p)
 
@@ -148,6 +148,6 @@ def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
 def read_rows(paths):
     """Read and concatenate real-data Parquet files into a pandas DataFrame;
     ValueError naming a bad file."""
-    from ..runner import read_parquet_files
+    from ..io import read_parquet_files
 
     return read_parquet_files(paths, COLUMNS, "real-data")

@@ -1,0 +1,95 @@
+"""Files: the one atomic writer and the Parquet reader and writer every output goes through.
+
+Every file the package writes (cell, summary, real-data and CNN Parquet files, tables,
+figures, downloads) is written under a temporary name beside its target and renamed
+into place only when complete (:func:`atomic_path`), so a killed job never leaves a
+complete-looking file. Parquet files carry provenance metadata (:func:`write_parquet`);
+each file kind keeps its own schema (``runner.COLUMNS``, ``realdata.COLUMNS``,
+``nn.run.COLUMNS``, ``summary.SUMMARY_COLUMNS``) and is read back, with a clear error
+naming a damaged file or a missing column, by :func:`read_parquet_files`.
+
+This module imports no estimator, so writing a CNN or real-data result costs only
+pyarrow.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import __version__
+
+__all__ = ["atomic_path", "write_text", "git_commit", "write_parquet", "read_parquet_files"]
+
+
+@contextmanager
+def atomic_path(path):
+    """Yield a temporary name beside ``path``; rename it to ``path`` when the block ends
+    without error (so a killed job never leaves a complete-looking file). The parent
+    folder is created."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_text(path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def git_commit() -> str:
+    """The commit of the package's checkout ("" outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def write_parquet(table, out: str | os.PathLike, params) -> None:
+    """Write a pyarrow Table atomically with provenance metadata: package version, git
+    commit, the resolved parameters (JSON), the SLURM job id if any; metadata already on
+    the table is kept."""
+    import pyarrow.parquet as pq
+
+    meta = {"fedgdp_version": __version__, "git_commit": git_commit(),
+            "params": json.dumps(params, sort_keys=True, default=str)}
+    if os.environ.get("SLURM_JOB_ID"):
+        meta["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+    with atomic_path(out) as tmp:
+        pq.write_table(table, tmp)
+
+
+def read_parquet_files(paths, columns, what: str):
+    """Read and concatenate Parquet files into a DataFrame.
+
+    ValueError naming the file when one is corrupt or lacks any of ``columns``
+    (``what`` names the kind of file in the message, e.g. ``"cell"``).
+    """
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    frames = []
+    for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:  # pyarrow raises several types for damaged files
+            raise ValueError(f"cannot read {what} file {path}: {exc}") from None
+        missing = set(columns) - set(table.column_names)
+        if missing:
+            raise ValueError(f"{what} file {path} lacks columns {sorted(missing)}")
+        frames.append(table.to_pandas())
+    if not frames:
+        raise ValueError(f"no {what} files given")
+    return pd.concat(frames, ignore_index=True)
