@@ -6,7 +6,9 @@ and after it and comparing the two output trees file by file:
 - Parquet data (``results/<run>/**.parquet``): the Arrow tables must be equal, schema and
   values, exactly (``pyarrow.Table.equals``) once the columns that measure time
   (:data:`VOLATILE`) are dropped. File metadata (package version, git commit) is not data
-  and is not compared.
+  and is not compared. Cell files are compared as one table of rows sorted by cell,
+  replicate and method, since how cells are grouped into files (``cells_per_job``) is
+  not a number of any output.
 - Tables (``tables/<run>/*.csv``): byte for byte.
 
 Usage::
@@ -39,6 +41,19 @@ class Difference:
         return f"{self.path}: {self.why}"
 
 
+def _same_values(xs: list, ys: list) -> bool:
+    """Equal value for value, a NaN equal to a NaN (Arrow's ``equals`` says NaN != NaN
+    inside list columns such as a diverged run's ``theta_hat``)."""
+    def same(x, y):
+        if isinstance(x, list) and isinstance(y, list):
+            return len(x) == len(y) and all(same(u, v) for u, v in zip(x, y))
+        if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
+            return True
+        return x == y and type(x) is type(y)
+
+    return len(xs) == len(ys) and all(same(x, y) for x, y in zip(xs, ys))
+
+
 def _parquet_difference(a: Path, b: Path) -> str | None:
     """Why two Parquet files hold different data (None when they hold the same)."""
     import numpy as np
@@ -53,7 +68,7 @@ def _parquet_difference(a: Path, b: Path) -> str | None:
         return f"{ta.num_rows} rows vs {tb.num_rows}"
     for name in ta.column_names:
         ca, cb = ta.column(name), tb.column(name)
-        if not ca.equals(cb):
+        if not ca.equals(cb) and not _same_values(ca.to_pylist(), cb.to_pylist()):
             try:
                 diff = np.nanmax(np.abs(np.asarray(ca.to_pylist(), float) - np.asarray(cb.to_pylist(), float)))
                 return f"column {name} differs (max abs difference {diff:.3g})"
@@ -64,16 +79,54 @@ def _parquet_difference(a: Path, b: Path) -> str | None:
     return None
 
 
+#: The columns that name a row of a cell file (cells are compared as one sorted table).
+CELL_KEYS = ["model", "study", "sizes", "m", "mu", "K", "replicate", "method"]
+
+
+def _cell_rows(root: Path):
+    """Every cell file's rows under ``root`` as one table sorted by :data:`CELL_KEYS`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = sorted(root.rglob("*.parquet"))
+    if not files:
+        return None
+    table = pa.concat_tables([pq.read_table(f).replace_schema_metadata(None) for f in files])
+    return table.sort_by([(k, "ascending") for k in CELL_KEYS])
+
+
+def _cells_difference(before: Path, after: Path) -> str | None:
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    a, b = _cell_rows(before), _cell_rows(after)
+    if b is None:
+        return "no cell files in the second tree"
+    with tempfile.TemporaryDirectory() as tmp:
+        pq.write_table(a, Path(tmp) / "a.parquet")
+        pq.write_table(b, Path(tmp) / "b.parquet")
+        why = _parquet_difference(Path(tmp) / "a.parquet", Path(tmp) / "b.parquet")
+    return None if why is None else f"{a.num_rows} rows: {why}"
+
+
 def compare_trees(before: str | Path, after: str | Path, run: str = "paper") -> tuple[int, list[Difference]]:
     """Compare the Parquet data and CSV tables of run ``run`` in two checkouts.
 
     Returns
     -------
-    (files compared, differences) : every file of ``before`` is looked for in ``after``.
+    (files compared, differences) : every file of ``before`` is looked for in ``after``;
+    the cell files count as one (all their rows, :func:`_cell_rows`).
     """
     before, after = Path(before), Path(after)
-    files = sorted((before / "results" / run).rglob("*.parquet")) + sorted((before / "tables" / run).glob("*.csv"))
+    cells = before / "results" / run / "cells"
+    files = sorted(f for f in (before / "results" / run).rglob("*.parquet") if cells not in f.parents)
+    files += sorted((before / "tables" / run).glob("*.csv"))
     diffs = []
+    if cells.is_dir():
+        why = _cells_difference(cells, after / "results" / run / "cells")
+        if why:
+            diffs.append(Difference(str(cells.relative_to(before)), why))
     for a in files:
         rel = a.relative_to(before)
         b = after / rel
@@ -84,7 +137,7 @@ def compare_trees(before: str | Path, after: str | Path, run: str = "paper") -> 
             None if a.read_bytes() == b.read_bytes() else "bytes differ")
         if why:
             diffs.append(Difference(str(rel), why))
-    return len(files), diffs
+    return len(files) + cells.is_dir(), diffs
 
 
 def main(argv: list[str] | None = None) -> int:
