@@ -15,30 +15,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from pathlib import Path
 
-import yaml
+from shipped_configs import ROOT, SCHEMA, merged
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 FIXTURE = ROOT / "tests" / "fixtures" / "resolved_settings.json"
 CONFIGS = [[], ["config/smoke.yaml"], ["config/mnist.yaml"], ["config/paper-nn.yaml"]]
-
-
-def merged(files) -> dict:
-    """config.yaml then each file, merged as Snakemake does (dicts key by key)."""
-    def update(a, b):
-        for k, v in b.items():
-            if isinstance(v, dict) and isinstance(a.get(k), dict):
-                update(a[k], v)
-            else:
-                a[k] = copy.deepcopy(v)
-        return a
-
-    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
-    for f in files:
-        update(cfg, yaml.safe_load((ROOT / f).read_text()))
-    return cfg
 
 
 def config_cases():
@@ -46,7 +27,7 @@ def config_cases():
     from fedgdp import workflow_plan as wp
 
     for files in CONFIGS:
-        plan = wp.load(merged(files), SCHEMA)
+        plan = wp.load(merged(*files), SCHEMA)
         name = "+".join(["config.yaml", *files])
         for study, s in plan.config["studies"].items():
             for model in s["models"]:

@@ -293,7 +293,7 @@ def test_cli_needs_an_output(tmp_path, capsys):
     from fedgdp.cli import main
 
     assert main(["claims", "--summaries"]) == 2
-    assert "give --csv and/or --md" in capsys.readouterr().err
+    assert "give at least one of --csv, --md" in capsys.readouterr().err
 
 
 def test_c4_reports_certified_newton_as_extra():

@@ -17,7 +17,7 @@ from fedgdp import sensitivity
 from fedgdp import workflow_plan as wp
 
 from test_claims import grid_cells, summary_rows
-from test_workflow_plan import SCHEMA, merged
+from shipped_configs import SCHEMA, merged
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,6 @@ captions and cluster resources."""
 import copy
 import json
 import re
-from pathlib import Path
 from types import SimpleNamespace as W
 
 import pytest
@@ -12,25 +11,7 @@ import yaml
 
 from fedgdp import workflow_plan as wp
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-
-
-def merged(*files, **extra) -> dict:
-    """config.yaml, then each file, then extra keys: merged as Snakemake does (dicts key
-    by key, everything else replaced)."""
-    def update(a, b):
-        for k, v in b.items():
-            if isinstance(v, dict) and isinstance(a.get(k), dict):
-                update(a[k], v)
-            else:
-                a[k] = copy.deepcopy(v)
-        return a
-
-    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
-    for f in files:
-        update(cfg, yaml.safe_load((ROOT / f).read_text()))
-    return update(cfg, extra)
+from shipped_configs import ROOT, SCHEMA, merged  # noqa: F401 (SCHEMA, merged: also used by test_sensitivity)
 
 
 def plan(*files, overrides=None, **extra) -> wp.Plan:

@@ -428,8 +428,7 @@ def _cmd_claims(args) -> int:
     from .io import read_parquet_files
     from .summary import read_summaries
 
-    if not (args.csv or args.md):
-        raise ValueError("give --csv and/or --md")
+    _need_output(args, ".csv", ".md")
     spec = _spec(args.spec) if args.spec else {}
     summary = read_summaries(args.summaries) if args.summaries else None
     real = None
@@ -452,6 +451,21 @@ def _cmd_claims(args) -> int:
     return 0
 
 
+_OUTPUT_HELP = {".csv": "output CSV path", ".md": "output Markdown path", ".pdf": "output PDF path",
+                ".png": "output PNG path"}
+
+
+def _output_args(ap, *suffixes: str) -> None:
+    """``--csv``, ``--md``, ``--pdf``, ``--png`` (those named): output files, checked at parse time."""
+    for suffix in suffixes:
+        ap.add_argument(f"--{suffix[1:]}", type=output_path(suffix), help=_OUTPUT_HELP[suffix])
+
+
+def _need_output(args, *suffixes: str) -> None:
+    if not any(getattr(args, suffix[1:]) for suffix in suffixes):
+        raise ValueError(f"give at least one of {', '.join('--' + x[1:] for x in suffixes)}")
+
+
 def _claims_commands(sub) -> None:
     cl = sub.add_parser("claims", help="test the paper's claims (C1-C6) on the results: verdicts "
                                        "and evidence as CSV and Markdown")
@@ -459,18 +473,16 @@ def _claims_commands(sub) -> None:
     cl.add_argument("--realdata", nargs="*", default=[], help="real-data .parquet files (C5)")
     cl.add_argument("--nn", nargs="*", default=[], help="CNN summary .parquet files (C6)")
     cl.add_argument("--spec", help="JSON: models, studies (claim -> studies), title")
-    cl.add_argument("--csv", type=output_path(".csv"), help="output CSV path")
-    cl.add_argument("--md", type=output_path(".md"), help="output Markdown path")
+    _output_args(cl, ".csv", ".md")
     cl.set_defaults(func=_cmd_claims)
 
 
-# ---------------------------------------------------------------- claims map (issue 11, sensitivity)
+# ---------------------------------------------------------------- claims map (the sensitivity study)
 def _cmd_claims_map(args) -> int:
     from . import sensitivity
     from .summary import read_summaries
 
-    if not (args.csv or args.md or args.pdf or args.png):
-        raise ValueError("give --csv, --md, --pdf and/or --png")
+    _need_output(args, ".csv", ".md", ".pdf", ".png")
     spec = _spec(args.spec)
     summary = read_summaries(args.summaries) if args.summaries else None
     real = {}
@@ -500,18 +512,14 @@ def _claims_map_commands(sub) -> None:
     cm.add_argument("--realdata", nargs="*", default=[], help="real-data .parquet files of the variants (C5)")
     cm.add_argument("--spec", required=True, help="JSON: designs, variants, realdata runs, title "
                                                    "(fedgdp.workflow_plan.Plan.sensitivity_map_spec)")
-    cm.add_argument("--csv", type=output_path(".csv"), help="output CSV path")
-    cm.add_argument("--md", type=output_path(".md"), help="output Markdown path")
-    cm.add_argument("--pdf", type=output_path(".pdf"), help="output PDF path")
-    cm.add_argument("--png", type=output_path(".png"), help="output PNG path")
+    _output_args(cm, ".csv", ".md", ".pdf", ".png")
     cm.set_defaults(func=_cmd_claims_map)
 
 
 def _cmd_decompose(args) -> int:
     from . import decomposition as dc
 
-    if not (args.csv or args.md or args.pdf or args.png):
-        raise ValueError("give at least one of --csv, --md, --pdf, --png")
+    _need_output(args, ".csv", ".md", ".pdf", ".png")
     spec = _spec(args.spec)
     for key in ("studies", "K_conv"):
         if key not in spec:
@@ -539,8 +547,5 @@ def _decompose_commands(sub) -> None:
     de.add_argument("cells", nargs="+", help="cell .parquet files of the three studies")
     de.add_argument("--spec", required=True, help="JSON: studies (release -> study), K_conv; optional "
                                                   "methods (order), title, caption, name")
-    de.add_argument("--csv", type=output_path(".csv"), help="output CSV path")
-    de.add_argument("--md", type=output_path(".md"), help="output Markdown path")
-    de.add_argument("--pdf", type=output_path(".pdf"), help="output PDF path")
-    de.add_argument("--png", type=output_path(".png"), help="output PNG path")
+    _output_args(de, ".csv", ".md", ".pdf", ".png")
     de.set_defaults(func=_cmd_decompose)
