@@ -128,7 +128,8 @@ def test_the_decompose_target_is_not_in_all():
     assert not set(t["decompose"]) & set(t["all"])
     assert not any("decompose_" in f for f in t["all"])
     cells = p.decomposition_cell_files()
-    assert len(cells) == 3 * 2 * 3 * 2 and all(f.endswith("seeds~0-29.parquet") for f in cells)
+    # 3 studies x 2 models, each one job of its 6 cells (cells_per_job 8); no file twice
+    assert len(cells) == len(set(cells)) == 3 * 2 and all(f.endswith("cells~0-5/seeds~0-29.parquet") for f in cells)
     spec = json.loads(p.decomposition_spec())
     assert spec["K_conv"] == 400 and spec["studies"]["clip_only"] == "decompose_clip_only"
     assert "privacy noise = e_private(K) - e_clip_only(K)" in spec["caption"]

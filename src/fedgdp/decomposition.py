@@ -102,7 +102,7 @@ def paired(rows: pd.DataFrame, studies: dict, K_conv: int) -> pd.DataFrame:
         parts[role] = sub.set_index(key)[["sq_error", "N"]]
         if parts[role].index.duplicated().any():
             raise ValueError(f"study {studies[role]!r} has several rows per replicate of a cell "
-                             "(one mu per study: the decomposition pairs on the data only)")
+                             "(a cell file given twice, or several mu in one study: the decomposition pairs on the data only)")
     plain = parts["plain"].reset_index()
     conv = plain[plain["K"] == int(K_conv)]
     if conv.empty:

@@ -1185,12 +1185,9 @@ class Plan:
 
     def decomposition_cell_files(self, wildcards=None) -> list[str]:
         """Every cell file of the three decomposition studies, for each of their models."""
-        out = []
-        for study in self.decomposition_studies().values():
-            for model in self.config["studies"][study]["models"]:
-                out += [self.cell_file(model, study, cell, block)
-                        for cell in self.study_cells(study) for block in self.seed_blocks(study)]
-        return out
+        return [f for study in self.decomposition_studies().values()
+                for model in self.config["studies"][study]["models"]
+                for f in self.study_cell_files(SimpleNamespace(model=model, study=study))]
 
     def decomposition_spec(self, wildcards=None) -> str:
         """What ``fedgdp decompose`` needs (JSON): studies, K_conv, method order, title, caption."""
