@@ -35,10 +35,10 @@ from functools import cached_property
 import numpy as np
 
 from . import privacy
+from .privacy import RELEASES
 from .glm import GLM
 from .methods import SIMULATION, Fit, Method, PreDrawnNoise, registry
 from .methods import get_method as _get_method
-from .params import RELEASES
 from .simulate import Replicate
 from .solvers import floored_solve, ridge_solve
 
@@ -204,7 +204,7 @@ class FitData:
     weights : str             ``size`` or ``optimal``
     privacy : dict            ``{"mode": "paper" | "certified", "hessian_clip": factor of tau1}``
     clip : dict               the clipping rule that gave B (its share of mu^2, ledger notes)
-    release : str             what the fit releases (:data:`fedgdp.params.RELEASES`, docs/methods.md §9):
+    release : str             what the fit releases (:data:`fedgdp.privacy.RELEASES`, docs/methods.md §9):
                               ``private`` clipped and noisy (the algorithms); ``clip_only``
                               clipped to the same B, no noise (ledger of mu = inf); ``plain``
                               neither (sets mu = inf: the non-private fit, bit for bit)

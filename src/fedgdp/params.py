@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import ClassVar
 
 from .glm import MODELS, population_min_eigenvalue
+from .privacy import RELEASES
 from .settings import Settings, choice, integer, name_list, number, setting
 from .simulate import parse_sizes
 
@@ -26,10 +27,6 @@ BETA_TRUE = {
     "logistic": [0.5, -0.5, 1.0, -1.0, 0.5],
     "poisson": [0.5, 0.3, -0.3, 0.2, -0.2],
 }
-
-#: What a fit releases (the ``release`` parameter): the private algorithm, the same with its
-#: noise left out (clipped to the same bound), or neither clipped nor noisy (docs/methods.md §9).
-RELEASES = ("private", "clip_only", "plain")
 
 
 

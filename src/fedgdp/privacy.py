@@ -33,12 +33,16 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = [
-    "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
+    "RELEASES", "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
     "newton_sensitivity", "gdp_delta", "gdp_epsilon", "gdp_mu",
 ]
+
+#: What a fit releases (a cell's ``release`` parameter): the private algorithm, the same with
+#: its noise left out (clipped to the same bound), or neither clipped nor noisy (docs/methods.md §9).
+RELEASES = ("private", "clip_only", "plain")
 
 
 def clip_rows(G: np.ndarray, B: float) -> np.ndarray:
