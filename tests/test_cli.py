@@ -234,7 +234,10 @@ def test_ctrl_c_exits_130_with_one_line_and_no_output(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "fedgdp", "simulate", "--model", "logistic",
                              "--sizes", "equal(200)", "--m", "50", "--methods", "fedsgd,fedavg",
                              "--seeds", "0-99999", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # Ctrl-C as in a terminal, even where this test runs with SIGINT ignored
+                            # (a background job without job control: the child would inherit SIG_IGN)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(3)              # well inside main(): started, not finished (100000 replicates)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGINT)

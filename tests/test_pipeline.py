@@ -206,7 +206,9 @@ def test_runs_do_not_overwrite_each_other(smoke):
 def _kill_mid_run(d: Path, sig) -> int:
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *SMOKE]
     proc = subprocess.Popen(cmd, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, env=dict(os.environ, MPLBACKEND="Agg"))
+                            start_new_session=True, env=dict(os.environ, MPLBACKEND="Agg"),
+                            # SIGINT as in a terminal, even where the tests run with it ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 300
     while time.time() < deadline and len(list(d.glob(f"results/{RUN}/cells/**/*.parquet"))) < 4:
         time.sleep(0.05)
