@@ -26,7 +26,6 @@ Snakemake itself is never imported here.
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 import itertools
 import json
@@ -36,6 +35,8 @@ import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+
+from .settings import suggest  # noqa: F401 (also this module's public name)
 
 __all__ = ["ConfigError", "Plan", "numbers", "validate", "run_name", "config_sha", "suggest", "LAYOUT_KEYS",
            "FIGURE_KINDS", "GALLERY_DIR", "NN_X"]
@@ -71,12 +72,6 @@ def numbers(value):
     if isinstance(value, str) and _NUMBER.match(value):
         return int(value) if re.fullmatch(r"[-+]?\d+", value) else float(value)
     return value
-
-
-def suggest(word: str, choices) -> str:
-    """`` (did you mean 'x'?)`` for the nearest of ``choices``, or ``''``."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def key_path(path) -> str:
