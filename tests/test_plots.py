@@ -210,7 +210,19 @@ def test_schema_enums_match_the_package():
     from fedgdp.params import DEFAULTS
 
     assert study["methods"]["default"] == DEFAULTS["methods"]
-    assert set(METHOD_STYLE) == set(REGISTRY)
+
+
+def test_every_method_of_every_experiment_has_one_style():
+    """One style table serves the simulations, the real data and the CNNs; no two
+    methods drawn in one figure share a colour unless one is the other's hatched twin."""
+    from fedgdp import realdata
+    from fedgdp.nn.calibration import METHODS as NN_METHODS
+    from fedgdp.styles import HATCHED
+
+    for names in (list(REGISTRY), list(realdata.REGISTRY), list(NN_METHODS)):
+        assert set(names) <= set(METHOD_STYLE), set(names) - set(METHOD_STYLE)
+        solid = [METHOD_STYLE[n]["color"] for n in names if n not in HATCHED]
+        assert len(solid) == len(set(solid)), solid
 
 
 def test_cnn_figures_have_one_legend_under_the_panels(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ against one axis, one line per value of another axis (docs/methods.md §4):
 
 A figure *spec* (a figure entry of ``config.yaml`` with the studies it reads) says
 which layout, which model and study, and what each panel fixes; see
-:func:`plot_figure`. Method colours and markers come from :data:`METHOD_STYLE`
+:func:`plot_figure`. Method colours and markers come from :data:`fedgdp.styles.METHOD_STYLE`
 and are the same in every figure.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ import pandas as pd
 
 from .io import atomic_path
 from .simulate import parse_sizes
+from .styles import METHOD_STYLE, method_style
 from .summary import normalise
 
 __all__ = ["LAYOUTS", "METHOD_STYLE", "plot_figure", "size_label", "size_title", "mu_label",
@@ -52,15 +53,6 @@ LAYOUTS = {
     "K_by_mu": PanelLayout("K", "mu", "total iterations $K$", xscale="log"),
 }
 
-# One colour and marker per method, used by every figure (colour-blind safe Tableau hues).
-METHOD_STYLE = {
-    "fedsgd": {"color": "#1f77b4", "marker": "o"},
-    "fedhybrid": {"color": "#ff7f0e", "marker": "s"},
-    "fedavg": {"color": "#2ca02c", "marker": "^"},
-    "fednewton": {"color": "#d62728", "marker": "D"},
-    "fednewton_certified": {"color": "#9467bd", "marker": "v"},
-}
-_FALLBACK_MARKERS = "vP*Xph<>"
 _MU_COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b"]  # non-private is black
 
 
@@ -115,13 +107,6 @@ def method_label(name: str) -> str:
     return meth.label if meth is not None else name
 
 
-def _method_style(name: str) -> dict:
-    if name in METHOD_STYLE:
-        return METHOD_STYLE[name]
-    k = sum(map(ord, name))
-    return {"color": f"C{4 + k % 6}", "marker": _FALLBACK_MARKERS[k % len(_FALLBACK_MARKERS)]}
-
-
 # --------------------------------------------------------------------- selection
 def panel_rows(summary: pd.DataFrame, spec: dict, panel: dict) -> pd.DataFrame:
     """Summary rows of one panel: the figure's model, the panel's study and fixed values.
@@ -162,7 +147,7 @@ def _line_style(line: str, value, index: int, count: int) -> dict:
     import matplotlib
 
     if line == "method":
-        return dict(_method_style(value), label=method_label(value))
+        return dict(method_style(value), label=method_label(value))
     if line == "mu":
         color = "black" if not np.isfinite(value) else _MU_COLORS[index % len(_MU_COLORS)]
         return {"color": color, "marker": "os^Dv"[index % 5], "label": mu_label(value)}

@@ -4,7 +4,7 @@ One panel per privacy level mu (largest first, as in the paper); in each panel o
 box per method over its m x S client-level values (fold averages): the five private
 methods at that mu, then, on a shaded background, the four non-private baselines
 (the same values in every panel, they do not depend on mu). The private methods
-keep the colours of the simulation figures (:data:`fedgdp.plots.METHOD_STYLE`);
+keep the colours of the simulation figures (:data:`fedgdp.styles.METHOD_STYLE`);
 a non-private version of a private algorithm has the same colour, hatched.
 """
 from __future__ import annotations
@@ -17,16 +17,10 @@ import pandas as pd
 
 from .io import atomic_path
 from .realdata import METRICS, NONPRIVATE, PRIVATE, REGISTRY
+from .styles import HATCHED, method_style
 
 __all__ = ["plot_realdata", "method_colors", "realdata_medians"]
 
-_BASE_COLORS = {  # the simulation figures' hues (fedgdp.plots), repeated for a missing plots module
-    "fedsgd": "#1f77b4", "fedhybrid": "#ff7f0e", "fedavg": "#2ca02c", "fednewton": "#d62728",
-}
-_EXTRA_COLORS = {
-    "dp_scaffold": "#9467bd", "np_scaffold": "#9467bd", "np_localfit": "#8c8c8c", "np_pooled": "#3b3b3b",
-}
-_HATCHED = {"np_scaffold", "np_fedavg"}
 _YLABEL = {"auc": "client-level AUC (out-of-fold)", "accuracy": "client-level accuracy (out-of-fold)"}
 _METRIC_NAME = {"auc": "AUC", "accuracy": "accuracy"}
 _TASK_TITLE = {"binary": "binary logistic regression (odd vs even digit)",
@@ -34,15 +28,8 @@ _TASK_TITLE = {"binary": "binary logistic regression (odd vs even digit)",
 
 
 def method_colors() -> dict[str, str]:
-    """Box colour of every real-data method."""
-    try:
-        from .plots import METHOD_STYLE
-        base = {k: v["color"] for k, v in METHOD_STYLE.items()}
-    except Exception:  # plots module absent or not importable: same hues
-        base = dict(_BASE_COLORS)
-    colors = {**_BASE_COLORS, **base, **_EXTRA_COLORS}
-    colors["np_fedavg"] = colors["fedavg"]
-    return colors
+    """Box colour of every real-data method (:data:`fedgdp.styles.METHOD_STYLE`)."""
+    return {name: method_style(name)["color"] for name in REGISTRY}
 
 
 def realdata_medians(df: pd.DataFrame) -> pd.DataFrame:
@@ -126,8 +113,8 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
                          flierprops={"marker": ".", "markersize": 3, "alpha": 0.6})
         for patch, name in zip(box["boxes"], names):
             patch.set_facecolor(colors.get(name, "0.6"))
-            patch.set_alpha(0.55 if name in _HATCHED else 0.85)
-            if name in _HATCHED:
+            patch.set_alpha(0.55 if name in HATCHED else 0.85)
+            if name in HATCHED:
                 patch.set_hatch("///")
             patch.set_zorder(2)
         ax.set_xticks(positions)

@@ -11,16 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..styles import method_style
 from .calibration import LABELS, METHODS
 
-__all__ = ["summarise_runs", "plot_nn_figure", "METHOD_STYLE", "SUMMARY_COLUMNS"]
+__all__ = ["summarise_runs", "plot_nn_figure", "SUMMARY_COLUMNS"]
 
-METHOD_STYLE = {
-    "fedsgd": {"color": "#1f77b4", "marker": "o"},
-    "fedhybrid": {"color": "#ff7f0e", "marker": "s"},
-    "fedavg": {"color": "#2ca02c", "marker": "^"},
-    "fednewton_iter": {"color": "#d62728", "marker": "D"},
-}
 _DATASET_TITLES = {"cifar10": "CIFAR-10", "mnist": "MNIST", "digits": "digits (8x8, offline)"}
 _DATASET_ORDER = ["cifar10", "mnist", "digits"]
 _XLABEL = {"fig09": "Samples per client", "fig10": "Number of clients"}
@@ -80,7 +75,7 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
         methods = [mth for mth in METHODS if mth in set(d["method"])]
         for mth in methods:
             g = d[d["method"] == mth].sort_values("x")
-            st = METHOD_STYLE.get(mth, {})
+            st = method_style(mth)
             ax.fill_between(g["x"], g["min_accuracy"], g["max_accuracy"], color=st.get("color"), alpha=0.12,
                             linewidth=0)
             ax.plot(g["x"], g["median_accuracy"], label=g["label"].iloc[0] if len(g) else LABELS[mth],
