@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -80,12 +81,9 @@ from fractions import Fraction
 from ..privacy import Ledger, ReleaseSpec
 from ..privacy import calibrate as calibrate_plan
 
-__all__ = ["Phase", "schedule", "Calibration", "calibrate", "release_plan", "METHODS", "LABELS",
-           "SENSITIVITY_KINDS"]
+__all__ = ["Phase", "NNMethod", "REGISTRY", "schedule", "Calibration", "calibrate", "release_plan", "METHODS",
+           "LABELS", "SENSITIVITY_KINDS"]
 
-METHODS = ("fedsgd", "fedhybrid", "fedavg", "fednewton_iter")
-LABELS = {"fedsgd": "DP-FedSGD", "fedhybrid": "DP-FedHybrid", "fedavg": "DP-FedAvg",
-          "fednewton_iter": "DP-FedNewton-Iter"}
 #: phase kind -> ledger stage name
 SENSITIVITY_KINDS = {"avg": "local step", "sgd": "gradient", "newton": "newton"}
 
@@ -109,24 +107,62 @@ class Phase:
     steps: int
 
 
-def schedule(method: str, p: dict) -> list[Phase]:
-    """The phases of ``method`` under settings ``p`` (keys ``rounds``, ``local_epochs``,
-    ``hybrid_local_share``, ``newton_cycles``)."""
+def _fedavg(p: dict) -> list[Phase]:
+    return [Phase("avg", int(p["rounds"]), int(p["local_epochs"]))]
+
+
+def _fedsgd(p: dict) -> list[Phase]:
+    return [Phase("sgd", int(p["rounds"]) * int(p["local_epochs"]), 1)]
+
+
+def _fedhybrid(p: dict) -> list[Phase]:
     R, K = int(p["rounds"]), int(p["local_epochs"])
-    if method == "fedavg":
-        return [Phase("avg", R, K)]
-    if method == "fedsgd":
-        return [Phase("sgd", R * K, 1)]
-    if method == "fedhybrid":
-        r1 = int(round(p["hybrid_local_share"] * R))
-        phases = [Phase("avg", r1, K), Phase("sgd", (R - r1) * K, 1)]
-        return [ph for ph in phases if ph.rounds > 0]
-    if method == "fednewton_iter":
-        C = int(p["newton_cycles"])
-        if R % C:
-            raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={R}, newton_cycles={C}")
-        return [Phase("avg", R // C, K), Phase("newton", 1, 1)] * C
-    raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    r1 = int(round(p["hybrid_local_share"] * R))
+    phases = [Phase("avg", r1, K), Phase("sgd", (R - r1) * K, 1)]
+    return [ph for ph in phases if ph.rounds > 0]
+
+
+def _fednewton_iter(p: dict) -> list[Phase]:
+    R, K, C = int(p["rounds"]), int(p["local_epochs"]), int(p["newton_cycles"])
+    if R % C:
+        raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={R}, newton_cycles={C}")
+    return [Phase("avg", R // C, K), Phase("newton", 1, 1)] * C
+
+
+@dataclass(frozen=True)
+class NNMethod:
+    """A CNN method: its name, legend label and schedule of phases.
+
+    ``phases(p)`` gives the method's rounds under settings ``p`` (keys ``rounds``,
+    ``local_epochs``, ``hybrid_local_share``, ``newton_cycles``); the training loop
+    (:func:`fedgdp.nn.train.train`) runs each phase by its kind, and the calibration
+    (:func:`calibrate`) counts its releases. Adding a CNN method built from these
+    phase kinds is one entry of :data:`REGISTRY`.
+    """
+
+    name: str
+    label: str
+    phases: Callable[[dict], list[Phase]]
+
+
+#: the CNN methods in legend order (module docstring)
+REGISTRY: dict[str, NNMethod] = {m.name: m for m in (
+    NNMethod("fedsgd", "DP-FedSGD", _fedsgd),
+    NNMethod("fedhybrid", "DP-FedHybrid", _fedhybrid),
+    NNMethod("fedavg", "DP-FedAvg", _fedavg),
+    NNMethod("fednewton_iter", "DP-FedNewton-Iter", _fednewton_iter),
+)}
+METHODS = tuple(REGISTRY)
+LABELS = {name: m.label for name, m in REGISTRY.items()}
+
+
+def schedule(method: str, p: dict) -> list[Phase]:
+    """The phases of ``method`` (a :data:`REGISTRY` name) under settings ``p``."""
+    try:
+        entry = REGISTRY[method]
+    except KeyError:
+        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}") from None
+    return entry.phases(p)
 
 
 @dataclass(frozen=True)
