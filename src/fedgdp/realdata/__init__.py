@@ -79,7 +79,8 @@ clipped gradients, the clipping bound), ``solvers`` (the Newton step, the ridge 
 
 from ..solvers import cg_solve
 from .backend import RealBackend, local_descent
-from .folds import FoldData, clip_bound_real, clipped_gradient, stacked_gradients
+from .clipping import clip_bound_real, clipped_gradient, stacked_gradients
+from .folds import FoldData
 from .metrics import accuracy, auc, client_metric
 from .parameters import (DEFAULTS, EXTRA_PRIVATE, METHOD_DEFAULTS, METRICS, NONPRIVATE, PRIVATE, REGISTRY, TASKS,
                      get_method, resolve)

@@ -11,11 +11,16 @@ across mu). Gradients of the J levels come from one product (:func:`stacked_grad
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..methods import REALDATA, Fit, StreamNoise
-from .folds import FoldData, stacked_gradients
+from .clipping import stacked_gradients
 from .solvers import newton_step, ridge_fit
+
+if TYPE_CHECKING:                       # annotations only: folds builds backends, so it imports this module
+    from .folds import FoldData
 
 __all__ = ["RealBackend", "local_descent", "local_descent_many", "server_descent_many", "same_stream"]
 

@@ -10,7 +10,8 @@ import numpy as np
 from ..datasets import Dataset, layout_key, split_layout
 from ..glm import matrix_model
 from ..simulate import stable_hash
-from .folds import FoldData, clip_bound_real
+from .clipping import clip_bound_real
+from .folds import FoldData
 from .metrics import client_metric
 from .parameters import METRICS, get_method
 

@@ -1,0 +1,74 @@
+"""Per-sample clipping on matrix models, and the real-data clipping bound.
+
+A per-sample gradient of a matrix model is the outer product ``x_j r_j'`` (d, k) of the
+row and its residual (:mod:`fedgdp.glm`), with Frobenius norm ``||x_j|| ||r_j||``, so
+clipping it to norm B scales the residual row ``r_j`` (:func:`clip_residuals`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import privacy
+from ..glm import MatrixGLM
+
+__all__ = ["clip_residuals", "clipped_gradient", "stacked_gradients", "clip_bound_real"]
+
+
+def clipped_gradient(model: MatrixGLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
+    """Mean over rows of the per-sample gradients ``x_j r_j'`` clipped to norm B.
+
+    The Frobenius norm of ``x_j r_j'`` is ``||x_j|| ||r_j||``, so clipping scales the
+    residual row ``r_j``. ``B = inf`` gives the plain gradient.
+    """
+    Res = model.residuals(Theta, X, Y)
+    clip_residuals(Res, np.linalg.norm(X, axis=1) if xnorm is None else xnorm, B)
+    return X.T @ Res / X.shape[0]
+
+
+def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float) -> None:
+    """Scale the rows of the residuals Res (n, k) in place so that ``||x_j|| ||r_j|| <= B``."""
+    if np.isfinite(B):
+        norms = xnorm * np.linalg.norm(Res, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            Res *= np.where(norms > B, B / norms, 1.0)[:, None]
+
+
+def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
+    """Client i's clipped gradients at J parameters at once, shape (J, d, k).
+
+    ``fds``: J :class:`FoldData` on the same data (one per mu; bound ``fds[j].bound``);
+    ``Thetas`` (J, d, k). For softmax (k > 1) and J > 1 the scores of all J come from
+    one product ``X [Theta_1 ... Theta_J]`` and the gradients from one ``X' [Res_1 ...
+    Res_J]``: a wider product reads X once for J models (about 1.6x faster for J = 2,
+    k = 10 on MNIST-sized clients). For k = 1 (matrix-vector products) the J
+    gradients are computed one by one, which is faster there.
+    """
+    fd = fds[0]
+    J, d, k = Thetas.shape
+    if J == 1 or k == 1:
+        return np.stack([f.gradient(i, T, rows) for f, T in zip(fds, Thetas)])
+    X, Y, xn = fd.X[i][rows], fd.Y[i][rows], fd.xnorm[i][rows]
+    S = X @ np.concatenate(list(Thetas), axis=1)                 # (n, J k)
+    for j, f in enumerate(fds):
+        block = S[:, j * k:(j + 1) * k]
+        Res = fd.model.probabilities_from_scores(block.copy()) - Y
+        clip_residuals(Res, xn, f.bound)
+        block[...] = Res
+    return (X.T @ S / X.shape[0]).reshape(d, J, k).transpose(1, 0, 2)
+
+
+def clip_bound_real(model: MatrixGLM, X: list, Y: list, rule: dict, *, mu: float = math.inf,
+                    rng=None) -> float:
+    """The clipping bound on real data: max over clients of the q-quantile of the
+    per-sample gradient norms at Theta = 0 (``quantile``), the fixed value, or the
+    private quantile (:func:`fedgdp.privacy.private_clip_bound`, needs mu and rng)."""
+    if rule["rule"] == "fixed":
+        return float(rule["value"])
+    zero = np.zeros((X[0].shape[1], model.k))
+    norms = [np.linalg.norm(x, axis=1) * np.linalg.norm(model.residuals(zero, x, y), axis=1)
+             for x, y in zip(X, Y)]
+    if rule["rule"] == "private_quantile":
+        return privacy.private_clip_bound(norms, rule, mu=mu, rng=rng)
+    return float(max(np.quantile(v, rule["q"]) for v in norms))
