@@ -11,16 +11,11 @@ across mu). Gradients of the J levels come from one product (:func:`stacked_grad
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..methods import REALDATA, Fit, StreamNoise
 from .clipping import stacked_gradients
 from .solvers import newton_step, ridge_fit
-
-if TYPE_CHECKING:                       # annotations only: folds builds backends, so it imports this module
-    from .folds import FoldData
 
 __all__ = ["RealBackend", "local_descent", "local_descent_many", "server_descent_many", "same_stream"]
 
@@ -47,9 +42,10 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
     return Theta
 
 
-def local_descent(fd: FoldData, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
+def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
                   rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
-    """:func:`local_descent_many` at one level: Theta0 and drift (d, k), noise from ``rng``."""
+    """:func:`local_descent_many` at one level on the fold ``fd`` (:class:`~fedgdp.realdata.folds.FoldData`):
+    Theta0 and drift (d, k), noise from ``rng``."""
     return local_descent_many([fd], i, Theta0[None], K=K, eta=eta, sigmas=np.array([sigma]),
                               noise=StreamNoise(rng).take("Z"), rows=rows,
                               drift=None if drift is None else drift[None])[0]
