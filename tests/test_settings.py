@@ -120,7 +120,7 @@ def test_command_flags_come_from_the_settings_classes():
     from fedgdp.cli import build_parser
     from fedgdp.nn.settings import NNSettings
     from fedgdp.params import CellSettings
-    from fedgdp.realdata_settings import RealdataSettings
+    from fedgdp.realdata.parameters import RealdataSettings
 
     ap = build_parser()
     sub = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))

@@ -314,7 +314,7 @@ _REALDATA_PIPELINE_KEYS = ("tasks", "splits", "figures")   # config keys of the 
 
 
 def _realdata_overrides(args) -> dict:
-    from .realdata_settings import RealdataSettings
+    from .realdata.parameters import RealdataSettings
     from .settings import flag_values
 
     out: dict = {}
@@ -382,7 +382,7 @@ def _cmd_fetch_mnist(args) -> int:
 
 
 def _realdata_commands(sub) -> None:
-    from .realdata_settings import RealdataSettings
+    from .realdata.parameters import RealdataSettings
     from .settings import add_flags
 
     real = sub.add_parser("realdata", help="real-data logistic regression: every method on every fold "

@@ -88,7 +88,7 @@ from .run import CLIP_STREAM, COLUMNS, noise_rng, read_rows, run_split, write_ro
 from .solvers import newton_step, ridge_fit
 
 __all__ = [
-    "DEFAULTS", "METHOD_DEFAULTS", "TASKS", "METRICS", "PRIVATE", "EXTRA_PRIVATE", "NONPRIVATE", "resolve",
+    "RealdataSettings", "DEFAULTS", "METHOD_DEFAULTS", "TASKS", "METRICS", "PRIVATE", "EXTRA_PRIVATE", "NONPRIVATE", "resolve",
     "FoldData", "RealBackend", "REGISTRY", "get_method", "clipped_gradient", "stacked_gradients", "local_descent",
     "cg_solve", "newton_step", "ridge_fit", "auc", "accuracy", "client_metric", "run_split", "noise_rng",
     "write_rows", "read_rows", "COLUMNS", "CLIP_STREAM", "clip_bound_real",
