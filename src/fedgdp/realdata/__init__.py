@@ -83,7 +83,7 @@ from .clipping import clip_bound_real, clipped_gradient, stacked_gradients
 from .folds import FoldData
 from .metrics import accuracy, auc, client_metric
 from .parameters import (DEFAULTS, EXTRA_PRIVATE, METHOD_DEFAULTS, METRICS, NONPRIVATE, PRIVATE, REGISTRY, TASKS,
-                     get_method, resolve)
+                         RealdataSettings, get_method, resolve)
 from .run import CLIP_STREAM, COLUMNS, noise_rng, read_rows, run_split, write_rows
 from .solvers import newton_step, ridge_fit
 
