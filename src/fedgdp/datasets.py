@@ -22,7 +22,7 @@ shared by Dirichlet(alpha, ..., alpha) proportions (largest-remainder rounding, 
 the sizes sum to N exactly). Within each client a random permutation splits the
 images into ``folds`` near-equal folds. Split ``s`` draws everything from
 ``default_rng(SeedSequence([base_seed, stable_hash(layout_key), s]))``, as the
-simulations draw replicates (:func:`fedgdp.simulate.replicate_rng`).
+simulations draw replicates (:func:`fedgdp.seeds.derived_rng`).
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .simulate import allocate_total, replicate_rng
+from .seeds import derived_rng
+from .simulate import allocate_total
 
 __all__ = [
     "Dataset", "DATASETS", "load_dataset", "load_digits", "load_mnist", "fetch_mnist", "read_idx",
@@ -339,7 +340,7 @@ def client_layout(rng: np.random.Generator, N: int, *, m: int, n_min: int, alpha
 
 def split_layout(base_seed: int, key: dict, split: int) -> ClientLayout:
     """ClientLayout of split ``split``, drawn from its own generator (module docstring)."""
-    return client_layout(replicate_rng(base_seed, key, split), key["N"], m=key["m"],
+    return client_layout(derived_rng(base_seed, key, split), key["N"], m=key["m"],
                          n_min=key["n_min"], alpha=key["alpha"], folds=key["folds"])
 
 

@@ -6,7 +6,7 @@ One replicate holds ``X`` of shape ``(N, d)`` (intercept first), ``y`` of shape
 ``(N,)`` and client sizes ``sizes`` of shape ``(m,)``; client ``i`` owns the
 contiguous rows ``offsets[i]:offsets[i+1]``. Sizes are redrawn in every replicate.
 
-Seeds: replicate ``r`` of a cell uses
+Seeds (:mod:`fedgdp.seeds`): replicate ``r`` of a cell uses
 ``default_rng(SeedSequence([base_seed, stable_hash(data_key), r]))`` for its data,
 where ``data_key`` holds the parameters that define the data (model, sizes scheme,
 m, p, sigma_c, beta_true). Cells that differ only in mu, K or the methods therefore
@@ -16,8 +16,6 @@ method never changes another method's numbers.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,6 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from .glm import get_model
+from .seeds import derived_rng, stable_hash  # noqa: F401 (stable_hash: also this module's public name)
 
 __all__ = [
     "SizeScheme", "parse_sizes", "stable_hash", "replicate_rng", "noise_rng",
@@ -32,21 +31,14 @@ __all__ = [
 ]
 
 
-def stable_hash(obj) -> int:
-    """A 64-bit hash of a JSON-serialisable object, identical across Python runs."""
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
-
-
 def replicate_rng(base_seed: int, data_key: dict, replicate: int) -> np.random.Generator:
-    """The data generator of one replicate (docs/methods.md §1, Seeds)."""
-    return np.random.default_rng(np.random.SeedSequence([base_seed, stable_hash(data_key), replicate]))
+    """The data generator of one replicate (:func:`fedgdp.seeds.derived_rng`)."""
+    return derived_rng(base_seed, data_key, replicate)
 
 
 def noise_rng(base_seed: int, data_key: dict, replicate: int, method: str) -> np.random.Generator:
-    """The privacy-noise generator of one method in one replicate."""
-    seq = np.random.SeedSequence([base_seed, stable_hash(data_key), replicate, stable_hash(method)])
-    return np.random.default_rng(seq)
+    """The privacy-noise generator of one method in one replicate (stream ``method``)."""
+    return derived_rng(base_seed, data_key, replicate, stream=method)
 
 
 # --------------------------------------------------------------------------- sizes

@@ -1,6 +1,6 @@
 """One CNN run (every method on one partition) and its Parquet file.
 
-Seeds (as in the simulations, docs/methods.md §1): a run uses
+Seeds (:mod:`fedgdp.seeds`, as in the simulations, docs/methods.md §1): a run uses
 ``SeedSequence([base_seed, stable_hash(data_key), run])`` for its partition and
 initial weights (shared by all methods: common random numbers), and method ``M``
 uses ``SeedSequence([base_seed, stable_hash(data_key), run, stable_hash(M)])`` for
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from ..simulate import stable_hash
+from ..seeds import seed_sequence
 from .calibration import LABELS, calibrate
 from .data import ImageData, load_images
 from .settings import data_key
@@ -43,10 +43,7 @@ COLUMNS = [
 
 def run_seeds(p: dict, method: str | None = None) -> np.random.SeedSequence:
     """The run's seed sequence, or one method's (see the module docstring)."""
-    entropy = [p["base_seed"], stable_hash(data_key(p)), p["run"]]
-    if method is not None:
-        entropy.append(stable_hash(method))
-    return np.random.SeedSequence(entropy)
+    return seed_sequence(p["base_seed"], data_key(p), p["run"], stream=method)
 
 
 def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..datasets import Dataset, layout_key, split_layout
 from ..glm import matrix_model
-from ..simulate import stable_hash
+from ..seeds import derived_rng
 from .clipping import clip_bound_real
 from .folds import FoldData
 from .metrics import client_metric
@@ -41,9 +41,7 @@ CLIP_STREAM = "clip_histogram"
 
 def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.random.Generator:
     """The noise generator of one method in one split and fold (module docstring)."""
-    seq = np.random.SeedSequence([p["base_seed"], stable_hash({**key, "task": p["task"]}), split, fold,
-                                  stable_hash(method)])
-    return np.random.default_rng(seq)
+    return derived_rng(p["base_seed"], {**key, "task": p["task"]}, split, fold, stream=method)
 
 
 def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict]:
