@@ -217,7 +217,7 @@ def test_every_method_of_every_experiment_has_one_style():
     methods drawn in one figure share a colour unless one is the other's hatched twin."""
     from fedgdp import realdata
     from fedgdp.nn.calibration import METHODS as NN_METHODS
-    from fedgdp.styles import HATCHED
+    from fedgdp.figures import HATCHED
 
     for names in (list(REGISTRY), list(realdata.REGISTRY), list(NN_METHODS)):
         assert set(names) <= set(METHOD_STYLE), set(names) - set(METHOD_STYLE)

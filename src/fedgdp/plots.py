@@ -13,7 +13,7 @@ against one axis, one line per value of another axis (docs/methods.md §4):
 
 A figure *spec* (a figure entry of ``config.yaml`` with the studies it reads) says
 which layout, which model and study, and what each panel fixes; see
-:func:`plot_figure`. Method colours and markers come from :data:`fedgdp.styles.METHOD_STYLE`
+:func:`plot_figure`. Method colours and markers come from :data:`fedgdp.figures.METHOD_STYLE`
 and are the same in every figure.
 """
 from __future__ import annotations
@@ -28,9 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .io import atomic_path
+from .figures import METHOD_STYLE, method_style, pyplot, save_figure
 from .simulate import parse_sizes
-from .styles import METHOD_STYLE, method_style
 from .summary import normalise
 
 __all__ = ["LAYOUTS", "METHOD_STYLE", "plot_figure", "size_label", "size_title", "mu_label",
@@ -207,10 +206,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     -------
     matplotlib.figure.Figure
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.lines import Line2D
     from matplotlib.ticker import NullFormatter, NullLocator
 
@@ -314,14 +310,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         centre = (min(b.x0 for b in boxes) + max(b.x1 for b in boxes)) / 2
         fig.legend([h for _, h in items], [lab for lab, _ in items], loc="upper center", ncol=ncol,
                    frameon=False, fontsize=9, bbox_to_anchor=(centre, (bottom - 0.05) / height))
-    for path, fmt, extra in ((pdf, "pdf", {"metadata": {"Title": title, "Subject": about,
-                                                        "CreationDate": None}}),
-                             (png, "png", {"dpi": 150, "metadata": {"Title": title,
-                                                                     "Description": about}})):
-        if path is not None:
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, format=fmt, **extra)
-    plt.close(fig)
+    save_figure(fig, pdf, png, title=title, about=about)
     return fig
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .decomposition import TERMS
-from .io import atomic_path
+from .figures import pyplot, save_figure
 from .plots import method_label
 
 __all__ = ["plot_decomposition", "TERM_STYLE"]
@@ -64,10 +64,7 @@ def plot_decomposition(table: pd.DataFrame, spec: dict, pdf: str | os.PathLike |
     -------
     matplotlib.figure.Figure
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -126,10 +123,5 @@ def plot_decomposition(table: pd.DataFrame, spec: dict, pdf: str | os.PathLike |
     fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, bottom / height, 1, 1), h_pad=2.0)
     about = json.dumps({"figure": spec.get("name", "decomposition"), "panels": contents})
-    for path, fmt, extra in ((pdf, "pdf", {"metadata": {"Title": title, "Subject": about, "CreationDate": None}}),
-                             (png, "png", {"dpi": 150, "metadata": {"Title": title, "Description": about}})):
-        if path is not None:
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, format=fmt, **extra)
-    plt.close(fig)
+    save_figure(fig, pdf, png, title=title, about=about)
     return fig

@@ -4,7 +4,7 @@ One panel per privacy level mu (largest first, as in the paper); in each panel o
 box per method over its m x S client-level values (fold averages): the five private
 methods at that mu, then, on a shaded background, the four non-private baselines
 (the same values in every panel, they do not depend on mu). The private methods
-keep the colours of the simulation figures (:data:`fedgdp.styles.METHOD_STYLE`);
+keep the colours of the simulation figures (:data:`fedgdp.figures.METHOD_STYLE`);
 a non-private version of a private algorithm has the same colour, hatched.
 """
 from __future__ import annotations
@@ -15,9 +15,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from .io import atomic_path
+from .figures import HATCHED, method_style, pyplot, save_figure
 from .realdata import METRICS, NONPRIVATE, PRIVATE, REGISTRY
-from .styles import HATCHED, method_style
 
 __all__ = ["plot_realdata", "method_colors", "realdata_medians"]
 
@@ -28,7 +27,7 @@ _TASK_TITLE = {"binary": "binary logistic regression (odd vs even digit)",
 
 
 def method_colors() -> dict[str, str]:
-    """Box colour of every real-data method (:data:`fedgdp.styles.METHOD_STYLE`)."""
+    """Box colour of every real-data method (:data:`fedgdp.figures.METHOD_STYLE`)."""
     return {name: method_style(name)["color"] for name in REGISTRY}
 
 
@@ -78,9 +77,7 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
     -------
     matplotlib Figure
     """
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if task not in METRICS:
         raise ValueError(f"unknown task {task!r}; choose from {', '.join(METRICS)}")
@@ -142,12 +139,5 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
              "all clients and splits; whiskers 1.5 IQR; non-private baselines repeated in every panel",
              ha="center", va="bottom", fontsize=8, color="0.3")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    for path, fmt, extra in ((pdf, "pdf", {}), (png, "png", {"dpi": 150})):
-        if path:
-            _save(fig, path, fmt, extra)
+    save_figure(fig, pdf, png, title=title, bbox_inches="tight")
     return fig
-
-
-def _save(fig, path, fmt: str, extra: dict) -> None:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=fmt, bbox_inches="tight", **extra)

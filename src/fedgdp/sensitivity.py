@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from . import claims
+from .figures import pyplot, save_figure
 
 __all__ = ["MAP_COLUMNS", "VERDICT_COLOURS", "subclaims", "claims_map", "where_holds",
            "render_markdown", "write_markdown", "write_csv", "draw"]
@@ -246,13 +247,9 @@ def write_csv(df: pd.DataFrame, path) -> None:
 def draw(df: pd.DataFrame, spec: dict, pdf=None, png=None) -> None:
     """The claims map as a grid: rows claims (and C2, C4, C5 sub-claims), columns variants,
     each cell coloured by its verdict (:data:`VERDICT_COLOURS`) with the verdict written in it."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Patch
 
-    from .io import atomic_path
 
     keys, variants, cells = _grid(df, spec)
     fig, ax = plt.subplots(figsize=(2.8 + 0.62 * len(variants), 1.6 + 0.24 * len(keys)))
@@ -290,9 +287,4 @@ def draw(df: pd.DataFrame, spec: dict, pdf=None, png=None) -> None:
     else:
         fig.tight_layout()
     title = spec.get("title", "Claims map")
-    for path, fmt, extra in ((pdf, "pdf", {"metadata": {"Title": title, "CreationDate": None}}),
-                             (png, "png", {"dpi": 150, "metadata": {"Title": title}})):
-        if path is not None:
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, format=fmt, bbox_inches="tight", pad_inches=0.1, **extra)   # long row labels
-    plt.close(fig)
+    save_figure(fig, pdf, png, title=title, bbox_inches="tight", pad_inches=0.1)   # long row labels

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..styles import method_style
+from ..figures import method_style, pyplot, save_figure
 from .calibration import LABELS, METHODS
 
 __all__ = ["summarise_runs", "plot_nn_figure", "SUMMARY_COLUMNS"]
@@ -57,10 +57,7 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
 
     Returns the paths written.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if figure not in _XLABEL:
         raise ValueError(f"figure must be fig09 or fig10, got figure={figure!r}")
@@ -111,12 +108,5 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
                bbox_to_anchor=(0.5, (bottom - 0.05) / height))
     fig.text(0.5, 0.04 / height, "\n".join(caption), fontsize=8, color="dimgrey", ha="center", va="bottom")
     fig.tight_layout(rect=(0, bottom / height, 1, 1))
-    from ..io import atomic_path
-
     out = Path(out)
-    written = [out] + ([out.with_suffix(".png")] if png else [])
-    for path in written:            # temporary file, then rename: no half-written figure
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=path.suffix[1:], **({"dpi": 150} if path.suffix == ".png" else {}))
-    plt.close(fig)
-    return written
+    return save_figure(fig, out, out.with_suffix(".png") if png else None, title=f"CNN test accuracy against {_XLABEL[figure].lower()}")
