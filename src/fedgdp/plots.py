@@ -60,36 +60,37 @@ def _g(x) -> str:
     return f"{float(x):g}"
 
 
+#: sizes scheme -> (legend label, panel title in the paper's words); ``{0}``, ``{1}``: its
+#: arguments; a ``total(N, scheme)`` uses the inner scheme's entry of _TOTAL_TEXT
+_SIZE_TEXT = {
+    "equal": ("$n = {0}$", "Equal $n_i = {0}$"),
+    "uniform": ("$n_i \\sim U[{0}, {1}]$", "Uniformly distributed $n_i \\sim U[{0}, {1}]$"),
+    "lognormal": ("$\\log n_i \\sim N({0}, {1}^2)$",
+                  "Lognormally distributed $n_i$, $\\log n_i \\sim N({0}, {1}^2)$"),
+}
+_TOTAL_TEXT = {
+    "equal": ("equal, $N = {N}$", "Equal $n_i$ ($N = {N}$)"),
+    "uniform": ("uniform weights, $N = {N}$", "Uniformly distributed $n_i$ (weights $U[{0}, {1}]$)"),
+    "lognormal": ("lognormal weights, $N = {N}$",
+                  "Lognormally distributed $n_i$ (weights $e^Z$, $Z \\sim N({0}, {1}^2)$)"),
+}
+
+
+def _size_text(text: str, which: int) -> str:
+    s = parse_sizes(text)
+    if s.kind in _SIZE_TEXT:
+        return _SIZE_TEXT[s.kind][which].format(*map(_g, s.args))
+    return _TOTAL_TEXT[s.inner.kind][which].format(*map(_g, s.inner.args), N=s.args[0])
+
+
 def size_label(text: str) -> str:
     """Legend label of a sizes scheme: ``equal(30)`` -> ``$n = 30$``."""
-    s = parse_sizes(text)
-    a = s.args
-    if s.kind == "equal":
-        return f"$n = {_g(a[0])}$"
-    if s.kind == "uniform":
-        return f"$n_i \\sim U[{_g(a[0])}, {_g(a[1])}]$"
-    if s.kind == "lognormal":
-        return f"$\\log n_i \\sim N({_g(a[0])}, {_g(a[1])}^2)$"
-    what = {"equal": "equal", "uniform": "uniform weights", "lognormal": "lognormal weights"}
-    return f"{what[s.inner.kind]}, $N = {a[0]}$"
+    return _size_text(text, 0)
 
 
 def size_title(text: str) -> str:
     """Panel title of a sizes scheme, in the paper's words."""
-    s = parse_sizes(text)
-    a = s.args
-    if s.kind == "equal":
-        return f"Equal $n_i = {_g(a[0])}$"
-    if s.kind == "uniform":
-        return f"Uniformly distributed $n_i \\sim U[{_g(a[0])}, {_g(a[1])}]$"
-    if s.kind == "lognormal":
-        return f"Lognormally distributed $n_i$, $\\log n_i \\sim N({_g(a[0])}, {_g(a[1])}^2)$"
-    inner, b = s.inner.kind, s.inner.args
-    if inner == "equal":
-        return f"Equal $n_i$ ($N = {a[0]}$)"
-    if inner == "uniform":
-        return f"Uniformly distributed $n_i$ (weights $U[{_g(b[0])}, {_g(b[1])}]$)"
-    return f"Lognormally distributed $n_i$ (weights $e^Z$, $Z \\sim N({_g(b[0])}, {_g(b[1])}^2)$)"
+    return _size_text(text, 1)
 
 
 def mu_label(mu: float, certified: bool = False) -> str:
