@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import privacy
-from ..glm import MatrixGLM
+from ..glm import GLM
 from ..methods import REALDATA
 from .parameters import DEFAULTS
 
@@ -25,7 +25,7 @@ class FoldData:
 
     Attributes
     ----------
-    model : MatrixGLM
+    model : GLM
     X, Y : list of ndarray
         Client i's design (n_i, d) and targets (n_i, k), rows in random order.
     mu : float          target mu per client (inf: non-private)
@@ -34,7 +34,7 @@ class FoldData:
     newton : dict       solver settings (``solver``, ``cg_tol``, ``cg_maxiter``)
     """
 
-    model: MatrixGLM
+    model: GLM
     X: list
     Y: list
     mu: float = math.inf
@@ -137,7 +137,7 @@ class FoldData:
         return RealBackend(fds, rngs[0]) if same_stream(rngs) else None
 
 
-def clipped_gradient(model: MatrixGLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
+def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
     """Mean over rows of the per-sample gradients ``x_j r_j'`` clipped to norm B.
 
     The Frobenius norm of ``x_j r_j'`` is ``||x_j|| ||r_j||``, so clipping scales the
@@ -174,13 +174,13 @@ def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice
     S = X @ np.concatenate(list(Thetas), axis=1)                 # (n, J k)
     for j, f in enumerate(fds):
         block = S[:, j * k:(j + 1) * k]
-        Res = fd.model.probabilities_from_scores(block.copy()) - Y
+        Res = fd.model.mean(block) - Y
         _clip_residuals(Res, xn, f.bound)
         block[...] = Res
     return (X.T @ S / X.shape[0]).reshape(d, J, k).transpose(1, 0, 2)
 
 
-def clip_bound_real(model: MatrixGLM, X: list, Y: list, rule: dict, *, mu: float = math.inf,
+def clip_bound_real(model: GLM, X: list, Y: list, rule: dict, *, mu: float = math.inf,
                     rng=None) -> float:
     """The clipping bound on real data: max over clients of the q-quantile of the
     per-sample gradient norms at Theta = 0 (``quantile``), the fixed value, or the
