@@ -97,7 +97,7 @@ def test_fused_loss_gradient_equals_the_separate_calls(model):
 def test_row_blocks_reassociate_only(model, monkeypatch):
     """Above ROW_BLOCK_MIN rows, loss_gradient and hvp_at sum over blocks of rows: equal
     to the one-block result to 1e-12 relative (summation order only)."""
-    import fedgdp.glm as glm
+    from fedgdp import glm
 
     rng, X, Y, _ = _data(model, n=300, seed=4)
     T, V = rng.normal(size=(X.shape[1], model.k)), rng.normal(size=(X.shape[1], model.k))

@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GLM", "Logistic", "Poisson", "Multinomial", "LOGISTIC", "POISSON", "BINARY_LOGISTIC", "MODELS",
-           "get_model", "matrix_model", "population_hessian", "population_min_eigenvalue"]
+__all__ = ["BINARY_LOGISTIC", "GLM", "LOGISTIC", "MODELS", "POISSON", "Logistic", "Multinomial", "Poisson",
+           "SingleOutput", "get_model", "matrix_model", "population_hessian", "population_min_eigenvalue"]
 
 #: Designs with more rows are processed in blocks of ROW_BLOCK rows, so that each
 #: block is read from memory once for both products (X V, then X' C): 26% faster

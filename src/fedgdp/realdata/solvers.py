@@ -1,4 +1,4 @@
-"""Real-data solvers: FedNewton's step on matrix models and the ridge MLE of the plain fits."""
+"""Real-data solvers: FedNewton's step on the models of fedgdp.glm and the ridge MLE of the plain fits."""
 from __future__ import annotations
 
 import numpy as np
