@@ -5,9 +5,9 @@ import pytest
 from fedgdp.glm import MODELS, get_model, population_hessian, population_min_eigenvalue
 
 
-def _data(rng, shape=(3, 40, 4)):
-    X = rng.standard_normal(shape)
-    X[..., 0] = 1.0
+def _data(rng, n=40, d=4):
+    X = rng.standard_normal((n, d))
+    X[:, 0] = 1.0
     return X
 
 
@@ -16,16 +16,17 @@ def test_gradient_matches_finite_differences(name):
     rng = np.random.default_rng(1)
     glm = get_model(name)
     X = _data(rng)
-    theta = 0.3 * rng.standard_normal((3, 4))
-    y = glm.sample(rng, np.einsum("rnd,rd->rn", X, theta))
+    theta = 0.3 * rng.standard_normal(4)
+    y = glm.sample(rng, X @ theta)
     g = glm.gradient(theta, X, y)
+    assert g.shape == (4,)
     h = 1e-6
     for k in range(4):
         e = np.zeros(4)
         e[k] = h
         fd = (glm.loss(theta + e, X, y) - glm.loss(theta - e, X, y)) / (2 * h)
         # central differences are O(h^2) ~ 1e-12 accurate; rounding ~ 1e-16/h ~ 1e-10
-        np.testing.assert_allclose(g[:, k], fd, rtol=0, atol=1e-8)
+        assert abs(g[k] - fd) < 1e-8
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -33,28 +34,43 @@ def test_hessian_matches_finite_differences_of_gradient(name):
     rng = np.random.default_rng(2)
     glm = get_model(name)
     X = _data(rng)
-    theta = 0.3 * rng.standard_normal((3, 4))
-    y = glm.sample(rng, np.einsum("rnd,rd->rn", X, theta))
+    theta = 0.3 * rng.standard_normal(4)
+    y = glm.sample(rng, X @ theta)
     H = glm.hessian(theta, X)
+    assert H.shape == (4, 4)
     h = 1e-6
     for k in range(4):
         e = np.zeros(4)
         e[k] = h
         fd = (glm.gradient(theta + e, X, y) - glm.gradient(theta - e, X, y)) / (2 * h)
-        np.testing.assert_allclose(H[:, :, k], fd, rtol=0, atol=1e-8)
-    np.testing.assert_allclose(H, np.swapaxes(H, -1, -2), atol=1e-15)
+        np.testing.assert_allclose(H[:, k], fd, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(H, H.T, atol=1e-15)
+    np.testing.assert_allclose(H, (X * glm.variance(X @ theta)[:, None]).T @ X / 40, rtol=1e-13, atol=1e-14)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_kernel_reproduces_the_residual(name):
-    """The scaled fast-kernel arithmetic equals resid_scale * (b'(eta) - y)."""
-    glm = get_model(name)
+def test_a_vector_theta_is_the_one_column_matrix(name):
+    """theta (d,) with y (n,) computes exactly what theta (d, 1) with Y (n, 1) does;
+    only the output axis is dropped."""
     rng = np.random.default_rng(3)
-    eta = rng.normal(0, 2, 50)
-    y = glm.sample(rng, eta)
-    k = glm.kernel
-    s = k.inv_inplace(k.theta_scale * eta.copy()) - k.y_transform(y)
-    np.testing.assert_allclose(s, k.resid_scale * (glm.mean(eta) - y), rtol=1e-13, atol=1e-14)
+    glm = get_model(name)
+    X = _data(rng, n=30, d=5)
+    theta, v = 0.3 * rng.standard_normal(5), rng.standard_normal(5)
+    y = glm.sample(rng, X @ theta)
+    T, V, Y = theta[:, None], v[:, None], glm.targets(y)
+    assert Y.shape == (30, 1) and glm.k == 1
+    value, grad, P = glm.loss_gradient(theta, X, y)
+    value_c, grad_c, P_c = glm.loss_gradient(T, X, Y)
+    assert value == value_c and grad.shape == (5,) and P.shape == (30,)
+    np.testing.assert_array_equal(grad, grad_c[:, 0])
+    np.testing.assert_array_equal(P, P_c[:, 0])
+    np.testing.assert_array_equal(glm.residuals(theta, X, y), glm.residuals(T, X, Y)[:, 0])
+    G = glm.per_sample_gradients(theta, X, y)
+    assert G.shape == (30, 5)
+    np.testing.assert_array_equal(G, glm.per_sample_gradients(T, X, Y)[:, :, 0])
+    np.testing.assert_array_equal(glm.hessian(theta, X), glm.hessian(T, X))
+    np.testing.assert_array_equal(glm.hvp(theta, X, v), glm.hvp(T, X, V)[:, 0])
+    np.testing.assert_allclose(glm.hvp(theta, X, v), glm.hessian(theta, X) @ v, rtol=1e-13, atol=1e-15)
 
 
 @pytest.mark.parametrize("name,beta", [("logistic", [0.5, -0.5, 1.0, -1.0, 0.5]),

@@ -34,7 +34,7 @@ def _fold(model, sizes=(23, 30, 17, 41), d=6, seed=0, **kw):
     beta = rng.normal(size=(d, model.k)) * 2
     for n in sizes:
         x = np.hstack([np.ones((n, 1)), rng.random((n, d - 1))])
-        P = model.probabilities(beta, x)
+        P = model.predict(beta, x)
         if model.k == 1:
             labels = (rng.random(n) < P[:, 0]).astype(int)
         else:

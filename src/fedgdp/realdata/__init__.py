@@ -43,7 +43,7 @@ Non-private baselines (mu = inf: no clipping, no noise; run once, stored with mu
 Conventions
 -----------
 ``m`` clients; client i holds ``X_i`` (n_i, d) and targets ``Y_i`` (n_i, k)
-(:mod:`fedgdp.glm`, matrix models); parameters are ``Theta`` (d, k). Aggregation
+(:mod:`fedgdp.glm`, in its matrix form); parameters are ``Theta`` (d, k). Aggregation
 weights are ``w_i = n_i / N`` over training sizes. All methods start at 0.
 
 Privacy: the clipping bound B of a fold follows the configured rule on that fold's

@@ -11,12 +11,12 @@ import math
 import numpy as np
 
 from .. import privacy
-from ..glm import MatrixGLM
+from ..glm import GLM
 
 __all__ = ["clip_residuals", "clipped_gradient", "stacked_gradients", "clip_bound_real"]
 
 
-def clipped_gradient(model: MatrixGLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
+def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
     """Mean over rows of the per-sample gradients ``x_j r_j'`` clipped to norm B.
 
     The Frobenius norm of ``x_j r_j'`` is ``||x_j|| ||r_j||``, so clipping scales the
@@ -53,13 +53,13 @@ def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice
     S = X @ np.concatenate(list(Thetas), axis=1)                 # (n, J k)
     for j, f in enumerate(fds):
         block = S[:, j * k:(j + 1) * k]
-        Res = fd.model.probabilities_from_scores(block.copy()) - Y
+        Res = fd.model.mean(block) - Y
         clip_residuals(Res, xn, f.bound)
         block[...] = Res
     return (X.T @ S / X.shape[0]).reshape(d, J, k).transpose(1, 0, 2)
 
 
-def clip_bound_real(model: MatrixGLM, X: list, Y: list, rule: dict, *, mu: float = math.inf,
+def clip_bound_real(model: GLM, X: list, Y: list, rule: dict, *, mu: float = math.inf,
                     rng=None) -> float:
     """The clipping bound on real data: max over clients of the q-quantile of the
     per-sample gradient norms at Theta = 0 (``quantile``), the fixed value, or the

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import privacy
-from ..glm import MatrixGLM
+from ..glm import GLM
 from ..methods import REALDATA
 from .backend import RealBackend, same_stream
 from .clipping import clipped_gradient
@@ -27,7 +27,7 @@ class FoldData:
 
     Attributes
     ----------
-    model : MatrixGLM
+    model : GLM
     X, Y : list of ndarray
         Client i's design (n_i, d) and targets (n_i, k), rows in random order.
     mu : float          target mu per client (inf: non-private)
@@ -36,7 +36,7 @@ class FoldData:
     newton : dict       solver settings (``solver``, ``cg_tol``, ``cg_maxiter``)
     """
 
-    model: MatrixGLM
+    model: GLM
     X: list
     Y: list
     mu: float = math.inf

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..glm import MatrixGLM
+from ..glm import GLM
 
 __all__ = ["auc", "accuracy", "client_metric"]
 
@@ -25,8 +25,8 @@ def accuracy(P: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(np.argmax(P, axis=1) == np.asarray(labels)))
 
 
-def client_metric(task: str, model: MatrixGLM, Theta, X, labels) -> float:
+def client_metric(task: str, model: GLM, Theta, X, labels) -> float:
     if labels.shape[0] == 0:
         return float("nan")
-    P = model.predict_scores(Theta, X)
+    P = model.predict(Theta, X)
     return auc(P[:, 0], labels) if task == "binary" else accuracy(P, labels)

@@ -1,15 +1,15 @@
-"""Real-data solvers: FedNewton's step on matrix models and the ridge MLE of the plain fits."""
+"""Real-data solvers: FedNewton's step on the models of fedgdp.glm and the ridge MLE of the plain fits."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..glm import MatrixGLM
+from ..glm import GLM
 from ..solvers import cg_solve, floored_solve
 
 __all__ = ["cg_solve", "newton_step", "ridge_fit"]
 
 
-def newton_step(model: MatrixGLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, tau1: float, *,
+def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, tau1: float, *,
                 solver: str = "cg", cg_tol: float = 1e-8, cg_maxiter: int = 500,
                 hessian_bound: float | None = None) -> np.ndarray:
     """The step s of FedNewton's local update ``Theta - s`` (shape of Theta).
@@ -20,7 +20,7 @@ def newton_step(model: MatrixGLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarr
     the simulations; dense, for small d k). All satisfy ``||s|| <= ||g|| / tau1``.
 
     ``hessian_bound = H_c`` (certified FedNewton): every per-sample Hessian is clipped
-    to operator norm H_c (:meth:`fedgdp.glm.MatrixGLM.hessian_scale`) and the system is
+    to operator norm H_c (:meth:`fedgdp.glm.GLM.hessian_scale`) and the system is
     the ridge one, ``(H + tau1 I) s = g`` (``floor`` is not used: the ridge inverse is
     what the certified sensitivity needs; ``cg`` solves it to ``cg_tol``).
     """
@@ -40,12 +40,12 @@ def newton_step(model: MatrixGLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarr
 
 
 # ------------------------------------------------------------- ridge MLE
-def ridge_fit(model: MatrixGLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter: int,
+def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter: int,
               gtol: float = 1e-8, Theta0: np.ndarray | None = None) -> np.ndarray:
     """Minimise ``f(Theta) = loss + ridge/2 ||Theta[1:]||^2`` (intercept row free).
 
     Trust-region Newton-CG (scipy's ``trust-ncg``) on exact Hessian-vector products
-    (:meth:`fedgdp.glm.MatrixGLM.hvp_at`), stopping when ``||grad f||_F <= gtol`` or
+    (:meth:`fedgdp.glm.GLM.hvp_at`), stopping when ``||grad f||_F <= gtol`` or
     after ``maxiter`` Newton iterations. One evaluation is one product ``X Theta``
     (loss, gradient and probabilities together); one Hessian-vector product is two
     products with X. f is strongly convex with modulus at least ``ridge`` on the
