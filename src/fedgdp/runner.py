@@ -97,9 +97,9 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
     fit : callable
         ``fit(name, fd, settings, noises) -> (theta (R, d), ledger or None)`` for a block
         (:class:`fedgdp.estimators.FitData` ``fd``, one noise dict per replicate);
-        default :func:`fast_fit`. The tests and ``fedgdp bench`` pass the loop oracle
-        here (``fedgdp.reference.ORACLE``); a fit without a ledger leaves the composed
-        mu columns NaN.
+        default :func:`fast_fit`. The tests and ``scripts/speedup.py`` pass the loop
+        oracle here (``ORACLE`` of ``tests/oracle.py``, outside the package); a fit
+        without a ledger leaves the composed mu columns NaN.
     bound : callable
         The clipping-bound rule of one replicate (see :func:`clip_bounds`).
     rows_per_block : int
