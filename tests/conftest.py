@@ -16,7 +16,7 @@ def make_block(overrides: dict, replicates=(0, 1, 2)):
     glm = get_model(p["model"])
     B = clip_bounds(p, glm, reps, list(replicates))
     return p, reps, FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"], privacy=p["privacy"],
-                            clip=p["clip"])
+                            clip=p["clip"], release=p["release"])
 
 
 def stacked_noise(p, method, replicates, d=None):

@@ -1,4 +1,6 @@
-"""``fedgdp bench`` (single cell and suite) and the pandas-free cell writer."""
+"""``scripts/speedup.py`` (the fast code against the oracle), ``fedgdp bench --suite``
+and the pandas-free cell writer."""
+import importlib.util
 import json
 import math
 import subprocess
@@ -9,17 +11,26 @@ import numpy as np
 import pyarrow as pa
 import yaml
 
-from fedgdp.bench import run_bench, suite_cells
+from fedgdp.bench import suite_cells
 from fedgdp.cli import main
 from fedgdp.params import resolve
 from fedgdp.runner import _schema, read_cell, rows_to_table, run_cell, write_cell
 
 ROOT = Path(__file__).resolve().parents[1]
+SPEEDUP = ROOT / "scripts" / "speedup.py"
 
 
-def test_single_cell_bench_json(tmp_path):
+def _speedup_module():
+    """``scripts/speedup.py`` loaded as a module (it is a script, not on the path)."""
+    spec = importlib.util.spec_from_file_location("speedup", SPEEDUP)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_single_cell_speedup_json(tmp_path):
     out = tmp_path / "bench.json"
-    result = run_bench(replicates=2, m=4, n=30, out=str(out))
+    result = _speedup_module().run_speedup(replicates=2, m=4, n=30, out=str(out))
     saved = json.loads(out.read_text())
     assert saved == json.loads(json.dumps(result))
     for key in ("cell", "reference_s", "fast_s", "ratio", "reference_wall_s", "fast_wall_s", "clock",
@@ -27,6 +38,47 @@ def test_single_cell_bench_json(tmp_path):
         assert key in saved, key
     assert saved["fast_s"] > 0 and saved["ratio"] > 0
     assert saved["max_abs_diff"] < 1e-10
+    assert saved["cell"].startswith("logistic, m=4, equal(30),") and "2 replicates" in saved["cell"]
+
+
+def test_speedup_script_runs_from_anywhere(tmp_path):
+    """As a user runs it (``python scripts/speedup.py``), from another folder: it finds
+    the oracle itself, and refuses a bad --out before any work."""
+    bad = subprocess.run([sys.executable, str(SPEEDUP), "--out", str(tmp_path / "b.csv")],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert bad.returncode == 2 and "must end in .json" in bad.stderr and "Traceback" not in bad.stderr
+    ok = subprocess.run([sys.executable, str(SPEEDUP), "--replicates", "1", "--m", "3", "--n", "20"],
+                        capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert ok.returncode == 0, ok.stderr
+    assert "ratio" in ok.stdout and "max |diff|" in ok.stdout
+
+
+def test_bench_without_suite_points_at_the_speedup_script(capsys):
+    assert main(["bench"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--suite" in err and "python scripts/speedup.py" in err
+
+
+def test_no_package_module_imports_the_oracle():
+    """The loop oracle is a test module: importing every module of the package loads
+    neither ``oracle`` nor a ``fedgdp.reference``, and no source file names them."""
+    code = ("import importlib, pkgutil, sys, fedgdp\n"
+            "for m in pkgutil.walk_packages(fedgdp.__path__, 'fedgdp.'):\n"
+            "    if m.name.endswith('__main__'): continue\n"           # it runs the command line
+            "    try: importlib.import_module(m.name)\n"
+            "    except ModuleNotFoundError as exc:\n"                 # torch: the optional nn extra
+            "        if exc.name != 'torch': raise\n"
+            "print('fedgdp.runner' in sys.modules,\n"
+            "      sorted(n for n in sys.modules if n == 'oracle' or n.endswith('.reference')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True []"
+    src = ROOT / "src" / "fedgdp"
+    assert not (src / "reference.py").exists()
+    offenders = [str(f.relative_to(src)) for f in src.rglob("*.py")
+                 if any(t in f.read_text() for t in ("import oracle", "from oracle", "fedgdp.reference",
+                                                     "from .reference", "from ..reference"))]
+    assert offenders == []
 
 
 def _tiny_config(tmp_path) -> Path:

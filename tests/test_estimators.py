@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 
-from conftest import make_block, stacked_noise
 from fedgdp.estimators import REGISTRY, floored_solve, get_method
-from fedgdp.reference import ORACLE, reference_fit
 from fedgdp.runner import run_cell
+
+from conftest import make_block, stacked_noise
+from oracle import ORACLE, reference_fit
 
 METHODS = list(REGISTRY)
 REPS = (0, 1, 2)

@@ -6,9 +6,10 @@ import pytest
 from scipy import integrate, stats
 
 from fedgdp import privacy
-from fedgdp.reference import clip_bound_reference
 from fedgdp.glm import get_model
 from fedgdp.simulate import parse_sizes, simulate_replicate
+
+from oracle import clip_bound_reference
 
 
 def test_clip_rows_bounds_norms_and_keeps_directions():

@@ -8,10 +8,10 @@ import pytest
 from fedgdp import privacy
 from fedgdp.estimators import REGISTRY, get_method
 from fedgdp.params import resolve
-from fedgdp.reference import reference_fit
 from fedgdp.runner import run_cell
 
 from conftest import make_block, stacked_noise
+from oracle import clip_bound_reference, reference_fit
 
 REPS = (0, 1, 2)
 PRIVATE_CLIP = {"rule": "private_quantile", "q": 0.9, "share": 0.1, "grid": [0.01, 100, 64]}
@@ -142,7 +142,6 @@ def test_certified_fednewton_fast_equals_reference(model, clip, hc):
 
 def test_private_clip_bound_fast_equals_reference_and_is_on_the_grid():
     from fedgdp.glm import get_model
-    from fedgdp.reference import clip_bound_reference
     from fedgdp.runner import clip_bounds
 
     p, reps, fd = make_block(dict(sizes="uniform(20,60)", m=8, clip=PRIVATE_CLIP), REPS)

@@ -3,11 +3,14 @@
 import numpy as np
 import pytest
 
+from fedgdp import privacy
 from fedgdp.estimators import REGISTRY, FitData
 from fedgdp.glm import get_model
 from fedgdp.params import resolve
-from fedgdp.reference import ORACLE
-from fedgdp.runner import run_cell
+from fedgdp.runner import clip_bounds, draw_noises, run_cell
+
+from conftest import make_block
+from oracle import ORACLE
 
 METHODS = list(REGISTRY)
 SEEDS = [0, 1, 2]
@@ -90,6 +93,18 @@ def test_clip_only_differs_from_plain_by_clipping():
     a, b = rows_of(release="clip_only"), rows_of(release="plain")
     assert all(x["N"] == y["N"] for x, y in zip(a, b))
     assert max(abs(x["sq_error"] - y["sq_error"]) for x, y in zip(a, b)) > 1e-3
+
+
+@pytest.mark.parametrize("release, mu, clipped, noisy", [
+    ("private", 2.0, True, True), ("clip_only", 2.0, True, False), ("plain", 2.0, False, False),
+    ("private", np.inf, False, False), ("clip_only", np.inf, False, False), ("plain", np.inf, False, False)])
+def test_one_rule_decides_clipping_and_noise(release, mu, clipped, noisy):
+    """The table of docs/methods.md §9, asked of privacy and of the fit data that use it."""
+    assert privacy.clips(mu, release) is clipped and privacy.adds_noise(mu, release) is noisy
+    p, reps, fd = make_block(dict(mu=mu, release=release, m=4, sizes="equal(20)"), [0])
+    assert fd.clipped is clipped and fd.private is noisy
+    assert bool(np.isfinite(clip_bounds(p, fd.glm, reps, [0])).all()) is clipped
+    assert all((z is not None) is noisy for z in draw_noises(p, "fedsgd", [0], 5)[0].values())
 
 
 def test_private_is_the_default_release():

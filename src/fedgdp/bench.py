@@ -1,16 +1,14 @@
-"""``fedgdp bench``: the reference loop against the fast estimators, and the suite timing.
-
-Single cell (:func:`run_bench`): both implementations run in one process on the same
-cell (same data, same noise draws): logistic, m = 100, equal(400), p = 5, mu = 2,
-K = 50, 100 replicates, all four methods, float64. The ratio is reference CPU time /
-fast CPU time (``time.process_time``, so other processes on the machine do not
-count); the largest difference between the two sets of estimates is printed too, as a
-check that they computed the same thing.
+"""``fedgdp bench --suite``: CPU seconds of every study's cells, and the timing helpers.
 
 Suite (:func:`run_suite`): every cell of every study of a config (``config.yaml``),
 each cell's replicates in one call of :func:`fedgdp.runner.run_cell` as one simulate
 job does, timed in CPU seconds per cell, per study and per method. Written as JSON
 so that the next change can be compared with this one.
+
+The fast code against the loop oracle on one cell (their CPU-time ratio) is
+``scripts/speedup.py`` in the repository: the oracle is a test module
+(``tests/oracle.py``), and no module of the package imports it. That script uses
+:func:`timed`, :func:`versions` and :func:`write_json` from here.
 """
 from __future__ import annotations
 
@@ -22,10 +20,11 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["run_bench", "run_suite", "suite_cells"]
+__all__ = ["run_suite", "suite_cells", "timed", "versions", "write_json"]
 
 
-def _versions() -> dict:
+def versions() -> dict:
+    """Versions of numpy, numba and Python, the machine and the git commit (for the JSON)."""
     out = {"numpy": np.__version__, "python": platform.python_version(), "machine": platform.machine()}
     try:
         import numba
@@ -39,43 +38,15 @@ def _versions() -> dict:
     return out
 
 
-def run_bench(*, replicates: int = 100, m: int = 100, n: int = 400, model: str = "logistic",
-              out: str | None = None) -> dict:
-    """Time both implementations on one cell; print and return the measurements."""
-    from .params import resolve
-    from .reference import ORACLE
-    from .runner import run_cell
-
-    p = resolve({"model": model, "m": m, "sizes": f"equal({n})", "mu": 2.0, "K": 50})
-    seeds = list(range(replicates))
-    run_cell(p, seeds[:1])                      # warm-up (imports, tau1, compiled kernels)
-    fast, t_fast, w_fast = _timed(run_cell, p, seeds)
-    ref, t_ref, w_ref = _timed(run_cell, p, seeds, **ORACLE)
-    diff = max(float(np.max(np.abs(np.subtract(a["theta_hat"], b["theta_hat"])))) for a, b in zip(fast, ref))
-    result = {
-        "cell": f"{model}, m={m}, equal({n}), p={len(p['beta_true'])}, mu=2, K=50, "
-                f"{replicates} replicates, methods={','.join(p['methods'])}",
-        "reference_s": round(t_ref, 3), "fast_s": round(t_fast, 3), "ratio": round(t_ref / t_fast, 2),
-        "reference_wall_s": round(w_ref, 3), "fast_wall_s": round(w_fast, 3),
-        "clock": "process_time (CPU seconds of this process)",
-        "max_abs_diff": diff, **_versions(),
-    }
-    print(f"cell       : {result['cell']}")
-    print(f"reference  : {t_ref:8.2f} CPU-s  ({w_ref:.2f} s wall)")
-    print(f"fast       : {t_fast:8.2f} CPU-s  ({w_fast:.2f} s wall)")
-    print(f"ratio      : {t_ref / t_fast:8.1f} x (reference / fast, CPU time)")
-    print(f"max |diff| : {diff:.2e} (estimates, fast vs reference)")
-    _write_json(result, out)
-    return result
-
-
-def _timed(func, *args, **kwargs):
+def timed(func, *args, **kwargs):
+    """``(func(*args, **kwargs), CPU seconds of this process, wall seconds)``."""
     c0, w0 = time.process_time(), time.perf_counter()
     value = func(*args, **kwargs)
     return value, time.process_time() - c0, time.perf_counter() - w0
 
 
-def _write_json(result: dict, out: str | None) -> None:
+def write_json(result: dict, out: str | None) -> None:
+    """Write ``result`` to the JSON file ``out`` (nothing when ``out`` is None)."""
     if out:
         with open(out, "w") as fh:
             json.dump(result, fh, indent=1)
@@ -157,7 +128,7 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
     rows_out = []
     for study, p in cells:
         with _cpu_method_clock():
-            rows, cpu, wall = _timed(run_cell, p, list(range(n_rep)))
+            rows, cpu, wall = timed(run_cell, p, list(range(n_rep)))
         methods = {}
         for row in rows:
             methods[row["method"]] = methods.get(row["method"], 0.0) + row["elapsed_s"]
@@ -177,10 +148,10 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
         st["methods_cpu_s"] = {k: round(v, 3) for k, v in st["methods_cpu_s"].items()}
     total = sum(st["cpu_s"] for st in per_study.values())
     result = {"config": str(config), "replicates": n_rep, "cells": len(cells), "total_cpu_s": round(total, 3),
-              "clock": "process_time (CPU seconds of this process)", **_versions(),
+              "clock": "process_time (CPU seconds of this process)", **versions(),
               "studies": per_study, "cell_times": rows_out}
     _print_suite(result)
-    _write_json(result, out)
+    write_json(result, out)
     return result
 
 

@@ -228,13 +228,13 @@ class FitData:
 
     @property
     def private(self) -> bool:
-        """Whether the releases carry privacy noise (finite mu, release ``private``)."""
-        return bool(np.isfinite(self.mu)) and self.release == "private"
+        """Whether the releases carry privacy noise (:func:`fedgdp.privacy.adds_noise`)."""
+        return privacy.adds_noise(self.mu, self.release)
 
     @property
     def clipped(self) -> bool:
-        """Whether per-sample gradients are clipped to B (finite mu, release not ``plain``)."""
-        return bool(np.isfinite(self.mu)) and self.release != "plain"
+        """Whether per-sample gradients are clipped to B (:func:`fedgdp.privacy.clips`)."""
+        return privacy.clips(self.mu, self.release)
 
     @cached_property
     def full(self) -> ClientBlock:

@@ -33,7 +33,7 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = [
-    "RELEASES", "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
+    "RELEASES", "adds_noise", "clips", "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
@@ -43,6 +43,26 @@ __all__ = [
 #: What a fit releases (a cell's ``release`` parameter): the private algorithm, the same with
 #: its noise left out (clipped to the same bound), or neither clipped nor noisy (docs/methods.md §9).
 RELEASES = ("private", "clip_only", "plain")
+
+
+def adds_noise(mu: float, release: str = "private") -> bool:
+    """Whether a fit's releases carry privacy noise: a finite target ``mu`` and release
+    ``private`` (``clip_only`` and ``plain`` add none; docs/methods.md §9).
+
+    The one rule behind every noise draw (:func:`fedgdp.runner.draw_noises`,
+    :attr:`fedgdp.estimators.FitData.private`, the real-data fold data).
+    """
+    return bool(np.isfinite(mu)) and release == "private"
+
+
+def clips(mu: float, release: str = "private") -> bool:
+    """Whether per-sample gradients are clipped to a bound B: a finite target ``mu`` and
+    release not ``plain`` (``clip_only`` clips to the bound of ``private``; docs/methods.md §9).
+
+    The one rule behind every clipping bound (:func:`fedgdp.runner.clip_bounds`,
+    :attr:`fedgdp.estimators.FitData.clipped`, the real-data fold data).
+    """
+    return bool(np.isfinite(mu)) and release != "plain"
 
 
 def clip_rows(G: np.ndarray, B: float) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 from .estimators import FitData, get_method
 from .glm import get_model
 from .params import data_key
-from .privacy import clip_bound
+from .privacy import adds_noise, clip_bound, clips
 from .io import read_parquet_files, write_parquet
 from .simulate import noise_rng, parse_sizes, replicate_rng, simulate_replicate
 
@@ -45,7 +45,7 @@ def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dic
     the release is not ``private``)."""
     meth, s = get_method(method), p["method_settings"][method]
     key = data_key(p)
-    noisy = bool(np.isfinite(p["mu"])) and p.get("release", "private") == "private"
+    noisy = adds_noise(p["mu"], p.get("release", "private"))
     return [meth.draw_noise(noise_rng(p["base_seed"], key, r, meth.noise_stream), s, p["m"], d,
                             noisy) for r in replicates]
 
@@ -62,7 +62,7 @@ def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_boun
     ``private_quantile`` draws each replicate's histogram noise from its own
     generator, :func:`fedgdp.simulate.noise_rng` with the name :data:`CLIP_STREAM`.
     """
-    if not np.isfinite(p["mu"]) or p.get("release", "private") == "plain":
+    if not clips(p["mu"], p.get("release", "private")):
         return np.full(len(reps), np.inf)
     key = data_key(p)
     return np.array([bound(glm, rep, p["clip"], mu=p["mu"], rng=noise_rng(p["base_seed"], key, r, CLIP_STREAM))
@@ -97,9 +97,9 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
     fit : callable
         ``fit(name, fd, settings, noises) -> (theta (R, d), ledger or None)`` for a block
         (:class:`fedgdp.estimators.FitData` ``fd``, one noise dict per replicate);
-        default :func:`fast_fit`. The tests and ``fedgdp bench`` pass the loop oracle
-        here (``fedgdp.reference.ORACLE``); a fit without a ledger leaves the composed
-        mu columns NaN.
+        default :func:`fast_fit`. The tests and ``scripts/speedup.py`` pass the loop
+        oracle here (``ORACLE`` of ``tests/oracle.py``, outside the package); a fit
+        without a ledger leaves the composed mu columns NaN.
     bound : callable
         The clipping-bound rule of one replicate (see :func:`clip_bounds`).
     rows_per_block : int

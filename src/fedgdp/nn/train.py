@@ -31,6 +31,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 from torch.nn import functional as F
 
+from .. import privacy
 from .calibration import Calibration, schedule
 from .models import HEAD
 
@@ -356,7 +357,7 @@ def train(method: str, model, params0: dict, clients: ClientData, p: dict, cal: 
     theta = {k: v.detach().clone() for k, v in params0.items()}
     size = sum(v.numel() for v in theta.values())
     eta, slr, B = p["lr"], p["server_lr"], p["clip"]
-    B = B if np.isfinite(p["mu"]) else float("inf")
+    B = B if privacy.clips(p["mu"]) else float("inf")
     m = clients.m
     n = clients.n
     info = TrainInfo(releases={k: np.zeros(m, dtype=np.int64) for k in cal.releases})

@@ -51,7 +51,9 @@ class FoldData:
 
     @property
     def private(self) -> bool:
-        return bool(np.isfinite(self.mu))
+        """Whether the releases carry privacy noise (:func:`fedgdp.privacy.adds_noise`; real
+        data have no ``release`` setting, so: finite mu)."""
+        return privacy.adds_noise(self.mu)
 
     @property
     def m(self) -> int:
@@ -76,8 +78,8 @@ class FoldData:
 
     @property
     def bound(self) -> float:
-        """The clipping bound in force: B, or inf when non-private."""
-        return float(self.B) if self.private else math.inf
+        """The clipping bound in force: B, or inf when non-private (:func:`fedgdp.privacy.clips`)."""
+        return float(self.B) if privacy.clips(self.mu) else math.inf
 
     def gradient(self, i: int, Theta: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
         """Client i's average clipped gradient at Theta over ``rows`` of its data."""

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from .. import privacy
 from ..datasets import Dataset, layout_key, split_layout
 from ..glm import matrix_model
 from ..seeds import derived_rng
@@ -75,7 +76,7 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict
             mus = [mu for n, mu in runs if n == name]
             fds = [FoldData(model, Xtr, Ytr, mu=mu, B=fold_bounds[mu], tau1=p["tau1"], newton=p["newton"],
                             privacy=p["privacy"], clip=p["clip"]) for mu in mus]
-            rngs = [noise_rng(p, key, split, f, meth.noise_stream) if np.isfinite(mu) else None for mu in mus]
+            rngs = [noise_rng(p, key, split, f, meth.noise_stream) if fd.private else None for fd in fds]
             t0 = time.perf_counter()
             with np.errstate(over="ignore", under="ignore"):
                 fits.update(zip([(name, mu) for mu in mus], meth.fit_many(fds, p["method_settings"][name], rngs)))
@@ -110,7 +111,7 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict
                 "value": float(np.nanmean(folds_i)) if np.any(np.isfinite(folds_i)) else float("nan"),
                 "value_folds": [float(x) for x in folds_i], "m": int(p["m"]), "n_min": int(p["n_min"]),
                 "folds": int(p["folds"]), "base_seed": int(p["base_seed"]),
-                "B": float(np.mean(bounds[mu])) if np.isfinite(mu) else float("inf"),
+                "B": float(np.mean(bounds[mu])) if privacy.clips(mu) else float("inf"),
                 "tau1": float(p["tau1"]), "mu_composed": float(mu_comp[(name, mu)][i]),
                 "rounds": int(rounds), "floats_up": int(up), "floats_down": int(down),
                 "elapsed_s": float(elapsed[(name, mu)]),

@@ -3,7 +3,11 @@
 Replicate by replicate, client by client, step by step, with the per-sample
 gradient matrix clipped row by row (:func:`fedgdp.privacy.clip_rows`). It consumes
 exactly the noise arrays of :mod:`fedgdp.estimators` (one dict per replicate, from
-:meth:`Method.draw_noise`) and is the baseline of ``fedgdp bench``.
+:meth:`Method.draw_noise`) and is the baseline of ``scripts/speedup.py``.
+
+It lives with the tests, outside the installed package: no module of ``fedgdp``
+imports it. The tests import it as ``oracle`` (pytest puts ``tests/`` on the path,
+as for ``settings_cases``); the benchmark script puts ``tests/`` there itself.
 """
 from __future__ import annotations
 
@@ -11,10 +15,10 @@ import math
 
 import numpy as np
 
-from . import privacy
-from .estimators import aggregation_weights, floored_solve
-from .glm import GLM
-from .simulate import Replicate
+from fedgdp import privacy
+from fedgdp.estimators import aggregation_weights, floored_solve
+from fedgdp.glm import GLM
+from fedgdp.simulate import Replicate
 
 __all__ = ["reference_fit", "clip_bound_reference", "oracle_fit", "ORACLE"]
 
