@@ -25,8 +25,6 @@ Output tree of a run named ``R``::
 Modules, lower ones first (a module imports only those above it)::
 
     config         ConfigError, numbers, merge_settings, config_sha, run_name
-    sensitivity    the sensitivity section's studies (functions) and SensitivityPart
-    schema         load_schema, validate (closed schema, one-line messages)
     base           PlanBase (config, run, sha, paths, figures, provenance); fmt_mu,
                    alternatives, figure_number, mnist_files
     simulation     SimulationPart: cells, jobs, cell specs, simulation figures
@@ -34,6 +32,8 @@ Modules, lower ones first (a module imports only those above it)::
     realdata       RealdataPart: the real-data fits and figures
     nn             NNPart: the CNN runs and figures
     decomposition  DecompositionPart: the error decomposition
+    sensitivity    the sensitivity section's studies (functions) and SensitivityPart
+    schema         load_schema, validate (closed schema, one-line messages)
     gallery        shrink_png and ``python -m fedgdp.plan shrink-png SRC DST``
     targets        TargetsPart: the files of every output, named targets, report labels
     claims         ClaimsPart: the claims report
