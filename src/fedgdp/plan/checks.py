@@ -19,7 +19,6 @@ _NN_TRAIN_IMAGES = {"digits": 1437, "mnist": 60000, "cifar10": 50000}
 class ChecksPart(DecompositionPart, RealdataPart, NNPart):
     """Plan methods that check the config."""
 
-    # ------------------------------------------------------------------ checks
     def check(self) -> None:
         """What the schema cannot say: methods exist, schemes parse, references resolve,
         layouts fit their data. Raises ConfigError naming the key."""

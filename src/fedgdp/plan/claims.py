@@ -11,7 +11,6 @@ from .targets import TargetsPart
 class ClaimsPart(TargetsPart, NNPart):
     """Plan methods of the claims report."""
 
-    # ------------------------------------------------------------ claims report
     def claims_studies(self) -> dict[str, list[str]]:
         """Claim -> the studies of this config it reads (missing studies left out)."""
         from ..claims import DEFAULT_STUDIES

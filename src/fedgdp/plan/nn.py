@@ -15,7 +15,6 @@ _CIFAR_BATCHES = [f"data_batch_{k}" for k in range(1, 6)] + ["test_batch"]
 class NNPart(PlanBase):
     """Plan methods of the CNN runs and figures."""
 
-    # ------------------------------------------------------------------ CNNs
     def nn(self) -> dict:
         return self.config.get("nn", {})
 

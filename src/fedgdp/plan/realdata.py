@@ -12,7 +12,6 @@ from .base import PlanBase, alternatives, mnist_files
 class RealdataPart(PlanBase):
     """Plan methods of the real-data fits and figures."""
 
-    # ------------------------------------------------------------ real data
     _REALDATA_PIPELINE_KEYS = ("tasks", "splits")
 
     def realdata_settings(self) -> dict:

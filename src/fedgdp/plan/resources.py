@@ -7,7 +7,6 @@ from .simulation import SimulationPart
 class ResourcesPart(SimulationPart):
     """Plan methods that serve as Snakemake ``resources:`` functions."""
 
-    # -------------------------------------------------------------- resources
     # A cell's work grows with its expected number of samples N = m x mean client size,
     # the replicates of its seed block and K. Measured on one core: the largest cell of
     # the paper (compare, m = 140, lognormal(5.5,1), N ~ 56,000, 100 replicates) takes
