@@ -5,7 +5,7 @@
 #   snakemake --cores 2 --configfile config/smoke.yaml    the smoke run (outputs under smoke/)
 #   snakemake --report reports/paper.html    the figures and tables with captions
 #   snakemake --cores 2 decompose            the error decomposition (not in the default target)
-# Every decision lives in fedgdp.workflow_plan (the rules are thin wrappers around it).
+# Every decision lives in fedgdp.plan (the rules are thin wrappers around it).
 from snakemake.utils import min_version
 
 min_version("9.0")

@@ -24,7 +24,7 @@ CONFIGS = [[], ["config/smoke.yaml"], ["config/mnist.yaml"], ["config/paper-nn.y
 
 def config_cases():
     """(kind, label, overrides) of every cell, real-data task and CNN run of the configs."""
-    from fedgdp import workflow_plan as wp
+    from fedgdp import plan as wp
 
     for files in CONFIGS:
         plan = wp.load(merged(*files), SCHEMA)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from fedgdp import decomposition as dc
-from fedgdp import workflow_plan as wp
+from fedgdp import plan as wp
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"

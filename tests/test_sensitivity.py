@@ -1,5 +1,5 @@
 """The sensitivity study: the config section's expansion into ordinary studies
-(fedgdp.workflow_plan), its checks, its real-data runs, and the claims map
+(fedgdp.plan), its checks, its real-data runs, and the claims map
 (fedgdp.sensitivity) on small synthetic summaries built to make a claim hold under one
 variant and fail under another."""
 import copy
@@ -14,7 +14,7 @@ import yaml
 import pytest
 
 from fedgdp import sensitivity
-from fedgdp import workflow_plan as wp
+from fedgdp import plan as wp
 
 from test_claims import grid_cells, summary_rows
 from shipped_configs import SCHEMA, merged

@@ -109,7 +109,7 @@ def test_profile_names_only_rules_of_the_workflow(workdir, profile):
 
 
 def test_profile_holds_no_code(profile):
-    # the per-rule requests are the rules' own (fedgdp.workflow_plan), not code in strings
+    # the per-rule requests are the rules' own (fedgdp.plan), not code in strings
     assert "__import__" not in PROFILE.read_text()
     assert "simulate_cell" not in (profile.get("set-resources") or {})
 

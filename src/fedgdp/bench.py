@@ -59,7 +59,7 @@ def suite_cells(config: dict, studies=None):
     The same expansion as the workflow's (``workflow/rules/common.smk``: the grid's
     sizes x m x mu x K, a missing axis from ``defaults``; a study's ``settings`` over them).
     """
-    from .workflow_plan import merge_settings
+    from .plan import merge_settings
 
     for study, s in config["studies"].items():
         if studies and study not in studies:

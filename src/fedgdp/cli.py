@@ -506,7 +506,7 @@ def _claims_map_commands(sub) -> None:
     cm.add_argument("--summaries", nargs="*", default=[], help="summary .parquet files of the sens_* studies")
     cm.add_argument("--realdata", nargs="*", default=[], help="real-data .parquet files of the variants (C5)")
     cm.add_argument("--spec", required=True, help="JSON: designs, variants, realdata runs, title "
-                                                   "(fedgdp.workflow_plan.Plan.sensitivity_map_spec)")
+                                                   "(fedgdp.plan.Plan.sensitivity_map_spec)")
     _output_args(cm, ".csv", ".md", ".pdf", ".png")
     cm.set_defaults(func=_cmd_claims_map)
 

@@ -128,7 +128,7 @@ def claims_map(summary: pd.DataFrame | None, real: dict | None, spec: dict) -> p
     spec : dict
         ``designs``: generated study -> {variant, claim, models}; ``variants`` and
         ``realdata_variants``: name -> settings (what each changes); ``skipped``: notes
-        on datasets not run. See :meth:`fedgdp.workflow_plan.Plan.sensitivity_map_spec`.
+        on datasets not run. See :meth:`fedgdp.plan.Plan.sensitivity_map_spec`.
     """
     rows = []
     variants = spec.get("variants", {})

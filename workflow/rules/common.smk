@@ -1,4 +1,4 @@
-# Shared set-up: the plan of this config (fedgdp.workflow_plan, unit-tested without
+# Shared set-up: the plan of this config (fedgdp.plan, unit-tested without
 # Snakemake) and the few things only Snakemake can do. No rules here.
 #   PLAN: config checks, the run name and its output tree, cells, targets, job specs,
 #   captions and resources; the rules below call its methods.
@@ -9,15 +9,15 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from fedgdp import workflow_plan
+from fedgdp import plan
 
 
 # --configfile and --config settings of this invocation: they decide the run name
-_given = workflow_plan.invocation_overrides(workflow.config_settings.configfiles,
-                                            workflow.config_settings.config)
+_given = plan.invocation_overrides(workflow.config_settings.configfiles,
+                                   workflow.config_settings.config)
 try:
-    PLAN = workflow_plan.load(config, workflow.source_path("../schemas/config.schema.yaml"), _given)
-except workflow_plan.ConfigError as exc:
+    PLAN = plan.load(config, workflow.source_path("../schemas/config.schema.yaml"), _given)
+except plan.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 config["run"] = PLAN.run
 RUN = PLAN.run

@@ -39,18 +39,18 @@ rule gallery_png:
     params:
         python=sys.executable,
     wildcard_constraints:
-        fig=workflow_plan.alternatives(PLAN.gallery_figures()),
+        fig=plan.alternatives(PLAN.gallery_figures()),
     log:
         f"{LOGS}/gallery_png/{{fig}}.log",
     localrule: True
     conda:
         "../envs/fedgdp.yaml"
     shell:
-        "{params.python:q} -m fedgdp.workflow_plan shrink-png {input} {output} > {log} 2>&1"
+        "{params.python:q} -m fedgdp.plan shrink-png {input} {output} > {log} 2>&1"
 
 
 # A named target per figure and table (`snakemake --cores 2 fig03`, `table1`, `rates`)
-# and `gallery`: the files of fedgdp.workflow_plan.Plan.targets() for this run.
+# and `gallery`: the files of fedgdp.plan.Plan.targets() for this run.
 for _name in [n for n in TARGETS if n != "all"]:
 
     rule:

@@ -1,4 +1,4 @@
-"""fedgdp.workflow_plan without Snakemake: the closed schema and its messages, the run
+"""fedgdp.plan without Snakemake: the closed schema and its messages, the run
 name, the output tree, the cells and targets of the shipped configs, job specs,
 captions and cluster resources."""
 import copy
@@ -9,7 +9,7 @@ from types import SimpleNamespace as W
 import pytest
 import yaml
 
-from fedgdp import workflow_plan as wp
+from fedgdp import plan as wp
 
 from shipped_configs import ROOT, SCHEMA, merged  # noqa: F401 (SCHEMA, merged: also used by test_sensitivity)
 

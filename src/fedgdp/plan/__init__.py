@@ -1,0 +1,85 @@
+"""The workflow's plan: every decision of the Snakemake pipeline as plain Python.
+
+The rules in ``workflow/rules/*.smk`` are thin wrappers around one :class:`Plan`,
+built from the merged config by :func:`load`. The plan holds what Snakemake would
+otherwise hide in rule files, so it can be unit-tested without Snakemake
+(``tests/test_plan.py``):
+
+- config checks: the closed schema (:func:`validate`, every unknown key named with the
+  nearest known one) and the checks a schema cannot express (:meth:`Plan.check`);
+- the run name (:func:`run_name`) and the output tree of a run, so that two configs
+  never write to the same files;
+- the cells of every study, the jobs that run them (groups of cells x seed blocks),
+  the named targets (:meth:`Plan.targets`);
+- per-job specs (the JSON each ``fedgdp`` command receives), report captions, and the
+  resources a cluster job asks for (:meth:`Plan.cell_runtime` and friends).
+
+Output tree of a run named ``R``::
+
+    results/R/config.resolved.yaml         the config that made every output below
+    results/R/cells/...  summary/...  realdata/...  nn/...
+    figures/R/<fig>.pdf, .png
+    tables/R/table1.*, rates.*, <fig>_medians.csv, <fig>_summary.csv (claims.*: reserved)
+    logs/R/<rule>/...,  benchmarks/R/<rule>/...
+
+Modules, lower ones first (a module imports only those above it)::
+
+    config         ConfigError, numbers, merge_settings, config_sha, run_name
+    base           PlanBase (config, run, sha, paths, figures, provenance); fmt_mu,
+                   alternatives, figure_number, mnist_files
+    simulation     SimulationPart: cells, jobs, cell specs, simulation figures
+    tables         TablesPart: Table 1 and the rates table
+    realdata       RealdataPart: the real-data fits and figures
+    nn             NNPart: the CNN runs and figures
+    decomposition  DecompositionPart: the error decomposition
+    sensitivity    the sensitivity section's studies (functions) and SensitivityPart
+    schema         load_schema, validate (closed schema, one-line messages)
+    gallery        shrink_png and ``python -m fedgdp.plan shrink-png SRC DST``
+    targets        TargetsPart: the files of every output, named targets, report labels
+    claims         ClaimsPart: the claims report
+    resources      ResourcesPart: minutes and megabytes of cluster jobs
+    checks         ChecksPart: Plan.check, what the schema cannot express
+    core           Plan (all the parts) and load
+
+Each part is a class over the parts it uses (``class ClaimsPart(TargetsPart, NNPart)``),
+so a part's methods call only what its bases provide; :class:`Plan` combines them all.
+
+Snakemake itself is never imported here.
+"""
+from __future__ import annotations
+
+from ..settings import suggest
+from .base import FIGURE_KINDS, alternatives, figure_number, fmt_mu, mnist_files
+from .config import (
+    GRID_AXES,
+    LAYOUT_KEYS,
+    ConfigError,
+    config_sha,
+    invocation_overrides,
+    key_path,
+    merge_settings,
+    numbers,
+    run_name,
+)
+from .core import Plan, load
+from .gallery import GALLERY_COLOURS, GALLERY_DIR, GALLERY_WIDTH, main, shrink_png
+from .nn import NN_X
+from .schema import load_schema, validate
+from .sensitivity import (
+    SENSITIVITY_CLAIMS,
+    add_sensitivity_studies,
+    sensitivity_error,
+    sensitivity_index,
+    sensitivity_studies,
+    sensitivity_study_name,
+    sensitivity_variants,
+)
+
+__all__ = [
+    "FIGURE_KINDS", "GALLERY_COLOURS", "GALLERY_DIR", "GALLERY_WIDTH", "GRID_AXES", "LAYOUT_KEYS", "NN_X",
+    "SENSITIVITY_CLAIMS", "ConfigError", "Plan", "add_sensitivity_studies", "alternatives", "config_sha",
+    "figure_number", "fmt_mu", "invocation_overrides", "key_path", "load", "load_schema", "main",
+    "merge_settings", "mnist_files", "numbers", "run_name", "sensitivity_error", "sensitivity_index",
+    "sensitivity_studies", "sensitivity_study_name", "sensitivity_variants", "shrink_png", "suggest",
+    "validate",
+]

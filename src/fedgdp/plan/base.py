@@ -1,0 +1,97 @@
+"""What every part of the plan shares: figure kinds and path forms, wildcard
+alternatives, MNIST's file names, and :class:`PlanBase` (the config, run name, hash and
+output tree of a run; its figures; provenance text)."""
+from __future__ import annotations
+
+import math
+import os
+import re
+from types import SimpleNamespace
+
+from .config import config_sha
+
+FIGURE_KINDS = ("simulation", "realdata", "nn")
+
+
+def fmt_mu(mu) -> str:
+    """Path form of mu: 2 -> '2', 0.5 -> '0.5', inf -> 'inf'."""
+    mu = float(mu)
+    return "inf" if math.isinf(mu) else f"{mu:g}"
+
+
+def alternatives(values) -> str:
+    """A wildcard constraint matching exactly ``values`` (never anything, when empty)."""
+    values = sorted({str(v) for v in values}, key=lambda v: (-len(v), v))
+    return "|".join(re.escape(v) for v in values) if values else "(?!)"
+
+
+def figure_number(fig: str) -> str:
+    """Report category of a figure: fig03 -> 'Figure 3'."""
+    hit = re.search(r"(\d+)$", fig)
+    return f"Figure {int(hit.group(1))}" if hit else fig
+
+
+def mnist_files(folder: str) -> list[str]:
+    """MNIST's files in ``folder``: mnist.npz, or the unpacked IDX files, when present;
+    otherwise the four IDX .gz files (what fetch rules make)."""
+    from ..datasets import MNIST_FILES
+
+    if os.path.isfile(os.path.join(folder, "mnist.npz")):
+        return [os.path.join(folder, "mnist.npz")]
+    plain = [os.path.join(folder, f.removesuffix(".gz")) for f in MNIST_FILES]
+    if all(os.path.isfile(f) for f in plain):
+        return plain
+    return [os.path.join(folder, f) for f in MNIST_FILES]
+
+
+class PlanBase:
+    """The run a plan is for: ``config``, ``run`` (its name), ``sha`` (the config hash)
+    and ``paths`` (its output tree); the parts of :class:`fedgdp.plan.Plan` build on it."""
+
+    def __init__(self, config: dict, run: str | None = None):
+        self.config = config
+        self.run = run or config["run"]
+        self.sha = config_sha(config)
+        r = self.run
+        self.paths = SimpleNamespace(
+            config=f"results/{r}/config.resolved.yaml",
+            cell=f"results/{r}/cells/{{model}}/{{study}}/cells~{{cells}}/seeds~{{first}}-{{last}}.parquet",
+            summary=f"results/{r}/summary/{{model}}_{{study}}.parquet",
+            realdata=f"results/{r}/realdata/{{dataset}}/{{task}}/split~{{split}}.parquet",
+            nn_run=f"results/{r}/nn/{{dataset}}/{{fig}}/m~{{m}}/n~{{n}}/rep~{{rep}}.parquet",
+            nn_summary=f"results/{r}/nn/summary/{{dataset}}_{{fig}}.parquet",
+            figure=f"figures/{r}/{{fig}}",
+            tables=f"tables/{r}",
+            logs=f"logs/{r}",
+            benchmarks=f"benchmarks/{r}",
+        )
+
+    # ------------------------------------------------------------ figures by kind
+    def figures(self, kind: str | None = None) -> list[str]:
+        """Figure names of the config, in config order (of one kind)."""
+        return [f for f, s in self.config.get("figures", {}).items() if kind in (None, s["kind"])]
+
+    def figure(self, fig: str) -> dict:
+        return self.config["figures"][fig]
+
+    # ------------------------------------------------------------ provenance
+    def provenance(self) -> str:
+        """Which run and config made an output, for titles, notes and captions."""
+        return f"run {self.run}, config {self.sha} ({self.paths.config})"
+
+    def resolved_config_text(self) -> str:
+        """The resolved config as YAML, with a header naming the run and its hash."""
+        import yaml
+
+        body = yaml.safe_dump(dict(self.config, run=self.run), sort_keys=False, width=100)
+        return (f"# The resolved config of run {self.run} (config.yaml, then every --configfile and\n"
+                f"# --config, then the schema's defaults); config sha256 prefix {self.sha}.\n{body}")
+
+    # ----------------------------------------------------------- captions
+    def _clip_text(self, clip: dict, at: str) -> str:
+        if clip["rule"] == "quantile":
+            return f"B = max over clients of the {clip['q']:g}-quantile of gradient norms at {at}"
+        if clip["rule"] == "private_quantile":
+            return (f"B = max over clients of the {clip['q']:g}-quantile of noisy gradient-norm "
+                    f"histograms at {at} (a private release, in the ledger)")
+        return f"B = {clip['value']:g}"

@@ -1,0 +1,113 @@
+"""Config values: the one-line error naming a key, numbers given as strings, a study's
+settings over ``defaults``, the config hash and the run name (what an invocation changes)."""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from pathlib import Path
+
+_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+class ConfigError(ValueError):
+    """A bad config value: one line naming the key."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(f"invalid config at {key}: {message}")
+
+
+# ---------------------------------------------------------------- config basics
+def numbers(value):
+    """Nested values given with ``--config`` arrive as strings (``'defaults={mu: 6}'``
+    gives mu='6'): turn strings that are numbers back into numbers (a new object)."""
+    if isinstance(value, dict):
+        return {k: numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [numbers(v) for v in value]
+    if isinstance(value, str) and _NUMBER.match(value):
+        return int(value) if re.fullmatch(r"[-+]?\d+", value) else float(value)
+    return value
+
+
+def key_path(path) -> str:
+    """Dotted form of a path of keys and indices: studies.compare.grid.sizes[0]."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+#: Cell parameters a study's grid sets (not allowed in a study's settings).
+GRID_AXES = ("mu", "K")
+
+
+def _without_defaults(schema):
+    """A copy of a schema with every ``default`` removed (a study's settings fill nothing in)."""
+    if isinstance(schema, dict):
+        return {k: _without_defaults(v) for k, v in schema.items() if k != "default"}
+    if isinstance(schema, list):
+        return [_without_defaults(v) for v in schema]
+    return schema
+
+
+def merge_settings(defaults: dict, settings: dict) -> dict:
+    """``defaults`` with a study's ``settings`` laid over it.
+
+    ``clip`` is replaced whole (its keys depend on its rule); ``privacy`` and
+    ``method_settings`` (per method) are merged key by key; any other key is replaced.
+    """
+    out = copy.deepcopy(defaults)
+    for key, value in settings.items():
+        if key == "privacy":
+            out[key] = {**out.get(key, {}), **value}
+        elif key == "method_settings":
+            ms = out.setdefault(key, {})
+            for name, given in value.items():
+                ms[name] = {**ms.get(name, {}), **given}
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+#: Settings that decide only how the work is cut into jobs, never a number of any output
+#: (a replicate's numbers depend on its cell, index and base_seed alone): they are left
+#: out of the config hash, and overriding only them keeps the run name.
+LAYOUT_KEYS = ("cells_per_job",)
+
+
+def config_sha(config: dict) -> str:
+    """SHA-256 of the canonical JSON of ``config`` without its ``run`` key and the
+    :data:`LAYOUT_KEYS` (8 hex digits)."""
+    body = {k: v for k, v in config.items() if k != "run" and k not in LAYOUT_KEYS}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def run_name(config: dict, overrides: list[dict]) -> str:
+    """The name of a run's output sets.
+
+    ``config["run"]`` (``paper`` in config.yaml) when every override (each
+    ``--configfile`` and the ``--config`` settings) names its run; otherwise that name
+    plus the hash of the resolved config (``paper-1a2b3c4d``): settings changed without
+    a new name never land on the outputs of the named config. An override of
+    :data:`LAYOUT_KEYS` alone (``--config cells_per_job=1``) changes no number, so it
+    keeps the name.
+    """
+    name = config["run"]
+    if any("run" not in (o or {}) and not (o and set(o) <= set(LAYOUT_KEYS)) for o in overrides):
+        return f"{name}-{config_sha(config)}"
+    return name
+
+
+def invocation_overrides(configfiles, config_args) -> list[dict]:
+    """What one invocation changes on top of config.yaml: each ``--configfile`` (read
+    here), then the ``--config`` settings (when any). Input of :func:`run_name`."""
+    import yaml
+
+    out = [yaml.safe_load(Path(f).read_text()) or {} for f in configfiles]
+    if config_args:
+        out.append(dict(config_args))
+    return out

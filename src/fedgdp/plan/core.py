@@ -1,0 +1,39 @@
+"""The plan of a run: :class:`Plan`, assembled from its parts, and :func:`load`."""
+from __future__ import annotations
+
+from .checks import ChecksPart
+from .claims import ClaimsPart
+from .config import ConfigError, numbers, run_name
+from .resources import ResourcesPart
+from .schema import load_schema, validate
+from .sensitivity import add_sensitivity_studies, sensitivity_error
+from .tables import TablesPart
+
+
+class Plan(ClaimsPart, TablesPart, ResourcesPart, ChecksPart):
+    """Everything the pipeline decides for one resolved config.
+
+    Parameters
+    ----------
+    config : the merged config, validated and with defaults (:func:`validate`)
+    run : the run name (:func:`run_name`; default ``config["run"]``)
+
+    Methods that take ``wildcards`` read its attributes, so they serve directly as
+    Snakemake input, params and resources functions (tests pass a SimpleNamespace).
+
+    Each part of the plan is a module of :mod:`fedgdp.plan` (see its docstring).
+    """
+
+
+def load(config: dict, schema_path, overrides: list[dict] | None = None) -> Plan:
+    """The plan of a merged config: numbers fixed, schema checked with defaults, run
+    named, semantic checks done. Raises ConfigError naming the first bad key."""
+    config.update(numbers(config))
+    validate(config, load_schema(schema_path))
+    add_sensitivity_studies(config)
+    plan = Plan(config, run_name(config, overrides or []))
+    try:
+        plan.check()
+    except ConfigError as exc:
+        raise sensitivity_error(exc, config) from None
+    return plan

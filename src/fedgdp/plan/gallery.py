@@ -1,0 +1,39 @@
+"""The README gallery: small PNG copies of the figures (rule gallery runs
+``python -m fedgdp.plan shrink-png SRC DST``)."""
+from __future__ import annotations
+
+import os
+import sys
+
+GALLERY_DIR = "docs/gallery"
+GALLERY_WIDTH = 900      # pixels of a gallery PNG
+GALLERY_COLOURS = 128    # palette size of a gallery PNG (keeps each file at tens of KB)
+
+
+def shrink_png(src: str | os.PathLike, dst: str | os.PathLike, width: int = GALLERY_WIDTH,
+               colours: int = GALLERY_COLOURS) -> None:
+    """A small copy of a figure's PNG for the README gallery: ``width`` pixels wide, a
+    palette of ``colours``, its text metadata kept (written atomically)."""
+    from PIL import Image, PngImagePlugin
+
+    from ..io import atomic_path
+
+    with Image.open(src) as img:
+        info = PngImagePlugin.PngInfo()
+        for key, value in (img.text or {}).items():
+            info.add_text(key, value)
+        img = img.convert("RGB")
+        height = round(img.height * width / img.width)
+        small = img.resize((width, height), Image.LANCZOS).quantize(colours, method=Image.FASTOCTREE)
+    with atomic_path(dst) as tmp:
+        small.save(tmp, format="PNG", optimize=True, pnginfo=info)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fedgdp.plan shrink-png SRC DST``: a gallery PNG (rule gallery)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 3 or argv[0] != "shrink-png":
+        print("usage: python -m fedgdp.plan shrink-png SRC DST", file=sys.stderr)
+        return 2
+    shrink_png(argv[1], argv[2])
+    return 0

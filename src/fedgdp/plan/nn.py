@@ -1,0 +1,128 @@
+"""The CNN experiments (Figures 9-10): the grid of runs per dataset, their settings,
+files and data, constraints and captions."""
+from __future__ import annotations
+
+import json
+import os
+
+from .base import PlanBase, alternatives, figure_number, mnist_files
+
+#: the x axis of a CNN figure -> the figure identifier of fedgdp.nn (its two layouts)
+NN_X = {"n": "fig09", "m": "fig10"}
+_CIFAR_BATCHES = [f"data_batch_{k}" for k in range(1, 6)] + ["test_batch"]
+
+
+class NNPart(PlanBase):
+    """Plan methods of the CNN runs and figures."""
+
+    def nn(self) -> dict:
+        return self.config.get("nn", {})
+
+    def nn_axes(self, dataset: str, fig: str) -> tuple[list[int], list]:
+        """(m values, n values) of a CNN figure's grid for one dataset; n 'full' when x is m."""
+        f = self.figure(fig)
+        if f["x"] == "n":
+            return [int(f["m"])], [int(n) for n in f["n"][dataset]]
+        return [int(m) for m in f["m"][dataset]], ["full"]
+
+    def nn_settings(self, dataset: str, fig: str, m, n, rep) -> dict:
+        """``fedgdp nn-run`` settings of one run (fedgdp.nn.settings keys)."""
+        s = self.nn()
+        p = dict(s.get("settings", {}))
+        p.update(s.get("dataset_settings", {}).get(dataset, {}))
+        p.update(figure=NN_X[self.figure(fig)["x"]], dataset=dataset, m=int(m),
+                 n=None if n in ("full", None) else int(n), run=int(rep), base_seed=s["base_seed"],
+                 methods=s["methods"])
+        return p
+
+    def nn_run_files(self, dataset: str, fig: str) -> list[str]:
+        ms, ns = self.nn_axes(dataset, fig)
+        return [self.paths.nn_run.format(dataset=dataset, fig=fig, m=m, n=n, rep=r)
+                for m in ms for n in ns for r in range(self.figure(fig)["runs"])]
+
+    def nn_run_spec(self, wildcards) -> str:
+        """JSON settings of one run (checked against the grid)."""
+        w = wildcards
+        ms, ns = self.nn_axes(w.dataset, w.fig)
+        if int(w.m) not in ms or w.n not in [str(n) for n in ns] or int(w.rep) >= self.figure(w.fig)["runs"]:
+            raise ValueError(f"{w.fig}/m~{w.m}/n~{w.n}/rep~{w.rep} is not a run of {w.dataset} in the config")
+        return json.dumps(self.nn_settings(w.dataset, w.fig, w.m, w.n, w.rep), sort_keys=True)
+
+    def nn_data_files(self, wildcards) -> list[str]:
+        """The dataset's files (fetched when absent); nothing for digits."""
+        root = self.nn().get("data_dir", "data")
+        if wildcards.dataset == "mnist":
+            return mnist_files(os.path.join(root, "mnist"))
+        if wildcards.dataset == "cifar10":
+            return self.nn_cifar_files()
+        return []
+
+    def nn_cifar_files(self) -> list[str]:
+        root = self.nn().get("data_dir", "data")
+        return [os.path.join(root, "cifar10", "cifar-10-batches-py", b) for b in _CIFAR_BATCHES]
+
+    def nn_mnist_fetch_files(self) -> list[str]:
+        """MNIST's IDX files for rule fetch_nn_mnist; empty (no such rule) when rule
+        fetch_mnist already makes them (nn.data_dir/mnist is realdata.path)."""
+        from ..datasets import MNIST_FILES
+
+        folder = os.path.join(self.nn().get("data_dir", "data"), "mnist")
+        if os.path.normpath(folder) == os.path.normpath(self.config.get("realdata", {}).get("path", "")):
+            return []
+        return [os.path.join(folder, f) for f in MNIST_FILES]
+
+    def nn_summary_inputs(self, wildcards) -> list[str]:
+        return self.nn_run_files(wildcards.dataset, wildcards.fig)
+
+    def nn_figure_summaries(self, wildcards) -> list[str]:
+        return [self.paths.nn_summary.format(dataset=ds, fig=wildcards.fig) for ds in self.nn()["datasets"]]
+
+    def nn_figure_id(self, wildcards) -> str:
+        """fedgdp.nn's identifier of the figure's layout (fig09: x = n, fig10: x = m)."""
+        return NN_X[self.figure(wildcards.fig)["x"]]
+
+    def nn_caption(self, wildcards) -> str:
+        from ..nn.calibration import LABELS
+        from ..nn.settings import resolve as resolve_nn
+
+        s, fig = self.nn(), wildcards.fig
+        f = self.figure(fig)
+        parts = []
+        for ds in s["datasets"]:
+            p = resolve_nn(self.nn_settings(ds, fig, *[v[0] for v in self.nn_axes(ds, fig)], 0))
+            grid = (f"m = {f['m']}, n per client in {{{', '.join(map(str, f['n'][ds]))}}}" if f["x"] == "n"
+                    else f"full training split over m in {{{', '.join(map(str, f['m'][ds]))}}} clients")
+            parts.append(f"{ds}: {grid}; q = {p['q']:g}, R = {p['rounds']} rounds of K = "
+                         f"{p['local_epochs']} full-batch local steps, lr {p['lr']:g}, server lr "
+                         f"{p['server_lr']:g}, B = {p['clip']:g}, mu = {p['mu']:g}, FedNewton-Iter "
+                         f"{p['newton_cycles']} cycles with ridge {p['ridge']:g} and damping "
+                         f"{p['damping']:g}, FedHybrid local share {p['hybrid_local_share']:g}")
+        x = "samples per client" if f["x"] == "n" else "the number of clients (total fixed)"
+        return (f"{f.get('title', figure_number(fig))}: final accuracy on the standard test set of "
+                f"private federated CNNs against {x}; median over {f['runs']} runs (band: range over "
+                f"runs), one line per method ({', '.join(LABELS[mth] for mth in s['methods'])}). Each "
+                f"client keeps 10% for validation and 10% for a local test. Noise calibrated so every "
+                f"client is mu-GDP when drawn in every round (no amplification by sampling). "
+                f"{'; '.join(parts)}; base_seed {s['base_seed']}. Made by {self.provenance()}.")
+
+    @staticmethod
+    def nn_fetch_root(wildcards, output) -> str:
+        """nn.data_dir, from a fetch rule's outputs (<root>/mnist/<file> or
+        <root>/cifar10/cifar-10-batches-py/<file>)."""
+        path = os.path.dirname(output[0])
+        if path.endswith("cifar-10-batches-py"):
+            path = os.path.dirname(path)
+        return os.path.dirname(path) or "."
+
+    def nn_constraints(self) -> dict[str, str]:
+        datasets, figs = self.nn().get("datasets", []), self.figures("nn")
+        values = {"m": set(), "n": set()}
+        for ds in datasets:
+            for fig in figs:
+                ms, ns = self.nn_axes(ds, fig)
+                values["m"].update(ms)
+                values["n"].update(ns)
+        runs = max([self.figure(f)["runs"] for f in figs] or [0])
+        return {"dataset": alternatives(datasets), "fig": alternatives(figs),
+                "m": alternatives(values["m"]), "n": alternatives(values["n"]),
+                "rep": alternatives(range(runs))}

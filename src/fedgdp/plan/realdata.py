@@ -1,0 +1,73 @@
+"""The real-data fits (Figures 7-8): their settings, files, specs, constraints and
+captions, and the folders the fetch rules write to."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from .base import PlanBase, alternatives, mnist_files
+
+
+class RealdataPart(PlanBase):
+    """Plan methods of the real-data fits and figures."""
+
+    _REALDATA_PIPELINE_KEYS = ("tasks", "splits")
+
+    def realdata_settings(self) -> dict:
+        """The realdata section without the pipeline-only keys: ``fedgdp realdata`` parameters."""
+        return {k: v for k, v in self.config["realdata"].items() if k not in self._REALDATA_PIPELINE_KEYS}
+
+    def realdata_spec(self, wildcards=None) -> str:
+        return json.dumps(self.realdata_settings(), sort_keys=True)
+
+    def realdata_split_file(self, task: str, split: int) -> str:
+        return self.paths.realdata.format(dataset=self.config["realdata"]["dataset"], task=task, split=split)
+
+    def realdata_data_files(self, wildcards=None) -> list[str]:
+        """MNIST's files (fetched by fetch_mnist when absent); nothing for digits."""
+        rd = self.config["realdata"]
+        return mnist_files(rd["path"]) if rd["dataset"] == "mnist" else []
+
+    @staticmethod
+    def fetch_folder(wildcards, output) -> str:
+        """The folder a fetch rule writes to (that of its outputs)."""
+        return os.path.dirname(output[0])
+
+    def mnist_fetch_files(self) -> list[str]:
+        from ..datasets import MNIST_FILES
+
+        return [os.path.join(self.config["realdata"]["path"], f) for f in MNIST_FILES]
+
+    def realdata_figure_task(self, wildcards) -> str:
+        return self.figure(wildcards.fig)["task"]
+
+    def realdata_figure_files(self, wildcards) -> list[str]:
+        task = self.realdata_figure_task(wildcards)
+        return [self.realdata_split_file(task, s) for s in range(self.config["realdata"]["splits"])]
+
+    def realdata_figure_title(self, wildcards) -> str:
+        return f"{self.figure(wildcards.fig).get('title', wildcards.fig)} [{self.run}, {self.sha}]"
+
+    def realdata_caption(self, wildcards) -> str:
+        from ..realdata import resolve as resolve_realdata
+
+        rd, fig = self.config["realdata"], wildcards.fig
+        task = self.realdata_figure_task(wildcards)
+        s = resolve_realdata(dict(self.realdata_settings(), task=task))
+        metric = {"binary": "AUC (label 1 = odd digit)", "multiclass": "accuracy (10 classes)"}[task]
+        settings = "; ".join(f"{name} {json.dumps(v, sort_keys=True)}" for name, v in s["method_settings"].items())
+        return (f"{self.figure(fig).get('title', fig)}. Client-level out-of-fold {metric}, averaged "
+                f"over {s['folds']} folds within each client; boxes over the m x S = {s['m']} x "
+                f"{rd['splits']} client values per method, one panel per mu "
+                f"({', '.join(f'{mu:g}' for mu in s['mu'])}), non-private baselines shaded. Data "
+                f"{s['dataset']}: pixels scaled to [0, 1] plus an intercept; {s['m']} clients of at "
+                f"least {s['n_min']} images, the rest by Dirichlet({s['alpha']:g}) proportions. "
+                f"Clipping {self._clip_text(s['clip'], '0')}; FedNewton tau1 = {s['tau1']:g} (Newton "
+                f"solver {s['newton']['solver']}); base_seed {s['base_seed']}. Settings: {settings}. "
+                f"Made by {self.provenance()}.")
+
+    def realdata_constraints(self) -> dict[str, str]:
+        rd = self.config["realdata"]
+        return {"dataset": re.escape(rd["dataset"]), "task": alternatives(rd["tasks"]),
+                "split": alternatives(range(rd["splits"]))}

@@ -1,0 +1,89 @@
+"""The closed config schema: loading it (its open objects closed over the keys of
+``defaults``, ``realdata`` and a study's grid) and checking a config against it, with
+one-line messages that name the key (and the known key nearest to an unknown one)."""
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+from ..settings import suggest
+from .config import GRID_AXES, ConfigError, _without_defaults, key_path
+from .sensitivity import _fill_sensitivity_schema
+
+
+def _validator(schema: dict):
+    """A Draft 2020-12 validator that fills in defaults as it validates (as Snakemake's)."""
+    from jsonschema import Draft202012Validator, validators
+
+    properties = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, props, instance, sub):
+        if isinstance(instance, dict):
+            for name, subschema in props.items():
+                if isinstance(subschema, dict) and "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from properties(validator, props, instance, sub)
+
+    return validators.extend(Draft202012Validator, {"properties": set_defaults})(schema)
+
+
+def _error_message(error) -> ConfigError:
+    """One schema error as a ConfigError naming the key (and the likely intended key)."""
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = list(error.schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in known]
+        if extra:
+            key = extra[0]
+            return ConfigError(key_path(path + [key]), f"unknown key {key!r}{suggest(key, known)}; "
+                               f"known here: {', '.join(known)}")
+    if error.validator == "propertyNames" and error.context:
+        bad = error.context[0].instance
+        allowed = error.schema.get("propertyNames", {}).get("enum", [])
+        return ConfigError(key_path(path + [bad]), f"unknown name {bad!r}{suggest(bad, allowed)}"
+                           + (f"; known: {', '.join(allowed)}" if allowed else ""))
+    if "propertyNames" in error.schema_path and not isinstance(error.instance, (dict, list)):
+        allowed = error.validator_value if error.validator == "enum" else []
+        return ConfigError(key_path(path + [error.instance]), f"unknown name {error.instance!r}"
+                           f"{suggest(error.instance, allowed)}"
+                           + (f"; known: {', '.join(map(str, allowed))}" if allowed else ""))
+    if error.validator in ("anyOf", "oneOf") and error.schema.get("description"):
+        return ConfigError(key_path(path), f"{error.instance!r} is not valid: {error.schema['description']}")
+    if error.validator == "enum":
+        return ConfigError(key_path(path), f"{error.instance!r} is not one of "
+                           f"{', '.join(map(str, error.validator_value))}"
+                           f"{suggest(error.instance, error.validator_value)}")
+    return ConfigError(key_path(path), error.message)
+
+
+def validate(config: dict, schema: dict) -> None:
+    """Check ``config`` against the (closed) schema and fill in its defaults in place.
+
+    Raises
+    ------
+    ConfigError
+        For the first error, naming its key; an unknown key comes with the known key
+        nearest to it (difflib), e.g. ``replicats`` -> ``replicates``.
+    """
+    errors = list(_validator(schema).iter_errors(config))
+    if errors:
+        # unknown keys first (they explain the rest), then the deepest error
+        errors.sort(key=lambda e: (e.validator != "additionalProperties", -len(e.absolute_path)))
+        raise _error_message(errors[0])
+
+
+def load_schema(path: str | os.PathLike) -> dict:
+    """The config schema, with ``studies.*.settings`` closed over the keys of ``defaults``."""
+    import yaml
+
+    schema = yaml.safe_load(Path(path).read_text())
+    study = schema["properties"]["studies"]["additionalProperties"]["properties"]
+    if "settings" in study:
+        study["settings"].update(_without_defaults(schema["properties"]["defaults"]),
+                                 description=study["settings"]["description"])
+        for axis in GRID_AXES:
+            study["settings"]["properties"].pop(axis, None)
+    if "sensitivity" in schema["properties"]:
+        _fill_sensitivity_schema(schema)
+    return schema
