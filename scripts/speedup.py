@@ -30,7 +30,7 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 
 def load_oracle() -> dict:
-    """The keyword arguments of :func:`fedgdp.runner.run_cell` that run the loop oracle."""
+    """The keyword arguments of :func:`fedgdp.simulation.run.run_cell` that run the loop oracle."""
     # The oracle is a test module, outside the installed package: put the tests folder
     # on the import path so that ``import oracle`` finds it (pytest does the same for the tests).
     if str(TESTS) not in sys.path:
@@ -59,8 +59,8 @@ def run_speedup(*, replicates: int = 100, m: int = 100, n: int = 400, model: str
     import numpy as np
 
     from fedgdp.bench import timed, versions, write_json
-    from fedgdp.params import resolve
-    from fedgdp.runner import run_cell
+    from fedgdp.simulation.params import resolve
+    from fedgdp.simulation.run import run_cell
 
     oracle = load_oracle()
     p = resolve({"model": model, "m": m, "sizes": f"equal({n})", "mu": 2.0, "K": 50})

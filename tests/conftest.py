@@ -1,15 +1,15 @@
 import numpy as np
 import pytest
 
-from fedgdp.estimators import FitData
+from fedgdp.simulation.backend import FitData
 from fedgdp.glm import get_model
-from fedgdp.params import resolve
-from fedgdp.runner import draw_noises, simulate_block
+from fedgdp.simulation.params import resolve
+from fedgdp.simulation.run import draw_noises, simulate_block
 
 
 def make_block(overrides: dict, replicates=(0, 1, 2)):
     """Resolved params, replicate data, clipping bounds and FitData for a small cell."""
-    from fedgdp.runner import clip_bounds
+    from fedgdp.simulation.run import clip_bounds
 
     p = resolve(overrides)
     reps = simulate_block(p, list(replicates))

@@ -2,7 +2,7 @@
 
 Replicate by replicate, client by client, step by step, with the per-sample
 gradient matrix clipped row by row (:func:`fedgdp.privacy.clip_rows`). It consumes
-exactly the noise arrays of :mod:`fedgdp.estimators` (one dict per replicate, from
+exactly the noise arrays of :mod:`fedgdp.simulation.backend` (one dict per replicate, from
 :meth:`Method.draw_noise`) and is the baseline of ``scripts/speedup.py``.
 
 It lives with the tests, outside the installed package: no module of ``fedgdp``
@@ -16,9 +16,9 @@ import math
 import numpy as np
 
 from fedgdp import privacy
-from fedgdp.estimators import aggregation_weights, floored_solve
+from fedgdp.simulation.backend import aggregation_weights, floored_solve
 from fedgdp.glm import GLM
-from fedgdp.simulate import Replicate
+from fedgdp.simulation.data import Replicate
 
 __all__ = ["reference_fit", "clip_bound_reference", "oracle_fit", "ORACLE"]
 
@@ -185,14 +185,14 @@ def clip_bound_reference(glm, rep, rule: dict, *, mu: float = math.inf, rng=None
 
 
 def oracle_fit(name: str, fd, s: dict, noises: list[dict]):
-    """:func:`reference_fit` in the form :func:`fedgdp.runner.run_cell` takes:
+    """:func:`reference_fit` in the form :func:`fedgdp.simulation.run.run_cell` takes:
     ``(theta (R, d), None)`` (the oracle keeps no ledger)."""
     theta = reference_fit(name, fd.reps, fd.glm, s, noises, fd.B, fd.mu, fd.tau1, fd.weights,
                           privacy=fd.privacy, clip=fd.clip)
     return theta, None
 
 
-#: Keyword arguments of :func:`fedgdp.runner.run_cell` that run the loop oracle:
+#: Keyword arguments of :func:`fedgdp.simulation.run.run_cell` that run the loop oracle:
 #: ``run_cell(p, seeds, **ORACLE)`` (one replicate at a time).
 ORACLE = {"fit": oracle_fit, "bound": clip_bound_reference, "rows_per_block": 1}
 

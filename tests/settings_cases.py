@@ -115,7 +115,7 @@ ADDED_SINCE = {"release": "private"}
 
 def resolvers():
     from fedgdp.nn.settings import resolve as nn
-    from fedgdp.params import resolve as cell_params
+    from fedgdp.simulation.params import resolve as cell_params
     from fedgdp.realdata import resolve as realdata
 
     def params(over):

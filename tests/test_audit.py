@@ -10,7 +10,7 @@ import pytest
 
 from fedgdp.audit import _audit_nn, run_audit
 from fedgdp.cli import main
-from fedgdp.estimators import REGISTRY
+from fedgdp.simulation.backend import REGISTRY
 from fedgdp.realdata import REGISTRY as REAL
 
 

@@ -13,8 +13,8 @@ import yaml
 
 from fedgdp.bench import suite_cells
 from fedgdp.cli import main
-from fedgdp.params import resolve
-from fedgdp.runner import _schema, read_cell, rows_to_table, run_cell, write_cell
+from fedgdp.simulation.params import resolve
+from fedgdp.simulation.run import _schema, read_cell, rows_to_table, run_cell, write_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEEDUP = ROOT / "scripts" / "speedup.py"
@@ -68,7 +68,7 @@ def test_no_package_module_imports_the_oracle():
             "    try: importlib.import_module(m.name)\n"
             "    except ModuleNotFoundError as exc:\n"                 # torch: the optional nn extra
             "        if exc.name != 'torch': raise\n"
-            "print('fedgdp.runner' in sys.modules,\n"
+            "print('fedgdp.simulation.run' in sys.modules,\n"
             "      sorted(n for n in sys.modules if n == 'oracle' or n.endswith('.reference')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr

@@ -10,7 +10,7 @@ import pytest
 
 from fedgdp import claims
 from fedgdp.claims import Check, VERDICTS
-from fedgdp.summary import SUMMARY_COLUMNS
+from fedgdp.simulation.summary import SUMMARY_COLUMNS
 
 FOUR = ["fedsgd", "fedhybrid", "fedavg", "fednewton"]
 
@@ -265,7 +265,7 @@ def test_assess_rows_and_vocabulary():
 def test_cli_writes_csv_and_markdown(tmp_path):
     from fedgdp.cli import main
     from fedgdp.realdata import COLUMNS
-    from fedgdp.summary import write_summary
+    from fedgdp.simulation.summary import write_summary
 
     summ = tmp_path / "s.parquet"
     write_summary(full_summary(), summ)

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fedgdp.cli import main
-from fedgdp.runner import COLUMNS, read_cell
+from fedgdp.simulation.run import COLUMNS, read_cell
 
 CELL = ["--model", "logistic", "--sizes", "uniform(20,40)", "--m", "5", "--mu", "2", "--K", "6"]
 
@@ -62,7 +62,7 @@ def test_a_cell_has_the_same_rows_alone_and_in_a_group(tmp_path):
     """Several cells in one process (one simulate job of the workflow): each cell's rows
     equal those of the cell run alone, bit for bit (every column but the timing), in
     any grouping and order; the file lists every cell's parameters."""
-    from fedgdp.summary import read_cells, summarise
+    from fedgdp.simulation.summary import read_cells, summarise
 
     alone = [_simulate_cells(tmp_path, f"alone{i}", [c]) for i, c in enumerate(GROUP)]
     group = _simulate_cells(tmp_path, "group", GROUP)
@@ -165,7 +165,7 @@ def test_every_option_of_every_subcommand_shows_its_default():
 
 
 def test_simulate_help_shows_the_resolved_defaults(capsys):
-    from fedgdp.params import DEFAULTS
+    from fedgdp.simulation.params import DEFAULTS
 
     with pytest.raises(SystemExit):
         main(["simulate", "--help"])

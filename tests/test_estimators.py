@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 
-from fedgdp.estimators import REGISTRY, floored_solve, get_method
-from fedgdp.runner import run_cell
+from fedgdp.simulation.backend import REGISTRY, floored_solve, get_method
+from fedgdp.simulation.run import run_cell
 
 from conftest import make_block, stacked_noise
 from oracle import ORACLE, reference_fit

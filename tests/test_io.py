@@ -35,9 +35,9 @@ def test_parquet_provenance_and_reader_errors(tmp_path):
         read_parquet_files(tmp_path / "bad.parquet", ["x"], "test")
 
 
-@pytest.mark.parametrize("module, name", [("fedgdp.nn.run", "write_runs"), ("fedgdp.summary", "write_summary")])
+@pytest.mark.parametrize("module, name", [("fedgdp.nn.run", "write_runs"), ("fedgdp.simulation.summary", "write_summary")])
 def test_writing_a_cnn_result_or_a_summary_imports_no_estimator(module, name):
     code = (f"import sys; from {module} import {name}; "
-            "print(sorted(m for m in sys.modules if m in ('fedgdp.estimators', 'fedgdp.methods', 'fedgdp.runner')))")
+            "print(sorted(m for m in sys.modules if m in ('fedgdp.simulation.backend', 'fedgdp.methods', 'fedgdp.simulation.run')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

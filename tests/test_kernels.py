@@ -1,4 +1,4 @@
-"""The compiled kernels (fedgdp.kernels) against plain numpy, and their fallbacks."""
+"""The compiled kernels (fedgdp.simulation.kernels) against plain numpy, and their fallbacks."""
 import os
 import subprocess
 import sys
@@ -6,10 +6,11 @@ import sys
 import numpy as np
 import pytest
 
-from fedgdp import kernels, privacy
-from fedgdp.estimators import ClientBlock
+from fedgdp import privacy
+from fedgdp.simulation import kernels
+from fedgdp.simulation.backend import ClientBlock
 from fedgdp.glm import get_model
-from fedgdp.simulate import Replicate
+from fedgdp.simulation.data import Replicate
 
 # Client sizes around the chunk length (CHUNK = 256) and tiny ones, so chunks that
 # span several clients, clients that span several chunks and one-row clients occur.
@@ -140,9 +141,9 @@ def test_diverged_parameters_stay_nan():
 def test_kernels_compile_where_no_cache_location_is_writable(tmp_path):
     """With no usable cache locator numba refuses cache=True; the kernels then
     compile in the process instead of failing (a fresh compile of every kernel: slow)."""
-    code = ("import numpy as np; from fedgdp import kernels; "
-            "from fedgdp.estimators import ClientBlock; from fedgdp.glm import LOGISTIC; "
-            "from fedgdp.simulate import Replicate; "
+    code = ("import numpy as np; from fedgdp.simulation import kernels; "
+            "from fedgdp.simulation.backend import ClientBlock; from fedgdp.glm import LOGISTIC; "
+            "from fedgdp.simulation.data import Replicate; "
             "X = np.ones((4, 2)); d = ClientBlock([Replicate(X, np.array([0., 1, 1, 0]), np.array([2, 2]))], LOGISTIC); "
             "print(type(kernels.gradients._cache).__name__, d.gradients(np.zeros((1, 2, 2)), None)[0, 0, 0])")
     env = dict(os.environ, NUMBA_CACHE_LOCATOR_CLASSES="ZipCacheLocator")
@@ -154,7 +155,7 @@ def test_kernels_compile_where_no_cache_location_is_writable(tmp_path):
 
 def test_kernels_do_not_import_scipy_linalg():
     """numba would import scipy.linalg for a BLAS check (about 0.15 CPU-s a process)."""
-    code = "import sys; import fedgdp.kernels; print('scipy.linalg' in sys.modules)"
+    code = "import sys; import fedgdp.simulation.kernels; print('scipy.linalg' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

@@ -5,8 +5,8 @@ import pytest
 
 from fedgdp import methods, privacy
 from fedgdp.methods import Method
-from fedgdp.params import resolve
-from fedgdp.runner import run_cell
+from fedgdp.simulation.params import resolve
+from fedgdp.simulation.run import run_cell
 
 
 # ---------------------------------------------------------- the worked example
@@ -81,7 +81,8 @@ def test_a_new_method_runs_on_real_data(oneshot, monkeypatch):
 
 # ---------------------------------------------------------------- the registry
 def test_one_registry_with_backend_views():
-    from fedgdp import estimators, realdata
+    from fedgdp import realdata
+    from fedgdp.simulation import backend as estimators
 
     assert list(estimators.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "simulation" in m.backends]
     assert set(realdata.REGISTRY) == set(methods.REGISTRY)

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from fedgdp.estimators import REGISTRY
-from fedgdp.plots import LAYOUTS, METHOD_STYLE, plot_figure, size_label, size_title
+from fedgdp.simulation.backend import REGISTRY
+from fedgdp.simulation.plots import LAYOUTS, METHOD_STYLE, plot_figure, size_label, size_title
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ["fedsgd", "fedhybrid", "fedavg", "fednewton", "fednewton_certified"]   # the figures' order
@@ -207,7 +207,7 @@ def test_schema_enums_match_the_package():
     fig = schema["$defs"]["simulation_figure"]["properties"]
     assert fig["layout"]["enum"] == list(LAYOUTS)
     study = schema["properties"]["studies"]["additionalProperties"]["properties"]
-    from fedgdp.params import DEFAULTS
+    from fedgdp.simulation.params import DEFAULTS
 
     assert study["methods"]["default"] == DEFAULTS["methods"]
 
@@ -249,7 +249,7 @@ def test_cnn_figures_have_one_legend_under_the_panels(tmp_path, monkeypatch):
 
 
 def test_caption_lines_never_split_math():
-    from fedgdp.plots import _wrap
+    from fedgdp.simulation.plots import _wrap
 
     text = "aaa bbb $\\mu = 2$ ccc ddd $\\pm 2$ eee"
     for width in range(3, 30):

@@ -7,7 +7,7 @@ from scipy import integrate, stats
 
 from fedgdp import privacy
 from fedgdp.glm import get_model
-from fedgdp.simulate import parse_sizes, simulate_replicate
+from fedgdp.simulation.data import parse_sizes, simulate_replicate
 
 from oracle import clip_bound_reference
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from fedgdp import privacy
-from fedgdp.estimators import REGISTRY, get_method
-from fedgdp.params import resolve
-from fedgdp.runner import run_cell
+from fedgdp.simulation.backend import REGISTRY, get_method
+from fedgdp.simulation.params import resolve
+from fedgdp.simulation.run import run_cell
 
 from conftest import make_block, stacked_noise
 from oracle import clip_bound_reference, reference_fit
@@ -142,7 +142,7 @@ def test_certified_fednewton_fast_equals_reference(model, clip, hc):
 
 def test_private_clip_bound_fast_equals_reference_and_is_on_the_grid():
     from fedgdp.glm import get_model
-    from fedgdp.runner import clip_bounds
+    from fedgdp.simulation.run import clip_bounds
 
     p, reps, fd = make_block(dict(sizes="uniform(20,60)", m=8, clip=PRIVATE_CLIP), REPS)
     glm = get_model(p["model"])

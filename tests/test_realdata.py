@@ -62,7 +62,7 @@ def test_cg_newton_step_equals_dense_newton_step(model):
 
 
 def test_floor_solver_matches_the_simulations_floored_solve():
-    from fedgdp.estimators import floored_solve
+    from fedgdp.simulation.backend import floored_solve
 
     fd = _fold(BINARY_LOGISTIC, seed=3)
     Theta = np.full((fd.d, 1), 0.3)
@@ -336,7 +336,7 @@ def test_medians_table_says_which_mu_is_certified():
     row of the group is certified), so no table presents a nominal mu as a guarantee."""
     import pandas as pd
 
-    from fedgdp.plots_realdata import realdata_medians
+    from fedgdp.realdata.plots import realdata_medians
 
     df = pd.DataFrame({"task": ["binary"] * 4, "dataset": ["digits"] * 4,
                        "method": ["fedsgd", "fedsgd", "np_pooled", "fedsgd"],

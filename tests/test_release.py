@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from fedgdp import privacy
-from fedgdp.estimators import REGISTRY, FitData
+from fedgdp.simulation.backend import REGISTRY, FitData
 from fedgdp.glm import get_model
-from fedgdp.params import resolve
-from fedgdp.runner import clip_bounds, draw_noises, run_cell
+from fedgdp.simulation.params import resolve
+from fedgdp.simulation.run import clip_bounds, draw_noises, run_cell
 
 from conftest import make_block
 from oracle import ORACLE

@@ -30,7 +30,7 @@ def test_seed_sequence_is_the_documented_entropy():
 def test_every_experiment_derives_through_the_one_formula():
     from fedgdp.nn.run import run_seeds
     from fedgdp.realdata.run import noise_rng as realdata_noise
-    from fedgdp.simulate import noise_rng, replicate_rng
+    from fedgdp.simulation.data import noise_rng, replicate_rng
 
     np.testing.assert_array_equal(_draws(replicate_rng(7, KEY, 3)), _draws(derived_rng(7, KEY, 3)))
     np.testing.assert_array_equal(_draws(noise_rng(7, KEY, 3, "fedsgd")),

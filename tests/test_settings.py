@@ -119,7 +119,7 @@ def test_command_flags_come_from_the_settings_classes():
     """Every field with a flag type is a flag of its command, with the field's help."""
     from fedgdp.cli import build_parser
     from fedgdp.nn.settings import NNSettings
-    from fedgdp.params import CellSettings
+    from fedgdp.simulation.params import CellSettings
     from fedgdp.realdata.parameters import RealdataSettings
 
     ap = build_parser()

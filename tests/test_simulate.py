@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from fedgdp.simulate import (allocate_total, parse_size_slug, parse_sizes, replicate_rng,
+from fedgdp.simulation.data import (allocate_total, parse_size_slug, parse_sizes, replicate_rng,
                              simulate_replicate, size_slug, stable_hash)
 
 

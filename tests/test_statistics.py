@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 
-from fedgdp.params import resolve
-from fedgdp.runner import run_cell, simulate_block
+from fedgdp.simulation.params import resolve
+from fedgdp.simulation.run import run_cell, simulate_block
 
 
 @pytest.mark.slow

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from fedgdp.cli import main
-from fedgdp.runner import read_cell
-from fedgdp.summary import (SUMMARY_COLUMNS, normalise, read_cells, read_summaries, summarise,
+from fedgdp.simulation.run import read_cell
+from fedgdp.simulation.summary import (SUMMARY_COLUMNS, normalise, read_cells, read_summaries, summarise,
                             theory_bounds)
 from fedgdp.tables import (RATES_HEADERS, TABLE1_HEADERS, column_styles, rates, table1, write_csv,
                            write_latex, write_markdown)

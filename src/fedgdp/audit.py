@@ -7,7 +7,7 @@ rule's histogram; the CNN methods of the extra ``nn`` when torch imports), :func
 record by adversarial candidates (rows of large norm along several directions,
 extreme responses for the model; for FedNewton one record of each half), and
 recomputes the release *before noise* at the same public state, by calling the
-package's own code paths (:class:`fedgdp.estimators.ClientBlock`,
+package's own code paths (:class:`fedgdp.simulation.backend.ClientBlock`,
 its local steps, ``FedNewton.newton_update`` on each backend,
 :meth:`fedgdp.realdata.FoldData.gradient`, :func:`fedgdp.privacy.clip_histogram`).
 The largest change over the candidates is ``observed``; ``recorded`` is the
@@ -76,7 +76,7 @@ def _candidates(d: int, ys, rng, extra=()):
 
 # ---------------------------------------------------------------- simulations
 def _sim_client(model: str, n: int, rng: np.random.Generator):
-    from .simulate import Replicate
+    from .simulation.data import Replicate
 
     d = 5
     X = np.column_stack([np.ones(n), rng.standard_normal((n, d - 1))])
@@ -103,7 +103,7 @@ def _sim_release(meth, kind: str, fd, s: dict, theta: np.ndarray) -> np.ndarray:
 
 
 def _sim_fitdata(rep, glm, B, mode):
-    from .estimators import FitData
+    from .simulation.backend import FitData
 
     return FitData([rep], glm, np.array([B]), 1.0, TAU1[glm.name], privacy={"mode": mode, "hessian_clip": 4.0},
                    clip={"rule": "fixed", "value": B})
@@ -120,9 +120,9 @@ def _sim_states(d: int, rng) -> list[np.ndarray]:
 
 
 def _audit_sim(name: str, model: str, mode: str, n: int, seed: int) -> list[AuditRow]:
-    from .estimators import get_method
+    from .simulation.backend import get_method
     from .glm import get_model
-    from .params import resolve
+    from .simulation.params import resolve
 
     glm = get_model(model)
     meth = get_method(name)
@@ -325,7 +325,7 @@ def run_audit(*, quick: bool = False, seed: int = 0) -> list[AuditRow]:
 
 
 def _run_all(n_sim: int, n_real: int, seed: int) -> list[AuditRow]:
-    from .estimators import REGISTRY
+    from .simulation.backend import REGISTRY
     from .realdata import REGISTRY as REAL
 
     rows: list[AuditRow] = []

@@ -1,7 +1,7 @@
 """``fedgdp bench --suite``: CPU seconds of every study's cells, and the timing helpers.
 
 Suite (:func:`run_suite`): every cell of every study of a config (``config.yaml``),
-each cell's replicates in one call of :func:`fedgdp.runner.run_cell` as one simulate
+each cell's replicates in one call of :func:`fedgdp.simulation.run.run_cell` as one simulate
 job does, timed in CPU seconds per cell, per study and per method. Written as JSON
 so that the next change can be compared with this one.
 
@@ -78,9 +78,9 @@ def suite_cells(config: dict, studies=None):
 
 @contextmanager
 def _cpu_method_clock():
-    """Let :func:`fedgdp.runner.run_cell` time each method's fit (its ``elapsed_s``
+    """Let :func:`fedgdp.simulation.run.run_cell` time each method's fit (its ``elapsed_s``
     per replicate) with the process CPU clock instead of the wall clock."""
-    from . import runner
+    from .simulation import run as runner
 
     class _Clock:
         perf_counter = staticmethod(time.process_time)
@@ -111,8 +111,8 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
     """
     import yaml
 
-    from .params import resolve
-    from .runner import run_cell
+    from .simulation.params import resolve
+    from .simulation.run import run_cell
 
     try:
         with open(config) as fh:

@@ -22,7 +22,7 @@ Statistics used:
 
 - *difference of two means* (simulation cells): ``z = (mse_a - mse_b) /
   sqrt(se_a^2 + se_b^2)`` with the Monte Carlo standard errors of the summaries
-  (:mod:`fedgdp.summary`); a win needs ``|z| > Z_TIE``. The methods of a cell share
+  (:mod:`fedgdp.simulation.summary`); a win needs ``|z| > Z_TIE``. The methods of a cell share
   their replicate data, so their errors are positively correlated and this
   (independent-samples) standard error is conservative: a tie is called more often,
   never less.
@@ -167,7 +167,7 @@ class Check:
 
 
 def _label(method: str) -> str:
-    from .plots import method_label
+    from .simulation.plots import method_label
 
     return method_label(method)
 
@@ -653,7 +653,7 @@ def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: p
     Parameters
     ----------
     summary : DataFrame or None
-        Study summaries (:data:`fedgdp.summary.SUMMARY_COLUMNS`), every model and study.
+        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`), every model and study.
     real : DataFrame or None
         Real-data rows (:data:`fedgdp.realdata.COLUMNS`); None: C5 "not run".
     nn : DataFrame or None

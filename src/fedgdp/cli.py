@@ -23,7 +23,7 @@ __all__ = ["main", "build_parser", "output_path", "output_dir", "show_defaults"]
 
 
 def _cell_args(ap: argparse.ArgumentParser) -> None:
-    from .params import CellSettings
+    from .simulation.params import CellSettings
     from .settings import add_flags
 
     g = ap.add_argument_group("cell")
@@ -32,7 +32,7 @@ def _cell_args(ap: argparse.ArgumentParser) -> None:
     add_flags(g, CellSettings)               # a flag per cell parameter that has a flag type
     g.add_argument("--clip", help="quantile:q or a fixed bound B")
     _privacy_args(g)
-    show_defaults(ap, _module_defaults("fedgdp.params"))
+    show_defaults(ap, _module_defaults("fedgdp.simulation.params"))
 
 
 def _privacy_args(g) -> None:
@@ -66,7 +66,7 @@ def _privacy_overrides(args, out: dict) -> dict:
 
 def _overrides(args, given: dict | None = None) -> dict:
     """The cell's parameters: ``given`` (default: the --params file), then the flags."""
-    from .params import CellSettings
+    from .simulation.params import CellSettings
     from .settings import flag_values
 
     out: dict = dict(given) if given is not None else (load_params_file(args.params) if args.params else {})
@@ -95,8 +95,8 @@ def _cmd_simulate(args) -> int:
     """One cell, or several (--params holding a list of mappings; the flags apply to
     each), run one after another in this process and written to one file: rows in the
     order of the cells, then replicate and method; every cell checked before any work."""
-    from .params import parse_seeds, resolve
-    from .runner import run_cell, write_cell
+    from .simulation.params import parse_seeds, resolve
+    from .simulation.run import run_cell, write_cell
 
     loaded = load_params_file(args.params, many=True) if args.params else {}
     cells = [resolve(_overrides(args, c)) for c in (loaded if isinstance(loaded, list) else [loaded])]
@@ -107,8 +107,8 @@ def _cmd_simulate(args) -> int:
 
 
 def _cmd_ledger(args) -> int:
-    from .params import resolve
-    from .runner import run_cell
+    from .simulation.params import resolve
+    from .simulation.run import run_cell
 
     over = _overrides(args)
     over["methods"] = [args.method]
@@ -152,15 +152,15 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_summarise(args) -> int:
-    from .summary import read_cells, summarise, write_summary
+    from .simulation.summary import read_cells, summarise, write_summary
 
     write_summary(summarise(read_cells(args.cells)), args.out, sources=args.cells)
     return 0
 
 
 def _cmd_plot(args) -> int:
-    from .plots import plot_figure
-    from .summary import read_summaries
+    from .simulation.plots import plot_figure
+    from .simulation.summary import read_summaries
 
     if not (args.pdf or args.png):
         raise ValueError("give --pdf and/or --png")
@@ -171,7 +171,7 @@ def _cmd_plot(args) -> int:
 
 def _cmd_table(args) -> int:
     from . import tables
-    from .summary import read_summaries
+    from .simulation.summary import read_summaries
 
     spec = _spec(args.spec)
     summary = read_summaries(args.summaries)
@@ -350,7 +350,7 @@ def _cmd_realdata(args) -> int:
 
 
 def _cmd_realdata_plot(args) -> int:
-    from .plots_realdata import plot_realdata, realdata_medians
+    from .realdata.plots import plot_realdata, realdata_medians
     from .realdata import read_rows
 
     if not (args.pdf or args.png or args.medians):
@@ -421,7 +421,7 @@ def _nn_commands(sub) -> None:
 def _cmd_claims(args) -> int:
     from . import claims
     from .io import read_parquet_files
-    from .summary import read_summaries
+    from .simulation.summary import read_summaries
 
     _need_output(args, ".csv", ".md")
     spec = _spec(args.spec) if args.spec else {}
@@ -475,7 +475,7 @@ def _claims_commands(sub) -> None:
 # ---------------------------------------------------------------- claims map (the sensitivity study)
 def _cmd_claims_map(args) -> int:
     from . import sensitivity
-    from .summary import read_summaries
+    from .simulation.summary import read_summaries
 
     _need_output(args, ".csv", ".md", ".pdf", ".png")
     spec = _spec(args.spec)

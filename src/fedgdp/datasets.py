@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 
 from .seeds import derived_rng
-from .simulate import allocate_total
 
 __all__ = [
     "Dataset", "DATASETS", "load_dataset", "load_digits", "load_mnist", "fetch_mnist", "read_idx",
@@ -303,6 +302,24 @@ class ClientLayout:
         return idx[~in_test], idx[in_test]
 
 
+def allocate_total(total: int, weights: np.ndarray, n_floor: int) -> np.ndarray:
+    """Split ``total`` samples over clients in proportion to ``weights``.
+
+    Each client first gets ``n_floor``; the remaining samples are shared by
+    largest-remainder rounding, so the sizes sum to ``total`` exactly.
+    """
+    m = weights.shape[0]
+    rest = total - m * n_floor
+    if rest < 0:
+        raise ValueError(f"total={total} cannot give {m} clients n_floor={n_floor} each")
+    share = rest * weights / weights.sum()
+    base = np.floor(share).astype(np.int64)
+    short = rest - int(base.sum())
+    order = np.argsort(-(share - base), kind="stable")
+    base[order[:short]] += 1
+    return base + n_floor
+
+
 def layout_key(dataset: str, N: int, m: int, n_min: int, alpha: float, folds: int) -> dict:
     """The parameters that define a layout (and so its seeds)."""
     return {"dataset": dataset, "N": int(N), "m": int(m), "n_min": int(n_min),
@@ -344,4 +361,4 @@ def split_layout(base_seed: int, key: dict, split: int) -> ClientLayout:
                          n_min=key["n_min"], alpha=key["alpha"], folds=key["folds"])
 
 
-__all__ += ["split_layout"]
+__all__ += ["split_layout", "allocate_total"]

@@ -3,7 +3,7 @@ clipping bias and privacy noise (docs/methods.md §9; beyond the paper).
 
 Three studies run the same cells on the same replicate data (the data seeds leave out
 the release, mu and K), each with one value of the cell parameter ``release``
-(:data:`fedgdp.estimators.RELEASES`): ``private`` (the algorithm), ``clip_only`` (the
+(:data:`fedgdp.simulation.backend.RELEASES`): ``private`` (the algorithm), ``clip_only`` (the
 same clipping bound, no noise) and ``plain`` (neither). With ``e_r(K)`` the squared
 error of a replicate under release r at iteration budget K, and ``K_conv`` a budget at
 which the plain fit has converged:
@@ -74,7 +74,7 @@ def paired(rows: pd.DataFrame, studies: dict, K_conv: int) -> pd.DataFrame:
     Parameters
     ----------
     rows : DataFrame
-        Cell rows (:data:`fedgdp.runner.COLUMNS`, at least ``_READ``) of the three studies.
+        Cell rows (:data:`fedgdp.simulation.run.COLUMNS`, at least ``_READ``) of the three studies.
     studies : dict
         Role (:data:`ROLES`) -> study name.
     K_conv : int
@@ -168,7 +168,7 @@ def _mean_se(x: np.ndarray) -> tuple[float, float]:
 def _formatted(df: pd.DataFrame, digits: str) -> pd.DataFrame:
     """Text cells: every MSE, term and SE column in scientific notation (one format per
     column), method names as labels, integers as integers."""
-    from .plots import method_label
+    from .simulation.plots import method_label
     from .tables import _fmt
 
     out = df.copy()

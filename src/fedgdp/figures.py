@@ -3,8 +3,8 @@ and how a figure is written.
 
 matplotlib is imported on first use (:func:`pyplot`), so importing this module costs
 nothing. The hues are the colour-blind safe Tableau palette. A method keeps its colour in every
-experiment: the simulation figures (:mod:`fedgdp.plots`), the real-data box plots
-(:mod:`fedgdp.plots_realdata`, where a non-private twin of a private algorithm has
+experiment: the simulation figures (:mod:`fedgdp.simulation.plots`), the real-data box plots
+(:mod:`fedgdp.realdata.plots`, where a non-private twin of a private algorithm has
 its colour, hatched) and the CNN curves (:mod:`fedgdp.nn.plots`, where the iterated
 FedNewton has FedNewton's). A method missing here gets a derived fallback style
 (:func:`method_style`).

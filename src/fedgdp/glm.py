@@ -34,7 +34,7 @@ Frobenius norm ``||x|| ||r||`` makes clipping a matter of scaling ``r``
 ``W = Hess A(s)`` (``b''(eta)`` for ``k = 1``, ``diag(p) - p p'`` for softmax).
 :meth:`GLM.loss` and the rest average over the ``n`` rows.
 
-The compiled simulation kernels (:mod:`fedgdp.kernels`) evaluate the same
+The compiled simulation kernels (:mod:`fedgdp.simulation.kernels`) evaluate the same
 logistic and Poisson residuals in their own features-first layout.
 """
 from __future__ import annotations

@@ -4,8 +4,8 @@ Every file the package writes (cell, summary, real-data and CNN Parquet files, t
 figures, downloads) is written under a temporary name beside its target and renamed
 into place only when complete (:func:`atomic_path`), so a killed job never leaves a
 complete-looking file. Parquet files carry provenance metadata (:func:`write_parquet`);
-each file kind keeps its own schema (``runner.COLUMNS``, ``realdata.COLUMNS``,
-``nn.run.COLUMNS``, ``summary.SUMMARY_COLUMNS``) and is read back, with a clear error
+each file kind keeps its own schema (``simulation.run.COLUMNS``, ``realdata.COLUMNS``,
+``nn.run.COLUMNS``, ``simulation.summary.SUMMARY_COLUMNS``) and is read back, with a clear error
 naming a damaged file or a missing column, by :func:`read_parquet_files`.
 
 This module imports no estimator, so writing a CNN or real-data result costs only

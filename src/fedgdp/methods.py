@@ -16,7 +16,7 @@ Methods (paper section 3, docs/methods.md §2-5), one class each, in :data:`REGI
 
 A method is written against a *backend* (:class:`Backend`): the data of one fit and
 its noise. Two backends implement it: the simulation's
-(:class:`fedgdp.estimators.SimBackend`: a block of replicates in the fused kernels'
+(:class:`fedgdp.simulation.backend.SimBackend`: a block of replicates in the fused kernels'
 layout, noise pre-drawn per replicate) and the real data's
 (:class:`fedgdp.realdata.backend.RealBackend`: per-client matrices, J privacy levels
 stacked, noise drawn from one generator in the order the computation asks for it).
@@ -215,7 +215,7 @@ class Method:
         raise NotImplementedError
 
     def fit(self, data, s: dict, noise) -> Fit:
-        """Fit on ``data`` (:class:`fedgdp.estimators.FitData` with pre-drawn noise arrays,
+        """Fit on ``data`` (:class:`fedgdp.simulation.backend.FitData` with pre-drawn noise arrays,
         or :class:`fedgdp.realdata.FoldData` with a generator or None)."""
         self.check_backend(data.kind)
         return self.run(data.backend(noise), s)[0]

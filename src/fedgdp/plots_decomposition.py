@@ -16,7 +16,7 @@ import pandas as pd
 
 from .decomposition import TERMS
 from .figures import pyplot, save_figure
-from .plots import method_label
+from .simulation.plots import method_label
 
 __all__ = ["plot_decomposition", "TERM_STYLE"]
 

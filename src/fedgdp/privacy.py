@@ -33,7 +33,7 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = [
-    "RELEASES", "adds_noise", "clips", "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
+    "PRIVACY_MODES", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips", "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
@@ -49,8 +49,8 @@ def adds_noise(mu: float, release: str = "private") -> bool:
     """Whether a fit's releases carry privacy noise: a finite target ``mu`` and release
     ``private`` (``clip_only`` and ``plain`` add none; docs/methods.md §9).
 
-    The one rule behind every noise draw (:func:`fedgdp.runner.draw_noises`,
-    :attr:`fedgdp.estimators.FitData.private`, the real-data fold data).
+    The one rule behind every noise draw (:func:`fedgdp.simulation.run.draw_noises`,
+    :attr:`fedgdp.simulation.backend.FitData.private`, the real-data fold data).
     """
     return bool(np.isfinite(mu)) and release == "private"
 
@@ -59,8 +59,8 @@ def clips(mu: float, release: str = "private") -> bool:
     """Whether per-sample gradients are clipped to a bound B: a finite target ``mu`` and
     release not ``plain`` (``clip_only`` clips to the bound of ``private``; docs/methods.md §9).
 
-    The one rule behind every clipping bound (:func:`fedgdp.runner.clip_bounds`,
-    :attr:`fedgdp.estimators.FitData.clipped`, the real-data fold data).
+    The one rule behind every clipping bound (:func:`fedgdp.simulation.run.clip_bounds`,
+    :attr:`fedgdp.simulation.backend.FitData.clipped`, the real-data fold data).
     """
     return bool(np.isfinite(mu)) and release != "plain"
 
@@ -97,7 +97,7 @@ def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float
     Parameters
     ----------
     glm : fedgdp.glm.GLM
-    rep : fedgdp.simulate.Replicate
+    rep : fedgdp.simulation.data.Replicate
     rule : dict
         ``{"rule": "quantile", "q": 0.9}``: max over clients of the q-quantile of the
         per-sample gradient norms at theta = 0; ``{"rule": "fixed", "value": B}``;
@@ -476,3 +476,87 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     while gdp_delta(hi, epsilon) < delta:
         hi *= 2
     return float(brentq(lambda m: gdp_delta(m, epsilon) - delta, 1e-12, hi, xtol=1e-14, rtol=1e-14))
+
+
+# ----------------------------------------------------------------------------
+# The privacy settings of every experiment, checked: mu, the clipping rule, the mode
+# ----------------------------------------------------------------------------
+#: ``paper``: the algorithms as printed; ``certified``: every sensitivity holds for all inputs
+PRIVACY_MODES = ("paper", "certified")
+
+
+def parse_mu(value) -> float:
+    """mu > 0 or ``inf``; ValueError naming the bad value otherwise."""
+    try:
+        mu = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"mu must be a positive number or 'inf', got {value!r}") from None
+    if not mu > 0 or math.isnan(mu):
+        raise ValueError(f"mu must be > 0 (or 'inf' for no privacy), got mu={value}")
+    return mu
+
+
+def check_clip(clip) -> dict:
+    """The clipping rule as a dict: a number means ``{"rule": "fixed", "value": B}``;
+    ValueError naming the bad value otherwise.
+
+    Rules: ``quantile`` (``q``; data-driven, not accounted), ``fixed`` (``value``;
+    public), ``private_quantile`` (``q``, ``share`` of mu^2 in (0, 1), public
+    geometric ``grid: [lo, hi, bins]``; defaults share 0.1, grid [0.01, 100, 64]).
+    """
+    if isinstance(clip, (int, float)) and not isinstance(clip, bool):
+        clip = {"rule": "fixed", "value": float(clip)}
+    if not isinstance(clip, dict):
+        raise ValueError(f"clip must be a mapping with a rule or a number, got clip={clip!r}")
+    rule = clip.get("rule")
+    if rule not in ("quantile", "fixed", "private_quantile"):
+        raise ValueError(f"clip rule must be 'quantile', 'fixed' or 'private_quantile', got {rule!r}")
+    if rule in ("quantile", "private_quantile") and not 0 < float(clip.get("q", -1)) <= 1:
+        raise ValueError(f"clip q must lie in (0, 1], got q={clip.get('q')!r}")
+    if rule == "fixed" and not float(clip.get("value", -1)) > 0:
+        raise ValueError(f"fixed clip value must be > 0, got {clip.get('value')!r}")
+    if rule == "private_quantile":
+        clip = {"share": 0.1, "grid": [0.01, 100.0, 64]} | dict(clip)
+        if not 0 < float(clip["share"]) < 1:
+            raise ValueError(f"clip share must lie in (0, 1), got share={clip['share']!r}")
+        grid = clip["grid"]
+        ok = isinstance(grid, (list, tuple)) and len(grid) == 3
+        if ok:
+            lo, hi, bins = grid
+            ok = float(lo) > 0 and float(hi) > float(lo) and isinstance(bins, int) and bins >= 1
+        if not ok:
+            raise ValueError(f"clip grid must be [lo, hi, bins] with 0 < lo < hi and an integer bins >= 1, "
+                             f"got grid={grid!r}")
+        clip["q"], clip["share"] = float(clip["q"]), float(clip["share"])
+        clip["grid"] = [float(grid[0]), float(grid[1]), int(grid[2])]
+    return clip
+
+
+def check_privacy(privacy, clip: dict) -> dict:
+    """The privacy setting ``{"mode": "paper" | "certified", "hessian_clip": c}``.
+
+    ``paper``: the algorithms as printed; releases whose sensitivity rests on an
+    assumption are recorded uncertified. ``certified``: every release has a
+    sensitivity that holds for all inputs (FedNewton clips per-sample Hessians to
+    operator norm ``c * tau1``), and the clipping bound must be public (``fixed``) or
+    private (``private_quantile``): a data-driven ``quantile`` rule is an error.
+    """
+    if not isinstance(privacy, dict):
+        raise ValueError(f"privacy must be a mapping with mode and hessian_clip, got privacy={privacy!r}")
+    unknown = set(privacy) - {"mode", "hessian_clip"}
+    if unknown:
+        raise ValueError(f"unknown privacy key(s) {sorted(unknown)}; known: hessian_clip, mode")
+    out = {"mode": "paper", "hessian_clip": 4.0} | privacy
+    if out["mode"] not in PRIVACY_MODES:
+        raise ValueError(f"privacy mode must be 'paper' or 'certified', got mode={out['mode']!r}")
+    try:
+        out["hessian_clip"] = float(out["hessian_clip"])
+    except (TypeError, ValueError):
+        out["hessian_clip"] = -1.0
+    if not out["hessian_clip"] > 0 or not math.isfinite(out["hessian_clip"]):
+        raise ValueError(f"privacy hessian_clip must be a finite number > 0, got "
+                         f"hessian_clip={privacy.get('hessian_clip')!r}")
+    if out["mode"] == "certified" and clip["rule"] == "quantile":
+        raise ValueError("privacy mode 'certified' needs a public or private clipping bound: set clip to "
+                         "{rule: private_quantile, ...} or {rule: fixed, value: B}, got clip rule 'quantile'")
+    return out

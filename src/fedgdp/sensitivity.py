@@ -122,7 +122,7 @@ def claims_map(summary: pd.DataFrame | None, real: dict | None, spec: dict) -> p
     Parameters
     ----------
     summary : DataFrame or None
-        Summaries (:data:`fedgdp.summary.SUMMARY_COLUMNS`) of the generated studies.
+        Summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`) of the generated studies.
     real : dict or None
         ``(variant, dataset) -> real-data rows`` (:data:`fedgdp.realdata.COLUMNS`).
     spec : dict

@@ -14,7 +14,7 @@ subcommand exposes it as a flag. :class:`Settings` then gives
 - :func:`add_flags`: ``--name`` flags generated from the fields, whose help ends with
   the default (:func:`flag_values` reads them back into overrides).
 
-Used by :mod:`fedgdp.params` (simulation cells), :mod:`fedgdp.realdata.parameters` (real-data
+Used by :mod:`fedgdp.simulation.params` (simulation cells), :mod:`fedgdp.realdata.parameters` (real-data
 fits) and :mod:`fedgdp.nn.settings` (CNN runs). Imports nothing else of the package.
 """
 from __future__ import annotations

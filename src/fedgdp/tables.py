@@ -8,7 +8,7 @@
   (statsmodels OLS of log MSE on log x over the cells of a group, with a 95%
   confidence interval) beside the exponent the method's bound predicts over the
   same cells (:func:`fedgdp.theory.local_exponent` of
-  :func:`fedgdp.summary.theory_bounds`), by default in the K-explicit form of
+  :func:`fedgdp.simulation.summary.theory_bounds`), by default in the K-explicit form of
   Remark 3.4 with the iteration counts the study ran (column ``bound_form``).
 
 Writers: :func:`write_csv`, :func:`write_markdown`, :func:`write_latex`.
@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from .io import write_text
-from .plots import method_label
-from .summary import normalise, theory_bounds
+from .simulation.plots import method_label
+from .simulation.summary import normalise, theory_bounds
 
 __all__ = ["table1", "rates", "write_csv", "write_markdown", "write_latex"]
 
@@ -38,7 +38,7 @@ def table1(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
         ``model``, ``study``, ``cell`` (``sizes``, ``m``, ``mu``, ``K``: the reference
         cell) and optionally ``methods`` (row order; default: as in the summary).
     """
-    from .estimators import REGISTRY
+    from .simulation.backend import REGISTRY
     from .theory import TABLE1
 
     sel = (summary["model"] == spec["model"]) & (summary["study"] == spec["study"])
@@ -162,7 +162,7 @@ _FORM_NAMES = {"table1": "Table 1", "k_explicit": "K-explicit (Remark 3.4)"}
 def _bound_form(cells, method, spec, study_cfg) -> str:
     """Which bound a row's prediction uses: the form, its privacy term
     (:data:`fedgdp.theory.BOUND_TERMS`) and the iteration counts of the cells."""
-    from .estimators import REGISTRY
+    from .simulation.backend import REGISTRY
     from .theory import BOUND_TERMS
 
     form = spec.get("bound_form", "k_explicit")

@@ -40,9 +40,9 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
                               f"{suggest(value, allowed)}")
 
     def _check_simulation(self):
-        from ..estimators import REGISTRY, get_method
-        from ..params import resolve
-        from ..simulate import parse_sizes
+        from ..simulation.backend import REGISTRY, get_method
+        from ..simulation.params import resolve
+        from ..simulation.data import parse_sizes
 
         c = self.config
         for name, given in c["defaults"]["method_settings"].items():
@@ -83,7 +83,7 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
 
     def _check_panel_value(self, key, name, value, study):
         """A value a panel or table fixes must be a value of the study's grid."""
-        from ..simulate import parse_sizes
+        from ..simulation.data import parse_sizes
 
         if name == "method":
             self._check_in(key, value, self.config["studies"][study]["methods"], f"method of study {study}:")

@@ -16,7 +16,7 @@ class ResourcesPart(SimulationPart):
     # sum of their run times and the memory of the largest.
     def _job_cells(self, wildcards) -> list[tuple[float, int, int]]:
         """(expected samples, K, replicates) of every cell of a simulate job."""
-        from ..simulate import parse_sizes
+        from ..simulation.data import parse_sizes
 
         reps = int(wildcards.last) - int(wildcards.first) + 1
         return [(int(c["m"]) * parse_sizes(c["sizes"]).mean_size(int(c["m"])), int(c["K"]), reps)

@@ -16,7 +16,7 @@ class SimulationPart(PlanBase):
     # ----------------------------------------------------------- simulation cells
     def study_axes(self, study: str) -> dict:
         """Grid axes of a study in path order; a missing axis takes ``defaults``."""
-        from ..simulate import parse_sizes
+        from ..simulation.data import parse_sizes
 
         grid = self.config["studies"][study]["grid"]
         d = self.config["defaults"]
@@ -59,7 +59,7 @@ class SimulationPart(PlanBase):
         return [(cuts[i], cuts[i + 1] - 1) for i in range(k)]
 
     def cell_overrides(self, model: str, study: str, cell: dict) -> dict:
-        """Parameters of one cell for ``fedgdp simulate --params`` (fedgdp.params keys)."""
+        """Parameters of one cell for ``fedgdp simulate --params`` (fedgdp.simulation.params keys)."""
         s = self.config["studies"][study]
         p = {k: v for k, v in self.study_settings(study).items() if k not in GRID_AXES}
         scale = p.pop("beta_scale", None)   # absent unless set: beta_true as given
@@ -117,7 +117,7 @@ class SimulationPart(PlanBase):
     # ------------------------------------------------------- wildcard constraints
     def constraints(self) -> dict[str, str]:
         """Global wildcard constraints of the simulation paths, built from the config."""
-        from ..estimators import REGISTRY
+        from ..simulation.backend import REGISTRY
 
         return {
             "model": alternatives(m for s in self.config["studies"].values() for m in s["models"]),
@@ -138,7 +138,7 @@ class SimulationPart(PlanBase):
         return [self.summary_file(f["model"], s) for s in self.figure_studies(wildcards.fig)]
 
     def figure_spec(self, wildcards) -> str:
-        """The figure's config entry with what fedgdp.plots needs besides (JSON)."""
+        """The figure's config entry with what fedgdp.simulation.plots needs besides (JSON)."""
         fig = wildcards.fig
         f = {k: v for k, v in self.figure(fig).items() if k != "kind"}
         spec = dict(f, name=fig, title=f"{f.get('title', fig)} [{self.run}, {self.sha}]",

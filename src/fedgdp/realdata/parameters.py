@@ -12,7 +12,7 @@ from typing import ClassVar
 from ..datasets import DATASETS
 from ..methods import REALDATA, registry
 from ..methods import get_method as _get_method
-from ..params import check_clip, check_privacy, parse_mu
+from ..privacy import check_clip, check_privacy, parse_mu
 from ..settings import Settings, choice, integer, name_list, number, setting
 
 __all__ = ["RealdataSettings", "TASKS", "METRICS", "PRIVATE", "EXTRA_PRIVATE", "NONPRIVATE", "DEFAULTS",
@@ -71,9 +71,9 @@ class RealdataSettings(Settings):
     mu: list = setting(help="comma-separated privacy levels, e.g. 6,2 (non-private methods run once)",
                        parse=_mu_list, flag=str, factory=lambda: [6.0, 2.0])
     base_seed: int = setting(2026, "root of every split's random draws", parse=integer(0), flag=int)
-    clip: dict = setting(help="clipping rule (fedgdp.params.check_clip)", parse=lambda k, v: check_clip(v),
+    clip: dict = setting(help="clipping rule (fedgdp.privacy.check_clip)", parse=lambda k, v: check_clip(v),
                          factory=lambda: {"rule": "quantile", "q": 0.9})
-    privacy: dict = setting(help="privacy mode and FedNewton's Hessian bound (fedgdp.params.check_privacy)",
+    privacy: dict = setting(help="privacy mode and FedNewton's Hessian bound (fedgdp.privacy.check_privacy)",
                             factory=lambda: {"mode": "paper", "hessian_clip": 4.0})
     tau1: float = setting(0.5, "FedNewton's eigenvalue floor / ridge", parse=number(0), flag=float)
     weights: str = setting("size", "client weights: size (the only choice here)", parse=_weights)

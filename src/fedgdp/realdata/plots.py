@@ -15,8 +15,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from .figures import HATCHED, method_style, pyplot, save_figure
-from .realdata import METRICS, NONPRIVATE, PRIVATE, REGISTRY
+from ..figures import HATCHED, method_style, pyplot, save_figure
+from .parameters import METRICS, NONPRIVATE, PRIVATE, REGISTRY
 
 __all__ = ["plot_realdata", "method_colors", "realdata_medians"]
 

@@ -22,7 +22,7 @@ first, e.g. ``(n_rep, K, m, d)``. All methods start at theta = 0.
 
 Speed: :class:`ClientBlock` stores the clients of a block of replicates rows-contiguous
 and features-first, and the gradient steps run in the fused compiled kernels of
-:mod:`fedgdp.kernels` (one pass over a client's rows per step; clipping a per-sample
+:mod:`fedgdp.simulation.kernels` (one pass over a client's rows per step; clipping a per-sample
 gradient ``r_j x_j`` is clipping the scalar ``r_j`` to ``B/||x_j||``). Every client is
 computed on its own, so a replicate's numbers do not depend on which replicates share
 its block.
@@ -34,13 +34,13 @@ from functools import cached_property
 
 import numpy as np
 
-from . import privacy
-from .privacy import RELEASES
-from .glm import GLM
-from .methods import SIMULATION, Fit, Method, PreDrawnNoise, registry
-from .methods import get_method as _get_method
-from .simulate import Replicate
-from .solvers import floored_solve, ridge_solve
+from .. import privacy
+from ..privacy import RELEASES
+from ..glm import GLM
+from ..methods import SIMULATION, Fit, Method, PreDrawnNoise, registry
+from ..methods import get_method as _get_method
+from .data import Replicate
+from ..solvers import floored_solve, ridge_solve
 
 __all__ = ["ClientBlock", "FitData", "SimBackend", "Fit", "Method", "REGISTRY", "get_method",
            "aggregation_weights", "floored_solve", "ridge_solve", "RELEASES"]
@@ -52,7 +52,7 @@ _NO_CLIP = np.zeros(0)               # residual clips of a non-private run (neve
 
 
 class ClientBlock:
-    """The clients of a block of replicates in the layout of :mod:`fedgdp.kernels`.
+    """The clients of a block of replicates in the layout of :mod:`fedgdp.simulation.kernels`.
 
     Parameters
     ----------
@@ -66,7 +66,7 @@ class ClientBlock:
     XT : ndarray, shape (d, N)   all rows, features first, client after client
     y, inv_norm : ndarray, shape (N,)   responses and ``1/||x_j||``
     offsets : ndarray, shape (n_rep m + 1,)   client ``c = r m + i`` owns ``offsets[c]:offsets[c+1]``
-    groups : ndarray   groups of clients of the local steps (:func:`fedgdp.kernels.client_groups`)
+    groups : ndarray   groups of clients of the local steps (:func:`fedgdp.simulation.kernels.client_groups`)
     sizes : ndarray, shape (n_rep, m)
     """
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .figures import METHOD_STYLE, method_style, pyplot, save_figure
-from .simulate import parse_sizes
+from ..figures import METHOD_STYLE, method_style, pyplot, save_figure
+from .data import parse_sizes
 from .summary import normalise
 
 __all__ = ["LAYOUTS", "METHOD_STYLE", "plot_figure", "size_label", "size_title", "mu_label",
@@ -101,7 +101,7 @@ def mu_label(mu: float, certified: bool = False) -> str:
 
 
 def method_label(name: str) -> str:
-    from .estimators import REGISTRY
+    from .backend import REGISTRY
 
     meth = REGISTRY.get(name)
     return meth.label if meth is not None else name
@@ -201,7 +201,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         studies' config entries: line order, schedule), ``d`` and
         ``method_settings`` (for the theory overlay), ``name``.
     summary : DataFrame
-        Rows of :func:`fedgdp.summary.summarise` (several studies may be concatenated).
+        Rows of :func:`fedgdp.simulation.summary.summarise` (several studies may be concatenated).
 
     Returns
     -------
@@ -379,9 +379,9 @@ def _lower(line: pd.DataFrame, spec: dict, skipped: set):
     None without ``spec["d"]`` or where the theorem does not cover a cell's mu (then the
     mu is added to ``skipped``, for the caption). Each cell's clients are taken to hold
     ``N_mean / m`` samples each, as for the upper bounds
-    (:func:`fedgdp.summary.theory_bounds`).
+    (:func:`fedgdp.simulation.summary.theory_bounds`).
     """
-    from .theory import lower_bound, lower_bound_holds
+    from ..theory import lower_bound, lower_bound_holds
 
     if "d" not in spec:
         return None

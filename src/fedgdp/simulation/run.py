@@ -17,12 +17,12 @@ import time
 
 import numpy as np
 
-from .estimators import FitData, get_method
-from .glm import get_model
+from .backend import FitData, get_method
+from ..glm import get_model
 from .params import data_key
-from .privacy import adds_noise, clip_bound, clips
-from .io import read_parquet_files, write_parquet
-from .simulate import noise_rng, parse_sizes, replicate_rng, simulate_replicate
+from ..privacy import adds_noise, clip_bound, clips
+from ..io import read_parquet_files, write_parquet
+from .data import noise_rng, parse_sizes, replicate_rng, simulate_replicate
 
 __all__ = ["run_cell", "simulate_block", "write_cell", "read_cell", "COLUMNS"]
 
@@ -60,7 +60,7 @@ def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_boun
     the loop oracle's); release ``clip_only`` gets the bound of ``private``.
 
     ``private_quantile`` draws each replicate's histogram noise from its own
-    generator, :func:`fedgdp.simulate.noise_rng` with the name :data:`CLIP_STREAM`.
+    generator, :func:`fedgdp.simulation.data.noise_rng` with the name :data:`CLIP_STREAM`.
     """
     if not clips(p["mu"], p.get("release", "private")):
         return np.full(len(reps), np.inf)
@@ -92,11 +92,11 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
     Parameters
     ----------
     p : dict
-        Resolved parameters (:func:`fedgdp.params.resolve`).
+        Resolved parameters (:func:`fedgdp.simulation.params.resolve`).
     replicates : list of int
     fit : callable
         ``fit(name, fd, settings, noises) -> (theta (R, d), ledger or None)`` for a block
-        (:class:`fedgdp.estimators.FitData` ``fd``, one noise dict per replicate);
+        (:class:`fedgdp.simulation.backend.FitData` ``fd``, one noise dict per replicate);
         default :func:`fast_fit`. The tests and ``scripts/speedup.py`` pass the loop
         oracle here (``ORACLE`` of ``tests/oracle.py``, outside the package); a fit
         without a ledger leaves the composed mu columns NaN.

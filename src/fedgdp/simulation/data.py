@@ -22,8 +22,9 @@ from functools import cached_property
 
 import numpy as np
 
-from .glm import get_model
-from .seeds import derived_rng, stable_hash  # noqa: F401 (stable_hash: also this module's public name)
+from ..datasets import allocate_total  # noqa: F401 (also this module's public name)
+from ..glm import get_model
+from ..seeds import derived_rng, stable_hash  # noqa: F401 (stable_hash: also this module's public name)
 
 __all__ = [
     "SizeScheme", "parse_sizes", "stable_hash", "replicate_rng", "noise_rng",
@@ -109,24 +110,6 @@ class SizeScheme:
         """Raise ValueError when the scheme cannot produce m clients."""
         if self.kind == "total" and self.args[0] < m * self.n_floor:
             raise ValueError(f"sizes {self.text!r}: N={self.args[0]} < m*n_floor={m * self.n_floor}")
-
-
-def allocate_total(total: int, weights: np.ndarray, n_floor: int) -> np.ndarray:
-    """Split ``total`` samples over clients in proportion to ``weights``.
-
-    Each client first gets ``n_floor``; the remaining samples are shared by
-    largest-remainder rounding, so the sizes sum to ``total`` exactly.
-    """
-    m = weights.shape[0]
-    rest = total - m * n_floor
-    if rest < 0:
-        raise ValueError(f"total={total} cannot give {m} clients n_floor={n_floor} each")
-    share = rest * weights / weights.sum()
-    base = np.floor(share).astype(np.int64)
-    short = rest - int(base.sum())
-    order = np.argsort(-(share - base), kind="stable")
-    base[order[:short]] += 1
-    return base + n_floor
 
 
 def parse_sizes(text: str, n_floor: int = 10) -> SizeScheme:

@@ -7,20 +7,17 @@ derived values (``tau1`` when ``auto``, each method's settings).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
 
-from .glm import MODELS, population_min_eigenvalue
-from .privacy import RELEASES
-from .settings import Settings, choice, integer, name_list, number, setting
-from .simulate import parse_sizes
+from ..glm import MODELS, population_min_eigenvalue
+from ..privacy import RELEASES, check_clip, check_privacy, parse_mu
+from ..settings import Settings, choice, integer, name_list, number, setting
+from .data import parse_sizes
 
-__all__ = ["CellSettings", "DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_mu", "parse_seeds", "check_clip",
-           "check_privacy", "PRIVACY_MODES"]
+__all__ = ["CellSettings", "DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_seeds"]
 
-PRIVACY_MODES = ("paper", "certified")
 
 # Not stated in the paper, chosen here (docs/methods.md §1).
 BETA_TRUE = {
@@ -31,7 +28,7 @@ BETA_TRUE = {
 
 
 def _methods(key, value) -> list:
-    from .estimators import get_method
+    from .backend import get_method
 
     names = name_list(key, value)
     if not names:
@@ -106,17 +103,6 @@ class CellSettings(Settings):
 DEFAULTS: dict = CellSettings.defaults()
 
 
-def parse_mu(value) -> float:
-    """mu > 0 or ``inf``; ValueError naming the bad value otherwise."""
-    try:
-        mu = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"mu must be a positive number or 'inf', got {value!r}") from None
-    if not mu > 0 or math.isnan(mu):
-        raise ValueError(f"mu must be > 0 (or 'inf' for no privacy), got mu={value}")
-    return mu
-
-
 def parse_seeds(text: str) -> list[int]:
     """``"0-99"``, ``"7"`` or ``"0-9,20-29"`` -> sorted unique replicate indices."""
     out: list[int] = []
@@ -130,72 +116,6 @@ def parse_seeds(text: str) -> list[int]:
             raise ValueError(f"bad seeds {text!r}: need 0 <= first <= last, got {part.strip()!r}")
         out.extend(range(lo, hi + 1))
     return sorted(set(out))
-
-
-def check_clip(clip) -> dict:
-    """The clipping rule as a dict: a number means ``{"rule": "fixed", "value": B}``;
-    ValueError naming the bad value otherwise.
-
-    Rules: ``quantile`` (``q``; data-driven, not accounted), ``fixed`` (``value``;
-    public), ``private_quantile`` (``q``, ``share`` of mu^2 in (0, 1), public
-    geometric ``grid: [lo, hi, bins]``; defaults share 0.1, grid [0.01, 100, 64]).
-    """
-    if isinstance(clip, (int, float)) and not isinstance(clip, bool):
-        clip = {"rule": "fixed", "value": float(clip)}
-    if not isinstance(clip, dict):
-        raise ValueError(f"clip must be a mapping with a rule or a number, got clip={clip!r}")
-    rule = clip.get("rule")
-    if rule not in ("quantile", "fixed", "private_quantile"):
-        raise ValueError(f"clip rule must be 'quantile', 'fixed' or 'private_quantile', got {rule!r}")
-    if rule in ("quantile", "private_quantile") and not 0 < float(clip.get("q", -1)) <= 1:
-        raise ValueError(f"clip q must lie in (0, 1], got q={clip.get('q')!r}")
-    if rule == "fixed" and not float(clip.get("value", -1)) > 0:
-        raise ValueError(f"fixed clip value must be > 0, got {clip.get('value')!r}")
-    if rule == "private_quantile":
-        clip = {"share": 0.1, "grid": [0.01, 100.0, 64]} | dict(clip)
-        if not 0 < float(clip["share"]) < 1:
-            raise ValueError(f"clip share must lie in (0, 1), got share={clip['share']!r}")
-        grid = clip["grid"]
-        ok = isinstance(grid, (list, tuple)) and len(grid) == 3
-        if ok:
-            lo, hi, bins = grid
-            ok = float(lo) > 0 and float(hi) > float(lo) and isinstance(bins, int) and bins >= 1
-        if not ok:
-            raise ValueError(f"clip grid must be [lo, hi, bins] with 0 < lo < hi and an integer bins >= 1, "
-                             f"got grid={grid!r}")
-        clip["q"], clip["share"] = float(clip["q"]), float(clip["share"])
-        clip["grid"] = [float(grid[0]), float(grid[1]), int(grid[2])]
-    return clip
-
-
-def check_privacy(privacy, clip: dict) -> dict:
-    """The privacy setting ``{"mode": "paper" | "certified", "hessian_clip": c}``.
-
-    ``paper``: the algorithms as printed; releases whose sensitivity rests on an
-    assumption are recorded uncertified. ``certified``: every release has a
-    sensitivity that holds for all inputs (FedNewton clips per-sample Hessians to
-    operator norm ``c * tau1``), and the clipping bound must be public (``fixed``) or
-    private (``private_quantile``): a data-driven ``quantile`` rule is an error.
-    """
-    if not isinstance(privacy, dict):
-        raise ValueError(f"privacy must be a mapping with mode and hessian_clip, got privacy={privacy!r}")
-    unknown = set(privacy) - {"mode", "hessian_clip"}
-    if unknown:
-        raise ValueError(f"unknown privacy key(s) {sorted(unknown)}; known: hessian_clip, mode")
-    out = {"mode": "paper", "hessian_clip": 4.0} | privacy
-    if out["mode"] not in PRIVACY_MODES:
-        raise ValueError(f"privacy mode must be 'paper' or 'certified', got mode={out['mode']!r}")
-    try:
-        out["hessian_clip"] = float(out["hessian_clip"])
-    except (TypeError, ValueError):
-        out["hessian_clip"] = -1.0
-    if not out["hessian_clip"] > 0 or not math.isfinite(out["hessian_clip"]):
-        raise ValueError(f"privacy hessian_clip must be a finite number > 0, got "
-                         f"hessian_clip={privacy.get('hessian_clip')!r}")
-    if out["mode"] == "certified" and clip["rule"] == "quantile":
-        raise ValueError("privacy mode 'certified' needs a public or private clipping bound: set clip to "
-                         "{rule: private_quantile, ...} or {rule: fixed, value: B}, got clip rule 'quantile'")
-    return out
 
 
 @lru_cache(maxsize=16)
@@ -212,7 +132,7 @@ def resolve(overrides: dict | None = None) -> dict:
     ValueError
         Naming the first bad key and value.
     """
-    from .estimators import get_method
+    from .backend import get_method
 
     p = CellSettings.build(overrides).as_dict()
     p["method_settings"] = {name: get_method(name).settings(p) for name in p["methods"]}

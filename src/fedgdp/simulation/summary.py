@@ -1,7 +1,7 @@
 """Cell files to study summaries: one row per (cell, method).
 
 A *cell* is one point of a study grid: ``(model, study, sizes, m, mu, K)``; its
-files (one per block of replicates, :mod:`fedgdp.runner`) hold one row per
+files (one per block of replicates, :mod:`fedgdp.simulation.run`) hold one row per
 ``(replicate, method)``. :func:`summarise` reduces them to the quantities every
 figure and table reads (:data:`SUMMARY_COLUMNS`):
 
@@ -10,7 +10,7 @@ figure and table reads (:data:`SUMMARY_COLUMNS`):
   ``sd / sqrt(n_ok)``; ``median`` the median over the same replicates.
   ``replicates`` counts all of them and ``diverged`` those flagged by the run
   (a non-finite estimate, or one farther than ``diverge_factor * max(1,
-  ||beta_true||)`` from the truth; see :func:`fedgdp.runner.run_cell`). Flagged but
+  ||beta_true||)`` from the truth; see :func:`fedgdp.simulation.run.run_cell`). Flagged but
   finite estimates stay in the mean: leaving them out would make a method that
   often fails look better than it is.
 - ``rounds``, ``floats_up``, ``floats_down``: mean communication per replicate
@@ -50,7 +50,7 @@ def normalise(key: str, value):
     """A grid value as it is stored in cell and summary rows (``sizes`` in canonical
     form, ``mu`` a float, ``m`` and ``K`` ints); other keys unchanged."""
     if key == "sizes":
-        from .simulate import parse_sizes
+        from .data import parse_sizes
 
         return parse_sizes(value).text
     if key == "mu":
@@ -143,7 +143,7 @@ def write_summary(summary: pd.DataFrame, out: str | os.PathLike, sources=()) -> 
     (:func:`fedgdp.io.write_parquet`; ``params`` lists the cell files read)."""
     import pyarrow as pa
 
-    from .io import write_parquet
+    from ..io import write_parquet
 
     write_parquet(pa.Table.from_pandas(summary, preserve_index=False), out,
                   {"summary_of": [str(p) for p in sources]})
@@ -182,8 +182,8 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
     settings for the row's ``K`` and ``schedule`` (as the simulation ran it), and so do
     FedHybrid's ``K2`` for ``form="k_explicit"`` (:func:`fedgdp.theory.upper_bound`).
     """
-    from .estimators import get_method
-    from .theory import upper_bound
+    from .backend import get_method
+    from ..theory import upper_bound
 
     meth = get_method(method)
     # the certified FedNewton has FedNewton's bound (Theorem 3.9 assumes per-sample

@@ -105,7 +105,7 @@ def _warn_no_cache():
         _WARNED.append(True)
         import warnings
 
-        warnings.warn("fedgdp.kernels: no writable numba cache location (package directory or "
+        warnings.warn("fedgdp.simulation.kernels: no writable numba cache location (package directory or "
                       "~/.cache/numba); the kernels compile in every process (seconds each); "
                       "set NUMBA_CACHE_DIR to a writable directory", RuntimeWarning, stacklevel=3)
 
