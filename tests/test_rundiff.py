@@ -57,3 +57,16 @@ def test_cells_compare_as_rows_whatever_their_files_and_nan_equals_nan(tmp_path)
 
 def test_an_empty_first_tree_is_an_error(tmp_path):
     assert rundiff.main([str(tmp_path), str(tmp_path)]) == 2
+
+
+def test_timing_columns_of_summaries_and_csv_tables_are_not_numbers(tmp_path):
+    """``mean_elapsed_s`` (CNN summaries) is a time, like ``elapsed_s``; a CSV table that
+    differs only there is identical, one that differs elsewhere too is named."""
+    csv = "method,acc,mean_elapsed_s\nfedavg,0.9,{t}\n"
+    a = _tree(tmp_path / "a", csv=csv.format(t=1.5))
+    b = _tree(tmp_path / "b", csv=csv.format(t=2.25))
+    assert rundiff.compare_trees(a, b) == (2, [])
+    c = _tree(tmp_path / "c", csv="method,acc,mean_elapsed_s\nfedavg,0.8,2.25\n")
+    (diff,) = rundiff.compare_trees(a, c)[1]
+    assert diff.path.endswith("t.csv") and "beyond its timing" in diff.why
+    assert rundiff.volatile("mean_elapsed_s") and rundiff.volatile("elapsed_s") and not rundiff.volatile("mse")
