@@ -263,3 +263,14 @@ def test_more_columns_than_panels():
     fig = plot_figure(spec, both)
     assert len(fig.legends) == 2           # one under each of the two used columns
     _assert_legends_outside_panels(fig)
+
+
+def test_a_figure_of_a_missing_or_unknown_selection_is_a_clear_error():
+    from fedgdp.figures import rows_of
+
+    df = pd.DataFrame({"task": ["binary", "binary"], "value": [0.7, 0.8]})
+    assert list(rows_of(df, "task", "binary", ["binary", "multiclass"], "the rows")["value"]) == [0.7, 0.8]
+    with pytest.raises(ValueError, match="unknown task 'ternary'; choose from binary, multiclass"):
+        rows_of(df, "task", "ternary", ["binary", "multiclass"], "the rows")
+    with pytest.raises(ValueError, match="the rows holds no rows of task 'multiclass'"):
+        rows_of(df, "task", "multiclass", ["binary", "multiclass"], "the rows")

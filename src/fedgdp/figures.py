@@ -11,7 +11,7 @@ FedNewton has FedNewton's). A method missing here gets a derived fallback style
 """
 from __future__ import annotations
 
-__all__ = ["METHOD_STYLE", "method_style", "HATCHED", "pyplot", "save_figure"]
+__all__ = ["METHOD_STYLE", "method_style", "HATCHED", "pyplot", "save_figure", "rows_of"]
 
 METHOD_STYLE: dict[str, dict[str, str]] = {
     "fedsgd": {"color": "#1f77b4", "marker": "o"},
@@ -51,6 +51,18 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def rows_of(table, column: str, value, known, what: str):
+    """The rows of ``table`` (a DataFrame) whose ``column`` equals ``value``: what one
+    figure draws. ValueError naming the value when it is not one of ``known``, or when
+    ``what`` (the table, in words) holds no row of it."""
+    if value not in known:
+        raise ValueError(f"unknown {column} {value!r}; choose from {', '.join(map(str, known))}")
+    rows = table[table[column] == value]
+    if rows.empty:
+        raise ValueError(f"{what} holds no rows of {column} {value!r}")
+    return rows
 
 
 def save_figure(fig, pdf=None, png=None, *, title: str = "", about: str = "", close: bool = True,

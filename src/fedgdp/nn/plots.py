@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..figures import method_style, pyplot, save_figure
+from ..figures import method_style, pyplot, rows_of, save_figure
 from .calibration import LABELS, METHODS
 
 __all__ = ["summarise_runs", "plot_nn_figure", "SUMMARY_COLUMNS"]
@@ -59,11 +59,7 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
     """
     plt = pyplot()
 
-    if figure not in _XLABEL:
-        raise ValueError(f"figure must be fig09 or fig10, got figure={figure!r}")
-    s = summary[summary["figure"] == figure]
-    if s.empty:
-        raise ValueError(f"the summary holds no rows of {figure}")
+    s = rows_of(summary, "figure", figure, list(_XLABEL), "the summary")
     datasets = [d for d in _DATASET_ORDER if d in set(s["dataset"])] + \
         sorted(set(s["dataset"]) - set(_DATASET_ORDER))
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.6 * len(datasets), 3.8), squeeze=False)

@@ -15,7 +15,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..figures import HATCHED, method_style, pyplot, save_figure
+from ..figures import HATCHED, method_style, pyplot, rows_of, save_figure
 from .parameters import METRICS, NONPRIVATE, PRIVATE, REGISTRY
 
 __all__ = ["plot_realdata", "method_colors", "realdata_medians"]
@@ -79,11 +79,7 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
     """
     plt = pyplot()
 
-    if task not in METRICS:
-        raise ValueError(f"unknown task {task!r}; choose from {', '.join(METRICS)}")
-    rows = df[df["task"] == task]
-    if rows.empty:
-        raise ValueError(f"no rows for task {task!r} in the real-data files")
+    rows = rows_of(df, "task", task, list(METRICS), "the real-data files")
     present = set(rows["method"])
     methods = [m for m in (methods or list(REGISTRY)) if m in present]
     private = [m for m in methods if m in PRIVATE]
