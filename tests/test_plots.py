@@ -272,5 +272,5 @@ def test_a_figure_of_a_missing_or_unknown_selection_is_a_clear_error():
     assert list(rows_of(df, "task", "binary", ["binary", "multiclass"], "the rows")["value"]) == [0.7, 0.8]
     with pytest.raises(ValueError, match="unknown task 'ternary'; choose from binary, multiclass"):
         rows_of(df, "task", "ternary", ["binary", "multiclass"], "the rows")
-    with pytest.raises(ValueError, match="the rows holds no rows of task 'multiclass'"):
+    with pytest.raises(ValueError, match="no rows of task .multiclass. in the rows"):
         rows_of(df, "task", "multiclass", ["binary", "multiclass"], "the rows")

@@ -61,7 +61,7 @@ def rows_of(table, column: str, value, known, what: str):
         raise ValueError(f"unknown {column} {value!r}; choose from {', '.join(map(str, known))}")
     rows = table[table[column] == value]
     if rows.empty:
-        raise ValueError(f"{what} holds no rows of {column} {value!r}")
+        raise ValueError(f"no rows of {column} {value!r} in {what}")
     return rows
 
 
