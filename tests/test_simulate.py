@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from fedgdp.simulation.data import (allocate_total, parse_size_slug, parse_sizes, replicate_rng,
-                             simulate_replicate, size_slug, stable_hash)
+from fedgdp.datasets import allocate_total
+from fedgdp.seeds import stable_hash
+from fedgdp.simulation.data import parse_size_slug, parse_sizes, replicate_rng, simulate_replicate, size_slug
 
 
 def _draws(text, m=200, reps=50, seed=0):

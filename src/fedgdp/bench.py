@@ -12,7 +12,6 @@ The fast code against the loop oracle on one cell (their CPU-time ratio) is
 """
 from __future__ import annotations
 
-import itertools
 import json
 import platform
 import time
@@ -54,26 +53,17 @@ def write_json(result: dict, out: str | None) -> None:
 
 # ------------------------------------------------------------------------ suite
 def suite_cells(config: dict, studies=None):
-    """``(study, overrides)`` of every cell of the config's studies, for every model.
+    """``(study, overrides)`` of every cell of the config's studies, for every model: the
+    workflow's own expansion (:meth:`fedgdp.plan.Plan.study_cells` and ``cell_overrides``)."""
+    from .plan.simulation import SimulationPart
 
-    The same expansion as the workflow's (``workflow/rules/common.smk``: the grid's
-    sizes x m x mu x K, a missing axis from ``defaults``; a study's ``settings`` over them).
-    """
-    from .plan import merge_settings
-
+    plan = SimulationPart(config, config.get("run", "bench"))
     for study, s in config["studies"].items():
         if studies and study not in studies:
             continue
-        d = merge_settings(config["defaults"], s.get("settings", {}))    # a study's own settings
-        grid = s["grid"]
-        axes = (grid["sizes"], grid["m"], grid.get("mu", [d["mu"]]), grid.get("K", [d["K"]]))
         for model in s["models"]:
-            for sizes, m, mu, K in itertools.product(*axes):
-                p = {k: v for k, v in d.items() if k not in ("mu", "K")}
-                p.update(model=model, study=study, sizes=sizes, m=int(m), mu=mu, K=int(K),
-                         schedule=s["schedule"], methods=list(s["methods"]),
-                         beta_true=config["beta_true"][model])
-                yield study, p
+            for cell in plan.study_cells(study):
+                yield study, plan.cell_overrides(model, study, cell)
 
 
 @contextmanager

@@ -65,14 +65,13 @@ def rows_of(table, column: str, value, known, what: str):
     return rows
 
 
-def save_figure(fig, pdf=None, png=None, *, title: str = "", about: str = "", close: bool = True,
-                **savefig) -> list:
+def save_figure(fig, pdf=None, png=None, *, title: str = "", about: str = "", **savefig) -> list:
     """Write ``fig`` as PDF and/or PNG (150 dpi), each atomically (:func:`fedgdp.io.atomic_path`).
 
     The PDF carries no creation date, so a rerun writes the same bytes; ``title`` and
     ``about`` (e.g. the figure's JSON contents) go into the files' metadata. Extra
     keyword arguments go to ``savefig`` (e.g. ``bbox_inches="tight"``). Returns the
-    paths written; closes the figure unless ``close`` is False.
+    paths written and closes the figure.
     """
     from .io import atomic_path
 
@@ -84,8 +83,7 @@ def save_figure(fig, pdf=None, png=None, *, title: str = "", about: str = "", cl
             with atomic_path(path) as tmp:
                 fig.savefig(tmp, format=fmt, **extra, **savefig)
             written.append(path)
-    if close:
-        import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt
 
-        plt.close(fig)
+    plt.close(fig)
     return written

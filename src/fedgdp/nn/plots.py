@@ -105,4 +105,5 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
     fig.text(0.5, 0.04 / height, "\n".join(caption), fontsize=8, color="dimgrey", ha="center", va="bottom")
     fig.tight_layout(rect=(0, bottom / height, 1, 1))
     out = Path(out)
-    return save_figure(fig, out, out.with_suffix(".png") if png else None, title=f"CNN test accuracy against {_XLABEL[figure].lower()}")
+    return save_figure(fig, out, out.with_suffix(".png") if png else None,
+                       title=f"CNN test accuracy against {_XLABEL[figure].lower()}")

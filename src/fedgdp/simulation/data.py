@@ -22,12 +22,12 @@ from functools import cached_property
 
 import numpy as np
 
-from ..datasets import allocate_total  # noqa: F401 (also this module's public name)
+from ..datasets import allocate_total
 from ..glm import get_model
-from ..seeds import derived_rng, stable_hash  # noqa: F401 (stable_hash: also this module's public name)
+from ..seeds import derived_rng
 
 __all__ = [
-    "SizeScheme", "parse_sizes", "stable_hash", "replicate_rng", "noise_rng",
+    "SizeScheme", "parse_sizes", "replicate_rng", "noise_rng",
     "Replicate", "simulate_replicate", "size_slug", "parse_size_slug",
 ]
 
