@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 from fedgdp import privacy
-from fedgdp.simulation.backend import aggregation_weights, floored_solve
+from fedgdp.simulation.backend import aggregation_weights
+from fedgdp.solvers import floored_solve
 from fedgdp.glm import GLM
 from fedgdp.simulation.data import Replicate
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 
-from fedgdp.simulation.backend import REGISTRY, floored_solve, get_method
+from fedgdp.simulation.backend import REGISTRY, get_method
+from fedgdp.solvers import floored_solve
 from fedgdp.simulation.run import run_cell
 
 from conftest import make_block, stacked_noise

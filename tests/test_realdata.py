@@ -62,7 +62,7 @@ def test_cg_newton_step_equals_dense_newton_step(model):
 
 
 def test_floor_solver_matches_the_simulations_floored_solve():
-    from fedgdp.simulation.backend import floored_solve
+    from fedgdp.solvers import floored_solve
 
     fd = _fold(BINARY_LOGISTIC, seed=3)
     Theta = np.full((fd.d, 1), 0.3)

@@ -120,8 +120,8 @@ def _sim_states(d: int, rng) -> list[np.ndarray]:
 
 
 def _audit_sim(name: str, model: str, mode: str, n: int, seed: int) -> list[AuditRow]:
-    from .simulation.backend import get_method
     from .glm import get_model
+    from .simulation.backend import get_method
     from .simulation.params import resolve
 
     glm = get_model(model)
@@ -325,8 +325,8 @@ def run_audit(*, quick: bool = False, seed: int = 0) -> list[AuditRow]:
 
 
 def _run_all(n_sim: int, n_real: int, seed: int) -> list[AuditRow]:
-    from .simulation.backend import REGISTRY
     from .realdata import REGISTRY as REAL
+    from .simulation.backend import REGISTRY
 
     rows: list[AuditRow] = []
     for model in ("logistic", "poisson"):

@@ -19,7 +19,10 @@ import json
 
 import numpy as np
 
-__all__ = ["stable_hash", "seed_sequence", "derived_rng"]
+__all__ = ["stable_hash", "seed_sequence", "derived_rng", "CLIP_STREAM"]
+
+#: The stream of the private clipping rule's noisy histograms (every experiment)
+CLIP_STREAM = "clip_histogram"
 
 
 def stable_hash(obj) -> int:

@@ -41,8 +41,8 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
 
     def _check_simulation(self):
         from ..simulation.backend import REGISTRY, get_method
-        from ..simulation.params import resolve
         from ..simulation.data import parse_sizes
+        from ..simulation.params import resolve
 
         c = self.config
         for name, given in c["defaults"]["method_settings"].items():

@@ -86,21 +86,12 @@ class FoldData:
         return clipped_gradient(self.model, Theta, self.X[i][rows], self.Y[i][rows], self.bound,
                                 self.xnorm[i][rows])
 
-    def zeros(self) -> np.ndarray:
-        return np.zeros((self.d, self.k))
-
     def calibrate(self, plan: tuple) -> tuple[list, privacy.Ledger]:
         """Per-client noise sds (one (m,) array per spec) and the ledger of a plan
         built with ``B = self.B`` and ``n`` of shape (1, m)
         (:func:`fedgdp.privacy.calibrate_with_clip`)."""
-        cal = privacy.calibrate_with_clip(plan, mu=self.mu, clip=self.clip,
-                                          n=self.sizes.astype(float)[None, :])
+        cal = privacy.calibrate_with_clip(plan, mu=self.mu, clip=self.clip, n=self.plan_n)
         return [np.asarray(s)[0] for s in cal.sigmas], cal.ledger
-
-    @property
-    def n_row(self) -> np.ndarray:
-        """Client sizes as a (1, m) float array (the shape of a plan's ``n``)."""
-        return self.sizes.astype(float)[None, :]
 
     # -- what the core reads (fedgdp.methods)
     kind = REALDATA
@@ -112,7 +103,8 @@ class FoldData:
 
     @property
     def plan_n(self) -> np.ndarray:
-        return self.n_row
+        """Client sizes as a (1, m) float array (the shape of a plan's ``n``)."""
+        return self.sizes.astype(float)[None, :]
 
     def half_sizes(self) -> np.ndarray:
         """FedNewton's half 1 of each client: its first ``floor(n_i / 2)`` rows, (m,)."""

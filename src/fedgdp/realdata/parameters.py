@@ -128,11 +128,6 @@ def get_method(name: str):
 
 
 # --------------------------------------------------------------- parameters
-def _check_int(name, value, low=1):
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {name}={value!r}")
-
-
 def resolve(overrides: dict | None = None) -> dict:
     """Fully resolved real-data parameters (a new dict); ValueError naming a bad value."""
     p = RealdataSettings.build(overrides).as_dict()      # every parameter but the methods'
@@ -156,7 +151,7 @@ def resolve(overrides: dict | None = None) -> dict:
             raise ValueError(f"unknown setting(s) {sorted(unknown)} for method {name}")
         for key, value in s.items():
             if key in ("K", "R", "K1", "K2", "maxiter"):
-                _check_int(f"{name}.{key}", value, low=0 if key == "K2" else 1)
+                integer(0 if key == "K2" else 1)(f"{name}.{key}", value)
             elif not float(value) > 0:
                 raise ValueError(f"{name}.{key} must be > 0, got {value!r}")
         settings[name] = s

@@ -10,7 +10,7 @@ import numpy as np
 from .. import privacy
 from ..datasets import Dataset, layout_key, split_layout
 from ..glm import matrix_model
-from ..seeds import derived_rng
+from ..seeds import CLIP_STREAM, derived_rng
 from .clipping import clip_bound_real
 from .folds import FoldData
 from .metrics import client_metric
@@ -34,10 +34,6 @@ __all__ = ["COLUMNS", "CLIP_STREAM", "noise_rng", "run_split", "write_rows", "re
 COLUMNS = ["task", "dataset", "method", "label", "private", "mu", "split", "client", "n_client",
            "metric", "value", "value_folds", "m", "n_min", "folds", "base_seed", "B", "tau1",
            "mu_composed", "rounds", "floats_up", "floats_down", "elapsed_s", "mu_certified", "privacy_mode"]
-
-
-#: Noise stream of the private clipping rule's histograms.
-CLIP_STREAM = "clip_histogram"
 
 
 def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.random.Generator:

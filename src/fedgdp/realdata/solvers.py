@@ -28,7 +28,8 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
     if scale is not None and solver == "floor":
         solver = "ridge"
     if solver == "cg":
-        s, _ = cg_solve(lambda V: model.hvp(Theta, X1, V, scale) + tau1 * V, g, tol=cg_tol,
+        P = model.predict(Theta, X1)                 # fixed during the solve: one product, not one per step
+        s, _ = cg_solve(lambda V: model.hvp_at(P, X1, V, scale) + tau1 * V, g, tol=cg_tol,
                         maxiter=cg_maxiter)
         return s
     H = model.hessian(Theta, X1, scale)

@@ -35,15 +35,14 @@ from functools import cached_property
 import numpy as np
 
 from .. import privacy
-from ..privacy import RELEASES
 from ..glm import GLM
 from ..methods import SIMULATION, Fit, Method, PreDrawnNoise, registry
 from ..methods import get_method as _get_method
-from .data import Replicate
+from ..privacy import RELEASES
 from ..solvers import floored_solve, ridge_solve
+from .data import Replicate
 
-__all__ = ["ClientBlock", "FitData", "SimBackend", "Fit", "Method", "REGISTRY", "get_method",
-           "aggregation_weights", "floored_solve", "ridge_solve", "RELEASES"]
+__all__ = ["ClientBlock", "FitData", "SimBackend", "REGISTRY", "get_method", "aggregation_weights"]
 
 
 # ------------------------------------------------------------------ data layout
@@ -131,7 +130,7 @@ class ClientBlock:
 
     def local_steps(self, theta, *, K, eta, bounds, sigma, Z) -> np.ndarray:
         """K noisy local steps of every client from ``theta`` (n_rep, m, d); see
-        :func:`local_descent`. Returns a new (n_rep, m, d) array."""
+        :func:`fedgdp.simulation.kernels.local_descent`. Returns a new (n_rep, m, d) array."""
         from . import kernels
 
         th = np.array(theta, dtype=float, order="C").reshape(self.C, self.d)
@@ -143,7 +142,7 @@ class ClientBlock:
 
     def server_steps(self, theta, w, *, K, eta, bounds, sigma, Z) -> np.ndarray:
         """K FedSGD steps of every replicate from the global ``theta`` (n_rep, d); see
-        :func:`server_descent`. Returns a new (n_rep, d) array."""
+        :func:`fedgdp.simulation.kernels.server_descent`. Returns a new (n_rep, d) array."""
         from . import kernels
 
         th = np.array(theta, dtype=float, order="C")
@@ -262,14 +261,6 @@ class FitData:
         mu = self.mu if self.private else np.inf     # clip_only: no noise, so no private release
         cal = privacy.calibrate_with_clip(plan, mu=mu, clip=self.clip, n=self.sizes.astype(float))
         return cal.sigmas, cal.ledger
-
-    def hessian_bound(self) -> float:
-        """The per-sample Hessian clip H_c = hessian_clip * tau1 (certified FedNewton)."""
-        return float(self.privacy["hessian_clip"]) * self.tau1
-
-    @property
-    def certified_mode(self) -> bool:
-        return self.privacy.get("mode", "paper") == "certified"
 
     # -- what the core reads (fedgdp.methods)
     kind = SIMULATION

@@ -17,12 +17,13 @@ import time
 
 import numpy as np
 
-from .backend import FitData, get_method
 from ..glm import get_model
-from .params import data_key
-from ..privacy import adds_noise, clip_bound, clips
 from ..io import read_parquet_files, write_parquet
+from ..privacy import adds_noise, clip_bound, clips
+from ..seeds import CLIP_STREAM
+from .backend import FitData, get_method
 from .data import noise_rng, parse_sizes, replicate_rng, simulate_replicate
+from .params import data_key
 
 __all__ = ["run_cell", "simulate_block", "write_cell", "read_cell", "COLUMNS"]
 
@@ -48,10 +49,6 @@ def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dic
     noisy = adds_noise(p["mu"], p.get("release", "private"))
     return [meth.draw_noise(noise_rng(p["base_seed"], key, r, meth.noise_stream), s, p["m"], d,
                             noisy) for r in replicates]
-
-
-#: Noise stream of the private clipping rule's histograms (see :func:`clip_bounds`).
-CLIP_STREAM = "clip_histogram"
 
 
 def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_bound) -> np.ndarray:

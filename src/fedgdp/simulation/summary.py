@@ -182,8 +182,8 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
     settings for the row's ``K`` and ``schedule`` (as the simulation ran it), and so do
     FedHybrid's ``K2`` for ``form="k_explicit"`` (:func:`fedgdp.theory.upper_bound`).
     """
-    from .backend import get_method
     from ..theory import upper_bound
+    from .backend import get_method
 
     meth = get_method(method)
     # the certified FedNewton has FedNewton's bound (Theorem 3.9 assumes per-sample
