@@ -47,7 +47,7 @@ TERMS = {
 }
 
 CELL = ["model", "method", "sizes", "m", "K"]
-_READ = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N", "sq_error", "diverged"]
+_READ = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N", "sq_error"]
 
 #: Columns of the table: the cell, the replicates used, the private MSE and each term,
 #: each followed by its Monte Carlo standard error.
@@ -65,7 +65,7 @@ def read_rows(paths) -> pd.DataFrame:
     """The rows of the given cell files the decomposition reads (:data:`_READ`)."""
     from .io import read_parquet_files
 
-    return read_parquet_files(paths, _READ, "cell")[_READ]
+    return read_parquet_files(paths, _READ, "cell", only=True)
 
 
 def paired(rows: pd.DataFrame, studies: dict, K_conv: int) -> pd.DataFrame:
@@ -188,15 +188,8 @@ def write_csv(df: pd.DataFrame, path) -> None:
 
 
 def write_markdown(df: pd.DataFrame, path, *, title: str = "", note: str = "") -> None:
-    """The table as GitHub-flavoured Markdown, 3 significant digits, with a note."""
-    from .io import write_text
+    """The table as GitHub-flavoured Markdown, 3 significant digits, with a note
+    (:func:`fedgdp.tables.write_markdown` of the formatted text)."""
+    from . import tables
 
-    text = _formatted(df, "display")
-    lines = [f"# {title}", ""] if title else []
-    lines.append("| " + " | ".join(HEADERS[c] for c in COLUMNS) + " |")
-    lines.append("|" + "|".join("---" for _ in COLUMNS) + "|")
-    for _, row in text.iterrows():
-        lines.append("| " + " | ".join(str(row[c]) for c in COLUMNS) + " |")
-    if note:
-        lines += ["", note]
-    write_text(path, "\n".join(lines) + "\n")
+    tables.write_markdown(_formatted(df, "display")[COLUMNS], path, HEADERS, title=title, note=note)

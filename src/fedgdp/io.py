@@ -71,11 +71,12 @@ def write_parquet(table, out: str | os.PathLike, params) -> None:
         pq.write_table(table, tmp)
 
 
-def read_parquet_files(paths, columns, what: str):
+def read_parquet_files(paths, columns, what: str, *, only: bool = False):
     """Read and concatenate Parquet files into a DataFrame.
 
     ValueError naming the file when one is corrupt or lacks any of ``columns``
-    (``what`` names the kind of file in the message, e.g. ``"cell"``).
+    (``what`` names the kind of file in the message, e.g. ``"cell"``). ``only``: read
+    just ``columns``, in that order (the schema is checked first, the rest never read).
     """
     import pandas as pd
     import pyarrow.parquet as pq
@@ -83,10 +84,11 @@ def read_parquet_files(paths, columns, what: str):
     frames = []
     for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
         try:
-            table = pq.read_table(path)
+            names = pq.read_schema(path).names
+            missing = set(columns) - set(names)
+            table = None if missing else pq.read_table(path, columns=list(columns) if only else None)
         except Exception as exc:  # pyarrow raises several types for damaged files
             raise ValueError(f"cannot read {what} file {path}: {exc}") from None
-        missing = set(columns) - set(table.column_names)
         if missing:
             raise ValueError(f"{what} file {path} lacks columns {sorted(missing)}")
         frames.append(table.to_pandas())

@@ -63,10 +63,15 @@ def _same_values(xs: list, ys: list) -> bool:
 
 def _parquet_difference(a: Path, b: Path) -> str | None:
     """Why two Parquet files hold different data (None when they hold the same)."""
-    import numpy as np
     import pyarrow.parquet as pq
 
-    ta, tb = pq.read_table(a), pq.read_table(b)
+    return _table_difference(pq.read_table(a), pq.read_table(b))
+
+
+def _table_difference(ta, tb) -> str | None:
+    """Why two Arrow tables hold different data, timing columns aside (None if they don't)."""
+    import numpy as np
+
     ta = ta.drop_columns([c for c in ta.column_names if volatile(c)])
     tb = tb.drop_columns([c for c in tb.column_names if volatile(c)])
     if ta.column_names != tb.column_names:
@@ -75,9 +80,12 @@ def _parquet_difference(a: Path, b: Path) -> str | None:
         return f"{ta.num_rows} rows vs {tb.num_rows}"
     for name in ta.column_names:
         ca, cb = ta.column(name), tb.column(name)
-        if not ca.equals(cb) and not _same_values(ca.to_pylist(), cb.to_pylist()):
+        if ca.equals(cb):
+            continue
+        xs, ys = ca.to_pylist(), cb.to_pylist()
+        if not _same_values(xs, ys):
             try:
-                diff = np.nanmax(np.abs(np.asarray(ca.to_pylist(), float) - np.asarray(cb.to_pylist(), float)))
+                diff = np.nanmax(np.abs(np.asarray(xs, float) - np.asarray(ys, float)))
                 return f"column {name} differs (max abs difference {diff:.3g})"
             except (TypeError, ValueError):
                 return f"column {name} differs"
@@ -119,17 +127,10 @@ def _cell_rows(root: Path):
 
 
 def _cells_difference(before: Path, after: Path) -> str | None:
-    import tempfile
-
-    import pyarrow.parquet as pq
-
     a, b = _cell_rows(before), _cell_rows(after)
     if b is None:
         return "no cell files in the second tree"
-    with tempfile.TemporaryDirectory() as tmp:
-        pq.write_table(a, Path(tmp) / "a.parquet")
-        pq.write_table(b, Path(tmp) / "b.parquet")
-        why = _parquet_difference(Path(tmp) / "a.parquet", Path(tmp) / "b.parquet")
+    why = _table_difference(a, b)
     return None if why is None else f"{a.num_rows} rows: {why}"
 
 

@@ -66,17 +66,10 @@ def _cmd_nn_summarise(args) -> int:
 
 
 def _cmd_nn_plot(args) -> int:
-    import pandas as pd
+    from ..io import read_parquet_files
+    from .plots import SUMMARY_COLUMNS, plot_nn_figure
 
-    from .plots import plot_nn_figure
-
-    frames = []
-    for path in args.inputs:
-        try:
-            frames.append(pd.read_parquet(path))
-        except Exception as exc:
-            raise ValueError(f"cannot read summary file {path}: {exc}") from None
-    summary = pd.concat(frames, ignore_index=True)
+    summary = read_parquet_files(args.inputs, SUMMARY_COLUMNS, "summary")
     plot_nn_figure(summary, args.figure, args.out, png=not args.no_png)
     if args.csv:
         from ..io import atomic_path

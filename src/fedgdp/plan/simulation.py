@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 
 from .base import PlanBase, alternatives, fmt_mu
 from .config import GRID_AXES, merge_settings
@@ -53,7 +54,8 @@ class SimulationPart(PlanBase):
         in one process: ``ceil(n / cells_per_job)`` groups whose sizes differ by at most
         one, so the process start-up (imports, compiled kernels) is paid once per group.
         """
-        n, per = len(self.study_cells(study)), self.config["cells_per_job"]
+        n = math.prod(len(values) for values in self.study_axes(study).values())    # len(study_cells)
+        per = self.config["cells_per_job"]
         k = -(-n // per)
         cuts = [i * n // k for i in range(k + 1)]
         return [(cuts[i], cuts[i + 1] - 1) for i in range(k)]
