@@ -79,7 +79,7 @@ def test_cli_prints_the_audit_as_json_and_as_a_table(rows, capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_nn_methods_are_audited_when_torch_imports(nn_rows):
-    from fedgdp.nn.calibration import METHODS
+    from fedgdp.nn.settings import METHODS
 
     assert all(r.model == "cnn" for r in nn_rows)
     assert {f"nn:{m}" for m in METHODS} == {r.method for r in nn_rows}

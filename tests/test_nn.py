@@ -1,15 +1,20 @@
-"""CNN methods with torch: per-sample clipping, head-only Newton, sampling, reproducibility, CLI."""
+"""CNN methods with torch: the methods of the core on the torch backend against the former
+loop (tests/nn_oracle.py), head-only Newton, sampling, reproducibility, CLI."""
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from fedgdp.nn.calibration import calibrate  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))
+import nn_oracle as oracle  # noqa: E402
+
+from fedgdp.nn.backend import head_newton_step, head_vector, newton_direction, sample_clients  # noqa: E402
 from fedgdp.nn.models import ConvNet, build_model  # noqa: E402
-from fedgdp.nn.settings import resolve  # noqa: E402
-from fedgdp.nn.train import (ClientData, batched_clipped_mean_grads, clipped_mean_grad,  # noqa: E402
-                             head_newton_step, head_vector, newton_direction, resolve_device, sample_clients,
-                             train)
+from fedgdp.nn.settings import METHODS, resolve  # noqa: E402
+from fedgdp.nn.train import ClientData, resolve_device, train  # noqa: E402
 
 
 def tiny_net(seed=0, hidden=3):
@@ -26,73 +31,43 @@ def params_of(net):
     return {k: v.detach() for k, v in net.named_parameters()}
 
 
-@pytest.mark.parametrize("B", [0.05, 0.5, 50.0])
-def test_per_sample_clipped_gradient_equals_loop(B):
-    net = tiny_net()
-    x, y = tiny_data(7)
-    params = params_of(net)
-    got, clipped = clipped_mean_grad(net, params, x, y, B, max_floats=3 * 100)   # several chunks
-    want = {k: torch.zeros_like(v) for k, v in params.items()}
-    n_clipped = 0
-    for j in range(7):
-        net.zero_grad()
-        torch.nn.functional.nll_loss(net(x[j:j + 1]), y[j:j + 1]).backward()
-        g = {k: v.grad.detach().clone() for k, v in net.named_parameters()}
-        norm = torch.sqrt(sum((v ** 2).sum() for v in g.values()))
-        factor = min(1.0, B / float(norm))
-        n_clipped += factor < 1
-        for k in want:
-            want[k] += factor * g[k] / 7
-    assert clipped == n_clipped
+def digits_clients(sizes, seed=0, dtype=torch.float64):
+    from fedgdp.nn.data import load_images
+
+    data = load_images("digits")
+    idx = np.random.default_rng(seed).permutation(len(data.y_train))
+    xs, ys, o = [], [], 0
+    for s in sizes:
+        xs.append(torch.as_tensor(data.x_train[idx[o:o + s]]).to(dtype))
+        ys.append(torch.as_tensor(data.y_train[idx[o:o + s]]))
+        o += s
+    return ClientData(xs, ys)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("mu", [2.0, float("inf")])
+@pytest.mark.parametrize("stack", [True, False])
+def test_core_methods_equal_the_former_loop(method, mu, stack):
+    """Each CNN method of fedgdp.methods on the torch backend equals the former training
+    loop (materialised per-sample gradients, phases by kind, the old closed-form sds) with
+    the same client draws and noise: float64, 1e-12 (only summation order differs), and
+    the same rounds, clipped counts, gradient evaluations, floats and releases."""
+    p = resolve({"dataset": "digits", "m": 6, "n": 30, "rounds": 4, "local_epochs": 3, "mu": mu, "q": 0.5,
+                 "newton_cycles": 2, "server_lr": 0.8})
+    net = build_model("digits", seed=1).double()
+    params0 = params_of(net)
+    clients = digits_clients([30, 20, 25, 10, 30, 15])
+    cal = oracle.calibrate(method, p, clients.n)
+    want, info = oracle.train(method, net, params0, clients, p, cal, np.random.default_rng(3),
+                              torch.Generator().manual_seed(5))
+    got = train(method, params0, clients, p, np.random.default_rng(3), torch.Generator().manual_seed(5), stack=stack)
     for k in want:
-        torch.testing.assert_close(got[k], want[k], rtol=1e-10, atol=1e-12)
-
-
-@pytest.mark.parametrize("B", [0.3, float("inf")])
-@pytest.mark.parametrize("shared", [True, False])
-def test_batched_clients_equal_one_by_one(B, shared):
-    """Clients of unequal sizes, padded and batched, give each client's own clipped mean."""
-    sizes = [3, 7, 5]
-    data = [tiny_data(n, seed=10 + n) for n in sizes]
-    clients = ClientData([a for a, _ in data], [b for _, b in data])
-    X, Y, M = clients.batch([0, 1, 2])
-    assert X.shape[:2] == (3, 7) and M.sum().item() == 15
-    nets = [tiny_net(seed=0 if shared else s) for s in range(3)]
-    ps = [params_of(net) for net in nets]
-    params = ps[0] if shared else {k: torch.stack([p[k] for p in ps]) for k in ps[0]}
-    got, clipped = batched_clipped_mean_grads(nets[0], params, X, Y, M, B, shared=shared, max_floats=2 * 3 * 100)
-    total = 0
-    for i in range(3):
-        want, c = clipped_mean_grad(nets[0], ps[i], *data[i], B)
-        total += c
-        for k in want:
-            torch.testing.assert_close(got[k][i], want[k], rtol=1e-10, atol=1e-12)
-    assert clipped == total
-
-
-@pytest.mark.parametrize("max_floats", [10, 1 << 25])       # client loop / batched
-def test_round_grads_paths_agree(max_floats):
-    from fedgdp.nn.train import round_grads
-
-    data = [tiny_data(n, seed=20 + n) for n in (4, 6)]
-    clients = ClientData([a for a, _ in data], [b for _, b in data])
-    net = tiny_net()
-    P = params_of(net)
-    got, _ = round_grads(net, P, clients, np.array([1, 0]), 0.3, shared=True, max_floats=max_floats)
-    for j, i in enumerate([1, 0]):
-        want, _ = clipped_mean_grad(net, P, *data[i], 0.3)
-        for k in want:
-            torch.testing.assert_close(got[k][j], want[k], rtol=1e-10, atol=1e-12)
-
-
-def test_unclipped_gradient_is_the_mean_gradient():
-    net = tiny_net()
-    x, y = tiny_data(5)
-    got, _ = clipped_mean_grad(net, params_of(net), x, y, float("inf"))
-    net.zero_grad()
-    torch.nn.functional.nll_loss(net(x), y).backward()
-    for k, v in net.named_parameters():
-        torch.testing.assert_close(got[k], v.grad, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(got.params[k], want[k], rtol=1e-12, atol=1e-12)
+    assert (got.info.rounds, got.info.clipped, got.info.grad_evals, got.info.floats_up, got.info.floats_down) == \
+        (info.rounds, info.clipped, info.grad_evals, info.floats_up, info.floats_down)
+    stage = {"avg": "local step", "sgd": "gradient", "newton": "newton"}
+    assert {stage[k]: v.tolist() for k, v in info.releases.items()} == {k: v.tolist() for k, v in got.counts.items()}
+    np.testing.assert_allclose(got.ledger.composed_mu(), mu, rtol=1e-12)
 
 
 def _closed_form_newton(net, x, y, B, lam, alpha):
@@ -116,7 +91,7 @@ def _closed_form_newton(net, x, y, B, lam, alpha):
 def test_head_newton_step_equals_closed_form(n, B):
     net = tiny_net(hidden=3)
     x, y = tiny_data(n, seed=3)
-    step, _ = head_newton_step(net, params_of(net), x, y, B=B, lam=0.3, alpha=0.7)
+    step, _ = head_newton_step(params_of(net), x, y, B=B, lam=0.3, alpha=0.7)
     np.testing.assert_allclose(step.numpy(), _closed_form_newton(net, x, y, B, 0.3, 0.7), rtol=1e-9, atol=1e-12)
 
 
@@ -139,11 +114,11 @@ def test_newton_round_moves_only_the_head():
                  "local_epochs": 1, "ridge": 0.4, "damping": 0.9, "methods": "fednewton_iter"})
     params0 = params_of(net)
     gen = torch.Generator().manual_seed(0)
-    theta, info = train("fednewton_iter", net, params0, clients, p, calibrate("fednewton_iter", p, clients.n),
-                        np.random.default_rng(0), gen)
-    assert info.rounds == 2
+    fit = train("fednewton_iter", params0, clients, p, np.random.default_rng(0), gen)
+    theta = fit.params
+    assert fit.info.rounds == 2
     # replay: one plain gradient step (FedAvg round), then the closed-form head step
-    g, _ = clipped_mean_grad(net, params0, x, y, float("inf"))
+    g, _ = oracle.clipped_mean_grad(net, params0, x, y, float("inf"))
     mid = {k: params0[k] - p["lr"] * g[k] for k in params0}
     net.load_state_dict(mid)
     want = head_vector(mid).numpy() - _closed_form_newton(net, x, y, np.inf, 0.4, 0.9)
@@ -173,11 +148,10 @@ def test_training_records_sampled_releases():
     xs = [tiny_data(5, seed=s) for s in range(10)]
     clients = ClientData([a for a, _ in xs], [b for _, b in xs])
     p = resolve({"figure": "fig10", "q": 0.3, "rounds": 4, "local_epochs": 2, "methods": "fedavg"})
-    cal = calibrate("fedavg", p, clients.n)
-    _, info = train("fedavg", net, params_of(net), clients, p, cal, np.random.default_rng(0),
-                    torch.Generator().manual_seed(0))
-    assert info.releases["avg"].sum() == 4 * 3 * 2          # rounds x round(q m) clients x K steps
-    assert np.all(cal.mu_spent(info.releases) <= p["mu"] + 1e-12)
+    fit = train("fedavg", params_of(net), clients, p, np.random.default_rng(0), torch.Generator().manual_seed(0))
+    assert fit.counts["local step"].sum() == 4 * 3 * 2          # rounds x round(q m) clients x K steps
+    spent = fit.ledger.spent_mu(fit.counts)
+    assert np.all(spent <= p["mu"] + 1e-12) and np.any(spent < p["mu"] - 1e-3)
 
 
 def test_run_is_reproducible_on_cpu():

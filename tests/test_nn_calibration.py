@@ -6,11 +6,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedgdp.nn.calibration import METHODS, calibrate, schedule
+from fedgdp import privacy
+from fedgdp.methods import get_method
 from fedgdp.nn.data import DataUnavailable, load_images, write_idx
-from fedgdp.nn.settings import resolve
+from fedgdp.nn.settings import METHODS, release_plan, resolve
 
 SIZES = np.array([8, 40, 41, 480, 4000])
+
+
+def calibrate(method, p, n):
+    """Noise sds per ledger stage (1-d over clients) and the ledger of a CNN method."""
+    plan = release_plan(method, p, n)
+    cal = privacy.calibrate(plan, mu=p["mu"])
+    return {spec.stage: np.asarray(sig)[0] for spec, sig in zip(plan, cal.sigmas)}, cal.ledger, plan
 
 
 @pytest.mark.parametrize("dataset", ["digits", "mnist", "cifar10"])
@@ -18,22 +26,22 @@ SIZES = np.array([8, 40, 41, 480, 4000])
 @pytest.mark.parametrize("mu", [0.5, 2.0, 7.0])
 def test_ledger_composes_to_mu(dataset, method, mu):
     p = resolve({"dataset": dataset, "mu": mu, "figure": "fig10", "ridge": 0.3, "damping": 0.7})
-    cal = calibrate(method, p, SIZES)
-    np.testing.assert_allclose(cal.ledger.composed_mu(), mu, rtol=0, atol=1e-12)
+    _, ledger, plan = calibrate(method, p, SIZES)
+    np.testing.assert_allclose(ledger.composed_mu(), mu, rtol=0, atol=1e-12)
     # a client drawn in every round spends exactly mu; one never drawn spends 0
-    every = {k: np.full(SIZES.shape, T) for k, T in cal.releases.items()}
-    np.testing.assert_allclose(cal.mu_spent(every), mu, atol=1e-12)
-    assert np.all(cal.mu_spent({k: np.zeros(SIZES.shape, int) for k in cal.releases}) == 0)
+    every = {spec.stage: np.full(SIZES.shape, spec.count) for spec in plan}
+    np.testing.assert_allclose(ledger.spent_mu(every), mu, atol=1e-12)
+    assert np.all(ledger.spent_mu({spec.stage: np.zeros(SIZES.shape, int) for spec in plan}) == 0)
 
 
 @pytest.mark.parametrize("share,R", [(0.0, 10), (0.6, 10), (1.0, 10), (0.5, 3)])
 def test_hybrid_ledger_and_compute_match(share, R):
     p = resolve({"hybrid_local_share": share, "rounds": R, "figure": "fig10", "methods": "fedhybrid"})
     K = p["local_epochs"]
-    phases = schedule("fedhybrid", p)
+    s = get_method("fedhybrid", "nn").cnn_settings(p)
     # compute-matched: as many gradient steps per drawn client as FedAvg's R K
-    assert sum(ph.rounds * ph.steps for ph in phases) == R * K
-    np.testing.assert_allclose(calibrate("fedhybrid", p, SIZES).ledger.composed_mu(), p["mu"], atol=1e-12)
+    assert s["R1"] * s["K1"] + s["K2"] == R * K
+    np.testing.assert_allclose(calibrate("fedhybrid", p, SIZES)[1].composed_mu(), p["mu"], atol=1e-12)
 
 
 def test_sigmas_match_the_paper():
@@ -41,33 +49,34 @@ def test_sigmas_match_the_paper():
     B, eta, R, K, mu = p["clip"], p["lr"], p["rounds"], p["local_epochs"], p["mu"]
     n = SIZES.astype(float)
     # Algorithm 3: 2 B eta sqrt(R K) / (mu n) per local step
-    np.testing.assert_allclose(calibrate("fedavg", p, n).sigma["avg"], 2 * B * eta * math.sqrt(R * K) / (mu * n))
+    np.testing.assert_allclose(calibrate("fedavg", p, n)[0]["local step"], 2 * B * eta * math.sqrt(R * K) / (mu * n))
     # compute-matched Algorithm 1 over R K rounds
-    np.testing.assert_allclose(calibrate("fedsgd", p, n).sigma["sgd"], 2 * B * math.sqrt(R * K) / (mu * n))
+    np.testing.assert_allclose(calibrate("fedsgd", p, n)[0]["gradient"], 2 * B * math.sqrt(R * K) / (mu * n))
     # Algorithm 5: stage 1 noise 2 B eta sqrt(2 R K) / (mu n)
-    cal = calibrate("fednewton_iter", p, n)
-    np.testing.assert_allclose(cal.sigma["avg"], 2 * B * eta * math.sqrt(2 * R * K) / (mu * n))
+    sig, _, plan = calibrate("fednewton_iter", p, n)
+    np.testing.assert_allclose(sig["local step"], 2 * B * eta * math.sqrt(2 * R * K) / (mu * n))
     lam, alpha, C = p["ridge"], p["damping"], p["newton_cycles"]
     sens = alpha * B / (lam * n) * (2 + B * B / lam)
-    np.testing.assert_allclose(cal.sensitivity["newton"], sens)
-    np.testing.assert_allclose(cal.sigma["newton"], sens * math.sqrt(2 * C) / mu)
+    np.testing.assert_allclose(plan[1].sensitivity[0], sens)
+    np.testing.assert_allclose(sig["newton"], sens * math.sqrt(2 * C) / mu)
     # Algorithm 2 halves
-    cal = calibrate("fedhybrid", p, n)
+    sig, _, _ = calibrate("fedhybrid", p, n)
     R1 = round(0.6 * R)
-    np.testing.assert_allclose(cal.sigma["avg"], 2 * B * eta * math.sqrt(2 * R1 * K) / (mu * n))
-    np.testing.assert_allclose(cal.sigma["sgd"], 2 * B * math.sqrt(2 * (R - R1) * K) / (mu * n))
+    np.testing.assert_allclose(sig["local step"], 2 * B * eta * math.sqrt(2 * R1 * K) / (mu * n))
+    np.testing.assert_allclose(sig["gradient"], 2 * B * math.sqrt(2 * (R - R1) * K) / (mu * n))
 
 
-def test_newton_iter_schedule():
+def test_newton_iter_rounds():
     p = resolve({"dataset": "mnist", "figure": "fig10"})
-    kinds = [(ph.kind, ph.rounds) for ph in schedule("fednewton_iter", p)]
-    assert kinds == [("avg", 5), ("newton", 1), ("avg", 5), ("newton", 1)]
+    meth = get_method("fednewton_iter", "nn")
+    s = meth.cnn_settings(p)
+    assert (s["R"], s["cycles"], meth.rounds(s)) == (10, 2, 12)       # 2 x (5 FedAvg rounds + 1 Newton round)
 
 
 def test_non_private_ledger():
     p = resolve({"mu": float("inf"), "figure": "fig10"})
-    cal = calibrate("fedavg", p, SIZES)
-    assert np.all(np.isinf(cal.ledger.composed_mu())) and np.all(cal.sigma["avg"] == 0)
+    sig, ledger, _ = calibrate("fedavg", p, SIZES)
+    assert np.all(np.isinf(ledger.composed_mu())) and np.all(sig["local step"] == 0)
 
 
 @pytest.mark.parametrize("bad,word", [

@@ -134,7 +134,8 @@ def test_a_resolved_config_loads_again(paper):
 
 
 # ------------------------------------------------------------------ real data
-def test_real_data_runs(paper, tmp_path):
+def test_real_data_runs(paper, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)        # no data/mnist here, whatever the checkout has
     runs = paper.sensitivity_realdata_runs()
     assert [r["variant"] for r in runs][:2] == ["base", "tau1_0p05"] and {r["dataset"] for r in runs} == {"digits"}
     base = runs[0]["files"]

@@ -257,14 +257,19 @@ def _audit_real(name: str, task: str, mode: str, n: int, seed: int) -> list[Audi
 
 # ------------------------------------------------------------------------- CNNs
 def _audit_nn(seed: int) -> list[AuditRow]:
-    """The CNN methods' releases (extra ``nn``), on a tiny double-precision ConvNet:
-    clipped mean gradients (``gradient``; ``local step`` is eta times one) and the
-    head-only Newton step of Algorithm 5 (``newton``), at two public parameter points."""
+    """The CNN methods' releases (extra ``nn``), on a tiny double-precision ConvNet: the
+    package's clipped mean gradient (:func:`fedgdp.nn.clipping.clipped_grad_sums`;
+    stage ``gradient``, and ``local step`` is ``lr`` times one) and the head-only Newton
+    step of Algorithm 5 (:func:`fedgdp.nn.backend.head_newton_step`; stage ``newton``),
+    at two public parameter points, against each method's plan
+    (:func:`fedgdp.nn.settings.release_plan`). Candidate images include float-maximum
+    and NaN pixels; a non-finite change counts as inf."""
     import torch
 
-    from .nn.calibration import METHODS, SENSITIVITY_KINDS, calibrate
+    from .nn.backend import head_newton_step
+    from .nn.clipping import clipped_grad_sums
     from .nn.models import ConvNet
-    from .nn.train import clipped_mean_grad, head_newton_step
+    from .nn.settings import METHODS, release_plan
 
     n, classes = 30, 3
     gen = torch.Generator().manual_seed(seed)
@@ -276,39 +281,39 @@ def _audit_nn(seed: int) -> list[AuditRow]:
     for s in (seed, seed + 1):
         torch.manual_seed(s)
         net = ConvNet(in_shape=(1, 4, 4), channels=(2,), hidden=3, classes=classes).double()
-        states.append((net, {k: v.detach() for k, v in net.named_parameters()}))
+        states.append({k: v.detach() for k, v in net.named_parameters()})
 
-    def releases(net, params, xs, ys):
-        """The two computed releases: the clipped mean gradient and the head Newton step
-        (a ``local step`` release is ``lr`` times the gradient one)."""
-        with torch.no_grad():
-            g, _ = clipped_mean_grad(net, params, xs, ys, p["clip"])
-            newton, _ = head_newton_step(net, params, xs, ys, B=p["clip"], lam=p["ridge"], alpha=p["damping"])
-        return {"sgd": torch.cat([v.flatten() for v in g.values()]).to(torch.float64), "newton": newton}
+    def releases(params, xs, ys):
+        """The computed releases by ledger stage (a local step is ``lr`` times a gradient)."""
+        ones = torch.ones((1, n), dtype=torch.float64)
+        total, _ = clipped_grad_sums(params, xs[None], ys[None], ones, p["clip"], shared=True)
+        g = torch.cat([v[0].flatten() for v in total.values()]) / n
+        newton, _ = head_newton_step(params, xs, ys, B=p["clip"], lam=p["ridge"], alpha=p["damping"])
+        return {"gradient": g, "local step": p["lr"] * g, "newton": newton}
 
     rng = np.random.default_rng(seed)
-    images = [torch.zeros((1, 4, 4), dtype=torch.float64)]
+    images = [torch.zeros((1, 4, 4), dtype=torch.float64), torch.full((1, 4, 4), float("nan"), dtype=torch.float64),
+              torch.full((1, 4, 4), np.finfo(float).max, dtype=torch.float64)]
     for c in (1.0, 10.0, 1e3):
         images += [c * torch.ones((1, 4, 4), dtype=torch.float64),
                    c * torch.from_numpy(rng.standard_normal((1, 4, 4)))]
-    worst = {"sgd": 0.0, "newton": 0.0}
-    for net, params in states:
-        base = releases(net, params, x, y)
+    worst = {"gradient": 0.0, "local step": 0.0, "newton": 0.0}
+    for params in states:
+        base = releases(params, x, y)
         for img in images:
             for label in range(classes):
                 xs, ys = x.clone(), y.clone()
                 xs[0], ys[0] = img, label
-                new = releases(net, params, xs, ys)
-                for kind in worst:
-                    worst[kind] = max(worst[kind], float((new[kind] - base[kind]).norm()))
-    worst["avg"] = p["lr"] * worst["sgd"]
+                new = releases(params, xs, ys)
+                for stage in worst:
+                    change = float((new[stage] - base[stage]).norm())
+                    worst[stage] = max(worst[stage], change if math.isfinite(change) else math.inf)
     rows = []
     for method in METHODS:
-        cal = calibrate(method, p, np.array([float(n)]))
-        for kind in cal.releases:
-            recorded = float(cal.sensitivity[kind][0])
-            rows.append(AuditRow(f"nn:{method}", "cnn", SENSITIVITY_KINDS[kind], True, worst[kind], recorded,
-                                 worst[kind] / recorded, "any"))
+        for spec in release_plan(method, p, np.array([float(n)])):
+            recorded = float(spec.sensitivity[0, 0])
+            rows.append(AuditRow(f"nn:{method}", "cnn", spec.stage, spec.certified, worst[spec.stage], recorded,
+                                 worst[spec.stage] / recorded, "any"))
     return rows
 
 

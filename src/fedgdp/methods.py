@@ -9,18 +9,21 @@ Methods (paper section 3, docs/methods.md §2-5), one class each, in :data:`REGI
   private local Newton step (Hessian on half 1, clipped gradient on half 2); in
   privacy mode ``certified`` with clipped per-sample Hessians and a ridge solve.
 - ``fednewton_certified`` the certified FedNewton in every mode (FedNewton's noise stream).
+- ``fednewton_iter`` Algorithm 5 (CNNs only): cycles of FedAvg rounds, each followed by
+  one private head-only Newton round on the network's last layer.
 - ``dp_scaffold`` SCAFFOLD (option II control variates) with FedAvg's noise; the control
   variates are post-processing of released iterates (real data only).
 - ``np_scaffold``, ``np_fedavg`` the same algorithms at mu = inf (:class:`NonPrivate`).
 - ``np_localfit``, ``np_pooled`` the two plain ridge fits (real data only).
 
 A method is written against a *backend* (:class:`Backend`): the data of one fit and
-its noise. Two backends implement it: the simulation's
+its noise. Three backends implement it: the simulation's
 (:class:`fedgdp.simulation.backend.SimBackend`: a block of replicates in the fused kernels'
 layout, noise pre-drawn per replicate) and the real data's
 (:class:`fedgdp.realdata.backend.RealBackend`: per-client matrices, J privacy levels
-stacked, noise drawn from one generator in the order the computation asks for it).
-A method's ``backends`` names the ones it runs on; :func:`get_method` checks it.
+stacked, noise drawn from one generator in the order the computation asks for it)
+and the CNNs' (:class:`fedgdp.nn.backend.TorchBackend`: a network's parameters, client
+sampling and a server learning rate, noise from a ``torch.Generator``). A method's ``backends`` names the ones it runs on; :func:`get_method` checks it.
 
 Conventions
 -----------
@@ -44,11 +47,12 @@ import numpy as np
 from . import privacy
 
 __all__ = ["Backend", "Fit", "Method", "FedSGD", "FedAvg", "FedHybrid", "FedNewton", "FedNewtonCertified",
-           "DPScaffold", "NonPrivate", "NPLocalFit", "NPPooled", "REGISTRY", "registry", "get_method",
+           "FedNewtonIter", "DPScaffold", "NonPrivate", "NPLocalFit", "NPPooled", "REGISTRY", "registry", "get_method",
            "RegistryView", "PreDrawnNoise", "StreamNoise", "comm_counts"]
 
-SIMULATION, REALDATA = "simulation", "realdata"
+SIMULATION, REALDATA, CNN = "simulation", "realdata", "nn"
 BOTH = frozenset({SIMULATION, REALDATA})
+GRADIENT_METHODS = BOTH | {CNN}       # FedSGD, FedAvg, FedHybrid also train the CNNs
 
 
 # ------------------------------------------------------------------------ noise
@@ -103,7 +107,11 @@ class Backend(Protocol):
         """Aggregation weights (b, m) or (m,), rows summing to one."""
 
     def zeros(self) -> np.ndarray:
-        """A global parameter of zeros (b, P): every method starts at 0."""
+        """A global parameter of zeros (b, P)."""
+
+    def start(self):
+        """The global parameter every method starts from: zeros for the GLMs, the seeded
+        initial weights for a network."""
 
     def local_steps(self, start, *, K: int, eta: float, sigma, noise, part: str = "full",
                     drift=None) -> np.ndarray:
@@ -198,6 +206,12 @@ class Method:
         return {k: (rng.standard_normal(shape) if private else None)
                 for k, shape in self.noise_shapes(s, m, d).items()}
 
+    # -- CNNs: settings from a run's settings (fedgdp.nn.settings.NNSettings)
+    def cnn_settings(self, p: dict) -> dict:
+        """The method's settings on a CNN run ``p`` (compute-matched: every method makes
+        ``rounds * local_epochs`` gradient steps per drawn client; docs/methods.md §6)."""
+        raise NotImplementedError
+
     # -- every backend
     def rounds(self, s: dict) -> int:
         raise NotImplementedError
@@ -239,8 +253,13 @@ class Method:
 class FedSGD(Method):
     name, label, algorithm = "fedsgd", "FedSGD", "Algorithm 1"
 
+    backends = GRADIENT_METHODS
+
     def settings(self, params):
         return {"K": params["K"], "eta": 0.5} | _method_params(params, self.name)
+
+    def cnn_settings(self, p):
+        return {"K": p["rounds"] * p["local_epochs"], "eta": p["lr"]}
 
     def noise_shapes(self, s, m, d):
         return {"Z": (s["K"], m, d)}
@@ -254,12 +273,16 @@ class FedSGD(Method):
     def run(self, be, s):
         (sigma,), ledgers = be.calibrate(self, s)
         w = be.weights(releases=s["K"])
-        theta = be.server_steps(be.zeros(), w, K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z"))
+        theta = be.server_steps(be.start(), w, K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z"))
         return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))
 
 
 class FedAvg(Method):
     name, label, algorithm = "fedavg", "FedAvg", "Algorithm 3"
+    backends = GRADIENT_METHODS
+
+    def cnn_settings(self, p):
+        return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"]}
 
     def settings(self, params):
         s = {"R": 2, "eta": 0.5} | _method_params(params, self.name)
@@ -279,7 +302,7 @@ class FedAvg(Method):
     def run(self, be, s):
         (sigma,), ledgers = be.calibrate(self, s)
         w = be.weights(releases=s["R"] * s["K"])
-        theta = be.zeros()
+        theta = be.start()
         for r in range(s["R"]):
             local = be.local_steps(theta, K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z", r))
             theta = be.average(w, local)
@@ -287,31 +310,55 @@ class FedAvg(Method):
 
 
 class FedHybrid(Method):
+    """Algorithm 2 of the paper (noisy local steps, averaged, then FedSGD steps); not the
+    first/second-order "FedHybrid" of Niu & Wei (IEEE TSP 2023).
+
+    Stage 1 is ``R1`` rounds of ``K1`` local steps (``R1 = 1`` unless set: the paper's
+    single averaging); stage 2 is ``K2`` server steps. ``share1`` of the steps go to
+    stage 1: ``split(total, share1)`` (the simulations split K; the CNNs split their
+    rounds R, each of ``local_epochs`` steps).
+    """
+
     name, label, algorithm = "fedhybrid", "FedHybrid", "Algorithm 2"
+    backends = GRADIENT_METHODS
+    SHARE1 = 0.6              # stage 1's share of the steps (docs/methods.md §3: K1 = 30 of 50)
+
+    @staticmethod
+    def split(total: int, share: float) -> int:
+        """Stage 1's part of ``total``: ``round(share * total)`` (half to even)."""
+        return int(round(share * total))
 
     def settings(self, params):
-        s = {"eta1": 0.5, "eta2": 0.5, "share1": 0.6} | _method_params(params, self.name)
+        s = {"eta1": 0.5, "eta2": 0.5, "share1": self.SHARE1} | _method_params(params, self.name)
         if "K1" not in s:
-            s["K1"] = int(round(s["share1"] * params["K"]))
+            s["K1"] = self.split(params["K"], s["share1"])
         if "K2" not in s:
             s["K2"] = params["K"] - s["K1"]
         return s
+
+    def cnn_settings(self, p):
+        R, K = p["rounds"], p["local_epochs"]
+        R1 = self.split(R, p["hybrid_local_share"])
+        return {"R1": R1, "K1": K, "K2": (R - R1) * K, "eta1": p["lr"], "eta2": p["lr"]}
 
     def noise_shapes(self, s, m, d):
         return {"Z1": (s["K1"], m, d), "Z2": (s["K2"], m, d)}
 
     def rounds(self, s):
-        return 1 + s["K2"]
+        return s.get("R1", 1) + s["K2"]
 
     def plan(self, data, s):
-        return privacy.plan_fedhybrid(B=data.plan_B, n=data.plan_n, eta1=s["eta1"], K1=s["K1"], K2=s["K2"])
+        return privacy.plan_fedhybrid(B=data.plan_B, n=data.plan_n, eta1=s["eta1"], K1=s.get("R1", 1) * s["K1"],
+                                      K2=s["K2"])
 
     def run(self, be, s):
         (a1, a2), ledgers = be.calibrate(self, s)
-        w = be.weights(releases=s["K1"] + s["K2"])
-        local = be.local_steps(be.zeros(), K=s["K1"], eta=s["eta1"], sigma=a1, noise=be.noise.take("Z1"))
-        theta = be.server_steps(be.average(w, local), w, K=s["K2"], eta=s["eta2"], sigma=a2,
-                                noise=be.noise.take("Z2"))
+        w = be.weights(releases=s.get("R1", 1) * s["K1"] + s["K2"])
+        theta = be.start()
+        for _ in range(s.get("R1", 1)):
+            local = be.local_steps(theta, K=s["K1"], eta=s["eta1"], sigma=a1, noise=be.noise.take("Z1"))
+            theta = be.average(w, local)
+        theta = be.server_steps(theta, w, K=s["K2"], eta=s["eta2"], sigma=a2, noise=be.noise.take("Z2"))
         return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))
 
 
@@ -360,7 +407,7 @@ class FedNewton(Method):
         w = be.weights(releases=K + 1)
         Z1 = be.noise.take("Z1")
         theta1 = be.memo("_newton_stage1", (K, eta, w, s1, Z1), lambda: be.average(
-            w, be.local_steps(be.zeros(), K=K, eta=eta, sigma=s1, noise=Z1, part="half1")))
+            w, be.local_steps(be.start(), K=K, eta=eta, sigma=s1, noise=Z1, part="half1")))
         local = be.add_noise(self.newton_update(be, theta1), s2, be.noise.take("Z2"))
         return be.finish(be.average(w, local), ledgers, self.comm(s, be.m, be.dk))
 
@@ -375,6 +422,43 @@ class FedNewtonCertified(FedNewton):
     @property
     def noise_stream(self) -> str:
         return "fednewton"
+
+
+class FedNewtonIter(Method):
+    """Algorithm 5 (paper section 3.7) for a network: ``cycles`` times, ``R / cycles``
+    FedAvg rounds, then one round in which every drawn client releases a noisy
+    head-only Newton step ``head - alpha (h + lambda I)^{-1} gbar`` of the last layer
+    (clipped per-sample head gradients, empirical Fisher ``h``; calibration
+    :func:`fedgdp.privacy.plan_fednewton_iter`)."""
+
+    name, label, algorithm = "fednewton_iter", "FedNewton-Iter", "Algorithm 5"
+    backends = frozenset({CNN})
+
+    def cnn_settings(self, p):
+        return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"], "cycles": p["newton_cycles"],
+                "ridge": p["ridge"], "damping": p["damping"]}
+
+    def rounds(self, s):
+        return s["R"] + s["cycles"]
+
+    def plan(self, data, s):
+        return privacy.plan_fednewton_iter(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"],
+                                           cycles=s["cycles"], ridge=s["ridge"], damping=s["damping"])
+
+    def run(self, be, s):
+        R, K, C = s["R"], s["K"], s["cycles"]
+        if R % C:
+            raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={R}, newton_cycles={C}")
+        (sigma1, sigma2), ledgers = be.calibrate(self, s)
+        w = be.weights(releases=R * K + C)
+        theta = be.start()
+        for _ in range(C):
+            for _ in range(R // C):
+                theta = be.average(w, be.local_steps(theta, K=K, eta=s["eta"], sigma=sigma1,
+                                                     noise=be.noise.take("Z1")))
+            step = be.head_newton_release(theta, ridge=s["ridge"], damping=s["damping"])
+            theta = be.average(w, be.add_noise(step, sigma2, be.noise.take("Z2")))
+        return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))
 
 
 class DPScaffold(Method):
@@ -397,7 +481,7 @@ class DPScaffold(Method):
         rounds, K, eta = s["R"], s["K"], s["eta"]
         (sigma,), ledgers = be.calibrate(self, s)
         w = be.weights(releases=rounds * K)
-        theta, c = be.zeros(), be.zeros()
+        theta, c = be.start(), be.zeros()
         ci = np.zeros(theta.shape[:1] + (be.m,) + theta.shape[1:])
         for r in range(rounds):
             y = be.local_steps(theta, K=K, eta=eta, sigma=sigma, noise=be.noise.take("Z", r),
@@ -456,7 +540,7 @@ _SCAFFOLD, _FEDAVG = DPScaffold(), FedAvg()
 
 #: Every method, by name. A backend's methods: :func:`registry`.
 REGISTRY: dict[str, Method] = {M.name: M for M in (
-    FedSGD(), _FEDAVG, FedHybrid(), FedNewton(), FedNewtonCertified(), _SCAFFOLD,
+    FedSGD(), _FEDAVG, FedHybrid(), FedNewton(), FedNewtonCertified(), FedNewtonIter(), _SCAFFOLD,
     NonPrivate(_SCAFFOLD, "np_scaffold", "NP-SCAFFOLD", "SCAFFOLD"),
     NonPrivate(_FEDAVG, "np_fedavg", "NP-FedAvg", "Algorithm 3, mu = inf"),
     NPLocalFit(), NPPooled())}
@@ -491,6 +575,6 @@ def get_method(name: str, kind: str | None = None) -> Method:
     """Look up a method (that runs on backend ``kind``); ValueError naming the bad value."""
     methods = registry(kind)._methods()
     if name not in methods:
-        what = {None: "", SIMULATION: "", REALDATA: "real-data "}[kind]
+        what = {None: "", SIMULATION: "", REALDATA: "real-data ", CNN: "CNN "}[kind]
         raise ValueError(f"unknown {what}method {name!r}; choose from {', '.join(methods)}")
     return methods[name]

@@ -34,7 +34,7 @@ import numpy as np
 
 __all__ = [
     "PRIVACY_MODES", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips", "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
-    "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_clip_histogram",
+    "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
     "newton_sensitivity", "gdp_delta", "gdp_epsilon", "gdp_mu",
@@ -212,8 +212,9 @@ def plan_fedavg(*, B, n, eta, R, K) -> tuple:
 
 
 def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
-    """FedHybrid (Algorithm 2): K1 local steps and K2 gradients, each half of mu^2."""
-    half = Fraction(1, 2)
+    """FedHybrid (Algorithm 2): K1 local steps and K2 gradients, each half of mu^2 (all
+    of it to the one stage that makes releases when the other is empty)."""
+    half = Fraction(1, 2) if K1 > 0 and K2 > 0 else Fraction(1)
     return (ReleaseSpec("local step", K1, 2.0 * B * eta1, n, half),
             ReleaseSpec("gradient", K2, 2.0 * B, n, half))
 
@@ -248,6 +249,27 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None) -> tuple:
         delta = np.maximum(2.0 * B / (tau1 * n2), hessian_bound * B / (tau1 ** 2 * n1))
         newton = ReleaseSpec("newton", 1, delta, 1.0, half)
     return (stage1, newton)
+
+
+def plan_fednewton_iter(*, B, n, eta, R, K, cycles, ridge, damping) -> tuple:
+    """FedNewton-Iter (Algorithm 5, for a network's last layer ``head``): ``R K`` local
+    steps (sensitivity ``2 B eta / n``) and ``cycles`` head-only Newton releases, each
+    stage half of mu^2.
+
+    The Newton release is ``alpha (h + lambda I)^{-1} gbar`` with ``gbar = mean_j c_j``,
+    ``h = mean_j c_j c_j'`` and ``c_j`` the per-sample head gradient clipped to ``B``
+    (``lambda = ridge``, ``alpha = damping``). With ``A = h + lambda I`` and a neighbour's
+    ``A'``, ``gbar'``: ``A'^{-1} gbar' - A^{-1} gbar = A'^{-1}(gbar' - gbar) + A'^{-1}(h -
+    h') A^{-1} gbar``; ``||A^{-1}|| <= 1/lambda`` (h is PSD), ``||gbar' - gbar|| <= 2B/n``,
+    ``||gbar|| <= B`` and ``h - h' = (c c' - c* c*')/n`` is a difference of two PSD
+    matrices of norm at most ``B^2``, so ``||h - h'|| <= B^2/n``. Hence the sensitivity
+    ``alpha B (2 + B^2/lambda) / (lambda n)``, for every input (certified). The paper's
+    Algorithm 5 prints Algorithm 4's calibration (with ``tau1``); ``lambda`` plays
+    ``tau1``'s part here and the Fisher term is accounted for explicitly.
+    """
+    half = Fraction(1, 2)
+    return (ReleaseSpec("local step", R * K, 2.0 * B * eta, n, half),
+            ReleaseSpec("newton", cycles, damping * B / ridge * (2.0 + B * B / ridge), n, half))
 
 
 def plan_clip_histogram(*, n, share) -> tuple:
@@ -350,6 +372,17 @@ class Ledger:
     def certified(self) -> bool:
         """True when every release is certified and nothing is unaccounted."""
         return all(r.certified for r in self.releases) and not self.unaccounted
+
+    def spent_mu(self, counts: dict) -> np.ndarray:
+        """Composed mu of the releases actually made: ``counts`` maps a stage to how many
+        of its releases each client made (broadcastable to (n_rep, m)); a ledger allows
+        for every release a client could make (e.g. every round under client sampling),
+        so this is at most :meth:`composed_mu`."""
+        total = 0.0
+        for rel in self.releases:
+            c = np.asarray(counts.get(rel.stage, 0))
+            total = total + np.where(c > 0, np.where(c > 0, c, 1) * rel.mu ** 2, 0.0)
+        return np.sqrt(total)
 
     def certified_mu(self) -> np.ndarray:
         """:meth:`composed_mu` where the ledger is certified, inf otherwise, shape (n_rep, m)."""

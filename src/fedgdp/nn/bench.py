@@ -1,25 +1,25 @@
-"""``fedgdp nn-bench``: time paper-sized CNN steps on synthetic images and extrapolate.
+"""``fedgdp nn-bench``: one client-step of the paper's CNNs, timed against a plain gradient.
 
-A paper-scale run cannot be executed offline (no MNIST here), and takes long on
-a CPU, so this measures its building blocks on random images of the dataset's shape
-with the paper's network and extrapolates:
+For each network (``mnist``, ``cifar10``) and client size n (default 100 and 600), on
+random images of the network's shape, one process times:
 
-- ``t_step(n)``: one private local step of a round (per-sample gradients, clipping,
-  noise, aggregation) for ``k = round(q m) = 10`` drawn clients of ``n`` training
-  images each, trained together as in :func:`fedgdp.nn.train.train`; timed for a few
-  ``n`` and fitted by a line ``a + b k n`` in the number of images ``k n``.
-- ``t_newton``: one client's head-only Newton step (at the largest n, scaled
-  linearly in n); ``t_eval``: accuracy on 10,000 images.
+- ``plain``: the ordinary full-batch gradient of the mean loss (one autograd
+  ``backward``; no clipping): the reference every ratio divides by;
+- ``fedgdp``: the package's clipped mean gradient (:func:`fedgdp.nn.clipping.clipped_grad_sums`,
+  book-keeping clipping: no per-sample gradient of a Linear layer is formed);
+- ``vmap``: per-sample gradients materialised with ``torch.func.vmap(grad)``, clipped
+  and averaged (the package's former path; ``tests/nn_oracle.py``);
+- ``opacus_hooks``, ``opacus_ghost``: opacus' per-sample gradient hooks
+  (``GradSampleModule`` + ``DPOptimizer``) and its ghost clipping
+  (``GradSampleModuleFastGradientClipping`` + ``DPLossFastGradientClipping``), noise 0,
+  when opacus is installed.
 
-Extrapolation. Every round draws ``k = round(q m)`` clients; every method makes
-``R K`` gradient steps per run on its drawn clients (compute-matched: FedAvg R rounds
-of K steps, FedSGD R K rounds of one), FedNewton-Iter also ``C`` Newton rounds. So
-one method of one setting costs about ``R K t_step(n_train) + 3 t_eval`` and a run
-(all four methods) four times that, with ``n_train = 0.8 n`` (10% validation, 10%
-local test); for Figure 10 ``n = N / m`` and ``k = round(q m)``, i.e. about
-``0.08 N`` images per step whatever m. Assumptions: the step time is linear in the
-number of images of the drawn clients; FedSGD's steps cost FedAvg's; no GPU;
-the machine is otherwise idle (timings on a busy machine overstate).
+Each time is the minimum over ``repeats`` calls after one warm-up, measured in turn
+(method after method, repeated ``rounds`` times, the minimum kept), so a busy machine
+slows every method alike; the ratios to ``plain`` are the result, the seconds depend on
+the machine. Each method's clipped mean is compared with ``fedgdp``'s (largest relative
+difference, float32). ``run_s`` extrapolates a paper-scale run from the measured step
+(see :func:`estimate_runs`).
 """
 from __future__ import annotations
 
@@ -30,105 +30,193 @@ import time
 
 import numpy as np
 
-__all__ = ["run_nn_bench"]
+__all__ = ["run_nn_bench", "estimate_runs", "step_methods"]
+
+SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32), "digits": (1, 8, 8)}
 
 
-def run_nn_bench(*, dataset: str = "mnist", sizes=(40, 160, 480), repeats: int = 3, device: str = "auto",
-                 threads: int | None = None, out: str | None = None) -> dict:
-    """Measure the step times and extrapolate the paper's grid; print and return them.
+def _vmap_clipped_mean(model, params, x, y, B):
+    """The former path: materialised per-sample gradients, clipped, averaged."""
+    import torch
+    from torch.func import functional_call, grad, vmap
+    from torch.nn import functional as F
 
-    ``sizes``: training images per client at which a step of 10 clients is timed.
+    def loss(p, xi, yi):
+        return F.nll_loss(functional_call(model, p, (xi[None],)), yi[None])
+
+    g = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    norm = torch.sqrt(sum(v.flatten(1).pow(2).sum(1) for v in g.values()))
+    c = torch.clamp(B / norm.clamp_min(1e-30), max=1.0)
+    return {k: torch.tensordot(c, v, dims=1) / x.shape[0] for k, v in g.items()}
+
+
+def step_methods(dataset: str, x, y, B: float) -> dict:
+    """name -> a function computing one client's clipped mean gradient (``plain``: the
+    unclipped mean gradient) as ``name -> Tensor``; opacus' two when it imports."""
+    import torch
+    from torch.nn import functional as F
+
+    from .clipping import clipped_grad_sums
+    from .models import build_model
+
+    model = build_model(dataset, seed=0).to(x.device)
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    n = x.shape[0]
+    ones = torch.ones((1, n), dtype=x.dtype, device=x.device)
+
+    def plain():
+        model.zero_grad(set_to_none=True)
+        F.nll_loss(model(x), y).backward()
+        return {k: v.grad for k, v in model.named_parameters()}
+
+    def fedgdp():
+        total, _ = clipped_grad_sums(params, x[None], y[None], ones, B, shared=True)
+        return {k: v[0] / n for k, v in total.items()}
+
+    out = {"plain": plain, "fedgdp": fedgdp, "vmap": lambda: _vmap_clipped_mean(model, params, x, y, B)}
+    try:
+        out.update(_opacus_methods(dataset, x, y, B))
+    except ImportError:
+        pass
+    return out
+
+
+def _opacus_methods(dataset, x, y, B) -> dict:
+    import torch
+    from opacus import GradSampleModule
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping
+    from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
+    from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
+
+    from .models import build_model
+
+    n = x.shape[0]
+    hooks = GradSampleModule(build_model(dataset, seed=0).to(x.device))
+    opt_h = DPOptimizer(torch.optim.SGD(hooks.parameters(), lr=0.0), noise_multiplier=0.0, max_grad_norm=B,
+                        expected_batch_size=n)
+    ghost = GradSampleModuleFastGradientClipping(build_model(dataset, seed=0).to(x.device), max_grad_norm=B,
+                                                 use_ghost_clipping=True)
+    opt_g = DPOptimizerFastGradientClipping(torch.optim.SGD(ghost.parameters(), lr=0.0), noise_multiplier=0.0,
+                                            max_grad_norm=B, expected_batch_size=n)
+    crit = DPLossFastGradientClipping(ghost, opt_g, torch.nn.NLLLoss())
+
+    def with_hooks():
+        opt_h.zero_grad(set_to_none=True)
+        torch.nn.functional.nll_loss(hooks(x), y).backward()
+        opt_h.step()
+        return {k.removeprefix("_module."): v.grad for k, v in hooks.named_parameters()}
+
+    def with_ghost():
+        opt_g.zero_grad(set_to_none=True)
+        crit(ghost(x), y).backward()
+        opt_g.step()
+        return {k.removeprefix("_module."): v.grad for k, v in ghost.named_parameters()}
+
+    return {"opacus_hooks": with_hooks, "opacus_ghost": with_ghost}
+
+
+def _time(fn, sync, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def estimate_runs(step_s: dict, *, dataset: str = "mnist", cpu_cores: int | None = None) -> dict:
+    """Seconds of one paper-scale run (the four methods) per grid point, from the clipped
+    step time at the measured sizes.
+
+    Every method makes ``R K`` full-batch clipped gradient steps on each of the ``round(q
+    m)`` drawn clients (compute-matched), so a run is about ``4 R K round(q m)
+    t(n_train)`` with ``n_train = 0.8 n`` (10% validation, 10% local test held out) and
+    ``t`` interpolated linearly in n between the measured sizes (proportional to n
+    beyond them);
+    Figure 10 splits the N training images over m clients (``n = N / m``). Evaluation
+    and the Newton rounds are small beside it and left out.
     """
+    from .settings import PAPER_GRID, resolve
+
+    p = resolve({"dataset": dataset, "figure": "fig10"})
+    R, K, q = p["rounds"], p["local_epochs"], p["q"]
+    ns = np.array(sorted(step_s), dtype=float)
+    ts = np.array([step_s[int(n)] for n in ns])
+
+    def t(n):
+        if n <= ns[0]:
+            return ts[0] * n / ns[0]
+        if n >= ns[-1]:
+            return ts[-1] * n / ns[-1]
+        return float(np.interp(n, ns, ts))
+
+    def run_s(m, n):
+        return 4 * R * K * max(1, round(q * m)) * t(0.8 * n)
+
+    N = {"mnist": 60_000, "cifar10": 50_000}.get(dataset, 1437)
+    grid = PAPER_GRID
+    fig09 = {int(n): round(run_s(grid["fig09"]["m"], n), 1) for n in grid["fig09"]["n"].get(dataset, [])}
+    fig10 = {int(m): round(run_s(m, N / m), 1) for m in grid["fig10"]["m"]}
+    total = grid["fig09"]["runs"] * sum(fig09.values()) + grid["fig10"]["runs"] * sum(fig10.values())
+    return {"run_s_fig09": fig09, "run_s_fig10": fig10, "paper_grid_total_h": round(total / 3600, 2)}
+
+
+def run_nn_bench(*, datasets=("mnist", "cifar10"), sizes=(100, 600), repeats: int = 3, rounds: int = 2,
+                 clip: float = 1.0, device: str = "cpu", threads: int | None = None, out: str | None = None) -> dict:
+    """Time one client-step of every method (module docstring); print and return the JSON."""
     import torch
 
-    from .calibration import calibrate
     from .models import build_model
-    from .settings import PAPER_GRID, resolve
-    from .train import ClientData, evaluate, head_newton_step, resolve_device, train
+    from .train import resolve_device
 
     if threads:
         torch.set_num_threads(int(threads))
     dev = resolve_device(device)
-    model = build_model(dataset, seed=0).to(dev)
-    params = {k: v.detach() for k, v in model.named_parameters()}
-    shape = model.convs[0].in_channels, *{"mnist": (28, 28), "cifar10": (32, 32), "digits": (8, 8)}[dataset]
-    g = torch.Generator(device="cpu").manual_seed(0)
-
-    def images(n):
-        x = torch.randn((n, *shape), generator=g).to(dev)
-        y = torch.randint(0, 10, (n,), generator=g).to(dev)
-        return x, y
 
     def sync():
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
 
-    k = 10                                                   # round(q m) of the paper's m = 100
-    p = resolve({"dataset": dataset, "figure": "fig09", "m": k, "n": 100, "rounds": 1, "local_epochs": 1,
-                 "q": 1.0, "methods": ["fedavg"]})
-    step, cpu, newton = {}, {}, {}
-    for n in sizes:
-        data = [images(n) for _ in range(k)]
-        clients = ClientData([x for x, _ in data], [y for _, y in data])
-        cal = calibrate("fedavg", p, clients.n)
-        rng = np.random.default_rng(0)
-        gen = torch.Generator(device=dev).manual_seed(0)
-        train("fedavg", model, params, clients, p, cal, rng, gen)          # warm-up
-        sync()
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(repeats):
-            train("fedavg", model, params, clients, p, cal, rng, gen)
-        sync()
-        step[n] = (time.perf_counter() - t0) / repeats
-        cpu[n] = (time.process_time() - c0) / repeats
-        t0 = time.perf_counter()
-        head_newton_step(model, params, *data[0], B=1.0, lam=1.0, alpha=1.0)
-        sync()
-        newton[n] = time.perf_counter() - t0
-    xt, yt = images(10_000)
-    evaluate(model, params, xt, yt)
-    sync()
-    t0 = time.perf_counter()
-    evaluate(model, params, xt, yt)
-    sync()
-    t_eval = time.perf_counter() - t0
-    ns = np.array(sorted(step), dtype=float)
-    defaults = resolve({"dataset": dataset, "figure": "fig09", "m": 100, "n": 100})
-    R, K, q, C = defaults["rounds"], defaults["local_epochs"], defaults["q"], defaults["newton_cycles"]
-    n_big = max(sizes)
-    N = 60_000 if dataset == "mnist" else 50_000 if dataset == "cifar10" else 1437
-    grid = PAPER_GRID
-    n9 = grid["fig09"]["n"].get(dataset, [])
+    result = {"device": str(dev), "threads": torch.get_num_threads(), "torch": torch.__version__,
+              "machine": platform.machine(), "processor": platform.processor(), "clip": clip,
+              "repeats": repeats, "rounds": rounds,
+              "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None, "networks": {}}
+    try:
+        import opacus
 
-    def extrapolate(times):
-        b, a = np.polyfit(k * ns, [times[int(n)] for n in ns], 1)
-
-        def run_seconds(m, n_client):
-            drawn = max(1, round(q * m))
-            n_train = 0.8 * n_client
-            per_method = R * K * max(a + b * drawn * n_train, 1e-6) + 3 * t_eval
-            return 4 * per_method + C * drawn * newton[n_big] * n_train / n_big
-
-        fig09 = {int(n): round(run_seconds(grid["fig09"]["m"], n), 1) for n in n9}
-        fig10 = {int(m): round(run_seconds(m, N / m), 1) for m in grid["fig10"]["m"]}
-        total = grid["fig09"]["runs"] * sum(fig09.values()) + grid["fig10"]["runs"] * sum(fig10.values())
-        return {"fit": {"a_s": a, "b_s_per_image": b}, "run_s_fig09": fig09, "run_s_fig10": fig10,
-                "paper_grid_total_h": round(total / 3600, 2)}
-
-    result = {
-        "dataset": dataset, "device": str(dev), "threads": torch.get_num_threads(),
-        "torch": torch.__version__, "machine": platform.machine(), "processor": platform.processor(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "n_params": sum(v.numel() for v in params.values()), "clients_per_step": k,
-        "step_wall_s": {int(n): round(v, 4) for n, v in step.items()},
-        "step_cpu_s": {int(n): round(v, 4) for n, v in cpu.items()},
-        "newton_s": {int(n): round(v, 4) for n, v in newton.items()}, "eval_10k_s": round(t_eval, 3),
-        "settings": {"R": R, "K": K, "q": q, "cycles": C},
-        "from_wall": extrapolate(step),
-        "from_cpu": extrapolate(cpu),
-    }
-    print(json.dumps(result, indent=1))
+        result["opacus"] = opacus.__version__
+    except ImportError:
+        result["opacus"] = None
+    for dataset in datasets:
+        per_n = {}
+        for n in sizes:
+            g = torch.Generator(device="cpu").manual_seed(n)
+            x = torch.randn((n, *SHAPES[dataset]), generator=g).to(dev)
+            y = torch.randint(0, 10, (n,), generator=g).to(dev)
+            fns = step_methods(dataset, x, y, clip)
+            ref = fns["fedgdp"]()
+            diffs = {}
+            for name, fn in fns.items():
+                got = fn()                                   # warm-up, and the result to compare
+                if name != "plain":
+                    diffs[name] = max(float((got[k] - ref[k]).abs().max() / ref[k].abs().max().clamp_min(1e-30))
+                                      for k in ref)
+            best = {name: float("inf") for name in fns}
+            for _ in range(rounds):
+                for name, fn in fns.items():
+                    best[name] = min(best[name], _time(fn, sync, repeats))
+            per_n[int(n)] = {"seconds": {k: round(v, 5) for k, v in best.items()},
+                             "ratio_to_plain": {k: round(v / best["plain"], 3) for k, v in best.items()},
+                             "max_rel_diff_to_fedgdp": diffs}
+        step = {n: v["seconds"]["fedgdp"] for n, v in per_n.items()}
+        n_params = sum(v.numel() for v in build_model(dataset, seed=0).parameters())
+        result["networks"][dataset] = {"n_params": n_params, "by_n": per_n,
+                                       "estimate": estimate_runs(step, dataset=dataset)}
+    text = json.dumps(result, indent=1)
+    print(text)
     if out:
-        with open(out, "w") as fh:
-            json.dump(result, fh, indent=1)
+        from ..io import write_text
+
+        write_text(out, text + "\n")
     return result

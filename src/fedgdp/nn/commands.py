@@ -4,7 +4,8 @@
 ``nn-summarise`` run files -> one summary Parquet (median accuracy per method and x)
 ``nn-plot``      summary files -> Figure 9 or 10 (PDF + PNG)
 ``nn-fetch``     download MNIST / CIFAR-10 with checksums (clear error offline)
-``nn-bench``     time paper-sized steps on synthetic images, extrapolate the paper's grid
+``nn-bench``     time one client-step of the paper's CNNs (plain gradient, fedgdp's clipped
+                 step, the vmap path, opacus' hooks and ghost clipping), extrapolate the grid
 """
 from __future__ import annotations
 
@@ -90,9 +91,17 @@ def _cmd_nn_fetch(args) -> int:
 def _cmd_nn_bench(args) -> int:
     from .bench import run_nn_bench
 
-    sizes = tuple(int(s) for s in args.sizes.split(","))
-    run_nn_bench(dataset=args.dataset, sizes=sizes, repeats=args.repeats, device=args.device,
-                 threads=args.threads, out=args.out)
+    from ..settings import integer, name_list
+
+    sizes = tuple(integer(2, strict=False)("--sizes", s) for s in name_list("--sizes", args.sizes))
+    datasets = name_list("--datasets", args.datasets)
+    bad = [d for d in datasets if d not in ("mnist", "cifar10", "digits")]
+    if bad or not datasets:
+        raise ValueError(f"--datasets: unknown network(s) {bad or datasets}; known: mnist, cifar10, digits")
+    if args.repeats < 1 or args.rounds < 1:
+        raise ValueError(f"--repeats and --rounds must be at least 1, got {args.repeats} and {args.rounds}")
+    run_nn_bench(datasets=datasets, sizes=sizes, repeats=args.repeats, rounds=args.rounds, clip=args.clip,
+                 device=args.device, threads=args.threads, out=args.out)
     return 0
 
 
@@ -146,10 +155,13 @@ def add_parsers(sub) -> None:
     fe.add_argument("--timeout", type=float, default=30.0, help="seconds per connection attempt")
     fe.set_defaults(func=_cmd_nn_fetch)
 
-    be = sub.add_parser("nn-bench", help="time paper-sized CNN steps, extrapolate the paper's grid (needs torch)")
-    be.add_argument("--dataset", default="mnist", choices=["mnist", "cifar10", "digits"])
-    be.add_argument("--sizes", default="40,160,480", help="client training sizes to time")
-    be.add_argument("--repeats", type=int, default=3, help="timed repetitions per size")
+    be = sub.add_parser("nn-bench", help="time one client-step of the CNNs against a plain gradient and opacus, "
+                                         "extrapolate the paper's grid (needs torch)")
+    be.add_argument("--datasets", default="mnist,cifar10", help="networks: mnist, cifar10, digits")
+    be.add_argument("--sizes", default="100,600", help="client sizes n to time")
+    be.add_argument("--repeats", type=int, default=3, help="timed calls per method and round (the minimum is kept)")
+    be.add_argument("--rounds", type=int, default=2, help="passes over the methods, in turn")
+    be.add_argument("--clip", type=float, default=1.0, help="clipping bound B")
     be.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
     be.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     be.add_argument("--out", type=output_path(".json"), help="optional JSON file")

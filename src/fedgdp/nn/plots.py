@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..figures import method_style, pyplot, rows_of, save_figure
-from .calibration import LABELS, METHODS
+from .settings import LABELS, METHODS
 
 __all__ = ["summarise_runs", "plot_nn_figure", "SUMMARY_COLUMNS"]
 

@@ -25,9 +25,8 @@ import time
 import numpy as np
 
 from ..seeds import seed_sequence
-from .calibration import LABELS, calibrate
 from .data import ImageData, load_images
-from .settings import data_key
+from .settings import data_key, label
 
 __all__ = ["partition", "run_nn", "write_runs", "read_runs", "COLUMNS", "run_seeds"]
 
@@ -115,26 +114,27 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     y_test = torch.as_tensor(data.y_test, device=dev)
     sizes = np.array([c["train"].shape[0] + c["val"].shape[0] + c["test"].shape[0] for c in parts])
 
-    from .train import round_grads
+    from .clipping import clipped_grad_sums
 
-    round_grads(model, params0, clients, np.array([0]), p["clip"], shared=True)   # warm-up (torch.func's first call)
+    X, Y, M = clients.batch([0])
+    clipped_grad_sums(params0, X, Y, M, float(p["clip"]), shared=True)     # warm-up: the first call's set-up costs
     rows, ledgers = [], {}
     for method in p["methods"]:
-        cal = calibrate(method, p, clients.n)
         ss_sample, ss_noise = run_seeds(p, method).spawn(2)
         gen = torch.Generator(device=dev)
         gen.manual_seed(int(ss_noise.generate_state(1, np.uint64)[0]))
         t0 = time.perf_counter()
-        theta, info = train(method, model, params0, clients, p, cal, np.random.default_rng(ss_sample), gen)
+        fit = train(method, params0, clients, p, np.random.default_rng(ss_sample), gen)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         elapsed = time.perf_counter() - t0
+        theta, info = fit.params, fit.info
         acc, loss = evaluate(model, theta, x_test, y_test)
         loc_acc, _ = evaluate(model, theta, x_loc, y_loc)
         val_acc, _ = evaluate(model, theta, x_val, y_val)
-        ledgers[method] = cal.ledger
+        ledgers[method] = fit.ledger
         rows.append({
-            "figure": p["figure"], "dataset": p["dataset"], "method": method, "label": _label(method, p),
+            "figure": p["figure"], "dataset": p["dataset"], "method": method, "label": label(method, p["mu"]),
             "m": p["m"], "n": p["n"], "x": p["n"] if p["figure"] == "fig09" else p["m"],
             "n_client_mean": float(sizes.mean()), "n_train_min": int(clients.n.min()),
             "n_train_max": int(clients.n.max()), "N_train": int(clients.n.sum()), "run": p["run"],
@@ -142,9 +142,9 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
             "base_rounds": p["rounds"], "local_epochs": p["local_epochs"], "lr": p["lr"],
             "server_lr": p["server_lr"], "clip": p["clip"], "ridge": p["ridge"], "damping": p["damping"],
             "test_accuracy": acc, "test_loss": loss, "local_test_accuracy": loc_acc, "val_accuracy": val_acc,
-            "mu_composed": float(cal.ledger.composed_mu().max()),
-            "mu_spent_max": float(cal.mu_spent(info.releases).max()),
-            "participation_mean": float(np.mean(_rounds_drawn(info, method, p))),
+            "mu_composed": float(fit.ledger.composed_mu().max()),
+            "mu_spent_max": float(fit.ledger.spent_mu(fit.counts).max()),
+            "participation_mean": float(np.mean(_rounds_drawn(fit.counts, method, p))),
             "grad_evals": int(info.grad_evals),
             "clipped_frac": float(info.clipped / info.grad_evals) if info.grad_evals else 0.0,
             "floats_up": int(info.floats_up), "floats_down": int(info.floats_down), "n_params": int(n_params),
@@ -153,17 +153,11 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     return (rows, ledgers) if return_ledgers else rows
 
 
-def _rounds_drawn(info, method, p):
-    """Rounds in which each client was drawn, shape (m,)."""
-    from .calibration import schedule
-
-    steps = {ph.kind: ph.steps for ph in schedule(method, p)}
-    return sum(info.releases[k] // steps[k] for k in info.releases)
-
-
-def _label(method: str, p: dict) -> str:
-    label = LABELS[method]
-    return label if np.isfinite(p["mu"]) else label.replace("DP-", "NP-")
+def _rounds_drawn(counts: dict, method: str, p: dict) -> np.ndarray:
+    """Rounds in which each client was drawn, shape (m,): a FedAvg round makes
+    ``local_epochs`` local-step releases, a FedSGD or Newton round one."""
+    per_round = {"local step": p["local_epochs"], "gradient": 1, "newton": 1}
+    return sum(c // per_round[stage] for stage, c in counts.items())
 
 
 # --------------------------------------------------------------------------- I/O

@@ -19,10 +19,50 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..methods import CNN, FedHybrid, registry
 from ..settings import Settings, choice, integer, name_list, number, setting, suggest
-from .calibration import METHODS
 
-__all__ = ["NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
+__all__ = ["METHODS", "LABELS", "label", "release_plan", "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
+
+def _algorithm_number(name: str) -> float:
+    """The paper's algorithm number of a method (``Algorithm 2`` -> 2; inf if none)."""
+    words = registry(CNN)[name].algorithm.split()
+    return float(words[1]) if len(words) > 1 and words[0] == "Algorithm" and words[1].isdigit() else float("inf")
+
+
+#: the CNN methods, the methods of the algorithm core that run on the CNN backend
+#: (``fedgdp.methods.registry("nn")``), in the paper's order (by algorithm number:
+#: FedSGD, FedHybrid, FedAvg, FedNewton-Iter), the legend order of Figures 9-10
+METHODS = tuple(sorted(registry(CNN), key=_algorithm_number))
+#: their legend labels (the core's label with "DP-"; "NP-" at mu = inf: :func:`label`)
+LABELS = {name: "DP-" + m.label for name, m in registry(CNN).items()}
+
+
+def label(method: str, mu: float) -> str:
+    """The legend label of a CNN method at privacy ``mu``: ``DP-...``, or ``NP-...`` at inf."""
+    return LABELS[method] if mu != float("inf") else LABELS[method].replace("DP-", "NP-", 1)
+
+
+def release_plan(method: str, p: dict, n) -> tuple:
+    """The releases of CNN ``method`` under run settings ``p`` for clients of ``n``
+    training images: its plan in :mod:`fedgdp.methods` (a tuple of
+    :class:`fedgdp.privacy.ReleaseSpec`, arrays shaped (1, m)); ``fedgdp.privacy.calibrate``
+    turns it into noise sds and the ledger, as :class:`fedgdp.nn.backend.TorchBackend` does."""
+    import numpy as np
+
+    from ..methods import get_method
+
+    meth = get_method(method, CNN)
+    data = _PlanData(float(p["clip"]), np.asarray(n, float)[None, :])
+    return meth.plan(data, meth.cnn_settings(p))
+
+
+class _PlanData:
+    """What a method's plan reads: the clipping bound and the client sizes (1, m)."""
+
+    def __init__(self, B: float, n):
+        self.plan_B, self.plan_n = B, n
+
 
 #: per data set, the defaults that differ (below the overrides, above the common ones)
 DATASET_DEFAULTS = {
@@ -77,7 +117,7 @@ class NNSettings(Settings):
     val_frac: float = setting(0.1, "per-client validation share (held out, unused by training)",
                               parse=number(0, 0.5, closed="low"), flag=float)
     test_frac: float = setting(0.1, "per-client local test share", parse=number(0, 0.5, closed="low"), flag=float)
-    hybrid_local_share: float = setting(0.6, "FedHybrid: share of compute as FedAvg rounds (not in the paper)",
+    hybrid_local_share: float = setting(FedHybrid.SHARE1, "FedHybrid: share of compute as FedAvg rounds (not in the paper)",
                                         parse=number(0, 1, closed="both"), flag=float)
     newton_cycles: int = setting(2, "FedNewton-Iter cycles of (R / cycles FedAvg rounds + 1 Newton round)",
                                  parse=integer(1, strict=False), flag=int)

@@ -152,7 +152,7 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
                            "task of realdata.tasks:")
 
     def _check_nn(self):
-        from ..nn.calibration import LABELS
+        from ..nn.settings import LABELS
         from ..nn.settings import resolve as resolve_nn
 
         s = self.nn()

@@ -82,7 +82,7 @@ class NNPart(PlanBase):
         return NN_X[self.figure(wildcards.fig)["x"]]
 
     def nn_caption(self, wildcards) -> str:
-        from ..nn.calibration import LABELS
+        from ..nn.settings import LABELS
         from ..nn.settings import resolve as resolve_nn
 
         s, fig = self.nn(), wildcards.fig

@@ -98,6 +98,10 @@ class RealBackend:
     def zeros(self):
         return np.zeros((len(self.fds), self.data.d, self.data.k))
 
+    def start(self):
+        """Every GLM method starts at 0."""
+        return self.zeros()
+
     def _rows(self, part: str) -> list[slice]:
         """Each client's rows of ``part``: all, or half 1 (its first floor(n_i / 2))."""
         if part == "full":

@@ -313,6 +313,10 @@ class SimBackend:
     def zeros(self):
         return np.zeros((self.data.full.n_rep, self.dk))
 
+    def start(self):
+        """Every GLM method starts at 0."""
+        return self.zeros()
+
     def _part(self, part: str) -> ClientBlock:
         if part == "full":
             return self.data.full

@@ -1,0 +1,366 @@
+"""The CNN backend of the algorithm core: a network's parameters, client sampling, torch.
+
+:class:`TorchBackend` implements :class:`fedgdp.methods.Backend` for the methods that
+train the CNNs (``registry("nn")``: FedSGD, FedAvg, FedHybrid and FedNewton-Iter), so
+the CNNs run the same ``Method.run`` as the simulations and the real-data study.
+
+What differs from the GLM backends, and lives here:
+
+- the global parameter is the network's parameter dict ``name -> Tensor`` and every
+  method starts at the seeded initial weights (:meth:`TorchBackend.start`);
+- every round draws ``round(q m)`` clients (:func:`sample_clients`); a round's
+  local steps, server steps and Newton releases run on the drawn clients only, and
+  the aggregation weights ``n_i / sum_S n`` are renormalised over them;
+- the server moves by ``server_lr`` times the weighted mean update (FedAvg rounds) or
+  steps by ``server_lr * eta`` (FedSGD steps); the head-only Newton round is a plain
+  weighted average (Algorithm 5);
+- noise comes from a ``torch.Generator`` on the training device (:class:`TorchNoise`),
+  drawn in the order of the computation: a local step's noise after every step, one
+  draw per parameter tensor for all drawn clients; a server step's after the clients'
+  gradients; a Newton round's client by client.
+
+The ledger allows for every round (no amplification by subsampling): each client's
+ledger composes to exactly mu; what a client spent, given how often it was drawn, is
+:attr:`TorchBackend.counts` through :meth:`fedgdp.privacy.Ledger.spent_mu`.
+
+Nothing here synchronises the host with the device inside a round: the clients are
+drawn by numpy, the noise sds are numpy arrays decided before the round, and the
+clipped counts stay on the device until :meth:`finish`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .. import privacy
+from ..methods import CNN, Fit
+from .clipping import clipped_grad_sums, floats_per_image, head_grads
+from .models import HEAD
+
+__all__ = ["TorchBackend", "TorchNoise", "Locals", "TrainInfo", "sample_clients", "head_vector",
+           "set_head_vector", "newton_direction", "head_newton_step"]
+
+#: numbers of working memory of one stacked clipped-gradient call
+#: (:func:`fedgdp.nn.clipping.floats_per_image` times the padded images); a round's
+#: clients are split into stacks below it (1 GiB in float32)
+MAX_STACK = 1 << 28
+#: on a CPU, stack a round's clients only when a client's stack is at most this large:
+#: small networks, where per-call overhead dominates (the grouped convolution of many
+#: clients is slower than one client at a time for the MNIST network on a CPU)
+CPU_STACK = 1 << 22
+
+
+def sample_clients(rng: np.random.Generator, m: int, q: float) -> np.ndarray:
+    """``max(1, round(q m))`` distinct clients, sorted, drawn uniformly without replacement.
+
+    ``round`` is Python's (half to even: q m = 2.5 draws 2). Each client is drawn in a
+    round with probability ``round(q m) / m``.
+    """
+    k = max(1, min(m, int(round(q * m))))
+    return np.sort(rng.choice(m, size=k, replace=False))
+
+
+class TorchNoise:
+    """Standard normals from a ``torch.Generator`` (None-like when non-private):
+    ``take`` returns this stream, :meth:`draw` one tensor."""
+
+    def __init__(self, gen: torch.Generator | None):
+        self.gen = gen
+
+    def take(self, name: str, *index):
+        return None if self.gen is None else self
+
+    def draw(self, like: torch.Tensor) -> torch.Tensor:
+        return torch.randn(like.shape, generator=self.gen, device=like.device, dtype=like.dtype)
+
+
+@dataclass
+class TrainInfo:
+    """What one method did (all clients, all rounds).
+
+    Attributes
+    ----------
+    rounds : int
+    grad_evals : int
+        Per-sample gradient evaluations.
+    clipped : int
+        Per-sample gradients that were clipped.
+    floats_up, floats_down : int
+        Numbers sent by the drawn clients to the server, and back.
+    """
+
+    rounds: int = 0
+    grad_evals: int = 0
+    clipped: int = 0
+    floats_up: int = 0
+    floats_down: int = 0
+
+
+@dataclass
+class Locals:
+    """The drawn clients' local results of one round: ``params`` ``name -> (S, *shape)``
+    (a FedAvg round) or ``head`` ``(S, D)`` (a Newton round), from global ``start``."""
+
+    clients: np.ndarray
+    start: dict
+    params: dict | None = None
+    head: torch.Tensor | None = None
+
+
+# ----------------------------------------------------------------- Newton head
+def head_vector(params: dict) -> torch.Tensor:
+    """The head's parameters as one vector ``[weight.flatten(), bias]``, shape (D,)."""
+    return torch.cat([params[f"{HEAD}.weight"].flatten(), params[f"{HEAD}.bias"]])
+
+
+def set_head_vector(params: dict, vec: torch.Tensor) -> dict:
+    """A copy of ``params`` with the head replaced by ``vec`` (layout of :func:`head_vector`)."""
+    w = params[f"{HEAD}.weight"]
+    out = dict(params)
+    out[f"{HEAD}.weight"] = vec[:w.numel()].reshape(w.shape).to(w.dtype)
+    out[f"{HEAD}.bias"] = vec[w.numel():].to(w.dtype)
+    return out
+
+
+def newton_direction(G: torch.Tensor, lam: float) -> torch.Tensor:
+    """``(h + lam I)^{-1} gbar`` with ``h = G'G/n``, ``gbar = G'1/n``, in float64.
+
+    ``G`` is ``(n, D)``. When ``n < D`` the Woodbury identity
+    ``(lam I + G'G/n)^{-1} = (I - G'(n lam I + G G')^{-1} G) / lam`` solves an
+    ``n x n`` system instead of the ``D x D`` one.
+    """
+    G = G.to(torch.float64)
+    n, D = G.shape
+    gbar = G.mean(0)
+    if n < D:
+        inner = G @ G.T
+        inner.diagonal().add_(n * lam)
+        return (gbar - G.T @ torch.linalg.solve(inner, G @ gbar)) / lam
+    h = G.T @ G / n
+    h.diagonal().add_(lam)
+    return torch.linalg.solve(h, gbar)
+
+
+def head_newton_step(params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float, lam: float,
+                     alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Algorithm 5's local step on the head, ``alpha (h + lam I)^{-1} gbar`` (no noise).
+
+    The per-sample head gradients (:func:`fedgdp.nn.clipping.head_grads`) are clipped at
+    ``B`` (the non-finite rule of :mod:`fedgdp.nn.clipping` included) before the
+    empirical Fisher ``h`` and the mean ``gbar`` are formed. Returns the step (float64,
+    shape (D,)) and the number of clipped images (a 0-d tensor on the device).
+    """
+    from .clipping import clip_factors
+
+    G = head_grads(params, x, y)
+    c = clip_factors(G.pow(2).sum(1), B)
+    G = torch.where((c > 0)[:, None], G * c[:, None], torch.zeros_like(G))
+    return alpha * newton_direction(G, lam), (c < 1).sum()
+
+
+# ---------------------------------------------------------------------- backend
+@dataclass
+class TorchBackend:
+    """The data of one CNN fit: the network's initial parameters, the clients' training
+    images, the run's settings and its two random streams.
+
+    Parameters
+    ----------
+    params0 : dict name -> Tensor
+        Initial weights (:func:`fedgdp.nn.models.build_model`), on the training device.
+    clients : fedgdp.nn.train.ClientData
+    p : dict
+        Resolved run settings (:func:`fedgdp.nn.settings.resolve`): ``mu``, ``clip``,
+        ``q``, ``server_lr``.
+    rng : numpy.random.Generator
+        Draws the clients of every round.
+    gen : torch.Generator, optional
+        Draws the noise (None when non-private).
+    stack : bool
+        Run a round's clients as one stack (:func:`fedgdp.nn.clipping.clipped_grad_sums`,
+        a grouped convolution over clients; the default on CUDA and for small networks)
+        or one client at a time.
+    """
+
+    params0: dict
+    clients: object
+    p: dict
+    rng: np.random.Generator
+    gen: torch.Generator | None = None
+    stack: bool | None = None
+    info: TrainInfo = field(default_factory=TrainInfo)
+
+    kind = CNN
+
+    def __post_init__(self):
+        self.m = self.clients.m
+        self.dk = sum(v.numel() for v in self.params0.values())
+        self.mu = float(self.p["mu"])
+        self.B = float(self.p["clip"]) if privacy.clips(self.mu) else float("inf")
+        self.noise = TorchNoise(self.gen if privacy.adds_noise(self.mu) else None)
+        self.counts = {}
+        self._clipped = torch.zeros((), dtype=torch.int64, device=self._device)
+        self._per_image = floats_per_image(self.params0, tuple(self.clients.x[0].shape[1:]))
+        if self.stack is None:
+            self.stack = self._device.type == "cuda" or self._per_image * int(self.clients.n.max()) <= CPU_STACK
+
+    @property
+    def _device(self) -> torch.device:
+        return next(iter(self.params0.values())).device
+
+    # -- what a method's plan reads
+    @property
+    def data(self):
+        return self
+
+    @property
+    def plan_B(self) -> float:
+        return float(self.p["clip"])
+
+    @property
+    def plan_n(self) -> np.ndarray:
+        return self.clients.n.astype(float)[None, :]
+
+    # -- Backend operations
+    def calibrate(self, method, s):
+        cal = privacy.calibrate(method.plan(self, s), mu=self.mu)
+        return tuple(np.asarray(sig)[0] for sig in cal.sigmas), [cal.ledger]
+
+    def weights(self, releases):
+        return self.clients.n / self.clients.n.sum()
+
+    def zeros(self):
+        return {k: torch.zeros_like(v) for k, v in self.params0.items()}
+
+    def start(self):
+        return {k: v.detach().clone() for k, v in self.params0.items()}
+
+    def _draw(self, stage: str, count: int) -> np.ndarray:
+        S = sample_clients(self.rng, self.m, float(self.p["q"]))
+        self._batches = {}
+        self.counts.setdefault(stage, np.zeros(self.m, dtype=np.int64))[S] += count
+        self.info.rounds += 1
+        self.info.floats_down += len(S) * self.dk
+        return S
+
+    def _wS(self, S, like: torch.Tensor) -> torch.Tensor:
+        n = self.clients.n[S]
+        return torch.as_tensor(n / n.sum(), dtype=like.dtype, device=like.device)
+
+    def _mean_grads(self, params: dict, S: np.ndarray, *, shared: bool) -> dict:
+        """Clipped mean gradients ``name -> (len(S), *shape)`` of the drawn clients."""
+        n = self.clients.n[S]
+        self.info.grad_evals += int(n.sum())
+        if self.stack:
+            groups = _stacks(n, self._per_image)
+        else:
+            groups = [np.array([j]) for j in range(len(S))]
+        out = []
+        for g in groups:
+            X, Y, M = self._batch(S[g])
+            P = params if shared else {k: v[g] for k, v in params.items()}
+            total, c = clipped_grad_sums(P, X, Y, M, self.B, shared=shared)
+            self._clipped += (c < M).sum()
+            div = M.sum(1)
+            out.append({k: v / div.view(-1, *[1] * (v.dim() - 1)) for k, v in total.items()})
+        return {k: torch.cat([o[k] for o in out]) for k in out[0]}
+
+    def _batch(self, clients: np.ndarray):
+        """The padded images of ``clients`` (:meth:`ClientData.batch`), kept for the rest
+        of the round (its K local steps)."""
+        key = tuple(int(i) for i in clients)
+        if key not in self._batches:
+            self._batches[key] = self.clients.batch(clients)
+        return self._batches[key]
+
+    def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
+        if part != "full" or drift is not None:
+            raise ValueError("the CNN backend runs local steps on every image and without drift")
+        S = self._draw("local step", K)
+        sd_np = np.asarray(sigma)[S]
+        ref = next(iter(start.values()))
+        sd = torch.as_tensor(sd_np, dtype=ref.dtype, device=ref.device)
+        local = {k: v.unsqueeze(0).repeat(len(S), *[1] * v.dim()) for k, v in start.items()}
+        for _ in range(K):
+            g = self._mean_grads(local, S, shared=False)
+            for k in local:
+                local[k] -= eta * g[k]
+                if noise is not None and np.any(sd_np > 0):
+                    local[k] += sd.view(-1, *[1] * (local[k].dim() - 1)) * noise.draw(local[k])
+        self.info.floats_up += len(S) * self.dk
+        return Locals(S, start, params=local)
+
+    def average(self, w, local: Locals):
+        theta = local.start
+        if local.head is not None:                        # a Newton round: the plain weighted average
+            wS = self.clients.n[local.clients] / self.clients.n[local.clients].sum()
+            new = torch.zeros_like(local.head[0])
+            for wi, h in zip(wS, local.head):
+                new += float(wi) * h
+            return set_head_vector(theta, new)
+        wt = self._wS(local.clients, next(iter(theta.values())))
+        slr = float(self.p["server_lr"])
+        return {k: theta[k] + slr * torch.tensordot(wt, local.params[k] - theta[k], dims=1) for k in theta}
+
+    def server_steps(self, theta, w, *, K, eta, sigma, noise):
+        slr = float(self.p["server_lr"])
+        for _ in range(K):
+            S = self._draw("gradient", 1)
+            sd_np = np.asarray(sigma)[S]
+            wt = self._wS(S, next(iter(theta.values())))
+            sd = torch.as_tensor(sd_np, dtype=wt.dtype, device=wt.device)
+            g = self._mean_grads(theta, S, shared=True)
+            new = {}
+            for k in theta:
+                gk = g[k]
+                if noise is not None and np.any(sd_np > 0):
+                    gk = gk + sd.view(-1, *[1] * (gk.dim() - 1)) * noise.draw(gk)
+                new[k] = theta[k] - slr * eta * torch.tensordot(wt, gk, dims=1)
+            theta = new
+            self.info.floats_up += len(S) * self.dk
+        return theta
+
+    def head_newton_release(self, theta, *, ridge: float, damping: float) -> Locals:
+        """Every drawn client's pre-noise head release ``head - alpha (h + lambda I)^{-1}
+        gbar`` (float64, ``(S, D)``): one round of Algorithm 5's refinement."""
+        S = self._draw("newton", 1)
+        head = head_vector(theta).to(torch.float64)
+        steps = []
+        for i in S:
+            s, c = head_newton_step(theta, self.clients.x[i], self.clients.y[i], B=self.B, lam=ridge,
+                                    alpha=damping)
+            self._clipped += c
+            steps.append(head - s)
+        self.info.grad_evals += int(self.clients.n[S].sum())
+        self.info.floats_up += len(S) * head.numel()
+        return Locals(S, theta, head=torch.stack(steps))
+
+    def add_noise(self, local: Locals, sigma, noise):
+        if noise is None:
+            return local
+        sd = np.asarray(sigma)[local.clients]
+        rows = [h + noise.draw(h) * float(s) if s > 0 else h for h, s in zip(local.head, sd)]
+        return Locals(local.clients, local.start, head=torch.stack(rows))
+
+    def memo(self, key, inputs, compute):
+        return compute()
+
+    def finish(self, theta, ledgers, comm):
+        self.info.clipped = int(self._clipped)
+        return [Fit(theta, ledgers[0], rounds=self.info.rounds, floats_up=self.info.floats_up,
+                    floats_down=self.info.floats_down)]
+
+
+def _stacks(n: np.ndarray, per_image: int) -> list[np.ndarray]:
+    """Consecutive groups of the drawn clients whose padded stack ``len(g) max(n_g)
+    per_image`` stays within :data:`MAX_STACK` numbers (at least one client per group)."""
+    groups, cur = [], []
+    for j, nj in enumerate(n):
+        if cur and (len(cur) + 1) * max(int(n[cur].max()), int(nj)) * per_image > MAX_STACK:
+            groups.append(np.array(cur))
+            cur = []
+        cur.append(j)
+    groups.append(np.array(cur))
+    return groups

@@ -1,0 +1,207 @@
+"""Exact per-sample clipping of a CNN's gradient for a stack of clients, without
+per-sample gradients of the fully connected layers (book-keeping clipping).
+
+Conventions
+-----------
+``S`` clients are processed together, each with its own parameters (``name -> (S,
+*shape)``; the clients of one FedAvg round) or one shared copy (``shared=True``;
+FedSGD). Their images are padded to ``X (S, L, C, H, W)`` with a 0/1 ``mask (S, L)``
+(:meth:`fedgdp.nn.train.ClientData.batch`). Inside, the conv activations are laid out
+``(L, S C, H, W)``: client ``s``'s channels are a group of a grouped convolution
+(``groups = S``), so one convolution serves every client; the fully connected layers
+are batched matrix products ``(S, L, in) @ (S, in, out)``. With ``S = 1`` these are the
+ordinary layers.
+
+Method
+------
+For a layer with input activations ``a_j`` and output gradient ``delta_j = dl_j/dz_j``
+the gradient of image ``j``'s loss is
+
+- Linear: ``delta_j a_j'`` (weight) and ``delta_j`` (bias), an outer product, so its
+  squared norm is ``||delta_j||^2 (||a_j||^2 + 1)`` and it is never formed (Goodfellow
+  2015; "ghost clipping", Li et al. 2022);
+- Conv2d (3x3, padding 1): small (288 and 18,432 numbers for the MNIST network's two
+  convolutions), formed for all images at once as the weight gradient of a grouped
+  convolution with one group per image.
+
+One forward pass keeps every ``a``; one backward pass of the summed, masked loss to the
+layer outputs gives every ``delta`` (the parameters' own gradients are not computed).
+With ``||g_j||^2`` summed over the layers and ``c_j = min(1, B/||g_j||)``, the clipped
+sum ``sum_j c_j g_j`` of every layer is its ordinary gradient formula with ``delta_j``
+scaled by ``c_j``: no second backward pass ("book-keeping", Bu et al. 2023). The
+result equals clipping the materialised per-sample gradients (tested against
+``torch.func.vmap(grad)`` in ``tests/test_nn_clipping.py``).
+
+Non-finite rule: an image whose per-sample gradient has a non-finite squared norm in
+the working precision (a NaN or inf anywhere, or a norm that overflows) gets
+``c_j = 0`` and contributes exactly zero (its rows are masked with ``torch.where``, so
+``0 * inf`` never appears). Every image's contribution has norm at most ``B`` whatever
+its pixels, which is all the sensitivity bound ``2B/n`` uses. Images do not interact in
+these networks (no batch statistics), so a bad image cannot spoil another's gradient.
+
+Why not opacus: its ghost clipping (``GradSampleModuleFastGradientClipping``) wraps a
+module and an optimizer for mini-batch DP-SGD, needs a second backward pass and adds
+its own noise; here the step is full batch, per client, for many clients with different
+parameters at once, without an optimizer, and the noise comes from the package's
+calibration. ``fedgdp nn-bench`` times both.
+"""
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+from torch.nn.grad import conv2d_weight
+
+from .models import HEAD
+
+__all__ = ["layer_names", "clip_factors", "clipped_grad_sums", "head_grads", "floats_per_image"]
+
+
+def layer_names(params: dict) -> list[str]:
+    """The parametrised layers of a ConvNet, input to output: ``convs.0, ..., fc, head``."""
+    convs = sorted({k.rsplit(".", 1)[0] for k in params if k.startswith("convs.")},
+                   key=lambda s: int(s.split(".")[1]))
+    return [*convs, "fc", HEAD]
+
+
+def floats_per_image(params: dict, image_shape: tuple) -> int:
+    """Working memory of :func:`clipped_grad_sums` per image, in numbers: every conv
+    layer's output, its ReLU and gradient (3 C_out H W), its per-sample weight gradient
+    (C_out C_in 9), and the Linear layers' inputs and outputs."""
+    _, H, W = image_shape
+    total = 0
+    for name in layer_names(params):
+        w = params[f"{name}.weight"].shape[-4:] if name.startswith("convs.") else params[f"{name}.weight"].shape[-2:]
+        if name.startswith("convs."):
+            total += 3 * w[0] * H * W + w[0] * w[1] * 9
+            H, W = H // 2, W // 2
+        else:
+            total += w[0] + w[1]
+    return int(total)
+
+
+def clip_factors(sq: torch.Tensor, B: float) -> torch.Tensor:
+    """``c = min(1, B / sqrt(sq))`` elementwise, 0 where ``sq`` is not finite (the
+    non-finite rule of the module docstring); 1 (or 0) when ``B`` is inf."""
+    finite = torch.isfinite(sq)
+    if B == float("inf"):
+        return finite.to(sq.dtype)
+    norm = torch.where(finite, sq, torch.zeros_like(sq)).sqrt()
+    c = torch.clamp(B / norm.clamp_min(1e-30), max=1.0)
+    return torch.where(finite, c, torch.zeros_like(c))
+
+
+def _stacked(params: dict, S: int, shared: bool) -> dict:
+    """Every parameter as ``(S, *shape)`` (a broadcast view when shared)."""
+    return {k: (v.detach().expand(S, *v.shape) if shared else v.detach()) for k, v in params.items()}
+
+
+def _forward(P: dict, X: torch.Tensor, names: list[str]):
+    """Masked-loss inputs: the log-probabilities ``(S, L, classes)``, each layer's input
+    ``a`` and output ``z`` (conv: ``(L, S C, H, W)``; Linear: ``(S, L, features)``)."""
+    S, L = X.shape[:2]
+    h = X.transpose(0, 1).reshape(L, S * X.shape[2], *X.shape[3:]).detach().requires_grad_(True)
+    acts, outs = [], []
+    for name in names:
+        W, b = P[f"{name}.weight"], P[f"{name}.bias"]
+        acts.append(h)
+        if name.startswith("convs."):
+            z = F.conv2d(h, W.reshape(-1, *W.shape[2:]), b.reshape(-1), padding=1, groups=S)
+            outs.append(z)
+            h = F.max_pool2d(F.relu(z), 2)
+            continue
+        if h.dim() == 4:                                      # (L, S C, H, W) -> (S, L, C H W)
+            h = h.view(L, S, -1).transpose(0, 1)
+            acts[-1] = h
+        z = torch.baddbmm(b[:, None, :], h, W.transpose(1, 2))
+        outs.append(z)
+        h = z if name == HEAD else F.relu(z)
+    return F.log_softmax(h, dim=-1), acts, outs
+
+
+def _conv_per_sample(a: torch.Tensor, d: torch.Tensor, S: int, w_shape) -> torch.Tensor:
+    """Per-image weight gradients of a grouped conv, ``(L, S, C_out, C_in 9)``."""
+    L, _, H, W = a.shape
+    c_out, c_in = w_shape[1], w_shape[2]
+    g = conv2d_weight(a.reshape(1, -1, H, W), (L * S * c_out, c_in, 3, 3), d.reshape(1, -1, *d.shape[2:]),
+                      padding=1, groups=L * S)
+    return g.view(L, S, c_out, c_in * 9)
+
+
+def clipped_grad_sums(params: dict, X: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor, B: float,
+                      *, shared: bool = False) -> tuple[dict, torch.Tensor]:
+    """``sum_j mask_j c_j g_j`` of every client of a stack, and the factors ``mask c``.
+
+    Parameters
+    ----------
+    params : dict name -> Tensor
+        The ConvNet's parameters (``convs.i.*``, ``fc.*``, ``head.*``), ``(S, *shape)``,
+        or ``(*shape)`` with ``shared=True``.
+    X : Tensor, shape (S, L, C, H, W)
+    Y : Tensor, shape (S, L)
+        Labels (int64).
+    mask : Tensor, shape (S, L)
+        1 for an image, 0 for a padding row (which contributes nothing).
+    B : float
+        Clipping bound; ``inf``: the plain sums (still with the non-finite rule).
+
+    Returns
+    -------
+    total : dict name -> Tensor, shape (S, *shape)
+        The clipped sums; divided by ``mask.sum(1)`` they are the clipped mean gradients.
+    factors : Tensor, shape (S, L)
+        ``mask_j c_j``; an image is clipped where ``factors < mask``.
+    """
+    S, L = Y.shape
+    names = layer_names(params)
+    P = _stacked(params, S, shared)
+    with torch.enable_grad():
+        out, acts, outs = _forward(P, X, names)
+        nll = -out.gather(2, Y[:, :, None]).squeeze(2)
+        loss = torch.where(mask > 0, nll, torch.zeros_like(nll)).sum()
+        deltas = torch.autograd.grad(loss, outs)
+    sq = torch.zeros((S, L), dtype=X.dtype, device=X.device)
+    pieces = []
+    for name, a, d in zip(names, acts, deltas):
+        a = a.detach()
+        if name.startswith("convs."):
+            G = _conv_per_sample(a, d, S, P[f"{name}.weight"].shape)            # (L, S, C_out, 9 C_in)
+            gb = d.sum((2, 3)).view(L, S, -1)                                   # (L, S, C_out)
+            sq = sq + (G.pow(2).sum((2, 3)) + gb.pow(2).sum(2)).T
+            pieces.append((G, gb))
+        else:
+            sq = sq + d.pow(2).sum(2) * (a.pow(2).sum(2) + 1)
+            pieces.append((a, d))
+    c = clip_factors(sq, B) * mask
+    ok = c > 0
+    total = {}
+    for name, (u, v) in zip(names, pieces):
+        shape = P[f"{name}.weight"].shape
+        if name.startswith("convs."):
+            keep = ok.T[:, :, None, None]
+            G = torch.where(keep, u, torch.zeros_like(u))
+            total[f"{name}.weight"] = torch.einsum("sl,lsck->sck", c, G).reshape(shape)
+            gb = torch.where(keep[..., 0], v, torch.zeros_like(v))
+            total[f"{name}.bias"] = torch.einsum("sl,lsc->sc", c, gb)
+        else:
+            A = torch.where(ok[:, :, None], u, torch.zeros_like(u))
+            cD = torch.where(ok[:, :, None], v * c[:, :, None], torch.zeros_like(v))
+            total[f"{name}.weight"] = torch.bmm(cD.transpose(1, 2), A)
+            total[f"{name}.bias"] = cD.sum(1)
+    return total, c
+
+
+def head_grads(params: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Per-sample gradients of the NLL loss in the head's parameters, shape ``(n, D)``.
+
+    ``D = classes (hidden + 1)`` laid out as ``[weight.flatten(), bias]``; the gradient
+    of image ``j`` is ``(p_j - e_{y_j}) [z_j, 1]`` with penultimate activations ``z_j``
+    and predicted probabilities ``p_j`` (the body is held at ``params``).
+    """
+    names = layer_names(params)
+    P = _stacked(params, 1, True)
+    with torch.no_grad():
+        out, acts, _ = _forward(P, x[None], names)
+        r = out[0].exp()
+        r[torch.arange(y.shape[0], device=y.device), y] -= 1.0                      # (n, classes)
+        z = acts[-1][0]                                                         # (n, hidden)
+        return torch.cat([(r[:, :, None] * z[:, None, :]).flatten(1), r], dim=1)
