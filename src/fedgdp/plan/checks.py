@@ -115,6 +115,7 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
                 for name, value in panel.items():
                     if name not in ("study", "title"):
                         self._check_panel_value(f"{key}.{name}", name, value, study)
+            self.figure_title(fig)      # its placeholders are known (ConfigError naming the title)
 
     def _check_tables(self):
         c, studies = self.config, list(self.config["studies"])
@@ -132,6 +133,7 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
         if rates:
             for i, fit in enumerate(rates["fits"]):
                 self._check_in(f"tables.rates.fits[{i}].study", fit["study"], studies, "study")
+            self.rates_fits()           # the labels' placeholders are known
 
     def _check_realdata(self):
         from ..realdata import TASKS
