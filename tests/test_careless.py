@@ -457,3 +457,15 @@ def test_snakemake_mistakes_are_named_before_any_job(tmp_path, args, words):
         assert word in text, (word, text[-3000:])
     assert not (d / "results").exists() and not (d / "logs").exists()
     assert {p.name: p.read_bytes() for p in (d / "docs" / "gallery").iterdir()} == before
+
+
+@pytest.mark.xfail(reason="refused by the privacy branch", strict=False)
+def test_a_degenerate_size_anywhere_in_a_grid_is_a_config_error():
+    """The config checks resolve every sizes scheme and m of a grid, not only the first cell's."""
+    from fedgdp import plan as wp
+    from shipped_configs import SCHEMA, merged
+
+    cfg = merged()
+    cfg["studies"]["equal_n"]["grid"]["sizes"] = ["equal(30)", "equal(1)"]
+    with pytest.raises(wp.ConfigError, match=r"studies\.equal_n\.grid.*equal\(1\)"):
+        wp.load(cfg, SCHEMA, [])

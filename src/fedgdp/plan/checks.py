@@ -69,6 +69,15 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
                     p = resolve(over)
                 except ValueError as exc:
                     raise ConfigError(f"studies.{study}", f"{model}: {exc}") from None
+                # every sizes scheme and m of the grid resolves too (the settings' own checks,
+                # e.g. client sizes a method cannot use), not only the first cell's
+                for cell in {(c["sizes"], c["m"]): c for c in self.study_cells(study)}.values():
+                    other = dict(self.cell_overrides(model, study, cell), tau1=over["tau1"])
+                    try:
+                        resolve(other)
+                    except ValueError as exc:
+                        raise ConfigError(f"studies.{study}.grid",
+                                          f"{model}, sizes {cell['sizes']}, m = {cell['m']}: {exc}") from None
                 bare = dict(p, method_settings={})
                 given_at = [("defaults", c["defaults"]["method_settings"]),
                             (f"studies.{study}.settings", s.get("settings", {}).get("method_settings", {}))]
