@@ -2,7 +2,9 @@
 # (fedgdp.plan.Plan.check_request, unit-tested without Snakemake): each target is a
 # file or a known name ("did you mean"), the gallery is written by run paper only,
 # and PyTorch is importable when CNN training jobs would run. No rules here.
+import contextlib
 import importlib.util
+import io
 
 
 def _command_line():
@@ -14,7 +16,8 @@ def _command_line():
     from snakemake.cli import get_argument_parser
 
     try:
-        return get_argument_parser().parse_args(sys.argv[1:])
+        with contextlib.redirect_stderr(io.StringIO()):     # argparse's usage, should it fail
+            return get_argument_parser().parse_args(sys.argv[1:])
     except SystemExit:  # Snakemake itself accepted them; a parser of another version may not
         return None
 
