@@ -49,6 +49,8 @@ CASES = [
          marks=pytest.mark.xfail(reason="refused by the privacy branch", strict=False)),
     case("simulate", ["simulate", *CELL, "--seeds", "5-2", "--out", "<out>/c.parquet"], ["5-2"],
          id="simulate-bad-seeds"),
+    case("simulate", ["simulate", *CELL, "--seeds", "0-", "--out", "<out>/c.parquet"], ["bad seeds '0-'"],
+         id="simulate-open-seed-range"),
     # ledger
     case("ledger", ["ledger", *CELL, "--method", "fedfoo"], ["fedfoo"], id="ledger-unknown-method"),
     case("ledger", ["ledger", "--m", "100000000", "--method", "fedsgd"], ["memory"], id="ledger-huge-m"),
@@ -93,7 +95,7 @@ CASES = [
     case("table", ["table", "rates", "<summary>", "--spec", "{}", "--csv", "<out>/t.csv"],
          ["--spec lacks 'fits'"], id="rates-spec-without-fits"),
     case("table", ["table", "table1", "<summary>", "--spec", spec(T1_SPEC)], ["--csv"], id="table-no-output"),
-    case("table", ["table", "table2", "<summary>", "--spec", "{}"], ["table2"], id="table-unknown-kind"),
+    case("table", ["table", "tabel1", "<summary>", "--spec", "{}"], ["did you mean 'table1'"], id="table-unknown-kind"),
     # claims
     case("claims", ["claims", "--md", "<out>/c.md"], ["no data"], id="claims-no-data"),
     case("claims", ["claims", "--summaries", "<summary>", "--spec", '{"titel": "x"}', "--md", "<out>/c.md"],
@@ -132,7 +134,7 @@ CASES = [
     case("nn-fetch", ["nn-fetch", "--dataset", "digits", "--data-dir", "<file>"], ["is a file"],
          id="nn-fetch-dir-is-file"),
     # fedgdp itself
-    case("fedgdp", ["simulat"], ["invalid choice: 'simulat'"], id="unknown-command"),
+    case("fedgdp", ["simulat"], ["invalid choice: 'simulat'", "did you mean 'simulate'"], id="unknown-command"),
     case("fedgdp", [], ["COMMAND"], id="no-command"),
 ]
 

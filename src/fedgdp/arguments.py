@@ -149,7 +149,16 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def error(self, message):  # one line, no usage dump
+    def error(self, message):  # one line, no usage dump; a mistyped choice gets "did you mean"
+        import re
+
+        from .settings import suggest
+
+        hit = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if hit:
+            choices = [c.strip(" '") for c in hit.group(2).split(",")]
+            message = message[:hit.start()] + f"invalid choice: {hit.group(1)!r}{suggest(hit.group(1), choices)} " \
+                f"(choose from {', '.join(choices)})"
         self.exit(2, f"fedgdp: error: {message}\n")
 
 
