@@ -228,6 +228,7 @@ def test_an_internal_error_shows_its_traceback_and_says_it_is_a_bug(monkeypatch,
 @pytest.mark.parametrize("exc, words", [
     (ModuleNotFoundError("No module named 'torch'", name="torch"), ["PyTorch", "fedgdp[nn]"]),
     (ModuleNotFoundError("x", name="snakemake_executor_plugin_slurm"), ["fedgdp[slurm]"]),
+    (ModuleNotFoundError("x", name="sklearn.datasets"), ["scikit-learn", "fedgdp[pipeline]"]),
     (MemoryError("Unable to allocate 1.46 TiB for an array"), ["not enough memory", "1.46 TiB", "--m"]),
     (PermissionError(13, "Permission denied", "/sys/.x.tmp"), ["/sys/.x.tmp", "Permission denied"]),
     (BrokenPipeError(32, "Broken pipe"), ["output pipe closed"]),

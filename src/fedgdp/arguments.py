@@ -254,7 +254,8 @@ _JSON_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an inte
 
 # ------------------------------------------------------------------ the one error path
 #: Modules of optional extras, and the extra that installs each (what an ImportError says).
-EXTRAS = {"torch": "nn", "torchvision": "nn", "snakemake_executor_plugin_slurm": "slurm"}
+EXTRAS = {"torch": "nn", "torchvision": "nn", "snakemake_executor_plugin_slurm": "slurm",
+          "sklearn": "pipeline", "PIL": "pipeline", "jsonschema": "pipeline", "snakemake": "pipeline"}
 
 
 def user_error(exc: BaseException) -> str | None:
@@ -273,7 +274,7 @@ def user_error(exc: BaseException) -> str | None:
         name = (exc.name or "").split(".")[0]
         if name in EXTRAS:
             extra = EXTRAS[name]
-            what = "PyTorch" if extra == "nn" else name
+            what = {"torch": "PyTorch", "sklearn": "scikit-learn", "PIL": "Pillow"}.get(name, name)
             return (f"this command needs {what}, which is not installed: pip install 'fedgdp[{extra}]'"
                     + (" (see the README for GPU builds)" if extra == "nn" else ""))
         return f"a required module is missing: {exc}; reinstall fedgdp (pip install -e .)" if name else None
