@@ -420,14 +420,22 @@ def test_plan_specs_pass_the_command_schemas(paper_and_smoke):
     from fedgdp.arguments import check_spec
     from fedgdp.cli import SPECS
 
+    def strict(text):   # the specs are strict JSON too (mu = inf is "inf")
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON token {c}"))
+
     for p in paper_and_smoke:
         for fig in p.figures("simulation"):
-            check_spec(json.loads(p.figure_spec(W(fig=fig))), SPECS["plot"])
-        check_spec(json.loads(p.table1_spec()), SPECS["table1"])
-        check_spec(json.loads(p.rates_spec()), SPECS["rates"])
-        check_spec(json.loads(p.claims_spec()), SPECS["claims"])
-        check_spec(json.loads(p.decomposition_spec()), SPECS["decompose"])
-    check_spec(json.loads(paper_and_smoke[0].sensitivity_map_spec()), SPECS["claims-map"])
+            check_spec(strict(p.figure_spec(W(fig=fig))), SPECS["plot"])
+        check_spec(strict(p.table1_spec()), SPECS["table1"])
+        check_spec(strict(p.rates_spec()), SPECS["rates"])
+        check_spec(strict(p.claims_spec()), SPECS["claims"])
+        check_spec(strict(p.decomposition_spec()), SPECS["decompose"])
+    check_spec(strict(paper_and_smoke[0].sensitivity_map_spec()), SPECS["claims-map"])
+    smoke = paper_and_smoke[1]
+    for study, s in smoke.config["studies"].items():
+        for a, b in smoke.cell_groups(study):
+            strict(smoke.cell_params(W(model=s["models"][0], study=study, cells=f"{a}-{b}",
+                                       first=smoke.seed_blocks(study)[0][0], last=smoke.seed_blocks(study)[0][1])))
 
 
 def _workdir(path: Path) -> Path:
