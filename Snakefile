@@ -29,3 +29,6 @@ rule all:
     default_target: True
     input:
         TARGETS["all"],
+
+
+include: "workflow/rules/requests.smk"

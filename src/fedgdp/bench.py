@@ -12,7 +12,6 @@ The fast code against the loop oracle on one cell (their CPU-time ratio) is
 """
 from __future__ import annotations
 
-import json
 import platform
 import time
 from contextlib import contextmanager
@@ -45,10 +44,13 @@ def timed(func, *args, **kwargs):
 
 
 def write_json(result: dict, out: str | None) -> None:
-    """Write ``result`` to the JSON file ``out`` (nothing when ``out`` is None)."""
+    """Write ``result`` to the JSON file ``out`` atomically, as strict JSON
+    (:func:`fedgdp.io.dumps_strict`: infinity as ``"inf"``, NaN as null); nothing when
+    ``out`` is None."""
     if out:
-        with open(out, "w") as fh:
-            json.dump(result, fh, indent=1)
+        from .io import dumps_strict, write_text
+
+        write_text(out, dumps_strict(result, indent=1) + "\n")
 
 
 # ------------------------------------------------------------------------ suite
@@ -109,7 +111,17 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
             cfg = yaml.safe_load(fh)
     except OSError as exc:
         raise ValueError(f"--config {config}: {exc.strerror}") from None
-    n_rep = int(replicates or cfg["replicates"])
+    except yaml.YAMLError as exc:
+        from .arguments import _yaml_problem
+
+        raise ValueError(f"--config {config} is not valid YAML: {_yaml_problem(exc)}") from None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("studies"), dict) or not cfg["studies"]:
+        raise ValueError(f"--config {config} has no studies (a mapping of study -> grid, as in config.yaml)")
+    n_rep = cfg.get("replicates", 100) if replicates is None else replicates
+    if isinstance(n_rep, bool) or not isinstance(n_rep, int) or n_rep < 1:
+        source = "--replicates" if replicates is not None else f"replicates of {config}"
+        raise ValueError(f"{source} must be an integer >= 1, got {n_rep!r} (a time of no replicates "
+                         "would read as a measurement)")
     cells = [(study, resolve(o)) for study, o in suite_cells(cfg, studies)]
     if not cells:
         raise ValueError(f"no cells: studies {studies} not in {config}")

@@ -3,10 +3,25 @@
 Every bad argument ends the program with exit status 2 and one line on stderr that
 names the bad value, before any work starts and without writing a file. Output
 paths are checked when the arguments are parsed (:func:`output_path`): an existing
-folder, a missing parent that is a file, or a name whose suffix is not the written
-format is refused. Ctrl-C (SIGINT) or SIGTERM ends a command with one line on
-stderr and exit status 130 or 143; writers rename a finished temporary file into
-place, so an interrupted command leaves no complete-looking output.
+folder, a missing parent that is a file, a folder that cannot be written in, or a
+name whose suffix is not the written format is refused. ``--spec`` objects are
+checked against a closed schema per command (:data:`SPECS`), and a simulation's
+memory is estimated from its sizes before any work. Ctrl-C (SIGINT) or SIGTERM ends
+a command with one line on stderr and exit status 130 or 143; writers rename a
+finished temporary file into place, so an interrupted command leaves no
+complete-looking output.
+
+One error path (:func:`main`): the package's own input errors (ValueError), parse
+errors of YAML and JSON, unreadable or unwritable files (OSError), memory errors,
+missing optional extras (ImportError: which extra to install) and a closed output pipe
+are one line ``fedgdp: error: ...`` and exit status 2
+(:func:`fedgdp.arguments.user_error`); anything else is a bug in fedgdp: its traceback,
+a line saying so, exit status 1.
+
+To add a command: a ``_cmd_<name>(args) -> int`` function and its parser in
+:func:`build_parser` (or a ``_<name>_commands(sub)`` adder listed there); its errors
+take the one path above without further work, and ``tests/test_careless.py`` lists
+its careless inputs.
 """
 from __future__ import annotations
 
@@ -17,9 +32,34 @@ import signal
 import sys
 
 from .arguments import (_module_defaults, _Parser, _spec, load_params_file, output_dir, output_path,
-                        show_defaults)
+                        show_defaults, user_error)
 
-__all__ = ["main", "build_parser", "output_path", "output_dir", "show_defaults"]
+__all__ = ["main", "build_parser", "output_path", "output_dir", "show_defaults", "SPECS"]
+
+# ------------------------------------------------------------------ --spec schemas
+# key -> (types, required, nonempty) (fedgdp.arguments.check_spec): what the plan's
+# *_spec methods write, and nothing else, so a typo in a hand-written spec is named.
+_NUM = (int, float, str)        # a number, or "inf" / "Infinity" as JSON text allows
+_FIGURE_SPEC = {"layout": (str, True, False), "model": (str, True, False), "panels": (list, True, True),
+                "study": (str, False, False), "title": (str, False, False), "name": (str, False, False),
+                "theory": (bool, False, False), "ncols": (int, False, False), "studies": (dict, False, False),
+                "d": (int, False, False), "method_settings": (dict, False, False)}
+SPECS = {
+    "plot": _FIGURE_SPEC,
+    "table1": {"model": (str, True, False), "study": (str, True, False), "cell": (dict, True, True),
+               "methods": (list, False, True), "title": (str, False, False), "note": (str, False, False)},
+    "rates": {"fits": (list, True, True), "studies": (dict, True, True), "d": (dict, True, True),
+              "models": (list, False, True), "method_settings": (dict, False, False),
+              "bound_form": (str, False, False), "title": (str, False, False), "note": (str, False, False)},
+    "claims": {"models": (list, False, True), "studies": (dict, False, False), "title": (str, False, False)},
+    "claims-map": {"designs": (dict, True, True), "variants": (dict, False, False),
+                   "realdata_variants": (dict, False, False), "order": (list, False, False),
+                   "realdata": (list, False, False), "skipped": (list, False, False),
+                   "replicates": (int, False, False), "title": (str, False, False),
+                   "provenance": (str, False, False), "caption": (str, False, False)},
+    "decompose": {"studies": (dict, True, True), "K_conv": (int, True, False), "methods": (list, False, True),
+                  "title": (str, False, False), "caption": (str, False, False), "name": (str, False, False)},
+}
 
 
 def _cell_args(ap: argparse.ArgumentParser) -> None:
@@ -101,12 +141,33 @@ def _cmd_simulate(args) -> int:
     loaded = load_params_file(args.params, many=True) if args.params else {}
     cells = [resolve(_overrides(args, c)) for c in (loaded if isinstance(loaded, list) else [loaded])]
     seeds = parse_seeds(args.seeds)
+    for p in cells:
+        _check_memory(p, len(seeds))
     rows = [row for p in cells for row in run_cell(p, seeds)]
     write_cell(rows, cells if isinstance(loaded, list) else cells[0], args.out)
     return 0
 
 
+def _check_memory(p: dict, n_seeds: int) -> None:
+    """Refuse a cell whose estimated memory exceeds this machine's (before any work)."""
+    from .simulation.run import memory_estimate
+
+    need = memory_estimate(p, n_seeds)
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):    # not on this platform: no check
+        return
+    if need > have:
+        raise ValueError(f"cell m={p['m']}, sizes={p['sizes']} needs about {_gib(need)} of memory, more than "
+                         f"this machine's {_gib(have)}: use fewer clients (--m) or smaller --sizes")
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.3g} GiB" if n < 2**40 else f"{n / 2**40:.3g} TiB"
+
+
 def _cmd_ledger(args) -> int:
+    from .io import strict_json
     from .simulation.params import resolve
     from .simulation.run import run_cell
 
@@ -115,6 +176,7 @@ def _cmd_ledger(args) -> int:
     p = resolve(over)
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    _check_memory(p, 1)
     _, ledgers = run_cell(p, [args.seed], return_ledgers=True)
     _, ledger, j = ledgers[args.method][0]
     report = {"method": args.method, "replicate": args.seed, "mu": p["mu"],
@@ -123,7 +185,8 @@ def _cmd_ledger(args) -> int:
     report["mu_certified_max"] = max(c["mu_certified"] for c in report["clients"])
     report["privacy_mode"] = p["privacy"]["mode"]
     report["unaccounted"] = list(ledger.unaccounted)
-    json.dump(report, sys.stdout, indent=1 if args.pretty else None)
+    # strict JSON: an infinite sensitivity or mu is the string "inf", NaN is null
+    json.dump(strict_json(report), sys.stdout, indent=1 if args.pretty else None, allow_nan=False)
     sys.stdout.write("\n")
     return 0
 
@@ -133,7 +196,9 @@ def _cmd_audit(args) -> int:
 
     rows = run_audit(quick=args.quick)
     if args.json:
-        json.dump(as_dicts(rows), sys.stdout, indent=1)
+        from .io import strict_json
+
+        json.dump(strict_json(as_dicts(rows)), sys.stdout, indent=1, allow_nan=False)   # inf: "inf"
         sys.stdout.write("\n")
     else:
         print(format_table(rows))
@@ -164,7 +229,7 @@ def _cmd_plot(args) -> int:
 
     if not (args.pdf or args.png):
         raise ValueError("give --pdf and/or --png")
-    spec = _spec(args.spec)
+    spec = _spec(args.spec, SPECS["plot"])
     plot_figure(spec, read_summaries(args.summaries), pdf=args.pdf, png=args.png)
     return 0
 
@@ -173,7 +238,9 @@ def _cmd_table(args) -> int:
     from . import tables
     from .simulation.summary import read_summaries
 
-    spec = _spec(args.spec)
+    spec = _spec(args.spec, SPECS[args.kind])
+    if not (args.csv or args.md or args.tex):
+        raise ValueError("give at least one of --csv, --md, --tex")
     summary = read_summaries(args.summaries)
     if args.kind == "table1":
         df, headers, math_cols = tables.table1(summary, spec), tables.TABLE1_HEADERS, \
@@ -192,7 +259,10 @@ def _cmd_table(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     ap = _Parser(prog="fedgdp", description=_DESCRIPTION)
+    ap.add_argument("--version", action="version", version=f"fedgdp {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND",
                             title="commands (fedgdp COMMAND --help: its options and their defaults)")
 
@@ -267,6 +337,28 @@ def _describe(sub) -> None:
             parser.description = summaries.get(name)
 
 
+def _failed(exc: Exception) -> int:
+    """Report an error: one line and status 2 for the user's input or environment
+    (:func:`fedgdp.arguments.user_error`), else the traceback, a line saying it is a
+    bug, and status 1."""
+    message = user_error(exc)
+    if message is None:
+        import traceback
+
+        traceback.print_exception(exc)
+        sys.stderr.write(f"fedgdp: internal error ({type(exc).__name__}): a bug in fedgdp, not in your "
+                         "input; please report it with the traceback above\n")
+        return 1
+    if isinstance(exc, BrokenPipeError):     # nothing more can go to stdout: silence the final flush
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+    sys.stderr.write(f"fedgdp: error: {message}\n")
+    return 2
+
+
 class _Terminated(BaseException):
     """SIGTERM (e.g. a scheduler or Snakemake stopping the job), raised like Ctrl-C so that
     writers remove their temporary files on the way out."""
@@ -277,8 +369,9 @@ def _on_sigterm(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command. Exit status: 0 done, 2 bad input (one line on stderr),
-    130 interrupted by Ctrl-C, 143 stopped by SIGTERM."""
+    """Run one command. Exit status: 0 done, 2 bad input (one line on stderr), 1 an
+    internal error (a bug: its traceback and a line saying so), 130 interrupted by
+    Ctrl-C, 143 stopped by SIGTERM."""
     # numpy's OpenBLAS: one thread per process unless the user says otherwise. The
     # estimators multiply tiny matrices, where BLAS threads only add contention, and
     # parallelism comes from running cells side by side (Snakemake jobs).
@@ -290,9 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
-    except ValueError as exc:
-        sys.stderr.write(f"fedgdp: error: {exc}\n")
-        return 2
+    except Exception as exc:      # the one error path of every command
+        return _failed(exc)
     except KeyboardInterrupt:
         sys.stderr.write("fedgdp: interrupted\n")
         return 130
@@ -424,7 +516,10 @@ def _cmd_claims(args) -> int:
     from .simulation.summary import read_summaries
 
     _need_output(args, ".csv", ".md")
-    spec = _spec(args.spec) if args.spec else {}
+    spec = _spec(args.spec, SPECS["claims"]) if args.spec else {}
+    if not (args.summaries or args.realdata or args.nn):
+        raise ValueError("claims has no data: give --summaries, --realdata and/or --nn files "
+                         "(a report of no results would conclude nothing)")
     summary = read_summaries(args.summaries) if args.summaries else None
     real = None
     if args.realdata:
@@ -478,7 +573,10 @@ def _cmd_claims_map(args) -> int:
     from .simulation.summary import read_summaries
 
     _need_output(args, ".csv", ".md", ".pdf", ".png")
-    spec = _spec(args.spec)
+    spec = _spec(args.spec, SPECS["claims-map"])
+    if not (args.summaries or args.realdata):
+        raise ValueError("claims-map has no data: give --summaries and/or --realdata files "
+                         "(a map of no results would conclude nothing)")
     summary = read_summaries(args.summaries) if args.summaries else None
     real = {}
     if args.realdata:
@@ -515,10 +613,7 @@ def _cmd_decompose(args) -> int:
     from . import decomposition as dc
 
     _need_output(args, ".csv", ".md", ".pdf", ".png")
-    spec = _spec(args.spec)
-    for key in ("studies", "K_conv"):
-        if key not in spec:
-            raise ValueError(f"--spec lacks {key!r} (needs studies: release -> study, and K_conv)")
+    spec = _spec(args.spec, SPECS["decompose"])
     missing = [r for r in dc.ROLES if r not in spec["studies"]]
     if missing:
         raise ValueError(f"--spec studies lacks the release(s) {missing}; give a study for each of "

@@ -21,7 +21,30 @@ from pathlib import Path
 
 from . import __version__
 
-__all__ = ["atomic_path", "write_text", "git_commit", "write_parquet", "read_parquet_files"]
+__all__ = ["atomic_path", "write_text", "git_commit", "write_parquet", "read_parquet_files", "strict_json",
+           "dumps_strict"]
+
+
+def strict_json(value):
+    """``value`` with every non-finite float made valid JSON (RFC 8259 has no
+    Infinity or NaN): infinity is written as the string ``"inf"`` (``"-inf"``), NaN as
+    ``null``. Numpy scalars and arrays become Python numbers and lists. A new object."""
+    import math
+
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):   # numpy scalar or array
+        return strict_json(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def dumps_strict(value, **kwargs) -> str:
+    """``json.dumps`` of :func:`strict_json` ``(value)``; never writes Infinity or NaN."""
+    return json.dumps(strict_json(value), allow_nan=False, **kwargs)
 
 
 @contextmanager
@@ -58,12 +81,13 @@ def git_commit() -> str:
 
 def write_parquet(table, out: str | os.PathLike, params) -> None:
     """Write a pyarrow Table atomically with provenance metadata: package version, git
-    commit, the resolved parameters (JSON), the SLURM job id if any; metadata already on
+    commit, the resolved parameters (strict JSON, :func:`dumps_strict`: mu = inf is
+    ``"inf"``), the SLURM job id if any; metadata already on
     the table is kept."""
     import pyarrow.parquet as pq
 
     meta = {"fedgdp_version": __version__, "git_commit": git_commit(),
-            "params": json.dumps(params, sort_keys=True, default=str)}
+            "params": dumps_strict(params, sort_keys=True, default=str)}
     if os.environ.get("SLURM_JOB_ID"):
         meta["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})

@@ -7,7 +7,6 @@ upwards from zero, negative ones downwards), and a black diamond marks the priva
 """
 from __future__ import annotations
 
-import json
 import os
 import textwrap
 
@@ -122,6 +121,8 @@ def plot_decomposition(table: pd.DataFrame, spec: dict, pdf: str | os.PathLike |
     title = spec.get("title") or "Error decomposition"
     fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, bottom / height, 1, 1), h_pad=2.0)
-    about = json.dumps({"figure": spec.get("name", "decomposition"), "panels": contents})
+    from .io import dumps_strict
+
+    about = dumps_strict({"figure": spec.get("name", "decomposition"), "panels": contents})
     save_figure(fig, pdf, png, title=title, about=about)
     return fig

@@ -221,6 +221,10 @@ def render_markdown(df: pd.DataFrame, spec: dict) -> str:
     lines += ["", "## Where C2 and C4 hold", ""]
     for claim in ("C2", "C4"):
         hits = where_holds(df, claim)
+        tested = ((df["claim"] == claim) & (df["subclaim"] == "") & (df["verdict"] != "not run")).any()
+        if not tested:      # no results of its studies: say so, never "under no variant"
+            lines.append(f"- {claim}: not tested (no results of its studies were given).")
+            continue
         text = ("; ".join(f"{v} ({m}" + (", certified FedNewton" if n == "certified" else "") + ")"
                           for v, m, n in hits) if hits else "under no variant")
         lines.append(f"- {claim} holds: {text}.")

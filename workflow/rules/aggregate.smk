@@ -26,7 +26,7 @@ rule save_config:
         report(PLAN.paths.config, caption="../report/config.rst", category="Config",
                labels={"file": "config.resolved.yaml", "run": RUN}),
     params:
-        text=PLAN.resolved_config_text(),
+        text=PLAN.resolved_config_text,
     log:
         f"{LOGS}/save_config/save_config.log",
     localrule: True

@@ -27,6 +27,8 @@ BENCH = PLAN.paths.benchmarks
 TARGETS = PLAN.targets()
 print(f"fedgdp: run {RUN} (config {PLAN.sha}): results/{RUN}/, figures/{RUN}/, {TABLES}/",
       file=sys.stderr)
+if PLAN.run_warning():   # e.g. --config run=paper with changed settings: results of two configs
+    print(PLAN.run_warning(), file=sys.stderr)
 
 # The job commands call `fedgdp`; when Snakemake runs from a virtual environment that
 # is not activated, put that environment's scripts first on the PATH of every job

@@ -30,23 +30,26 @@ rule plot_figure:
 
 
 # README gallery: a small PNG of every figure of the default target (no CNNs), from
-# this run's figures (run it with the default config: docs/gallery shows run paper).
-rule gallery_png:
-    input:
-        f"figures/{RUN}/{{fig}}.png",
-    output:
-        "docs/gallery/{fig}.png",
-    params:
-        python=sys.executable,
-    wildcard_constraints:
-        fig=plan.alternatives(PLAN.gallery_figures()),
-    log:
-        f"{LOGS}/gallery_png/{{fig}}.log",
-    localrule: True
-    conda:
-        "../envs/fedgdp.yaml"
-    shell:
-        "{params.python:q} -m fedgdp.plan shrink-png {input} {output} > {log} 2>&1"
+# this run's figures. Only run paper (plan.GALLERY_RUN, what the README shows) has the
+# rule; `snakemake gallery` on another run is refused before any job (requests.smk).
+if PLAN.gallery_allowed():
+
+    rule gallery_png:
+        input:
+            f"figures/{RUN}/{{fig}}.png",
+        output:
+            "docs/gallery/{fig}.png",
+        params:
+            python=sys.executable,
+        wildcard_constraints:
+            fig=plan.alternatives(PLAN.gallery_figures()),
+        log:
+            f"{LOGS}/gallery_png/{{fig}}.log",
+        localrule: True
+        conda:
+            "../envs/fedgdp.yaml"
+        shell:
+            "{params.python:q} -m fedgdp.plan shrink-png {input} {output} > {log} 2>&1"
 
 
 # A named target per figure and table (`snakemake --cores 2 fig03`, `table1`, `rates`)

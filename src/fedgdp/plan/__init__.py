@@ -35,7 +35,8 @@ Modules, lower ones first (a module imports only those above it)::
     sensitivity    the sensitivity section's studies (functions) and SensitivityPart
     schema         load_schema, validate (closed schema, one-line messages)
     gallery        shrink_png and ``python -m fedgdp.plan shrink-png SRC DST``
-    targets        TargetsPart: the files of every output, named targets, report labels
+    targets        TargetsPart: the files of every output, named targets, report labels,
+                   the check of an invocation's targets (RequestError)
     claims         ClaimsPart: the claims report
     resources      ResourcesPart: minutes and megabytes of cluster jobs
     checks         ChecksPart: Plan.check, what the schema cannot express
@@ -62,7 +63,7 @@ from .config import (
     run_name,
 )
 from .core import Plan, load
-from .gallery import GALLERY_COLOURS, GALLERY_DIR, GALLERY_WIDTH, main, shrink_png
+from .gallery import GALLERY_COLOURS, GALLERY_DIR, GALLERY_RUN, GALLERY_WIDTH, main, shrink_png
 from .nn import NN_X
 from .schema import load_schema, validate
 from .sensitivity import (
@@ -74,10 +75,11 @@ from .sensitivity import (
     sensitivity_study_name,
     sensitivity_variants,
 )
+from .targets import RequestError
 
 __all__ = [
-    "FIGURE_KINDS", "GALLERY_COLOURS", "GALLERY_DIR", "GALLERY_WIDTH", "GRID_AXES", "LAYOUT_KEYS", "NN_X",
-    "SENSITIVITY_CLAIMS", "ConfigError", "Plan", "add_sensitivity_studies", "alternatives", "config_sha",
+    "FIGURE_KINDS", "GALLERY_COLOURS", "GALLERY_DIR", "GALLERY_RUN", "GALLERY_WIDTH", "GRID_AXES", "LAYOUT_KEYS", "NN_X",
+    "SENSITIVITY_CLAIMS", "ConfigError", "Plan", "RequestError", "add_sensitivity_studies", "alternatives", "config_sha",
     "figure_number", "fmt_mu", "invocation_overrides", "key_path", "load", "load_schema", "main",
     "merge_settings", "mnist_files", "numbers", "run_name", "sensitivity_error", "sensitivity_index",
     "sensitivity_studies", "sensitivity_study_name", "sensitivity_variants", "shrink_png", "suggest",

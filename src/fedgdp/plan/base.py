@@ -79,8 +79,10 @@ class PlanBase:
         """Which run and config made an output, for titles, notes and captions."""
         return f"run {self.run}, config {self.sha} ({self.paths.config})"
 
-    def resolved_config_text(self) -> str:
-        """The resolved config as YAML, with a header naming the run and its hash."""
+    def resolved_config_text(self, wildcards=None) -> str:
+        """The resolved config as YAML, with a header naming the run and its hash (a
+        params function of rule save_config: Snakemake would read the braces of a
+        title's placeholders in a params string as wildcards)."""
         import yaml
 
         body = yaml.safe_dump(dict(self.config, run=self.run), sort_keys=False, width=100)

@@ -69,6 +69,15 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
                     p = resolve(over)
                 except ValueError as exc:
                     raise ConfigError(f"studies.{study}", f"{model}: {exc}") from None
+                # every sizes scheme and m of the grid resolves too (the settings' own checks,
+                # e.g. client sizes a method cannot use), not only the first cell's
+                for cell in {(c["sizes"], c["m"]): c for c in self.study_cells(study)}.values():
+                    other = dict(self.cell_overrides(model, study, cell), tau1=over["tau1"])
+                    try:
+                        resolve(other)
+                    except ValueError as exc:
+                        raise ConfigError(f"studies.{study}.grid",
+                                          f"{model}, sizes {cell['sizes']}, m = {cell['m']}: {exc}") from None
                 bare = dict(p, method_settings={})
                 given_at = [("defaults", c["defaults"]["method_settings"]),
                             (f"studies.{study}.settings", s.get("settings", {}).get("method_settings", {}))]
@@ -115,6 +124,7 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
                 for name, value in panel.items():
                     if name not in ("study", "title"):
                         self._check_panel_value(f"{key}.{name}", name, value, study)
+            self.figure_title(fig)      # its placeholders are known (ConfigError naming the title)
 
     def _check_tables(self):
         c, studies = self.config, list(self.config["studies"])
@@ -132,6 +142,7 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
         if rates:
             for i, fit in enumerate(rates["fits"]):
                 self._check_in(f"tables.rates.fits[{i}].study", fit["study"], studies, "study")
+            self.rates_fits()           # the labels' placeholders are known
 
     def _check_realdata(self):
         from ..realdata import TASKS

@@ -6,6 +6,7 @@ import os
 import sys
 
 GALLERY_DIR = "docs/gallery"
+GALLERY_RUN = "paper"    # the run the README's gallery shows: target gallery refuses any other
 GALLERY_WIDTH = 900      # pixels of a gallery PNG
 GALLERY_COLOURS = 128    # palette size of a gallery PNG (keeps each file at tens of KB)
 

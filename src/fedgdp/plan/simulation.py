@@ -6,9 +6,25 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import string
 
 from .base import PlanBase, alternatives, fmt_mu
-from .config import GRID_AXES, merge_settings
+from .config import GRID_AXES, ConfigError, merge_settings
+
+#: Placeholders a simulation figure's title or a rates fit's label may hold, filled in
+#: from the cells it draws (so a title cannot state a size the data do not have).
+TITLE_FIELDS = {"mean_n": "the mean client size of the cells drawn (2 significant digits; a range if they differ)",
+                "N": "the total sample size N = m x mean client size of the cells drawn (likewise)"}
+
+
+def _two_digits(x: float) -> str:
+    return f"{float(f'{x:.2g}'):g}"
+
+
+def _span(values) -> str:
+    """``400`` when the rounded values agree, else ``100-400``."""
+    shown = sorted({float(_two_digits(v)) for v in values})
+    return f"{shown[0]:g}" if len(shown) == 1 else f"{shown[0]:g}-{shown[-1]:g}"
 
 
 class SimulationPart(PlanBase):
@@ -135,6 +151,62 @@ class SimulationPart(PlanBase):
         f = self.figure(fig)
         return list(dict.fromkeys(p.get("study", f.get("study")) for p in f["panels"]))
 
+    def drawn_cells(self, study: str, fixed: dict | None = None) -> list[tuple[str, int]]:
+        """(sizes, m) of the cells of ``study`` that a panel or fit fixing ``fixed`` draws."""
+        from ..simulation.data import parse_sizes
+
+        fixed = fixed or {}
+        axes = self.study_axes(study)
+        sizes = [parse_sizes(fixed["sizes"]).text] if "sizes" in fixed else axes["sizes"]
+        ms = [int(fixed["m"])] if "m" in fixed else axes["m"]
+        return [(sz, m) for sz in sizes for m in ms]
+
+    def render_title(self, text: str, study_cells: list[tuple[str, list]], key: str) -> str:
+        """``text`` with its placeholders (:data:`TITLE_FIELDS`) filled in from the cells
+        drawn, given as (study, [(sizes, m), ...]); ConfigError naming ``key`` for an
+        unknown placeholder or a brace that is not one."""
+        from ..simulation.data import parse_sizes
+
+        try:
+            names = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+        except ValueError as exc:
+            raise ConfigError(key, f"{exc} in {text!r} (write a placeholder as {{mean_n}} or {{N}})") from None
+        for name in names:
+            if name not in TITLE_FIELDS:
+                raise ConfigError(key, f"unknown placeholder {{{name}}} in {text!r}; known: "
+                                  + ", ".join(f"{{{k}}} ({v})" for k, v in TITLE_FIELDS.items()))
+        if not names:
+            return text
+        means, totals = [], []
+        for study, cells in study_cells:
+            floor = self.study_settings(study)["n_floor"]
+            for sizes, m in cells:
+                scheme = parse_sizes(sizes, floor)
+                mean = scheme.mean_size(m)
+                means.append(mean)
+                totals.append(scheme.args[0] if scheme.kind == "total" else m * mean)
+        return text.format_map({"mean_n": _span(means), "N": _span(totals)})
+
+    def figure_title(self, fig: str) -> str:
+        """A simulation figure's title (default: its name), placeholders filled in from
+        the cells its panels draw (:meth:`render_title`)."""
+        f = self.figure(fig)
+        cells = [(p.get("study", f.get("study")), self.drawn_cells(p.get("study", f.get("study")), p))
+                 for p in f["panels"]]
+        return self.render_title(f.get("title", fig), cells, f"figures.{fig}.title")
+
+    def rates_fits(self) -> list[dict]:
+        """The rates table's fits (here, beside the titles, so that the config checks use it), each label's placeholders (``{mean_n}``, ``{N}``) filled
+        in from the cells of its study (:meth:`render_title`)."""
+        out = []
+        for i, fit in enumerate(self.config["tables"]["rates"]["fits"]):
+            fit = dict(fit)
+            if "label" in fit:
+                fit["label"] = self.render_title(fit["label"], [(fit["study"], self.drawn_cells(fit["study"]))],
+                                                 f"tables.rates.fits[{i}].label")
+            out.append(fit)
+        return out
+
     def figure_summaries(self, wildcards) -> list[str]:
         f = self.figure(wildcards.fig)
         return [self.summary_file(f["model"], s) for s in self.figure_studies(wildcards.fig)]
@@ -143,7 +215,7 @@ class SimulationPart(PlanBase):
         """The figure's config entry with what fedgdp.simulation.plots needs besides (JSON)."""
         fig = wildcards.fig
         f = {k: v for k, v in self.figure(fig).items() if k != "kind"}
-        spec = dict(f, name=fig, title=f"{f.get('title', fig)} [{self.run}, {self.sha}]",
+        spec = dict(f, name=fig, title=f"{self.figure_title(fig)} [{self.run}, {self.sha}]",
                     studies={s: self.config["studies"][s] for s in self.figure_studies(fig)},
                     d=len(self.config["beta_true"][f["model"]]),
                     method_settings=self.study_settings(self.figure_studies(fig)[0])["method_settings"])
@@ -167,7 +239,7 @@ class SimulationPart(PlanBase):
                   "m_by_method": "one line per method, one panel per client-size scheme",
                   "K_by_mu": "one line per mu, one panel per method"}[f["layout"]]
         theory = "; dashed: the bound of Table 1 scaled to the data" if f.get("theory") else ""
-        return (f"{f.get('title', fig)}. Empirical MSE of beta_hat (log scale; mean over "
+        return (f"{self.figure_title(fig)}. Empirical MSE of beta_hat (log scale; mean over "
                 f"non-diverged replicates, error bars +-2 Monte Carlo standard errors), {layout}"
                 f"{theory}. {'; '.join(parts)}. "
                 f"beta_true = {c['beta_true'][f['model']]}, sigma_c = {d['sigma_c']}, clipping "

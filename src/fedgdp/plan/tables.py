@@ -38,7 +38,7 @@ class TablesPart(SimulationPart):
 
     def rates_spec(self, wildcards=None) -> str:
         c = self.config
-        spec = dict(c["tables"]["rates"], studies={s: dict(c["studies"][s], method_settings=self.study_settings(s)["method_settings"])
+        spec = dict(c["tables"]["rates"], fits=self.rates_fits(), studies={s: dict(c["studies"][s], method_settings=self.study_settings(s)["method_settings"])
                                                    for _, s in self._rates_pairs()},
                     d={model: len(beta) for model, beta in c["beta_true"].items()},
                     method_settings=c["defaults"]["method_settings"],
@@ -69,7 +69,7 @@ class TablesPart(SimulationPart):
                     f"{self.provenance()}.")
         r = c["tables"]["rates"]
         fits = "; ".join(f"{f.get('label', f['study'])} (study {f['study']}, x = {f['x']}"
-                         + (f", one fit per {f['by']}" if f.get("by") else "") + ")" for f in r["fits"])
+                         + (f", one fit per {f['by']}" if f.get("by") else "") + ")" for f in self.rates_fits())
         return (f"Fitted log-log slopes of the empirical MSE (statsmodels OLS of log MSE on log x "
                 f"over the cells of each group, 95% confidence interval) beside the exponent the "
                 f"method's bound predicts over the same cells, in the K-explicit form of Remark 3.4 "

@@ -2,10 +2,18 @@
 (:meth:`TargetsPart.targets`), the figure-name constraints and the report labels."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+from ..settings import suggest
 from .base import alternatives, figure_number
 from .decomposition import DecompositionPart
-from .gallery import GALLERY_DIR
+from .gallery import GALLERY_DIR, GALLERY_RUN
 from .sensitivity import SensitivityPart
+
+
+class RequestError(ValueError):
+    """A Snakemake invocation that cannot be served (a target, a missing extra): one line."""
 
 
 class TargetsPart(SensitivityPart, DecompositionPart):
@@ -62,6 +70,72 @@ class TargetsPart(SensitivityPart, DecompositionPart):
                       + [p for f in self.default_figures() for p in self.figure_files(f)]
                       + [p for t in self.tables() for p in self.table_files(t)])
         return out
+
+    # ------------------------------------------------------- the invocation's request
+    def gallery_allowed(self) -> bool:
+        """Only run :data:`GALLERY_RUN` may write docs/gallery/ (the README says the gallery shows it)."""
+        return self.run == GALLERY_RUN
+
+    def check_request(self, targets, *, rule_names=(), dry_run: bool = False, torch: bool = True,
+                      use_conda: bool = False) -> None:
+        """Check the targets of one Snakemake invocation before any job: RequestError, one line.
+
+        Parameters
+        ----------
+        targets : the targets given (empty: the default target ``all``)
+        rule_names : names of the workflow's rules (a target without ``/`` or ``.`` must be one)
+        dry_run : a dry run plans without PyTorch
+        torch : whether PyTorch can be imported here
+        use_conda : jobs run in their conda environments (``--sdm conda``: PyTorch comes with nn.yaml)
+        """
+        named = self.targets()
+        known = list(dict.fromkeys([*named, *rule_names]))
+        for t in targets:
+            if "/" not in t and "." not in t and t not in known:
+                hit = re.fullmatch(r"([A-Za-z_]+)(\d+)", t)            # fig3 -> fig03
+                padded = f"{hit.group(1)}{int(hit.group(2)):02d}" if hit else ""
+                hint = f" (did you mean {padded!r}?)" if padded in known else suggest(t, known)
+                raise RequestError(f"unknown target {t!r}{hint}; named targets: "
+                                   f"{', '.join(n for n in named)} (or a file path)")
+        if not self.gallery_allowed() and any(t == "gallery" or t.startswith(GALLERY_DIR + "/") for t in targets):
+            raise RequestError(f"target gallery: {GALLERY_DIR}/ shows run {GALLERY_RUN} (README), not run "
+                               f"{self.run}; build it with config.yaml alone (`snakemake --cores 2 gallery`); "
+                               f"this run's figures are in figures/{self.run}/")
+        if not (dry_run or use_conda or torch):
+            nn = self.nn_requested(targets)
+            if nn:
+                raise RequestError(f"target(s) {', '.join(nn)} train CNNs (figures {', '.join(self.figures('nn'))}) "
+                                   "and need PyTorch, which is not installed: pip install 'fedgdp[nn]' (or run "
+                                   "with --sdm conda); a dry run (-n) plans without it")
+
+    def nn_requested(self, targets) -> list[str]:
+        """The targets (``all`` for none given) that need CNN training jobs."""
+        named = self.targets()
+        nn_files = {p for f in self.figures("nn") for p in self.figure_files(f)}
+        nn_prefix = self.paths.nn_run.split("{")[0]
+        out = []
+        for t in (list(targets) or ["all"]):
+            files = named.get(t, [t])
+            if any(f in nn_files or f.startswith(nn_prefix) for f in files):
+                out.append(t)
+        return out
+
+    def run_warning(self, root=".") -> str | None:
+        """A line when this run's folder already holds results of another config (its
+        config.resolved.yaml records another hash), e.g. ``--config run=paper`` with
+        changed settings: jobs whose parameters changed are rebuilt beside files of the
+        old config. None otherwise."""
+        path = Path(root) / self.paths.config
+        try:
+            text = path.read_text()
+        except OSError:
+            return None
+        hit = re.search(r"config sha256 prefix ([0-9a-f]{8})", text)
+        if hit is None or hit.group(1) == self.sha:
+            return None
+        return (f"fedgdp: warning: run {self.run} already holds results of config {hit.group(1)} "
+                f"({self.paths.config}); this config is {self.sha}: its changed jobs will be rebuilt "
+                f"into the same run. Name a new run (--config run=NAME) to keep both.")
 
     def figure_constraint(self, kind: str) -> str:
         return alternatives(self.figures(kind))

@@ -107,8 +107,10 @@ def parse_seeds(text: str) -> list[int]:
     """``"0-99"``, ``"7"`` or ``"0-9,20-29"`` -> sorted unique replicate indices."""
     out: list[int] = []
     for part in str(text).split(","):
-        a, _, b = part.strip().partition("-")
+        a, dash, b = part.strip().partition("-")
         try:
+            if dash and not b:          # "0-": a range without its end, not seed 0
+                raise ValueError
             lo, hi = int(a), int(b) if b else int(a)
         except ValueError:
             raise ValueError(f"bad seeds {text!r}: use 'first-last' with integers, e.g. 0-99") from None

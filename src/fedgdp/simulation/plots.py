@@ -18,7 +18,6 @@ and are the same in every figure.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import string
@@ -304,7 +303,9 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     title = spec.get("title") or f"{spec['model'].capitalize()} regression"
     fig.suptitle(f"{title}\n{_settings_text(rows, layout)}", fontsize=11)
     # What the figure shows, stored in the files (PNG text chunk, PDF Subject) for checks.
-    about = json.dumps({"figure": spec.get("name", ""), "layout": spec["layout"], "panels": contents})
+    from ..io import dumps_strict
+
+    about = dumps_strict({"figure": spec.get("name", ""), "layout": spec["layout"], "panels": contents})
     fig.tight_layout(rect=(0, bottom / height, 1, 1))
     for cols, items, ncol in legends:     # below the panels, centred under the columns they describe
         boxes = [axes[r, c].get_position() for r in range(nrows) for c in cols if axes[r, c].get_visible()]
