@@ -236,6 +236,14 @@ def test_importing_fedgdp_imports_no_sklearn():
     assert res.returncode == 0 and res.stdout.strip() == "FederatedGLM", res.stderr[-1500:]
 
 
+def test_docstring_example_runs():
+    import doctest
+
+    import fedgdp.estimator
+
+    assert doctest.testmod(fedgdp.estimator).failed == 0
+
+
 def test_docstring_says_which_fedhybrid():
     doc = FederatedGLM.__doc__
     assert "Algorithm 2 of Peng, Paul & Auddy" in doc and "not* the" in doc and "Niu & Wei" in doc

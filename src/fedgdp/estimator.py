@@ -181,9 +181,10 @@ class PrivacyReport:
         return math.inf if not math.isfinite(mu) else privacy.gdp_epsilon(mu, delta)
 
     def as_dict(self, delta: float = 1e-5) -> dict:
-        """A JSON-ready summary: per-client mu, the worst client's epsilon at ``delta``,
-        the releases (stage, count, sensitivity and sigma of the first client...
-        per client), the assumptions."""
+        """A JSON-ready summary: each client's composed and certified mu, the worst
+        client's epsilon at ``delta`` (certified and nominal), every release (stage,
+        count, certified, assumption; sensitivity and sigma per client) and the
+        assumptions. Infinite values are written as the string ``"inf"``."""
         def num(x):
             x = float(x)
             return x if math.isfinite(x) else str(x)
@@ -504,6 +505,8 @@ class FederatedGLM:
     def _targets(self, y: np.ndarray):
         """Responses Y (n, k) and the model of the family; sets ``classes_``."""
         if self.family == "poisson":
+            if hasattr(self, "classes_"):      # from an earlier fit as a classifier
+                del self.classes_
             y = _numeric(y, "y")
             if np.any(y < 0):
                 raise ValueError("family 'poisson' needs counts: y must be >= 0 (some values of y are negative)")
@@ -623,6 +626,8 @@ class FederatedGLM:
         return S
 
     decision_function = _AvailableIf(_decision_function, _is_classifier)
+    """``decision_function(X)``, classifiers only: the log-odds (n,) with two classes, the
+    softmax scores (n, C) otherwise; Poisson has none (:meth:`linear_predictor`)."""
 
     def _predict_proba(self, X) -> np.ndarray:
         """Class probabilities.
@@ -643,6 +648,8 @@ class FederatedGLM:
         return matrix_model("multiclass", len(self.classes_)).mean(S)
 
     predict_proba = _AvailableIf(_predict_proba, _is_classifier)
+    """``predict_proba(X)``, classifiers only: class probabilities (n, C), columns in the
+    order of ``classes_`` (logistic: ``[1 - p, p]``)."""
 
     def _predict_log_proba(self, X) -> np.ndarray:
         """The logarithm of :meth:`predict_proba`, shape (n, C)."""
@@ -650,6 +657,7 @@ class FederatedGLM:
             return np.log(self._predict_proba(X))
 
     predict_log_proba = _AvailableIf(_predict_log_proba, _is_classifier)
+    """``predict_log_proba(X)``, classifiers only: the logarithm of ``predict_proba``, (n, C)."""
 
     def predict(self, X) -> np.ndarray:
         """The predicted class (classifiers) or mean count (Poisson).
