@@ -321,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     _claims_commands(sub)
     _claims_map_commands(sub)
     _decompose_commands(sub)
+    from .fitting import add_parser as add_fit_parser      # fedgdp fit (fedgdp.fitting)
+    add_fit_parser(sub)
     _describe(sub)
     return ap
 

@@ -1,0 +1,273 @@
+"""``fedgdp fit``: a :class:`fedgdp.estimator.FederatedGLM` on a CSV or Parquet file.
+
+One row per record; one column holds the response (``--target``), one the client
+(``--client``), and the features are the columns named by ``--features`` (default:
+every other column). The command prints the estimate and its privacy report, as a
+table or (``--json``) as JSON, and ``--out`` writes the coefficients (CSV or JSON).
+Bad input (a missing column, a non-numeric feature, a missing value, a client with
+too few rows for the method) raises ValueError with one line, which the command
+line prints and ends with exit status 2.
+
+:func:`add_parser` registers the command (:mod:`fedgdp.cli` calls it);
+:func:`fit_table` is the command without the parser.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report"]
+
+READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def read_table(path: str):
+    """The data file as a pandas DataFrame; ValueError naming the file otherwise.
+
+    Parameters
+    ----------
+    path : str
+        A ``.csv`` file (comma-separated, a header row) or a ``.parquet`` / ``.pq`` file.
+    """
+    import pandas as pd
+
+    p = Path(path)
+    kind = READERS.get(p.suffix.lower())
+    if kind is None:
+        raise ValueError(f"DATA {path!r} must end in .csv, .parquet or .pq")
+    if not p.is_file():
+        raise ValueError(f"DATA {path!r}: no such file")
+    try:
+        return pd.read_csv(p) if kind == "csv" else pd.read_parquet(p)
+    except Exception as exc:            # a parser's own error, as one line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"cannot read {path!r} as {kind}: {first}") from None
+
+
+def _columns(df, target: str, client: str, features: list[str] | None) -> list[str]:
+    """The feature columns, checked: present, numeric, no missing values."""
+    names = [str(c) for c in df.columns]
+    for what, col in (("--target", target), ("--client", client)):
+        if col not in names:
+            raise ValueError(f"{what} column {col!r} is not in the data; columns: {', '.join(names)}")
+    if features is None:
+        features = [c for c in names if c not in (target, client)]
+        if not features:
+            raise ValueError("the data have no feature columns besides the target and the client")
+    for col in features:
+        if col not in names:
+            raise ValueError(f"feature column {col!r} is not in the data; columns: {', '.join(names)}")
+        if col in (target, client):
+            raise ValueError(f"feature column {col!r} is also the {'target' if col == target else 'client'}")
+        kind = df[col].dtype.kind
+        if kind not in "biuf":
+            raise ValueError(f"feature column {col!r} is not numeric (dtype {df[col].dtype}); "
+                             "encode it as numbers or leave it out with --features")
+        if df[col].isna().any():
+            raise ValueError(f"feature column {col!r} has {int(df[col].isna().sum())} missing value(s)")
+    for what, col in (("target", target), ("client", client)):
+        if df[col].isna().any():
+            raise ValueError(f"{what} column {col!r} has {int(df[col].isna().sum())} missing value(s)")
+    return list(features)
+
+
+def fit_table(df, *, target: str, client: str, features: list[str] | None = None, **params):
+    """Fit a :class:`~fedgdp.estimator.FederatedGLM` on a table.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame, shape (n, columns)
+    target, client : str
+        The response's and the client label's columns.
+    features : list of str or None
+        The feature columns (default: every other column).
+    **params
+        The estimator's parameters (``family``, ``method``, ``mu``, ...).
+
+    Returns
+    -------
+    estimator : FederatedGLM
+        Fitted; ``feature_names_in_`` holds the feature columns.
+    """
+    from .estimator import FederatedGLM
+
+    cols = _columns(df, target, client, features)
+    return FederatedGLM(**params).fit(df[cols], df[target].to_numpy(), df[client].to_numpy())
+
+
+def coefficient_rows(est) -> list[dict]:
+    """One row per (class, term): ``term`` (``(intercept)`` or a feature), ``class``
+    (multinomial only; the class label), ``coef``."""
+    names = ["(intercept)"] * bool(est.fit_intercept) + [str(c) for c in est.feature_names_in_]
+    theta = est.theta_
+    rows = []
+    if est.family == "multinomial":
+        for j, cls in enumerate(est.classes_):
+            rows += [{"class": _plain(cls), "term": t, "coef": float(v)} for t, v in zip(names, theta[:, j])]
+    else:
+        rows = [{"term": t, "coef": float(v)} for t, v in zip(names, theta[:, 0])]
+    return rows
+
+
+def _plain(x):
+    return x.item() if hasattr(x, "item") else x
+
+
+def _num(x: float):
+    return float(x) if math.isfinite(x) else str(x)
+
+
+def report(est, *, delta: float, rows: int, data: str) -> dict:
+    """The JSON report: the estimate, its fit and its privacy report at ``delta``."""
+    out = {"data": data, "rows": rows, "family": est.family, "method": est.method,
+           "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
+           "features": [str(c) for c in est.feature_names_in_], "coefficients": coefficient_rows(est),
+           "communication": est.communication_, "settings": est.settings_["method_settings"][est.method],
+           "privacy": est.privacy_.as_dict(delta)}
+    if est.family != "poisson":
+        out["classes"] = [_plain(c) for c in est.classes_]
+    return out
+
+
+def format_report(rep: dict) -> str:
+    """The report as a plain-text table: the coefficients, then the privacy summary."""
+    pv = rep["privacy"]
+    lines = [f"{rep['method']} ({pv['privacy_mode']}), family {rep['family']}: {rep['rows']} rows, "
+             f"{rep['n_clients']} clients (sizes {min(rep['client_sizes'])}-{max(rep['client_sizes'])}), "
+             f"mu = {pv['mu'] if isinstance(pv['mu'], str) else format(pv['mu'], 'g')}", ""]
+    coefs = rep["coefficients"]
+    has_class = "class" in coefs[0]
+    width = max(len("term"), *(len(r["term"]) for r in coefs))
+    head = (f"{'class':>8}  " if has_class else "") + f"{'term':<{width}}  {'coef':>12}"
+    lines += [head, "-" * len(head)]
+    for r in coefs:
+        lines.append((f"{str(r['class']):>8}  " if has_class else "") + f"{r['term']:<{width}}  {r['coef']:>12.6g}")
+    mu_c, mu_cert = pv["mu_composed"], pv["mu_certified"]
+
+    def worst(v):
+        return "inf" if any(isinstance(x, str) for x in v) else f"{max(v):.6g}"
+
+    lines += ["", f"privacy: composed mu per client (max) {worst(mu_c)}; certified mu (max) {worst(mu_cert)}; "
+              f"epsilon {pv['epsilon'] if isinstance(pv['epsilon'], str) else format(pv['epsilon'], '.4g')} "
+              f"at delta {pv['delta']:g} ({'certified' if pv['certified'] else 'NOT certified'})",
+              f"clipping bound B = {pv['clip_bound'] if isinstance(pv['clip_bound'], str) else format(pv['clip_bound'], '.6g')}"
+              f" (rule {pv['clip']['rule']}); rounds {rep['communication']['rounds']}"]
+    lines += [f"  not accounted / assumed: {a}" for a in pv["assumptions"]]
+    return "\n".join(lines)
+
+
+def _write_coefficients(est, path: str) -> None:
+    from .io import atomic_path, write_text
+
+    rows = coefficient_rows(est)
+    if path.lower().endswith(".json"):
+        write_text(path, json.dumps(rows, indent=1) + "\n")
+        return
+    import pandas as pd
+
+    with atomic_path(path) as tmp:
+        pd.DataFrame(rows).to_csv(tmp, index=False)
+
+
+def _settings(text: str | None) -> dict | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--settings is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError('--settings must be a JSON object, e.g. \'{"K": 50, "eta": 0.5}\'')
+    return value
+
+
+def _clip(text: str | None):
+    """``--clip``: none (the private quantile), quantile, private_quantile[:Q[:SHARE]] or a number B."""
+    if text is None:
+        return None
+    if text == "quantile":
+        return "quantile"
+    if text.startswith("quantile:"):
+        try:
+            return {"rule": "quantile", "q": float(text.split(":", 1)[1])}
+        except ValueError:
+            raise ValueError(f"bad --clip {text!r}: use quantile:Q, e.g. quantile:0.9") from None
+    if text.startswith("private_quantile"):
+        parts = text.split(":")
+        try:
+            rule = {"rule": "private_quantile", "q": float(parts[1]) if len(parts) > 1 else 0.9}
+            if len(parts) > 2:
+                rule["share"] = float(parts[2])
+        except ValueError:
+            raise ValueError(f"bad --clip {text!r}: use private_quantile:Q:SHARE, e.g. private_quantile:0.9:0.1") from None
+        return rule
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"bad --clip {text!r}: a number B (public bound), quantile[:Q] or "
+                         "private_quantile[:Q[:SHARE]]") from None
+
+
+def _cmd_fit(args) -> int:
+    from .privacy import parse_mu
+
+    df = read_table(args.data)
+    features = [c.strip() for c in args.features.split(",") if c.strip()] if args.features else None
+    if not 0 < args.delta < 1:
+        raise ValueError(f"--delta must lie in (0, 1), got {args.delta}")
+    params = dict(family=args.family, method=args.method, mu=parse_mu(args.mu), privacy_mode=args.privacy_mode,
+                  clip=_clip(args.clip), hessian_clip=args.hessian_clip, tau1=args.tau1,
+                  method_settings=_settings(args.settings), random_state=args.seed)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = fit_table(df, target=args.target, client=args.client, features=features, **params)
+    for w in caught:        # the leak warnings: one line each, on stderr
+        sys.stderr.write(f"fedgdp fit: warning: {w.message}\n")
+    rep = report(est, delta=args.delta, rows=len(df), data=args.data)
+    if args.json:
+        json.dump(rep, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(format_report(rep))
+    if args.out:
+        _write_coefficients(est, args.out)
+    return 0
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Register ``fedgdp fit`` on the subparsers ``sub``."""
+    from .arguments import output_path
+    from .estimator import FAMILIES
+
+    ap = sub.add_parser("fit", help="fit a private federated GLM on your own CSV or Parquet file: the "
+                                    "estimate and its privacy report")
+    ap.add_argument("data", metavar="DATA", help="a .csv or .parquet file, one row per record")
+    ap.add_argument("--target", required=True, help="the response column")
+    ap.add_argument("--client", required=True, help="the column of client labels (one client per value)")
+    ap.add_argument("--features", help="comma-separated feature columns (default: every other column)")
+    ap.add_argument("--family", choices=FAMILIES, default="logistic", help="the model")
+    ap.add_argument("--method", default="fednewton",
+                    help="fedsgd, fedavg, fedhybrid, fednewton, fednewton_certified, dp_scaffold; "
+                         "np_fedavg, np_scaffold, np_pooled with --mu inf")
+    ap.add_argument("--mu", default="2", help="mu-GDP budget of every client (inf: non-private)")
+    ap.add_argument("--privacy-mode", dest="privacy_mode", choices=["certified", "paper"], default="certified",
+                    help="certified: every release's sensitivity holds for all inputs; paper: as printed")
+    ap.add_argument("--clip", help="clipping bound: a number B (public), quantile[:Q] (data-driven, not "
+                                   "accounted), private_quantile[:Q[:SHARE]] (default: private_quantile:0.9:0.1)")
+    ap.add_argument("--hessian-clip", dest="hessian_clip", type=float, default=4.0,
+                    help="certified FedNewton's per-sample Hessian bound, times tau1")
+    ap.add_argument("--tau1", type=float, default=0.5, help="FedNewton's eigenvalue floor / ridge")
+    ap.add_argument("--settings", help='the method\'s settings as JSON, e.g. \'{"K": 50, "eta": 0.5}\' '
+                                       "(default: the real-data defaults)")
+    ap.add_argument("--seed", type=int, default=0, help="random_state: the root of every random draw")
+    ap.add_argument("--delta", type=float, default=1e-5, help="delta of the reported (epsilon, delta)")
+    ap.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    ap.add_argument("--out", type=output_path(".csv", ".json"), help="write the coefficients (.csv or .json)")
+    ap.set_defaults(func=_cmd_fit)
+    return ap
