@@ -126,13 +126,21 @@ CASES = [
     case("fetch-mnist", ["fetch-mnist", "--dir", "<file>"], ["is a file, not a folder"], id="fetch-mnist-dir-is-file"),
     # nn-* (torch missing: the torch_missing fixture hides it)
     case("nn-run", ["nn-run", "--n", "30", "--out", "<out>/n.parquet"], ["PyTorch", "fedgdp[nn]"], id="nn-run-without-torch"),
-    case("nn-bench", ["nn-bench", "--dataset", "digits"], ["PyTorch", "fedgdp[nn]"], id="nn-bench-without-torch"),
+    case("nn-bench", ["nn-bench", "--datasets", "digits"], ["PyTorch", "fedgdp[nn]"], id="nn-bench-without-torch"),
+    case("nn-bench", ["nn-bench", "--datasets", "imagenet"], ["--datasets", "imagenet"], id="nn-bench-unknown-network"),
+    case("nn-bench", ["nn-bench", "--sizes", "100,1"], ["--sizes", ">= 2"], id="nn-bench-size-one"),
+    case("nn-bench", ["nn-bench", "--repeats", "0"], ["--repeats"], id="nn-bench-zero-repeats"),
     case("nn-summarise", ["nn-summarise", "<notyaml>", "--out", "<out>/s.parquet"], ["notyaml"],
          id="nn-summarise-not-parquet"),
     case("nn-plot", ["nn-plot", "<out>/none.parquet", "--figure", "fig09", "--out", "<out>/f.pdf"],
          ["none.parquet"], id="nn-plot-missing-file"),
     case("nn-fetch", ["nn-fetch", "--dataset", "digits", "--data-dir", "<file>"], ["is a file"],
          id="nn-fetch-dir-is-file"),
+    # fit
+    case("fit", ["fit", "<out>/none.csv", "--target", "y", "--client", "c"], ["none.csv"], id="fit-missing-file"),
+    case("fit", ["fit", "<notyaml>", "--target", "y", "--client", "c"], ["notyaml"], id="fit-not-a-table"),
+    case("fit", ["fit", "<table>", "--target", "nosuch", "--client", "c"], ["nosuch"], id="fit-missing-column"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--mu", "-1"], ["mu"], id="fit-negative-mu"),
     # fedgdp itself
     case("fedgdp", ["simulat"], ["invalid choice: 'simulat'", "did you mean 'simulate'"], id="unknown-command"),
     case("fedgdp", [], ["COMMAND"], id="no-command"),
@@ -151,7 +159,8 @@ def inputs(tmp_path_factory):
     (d / "empty.yaml").write_text("")
     (d / "emptylist.yaml").write_text("[]\n")
     (d / "file").write_text("a file")
-    return {"cell": cell, "summary": summary, "notyaml": d / "notyaml", "empty": d / "empty.yaml",
+    (d / "table.csv").write_text("x,y,c\n" + "".join(f"{i / 10},{i % 2},{i % 3}\n" for i in range(30)))
+    return {"table": d / "table.csv", "cell": cell, "summary": summary, "notyaml": d / "notyaml", "empty": d / "empty.yaml",
             "emptylist": d / "emptylist.yaml", "file": d / "file", "config": ROOT / "config.yaml"}
 
 
