@@ -20,6 +20,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 from torch.nn import functional as F
 
+from fedgdp.nn.backend import head_vector, newton_direction, set_head_vector  # unchanged by the move
 from fedgdp.nn.models import HEAD
 
 MAX_FLOATS = 1 << 25
@@ -176,20 +177,6 @@ def round_grads(model, params: dict, clients, S, B: float, *, shared: bool = Fal
 
 
 # ----------------------------------------------------------- Newton head
-def head_vector(params: dict) -> torch.Tensor:
-    """The head's parameters as one vector ``[weight.flatten(), bias]``, shape (D,)."""
-    return torch.cat([params[f"{HEAD}.weight"].flatten(), params[f"{HEAD}.bias"]])
-
-
-def set_head_vector(params: dict, vec: torch.Tensor) -> dict:
-    """A copy of ``params`` with the head replaced by ``vec`` (layout of :func:`head_vector`)."""
-    w = params[f"{HEAD}.weight"]
-    out = dict(params)
-    out[f"{HEAD}.weight"] = vec[:w.numel()].reshape(w.shape).to(w.dtype)
-    out[f"{HEAD}.bias"] = vec[w.numel():].to(w.dtype)
-    return out
-
-
 class _Features(torch.nn.Module):
     """``net.features`` as a module's forward, for functional_call."""
 
@@ -222,25 +209,6 @@ def head_per_sample_grads(model, params: dict, x: torch.Tensor, y: torch.Tensor)
 
     g = vmap(grad(loss), in_dims=(None, 0, 0))(hp, z, y)
     return torch.cat([g["weight"].flatten(1), g["bias"]], dim=1)
-
-
-def newton_direction(G: torch.Tensor, lam: float) -> torch.Tensor:
-    """``(h + lam I)^{-1} gbar`` with ``h = G'G/n``, ``gbar = G'1/n``, in float64.
-
-    ``G`` is ``(n, D)``. When ``n < D`` the Woodbury identity
-    ``(lam I + G'G/n)^{-1} = (I - G'(n lam I + G G')^{-1} G) / lam`` solves an
-    ``n x n`` system instead of the ``D x D`` one.
-    """
-    G = G.to(torch.float64)
-    n, D = G.shape
-    gbar = G.mean(0)
-    if n < D:
-        inner = G @ G.T
-        inner.diagonal().add_(n * lam)
-        return (gbar - G.T @ torch.linalg.solve(inner, G @ gbar)) / lam
-    h = G.T @ G / n
-    h.diagonal().add_(lam)
-    return torch.linalg.solve(h, gbar)
 
 
 def head_newton_step(model, params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float,

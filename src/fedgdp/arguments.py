@@ -196,14 +196,15 @@ def _yaml_problem(exc) -> str:
     return f"{what} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else what
 
 
-def _spec(text: str, schema: dict | None = None) -> dict:
-    """The ``--spec`` JSON object, checked against ``schema`` (:func:`check_spec`) when given."""
+def _spec(text: str, schema: dict | None = None, *, flag: str = "--spec", example: str = "") -> dict:
+    """The ``--spec`` (or ``flag``) JSON object, checked against ``schema``
+    (:func:`check_spec`) when given."""
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"--spec is not valid JSON: {exc}") from None
+        raise ValueError(f"{flag} is not valid JSON: {exc}") from None
     if not isinstance(spec, dict):
-        raise ValueError("--spec must be a JSON object")
+        raise ValueError(f"{flag} must be a JSON object{example}")
     if schema is not None:
         check_spec(spec, schema)
     return spec

@@ -176,15 +176,11 @@ def _write_coefficients(est, path: str) -> None:
 
 
 def _settings(text: str | None) -> dict | None:
+    from .arguments import _spec
+
     if text is None:
         return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--settings is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ValueError('--settings must be a JSON object, e.g. \'{"K": 50, "eta": 0.5}\'')
-    return value
+    return _spec(text, flag="--settings", example=', e.g. \'{"K": 50, "eta": 0.5}\'')
 
 
 def _clip(text: str | None):
