@@ -394,8 +394,9 @@ class FedNewton(Method):
 
     def plan(self, data, s):
         n1, n2 = data.plan_halves()
+        bound = self.hessian_bound(data)
         return privacy.plan_fednewton(B=data.plan_B, n1=n1, n2=n2, eta=s["eta"], K=s["K"], tau1=data.tau1,
-                                      hessian_bound=self.hessian_bound(data))
+                                      hessian_bound=bound, solve_tol=0.0 if bound is None else data.solve_tol)
 
     def newton_update(self, be: Backend, theta1: np.ndarray) -> np.ndarray:
         """Every client's pre-noise Newton release ``theta1 - s`` (b, m, P)."""

@@ -33,7 +33,7 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = [
-    "PRIVACY_MODES", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips", "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
+    "PRIVACY_MODES", "MU_FLOOR", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips", "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
@@ -219,7 +219,7 @@ def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
             ReleaseSpec("gradient", K2, 2.0 * B, n, half))
 
 
-def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None) -> tuple:
+def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0) -> tuple:
     """FedNewton (Algorithm 4): K local steps on half 1, then one Newton release.
 
     Half 1 (``n1`` records) feeds the local steps and the Hessian, half 2 (``n2``)
@@ -237,6 +237,12 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None) -> tuple:
     moves H by at most H_c/n1 (two PSD matrices of norm <= H_c differ by at most
     H_c), and ``||A^{-1} - A'^{-1}|| <= ||A - A'|| / tau1^2`` with ``||g|| <= B``.
     With ``H_c = 4 tau1`` and even n this is the paper's ``8 B / (tau1 n)``.
+
+    ``solve_tol`` (certified, an iterative solve): the solve stops at a residual
+    ``||g - A s|| <= solve_tol ||g||`` (checked), so s is within
+    ``solve_tol ||g|| / tau1 <= solve_tol B / tau1`` of the exact solve on either data
+    set and the recorded sensitivity adds ``2 solve_tol B / tau1``. 0 (exact solves)
+    adds nothing.
     """
     half = Fraction(1, 2)
     n_eff = 2.0 * np.asarray(n1, float)
@@ -247,6 +253,8 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None) -> tuple:
     else:
         n1, n2 = np.asarray(n1, float), np.asarray(n2, float)
         delta = np.maximum(2.0 * B / (tau1 * n2), hessian_bound * B / (tau1 ** 2 * n1))
+        if solve_tol:
+            delta = delta + 2.0 * solve_tol * B / tau1
         newton = ReleaseSpec("newton", 1, delta, 1.0, half)
     return (stage1, newton)
 
@@ -518,14 +526,22 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 PRIVACY_MODES = ("paper", "certified")
 
 
+#: The smallest mu accepted: below it the noise sds overflow towards inf (a mu of 5e-324
+#: gives sigma = inf, a release that is not finite), and no study needs it.
+MU_FLOOR = 1e-6
+
+
 def parse_mu(value) -> float:
-    """mu > 0 or ``inf``; ValueError naming the bad value otherwise."""
+    """mu >= :data:`MU_FLOOR` (1e-6) or ``inf``; ValueError naming the bad value otherwise."""
     try:
         mu = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"mu must be a positive number or 'inf', got {value!r}") from None
     if not mu > 0 or math.isnan(mu):
         raise ValueError(f"mu must be > 0 (or 'inf' for no privacy), got mu={value}")
+    if mu < MU_FLOOR:
+        raise ValueError(f"mu must be at least {MU_FLOOR:g} (smaller values make the noise sd overflow), "
+                         f"got mu={value}")
     return mu
 
 

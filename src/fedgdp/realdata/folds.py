@@ -106,6 +106,12 @@ class FoldData:
         """Client sizes as a (1, m) float array (the shape of a plan's ``n``)."""
         return self.sizes.astype(float)[None, :]
 
+    @property
+    def solve_tol(self) -> float:
+        """The residual tolerance of FedNewton's iterative solve (``cg``: ``cg_tol``),
+        0 for the dense solves; it enters the certified sensitivity (docs/methods.md §2)."""
+        return float(self.newton["cg_tol"]) if self.newton["solver"] == "cg" else 0.0
+
     def half_sizes(self) -> np.ndarray:
         """FedNewton's half 1 of each client: its first ``floor(n_i / 2)`` rows, (m,)."""
         h1 = self.sizes // 2

@@ -275,6 +275,9 @@ class FitData:
         """Client sizes (n_rep, m) as floats (a plan's ``n``)."""
         return self.sizes.astype(float)
 
+    #: FedNewton's solves are dense here: no iterative-solve term in its sensitivity
+    solve_tol = 0.0
+
     def plan_halves(self) -> tuple[np.ndarray, np.ndarray]:
         """FedNewton's half sizes (n_rep, m) each, as floats."""
         h1, h2 = self.halves
