@@ -33,7 +33,7 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = [
-    "PRIVACY_MODES", "MU_FLOOR", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips", "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
+    "PRIVACY_MODES", "MU_FLOOR", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips", "clip_rows", "row_norms", "clip_factors", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
@@ -65,14 +65,48 @@ def clips(mu: float, release: str = "private") -> bool:
     return bool(np.isfinite(mu)) and release != "plain"
 
 
-def clip_rows(G: np.ndarray, B: float) -> np.ndarray:
-    """Clip each row of ``G`` (shape ``(n, d)``) to L2 norm at most ``B``."""
-    if not np.isfinite(B):
-        return G
-    norms = np.linalg.norm(G, axis=-1, keepdims=True)
+def row_norms(X: np.ndarray, plain: np.ndarray | None = None) -> np.ndarray:
+    """L2 norm of each row of ``X`` (shape ``(n, d)`` -> ``(n,)``) without overflow.
+
+    The plain norm (``np.linalg.norm(X, axis=-1)``, or ``plain`` when the caller has
+    computed it its own way) wherever it is finite and normal, bit for bit; rows whose
+    squares overflow or underflow are scaled by their largest entry before squaring
+    (``a sqrt(sum (x/a)^2)``), so a row of entries near the float maximum gets a finite
+    norm when that norm is representable (inf otherwise). A row holding a non-finite
+    entry has norm inf or NaN (the clipping rule, :func:`clip_factors`, zeroes it).
+    """
+    X = np.asarray(X, dtype=float)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        out = np.array(np.linalg.norm(X, axis=-1) if plain is None else plain, dtype=float)
+        redo = ~np.isfinite(out) | (out < 1e-150)
+        if redo.any():
+            Y = X[redo]
+            a = np.max(np.abs(Y), axis=-1)
+            safe = np.where((a > 0) & np.isfinite(a), a, 1.0)[:, None]
+            scaled = a * np.sqrt(np.einsum("nd,nd->n", Y / safe, Y / safe))
+            out[redo] = np.where(np.isfinite(a) & (a > 0), scaled, a)
+    return out
+
+
+def clip_factors(norms: np.ndarray, B: float) -> np.ndarray:
+    """The per-sample clipping factor ``min(1, B/||g_j||)`` of gradients with norms
+    ``norms``, and 0 where the norm is not finite (NaN or inf): *the* rule for a
+    non-finite per-sample gradient, which is clipped to zero (so every clipped
+    per-sample gradient has norm <= B and the sensitivity 2B/n holds for every input;
+    docs/methods.md §2, "Finite arithmetic")."""
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(norms > B, B / norms, 1.0)
-    return G * factor
+    return np.where(np.isfinite(norms), factor, 0.0)
+
+
+def clip_rows(G: np.ndarray, B: float) -> np.ndarray:
+    """Clip each row of ``G`` (shape ``(n, d)``) to L2 norm at most ``B``; a row that is
+    not finite becomes zero (:func:`clip_factors`)."""
+    if not np.isfinite(B):
+        return G
+    factor = clip_factors(row_norms(G), B)[..., None]
+    with np.errstate(invalid="ignore"):
+        return np.where(factor > 0, G * factor, 0.0)
 
 
 def _client_quantiles(values: np.ndarray, sizes: np.ndarray, q: float) -> np.ndarray:

@@ -47,7 +47,7 @@ class FoldData:
     clip: dict = field(default_factory=lambda: dict(DEFAULTS["clip"]))
 
     def __post_init__(self):
-        self.xnorm = [np.linalg.norm(x, axis=1) for x in self.X]
+        self.xnorm = [privacy.row_norms(x) for x in self.X]
 
     @property
     def private(self) -> bool:
