@@ -64,7 +64,8 @@ def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> 
     """Conjugate gradients for ``A x = b`` with A symmetric positive definite.
 
     ``apply(v)`` returns ``A v`` for arrays shaped like ``b``. Stops when
-    ``||b - A x|| <= tol ||b||``. Returns ``(x, iterations)``. Started at 0, the
+    ``||b - A x|| <= tol ||b||``. Returns ``(x, iterations)``; x is NaN when a curvature
+    ``p' A p`` is not positive and finite (overflowed data: never released). Started at 0, the
     iterates grow in norm, so a truncated solve keeps ``||x|| <= ||b|| / lambda_min(A)``.
     """
     x = np.zeros_like(b)
@@ -76,7 +77,10 @@ def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> 
         return x, 0
     for it in range(1, maxiter + 1):
         Ap = apply(p)
-        alpha = rs / float(np.vdot(p, Ap))
+        pAp = float(np.vdot(p, Ap))
+        if not (0.0 < pAp < math.inf):      # not positive definite in floating point (overflowed data)
+            return np.full_like(b, np.nan), it
+        alpha = rs / pAp
         x += alpha * p
         r -= alpha * Ap
         rs_new = float(np.vdot(r, r))
