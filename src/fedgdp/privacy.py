@@ -35,7 +35,7 @@ import numpy as np
 __all__ = [
     "PRIVACY_MODES", "MU_FLOOR", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips", "clip_rows", "row_norms", "clip_factors", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
-    "NEWTON_ASSUMPTION", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
+    "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
     "newton_sensitivity", "gdp_delta", "gdp_epsilon", "gdp_mu",
 ]
@@ -387,6 +387,14 @@ class Release:
         return np.where(self.sigma == 0, np.inf, out)
 
 
+#: What a ledger's mu means, printed with every client's report (docs/methods.md §2,
+#: "What is guaranteed, exactly").
+GUARANTEE = ("mu-GDP of this client towards the server for this one fit (mu_certified; mu is nominal when "
+             "mu_certified is inf); not across fits: FedNewton and certified FedNewton share noise, fits at "
+             "different mu reuse it, a real-data record enters several CV fits; test metrics are released "
+             "without noise; float64 sampling (Mironov 2012) is not covered")
+
+
 @dataclass
 class Ledger:
     """Every Gaussian release of every client, with GDP composition.
@@ -443,7 +451,8 @@ class Ledger:
                          "sigma": float(r.sigma[replicate, i]), "certified": r.certified,
                          "assumption": r.assumption}
                 rel.extend([entry] * r.count)
-            out.append({"client": i, "releases": rel, "mu": float(mu[i]), "mu_certified": float(mu_cert[i])})
+            out.append({"client": i, "releases": rel, "mu": float(mu[i]), "mu_certified": float(mu_cert[i]),
+                        "guarantee": GUARANTEE})
         return out
 
 
