@@ -178,7 +178,6 @@ def _local_search(evaluate, search: _Search, rng, iters: int) -> None:
     a pair label; multiplicative and additive perturbations of x, kept when better."""
     if search.record is None or iters <= 0:
         return
-    x0, y0 = search.record
     for t in range(iters):
         x, y = search.record
         if t % 2 == 0:
@@ -189,7 +188,6 @@ def _local_search(evaluate, search: _Search, rng, iters: int) -> None:
             continue
         value, pair = evaluate(x, y)
         search.see(value, pair + " (local search)", (x, y))
-    del x0, y0
 
 
 # ---------------------------------------------------------------- simulations
@@ -261,7 +259,7 @@ def _sim_bases(target: AuditTarget, stage: str, n_main: int, rng):
     out = []
     for n in sizes:
         rep = _sim_client(target.model, n, rng)
-        B = target.B or privacy.clip_bound(glm, rep, {"rule": "quantile", "q": 0.9})
+        B = target.B or privacy.clip_bound(glm, rep, {"rule": "quantile", "q": 0.9}) or AUDIT_B   # 0: a tiny client
         states = _sim_states(d, rng) if n == n_main else [np.zeros(d)]
         out.append((f"random n={n}", rep, B, states))
     kinds = ["aligned"] + (["hessian"] if stage == "newton" else [])
@@ -439,7 +437,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
     for size in (n, 2, 3):
         _, X, Y = (model, X0, Y0) if size == n else _real_client(task, size, rng)
         states = [np.zeros((d, k)), rng.standard_normal((d, k)), far] if size == n else [np.zeros((d, k))]
-        bases.append((f"random n={size}", X, Y, target.B or quantile_B(X, Y), states))
+        bases.append((f"random n={size}", X, Y, target.B or quantile_B(X, Y) or AUDIT_B, states))
     rows = []
     is_newton = target.method.startswith("fednewton")
     for spec in meth.plan(fold(X0, Y0, target.B or AUDIT_B), s):
