@@ -18,8 +18,8 @@ rule audit_privacy:
         png=report(f"figures/{RUN}/audit.png", caption="../report/audit.rst", category="Privacy audit",
                    labels={"figure": "empirical mu", "format": "PNG"}),
     params:
-        table=f"{TABLES}/audit",
-        figure=f"figures/{RUN}/audit",
+        table=lambda w, output: output.csv.removesuffix(".csv"),
+        figure=lambda w, output: output.pdf.removesuffix(".pdf"),
     resources:
         runtime=PLAN.short_runtime,
     log:
