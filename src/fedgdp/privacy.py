@@ -140,7 +140,7 @@ def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float
     """
     if rule["rule"] == "fixed":
         return float(rule["value"])
-    norms = np.abs(glm.mean(np.zeros(1))[0] - rep.y) * np.linalg.norm(rep.X, axis=1)
+    norms = np.abs(glm.mean(np.zeros(1))[0] - rep.y) * row_norms(rep.X)
     if rule["rule"] == "private_quantile":
         return private_clip_bound(np.split(norms, np.cumsum(rep.sizes)[:-1]), rule, mu=mu, rng=rng)
     return float(_client_quantiles(norms, rep.sizes, rule["q"]).max())

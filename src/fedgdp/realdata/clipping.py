@@ -73,8 +73,7 @@ def clip_bound_real(model: GLM, X: list, Y: list, rule: dict, *, mu: float = mat
     if rule["rule"] == "fixed":
         return float(rule["value"])
     zero = np.zeros((X[0].shape[1], model.k))
-    norms = [np.linalg.norm(x, axis=1) * np.linalg.norm(model.residuals(zero, x, y), axis=1)
-             for x, y in zip(X, Y)]
+    norms = [privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y)) for x, y in zip(X, Y)]
     if rule["rule"] == "private_quantile":
         return privacy.private_clip_bound(norms, rule, mu=mu, rng=rng)
     return float(max(np.quantile(v, rule["q"]) for v in norms))
