@@ -23,6 +23,7 @@ include: "workflow/rules/realdata.smk"
 include: "workflow/rules/nn.smk"
 include: "workflow/rules/sensitivity.smk"
 include: "workflow/rules/decomposition.smk"
+include: "workflow/rules/audit.smk"
 
 
 rule all:

@@ -45,8 +45,7 @@ CASES = [
     case("simulate", ["simulate", "--m", "100000000", "--seeds", "0", "--out", "<out>/c.parquet"],
          ["needs about", "memory", "--m"], id="simulate-huge-m"),
     case("simulate", ["simulate", *CELL, "--sizes", "equal(1)", "--methods", "fednewton", "--seeds", "0",
-                      "--out", "<out>/c.parquet"], ["equal(1)"], id="simulate-fednewton-equal-1",
-         marks=pytest.mark.xfail(reason="refused by the privacy branch", strict=False)),
+                      "--out", "<out>/c.parquet"], ["equal(1)"], id="simulate-fednewton-equal-1"),
     case("simulate", ["simulate", *CELL, "--seeds", "5-2", "--out", "<out>/c.parquet"], ["5-2"],
          id="simulate-bad-seeds"),
     case("simulate", ["simulate", *CELL, "--seeds", "0-", "--out", "<out>/c.parquet"], ["bad seeds '0-'"],
@@ -481,7 +480,6 @@ def test_snakemake_mistakes_are_named_before_any_job(tmp_path, args, words):
     assert {p.name: p.read_bytes() for p in (d / "docs" / "gallery").iterdir()} == before
 
 
-@pytest.mark.xfail(reason="refused by the privacy branch", strict=False)
 def test_a_degenerate_size_anywhere_in_a_grid_is_a_config_error():
     """The config checks resolve every sizes scheme and m of a grid, not only the first cell's."""
     from fedgdp import plan as wp

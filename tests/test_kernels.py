@@ -129,12 +129,18 @@ def test_exp_is_the_libm_exp():
     np.testing.assert_array_equal(got[~np.isfinite(ref)], ref[~np.isfinite(ref)])
 
 
-def test_diverged_parameters_stay_nan():
+def test_diverged_parameters_stay_nan_and_clipped_nan_gradients_are_zero():
+    """Unclipped: a NaN parameter gives a NaN gradient (a diverged run stays NaN).
+    Clipped: its per-sample gradients are not finite, so the rule clips them to zero
+    (docs/methods.md §2, "Finite arithmetic"); the other clients are untouched."""
     _, data = _block("logistic")
     theta = np.zeros((data.n_rep, data.m, data.d))
     theta[1, 2, 0] = np.nan
+    others = lambda g: np.delete(g.reshape(-1, data.d), data.m + 2, axis=0)     # noqa: E731
+    g = data.gradients(theta, None)
+    assert np.isnan(g[1, 2]).all() and np.isfinite(others(g)).all()
     g = data.gradients(theta, data.clip_bounds(np.array([1.0, 1.0])))
-    assert np.isnan(g[1, 2]).all() and np.isfinite(np.delete(g.reshape(-1, data.d), data.m + 2, axis=0)).all()
+    assert (g[1, 2] == 0).all() and np.isfinite(others(g)).all()
 
 
 @pytest.mark.slow

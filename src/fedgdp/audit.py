@@ -1,45 +1,67 @@
-"""Empirical privacy audit: the largest observed change of every release beside the
-sensitivity its ledger records.
+"""Empirical privacy audit: a search for the worst neighbouring pair of every release,
+its change beside the sensitivity its ledger records.
 
-For every registered private method (simulations: both GLMs, FedNewton in both
-privacy modes; real data: binary and softmax regression; the private clipping
-rule's histogram; the CNN methods of the extra ``nn`` when torch imports), :func:`run_audit` builds a small client data set, replaces one
-record by adversarial candidates (rows of large norm along several directions,
-extreme responses for the model; for FedNewton one record of each half), and
-recomputes the release *before noise* at the same public state, by calling the
-package's own code paths (:class:`fedgdp.simulation.backend.ClientBlock`,
+For every private method (simulations: both GLMs, FedNewton in both privacy modes;
+real data: binary and softmax regression, every Newton solver; the private clipping
+rule's histogram; the CNN methods of the extra ``nn`` when torch imports),
+:func:`run_audit` searches for a pair of neighbouring client data sets (one record
+replaced) that moves the release *before noise* the most, at a public state, by
+calling the package's own code paths (:class:`fedgdp.simulation.backend.ClientBlock`,
 its local steps, ``FedNewton.newton_update`` on each backend,
 :meth:`fedgdp.realdata.FoldData.gradient`, :func:`fedgdp.privacy.clip_histogram`).
-The largest change over the candidates is ``observed``; ``recorded`` is the
-sensitivity the method's plan declares (what its ledger records and its noise is
-calibrated on); ``ratio = observed / recorded``.
+
+The search (docs/methods.md §2, "The audit"):
+
+- *base data sets*: random designs (Gaussian or pixel-like), and adversarial ones: every
+  gradient aligned and clipped (``aligned``), and for FedNewton a half 1 of zero
+  curvature with a half 2 whose clipped gradients all point one way (``hessian``), the
+  data set on which one record of half 1 moves the ridge inverse the most;
+- *client sizes*: the main size and the tiny, odd ones n = 2 and 3;
+- *replaced records*: rows of norm 0 to the float maximum along the axes, random
+  directions and the release's own direction, every response (label flips), the
+  Hessian-shaping records of half 1 (``c u`` along the direction of the gradient);
+  for FedNewton one record of each half;
+- *random restarts and local search*: random records, then hill climbing on the best
+  record found (multiplicative and additive perturbations).
+
+``observed`` is the largest change found (a change that is not finite counts as inf:
+a violation), ``recorded`` the sensitivity the method's plan declares (what its ledger
+records and its noise is calibrated on), ``ratio = observed / recorded``; ``budget``
+is the number of neighbouring pairs evaluated and ``pair`` describes the best one.
 
 An audit is a lower bound on the true sensitivity: a ratio above 1 proves that the
 recorded sensitivity is too small (a privacy leak), a ratio at most 1 only says that
-these candidates found no leak; it cannot prove there is none. The certified
-releases' bounds are proved in :func:`fedgdp.privacy.plan_fednewton` and the
-module docstring of :mod:`fedgdp.privacy`.
+the search found no leak; it cannot prove there is none. The certified releases'
+bounds are proved in docs/methods.md §2. ``config`` audits the releases of one run's
+settings (methods, privacy mode, tau1, H_c, clipping rule, Newton solver) instead of
+the defaults (:func:`audit_targets`).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from . import privacy
 
-__all__ = ["AuditRow", "run_audit", "format_table"]
+__all__ = ["AuditRow", "AuditTarget", "run_audit", "audit_targets", "default_targets", "change", "read_run_config", "config_targets", "write_audit", "format_table", "as_dicts", "worst_pair"]
 
-#: Row norms and response values the adversary tries.
-SCALES = (0.0, 1.0, 3.0, 30.0, 1e3)
+BIG = float(np.finfo(float).max)
+#: Row norms the adversary tries, up to the float maximum.
+SCALES = (0.0, 1.0, 3.0, 30.0, 1e3, 1e100, 1e300, BIG)
 SIM_Y = {"logistic": (0.0, 1.0), "poisson": (0.0, 1.0, 30.0, 1e4)}
+#: The public clipping bound of the audit's adversarial bases (any value: the releases scale with it).
+AUDIT_B = 1.0
 
 
 @dataclass(frozen=True)
 class AuditRow:
-    """One release of one method: the largest observed change beside the recorded
-    sensitivity (``ratio = observed / recorded``)."""
+    """One release of one method: the largest change found beside the recorded
+    sensitivity (``ratio = observed / recorded``; inf when a release was not finite),
+    the number of neighbouring pairs evaluated (``budget``), the best pair found
+    (``pair``), the settings audited and the largest ratio among pairs whose releases
+    are finite (``ratio_finite``)."""
 
     method: str
     model: str
@@ -49,6 +71,40 @@ class AuditRow:
     recorded: float
     ratio: float
     mode: str = "paper"
+    budget: int = 0
+    pair: str = ""
+    setting: str = ""
+    ratio_finite: float = math.nan
+
+
+@dataclass(frozen=True)
+class AuditTarget:
+    """The settings of one audited method: ``kind`` ``simulation`` or ``realdata``,
+    ``model`` (GLM or task), privacy mode, tau1, the Hessian clip factor, the clipping
+    rule (the audit holds B public: a fixed value, else :data:`AUDIT_B`) and, on real
+    data, the Newton solver settings."""
+
+    kind: str
+    method: str
+    model: str
+    mode: str = "paper"
+    tau1: float | None = None
+    hessian_clip: float = 4.0
+    clip: dict = field(default_factory=lambda: {"rule": "quantile", "q": 0.9})
+    newton: dict | None = None
+
+    @property
+    def B(self) -> float | None:
+        """The public bound of a fixed clipping rule, or None (the audit chooses one)."""
+        return float(self.clip["value"]) if self.clip.get("rule") == "fixed" else None
+
+    def label(self) -> str:
+        parts = [f"tau1={self.tau1:g}", f"H_c={self.hessian_clip:g} tau1", f"clip={self.clip.get('rule')}"]
+        if self.newton:
+            parts.append(f"solver={self.newton['solver']}")
+            if self.newton["solver"] == "cg":
+                parts.append(f"cg_tol={self.newton['cg_tol']:g}")
+        return ", ".join(parts)
 
 
 def _mode_label(meth, mode: str) -> str:
@@ -56,22 +112,82 @@ def _mode_label(meth, mode: str) -> str:
     return mode if meth.name == "fednewton" else "any"
 
 
+def change(a, b) -> float:
+    """``||a - b||``, or inf when either release is not finite (a violation: a release
+    that is not finite is never an output)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return math.inf
+    with np.errstate(over="ignore"):
+        out = float(np.linalg.norm(a - b))
+    return out if math.isfinite(out) else math.inf
+
+
+class _Search:
+    """The best neighbouring pair found so far, and the number of pairs evaluated."""
+
+    def __init__(self):
+        self.best, self.pair, self.evals, self.record = 0.0, "", 0, None
+        self.finite_best, self.finite_record = -1.0, None     # the best pair whose releases are finite
+
+    def see(self, value: float, pair, record=None) -> bool:
+        self.evals += 1
+        if math.isfinite(value) and value > self.finite_best:
+            self.finite_best, self.finite_record = value, record
+        if value > self.best or (self.evals == 1 and value >= self.best):
+            self.best, self.pair, self.record = value, pair, record
+            return True
+        return False
+
+
+def _fmt_x(x) -> str:
+    x = np.asarray(x, float).ravel()
+    nz = np.flatnonzero(x)
+    if nz.size <= 2:
+        return "[" + ", ".join(f"x{j}={x[j]:.3g}" for j in nz) + "]" if nz.size else "[0]"
+    return f"[norm {privacy.row_norms(x[None])[0]:.3g} along {np.round(x / max(np.abs(x).max(), 1e-300), 2)}]"
+
+
+#: Random directions per candidate set (the quick audit of the test suite uses fewer).
+RANDOM_DIRECTIONS = {"full": 4, "quick": 1}
+_BUDGET = {"random": RANDOM_DIRECTIONS["full"]}
+
+
 def _directions(d: int, rng: np.random.Generator, extra=()) -> list[np.ndarray]:
     """Unit vectors: the axes (both signs), a few random ones and ``extra``."""
     out = [s * np.eye(d)[j] for j in range(d) for s in (1.0, -1.0)]
-    out += [v / np.linalg.norm(v) for v in rng.standard_normal((4, d))]
-    out += [v / np.linalg.norm(v) for v in extra if np.linalg.norm(v) > 0]
+    out += [v / np.linalg.norm(v) for v in rng.standard_normal((_BUDGET["random"], d))]
+    out += [v / np.linalg.norm(v) for v in extra if np.all(np.isfinite(v)) and np.linalg.norm(v) > 0]
     return out
 
 
-def _candidates(d: int, ys, rng, extra=()):
-    """Replacement records ``(x, y)``: intercept 1, then ``c u`` for the scales c and
-    directions u of the covariates, with every extreme response."""
-    for u in _directions(d - 1, rng, [e[1:] for e in extra]):
+def _candidates(d: int, ys, rng, extra=(), intercept=True):
+    """Replacement records ``(x, y)``: intercept 1 (when ``intercept``), then ``c u`` for
+    the scales c (up to the float maximum) and directions u of the covariates, with
+    every response (label flips)."""
+    k = 1 if intercept else 0
+    for u in _directions(d - k, rng, [e[k:] for e in extra]):
         for c in SCALES:
-            x = np.concatenate([[1.0], c * u])
+            x = np.concatenate([[1.0] * k, c * u])
             for y in ys:
                 yield x, y
+
+
+def _local_search(evaluate, search: _Search, rng, iters: int) -> None:
+    """Hill climbing on the best record found: ``evaluate(x, y)`` returns the change and
+    a pair label; multiplicative and additive perturbations of x, kept when better."""
+    if search.record is None or iters <= 0:
+        return
+    for t in range(iters):
+        x, y = search.record
+        if t % 2 == 0:
+            x = x * np.exp(0.3 * rng.standard_normal(x.shape))
+        else:
+            x = x + 0.1 * max(float(privacy.row_norms(np.atleast_2d(x))[0]), 1.0) * rng.standard_normal(x.shape)
+        if not np.all(np.isfinite(x)):
+            continue
+        value, pair = evaluate(x, y)
+        search.see(value, pair + " (local search)", (x, y))
 
 
 # ---------------------------------------------------------------- simulations
@@ -84,6 +200,18 @@ def _sim_client(model: str, n: int, rng: np.random.Generator):
     y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float) if model == "logistic" \
         else rng.poisson(np.exp(np.clip(eta, -5, 2))).astype(float)
     return Replicate(X, y, np.array([n]))
+
+
+def _adversarial_base(kind: str, n: int, d: int, y_push: float):
+    """An adversarial base data set (X (n, d), y (n,)): ``aligned`` every row
+    ``10 e_1`` with response ``y_push`` (every clipped gradient the same); ``hessian``
+    (FedNewton) half 1 all zero rows (zero curvature), half 2 the aligned rows, so that
+    one Hessian-shaping record of half 1 moves the ridge inverse along the gradient."""
+    X = np.zeros((n, d))
+    X[:, 1] = 10.0
+    if kind == "hessian":
+        X[: n // 2] = 0.0
+    return X, np.full(n, float(y_push))
 
 
 def _sim_release(meth, kind: str, fd, s: dict, theta: np.ndarray) -> np.ndarray:
@@ -102,15 +230,16 @@ def _sim_release(meth, kind: str, fd, s: dict, theta: np.ndarray) -> np.ndarray:
     raise ValueError(f"no audit for release {kind!r}")
 
 
-def _sim_fitdata(rep, glm, B, mode):
+#: tau1 of the default audit (the config's auto values for the paper's beta_true, rounded)
+TAU1 = {"logistic": 0.081, "poisson": 1.13}
+
+
+def _sim_fitdata(rep, glm, B, target: AuditTarget):
     from .simulation.backend import FitData
 
-    return FitData([rep], glm, np.array([B]), 1.0, TAU1[glm.name], privacy={"mode": mode, "hessian_clip": 4.0},
+    return FitData([rep], glm, np.array([B]), 1.0, target.tau1,
+                   privacy={"mode": target.mode, "hessian_clip": target.hessian_clip},
                    clip={"rule": "fixed", "value": B})
-
-
-#: tau1 of the audit (the config's auto values for the paper's beta_true, rounded)
-TAU1 = {"logistic": 0.081, "poisson": 1.13}
 
 
 def _sim_states(d: int, rng) -> list[np.ndarray]:
@@ -119,41 +248,105 @@ def _sim_states(d: int, rng) -> list[np.ndarray]:
             0.5 * rng.standard_normal(d)]
 
 
-def _audit_sim(name: str, model: str, mode: str, n: int, seed: int) -> list[AuditRow]:
+def _sim_bases(target: AuditTarget, stage: str, n_main: int, rng):
+    """The base data sets of one release: (label, Replicate, B, public states)."""
+    from .glm import get_model
+    from .simulation.data import Replicate
+
+    glm = get_model(target.model)
+    d = 5
+    sizes = [n_main, 2, 3]
+    out = []
+    for n in sizes:
+        rep = _sim_client(target.model, n, rng)
+        B = target.B or privacy.clip_bound(glm, rep, {"rule": "quantile", "q": 0.9}) or AUDIT_B   # 0: a tiny client
+        states = _sim_states(d, rng) if n == n_main else [np.zeros(d)]
+        out.append((f"random n={n}", rep, B, states))
+    kinds = ["aligned"] + (["hessian"] if stage == "newton" else [])
+    for kind in kinds:
+        for n in sizes:
+            X, y = _adversarial_base(kind, n, d, 0.0)
+            out.append((f"{kind} n={n}", Replicate(X, y, np.array([n])), target.B or AUDIT_B, [np.zeros(d)]))
+    return out
+
+
+def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:
+    """Search every release of one simulation method (see the module docstring)."""
     from .glm import get_model
     from .simulation.backend import get_method
     from .simulation.params import resolve
 
-    glm = get_model(model)
-    meth = get_method(name)
+    glm = get_model(target.model)
+    meth = get_method(target.method)
     rng = np.random.default_rng(seed)
-    rep = _sim_client(model, n, rng)
-    B = privacy.clip_bound(glm, rep, {"rule": "quantile", "q": 0.9})
-    s = resolve({"model": model, "methods": [name], "K": 10})["method_settings"][name]
-    fd = _sim_fitdata(rep, glm, B, mode)
-    plan = meth.plan(fd, s)
+    s = resolve({"model": target.model, "methods": [target.method], "K": 10})["method_settings"][target.method]
+    newton = target.method.startswith("fednewton")
     rows = []
-    newton = name.startswith("fednewton")
-    half = rep.sizes[0] // 2
-    for spec in plan:
+    probe = _sim_fitdata(_sim_client(target.model, n, rng), glm, target.B or AUDIT_B, target)
+    for spec in meth.plan(probe, s):
         if spec.count == 0:
             continue
-        recorded = float(np.asarray(spec.sensitivity).ravel()[0])
-        worst = 0.0
-        targets = [0, n - 1] if newton else [0]     # a record of half 1 and one of half 2
-        for theta in _sim_states(rep.X.shape[1], rng):
-            base = _sim_release(meth, spec.stage, fd, s, theta)
-            for j in targets:
-                if spec.stage == "local step (half 1)" and j >= half:
-                    continue
-                for x, y in _candidates(rep.X.shape[1], SIM_Y[model], rng, extra=[base - theta, theta]):
+        search = _Search()
+        for label, rep, B, states in _sim_bases(target, spec.stage, n, rng):
+            size = int(rep.sizes[0])
+            fd = _sim_fitdata(rep, glm, B, target)
+            plan = {sp.stage: sp for sp in meth.plan(fd, s)}
+            recorded = float(np.asarray(plan[spec.stage].sensitivity).ravel()[0])
+            half = size // 2
+            js = [0, size - 1] if newton else [0]   # a record of half 1 and one of half 2
+            for si, theta in enumerate(states):
+                base = _sim_release(meth, spec.stage, fd, s, theta)
+
+                def evaluate(x, y, j, theta=theta, base=base, rep=rep, B=B, recorded=recorded, label=label, si=si):
                     X, Y = rep.X.copy(), rep.y.copy()
                     X[j], Y[j] = x, y
-                    other = _sim_fitdata(type(rep)(X, Y, rep.sizes), glm, B, mode)
-                    worst = max(worst, float(np.linalg.norm(_sim_release(meth, spec.stage, other, s, theta) - base)))
-        rows.append(AuditRow(name, model, spec.stage, spec.certified, worst, recorded, worst / recorded,
-                             _mode_label(meth, mode)))
+                    other = _sim_fitdata(type(rep)(X, Y, rep.sizes), glm, B, target)
+                    value = change(_sim_release(meth, spec.stage, other, s, theta), base) / recorded
+                    return value, (f"base {label}, state {si}, record {j} (half {1 if j < half else 2}) -> "
+                                   f"x={_fmt_x(x)}, y={y:g}")
+
+                for j in js:
+                    if spec.stage == "local step (half 1)" and j >= half:
+                        continue
+                    extra = [base - theta, theta] if np.all(np.isfinite(base)) else [theta]
+                    cands = list(_candidates(5, SIM_Y[target.model], rng, extra=extra))
+                    if label.startswith("hessian"):       # Hessian-shaping records along the gradient
+                        cands += [(c * np.eye(5)[1], y) for c in SCALES for y in SIM_Y[target.model]]
+                    for x, y in cands:
+                        search.see(*evaluate(x, y, j), (x, y, j, evaluate, recorded, (rep.X, rep.y)))
+        rows.append(_finish_row(search, rng, local_iters, target, meth, spec))
     return rows
+
+
+def _finish_row(search: _Search, rng, local_iters: int, target: AuditTarget, meth, spec) -> AuditRow:
+    """Local search from the best pair, then the row (observed and recorded of that pair's base)."""
+    finite = search.finite_record
+    x, y, j, ev, recorded, base = search.record
+    if math.isfinite(search.best):
+        search.record = (x, y)
+        _local_search(lambda x, y: ev(x, y, j), search, rng, local_iters)
+        x, y = search.record
+        finite = (x, y, j, ev, recorded, base)
+    if finite is not None:                    # the pair of the empirical test: finite releases
+        x, y, j, _, _, base = finite
+        X, Y = base[0].copy(), base[1].copy()
+        X[j], Y[j] = x, y
+        _PAIRS[(repr(target), spec.stage)] = (base, (X, Y))
+    return AuditRow(target.method, target.model, spec.stage, spec.certified, search.best * recorded, recorded,
+                    search.best, _mode_label(meth, target.mode), search.evals, search.pair, target.label(),
+                    max(search.finite_best, 0.0))
+
+
+#: The best pair of every release audited in this process: ``(target, stage) -> ((X, Y), (X', Y'))``
+#: (:func:`worst_pair`).
+_PAIRS: dict = {}
+
+
+def worst_pair(target: AuditTarget, stage: str):
+    """The best neighbouring pair with finite releases the last audit of ``target``
+    found for release ``stage``: ``((X, Y), (X', Y'))``, one client's data each (the
+    empirical test's pair)."""
+    return _PAIRS[(repr(target), stage)]
 
 
 def _audit_histogram(model: str, n: int, seed: int) -> AuditRow:
@@ -162,23 +355,26 @@ def _audit_histogram(model: str, n: int, seed: int) -> AuditRow:
 
     glm = get_model(model)
     rng = np.random.default_rng(seed)
-    rep = _sim_client(model, n, rng)
     rule = {"rule": "private_quantile", "q": 0.9, "share": 0.1, "grid": [0.01, 100.0, 64]}
-    d = rep.X.shape[1]
+    d = 5
+    search = _Search()
 
     def release(X, y):
-        return privacy.clip_histogram(np.linalg.norm(glm.per_sample_gradients(np.zeros(d), X, y), axis=1), rule)
+        with np.errstate(all="ignore"):
+            return privacy.clip_histogram(privacy.row_norms(glm.per_sample_gradients(np.zeros(d), X, y)), rule)
 
-    base = release(rep.X, rep.y)
-    worst = 0.0
-    for x, y in _candidates(d, SIM_Y[model], rng):
-        X, Y = rep.X.copy(), rep.y.copy()
-        X[0], Y[0] = x, y
-        worst = max(worst, float(np.linalg.norm(release(X, Y) - base)))
+    for size in (n, 2, 3):
+        rep = _sim_client(model, size, rng)
+        base = release(rep.X, rep.y)
+        for x, y in _candidates(d, SIM_Y[model], rng):
+            X, Y = rep.X.copy(), rep.y.copy()
+            X[0], Y[0] = x, y
+            recorded = float(privacy.plan_clip_histogram(n=float(size), share=rule["share"])[0].sensitivity)
+            search.see(change(release(X, Y), base) / recorded, f"random n={size}, record 0 -> x={_fmt_x(x)}, y={y:g}")
     spec = privacy.plan_clip_histogram(n=float(n), share=rule["share"])[0]
     recorded = float(spec.sensitivity)
-    return AuditRow("clip_private_quantile", model, spec.stage, spec.certified, worst, recorded,
-                    worst / recorded, "any")
+    return AuditRow("clip_private_quantile", model, spec.stage, spec.certified, search.best * recorded, recorded,
+                    search.best, "any", search.evals, search.pair, "grid [0.01, 100, 64]", max(search.finite_best, 0.0))
 
 
 # ------------------------------------------------------------------- real data
@@ -205,56 +401,83 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
         return local_descent(fd, 0, Theta, K=1, eta=s["eta"], sigma=0.0, rng=None,
                              rows=slice(0, fd.sizes[0] // 2))
     if kind == "newton":
-        return meth.newton_update(fd.backend(None), Theta[None])[0, 0]
+        try:
+            return meth.newton_update(fd.backend(None), Theta[None])[0, 0]
+        except ValueError:          # a refused release (the certified residual check) releases nothing
+            return np.zeros_like(Theta)
     raise ValueError(f"no audit for release {kind!r}")
 
 
-def _audit_real(name: str, task: str, mode: str, n: int, seed: int) -> list[AuditRow]:
+def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:
+    """Search every release of one real-data method (see the module docstring)."""
     from .realdata import FoldData, get_method, resolve
 
-    meth = get_method(name)
+    meth = get_method(target.method)
     rng = np.random.default_rng(seed)
-    model, X, Y = _real_client(task, n, rng)
-    tau1 = 0.5
-    B = float(np.quantile(np.linalg.norm(X, axis=1) * np.linalg.norm(model.residuals(np.zeros((X.shape[1], model.k)),
-                                                                                       X, Y), axis=1), 0.9))
-    s = resolve({"methods": [name], "task": task})["method_settings"][name]
-    priv = {"mode": mode, "hessian_clip": 4.0}
+    task = target.model
+    s = resolve({"methods": [target.method], "task": task})["method_settings"][target.method]
+    priv = {"mode": target.mode, "hessian_clip": target.hessian_clip}
+    newton = dict(target.newton or {"solver": "cg", "cg_tol": 1e-8, "cg_maxiter": 500})
+    model, X0, Y0 = _real_client(task, n, rng)
+    d, k = X0.shape[1], model.k
 
-    def fold(Xc, Yc):
-        return FoldData(model, [Xc], [Yc], mu=1.0, B=B, tau1=tau1, privacy=priv, clip={"rule": "fixed", "value": B})
+    def fold(Xc, Yc, B):
+        return FoldData(model, [Xc], [Yc], mu=1.0, B=B, tau1=target.tau1, privacy=priv, newton=newton,
+                        clip={"rule": "fixed", "value": B})
 
-    fd = fold(X, Y)
-    plan = meth.plan(fd, s)
-    drift = 0.1 * rng.standard_normal((X.shape[1], model.k))
-    newton = name.startswith("fednewton")
+    def quantile_B(X, Y):
+        norms = privacy.row_norms(X) * privacy.row_norms(model.residuals(np.zeros((d, k)), X, Y))
+        return float(np.quantile(norms, 0.9))
+
+    drift = 0.1 * rng.standard_normal((d, k))
     ys = [model.targets(np.array([c]))[0] for c in ((0, 1) if task == "binary" else range(model.k))]
-    rows = []
-    d, k = X.shape[1], model.k
     far = np.zeros((d, k))
     far[0, 0] = 3.0                  # favours class 0: large residuals, small curvature
-    states = [np.zeros((d, k)), rng.standard_normal((d, k)), far]
-    for spec in plan:
+    bases = []
+    for size in (n, 2, 3):
+        _, X, Y = (model, X0, Y0) if size == n else _real_client(task, size, rng)
+        states = [np.zeros((d, k)), rng.standard_normal((d, k)), far] if size == n else [np.zeros((d, k))]
+        bases.append((f"random n={size}", X, Y, target.B or quantile_B(X, Y) or AUDIT_B, states))
+    rows = []
+    is_newton = target.method.startswith("fednewton")
+    for spec in meth.plan(fold(X0, Y0, target.B or AUDIT_B), s):
         if spec.count == 0:
             continue
-        recorded = float(np.asarray(spec.sensitivity).ravel()[0])
-        worst = 0.0
-        for Theta in states:
-            base = _real_release(meth, spec.stage, fd, s, Theta, drift)
-            for j in ([0, n - 1] if newton else [0]):
-                if spec.stage == "local step (half 1)" and j >= n // 2:
-                    continue
-                step = (base - Theta).sum(axis=1)
-                for x, yj in _candidates(d, ys, rng, extra=[step]):
+        extra_bases = []
+        for kind in ["aligned"] + (["hessian"] if spec.stage == "newton" else []):
+            for size in (n, 2, 3):
+                X, _ = _adversarial_base(kind, size, d, 0.0)
+                extra_bases.append((f"{kind} n={size}", X, model.targets(np.zeros(size, dtype=np.int64)),
+                                    target.B or AUDIT_B, [np.zeros((d, k))]))
+        search = _Search()
+        for label, X, Y, B, states in bases + extra_bases:
+            size = X.shape[0]
+            fd = fold(X, Y, B)
+            recorded = float(np.asarray({sp.stage: sp for sp in meth.plan(fd, s)}[spec.stage].sensitivity).ravel()[0])
+            for si, Theta in enumerate(states):
+                base = _real_release(meth, spec.stage, fd, s, Theta, drift)
+
+                def evaluate(x, yj, j, Theta=Theta, base=base, X=X, Y=Y, B=B, recorded=recorded, label=label, si=si,
+                             size=size):
                     Xc, Yc = X.copy(), Y.copy()
                     Xc[j], Yc[j] = x, yj
-                    change = _real_release(meth, spec.stage, fold(Xc, Yc), s, Theta, drift) - base
-                    worst = max(worst, float(np.linalg.norm(change)))
-        rows.append(AuditRow(name, task, spec.stage, spec.certified, worst, recorded, worst / recorded,
-                             _mode_label(meth, mode)))
+                    with np.errstate(all="ignore"):
+                        moved = _real_release(meth, spec.stage, fold(Xc, Yc, B), s, Theta, drift)
+                    return change(moved, base) / recorded, (
+                        f"base {label}, state {si}, record {j} (half {1 if j < size // 2 else 2}) -> x={_fmt_x(x)}, "
+                        f"y={np.argmax(yj) if k > 1 else float(yj[0]):g}")
+
+                step = (base - Theta).sum(axis=1) if np.all(np.isfinite(base)) else np.zeros(d)
+                for j in ([0, size - 1] if is_newton else [0]):
+                    if spec.stage == "local step (half 1)" and j >= size // 2:
+                        continue
+                    cands = list(_candidates(d, ys, rng, extra=[step]))
+                    if label.startswith("hessian"):
+                        cands += [(c * np.eye(d)[1], yj) for c in SCALES for yj in ys]
+                    for x, yj in cands:
+                        search.see(*evaluate(x, yj, j), (x, yj, j, evaluate, recorded, (X, Y)))
+        rows.append(_finish_row(search, rng, local_iters, target, meth, spec))
     return rows
-
-
 # ------------------------------------------------------------------------- CNNs
 def _audit_nn(seed: int) -> list[AuditRow]:
     """The CNN methods' releases (extra ``nn``), on a tiny double-precision ConvNet: the
@@ -318,35 +541,132 @@ def _audit_nn(seed: int) -> list[AuditRow]:
 
 
 # ------------------------------------------------------------------------- all
-def run_audit(*, quick: bool = False, seed: int = 0) -> list[AuditRow]:
-    """Audit every release of every registered private method (see the module docstring).
-
-    ``quick``: smaller clients (the test suite). Rows in a fixed order: simulations,
-    the clipping histogram, real data, and the CNN methods when torch imports.
-    """
-    n_sim, n_real = (200, 60) if quick else (400, 120)
-    with np.errstate(all="ignore"):     # extreme candidates overflow exp (Poisson); such NaN changes are skipped
-        return _run_all(n_sim, n_real, seed)
-
-
-def _run_all(n_sim: int, n_real: int, seed: int) -> list[AuditRow]:
+def default_targets() -> list[AuditTarget]:
+    """Every registered private method at the default settings: simulations (both
+    GLMs; FedNewton in both modes), real data (both tasks; FedNewton in both modes and
+    with every Newton solver)."""
+    from .methods import FedNewton
     from .realdata import REGISTRY as REAL
     from .simulation.backend import REGISTRY
 
-    rows: list[AuditRow] = []
+    out = []
     for model in ("logistic", "poisson"):
-        for name in REGISTRY:
-            modes = ("paper", "certified") if name == "fednewton" else ("paper",)
-            for mode in modes:
-                rows += _audit_sim(name, model, mode, n_sim, seed)
-        rows.append(_audit_histogram(model, n_sim, seed))
+        for name, meth in REGISTRY.items():
+            for mode in (("paper", "certified") if name == "fednewton" else ("paper",)):
+                out.append(AuditTarget("simulation", name, model, mode, TAU1[model]))
     for task in ("binary", "multiclass"):
         for name, meth in REAL.items():
             if not meth.private:
                 continue
-            modes = ("paper", "certified") if name == "fednewton" else ("paper",)
-            for mode in modes:
-                rows += _audit_real(name, task, mode, n_real, seed)
+            newton = isinstance(meth, FedNewton)
+            for mode in (("paper", "certified") if name == "fednewton" else ("paper",)):
+                for solver in (("cg", "ridge", "floor") if newton else ("cg",)):
+                    out.append(AuditTarget("realdata", name, task, mode, 0.5,
+                                           newton={"solver": solver, "cg_tol": 1e-8, "cg_maxiter": 500}))
+    return out
+
+
+def audit_targets(plan) -> list[AuditTarget]:
+    """The releases of one run's settings (a :class:`fedgdp.plan.Plan`): every
+    simulation study's models, methods, privacy mode, tau1 (``auto`` computed), Hessian
+    clip and clipping rule (one target per distinct setting), and the real-data
+    section's methods with its privacy mode, tau1, clipping rule and Newton solver."""
+    from .realdata import REGISTRY as REAL
+    from .realdata import resolve as resolve_real
+    from .simulation.params import resolve
+
+    seen, out = set(), []
+
+    def add(t: AuditTarget):
+        key = (t.kind, t.method, t.model, t.mode, t.tau1, t.hessian_clip, repr(t.clip), repr(t.newton))
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+
+    for study in plan.config["studies"]:
+        if study.startswith("sens_"):
+            continue
+        for model in plan.config["studies"][study]["models"]:
+            p = resolve(plan.cell_overrides(model, study, plan.study_cells(study)[0]))
+            if not math.isfinite(p["mu"]) or p.get("release", "private") != "private":
+                continue
+            for name in p["methods"]:
+                add(AuditTarget("simulation", name, model, p["privacy"]["mode"], float(p["tau1"]),
+                                float(p["privacy"]["hessian_clip"]), p["clip"]))
+    if plan.config.get("realdata"):
+        r = resolve_real(plan.realdata_settings())
+        for task in plan.config["realdata"].get("tasks", [r["task"]]):
+            for name in r["methods"]:
+                if REAL[name].private:
+                    add(AuditTarget("realdata", name, task, r["privacy"]["mode"], float(r["tau1"]),
+                                    float(r["privacy"]["hessian_clip"]), r["clip"], dict(r["newton"])))
+    return out
+
+
+def read_run_config(files: list) -> dict:
+    """One run's config from its files, merged in order as ``snakemake --configfile``
+    merges them (mappings key by key, anything else replaced); the first file must be a
+    whole config (``config.yaml``, or a run's ``results/<run>/config.resolved.yaml``).
+    ValueError naming the file for a missing or unreadable one."""
+    import yaml
+
+    def merge(a: dict, b: dict) -> dict:
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        return out
+
+    config: dict = {}
+    for f in files:
+        try:
+            with open(f) as fh:
+                part = yaml.safe_load(fh) or {}
+        except OSError as exc:
+            raise ValueError(f"--configfile {f}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ValueError(f"--configfile {f}: not YAML ({str(exc).splitlines()[0]})") from None
+        if not isinstance(part, dict):
+            raise ValueError(f"--configfile {f}: not a mapping")
+        config = merge(config, part)
+    if "studies" not in config or "defaults" not in config:
+        raise ValueError(f"--configfile {files[0]}: not a whole config (no studies/defaults); give config.yaml "
+                         "first, then the run's files, or the run's results/<run>/config.resolved.yaml")
+    return config
+
+
+def config_targets(config: dict) -> list[AuditTarget]:
+    """:func:`audit_targets` of a merged run config (:func:`read_run_config`)."""
+    from .plan.realdata import RealdataPart
+    from .plan.simulation import SimulationPart
+
+    class _Parts(SimulationPart, RealdataPart):
+        pass
+
+    return audit_targets(_Parts(config, config.get("run", "audit")))
+
+
+def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] | None = None,
+              histogram: bool = True, nn: bool = True) -> list[AuditRow]:
+    """Search every release of every target (:func:`default_targets` when None; see the
+    module docstring).
+
+    ``quick``: smaller main clients and a shorter local search (the test suite). Rows in
+    the order of the targets, then the clipping histogram (``histogram``), then the CNN
+    methods when torch imports (``nn``).
+    """
+    n_sim, n_real, iters = (200, 100, 10) if quick else (400, 120, 30)
+    targets = default_targets() if targets is None else targets
+    rows: list[AuditRow] = []
+    _BUDGET["random"] = RANDOM_DIRECTIONS["quick" if quick else "full"]
+    with np.errstate(all="ignore"):     # extreme candidates overflow; a non-finite change is a violation (inf)
+        for t in targets:
+            rows += (audit_sim(t, n_sim, seed, local_iters=iters) if t.kind == "simulation"
+                     else audit_real(t, n_real, seed, local_iters=iters))
+        if histogram:
+            for model in sorted({t.model for t in targets if t.kind == "simulation"} or {"logistic", "poisson"}):
+                rows.append(_audit_histogram(model, n_sim, seed))
+    if not nn:
+        return rows
     try:
         import torch  # noqa: F401  (the nn extra)
     except ImportError:
@@ -356,12 +676,43 @@ def _run_all(n_sim: int, n_real: int, seed: int) -> list[AuditRow]:
 
 def format_table(rows: list[AuditRow]) -> str:
     """A plain text table of audit rows."""
-    head = ("method", "model", "mode", "release", "certified", "observed", "recorded", "ratio")
+    head = ("method", "model", "mode", "release", "certified", "observed", "recorded", "ratio", "finite", "budget",
+            "setting")
     body = [(r.method, r.model, r.mode, r.release, "yes" if r.certified else "NO",
-             f"{r.observed:.4g}", f"{r.recorded:.4g}", f"{r.ratio:.3f}") for r in rows]
+             f"{r.observed:.4g}", f"{r.recorded:.4g}", f"{r.ratio:.3f}", f"{r.ratio_finite:.3f}", str(r.budget),
+             r.setting) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head, *body]]
     return "\n".join(lines)
+
+
+def write_audit(rows: list[AuditRow], prefix: str) -> None:
+    """The rows as ``prefix.csv`` and ``prefix.md`` (atomically): every field, a note
+    that the audit is a lower bound and that a non-finite change counts as inf."""
+    import csv
+    import io
+
+    from .io import write_text
+
+    dicts = as_dicts(rows)
+    head = list(AuditRow.__dataclass_fields__)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=head, lineterminator="\n")
+    w.writeheader()
+    w.writerows(dicts)
+    write_text(f"{prefix}.csv", buf.getvalue())
+    cols = ("method", "model", "mode", "release", "certified", "observed", "recorded", "ratio", "ratio_finite",
+            "budget", "setting", "pair")
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = [r.method, r.model, r.mode, r.release, "yes" if r.certified else "NO", f"{r.observed:.4g}",
+                 f"{r.recorded:.4g}", f"{r.ratio:.3f}", f"{r.ratio_finite:.3f}", str(r.budget), r.setting, r.pair]
+        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
+    note = ("Audit: the largest change found of each release (before noise) over the searched neighbouring pairs, "
+            "beside its recorded sensitivity; a lower bound on the true sensitivity (ratio > 1 proves a leak, "
+            "ratio <= 1 finds none). A change that is not finite counts as inf. ratio_finite: the largest ratio "
+            "among pairs with finite releases. docs/methods.md §2.")
+    write_text(f"{prefix}.md", note + "\n\n" + "\n".join(lines) + "\n")
 
 
 def as_dicts(rows: list[AuditRow]) -> list[dict]:
@@ -369,7 +720,7 @@ def as_dicts(rows: list[AuditRow]) -> list[dict]:
     out = []
     for r in rows:
         d = asdict(r)
-        for key in ("observed", "recorded", "ratio"):
+        for key in ("observed", "recorded", "ratio", "ratio_finite"):
             if not math.isfinite(d[key]):
                 d[key] = str(d[key])
         out.append(d)

@@ -192,9 +192,23 @@ def _cmd_ledger(args) -> int:
 
 
 def _cmd_audit(args) -> int:
-    from .audit import as_dicts, format_table, run_audit
+    from .audit import as_dicts, config_targets, format_table, read_run_config, run_audit, write_audit
 
-    rows = run_audit(quick=args.quick)
+    config = read_run_config(args.configfile) if args.configfile else None
+    targets = config_targets(config) if config else None
+    rows = run_audit(quick=args.quick, targets=targets, nn=not args.configfile, seed=args.seed)
+    if args.table:
+        write_audit(rows, args.table)
+    if args.empirical:
+        from .audit import default_targets
+        from .empirical import plot_empirical, run_empirical, write_rows
+
+        mu = float(config["defaults"].get("mu", 2.0)) if config else 2.0
+        emp = run_empirical(targets if targets is not None else default_targets(), trials=args.trials,
+                            mu=mu if 0 < mu < float("inf") else 2.0,
+                            calibration=max(100, args.trials // 4), seed=args.seed, alpha=1 - args.confidence)
+        write_rows(emp, f"{args.empirical}.csv")
+        plot_empirical(emp, f"{args.empirical}.pdf", f"{args.empirical}.png")
     if args.json:
         from .io import strict_json
 
@@ -283,7 +297,17 @@ def build_parser() -> argparse.ArgumentParser:
                                        "beside its recorded sensitivity (a lower bound: it can find "
                                        "leaks, not prove their absence)")
     aud.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
-    aud.add_argument("--quick", action="store_true", help="smaller client data sets (faster)")
+    aud.add_argument("--quick", action="store_true", help="smaller client data sets, a shorter search (faster)")
+    aud.add_argument("--configfile", nargs="+", metavar="FILE",
+                     help="audit the releases of this run's settings (methods, privacy mode, tau1, H_c, clip "
+                          "rule, Newton solver): config.yaml first, then the run's files (or its "
+                          "results/<run>/config.resolved.yaml); default: every method at the defaults")
+    aud.add_argument("--table", metavar="PREFIX", help="also write the rows as PREFIX.csv and PREFIX.md")
+    aud.add_argument("--empirical", metavar="PREFIX", help="also run the distinguishing test (empirical lower "
+                     "bound on mu, simulation methods) and write PREFIX.csv, PREFIX.pdf, PREFIX.png")
+    aud.add_argument("--trials", type=int, default=2000, help="runs of the mechanism per data set (--empirical)")
+    aud.add_argument("--confidence", type=float, default=0.95, help="confidence of the lower bound (--empirical)")
+    aud.add_argument("--seed", type=int, default=0, help="seed of the search and of the test's noise")
     aud.set_defaults(func=_cmd_audit)
 
     ben = sub.add_parser("bench", help="CPU seconds of every study's cells (--suite); the speedup over "

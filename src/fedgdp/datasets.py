@@ -90,8 +90,19 @@ class Dataset:
         raise ValueError(f"unknown task {task!r}; choose 'binary' or 'multiclass'")
 
 
-def _design(pixels: np.ndarray, scale: float) -> np.ndarray:
+def check_finite(X: np.ndarray, source: str) -> None:
+    """ValueError naming ``source`` (a file) and the first row of X (n, ...) that holds a
+    value that is not finite: every computation downstream assumes finite data."""
+    bad = ~np.isfinite(np.asarray(X, dtype=np.float64).reshape(X.shape[0], -1)).all(axis=1)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{source}: row {row} holds a value that is not finite (NaN or inf); "
+                         f"{int(bad.sum())} such rows")
+
+
+def _design(pixels: np.ndarray, scale: float, source: str = "data") -> np.ndarray:
     pixels = np.asarray(pixels, dtype=np.float64).reshape(pixels.shape[0], -1) / scale
+    check_finite(pixels, source)
     return np.hstack([np.ones((pixels.shape[0], 1)), pixels])
 
 
@@ -102,7 +113,7 @@ def load_digits() -> Dataset:
     except ImportError:
         raise ValueError("dataset 'digits' needs scikit-learn: pip install scikit-learn") from None
     raw = _sk_load()
-    return Dataset("digits", _design(raw.data, 16.0), np.asarray(raw.target, dtype=np.int64))
+    return Dataset("digits", _design(raw.data, 16.0, "scikit-learn digits"), np.asarray(raw.target, dtype=np.int64))
 
 
 # ---------------------------------------------------------------------- IDX
@@ -170,7 +181,9 @@ def load_mnist(folder: str | os.PathLike) -> Dataset:
         y_tr = read_idx(found["train-labels-idx1-ubyte.gz"])
         x_te = read_idx(found["t10k-images-idx3-ubyte.gz"])
         y_te = read_idx(found["t10k-labels-idx1-ubyte.gz"])
+        source = f"{found['train-images-idx3-ubyte.gz']} / {found['t10k-images-idx3-ubyte.gz']} (rows: train, then test)"
     elif npz.is_file():
+        source = f"{npz} (rows: x_train, then x_test)"
         with np.load(npz) as z:
             x_tr, y_tr, x_te, y_te = (z[k] for k in ("x_train", "y_train", "x_test", "y_test"))
     else:
@@ -180,7 +193,7 @@ def load_mnist(folder: str | os.PathLike) -> Dataset:
     labels = np.concatenate([y_tr, y_te]).astype(np.int64)
     if images.shape[0] != labels.shape[0]:
         raise ValueError(f"MNIST in {folder}: {images.shape[0]} images but {labels.shape[0]} labels")
-    return Dataset("mnist", _design(images, 255.0), labels)
+    return Dataset("mnist", _design(images, 255.0, source), labels)
 
 
 def _md5(path: Path) -> str:
@@ -361,4 +374,4 @@ def split_layout(base_seed: int, key: dict, split: int) -> ClientLayout:
                          n_min=key["n_min"], alpha=key["alpha"], folds=key["folds"])
 
 
-__all__ += ["split_layout", "allocate_total"]
+__all__ += ["split_layout", "allocate_total", "check_finite"]

@@ -168,12 +168,13 @@ class GLM:
             C *= scale[:, None]
         return X.T @ C
 
-    def hessian(self, theta, X, scale: np.ndarray | None = None) -> np.ndarray:
+    def hessian(self, theta, X, scale: np.ndarray | None = None, P: np.ndarray | None = None) -> np.ndarray:
         """Dense Hessian of :meth:`loss`, ``mean_j x_j x_j' (Kronecker) W_j``, shape
-        (d k, d k) in row-major order ((d, d) for k = 1; ``scale`` as in :meth:`hvp`)."""
+        (d k, d k) in row-major order ((d, d) for k = 1; ``scale`` as in :meth:`hvp`;
+        ``P`` (n, k): the fitted means, when given, instead of ``mean(X theta)``)."""
         T = _columns(theta)
         d, k = T.shape
-        P = self.mean(X @ T)
+        P = self.mean(X @ T) if P is None else _columns(P)
         if scale is not None:
             X = X * np.sqrt(scale)[:, None]
         H = np.empty((d, k, d, k))

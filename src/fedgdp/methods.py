@@ -232,7 +232,7 @@ class Method:
         """Fit on ``data`` (:class:`fedgdp.simulation.backend.FitData` with pre-drawn noise arrays,
         or :class:`fedgdp.realdata.FoldData` with a generator or None)."""
         self.check_backend(data.kind)
-        return self.run(data.backend(noise), s)[0]
+        return check_finite_release(self.name, data, self.run(data.backend(noise), s))[0]
 
     def fit_many(self, data: list, s: dict, noises: list) -> list[Fit]:
         """:meth:`fit` at J privacy levels on the same data, each with its noise; one
@@ -241,13 +241,27 @@ class Method:
         if self.stacks_levels:
             be = data[0].stacked_backend(data, noises)
             if be is not None:
-                return self.run(be, s)
+                return check_finite_release(self.name, data[0], self.run(be, s))
         return [self.fit(d, s, z) for d, z in zip(data, noises)]
 
     def check_backend(self, kind: str) -> None:
         if kind not in self.backends:
             raise ValueError(f"method {self.name!r} does not run on {kind} data; "
                              f"it runs on {', '.join(sorted(self.backends))}")
+
+
+def check_finite_release(name: str, data, fits: list) -> list:
+    """``fits``, or ValueError when a private fit's estimate is not finite: a release
+    that is not finite is an error, never an output (docs/methods.md §2, "Finite
+    arithmetic"; every clipped per-sample quantity is finite by construction, so this
+    fires only on a bug or an uncertified step, e.g. the paper's unclipped Hessian on
+    rows of huge entries). Non-private fits may diverge: their rows are flagged."""
+    if getattr(data, "private", False):
+        for f in fits:
+            if not np.isfinite(f.theta).all():
+                raise ValueError(f"method {name}: a private release is not finite (NaN or inf); nothing is "
+                                 "released")
+    return fits
 
 
 class FedSGD(Method):
@@ -394,8 +408,9 @@ class FedNewton(Method):
 
     def plan(self, data, s):
         n1, n2 = data.plan_halves()
+        bound = self.hessian_bound(data)
         return privacy.plan_fednewton(B=data.plan_B, n1=n1, n2=n2, eta=s["eta"], K=s["K"], tau1=data.tau1,
-                                      hessian_bound=self.hessian_bound(data))
+                                      hessian_bound=bound, solve_tol=0.0 if bound is None else data.solve_tol)
 
     def newton_update(self, be: Backend, theta1: np.ndarray) -> np.ndarray:
         """Every client's pre-noise Newton release ``theta1 - s`` (b, m, P)."""
@@ -408,7 +423,11 @@ class FedNewton(Method):
         Z1 = be.noise.take("Z1")
         theta1 = be.memo("_newton_stage1", (K, eta, w, s1, Z1), lambda: be.average(
             w, be.local_steps(be.start(), K=K, eta=eta, sigma=s1, noise=Z1, part="half1")))
-        local = be.add_noise(self.newton_update(be, theta1), s2, be.noise.take("Z2"))
+        step = self.newton_update(be, theta1)
+        if be.data.private and not np.isfinite(step).all():
+            raise ValueError(f"method {self.name}: the Newton release is not finite (NaN or inf); nothing is "
+                             "released")
+        local = be.add_noise(step, s2, be.noise.take("Z2"))
         return be.finish(be.average(w, local), ledgers, self.comm(s, be.m, be.dk))
 
 

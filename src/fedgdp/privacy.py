@@ -33,9 +33,9 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = [
-    "PRIVACY_MODES", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips", "clip_rows", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
+    "PRIVACY_MODES", "MU_FLOOR", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips", "clip_rows", "row_norms", "clip_factors", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
-    "NEWTON_ASSUMPTION", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
+    "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
     "newton_sensitivity", "gdp_delta", "gdp_epsilon", "gdp_mu",
 ]
@@ -65,14 +65,48 @@ def clips(mu: float, release: str = "private") -> bool:
     return bool(np.isfinite(mu)) and release != "plain"
 
 
-def clip_rows(G: np.ndarray, B: float) -> np.ndarray:
-    """Clip each row of ``G`` (shape ``(n, d)``) to L2 norm at most ``B``."""
-    if not np.isfinite(B):
-        return G
-    norms = np.linalg.norm(G, axis=-1, keepdims=True)
+def row_norms(X: np.ndarray, plain: np.ndarray | None = None) -> np.ndarray:
+    """L2 norm of each row of ``X`` (shape ``(n, d)`` -> ``(n,)``) without overflow.
+
+    The plain norm (``np.linalg.norm(X, axis=-1)``, or ``plain`` when the caller has
+    computed it its own way) wherever it is finite and normal, bit for bit; rows whose
+    squares overflow or underflow are scaled by their largest entry before squaring
+    (``a sqrt(sum (x/a)^2)``), so a row of entries near the float maximum gets a finite
+    norm when that norm is representable (inf otherwise). A row holding a non-finite
+    entry has norm inf or NaN (the clipping rule, :func:`clip_factors`, zeroes it).
+    """
+    X = np.asarray(X, dtype=float)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        out = np.array(np.linalg.norm(X, axis=-1) if plain is None else plain, dtype=float)
+        redo = ~np.isfinite(out) | (out < 1e-150)
+        if redo.any():
+            Y = X[redo]
+            a = np.max(np.abs(Y), axis=-1)
+            safe = np.where((a > 0) & np.isfinite(a), a, 1.0)[:, None]
+            scaled = a * np.sqrt(np.einsum("nd,nd->n", Y / safe, Y / safe))
+            out[redo] = np.where(np.isfinite(a) & (a > 0), scaled, a)
+    return out
+
+
+def clip_factors(norms: np.ndarray, B: float) -> np.ndarray:
+    """The per-sample clipping factor ``min(1, B/||g_j||)`` of gradients with norms
+    ``norms``, and 0 where the norm is not finite (NaN or inf): *the* rule for a
+    non-finite per-sample gradient, which is clipped to zero (so every clipped
+    per-sample gradient has norm <= B and the sensitivity 2B/n holds for every input;
+    docs/methods.md §2, "Finite arithmetic")."""
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(norms > B, B / norms, 1.0)
-    return G * factor
+    return np.where(np.isfinite(norms), factor, 0.0)
+
+
+def clip_rows(G: np.ndarray, B: float) -> np.ndarray:
+    """Clip each row of ``G`` (shape ``(n, d)``) to L2 norm at most ``B``; a row that is
+    not finite becomes zero (:func:`clip_factors`)."""
+    if not np.isfinite(B):
+        return G
+    factor = clip_factors(row_norms(G), B)[..., None]
+    with np.errstate(invalid="ignore"):
+        return np.where(factor > 0, G * factor, 0.0)
 
 
 def _client_quantiles(values: np.ndarray, sizes: np.ndarray, q: float) -> np.ndarray:
@@ -106,7 +140,7 @@ def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float
     """
     if rule["rule"] == "fixed":
         return float(rule["value"])
-    norms = np.abs(glm.mean(np.zeros(1))[0] - rep.y) * np.linalg.norm(rep.X, axis=1)
+    norms = np.abs(glm.mean(np.zeros(1))[0] - rep.y) * row_norms(rep.X)
     if rule["rule"] == "private_quantile":
         return private_clip_bound(np.split(norms, np.cumsum(rep.sizes)[:-1]), rule, mu=mu, rng=rng)
     return float(_client_quantiles(norms, rep.sizes, rule["q"]).max())
@@ -219,7 +253,7 @@ def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
             ReleaseSpec("gradient", K2, 2.0 * B, n, half))
 
 
-def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None) -> tuple:
+def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0) -> tuple:
     """FedNewton (Algorithm 4): K local steps on half 1, then one Newton release.
 
     Half 1 (``n1`` records) feeds the local steps and the Hessian, half 2 (``n2``)
@@ -237,6 +271,12 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None) -> tuple:
     moves H by at most H_c/n1 (two PSD matrices of norm <= H_c differ by at most
     H_c), and ``||A^{-1} - A'^{-1}|| <= ||A - A'|| / tau1^2`` with ``||g|| <= B``.
     With ``H_c = 4 tau1`` and even n this is the paper's ``8 B / (tau1 n)``.
+
+    ``solve_tol`` (certified, an iterative solve): the solve stops at a residual
+    ``||g - A s|| <= solve_tol ||g||`` (checked), so s is within
+    ``solve_tol ||g|| / tau1 <= solve_tol B / tau1`` of the exact solve on either data
+    set and the recorded sensitivity adds ``2 solve_tol B / tau1``. 0 (exact solves)
+    adds nothing.
     """
     half = Fraction(1, 2)
     n_eff = 2.0 * np.asarray(n1, float)
@@ -247,6 +287,8 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None) -> tuple:
     else:
         n1, n2 = np.asarray(n1, float), np.asarray(n2, float)
         delta = np.maximum(2.0 * B / (tau1 * n2), hessian_bound * B / (tau1 ** 2 * n1))
+        if solve_tol:
+            delta = delta + 2.0 * solve_tol * B / tau1
         newton = ReleaseSpec("newton", 1, delta, 1.0, half)
     return (stage1, newton)
 
@@ -345,6 +387,14 @@ class Release:
         return np.where(self.sigma == 0, np.inf, out)
 
 
+#: What a ledger's mu means, printed with every client's report (docs/methods.md §2,
+#: "What is guaranteed, exactly").
+GUARANTEE = ("mu-GDP of this client towards the server for this one fit (mu_certified; mu is nominal when "
+             "mu_certified is inf); not across fits: FedNewton and certified FedNewton share noise, fits at "
+             "different mu reuse it, a real-data record enters several CV fits; test metrics are released "
+             "without noise; float64 sampling (Mironov 2012) is not covered")
+
+
 @dataclass
 class Ledger:
     """Every Gaussian release of every client, with GDP composition.
@@ -401,7 +451,8 @@ class Ledger:
                          "sigma": float(r.sigma[replicate, i]), "certified": r.certified,
                          "assumption": r.assumption}
                 rel.extend([entry] * r.count)
-            out.append({"client": i, "releases": rel, "mu": float(mu[i]), "mu_certified": float(mu_cert[i])})
+            out.append({"client": i, "releases": rel, "mu": float(mu[i]), "mu_certified": float(mu_cert[i]),
+                        "guarantee": GUARANTEE})
         return out
 
 
@@ -518,14 +569,22 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 PRIVACY_MODES = ("paper", "certified")
 
 
+#: The smallest mu accepted: below it the noise sds overflow towards inf (a mu of 5e-324
+#: gives sigma = inf, a release that is not finite), and no study needs it.
+MU_FLOOR = 1e-6
+
+
 def parse_mu(value) -> float:
-    """mu > 0 or ``inf``; ValueError naming the bad value otherwise."""
+    """mu >= :data:`MU_FLOOR` (1e-6) or ``inf``; ValueError naming the bad value otherwise."""
     try:
         mu = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"mu must be a positive number or 'inf', got {value!r}") from None
     if not mu > 0 or math.isnan(mu):
         raise ValueError(f"mu must be > 0 (or 'inf' for no privacy), got mu={value}")
+    if mu < MU_FLOOR:
+        raise ValueError(f"mu must be at least {MU_FLOOR:g} (smaller values make the noise sd overflow), "
+                         f"got mu={value}")
     return mu
 
 

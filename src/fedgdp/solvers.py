@@ -6,6 +6,12 @@
 
 All keep ``||s|| <= ||g|| / tau1``, the bound FedNewton's calibration assumes
 (docs/methods.md §2). Batched solves take ``H`` (..., d, d) and ``g`` (..., d).
+
+Certified FedNewton's CG solve (docs/methods.md §2, "The certified solve"): a truncated
+CG solve is not ``(1/tau1)``-Lipschitz in g, so the certified mode records the exact
+solve's sensitivity plus ``2 cg_tol B / tau1`` and checks the true residual
+``||g - A s|| <= cg_tol ||g||`` of every solve (:func:`certified_residual_check`);
+:func:`check_certified_cg` refuses settings the proof does not cover.
 """
 from __future__ import annotations
 
@@ -13,7 +19,8 @@ import math
 
 import numpy as np
 
-__all__ = ["floored_solve", "ridge_solve", "cg_solve"]
+__all__ = ["floored_solve", "ridge_solve", "cg_solve", "certified_cg_iterations", "check_certified_cg",
+           "certified_residual_check"]
 
 
 def _diverged(H: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -57,7 +64,8 @@ def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> 
     """Conjugate gradients for ``A x = b`` with A symmetric positive definite.
 
     ``apply(v)`` returns ``A v`` for arrays shaped like ``b``. Stops when
-    ``||b - A x|| <= tol ||b||``. Returns ``(x, iterations)``. Started at 0, the
+    ``||b - A x|| <= tol ||b||``. Returns ``(x, iterations)``; x is NaN when a curvature
+    ``p' A p`` is not positive and finite (overflowed data: never released). Started at 0, the
     iterates grow in norm, so a truncated solve keeps ``||x|| <= ||b|| / lambda_min(A)``.
     """
     x = np.zeros_like(b)
@@ -69,7 +77,10 @@ def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> 
         return x, 0
     for it in range(1, maxiter + 1):
         Ap = apply(p)
-        alpha = rs / float(np.vdot(p, Ap))
+        pAp = float(np.vdot(p, Ap))
+        if not (0.0 < pAp < math.inf):      # not positive definite in floating point (overflowed data)
+            return np.full_like(b, np.nan), it
+        alpha = rs / pAp
         x += alpha * p
         r -= alpha * Ap
         rs_new = float(np.vdot(r, r))
@@ -78,3 +89,43 @@ def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> 
         p = r + (rs_new / rs) * p
         rs = rs_new
     return x, maxiter
+
+
+# ------------------------------------------------------------ certified CG
+def certified_cg_iterations(tol: float, hessian_clip: float) -> int:
+    """Iterations after which exact-arithmetic CG on ``A = H + tau1 I`` meets
+    ``||b - A x|| <= tol ||b||`` for every H with ``0 <= H <= hessian_clip * tau1``.
+
+    A's condition number is at most ``kappa = 1 + hessian_clip``, and CG started at 0
+    satisfies ``||r_k|| <= 2 sqrt(kappa) rho^k ||b||`` with
+    ``rho = (sqrt(kappa) - 1) / (sqrt(kappa) + 1)`` (the Chebyshev bound on the A-norm
+    error, ``||r|| <= sqrt(lambda_max) ||e||_A`` and ``||e_0||_A <= ||b|| / sqrt(lambda_min)``).
+    """
+    root = math.sqrt(1.0 + float(hessian_clip))
+    rho = (root - 1.0) / (root + 1.0)
+    return max(1, math.ceil(math.log(2.0 * root / tol) / math.log(1.0 / rho)))
+
+
+def check_certified_cg(cg_tol, cg_maxiter, hessian_clip) -> None:
+    """Refuse CG settings that certified FedNewton's proof does not cover: ``cg_tol``
+    must lie in (0, 1) (the recorded sensitivity adds ``2 cg_tol B / tau1``) and
+    ``cg_maxiter`` must allow :func:`certified_cg_iterations` iterations (the
+    exact-arithmetic bound; the true residual is still checked at every solve)."""
+    tol = float(cg_tol)
+    if not (0.0 < tol < 1.0):
+        raise ValueError(f"certified FedNewton needs newton.cg_tol in (0, 1): its error 2 cg_tol B / tau1 enters "
+                         f"the recorded sensitivity; got newton.cg_tol={cg_tol!r}")
+    need = certified_cg_iterations(tol, hessian_clip)
+    if int(cg_maxiter) < need:
+        raise ValueError(f"certified FedNewton needs newton.cg_maxiter >= {need} (CG's bound to reach cg_tol={tol:g} "
+                         f"with hessian_clip={float(hessian_clip):g}); got newton.cg_maxiter={cg_maxiter!r}")
+
+
+def certified_residual_check(apply, b: np.ndarray, x: np.ndarray, tol: float) -> None:
+    """Raise ValueError unless the true residual ``||b - A x|| <= tol ||b||`` (certified
+    FedNewton: the bound its recorded sensitivity rests on; a failed check releases nothing)."""
+    res = float(np.linalg.norm(b - apply(x)))
+    ref = tol * float(np.linalg.norm(b))
+    if not res <= ref:
+        raise ValueError(f"certified Newton step: CG residual {res:.3g} above cg_tol ||g|| = {ref:.3g}; "
+                         "nothing is released (raise newton.cg_maxiter or use newton.solver ridge)")

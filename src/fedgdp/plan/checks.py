@@ -42,7 +42,7 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
     def _check_simulation(self):
         from ..simulation.backend import REGISTRY, get_method
         from ..simulation.data import parse_sizes
-        from ..simulation.params import resolve
+        from ..simulation.params import check_halves, resolve
 
         c = self.config
         for name, given in c["defaults"]["method_settings"].items():
@@ -57,6 +57,7 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
                     scheme = parse_sizes(text, self.study_settings(study)["n_floor"])
                     for m in s["grid"]["m"]:
                         scheme.check(m)
+                    check_halves(s["methods"], scheme)
                 except ValueError as exc:
                     raise ConfigError(f"studies.{study}.grid.sizes[{i}]", str(exc)) from None
             for model in s["models"]:

@@ -20,7 +20,8 @@ class TablesPart(SimulationPart):
         cell.setdefault("mu", c["defaults"]["mu"])
         cell.setdefault("K", c["defaults"]["K"])
         note = (f"Measured at the reference cell: {t['model']} regression, study {t['study']}, "
-                f"sizes {cell['sizes']}, m = {cell['m']}, nominal mu = {cell['mu']}, K = {cell['K']}; "
+                f"sizes {cell['sizes']}, m = {cell['m']}, nominal mu = {cell['mu']} (per fit and client; "
+                f"docs/methods.md §2), K = {cell['K']}; "
                 f"{self.replicates(t['study'])} replicates; MSE is the mean over non-diverged replicates, "
                 f"MC SE its Monte Carlo standard error. Theory columns: the paper's Table 1 (orders, "
                 f"constants omitted). Made by {self.provenance()}.")

@@ -55,10 +55,18 @@ class TargetsPart(SensitivityPart, DecompositionPart):
     def gallery_file(self, fig: str) -> str:
         return f"{GALLERY_DIR}/{fig}.png"
 
+    def audit_files(self) -> list[str]:
+        """The privacy audit of this run's settings and the empirical lower bound on mu
+        (target ``audit``, never in ``all``: ``fedgdp audit --configfile`` on the run's
+        resolved config; docs/methods.md §2)."""
+        t, f = self.paths.tables, self.paths.figure.format(fig="audit")
+        return [f"{t}/audit.csv", f"{t}/audit.md", f"{f}.csv", f"{f}.pdf", f"{f}.png"]
+
     def targets(self) -> dict[str, list[str]]:
         """Named targets -> files: one per figure, one per table (``claims`` is the
         claims report), ``gallery``, ``decompose`` (the error decomposition, when the
-        config has one; not in ``all``), ``all``."""
+        config has one; not in ``all``), ``audit`` (the privacy audit of the run's
+        settings; not in ``all``), ``all``."""
         out = {fig: self.figure_files(fig) for fig in self.figures()}
         out.update({t: self.table_files(t) for t in self.tables()})
         out["gallery"] = [self.gallery_file(f) for f in self.gallery_figures()]
@@ -66,6 +74,7 @@ class TargetsPart(SensitivityPart, DecompositionPart):
             out["sensitivity"] = self.sensitivity_files()   # on request only, never in all
         if self.config.get("decomposition"):
             out["decompose"] = self.decomposition_files()      # not in `all`: extra work
+        out["audit"] = self.audit_files()                      # not in `all`: a search, minutes
         out["all"] = ([self.paths.config]
                       + [p for f in self.default_figures() for p in self.figure_files(f)]
                       + [p for t in self.tables() for p in self.table_files(t)])

@@ -22,17 +22,22 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
     The Frobenius norm of ``x_j r_j'`` is ``||x_j|| ||r_j||``, so clipping scales the
     residual row ``r_j``. ``B = inf`` gives the plain gradient.
     """
-    Res = model.residuals(Theta, X, Y)
-    clip_residuals(Res, np.linalg.norm(X, axis=1) if xnorm is None else xnorm, B)
+    with np.errstate(over="ignore", invalid="ignore"):
+        Res = model.residuals(Theta, X, Y)
+    clip_residuals(Res, privacy.row_norms(X) if xnorm is None else xnorm, B)
     return X.T @ Res / X.shape[0]
 
 
 def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float) -> None:
-    """Scale the rows of the residuals Res (n, k) in place so that ``||x_j|| ||r_j|| <= B``."""
+    """Scale the rows of the residuals Res (n, k) in place so that ``||x_j|| ||r_j|| <= B``;
+    a per-sample gradient whose norm is not finite (a NaN or overflowed residual, or a
+    row norm that overflows) becomes zero (:func:`fedgdp.privacy.clip_factors`)."""
     if np.isfinite(B):
-        norms = xnorm * np.linalg.norm(Res, axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            Res *= np.where(norms > B, B / norms, 1.0)[:, None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            norms = xnorm * privacy.row_norms(Res)
+        factor = privacy.clip_factors(norms, B)
+        Res *= factor[:, None]
+        Res[factor == 0] = 0.0          # inf * 0 and NaN * 0 are NaN: the rule says zero
 
 
 def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
@@ -53,7 +58,8 @@ def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice
     S = X @ np.concatenate(list(Thetas), axis=1)                 # (n, J k)
     for j, f in enumerate(fds):
         block = S[:, j * k:(j + 1) * k]
-        Res = fd.model.mean(block) - Y
+        with np.errstate(over="ignore", invalid="ignore"):
+            Res = fd.model.mean(block) - Y
         clip_residuals(Res, xn, f.bound)
         block[...] = Res
     return (X.T @ S / X.shape[0]).reshape(d, J, k).transpose(1, 0, 2)
@@ -67,8 +73,7 @@ def clip_bound_real(model: GLM, X: list, Y: list, rule: dict, *, mu: float = mat
     if rule["rule"] == "fixed":
         return float(rule["value"])
     zero = np.zeros((X[0].shape[1], model.k))
-    norms = [np.linalg.norm(x, axis=1) * np.linalg.norm(model.residuals(zero, x, y), axis=1)
-             for x, y in zip(X, Y)]
+    norms = [privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y)) for x, y in zip(X, Y)]
     if rule["rule"] == "private_quantile":
         return privacy.private_clip_bound(norms, rule, mu=mu, rng=rng)
     return float(max(np.quantile(v, rule["q"]) for v in norms))

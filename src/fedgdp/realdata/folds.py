@@ -47,7 +47,7 @@ class FoldData:
     clip: dict = field(default_factory=lambda: dict(DEFAULTS["clip"]))
 
     def __post_init__(self):
-        self.xnorm = [np.linalg.norm(x, axis=1) for x in self.X]
+        self.xnorm = [privacy.row_norms(x) for x in self.X]
 
     @property
     def private(self) -> bool:
@@ -105,6 +105,12 @@ class FoldData:
     def plan_n(self) -> np.ndarray:
         """Client sizes as a (1, m) float array (the shape of a plan's ``n``)."""
         return self.sizes.astype(float)[None, :]
+
+    @property
+    def solve_tol(self) -> float:
+        """The residual tolerance of FedNewton's iterative solve (``cg``: ``cg_tol``),
+        0 for the dense solves; it enters the certified sensitivity (docs/methods.md §2)."""
+        return float(self.newton["cg_tol"]) if self.newton["solver"] == "cg" else 0.0
 
     def half_sizes(self) -> np.ndarray:
         """FedNewton's half 1 of each client: its first ``floor(n_i / 2)`` rows, (m,)."""

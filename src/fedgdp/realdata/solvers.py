@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..glm import GLM
-from ..solvers import cg_solve, floored_solve
+from ..solvers import cg_solve, certified_residual_check, floored_solve
 
 __all__ = ["cg_solve", "newton_step", "ridge_fit"]
 
@@ -20,24 +20,59 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
     the simulations; dense, for small d k). All satisfy ``||s|| <= ||g|| / tau1``.
 
     ``hessian_bound = H_c`` (certified FedNewton): every per-sample Hessian is clipped
-    to operator norm H_c (:meth:`fedgdp.glm.GLM.hessian_scale`) and the system is
+    to operator norm H_c (:func:`clipped_hessian_rows`) and the system is
     the ridge one, ``(H + tau1 I) s = g`` (``floor`` is not used: the ridge inverse is
-    what the certified sensitivity needs; ``cg`` solves it to ``cg_tol``).
+    what the certified sensitivity needs; ``cg`` solves it to ``cg_tol`` and checks the
+    true residual, whose bound enters the recorded sensitivity: docs/methods.md §2).
     """
-    scale = None if hessian_bound is None else model.hessian_scale(Theta, X1, hessian_bound)
-    if scale is not None and solver == "floor":
-        solver = "ridge"
-    if solver == "cg":
+    certified = hessian_bound is not None
+    if certified:
+        X1, P = clipped_hessian_rows(model, Theta, X1, hessian_bound)
+        if solver == "floor":
+            solver = "ridge"
+    else:
         P = model.predict(Theta, X1)                 # fixed during the solve: one product, not one per step
-        s, _ = cg_solve(lambda V: model.hvp_at(P, X1, V, scale) + tau1 * V, g, tol=cg_tol,
-                        maxiter=cg_maxiter)
+    if solver == "cg":
+        def apply(V):
+            return model.hvp_at(P, X1, V) + tau1 * V
+
+        if not certified:
+            return cg_solve(apply, g, tol=cg_tol, maxiter=cg_maxiter)[0]
+        # certified: CG's own (recursive) residual to half the tolerance, so that the true
+        # residual, which the proof uses and which is checked, meets cg_tol despite rounding
+        s, _ = cg_solve(apply, g, tol=0.5 * cg_tol, maxiter=cg_maxiter)
+        certified_residual_check(apply, g, s, cg_tol)
         return s
-    H = model.hessian(Theta, X1, scale)
+    H = model.hessian(Theta, X1, P=P)
     if solver == "ridge":
         return np.linalg.solve(H + tau1 * np.eye(H.shape[0]), g.ravel()).reshape(g.shape)
     if solver == "floor":
         return floored_solve(H, g.ravel(), tau1).reshape(g.shape)
     raise ValueError(f"unknown newton solver {solver!r}; use cg, ridge or floor")
+
+
+def clipped_hessian_rows(model: GLM, Theta: np.ndarray, X1: np.ndarray, bound: float
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """The rows and fitted means of certified FedNewton's clipped Hessian, in finite arithmetic.
+
+    Row j is scaled by ``a_j = min(1, sqrt(H_c / c_j) / ||x_j||)`` (``c_j`` the
+    curvature bound of :meth:`fedgdp.glm.GLM.curvature_bound`, ``||x_j||`` without
+    overflow), so its per-sample Hessian ``c_j a_j^2 x_j x_j'`` has norm <= H_c; a row
+    whose fitted mean or factor is not finite (a row of huge entries), or whose curvature
+    is 0 (its Hessian is zero anyway, and ``0 * inf`` must not arise in ``x_j' V``), gets
+    ``a_j = 0`` and a zero mean (zero curvature for every family): the non-finite rule
+    of docs/methods.md §2. Returns ``(a X1, P)`` of shapes (n, d) and (n, k).
+    """
+    from ..privacy import row_norms
+
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        P = np.array(model.predict(Theta, X1), dtype=float).reshape(X1.shape[0], -1)
+        c = model.curvature_bound(P)
+        a = np.minimum(1.0, np.sqrt(bound / c) / row_norms(X1))
+    bad = ~(np.isfinite(P).all(axis=1) & np.isfinite(a)) | (c == 0)   # c = 0: a zero Hessian anyway
+    a[bad] = 0.0
+    P[bad] = 0.0
+    return X1 * a[:, None], P
 
 
 # ------------------------------------------------------------- ridge MLE

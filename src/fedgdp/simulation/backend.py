@@ -86,7 +86,8 @@ class ClientBlock:
             self.XT[:, start:start + r.X.shape[0]] = r.X.T
             start += r.X.shape[0]
         self.y = np.ascontiguousarray(np.concatenate([r.y for r in reps]), dtype=float)
-        self.inv_norm = 1.0 / np.sqrt(np.einsum("kn,kn->n", self.XT, self.XT))
+        with np.errstate(divide="ignore"):    # a zero row: 1/0 = inf, no clip (its gradient is 0)
+            self.inv_norm = 1.0 / privacy.row_norms(self.XT.T, np.sqrt(np.einsum("kn,kn->n", self.XT, self.XT)))
         self.groups = client_groups(self.sizes)
 
     @property
@@ -274,6 +275,9 @@ class FitData:
     def plan_n(self) -> np.ndarray:
         """Client sizes (n_rep, m) as floats (a plan's ``n``)."""
         return self.sizes.astype(float)
+
+    #: FedNewton's solves are dense here: no iterative-solve term in its sensitivity
+    solve_tol = 0.0
 
     def plan_halves(self) -> tuple[np.ndarray, np.ndarray]:
         """FedNewton's half sizes (n_rep, m) each, as floats."""

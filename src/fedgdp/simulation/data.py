@@ -106,6 +106,14 @@ class SizeScheme:
             return max(self.n_floor, float(np.exp(self.args[0] + self.args[1] ** 2 / 2)))
         return self.args[0] / m
 
+    def min_size(self) -> int:
+        """The smallest client size the scheme can draw (``total``: its ``n_floor``)."""
+        if self.kind == "equal":
+            return int(self.args[0])
+        if self.kind == "uniform":
+            return int(np.ceil(self.args[0]))
+        return int(self.n_floor)
+
     def check(self, m: int) -> None:
         """Raise ValueError when the scheme cannot produce m clients."""
         if self.kind == "total" and self.args[0] < m * self.n_floor:

@@ -149,7 +149,12 @@ def _exp(x):
 
 @_njit(_EXACT, inline="always")
 def _clip(r, b):
-    """r clipped to [-b, b]; NaN stays NaN (a diverged run stays NaN)."""
+    """r clipped to [-b, b]; a residual that is not finite (NaN, e.g. inf - inf in the
+    linear predictor of a row of huge entries, or +-inf) becomes 0: the package's one
+    rule for a non-finite per-sample gradient (clipped to zero, docs/methods.md §2), so
+    the clipped gradient ``r x_j`` has norm <= B for every finite input. Unclipped
+    (non-private) residuals keep NaN: a diverged run stays NaN."""
+    r = r if (r > -math.inf) and (r < math.inf) else 0.0
     r = b if r > b else r
     return -b if r < -b else r
 
@@ -399,7 +404,9 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
 def hessians(XT, inv_norm, offsets, theta, model, bound, out):
     """Hessian ``mean_j v_j x_j x_j'`` of every client's loss at its parameter, with the
     per-sample weight ``v_j = min(b''(eta_j), bound/||x_j||^2)`` (``bound = inf``: the
-    plain Hessian). theta : (C, d); out : (C, d, d), written in place."""
+    plain Hessian). With a finite bound (certified FedNewton) a weight that is not
+    finite (a NaN curvature of a row of huge entries) is 0, so every per-sample Hessian
+    has norm <= bound. theta : (C, d); out : (C, d, d), written in place."""
     d = XT.shape[0]
     for c in range(theta.shape[0]):
         H = out[c]
@@ -416,6 +423,8 @@ def hessians(XT, inv_norm, offsets, theta, model, bound, out):
                 v = math.exp(e)
             lim = bound * inv_norm[j] * inv_norm[j]
             v = lim if v > lim else v
+            if bound < math.inf and not (v < math.inf):     # NaN or inf weight: clipped to zero
+                v = 0.0
             for a in range(d):
                 va = v * XT[a, j]
                 for b in range(a + 1):

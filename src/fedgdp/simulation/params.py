@@ -16,7 +16,7 @@ from ..privacy import RELEASES, check_clip, check_privacy, parse_mu
 from ..settings import Settings, choice, integer, name_list, number, setting
 from .data import parse_sizes
 
-__all__ = ["CellSettings", "DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_seeds"]
+__all__ = ["CellSettings", "DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_seeds", "check_halves"]
 
 
 # Not stated in the paper, chosen here (docs/methods.md §1).
@@ -48,6 +48,19 @@ def _tau1(key, value):
     if not ok:
         raise ValueError(f"tau1 must be > 0 or 'auto', got tau1={value!r}")
     return float(value)
+
+
+def check_halves(methods: list, scheme) -> None:
+    """FedNewton splits every client into two halves, both non-empty: n_i >= 2
+    (an empty half gives a NaN Hessian or gradient and a NaN ledger)."""
+    from ..methods import FedNewton
+    from .backend import get_method
+
+    newton = [name for name in methods if isinstance(get_method(name), FedNewton)]
+    if newton and scheme.min_size() < 2:
+        floor = " (n_floor)" if scheme.kind in ("lognormal", "total") else ""
+        raise ValueError(f"sizes {scheme.text!r} can give a client fewer than 2 samples{floor}, but "
+                         f"{', '.join(newton)} needs n_i >= 2 (both halves non-empty)")
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,7 @@ class CellSettings(Settings):
     def finish(cls, p: dict) -> dict:
         scheme = parse_sizes(p["sizes"], p["n_floor"])
         scheme.check(p["m"])
+        check_halves(p["methods"], scheme)
         p["sizes"] = scheme.text
         if p["beta_true"] is None:
             p["beta_true"] = list(BETA_TRUE[p["model"]])

@@ -1,0 +1,230 @@
+"""An empirical lower bound on mu: run the full mechanism on a neighbouring pair and
+distinguish (docs/methods.md §2, "The empirical lower bound on mu").
+
+For each simulation method, on a small cell (one client holding the audit's worst
+pair of its most sensitive release, :func:`fedgdp.audit.worst_pair`, a public
+clipping bound, ``K`` steps, the nominal mu), :func:`empirical_mu`:
+
+1. runs the whole method (noise included, through :meth:`fedgdp.methods.Method.fit`)
+   ``calibration`` times on each data set D and D' and takes the direction ``v`` of
+   the difference of the mean estimates and the threshold ``t`` on ``<theta, v>``
+   that maximises the plug-in bound below;
+2. runs it ``trials`` fresh times on each, and counts the false positives (D called
+   D') and the false negatives (D' called D) of the test ``<theta, v> > t``;
+3. turns them into one-sided Clopper-Pearson upper bounds ``FPR_U``, ``FNR_U``, each at
+   level ``1 - alpha/2``, and reports ``mu_lower = Phi^-1(1 - FPR_U) - Phi^-1(FNR_U)``.
+
+A mu-GDP mechanism has ``FNR >= Phi(Phi^-1(1 - FPR) - mu)`` for every test, so with
+probability at least ``1 - alpha`` (over the evaluation runs; the test is fixed before
+them) ``mu_lower <= mu``: a certified method must lie below the diagonal of the
+figure, and a point above it proves that the nominal mu is not the true one.
+
+Arrays: estimates ``(trials, d)``; the pair's data ``X`` (n, d), ``y`` (n,).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+__all__ = ["EmpiricalRow", "empirical_mu", "gdp_lower_bound", "clopper_pearson_upper", "run_empirical",
+           "plot_empirical", "write_rows"]
+
+
+@dataclass(frozen=True)
+class EmpiricalRow:
+    """One method's distinguishing test: nominal mu, the lower bound at ``confidence``,
+    the counts it rests on, and the release whose worst pair was used."""
+
+    method: str
+    model: str
+    mode: str
+    certified: bool
+    mu_nominal: float
+    mu_lower: float
+    confidence: float
+    trials: int
+    false_positives: int
+    false_negatives: int
+    release: str
+    K: int
+    n: int
+
+
+def clopper_pearson_upper(k: int, n: int, level: float) -> float:
+    """One-sided Clopper-Pearson upper bound on a binomial proportion (k of n) at ``level``."""
+    from scipy.stats import beta
+
+    return 1.0 if k >= n else float(beta.ppf(level, k + 1, n - k))
+
+
+def gdp_lower_bound(fp: int, fn: int, trials: int, alpha: float) -> float:
+    """``Phi^-1(1 - FPR_U) - Phi^-1(FNR_U)`` with Clopper-Pearson upper bounds at level
+    ``1 - alpha/2`` each (so both hold together with probability >= 1 - alpha); 0 when
+    the bound is negative (mu >= 0 always holds)."""
+    from scipy.stats import norm
+
+    a = clopper_pearson_upper(fp, trials, 1 - alpha / 2)
+    b = clopper_pearson_upper(fn, trials, 1 - alpha / 2)
+    return max(0.0, float(norm.ppf(1 - a) - norm.ppf(b)))
+
+
+def _fits(meth, s: dict, X, y, glm, *, mu: float, B: float, tau1: float, privacy: dict, trials: int, rng):
+    """``trials`` independent runs of the whole method on one client's data, (trials, d)."""
+    from .simulation.backend import FitData
+    from .simulation.data import Replicate
+
+    rep = Replicate(np.asarray(X, float), np.asarray(y, float), np.array([X.shape[0]]))
+    fd = FitData([rep] * trials, glm, np.full(trials, B), mu, tau1, privacy=privacy,
+                 clip={"rule": "fixed", "value": B})
+    d = X.shape[1]
+    draws = [meth.draw_noise(rng, s, 1, d, True) for _ in range(trials)]
+    noise = {k: np.stack([z[k] for z in draws]) for k in draws[0]}
+    with np.errstate(all="ignore"):
+        return meth.fit(fd, s, noise).theta
+
+
+def _best_threshold(a: np.ndarray, b: np.ndarray, alpha: float) -> float:
+    """The threshold on scores (D: ``a``, D': ``b``, D' scoring higher) with the largest
+    plug-in bound on the calibration runs."""
+    grid = np.quantile(np.concatenate([a, b]), np.linspace(0.01, 0.99, 99))
+    best, t_best = -math.inf, float(np.median(np.concatenate([a, b])))
+    for t in grid:
+        value = gdp_lower_bound(int((a > t).sum()), int((b <= t).sum()), a.size, alpha)
+        if value > best:
+            best, t_best = value, float(t)
+    return t_best
+
+
+def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, privacy: dict,
+                 trials: int = 2000, calibration: int = 500, alpha: float = 0.05, seed: int = 0):
+    """The lower bound on mu of ``meth`` from the pair ``((X, y), (X', y'))``: a
+    calibration round fixes the test, an evaluation round counts its errors (module
+    docstring). Returns ``(mu_lower, false positives, false negatives)``."""
+    rng = np.random.default_rng(seed)
+    (X, y), (X2, y2) = pair
+    kw = dict(mu=mu, B=B, tau1=tau1, privacy=privacy)
+    c0 = _fits(meth, s, X, y, glm, trials=calibration, rng=rng, **kw)
+    c1 = _fits(meth, s, X2, y2, glm, trials=calibration, rng=rng, **kw)
+    v = c1.mean(axis=0) - c0.mean(axis=0)
+    v = v / (np.linalg.norm(v) or 1.0)
+    t = _best_threshold(c0 @ v, c1 @ v, alpha)
+    e0 = _fits(meth, s, X, y, glm, trials=trials, rng=rng, **kw) @ v
+    e1 = _fits(meth, s, X2, y2, glm, trials=trials, rng=rng, **kw) @ v
+    fp, fn = int((e0 > t).sum()), int((e1 <= t).sum())
+    return gdp_lower_bound(fp, fn, trials, alpha), fp, fn
+
+
+#: The release whose worst pair each method is tested on (its most sensitive one).
+PAIR_RELEASE = {"fedsgd": "gradient", "fedavg": "local step", "fedhybrid": "gradient", "fednewton": "newton",
+                "fednewton_certified": "newton"}
+
+
+def _robust_pair(meth, s, target, pair, glm, B):
+    """The pair with its replaced record shrunk to the smallest norm (powers of 2) that
+    keeps 99% of the change of the audited release at the public state 0, times 3: an
+    extreme record (norm 1e100) moves the release at state 0 only, since its linear
+    predictor saturates at any other state, and the mechanism's state is noisy."""
+    from .audit import _sim_fitdata, _sim_release, change
+    from .simulation.data import Replicate
+
+    (X, y), (X2, y2) = pair
+    j = int(np.flatnonzero(np.any(X != X2, axis=1) | (y != y2))[0])
+    stage = PAIR_RELEASE[target.method]
+    theta = np.zeros(X.shape[1])
+
+    def moved(scale):
+        Z = X2.copy()
+        Z[j] = X2[j] * scale
+        a = _sim_release(meth, stage, _sim_fitdata(Replicate(X, y, np.array([len(y)])), glm, B, target), s, theta)
+        b = _sim_release(meth, stage, _sim_fitdata(Replicate(Z, y2, np.array([len(y)])), glm, B, target), s, theta)
+        return change(a, b), Z
+
+    full, _ = moved(1.0)
+    norm = float(np.max(np.abs(X2[j]))) or 1.0
+    for e in range(-4, 60):
+        scale = 2.0 ** e / norm
+        if scale >= 1.0:
+            break
+        value, _ = moved(scale)
+        if math.isfinite(full) and value >= 0.99 * full:
+            _, Z = moved(min(1.0, 3.0 * scale))
+            return (X, y), (Z, y2)
+    return pair
+
+
+def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials: int = 2000,
+                  calibration: int = 500, alpha: float = 0.05, seed: int = 0, B: float = 1.0) -> list[EmpiricalRow]:
+    """The distinguishing test of every simulation target (:class:`fedgdp.audit.AuditTarget`)
+    on its worst pair: the audit of that target (client size ``n``) runs first, then
+    :func:`empirical_mu` on a one-client cell with K steps, public bound B and ``mu``."""
+    from .audit import AuditTarget, audit_sim, worst_pair
+    from .glm import get_model
+    from .simulation.backend import get_method
+    from .simulation.params import resolve
+
+    rows = []
+    for t in targets:
+        if t.kind != "simulation" or t.method not in PAIR_RELEASE:
+            continue
+        t = AuditTarget("simulation", t.method, t.model, t.mode, t.tau1, t.hessian_clip, {"rule": "fixed", "value": B})
+        meth, glm = get_method(t.method), get_model(t.model)
+        s = resolve({"model": t.model, "methods": [t.method], "K": K})["method_settings"][t.method]
+        with np.errstate(all="ignore"):
+            audited = audit_sim(t, n, seed, local_iters=10)
+        stage = PAIR_RELEASE[t.method]
+        pair = _robust_pair(meth, resolve({"model": t.model, "methods": [t.method], "K": 10})["method_settings"][
+            t.method], t, worst_pair(t, stage), glm, B)
+        privacy = {"mode": t.mode, "hessian_clip": t.hessian_clip}
+        low, fp, fn = empirical_mu(meth, s, pair, glm, mu=mu, B=B, tau1=t.tau1, privacy=privacy, trials=trials,
+                                   calibration=calibration, alpha=alpha, seed=seed)
+        certified = all(r.certified for r in audited)
+        rows.append(EmpiricalRow(t.method, t.model, t.mode if t.method == "fednewton" else "any", certified, mu, low,
+                                 1 - alpha, trials, fp, fn, stage, K, n))
+    return rows
+
+
+def write_rows(rows: list[EmpiricalRow], csv: str) -> None:
+    """The rows as CSV (atomically)."""
+    from .io import write_text
+
+    head = list(asdict(rows[0])) if rows else list(EmpiricalRow.__dataclass_fields__)
+    lines = [",".join(head)] + [",".join(str(v) for v in asdict(r).values()) for r in rows]
+    write_text(csv, "\n".join(lines) + "\n")
+
+
+def plot_empirical(rows: list[EmpiricalRow], pdf: str | None = None, png: str | None = None) -> None:
+    """Nominal mu against the empirical lower bound, one point per method, mode and model
+    (spread sideways around their nominal mu; a black bar marks each one's nominal mu), the
+    diagonal dashed: a certified method must lie on or below its bar (at the stated confidence)."""
+    from .figures import method_style, pyplot, save_figure
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    top = max([r.mu_nominal for r in rows] + [r.mu_lower for r in rows] + [1.0]) * 1.15
+    ax.plot([0, top], [0, top], ls="--", color="0.4", lw=1, label="mu_lower = nominal mu")
+    models = sorted({r.model for r in rows})
+    width = 0.6 * min([r.mu_nominal for r in rows] + [1.0])
+    for k, r in enumerate(rows):
+        st = method_style(r.method)
+        x = r.mu_nominal + width * ((k + 0.5) / max(len(rows), 1) - 0.5)
+        if r.method == "fednewton":
+            name = "FedNewton, paper mode (nominal mu)" if r.mode == "paper" else "FedNewton, certified mode"
+        else:
+            name = r.method
+        filled = r.model == models[0]
+        ax.plot([x - 0.02 * top, x + 0.02 * top], [r.mu_nominal] * 2, color="k", lw=1.2)
+        ax.scatter(x, r.mu_lower, color=st["color"], marker=st["marker"], s=50, zorder=3,
+                   facecolor=st["color"] if filled else "none", label=f"{name}, {r.model}")
+    conf = rows[0].confidence if rows else 0.95
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("nominal mu (the calibration's target; points spread sideways)")
+    ax.set_ylabel(f"empirical lower bound on mu ({conf:.0%} confidence)")
+    trials = rows[0].trials if rows else 0
+    ax.set_title(f"Distinguishing test on each method's worst pair ({trials} runs per data set, "
+                 f"one-sided Clopper-Pearson, {conf:.0%})", fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    save_figure(fig, pdf, png, title="Empirical lower bound on mu", bbox_inches="tight",
+                about="Clopper-Pearson bounds on FPR/FNR of a threshold test on the full mechanism's output")
