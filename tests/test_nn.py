@@ -209,3 +209,24 @@ def test_cli_errors(tmp_path, capsys):
     rc = main(["nn-run", "--figure", "fig09", "--m", "400", "--n", "20", "--out", str(tmp_path / "x.parquet")])
     assert rc == 2 and "exceeds" in capsys.readouterr().err
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_nn_bench_times_every_step_against_the_plain_gradient(tmp_path):
+    """One tiny bench run: every method's time and ratio, plain = 1, the vmap path equal to
+    fedgdp's step within float32 rounding (1e-5 relative), JSON and Markdown written."""
+    import json
+
+    from fedgdp.cli import main
+
+    out, md = tmp_path / "b.json", tmp_path / "b.md"
+    assert main(["nn-bench", "--datasets", "digits", "--sizes", "5,10", "--repeats", "1", "--rounds", "1",
+                 "--device", "cpu", "--threads", "1", "--out", str(out), "--md", str(md)]) == 0
+    res = json.loads(out.read_text())
+    rows = res["networks"]["digits"]["by_n"]
+    assert set(rows) == {"5", "10"}
+    for row in rows.values():
+        assert {"plain", "fedgdp", "vmap"} <= set(row["seconds"]) and row["ratio_to_plain"]["plain"] == 1.0
+        assert row["max_rel_diff_to_fedgdp"]["fedgdp"] == 0.0 and row["max_rel_diff_to_fedgdp"]["vmap"] < 1e-5
+        assert all(v > 0 for v in row["seconds"].values())
+    assert "| digits | 10 | fedgdp |" in md.read_text()
+    assert all(v > 0 for v in res["networks"]["digits"]["estimate"]["run_s_fig10"].values())

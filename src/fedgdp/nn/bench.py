@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-__all__ = ["run_nn_bench", "estimate_runs", "step_methods"]
+__all__ = ["run_nn_bench", "estimate_runs", "step_methods", "format_markdown"]
 
 SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32), "digits": (1, 8, 8)}
 
@@ -162,8 +162,25 @@ def estimate_runs(step_s: dict, *, dataset: str = "mnist", cpu_cores: int | None
     return {"run_s_fig09": fig09, "run_s_fig10": fig10, "paper_grid_total_h": round(total / 3600, 2)}
 
 
+def format_markdown(result: dict) -> str:
+    """One bench result as a Markdown table: per network and n, each method's seconds and
+    ratio to the plain gradient, and its largest relative difference to fedgdp's step."""
+    lines = [f"device {result['device']}, {result['threads']} threads, torch {result['torch']}, "
+             f"opacus {result['opacus']}, load average at start {result['load_average']}", "",
+             "| network | n | method | seconds | ratio to plain | max rel. diff to fedgdp |",
+             "|---|---:|---|---:|---:|---:|"]
+    for dataset, net in result["networks"].items():
+        for n, row in net["by_n"].items():
+            for method, sec in row["seconds"].items():
+                diff = row["max_rel_diff_to_fedgdp"].get(method)
+                lines.append(f"| {dataset} | {n} | {method} | {sec:.4f} | {row['ratio_to_plain'][method]:.2f} | "
+                             f"{'' if diff is None else f'{diff:.1e}'} |")
+    return "\n".join(lines) + "\n"
+
+
 def run_nn_bench(*, datasets=("mnist", "cifar10"), sizes=(100, 600), repeats: int = 3, rounds: int = 2,
-                 clip: float = 1.0, device: str = "cpu", threads: int | None = None, out: str | None = None) -> dict:
+                 clip: float = 1.0, device: str = "cpu", threads: int | None = None, out: str | None = None,
+                 md: str | None = None) -> dict:
     """Time one client-step of every method (module docstring); print and return the JSON."""
     import torch
 
@@ -215,8 +232,10 @@ def run_nn_bench(*, datasets=("mnist", "cifar10"), sizes=(100, 600), repeats: in
                                        "estimate": estimate_runs(step, dataset=dataset)}
     text = json.dumps(result, indent=1)
     print(text)
-    if out:
-        from ..io import write_text
+    from ..io import write_text
 
+    if out:
         write_text(out, text + "\n")
+    if md:
+        write_text(md, format_markdown(result))
     return result

@@ -101,7 +101,7 @@ def _cmd_nn_bench(args) -> int:
     if args.repeats < 1 or args.rounds < 1:
         raise ValueError(f"--repeats and --rounds must be at least 1, got {args.repeats} and {args.rounds}")
     run_nn_bench(datasets=datasets, sizes=sizes, repeats=args.repeats, rounds=args.rounds, clip=args.clip,
-                 device=args.device, threads=args.threads, out=args.out)
+                 device=args.device, threads=args.threads, out=args.out, md=args.md)
     return 0
 
 
@@ -165,5 +165,6 @@ def add_parsers(sub) -> None:
     be.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
     be.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     be.add_argument("--out", type=output_path(".json"), help="optional JSON file")
+    be.add_argument("--md", type=output_path(".md"), help="optional Markdown table")
     be.set_defaults(func=_cmd_nn_bench)
 
