@@ -86,7 +86,8 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
         extra = f"m = {int(d['m'].iloc[0])}, " if figure == "fig09" and d["m"].nunique() == 1 else ""
         extra += f"$\\mu$ = {d['mu'].iloc[0]:g}, " if d["mu"].nunique() == 1 else ""
         extra += f"q = {d['q'].iloc[0]:g}, " if d["q"].nunique() == 1 and np.isfinite(d["q"].iloc[0]) else ""
-        ax.set_title(f"{_DATASET_TITLES.get(ds, ds)}\n{extra}median of {runs} runs", fontsize=10)
+        runs_text = f"{runs} run" + ("s" if runs != 1 else "")
+        ax.set_title(f"{_DATASET_TITLES.get(ds, ds)}\n{extra}median of {runs_text}", fontsize=10)
         ax.grid(alpha=0.3)
     # one legend for the figure, under the panels (an in-panel legend covers the curves),
     # and a caption saying what the lines and bands are
