@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from fedgdp.simulation.backend import FitData
 from fedgdp.glm import get_model
+from fedgdp.simulation.backend import FitData
 from fedgdp.simulation.params import resolve
 from fedgdp.simulation.run import draw_noises, simulate_block
 

@@ -16,10 +16,10 @@ import math
 import numpy as np
 
 from fedgdp import privacy
-from fedgdp.simulation.backend import aggregation_weights
-from fedgdp.solvers import floored_solve
 from fedgdp.glm import GLM
+from fedgdp.simulation.backend import aggregation_weights
 from fedgdp.simulation.data import Replicate
+from fedgdp.solvers import floored_solve
 
 __all__ = ["reference_fit", "clip_bound_reference", "oracle_fit", "ORACLE"]
 

@@ -115,8 +115,8 @@ ADDED_SINCE = {"release": "private"}
 
 def resolvers():
     from fedgdp.nn.settings import resolve as nn
-    from fedgdp.simulation.params import resolve as cell_params
     from fedgdp.realdata import resolve as realdata
+    from fedgdp.simulation.params import resolve as cell_params
 
     def params(over):
         p = cell_params(over)
@@ -155,4 +155,5 @@ if __name__ == "__main__":
     FIXTURE.parent.mkdir(exist_ok=True)
     data = capture()
     FIXTURE.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    print(f"{sum(map(len, data['configs'].values()))} config cases, {len(data['extra'])} extra and {len(data['bad'])} bad cases -> {FIXTURE}")
+    print(f"{sum(map(len, data['configs'].values()))} config cases, {len(data['extra'])}"
+          f" extra and {len(data['bad'])} bad cases -> {FIXTURE}")

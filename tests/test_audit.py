@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from fedgdp.audit import AuditTarget, _audit_nn, change, config_targets, default_targets, read_run_config, run_audit
+from fedgdp.audit import AuditTarget, _audit_nn, change, config_targets, read_run_config, run_audit
 from fedgdp.cli import main
 from fedgdp.realdata import REGISTRY as REAL
 from fedgdp.simulation.backend import REGISTRY
@@ -24,7 +24,8 @@ NEWTON_CG = {"solver": "cg", "cg_tol": 1e-8, "cg_maxiter": 500}
 FAST = ([AuditTarget("simulation", name, model, mode, {"logistic": 0.081, "poisson": 1.13}[model])
          for model in ("logistic", "poisson")
          for name, mode in (("fedsgd", "paper"), ("fednewton", "paper"), ("fednewton", "certified"))]
-        + [AuditTarget("realdata", "fednewton", "binary", mode, 0.5, newton=NEWTON_CG) for mode in ("paper", "certified")]
+        + [AuditTarget("realdata", "fednewton", "binary", mode, 0.5, newton=NEWTON_CG)
+           for mode in ("paper", "certified")]
         + [AuditTarget("realdata", "fednewton_certified", "multiclass", "paper", 0.5,
                        newton={"solver": "ridge", "cg_tol": 1e-8, "cg_maxiter": 500}),
            AuditTarget("realdata", "dp_scaffold", "multiclass", "paper", 0.5, newton=NEWTON_CG)])
@@ -195,9 +196,8 @@ def test_empirical_mu_finds_paper_fednewton_above_its_nominal_mu(tmp_path):
 
 
 def test_the_audit_target_is_not_in_all():
-    from shipped_configs import SCHEMA, merged
-
     import fedgdp.plan as wp
+    from shipped_configs import SCHEMA, merged
 
     t = wp.load(merged(), SCHEMA, []).targets()
     assert t["audit"] == ["tables/paper/audit.csv", "tables/paper/audit.md", "figures/paper/audit.csv",

@@ -69,7 +69,8 @@ def test_no_package_module_imports_the_oracle():
             "    except ModuleNotFoundError as exc:\n"                 # torch: the optional nn extra
             "        if exc.name != 'torch': raise\n"
             "print('fedgdp.simulation.run' in sys.modules,\n"
-            "      sorted(n for n in sys.modules if n == 'oracle' or (n.startswith('fedgdp.') and n.endswith('.reference'))))")
+            "      sorted(n for n in sys.modules if n == 'oracle' "
+            "or (n.startswith('fedgdp.') and n.endswith('.reference'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True []"
@@ -102,7 +103,8 @@ def test_suite_json_has_cpu_seconds_per_study_method_and_cell(tmp_path):
     # the methods' and the data's CPU seconds add up to the study's (rounding to 1e-3)
     assert math.isclose(st["data_cpu_s"] + sum(st["methods_cpu_s"].values()), st["cpu_s"], abs_tol=5e-3)
     assert math.isclose(sum(c["cpu_s"] for c in res["cell_times"]), res["total_cpu_s"], abs_tol=5e-3)
-    assert {(c["model"], c["K"]) for c in res["cell_times"]} == {(m, k) for m in ("logistic", "poisson") for k in (2, 3)}
+    assert ({(c["model"], c["K"]) for c in res["cell_times"]}
+            == {(m, k) for m in ("logistic", "poisson") for k in (2, 3)})
     for key in ("numpy", "numba", "python", "git_commit", "clock", "config"):
         assert key in res
 
@@ -143,7 +145,8 @@ def test_simulate_does_not_import_pandas(tmp_path):
 
 def test_suite_errors_name_the_config_and_the_studies(tmp_path, capsys):
     assert main(["bench", "--suite", "--config", str(tmp_path / "none.yaml")]) == 2
-    assert capsys.readouterr().err.strip() == f"fedgdp: error: --config {tmp_path / 'none.yaml'}: No such file or directory"
+    assert capsys.readouterr().err.strip() == (f"fedgdp: error: --config {tmp_path / 'none.yaml'}"
+                                               ": No such file or directory")
     assert main(["bench", "--suite", "--config", str(_tiny_config(tmp_path)), "--studies", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nope" in err

@@ -124,7 +124,8 @@ CASES = [
     # fetch-mnist
     case("fetch-mnist", ["fetch-mnist", "--dir", "<file>"], ["is a file, not a folder"], id="fetch-mnist-dir-is-file"),
     # nn-* (torch missing: the torch_missing fixture hides it)
-    case("nn-run", ["nn-run", "--n", "30", "--out", "<out>/n.parquet"], ["PyTorch", "fedgdp[nn]"], id="nn-run-without-torch"),
+    case("nn-run", ["nn-run", "--n", "30", "--out", "<out>/n.parquet"], ["PyTorch", "fedgdp[nn]"],
+         id="nn-run-without-torch"),
     case("nn-bench", ["nn-bench", "--datasets", "digits"], ["PyTorch", "fedgdp[nn]"], id="nn-bench-without-torch"),
     case("nn-bench", ["nn-bench", "--datasets", "imagenet"], ["--datasets", "imagenet"], id="nn-bench-unknown-network"),
     case("nn-bench", ["nn-bench", "--sizes", "100,1"], ["--sizes", ">= 2"], id="nn-bench-size-one"),
@@ -159,7 +160,8 @@ def inputs(tmp_path_factory):
     (d / "emptylist.yaml").write_text("[]\n")
     (d / "file").write_text("a file")
     (d / "table.csv").write_text("x,y,c\n" + "".join(f"{i / 10},{i % 2},{i % 3}\n" for i in range(30)))
-    return {"table": d / "table.csv", "cell": cell, "summary": summary, "notyaml": d / "notyaml", "empty": d / "empty.yaml",
+    return {"table": d / "table.csv", "cell": cell, "summary": summary, "notyaml": d / "notyaml",
+            "empty": d / "empty.yaml",
             "emptylist": d / "emptylist.yaml", "file": d / "file", "config": ROOT / "config.yaml"}
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fedgdp.privacy import MU_FLOOR, parse_mu, plan_fednewton
-from fedgdp.solvers import cg_solve, certified_cg_iterations, check_certified_cg
+from fedgdp.solvers import certified_cg_iterations, cg_solve, check_certified_cg
 
 
 @pytest.mark.parametrize("value", [5e-324, 1e-7, "1e-9"])
@@ -35,10 +35,12 @@ def test_fednewton_needs_two_samples_per_client(sizes, tmp_path, capsys):
 
 
 def test_the_pipeline_config_check_refuses_empty_halves():
-    from fedgdp.plan.core import load
-    from fedgdp.plan.config import ConfigError
-    import yaml
     from pathlib import Path
+
+    import yaml
+
+    from fedgdp.plan.config import ConfigError
+    from fedgdp.plan.core import load
 
     root = Path(__file__).resolve().parents[1]
     config = yaml.safe_load((root / "config.yaml").read_text())
@@ -70,7 +72,7 @@ def test_cg_iteration_bound_holds_on_the_worst_spectrum():
         lam = 0.3 * np.concatenate([[1.0, 1.0 + c], 1.0 + c * rng.random(200)])
         b = rng.standard_normal(lam.shape)
         k = certified_cg_iterations(tol, c)
-        x, _ = cg_solve(lambda v: lam * v, b, tol=0.0, maxiter=k)
+        x, _ = cg_solve(lambda v, lam=lam: lam * v, b, tol=0.0, maxiter=k)
         assert np.linalg.norm(b - lam * x) <= tol * np.linalg.norm(b)
     check_certified_cg(1e-8, 21, 4.0)
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from fedgdp import claims
-from fedgdp.claims import Check, VERDICTS
+from fedgdp.claims import VERDICTS, Check
 from fedgdp.simulation.summary import SUMMARY_COLUMNS
 
 FOUR = ["fedsgd", "fedhybrid", "fedavg", "fednewton"]

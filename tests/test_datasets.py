@@ -7,8 +7,18 @@ import numpy as np
 import pytest
 
 from fedgdp.cli import main
-from fedgdp.datasets import (MNIST_FILES, client_layout, fetch_mnist, layout_key, load_dataset, load_digits,
-                             load_mnist, read_idx, split_layout, write_idx)
+from fedgdp.datasets import (
+    MNIST_FILES,
+    client_layout,
+    fetch_mnist,
+    layout_key,
+    load_dataset,
+    load_digits,
+    load_mnist,
+    read_idx,
+    split_layout,
+    write_idx,
+)
 
 
 @pytest.mark.parametrize("N,m,n_min", [(1797, 10, 150), (1000, 7, 100), (500, 20, 25), (70, 3, 0)])

@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 
-from fedgdp.simulation.backend import REGISTRY, get_method
-from fedgdp.solvers import floored_solve
-from fedgdp.simulation.run import run_cell
-
 from conftest import make_block, stacked_noise
+from fedgdp.simulation.backend import REGISTRY, get_method
+from fedgdp.simulation.run import run_cell
+from fedgdp.solvers import floored_solve
 from oracle import ORACLE, reference_fit
 
 METHODS = list(REGISTRY)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from fedgdp import privacy
+from fedgdp.glm import get_model
 from fedgdp.simulation import kernels
 from fedgdp.simulation.backend import ClientBlock
-from fedgdp.glm import get_model
 from fedgdp.simulation.data import Replicate
 
 # Client sizes around the chunk length (CHUNK = 256) and tiny ones, so chunks that
@@ -150,7 +150,8 @@ def test_kernels_compile_where_no_cache_location_is_writable(tmp_path):
     code = ("import numpy as np; from fedgdp.simulation import kernels; "
             "from fedgdp.simulation.backend import ClientBlock; from fedgdp.glm import LOGISTIC; "
             "from fedgdp.simulation.data import Replicate; "
-            "X = np.ones((4, 2)); d = ClientBlock([Replicate(X, np.array([0., 1, 1, 0]), np.array([2, 2]))], LOGISTIC); "
+            "X = np.ones((4, 2)); "
+            "d = ClientBlock([Replicate(X, np.array([0., 1, 1, 0]), np.array([2, 2]))], LOGISTIC); "
             "print(type(kernels.gradients._cache).__name__, d.gradients(np.zeros((1, 2, 2)), None)[0, 0, 0])")
     env = dict(os.environ, NUMBA_CACHE_LOCATOR_CLASSES="ZipCacheLocator")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)

@@ -61,7 +61,8 @@ def test_a_new_method_runs_on_real_data(oneshot, monkeypatch):
     defaults): with the same generator it draws what FedAvg with one round draws, so the
     two fits are equal."""
     from fedgdp.glm import BINARY_LOGISTIC
-    from fedgdp.realdata import METHOD_DEFAULTS, FoldData, get_method, resolve as resolve_realdata
+    from fedgdp.realdata import METHOD_DEFAULTS, FoldData, get_method
+    from fedgdp.realdata import resolve as resolve_realdata
 
     assert resolve_realdata({"methods": ["fedsgd"]})["methods"] == ["fedsgd"]   # registered, no defaults yet
     monkeypatch.setitem(METHOD_DEFAULTS, "oneshot", {"K": 50, "eta": 0.5})

@@ -10,7 +10,6 @@ torch = pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).parent))
 import nn_oracle as oracle  # noqa: E402
-
 from fedgdp.nn.backend import head_newton_step, head_vector, newton_direction, sample_clients  # noqa: E402
 from fedgdp.nn.models import ConvNet, build_model  # noqa: E402
 from fedgdp.nn.settings import METHODS, resolve  # noqa: E402

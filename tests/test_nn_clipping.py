@@ -3,14 +3,12 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).parent))
 import nn_oracle as oracle  # noqa: E402
-
 from fedgdp.nn.clipping import clipped_grad_sums, floats_per_image, head_grads  # noqa: E402
 from fedgdp.nn.models import ConvNet, build_model  # noqa: E402
 from fedgdp.nn.train import ClientData  # noqa: E402

@@ -10,7 +10,6 @@ import pytest
 import yaml
 
 from fedgdp import plan as wp
-
 from shipped_configs import ROOT, SCHEMA, merged  # noqa: F401 (SCHEMA, merged: also used by test_sensitivity)
 
 

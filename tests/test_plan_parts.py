@@ -7,10 +7,10 @@ import inspect
 import re
 
 import pytest
-from shipped_configs import ROOT
 
 from fedgdp import plan as wp
 from fedgdp.plan.base import PlanBase
+from shipped_configs import ROOT
 
 #: Attributes PlanBase.__init__ sets on every plan.
 INSTANCE = {"config", "run", "sha", "paths"}

@@ -216,8 +216,8 @@ def test_every_method_of_every_experiment_has_one_style():
     """One style table serves the simulations, the real data and the CNNs; no two
     methods drawn in one figure share a colour unless one is the other's hatched twin."""
     from fedgdp import realdata
-    from fedgdp.nn.settings import METHODS as NN_METHODS
     from fedgdp.figures import HATCHED
+    from fedgdp.nn.settings import METHODS as NN_METHODS
 
     for names in (list(REGISTRY), list(realdata.REGISTRY), list(NN_METHODS)):
         assert set(names) <= set(METHOD_STYLE), set(names) - set(METHOD_STYLE)
@@ -231,8 +231,9 @@ def test_cnn_figures_have_one_legend_under_the_panels(tmp_path, monkeypatch):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from fedgdp.nn.plots import SUMMARY_COLUMNS
+    from fedgdp.nn.plots import plot_nn_figure as nn_plot
     from fedgdp.nn.settings import METHODS as NN_METHODS
-    from fedgdp.nn.plots import SUMMARY_COLUMNS, plot_nn_figure as nn_plot
 
     rows = [{c: 1.0 for c in SUMMARY_COLUMNS} | {"figure": "fig10", "dataset": ds, "method": meth, "label": meth,
                                                  "x": x, "m": x, "median_accuracy": 0.5 + 0.1 * k}

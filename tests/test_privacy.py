@@ -8,7 +8,6 @@ from scipy import integrate, stats
 from fedgdp import privacy
 from fedgdp.glm import get_model
 from fedgdp.simulation.data import parse_sizes, simulate_replicate
-
 from oracle import clip_bound_reference
 
 
@@ -39,7 +38,8 @@ def test_clip_bound_matches_numpy_quantile_loop(model, sizes, q):
 
 def _delta_by_integration(mu, eps):
     """delta(eps) = E[(1 - exp(eps - L))_+], L ~ N(mu^2/2, mu^2) the privacy-loss variable."""
-    f = lambda l: (1 - math.exp(eps - l)) * stats.norm.pdf(l, mu ** 2 / 2, mu)
+    def f(loss):
+        return (1 - math.exp(eps - loss)) * stats.norm.pdf(loss, mu ** 2 / 2, mu)
     return integrate.quad(f, eps, np.inf, epsabs=1e-13)[0]
 
 

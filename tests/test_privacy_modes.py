@@ -5,12 +5,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from conftest import make_block, stacked_noise
 from fedgdp import privacy
 from fedgdp.simulation.backend import REGISTRY, get_method
 from fedgdp.simulation.params import resolve
 from fedgdp.simulation.run import run_cell
-
-from conftest import make_block, stacked_noise
 from oracle import clip_bound_reference, reference_fit
 
 REPS = (0, 1, 2)
@@ -203,7 +202,8 @@ def test_cli_ledger_reports_certification(capsys):
     newton = paper["clients"][0]["releases"][-1]
     assert newton["stage"] == "newton" and newton["certified"] is False
     assert newton["assumption"] == privacy.NEWTON_ASSUMPTION
-    assert paper["mu_composed_max"] == pytest.approx(2.0, abs=1e-12) and paper["mu_certified_max"] == "inf"   # strict JSON
+    assert paper["mu_composed_max"] == pytest.approx(2.0, abs=1e-12)
+    assert paper["mu_certified_max"] == "inf"   # strict JSON
     assert paper["unaccounted"] and paper["privacy_mode"] == "paper"
     assert main(args + ["--privacy-mode", "certified", "--private-clip", "0.9:0.2"]) == 0
     cert = json.loads(capsys.readouterr().out)

@@ -255,7 +255,8 @@ def test_ridge_fit_meets_its_optimality_condition(model):
     mask[0] = 0.0
     g = model.gradient(T, X, Y) + ridge * mask * T
     assert np.linalg.norm(g) <= gtol
-    f = lambda U: model.loss(U, X, Y) + 0.5 * ridge * np.sum((mask * U) ** 2)
+    def f(U):
+        return model.loss(U, X, Y) + 0.5 * ridge * np.sum((mask * U) ** 2)
     rng = np.random.default_rng(0)
     assert all(f(T + 1e-3 * rng.normal(size=T.shape)) > f(T) for _ in range(5))
     loose = rd.ridge_fit(model, X, Y, ridge=ridge, maxiter=1, gtol=gtol)

@@ -3,13 +3,12 @@
 import numpy as np
 import pytest
 
+from conftest import make_block
 from fedgdp import privacy
-from fedgdp.simulation.backend import REGISTRY, FitData
 from fedgdp.glm import get_model
+from fedgdp.simulation.backend import REGISTRY, FitData
 from fedgdp.simulation.params import resolve
 from fedgdp.simulation.run import clip_bounds, draw_noises, run_cell
-
-from conftest import make_block
 from oracle import ORACLE
 
 METHODS = list(REGISTRY)

@@ -10,14 +10,13 @@ from pathlib import Path
 from types import SimpleNamespace as W
 
 import pandas as pd
-import yaml
 import pytest
+import yaml
 
-from fedgdp import sensitivity
 from fedgdp import plan as wp
-
-from test_claims import grid_cells, summary_rows
+from fedgdp import sensitivity
 from shipped_configs import SCHEMA, merged
+from test_claims import grid_cells, summary_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,7 +53,8 @@ def test_the_section_expands_into_named_studies(paper):
     assert sum(len(paper.study_cells(e["study"])) * len(e["models"]) for e in index) == 352
     # a job of a generated cell carries the variant's settings
     group = paper.cell_groups("sens_fedsgd_K_200_C2")[0]
-    spec = json.loads(paper.cell_params(W(model="logistic", study="sens_fedsgd_K_200_C2", cells=f"{group[0]}-{group[1]}",
+    spec = json.loads(paper.cell_params(W(model="logistic", study="sens_fedsgd_K_200_C2",
+                                        cells=f"{group[0]}-{group[1]}",
                                           first="0", last=str(sens["replicates"] - 1))))[0]
     assert spec["sizes"] == "equal(400)" and spec["m"] == 60
     assert spec["method_settings"]["fedsgd"] == {"eta": 0.5, "K": 200} and spec["K"] == 50
@@ -79,7 +79,8 @@ def test_beta_scale_changes_beta_and_nothing_else():
     w = W(model="logistic", study="compare", cells="7-14", first="0", last="99")
     with_section = wp.load(merged(), SCHEMA)
     assert with_section.cell_params(w) == wp.load(bare, SCHEMA).cell_params(w)
-    x2 = json.loads(with_section.cell_params(W(**{**vars(w), "study": "sens_beta_x2_C2", "cells": "0-1", "last": "19"})))[0]
+    x2 = json.loads(with_section.cell_params(W(**{**vars(w), "study": "sens_beta_x2_C2",
+        "cells": "0-1", "last": "19"})))[0]
     assert x2["beta_true"] == [2 * b for b in merged()["beta_true"]["logistic"]]
     assert "beta_scale" not in x2
 
@@ -102,9 +103,11 @@ BAD = {
     "reserved name": ({"variants": {"base": {"settings": {}}}}, "sensitivity.variants.base"),
     "C3 with mu": ({"designs": {"C3": {"study": "iterations", "grid": {"m": [50], "sizes": ["equal(100)"],
                                                                        "K": [10, 50], "mu": [2, 6]}}},
-                    "variants": {"v": {"settings": {"mu": 1}}}}, "sensitivity.variants.mu_0p5.settings"),   # the first variant setting mu
+                    "variants": {"v": {"settings": {"mu": 1}}}}, "sensitivity.variants.mu_0p5.settings"),
+                    # the first variant setting mu
     "real-data key": ({"realdata": {"variants": {"v": {"tau": 1}}}}, "sensitivity.realdata.variants.v.tau"),
-    "real-data dataset": ({"realdata": {"datasets": {"minst": {}}, "variants": {}}}, "sensitivity.realdata.datasets.minst"),
+    "real-data dataset": ({"realdata": {"datasets": {"minst": {}}, "variants": {}}},
+                          "sensitivity.realdata.datasets.minst"),
 }
 
 

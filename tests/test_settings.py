@@ -4,9 +4,9 @@ overrides equal those of the resolvers it replaced (tests/fixtures, captured bef
 key order and types included, since they feed the seeds and the Parquet metadata."""
 import argparse
 import copy
+import dataclasses
 import json
 import math
-import dataclasses
 from dataclasses import FrozenInstanceError, dataclass
 
 import pytest
@@ -119,8 +119,8 @@ def test_command_flags_come_from_the_settings_classes():
     """Every field with a flag type is a flag of its command, with the field's help."""
     from fedgdp.cli import build_parser
     from fedgdp.nn.settings import NNSettings
-    from fedgdp.simulation.params import CellSettings
     from fedgdp.realdata.parameters import RealdataSettings
+    from fedgdp.simulation.params import CellSettings
 
     ap = build_parser()
     sub = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))

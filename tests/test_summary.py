@@ -5,10 +5,17 @@ import pytest
 
 from fedgdp.cli import main
 from fedgdp.simulation.run import read_cell
-from fedgdp.simulation.summary import (SUMMARY_COLUMNS, normalise, read_cells, read_summaries, summarise,
-                            theory_bounds)
-from fedgdp.tables import (RATES_HEADERS, TABLE1_HEADERS, column_styles, rates, table1, write_csv,
-                           write_latex, write_markdown)
+from fedgdp.simulation.summary import SUMMARY_COLUMNS, normalise, read_cells, read_summaries, summarise, theory_bounds
+from fedgdp.tables import (
+    RATES_HEADERS,
+    TABLE1_HEADERS,
+    column_styles,
+    rates,
+    table1,
+    write_csv,
+    write_latex,
+    write_markdown,
+)
 
 CELL = ["--model", "logistic", "--sizes", "equal(20)", "--m", "4", "--mu", "2", "--K", "5",
         "--study", "demo"]

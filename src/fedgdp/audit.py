@@ -45,7 +45,8 @@ import numpy as np
 
 from . import privacy
 
-__all__ = ["AuditRow", "AuditTarget", "run_audit", "audit_targets", "default_targets", "change", "read_run_config", "config_targets", "write_audit", "format_table", "as_dicts", "worst_pair"]
+__all__ = ["AuditRow", "AuditTarget", "run_audit", "audit_targets", "default_targets", "change", "read_run_config",
+           "config_targets", "write_audit", "format_table", "as_dicts", "worst_pair"]
 
 BIG = float(np.finfo(float).max)
 #: Row norms the adversary tries, up to the float maximum.
@@ -301,8 +302,8 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
                     X, Y = rep.X.copy(), rep.y.copy()
                     X[j], Y[j] = x, y
                     other = _sim_fitdata(type(rep)(X, Y, rep.sizes), glm, B, target)
-                    value = change(_sim_release(meth, spec.stage, other, s, theta), base) / recorded
-                    return value, (f"base {label}, state {si}, record {j} (half {1 if j < half else 2}) -> "
+                    value = change(_sim_release(meth, spec.stage, other, s, theta), base) / recorded  # noqa: B023
+                    return value, (f"base {label}, state {si}, record {j} (half {1 if j < half else 2}) -> "  # noqa: B023
                                    f"x={_fmt_x(x)}, y={y:g}")
 
                 for j in js:
@@ -462,7 +463,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
                     Xc, Yc = X.copy(), Y.copy()
                     Xc[j], Yc[j] = x, yj
                     with np.errstate(all="ignore"):
-                        moved = _real_release(meth, spec.stage, fold(Xc, Yc, B), s, Theta, drift)
+                        moved = _real_release(meth, spec.stage, fold(Xc, Yc, B), s, Theta, drift)  # noqa: B023
                     return change(moved, base) / recorded, (
                         f"base {label}, state {si}, record {j} (half {1 if j < size // 2 else 2}) -> x={_fmt_x(x)}, "
                         f"y={np.argmax(yj) if k > 1 else float(yj[0]):g}")
@@ -551,7 +552,7 @@ def default_targets() -> list[AuditTarget]:
 
     out = []
     for model in ("logistic", "poisson"):
-        for name, meth in REGISTRY.items():
+        for name in REGISTRY:
             for mode in (("paper", "certified") if name == "fednewton" else ("paper",)):
                 out.append(AuditTarget("simulation", name, model, mode, TAU1[model]))
     for task in ("binary", "multiclass"):

@@ -31,8 +31,16 @@ import os
 import signal
 import sys
 
-from .arguments import (_module_defaults, _Parser, _spec, load_params_file, output_dir, output_path,
-                        show_defaults, user_error)
+from .arguments import (
+    _module_defaults,
+    _Parser,
+    _spec,
+    load_params_file,
+    output_dir,
+    output_path,
+    show_defaults,
+    user_error,
+)
 
 __all__ = ["main", "build_parser", "output_path", "output_dir", "show_defaults", "SPECS"]
 
@@ -63,8 +71,8 @@ SPECS = {
 
 
 def _cell_args(ap: argparse.ArgumentParser) -> None:
-    from .simulation.params import CellSettings
     from .settings import add_flags
+    from .simulation.params import CellSettings
 
     g = ap.add_argument_group("cell")
     g.add_argument("--params", help="YAML file of parameters (flags override it); simulate also takes "
@@ -106,8 +114,8 @@ def _privacy_overrides(args, out: dict) -> dict:
 
 def _overrides(args, given: dict | None = None) -> dict:
     """The cell's parameters: ``given`` (default: the --params file), then the flags."""
-    from .simulation.params import CellSettings
     from .settings import flag_values
+    from .simulation.params import CellSettings
 
     out: dict = dict(given) if given is not None else (load_params_file(args.params) if args.params else {})
     out.update(flag_values(args, CellSettings))
@@ -345,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     _claims_commands(sub)
     _claims_map_commands(sub)
     _decompose_commands(sub)
-    from .fitting import add_parser as add_fit_parser      # fedgdp fit (fedgdp.fitting)
+    from .fitting import add_parser as add_fit_parser  # fedgdp fit (fedgdp.fitting)
     add_fit_parser(sub)
     _describe(sub)
     return ap
@@ -468,8 +476,8 @@ def _cmd_realdata(args) -> int:
 
 
 def _cmd_realdata_plot(args) -> int:
-    from .realdata.plots import plot_realdata, realdata_medians
     from .realdata import read_rows
+    from .realdata.plots import plot_realdata, realdata_medians
 
     if not (args.pdf or args.png or args.medians):
         raise ValueError("give --pdf, --png and/or --medians")
@@ -517,7 +525,8 @@ def _realdata_commands(sub) -> None:
     rplot.add_argument("--title", help="figure title (default: task, data set, layout)")
     rplot.add_argument("--pdf", type=output_path(".pdf"), help="output PDF path")
     rplot.add_argument("--png", type=output_path(".png"), help="output PNG path")
-    rplot.add_argument("--medians", type=output_path(".csv"), help="output CSV of median and quartiles per method and mu")
+    rplot.add_argument("--medians", type=output_path(".csv"),
+                       help="output CSV of median and quartiles per method and mu")
     rplot.set_defaults(func=_cmd_realdata_plot)
 
     fetch = sub.add_parser("fetch-mnist", help="download the MNIST IDX files and check their MD5 sums")

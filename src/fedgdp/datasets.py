@@ -181,7 +181,8 @@ def load_mnist(folder: str | os.PathLike) -> Dataset:
         y_tr = read_idx(found["train-labels-idx1-ubyte.gz"])
         x_te = read_idx(found["t10k-images-idx3-ubyte.gz"])
         y_te = read_idx(found["t10k-labels-idx1-ubyte.gz"])
-        source = f"{found['train-images-idx3-ubyte.gz']} / {found['t10k-images-idx3-ubyte.gz']} (rows: train, then test)"
+        source = (f"{found['train-images-idx3-ubyte.gz']} / {found['t10k-images-idx3-ubyte.gz']}"
+                  " (rows: train, then test)")
     elif npz.is_file():
         source = f"{npz} (rows: x_train, then x_test)"
         with np.load(npz) as z:

@@ -102,7 +102,8 @@ def paired(rows: pd.DataFrame, studies: dict, K_conv: int) -> pd.DataFrame:
         parts[role] = sub.set_index(key)[["sq_error", "N"]]
         if parts[role].index.duplicated().any():
             raise ValueError(f"study {studies[role]!r} has several rows per replicate of a cell "
-                             "(a cell file given twice, or several mu in one study: the decomposition pairs on the data only)")
+                             "(a cell file given twice, or several mu in one study: "
+                             "the decomposition pairs on the data only)")
     plain = parts["plain"].reset_index()
     conv = plain[plain["K"] == int(K_conv)]
     if conv.empty:
@@ -152,7 +153,8 @@ def ordered(table: pd.DataFrame, methods=None) -> pd.DataFrame:
     """The rows sorted by model, K, method (in the order of ``methods``, default
     alphabetical), sizes and m: the same table whatever order the cell files came in."""
     rank = {m: i for i, m in enumerate(methods or sorted(table["method"].unique()))}
-    key = (lambda c: c.map(lambda v: rank.get(v, len(rank))) if c.name == "method" else c)
+    def key(c):
+        return c.map(lambda v: rank.get(v, len(rank))) if c.name == "method" else c
     return table.sort_values(["model", "K", "method", "sizes", "m"], key=key, kind="stable").reset_index(drop=True)
 
 

@@ -465,7 +465,8 @@ class FederatedGLM:
         need = 2 if self.method.startswith("fednewton") else 1
         for lab, rows in zip(labels, order):
             if len(rows) < need:
-                raise ValueError(f"client {lab.item() if hasattr(lab, 'item') else lab!r} has {len(rows)} row (n_samples={len(rows)}); method "
+                raise ValueError(f"client {lab.item() if hasattr(lab, 'item') else lab!r} has {len(rows)} row "
+                                 f"(n_samples={len(rows)}); method "
                                  f"{self.method} needs at least {need} rows per client (its two halves)")
         if self.shuffle:
             rng = estimator_rng(self.random_state, ROW_STREAM)

@@ -20,8 +20,6 @@ import sys
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 __all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report"]
 
 READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -156,7 +154,8 @@ def format_report(rep: dict) -> str:
     lines += ["", f"privacy: composed mu per client (max) {worst(mu_c)}; certified mu (max) {worst(mu_cert)}; "
               f"epsilon {pv['epsilon'] if isinstance(pv['epsilon'], str) else format(pv['epsilon'], '.4g')} "
               f"at delta {pv['delta']:g} ({'certified' if pv['certified'] else 'NOT certified'})",
-              f"clipping bound B = {pv['clip_bound'] if isinstance(pv['clip_bound'], str) else format(pv['clip_bound'], '.6g')}"
+              f"clipping bound B = "
+                f"{pv['clip_bound'] if isinstance(pv['clip_bound'], str) else format(pv['clip_bound'], '.6g')}"
               f" (rule {pv['clip']['rule']}); rounds {rep['communication']['rounds']}"]
     lines += [f"  not accounted / assumed: {a}" for a in pv["assumptions"]]
     return "\n".join(lines)
@@ -201,7 +200,8 @@ def _clip(text: str | None):
             if len(parts) > 2:
                 rule["share"] = float(parts[2])
         except ValueError:
-            raise ValueError(f"bad --clip {text!r}: use private_quantile:Q:SHARE, e.g. private_quantile:0.9:0.1") from None
+            raise ValueError(f"bad --clip {text!r}: "
+                             f"use private_quantile:Q:SHARE, e.g. private_quantile:0.9:0.1") from None
         return rule
     try:
         return float(text)

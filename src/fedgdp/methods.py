@@ -23,7 +23,8 @@ layout, noise pre-drawn per replicate) and the real data's
 (:class:`fedgdp.realdata.backend.RealBackend`: per-client matrices, J privacy levels
 stacked, noise drawn from one generator in the order the computation asks for it)
 and the CNNs' (:class:`fedgdp.nn.backend.TorchBackend`: a network's parameters, client
-sampling and a server learning rate, noise from a ``torch.Generator``). A method's ``backends`` names the ones it runs on; :func:`get_method` checks it.
+sampling and a server learning rate, noise from a ``torch.Generator``).
+A method's ``backends`` names the ones it runs on; :func:`get_method` checks it.
 
 Conventions
 -----------
@@ -99,7 +100,7 @@ class Backend(Protocol):
     m: int
     dk: int
 
-    def calibrate(self, method: "Method", s: dict) -> tuple[tuple, list]:
+    def calibrate(self, method: Method, s: dict) -> tuple[tuple, list]:
         """The noise sds of the method's plan, one (b, m) array per release spec, and
         the ledgers (one per privacy level)."""
 
@@ -136,7 +137,7 @@ class Backend(Protocol):
     def memo(self, key: str, inputs: tuple, compute):
         """``compute()``, reused for equal inputs when the backend keeps results."""
 
-    def finish(self, theta, ledgers: list, comm: dict) -> list["Fit"]:
+    def finish(self, theta, ledgers: list, comm: dict) -> list[Fit]:
         """The fits, one per privacy level."""
 
 

@@ -33,9 +33,12 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = [
-    "PRIVACY_MODES", "MU_FLOOR", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips", "clip_rows", "row_norms", "clip_factors", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
-    "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid", "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
-    "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share", "clip_unaccounted",
+    "PRIVACY_MODES", "MU_FLOOR", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips",
+    "clip_rows", "row_norms", "clip_factors", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
+    "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
+    "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
+    "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share",
+    "clip_unaccounted",
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
     "newton_sensitivity", "gdp_delta", "gdp_epsilon", "gdp_mu",
 ]
@@ -190,7 +193,7 @@ class ReleaseSpec:
         """L2 sensitivity of one release, ``scale / n``."""
         return np.asarray(self.scale, float) / self.n
 
-    def rescaled(self, factor) -> "ReleaseSpec":
+    def rescaled(self, factor) -> ReleaseSpec:
         """The same releases with ``share * factor`` of mu^2."""
         return replace(self, share=Fraction(self.share) * Fraction(factor))
 
@@ -200,7 +203,7 @@ class Calibration:
     """Output of :func:`calibrate`: one noise sd array per spec of the plan, and the ledger."""
 
     sigmas: tuple
-    ledger: "Ledger"
+    ledger: Ledger
 
 
 def calibrate(plan, *, mu: float, unaccounted=()) -> Calibration:

@@ -5,7 +5,8 @@ and after it and comparing the two output trees file by file:
 
 - Parquet data (``results/<run>/**.parquet``): the Arrow tables must be equal, schema and
   values, exactly (``pyarrow.Table.equals``) once the columns that measure time
-  (:func:`volatile`: ``elapsed_s`` and the summaries' ``*_elapsed_s``) are dropped. File metadata (package version, git commit) is not data
+  (:func:`volatile`: ``elapsed_s`` and the summaries' ``*_elapsed_s``) are dropped.
+  File metadata (package version, git commit) is not data
   and is not compared. Cell files are compared as one table of rows sorted by cell,
   replicate and method, since how cells are grouped into files (``cells_per_job``) is
   not a number of any output.

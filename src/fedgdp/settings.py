@@ -23,7 +23,8 @@ import copy
 import dataclasses
 import difflib
 import math
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 __all__ = ["Settings", "setting", "integer", "number", "choice", "name_list", "add_flags",
            "flag_values", "suggest"]

@@ -172,7 +172,8 @@ def _bound_form(cells, method, spec, study_cfg) -> str:
     counts = {}
     for K in dict.fromkeys(int(k) for k in cells["K"]):
         st = REGISTRY[method].settings({"K": K, "schedule": study_cfg.get("schedule", "paper"),
-                                        "method_settings": study_cfg.get("method_settings", spec.get("method_settings")) or {}})
+                                        "method_settings": study_cfg.get("method_settings", spec.get("method_settings"))
+                                        or {}})
         for key in ("R", "K", "K2"):
             if key in st and key in term.split():
                 counts.setdefault(key, []).append(str(st[key]))

@@ -7,14 +7,14 @@ rule summarise_study:
         PLAN.study_cell_files,
     output:
         PLAN.paths.summary,
-    resources:
-        runtime=PLAN.short_runtime,
     log:
         f"{LOGS}/summarise_study/{{model}}_{{study}}.log",
     benchmark:
         f"{BENCH}/summarise_study/{{model}}_{{study}}.tsv"
     conda:
         "../envs/fedgdp.yaml"
+    resources:
+        runtime=PLAN.short_runtime,
     shell:
         "fedgdp summarise {input:q} --out {output} > {log} 2>&1"
 
@@ -23,14 +23,18 @@ rule summarise_study:
 # text is a parameter, and Snakemake reruns a job whose parameters changed).
 rule save_config:
     output:
-        report(PLAN.paths.config, caption="../report/config.rst", category="Config",
-               labels={"file": "config.resolved.yaml", "run": RUN}),
-    params:
-        text=PLAN.resolved_config_text,
+        report(
+            PLAN.paths.config,
+            caption="../report/config.rst",
+            category="Config",
+            labels={"file": "config.resolved.yaml", "run": RUN},
+        ),
     log:
         f"{LOGS}/save_config/save_config.log",
     localrule: True
     conda:
         "../envs/fedgdp.yaml"
+    params:
+        text=PLAN.resolved_config_text,
     shell:
         "printf '%s' {params.text:q} > {output} 2> {log}"

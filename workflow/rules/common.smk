@@ -11,12 +11,14 @@ from snakemake.exceptions import WorkflowError
 
 from fedgdp import plan
 
-
 # --configfile and --config settings of this invocation: they decide the run name
-_given = plan.invocation_overrides(workflow.config_settings.configfiles,
-                                   workflow.config_settings.config)
+_given = plan.invocation_overrides(
+    workflow.config_settings.configfiles, workflow.config_settings.config
+)
 try:
-    PLAN = plan.load(config, workflow.source_path("../schemas/config.schema.yaml"), _given)
+    PLAN = plan.load(
+        config, workflow.source_path("../schemas/config.schema.yaml"), _given
+    )
 except plan.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 config["run"] = PLAN.run
@@ -25,9 +27,13 @@ TABLES = PLAN.paths.tables
 LOGS = PLAN.paths.logs
 BENCH = PLAN.paths.benchmarks
 TARGETS = PLAN.targets()
-print(f"fedgdp: run {RUN} (config {PLAN.sha}): results/{RUN}/, figures/{RUN}/, {TABLES}/",
-      file=sys.stderr)
-if PLAN.run_warning():   # e.g. --config run=paper with changed settings: results of two configs
+print(
+    f"fedgdp: run {RUN} (config {PLAN.sha}): results/{RUN}/, figures/{RUN}/, {TABLES}/",
+    file=sys.stderr,
+)
+if (
+    PLAN.run_warning()
+):  # e.g. --config run=paper with changed settings: results of two configs
     print(PLAN.run_warning(), file=sys.stderr)
 
 # The job commands call `fedgdp`; when Snakemake runs from a virtual environment that
@@ -35,7 +41,7 @@ if PLAN.run_warning():   # e.g. --config run=paper with changed settings: result
 # (a prefix replaces Snakemake's own, so it repeats its bash strict mode).
 if shutil.which("fedgdp") is None:
     shell.prefix(
-        "set -euo pipefail; export PATH={}:\"$PATH\"; ".format(
+        'set -euo pipefail; export PATH={}:"$PATH"; '.format(
             shlex.quote(os.path.dirname(sys.executable))
         )
     )
@@ -48,4 +54,3 @@ wildcard_constraints:
     first=PLAN.constraints()["first"],
     last=PLAN.constraints()["last"],
     method=PLAN.constraints()["method"],
-

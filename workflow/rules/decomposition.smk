@@ -11,25 +11,41 @@ if PLAN.config.get("decomposition"):
             cells=PLAN.decomposition_cell_files,
             config=PLAN.paths.config,
         output:
-            csv=report(f"{TABLES}/decomposition.csv", caption="../report/decomposition.rst",
-                       category="Decomposition", labels=PLAN.decomposition_labels("table", "CSV")),
-            md=report(f"{TABLES}/decomposition.md", caption="../report/decomposition.rst",
-                      category="Decomposition", labels=PLAN.decomposition_labels("table", "Markdown")),
-            pdf=report(f"figures/{RUN}/decomposition.pdf", caption="../report/decomposition.rst",
-                       category="Decomposition", labels=PLAN.decomposition_labels("figure", "PDF")),
-            png=report(f"figures/{RUN}/decomposition.png", caption="../report/decomposition.rst",
-                       category="Decomposition", labels=PLAN.decomposition_labels("figure", "PNG")),
-        params:
-            spec=PLAN.decomposition_spec,
-            caption=PLAN.decomposition_caption,
-        resources:
-            runtime=PLAN.short_runtime,
+            csv=report(
+                f"{TABLES}/decomposition.csv",
+                caption="../report/decomposition.rst",
+                category="Decomposition",
+                labels=PLAN.decomposition_labels("table", "CSV"),
+            ),
+            md=report(
+                f"{TABLES}/decomposition.md",
+                caption="../report/decomposition.rst",
+                category="Decomposition",
+                labels=PLAN.decomposition_labels("table", "Markdown"),
+            ),
+            pdf=report(
+                f"figures/{RUN}/decomposition.pdf",
+                caption="../report/decomposition.rst",
+                category="Decomposition",
+                labels=PLAN.decomposition_labels("figure", "PDF"),
+            ),
+            png=report(
+                f"figures/{RUN}/decomposition.png",
+                caption="../report/decomposition.rst",
+                category="Decomposition",
+                labels=PLAN.decomposition_labels("figure", "PNG"),
+            ),
         log:
             f"{LOGS}/decompose_errors/decomposition.log",
         benchmark:
             f"{BENCH}/decompose_errors/decomposition.tsv"
         conda:
             "../envs/fedgdp.yaml"
+        resources:
+            runtime=PLAN.short_runtime,
+        params:
+            spec=PLAN.decomposition_spec,
+            caption=PLAN.decomposition_caption,
         shell:
             "fedgdp decompose {input.cells:q} --spec {params.spec:q} --csv {output.csv} --md {output.md}"
             " --pdf {output.pdf} --png {output.png} > {log} 2>&1"

@@ -7,23 +7,31 @@ rule plot_figure:
         summaries=PLAN.figure_summaries,
         config=PLAN.paths.config,
     output:
-        pdf=report(f"figures/{RUN}/{{fig}}.pdf", caption="../report/figure.rst",
-                   category=PLAN.category, labels=PLAN.labels_pdf),
-        png=report(f"figures/{RUN}/{{fig}}.png", caption="../report/figure.rst",
-                   category=PLAN.category, labels=PLAN.labels_png),
-    params:
-        spec=PLAN.figure_spec,
-        caption=PLAN.figure_caption,
-    wildcard_constraints:
-        fig=PLAN.figure_constraint("simulation"),
-    resources:
-        runtime=PLAN.short_runtime,
+        pdf=report(
+            f"figures/{RUN}/{{fig}}.pdf",
+            caption="../report/figure.rst",
+            category=PLAN.category,
+            labels=PLAN.labels_pdf,
+        ),
+        png=report(
+            f"figures/{RUN}/{{fig}}.png",
+            caption="../report/figure.rst",
+            category=PLAN.category,
+            labels=PLAN.labels_png,
+        ),
     log:
         f"{LOGS}/plot_figure/{{fig}}.log",
     benchmark:
         f"{BENCH}/plot_figure/{{fig}}.tsv"
+    wildcard_constraints:
+        fig=PLAN.figure_constraint("simulation"),
     conda:
         "../envs/fedgdp.yaml"
+    resources:
+        runtime=PLAN.short_runtime,
+    params:
+        spec=PLAN.figure_spec,
+        caption=PLAN.figure_caption,
     shell:
         "fedgdp plot {input.summaries:q} --spec {params.spec:q} --pdf {output.pdf} --png {output.png}"
         " > {log} 2>&1"
@@ -39,15 +47,15 @@ if PLAN.gallery_allowed():
             f"figures/{RUN}/{{fig}}.png",
         output:
             "docs/gallery/{fig}.png",
-        params:
-            python=sys.executable,
-        wildcard_constraints:
-            fig=plan.alternatives(PLAN.gallery_figures()),
         log:
             f"{LOGS}/gallery_png/{{fig}}.log",
+        wildcard_constraints:
+            fig=plan.alternatives(PLAN.gallery_figures()),
         localrule: True
         conda:
             "../envs/fedgdp.yaml"
+        params:
+            python=sys.executable,
         shell:
             "{params.python:q} -m fedgdp.plan shrink-png {input} {output} > {log} 2>&1"
 

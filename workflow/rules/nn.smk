@@ -11,12 +11,12 @@
 rule fetch_cifar10:
     output:
         PLAN.nn_cifar_files(),
-    params:
-        data_dir=PLAN.nn_fetch_root,
     log:
         f"{LOGS}/fetch_cifar10/fetch_cifar10.log",
     conda:
         "../envs/nn.yaml"
+    params:
+        data_dir=PLAN.nn_fetch_root,
     shell:
         "fedgdp nn-fetch --dataset cifar10 --data-dir {params.data_dir:q} > {log} 2>&1"
         " || {{ cat {log} >&2; exit 1; }}"
@@ -27,12 +27,12 @@ if PLAN.nn_mnist_fetch_files():
     rule fetch_nn_mnist:
         output:
             PLAN.nn_mnist_fetch_files(),
-        params:
-            data_dir=PLAN.nn_fetch_root,
         log:
             f"{LOGS}/fetch_nn_mnist/fetch_nn_mnist.log",
         conda:
             "../envs/nn.yaml"
+        params:
+            data_dir=PLAN.nn_fetch_root,
         shell:
             "fedgdp nn-fetch --dataset mnist --data-dir {params.data_dir:q} > {log} 2>&1"
             " || {{ cat {log} >&2; exit 1; }}"
@@ -43,26 +43,26 @@ rule train_nn:
         PLAN.nn_data_files,
     output:
         PLAN.paths.nn_run,
-    params:
-        spec=PLAN.nn_run_spec,
-        device=config["nn"]["device"],
-        data_dir=config["nn"]["data_dir"],
+    log:
+        f"{LOGS}/train_nn/{{dataset}}/{{fig}}/m~{{m}}/n~{{n}}/rep~{{rep}}.log",
+    benchmark:
+        f"{BENCH}/train_nn/{{dataset}}/{{fig}}/m~{{m}}/n~{{n}}/rep~{{rep}}.tsv"
     wildcard_constraints:
         dataset=PLAN.nn_constraints()["dataset"],
         fig=PLAN.nn_constraints()["fig"],
         m=PLAN.nn_constraints()["m"],
         n=PLAN.nn_constraints()["n"],
         rep=PLAN.nn_constraints()["rep"],
+    conda:
+        "../envs/nn.yaml"
     threads: 1
     resources:
         runtime=PLAN.nn_runtime,
         mem_mb=PLAN.nn_mem_mb,
-    log:
-        f"{LOGS}/train_nn/{{dataset}}/{{fig}}/m~{{m}}/n~{{n}}/rep~{{rep}}.log",
-    benchmark:
-        f"{BENCH}/train_nn/{{dataset}}/{{fig}}/m~{{m}}/n~{{n}}/rep~{{rep}}.tsv"
-    conda:
-        "../envs/nn.yaml"
+    params:
+        spec=PLAN.nn_run_spec,
+        device=config["nn"]["device"],
+        data_dir=config["nn"]["data_dir"],
     shell:
         "fedgdp nn-run --spec {params.spec:q} --device {params.device} --threads {threads}"
         " --data-dir {params.data_dir:q} --out {output} > {log} 2>&1"
@@ -73,15 +73,15 @@ rule summarise_nn:
         PLAN.nn_summary_inputs,
     output:
         PLAN.paths.nn_summary,
+    log:
+        f"{LOGS}/summarise_nn/{{dataset}}_{{fig}}.log",
     wildcard_constraints:
         dataset=PLAN.nn_constraints()["dataset"],
         fig=PLAN.nn_constraints()["fig"],
-    resources:
-        runtime=PLAN.short_runtime,
-    log:
-        f"{LOGS}/summarise_nn/{{dataset}}_{{fig}}.log",
     conda:
         "../envs/nn.yaml"
+    resources:
+        runtime=PLAN.short_runtime,
     shell:
         "fedgdp nn-summarise {input:q} --out {output} > {log} 2>&1"
 
@@ -91,24 +91,32 @@ rule plot_nn:
         summaries=PLAN.nn_figure_summaries,
         config=PLAN.paths.config,
     output:
-        pdf=report(f"figures/{RUN}/{{fig}}.pdf", caption="../report/nn.rst",
-                   category=PLAN.category, labels=PLAN.labels_pdf),
-        png=report(f"figures/{RUN}/{{fig}}.png", caption="../report/nn.rst",
-                   category=PLAN.category, labels=PLAN.labels_png),
+        pdf=report(
+            f"figures/{RUN}/{{fig}}.pdf",
+            caption="../report/nn.rst",
+            category=PLAN.category,
+            labels=PLAN.labels_pdf,
+        ),
+        png=report(
+            f"figures/{RUN}/{{fig}}.png",
+            caption="../report/nn.rst",
+            category=PLAN.category,
+            labels=PLAN.labels_png,
+        ),
         csv=f"{TABLES}/{{fig}}_summary.csv",
-    params:
-        figure=PLAN.nn_figure_id,
-        caption=PLAN.nn_caption,
-    wildcard_constraints:
-        fig=PLAN.figure_constraint("nn"),
-    resources:
-        runtime=PLAN.short_runtime,
     log:
         f"{LOGS}/plot_nn/{{fig}}.log",
     benchmark:
         f"{BENCH}/plot_nn/{{fig}}.tsv"
+    wildcard_constraints:
+        fig=PLAN.figure_constraint("nn"),
     conda:
         "../envs/nn.yaml"
+    resources:
+        runtime=PLAN.short_runtime,
+    params:
+        figure=PLAN.nn_figure_id,
+        caption=PLAN.nn_caption,
     shell:
         "fedgdp nn-plot {input.summaries:q} --figure {params.figure} --out {output.pdf}"
         " --csv {output.csv} > {log} 2>&1"

@@ -11,14 +11,20 @@ def _command_line():
     """This `snakemake` command line, parsed as Snakemake parses it (None when Snakemake
     runs from its Python API, or the arguments cannot be read)."""
     name = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if name != "snakemake" and not sys.argv[0].endswith(os.path.join("snakemake", "__main__.py")):
+    if name != "snakemake" and not sys.argv[0].endswith(
+        os.path.join("snakemake", "__main__.py")
+    ):
         return None
     from snakemake.cli import get_argument_parser
 
     try:
-        with contextlib.redirect_stderr(io.StringIO()):     # argparse's usage, should it fail
+        with contextlib.redirect_stderr(
+            io.StringIO()
+        ):  # argparse's usage, should it fail
             return get_argument_parser().parse_args(sys.argv[1:])
-    except SystemExit:  # Snakemake itself accepted them; a parser of another version may not
+    except (
+        SystemExit
+    ):  # Snakemake itself accepted them; a parser of another version may not
         return None
 
 
@@ -30,7 +36,10 @@ if _cli is not None:
             rule_names=[r.name for r in workflow.rules],
             dry_run=bool(_cli.dryrun),
             torch=importlib.util.find_spec("torch") is not None,
-            use_conda=any(m.name == "CONDA" for m in workflow.deployment_settings.deployment_method),
+            use_conda=any(
+                m.name == "CONDA"
+                for m in workflow.deployment_settings.deployment_method
+            ),
         )
     except plan.RequestError as exc:
         raise WorkflowError(str(exc)) from None

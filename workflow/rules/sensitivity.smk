@@ -8,23 +8,23 @@ if PLAN.sensitivity():
             PLAN.sensitivity_realdata_data_files,
         output:
             f"results/{RUN}/sensitivity/realdata/{{variant}}/{{dataset}}/{{task}}/split~{{split}}.parquet",
-        params:
-            spec=PLAN.sensitivity_realdata_spec,
+        log:
+            f"{LOGS}/fit_realdata_variant/{{variant}}/{{dataset}}/{{task}}/split~{{split}}.log",
+        benchmark:
+            f"{BENCH}/fit_realdata_variant/{{variant}}/{{dataset}}/{{task}}/split~{{split}}.tsv"
         wildcard_constraints:
             variant=PLAN.sensitivity_constraints()["variant"],
             dataset=PLAN.sensitivity_constraints()["dataset"],
             task=PLAN.sensitivity_constraints()["task"],
             split=PLAN.sensitivity_constraints()["split"],
+        conda:
+            "../envs/fedgdp.yaml"
         threads: 1
         resources:
             runtime=PLAN.realdata_runtime,
             mem_mb=PLAN.realdata_mem_mb,
-        log:
-            f"{LOGS}/fit_realdata_variant/{{variant}}/{{dataset}}/{{task}}/split~{{split}}.log",
-        benchmark:
-            f"{BENCH}/fit_realdata_variant/{{variant}}/{{dataset}}/{{task}}/split~{{split}}.tsv"
-        conda:
-            "../envs/fedgdp.yaml"
+        params:
+            spec=PLAN.sensitivity_realdata_spec,
         shell:
             "fedgdp realdata --spec {params.spec:q} --task {wildcards.task} --split {wildcards.split}"
             " --threads {threads} --verbose --out {output} > {log} 2>&1"
@@ -35,25 +35,41 @@ if PLAN.sensitivity():
             realdata=PLAN.sensitivity_realdata_files,
             config=PLAN.paths.config,
         output:
-            csv=report(f"{TABLES}/claims_map.csv", caption="../report/sensitivity.rst",
-                       category="Sensitivity", labels={"table": "Claims map", "format": "CSV", "run": RUN}),
-            md=report(f"{TABLES}/claims_map.md", caption="../report/sensitivity.rst",
-                      category="Sensitivity", labels={"table": "Claims map", "format": "Markdown", "run": RUN}),
-            pdf=report(f"figures/{RUN}/claims_map.pdf", caption="../report/sensitivity.rst",
-                       category="Sensitivity", labels={"table": "Claims map", "format": "PDF", "run": RUN}),
-            png=report(f"figures/{RUN}/claims_map.png", caption="../report/sensitivity.rst",
-                       category="Sensitivity", labels={"table": "Claims map", "format": "PNG", "run": RUN}),
-        params:
-            spec=PLAN.sensitivity_map_spec,
-            caption=PLAN.sensitivity_caption,
-        resources:
-            runtime=PLAN.short_runtime,
+            csv=report(
+                f"{TABLES}/claims_map.csv",
+                caption="../report/sensitivity.rst",
+                category="Sensitivity",
+                labels={"table": "Claims map", "format": "CSV", "run": RUN},
+            ),
+            md=report(
+                f"{TABLES}/claims_map.md",
+                caption="../report/sensitivity.rst",
+                category="Sensitivity",
+                labels={"table": "Claims map", "format": "Markdown", "run": RUN},
+            ),
+            pdf=report(
+                f"figures/{RUN}/claims_map.pdf",
+                caption="../report/sensitivity.rst",
+                category="Sensitivity",
+                labels={"table": "Claims map", "format": "PDF", "run": RUN},
+            ),
+            png=report(
+                f"figures/{RUN}/claims_map.png",
+                caption="../report/sensitivity.rst",
+                category="Sensitivity",
+                labels={"table": "Claims map", "format": "PNG", "run": RUN},
+            ),
         log:
             f"{LOGS}/claims_map/claims_map.log",
         benchmark:
             f"{BENCH}/claims_map/claims_map.tsv"
         conda:
             "../envs/fedgdp.yaml"
+        resources:
+            runtime=PLAN.short_runtime,
+        params:
+            spec=PLAN.sensitivity_map_spec,
+            caption=PLAN.sensitivity_caption,
         shell:
             "fedgdp claims-map --summaries {input.summaries:q} --realdata {input.realdata:q}"
             " --spec {params.spec:q} --csv {output.csv} --md {output.md} --pdf {output.pdf}"

@@ -6,17 +6,17 @@
 rule simulate_cell:
     output:
         PLAN.paths.cell,
-    params:
-        cells=PLAN.cell_params,
-    resources:
-        runtime=PLAN.cell_runtime,
-        mem_mb=PLAN.cell_mem_mb,
     log:
         f"{LOGS}/simulate_cell/{{model}}/{{study}}/cells~{{cells}}/seeds~{{first}}-{{last}}.log",
     benchmark:
         f"{BENCH}/simulate_cell/{{model}}/{{study}}/cells~{{cells}}/seeds~{{first}}-{{last}}.tsv"
     conda:
         "../envs/fedgdp.yaml"
+    resources:
+        runtime=PLAN.cell_runtime,
+        mem_mb=PLAN.cell_mem_mb,
+    params:
+        cells=PLAN.cell_params,
     shell:
         "printf '%s\\n' {params.cells:q}"
         " | fedgdp simulate --params /dev/stdin --seeds {wildcards.first}-{wildcards.last}"

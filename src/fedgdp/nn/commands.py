@@ -52,10 +52,9 @@ def _cmd_nn_run(args) -> int:
 
 
 def _cmd_nn_summarise(args) -> int:
+    from ..io import atomic_path
     from .plots import summarise_runs
     from .run import read_runs
-
-    from ..io import atomic_path
 
     s = summarise_runs(read_runs(args.inputs))
     with atomic_path(args.out) as tmp:
@@ -89,9 +88,8 @@ def _cmd_nn_fetch(args) -> int:
 
 
 def _cmd_nn_bench(args) -> int:
-    from .bench import run_nn_bench
-
     from ..settings import integer, name_list
+    from .bench import run_nn_bench
 
     sizes = tuple(integer(2, strict=False)("--sizes", s) for s in name_list("--sizes", args.sizes))
     datasets = name_list("--datasets", args.datasets)

@@ -194,7 +194,7 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
     write_parquet(table, out, p)
 
 
-def read_runs(paths) -> "pandas.DataFrame":  # noqa: F821
+def read_runs(paths) -> pandas.DataFrame:  # noqa: F821
     """Concatenate run files; ValueError naming a file that is corrupt or lacks columns."""
     from ..io import read_parquet_files
 

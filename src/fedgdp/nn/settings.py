@@ -22,7 +22,8 @@ from typing import ClassVar
 from ..methods import CNN, FedHybrid, registry
 from ..settings import Settings, choice, integer, name_list, number, setting, suggest
 
-__all__ = ["METHODS", "LABELS", "label", "release_plan", "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
+__all__ = ["METHODS", "LABELS", "label", "release_plan",
+           "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
 
 def _algorithm_number(name: str) -> float:
     """The paper's algorithm number of a method (``Algorithm 2`` -> 2; inf if none)."""
@@ -117,7 +118,8 @@ class NNSettings(Settings):
     val_frac: float = setting(0.1, "per-client validation share (held out, unused by training)",
                               parse=number(0, 0.5, closed="low"), flag=float)
     test_frac: float = setting(0.1, "per-client local test share", parse=number(0, 0.5, closed="low"), flag=float)
-    hybrid_local_share: float = setting(FedHybrid.SHARE1, "FedHybrid: share of compute as FedAvg rounds (not in the paper)",
+    hybrid_local_share: float = setting(FedHybrid.SHARE1,
+                                        "FedHybrid: share of compute as FedAvg rounds (not in the paper)",
                                         parse=number(0, 1, closed="both"), flag=float)
     newton_cycles: int = setting(2, "FedNewton-Iter cycles of (R / cycles FedAvg rounds + 1 Newton round)",
                                  parse=integer(1, strict=False), flag=int)

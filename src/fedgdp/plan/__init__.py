@@ -78,8 +78,10 @@ from .sensitivity import (
 from .targets import RequestError
 
 __all__ = [
-    "FIGURE_KINDS", "GALLERY_COLOURS", "GALLERY_DIR", "GALLERY_RUN", "GALLERY_WIDTH", "GRID_AXES", "LAYOUT_KEYS", "NN_X",
-    "SENSITIVITY_CLAIMS", "ConfigError", "Plan", "RequestError", "add_sensitivity_studies", "alternatives", "config_sha",
+    "FIGURE_KINDS", "GALLERY_COLOURS", "GALLERY_DIR", "GALLERY_RUN", "GALLERY_WIDTH", "GRID_AXES", "LAYOUT_KEYS",
+    "NN_X",
+    "SENSITIVITY_CLAIMS", "ConfigError", "Plan", "RequestError", "add_sensitivity_studies", "alternatives",
+    "config_sha",
     "figure_number", "fmt_mu", "invocation_overrides", "key_path", "load", "load_schema", "main",
     "merge_settings", "mnist_files", "numbers", "run_name", "sensitivity_error", "sensitivity_index",
     "sensitivity_studies", "sensitivity_study_name", "sensitivity_variants", "shrink_png", "suggest",

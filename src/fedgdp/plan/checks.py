@@ -45,7 +45,7 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
         from ..simulation.params import check_halves, resolve
 
         c = self.config
-        for name, given in c["defaults"]["method_settings"].items():
+        for name in c["defaults"]["method_settings"]:
             self._check_in(f"defaults.method_settings.{name}", name, REGISTRY, "method")
         for study, s in c["studies"].items():
             for name in s.get("settings", {}).get("method_settings", {}):

@@ -196,7 +196,8 @@ class SimulationPart(PlanBase):
         return self.render_title(f.get("title", fig), cells, f"figures.{fig}.title")
 
     def rates_fits(self) -> list[dict]:
-        """The rates table's fits (here, beside the titles, so that the config checks use it), each label's placeholders (``{mean_n}``, ``{N}``) filled
+        """The rates table's fits (here, beside the titles, so that the config checks use it),
+        each label's placeholders (``{mean_n}``, ``{N}``) filled
         in from the cells of its study (:meth:`render_title`)."""
         out = []
         for i, fit in enumerate(self.config["tables"]["rates"]["fits"]):

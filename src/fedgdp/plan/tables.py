@@ -39,7 +39,8 @@ class TablesPart(SimulationPart):
 
     def rates_spec(self, wildcards=None) -> str:
         c = self.config
-        spec = dict(c["tables"]["rates"], fits=self.rates_fits(), studies={s: dict(c["studies"][s], method_settings=self.study_settings(s)["method_settings"])
+        spec = dict(c["tables"]["rates"], fits=self.rates_fits(),
+                    studies={s: dict(c["studies"][s], method_settings=self.study_settings(s)["method_settings"])
                                                    for _, s in self._rates_pairs()},
                     d={model: len(beta) for model, beta in c["beta_true"].items()},
                     method_settings=c["defaults"]["method_settings"],

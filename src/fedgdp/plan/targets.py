@@ -160,4 +160,5 @@ class TargetsPart(SensitivityPart, DecompositionPart):
         return {"figure": figure_number(wildcards.fig), "format": "PNG", "run": self.run}
 
     def table_labels(self, name: str, fmt: str) -> dict:
-        return {"table": {"table1": "Table 1", "rates": "Rates", "claims": "Claims"}[name], "format": fmt, "run": self.run}
+        return {"table": {"table1": "Table 1", "rates": "Rates", "claims": "Claims"}[name],
+                "format": fmt, "run": self.run}

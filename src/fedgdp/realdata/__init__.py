@@ -57,7 +57,8 @@ does so in every mode). tau1 is a configured number here: the population Hessian
 image data is singular (constant pixels), so the simulations' ``auto`` rule gives 0.
 
 Cost: FedSGD, FedAvg, FedHybrid and (DP-/NP-)SCAFFOLD fit every configured mu in one
-pass (:meth:`fedgdp.methods.Method.fit_many` on :class:`~fedgdp.realdata.backend.RealBackend`): the J parameters are stacked, each client computes
+pass (:meth:`fedgdp.methods.Method.fit_many` on :class:`~fedgdp.realdata.backend.RealBackend`):
+the J parameters are stacked, each client computes
 the scores of all J from one product ``X [Theta_1 ... Theta_J]`` (softmax; binary
 computes them one by one, matrix-vector products being faster), clips with each
 level's bound, and one noise draw per step serves all J levels, which is what J
@@ -82,13 +83,25 @@ from .backend import RealBackend, local_descent
 from .clipping import clip_bound_real, clipped_gradient, stacked_gradients
 from .folds import FoldData
 from .metrics import accuracy, auc, client_metric
-from .parameters import (DEFAULTS, EXTRA_PRIVATE, METHOD_DEFAULTS, METRICS, NONPRIVATE, PRIVATE, REGISTRY, TASKS,
-                         RealdataSettings, get_method, resolve)
+from .parameters import (
+                         DEFAULTS,
+                         EXTRA_PRIVATE,
+                         METHOD_DEFAULTS,
+                         METRICS,
+                         NONPRIVATE,
+                         PRIVATE,
+                         REGISTRY,
+                         TASKS,
+                         RealdataSettings,
+                         get_method,
+                         resolve,
+)
 from .run import CLIP_STREAM, COLUMNS, noise_rng, read_rows, run_split, write_rows
 from .solvers import newton_step, ridge_fit
 
 __all__ = [
-    "RealdataSettings", "DEFAULTS", "METHOD_DEFAULTS", "TASKS", "METRICS", "PRIVATE", "EXTRA_PRIVATE", "NONPRIVATE", "resolve",
+    "RealdataSettings", "DEFAULTS", "METHOD_DEFAULTS", "TASKS", "METRICS", "PRIVATE", "EXTRA_PRIVATE", "NONPRIVATE",
+    "resolve",
     "FoldData", "RealBackend", "REGISTRY", "get_method", "clipped_gradient", "stacked_gradients", "local_descent",
     "cg_solve", "newton_step", "ridge_fit", "auc", "accuracy", "client_metric", "run_split", "noise_rng",
     "write_rows", "read_rows", "COLUMNS", "CLIP_STREAM", "clip_bound_real",

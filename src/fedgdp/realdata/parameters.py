@@ -114,7 +114,8 @@ METHOD_DEFAULTS: dict = {
     "np_localfit": {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8},
     "np_pooled": {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8},
 }
-_INHERIT = {"fednewton_certified": "fednewton", "dp_scaffold": "fedavg", "np_scaffold": "dp_scaffold", "np_fedavg": "fedavg"}
+_INHERIT = {"fednewton_certified": "fednewton", "dp_scaffold": "fedavg",
+           "np_scaffold": "dp_scaffold", "np_fedavg": "fedavg"}
 
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..glm import GLM
-from ..solvers import cg_solve, certified_residual_check, floored_solve
+from ..solvers import certified_residual_check, cg_solve, floored_solve
 
 __all__ = ["cg_solve", "newton_step", "ridge_fit"]
 

@@ -302,7 +302,7 @@ class SimBackend:
 
     kind = SIMULATION
 
-    def __init__(self, fd: "FitData", noise: dict):
+    def __init__(self, fd: FitData, noise: dict):
         self.data, self.noise = fd, PreDrawnNoise(noise)
         self.m, self.dk = fd.full.m, fd.full.d
 

@@ -72,7 +72,7 @@ class SizeScheme:
     kind: str
     args: tuple
     n_floor: int = 10
-    inner: "SizeScheme | None" = None
+    inner: SizeScheme | None = None
     text: str = ""
 
     def draw(self, rng: np.random.Generator, m: int) -> np.ndarray:
@@ -199,7 +199,7 @@ class Replicate:
         a, b = self.offsets[i], self.offsets[i + 1]
         return self.X[a:b], self.y[a:b]
 
-    def halves(self) -> tuple["Replicate", "Replicate"]:
+    def halves(self) -> tuple[Replicate, Replicate]:
         """Split every client into half 1 (first floor(n_i/2) rows) and half 2 (the rest).
 
         The rows are i.i.d. draws, so a fixed split is a random split (Algorithm 4).

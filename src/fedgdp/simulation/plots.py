@@ -365,7 +365,8 @@ def _caption(theory: bool, notes: dict) -> str:
         skipped = sorted(notes["lower_mu"])
         if skipped:
             mus = ", ".join("\\infty" if not np.isfinite(mu) else f"{mu:g}" for mu in skipped)
-            parts.append(f"The minimax lower bound of Theorem 3.10 is not drawn{' everywhere' if notes['lower'] else ''}: "
+            parts.append(f"The minimax lower bound of Theorem 3.10 is not drawn"
+                          f"{' everywhere' if notes['lower'] else ''}: "
                          f"it is stated for $\\mu < 1$, and this figure has $\\mu = {mus}$.")
     if notes["partial"]:
         parts.append("Hollow marker: some replicates diverged (counted in the mean when finite).")

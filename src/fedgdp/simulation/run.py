@@ -233,7 +233,8 @@ def _column(values: list, typ):
         return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(bits)])
     if typ == pa.string():
         data = [v.encode() for v in values]
-        return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(_offsets(map(len, data))), pa.py_buffer(b"".join(data))])
+        return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(_offsets(map(len, data))),
+                                                  pa.py_buffer(b"".join(data))])
     if typ == pa.list_(pa.float64()):
         child = np.asarray([x for v in values for x in v], dtype=np.float64)
         child = pa.Array.from_buffers(pa.float64(), child.shape[0], [None, pa.py_buffer(child)])
