@@ -83,7 +83,7 @@ def show_defaults(parser: argparse.ArgumentParser, lookup) -> None:
 
     for action in parser._actions:
         if action.option_strings and action.default is None and not hasattr(action, "fallback"):
-            action.fallback = fallback(action.dest)
+            action.fallback = fallback(action.dest)  # type: ignore[attr-defined]
 
 
 def _module_defaults(module: str, name: str = "DEFAULTS"):

@@ -238,7 +238,7 @@ TAU1 = {"logistic": 0.081, "poisson": 1.13}
 def _sim_fitdata(rep, glm, B, target: AuditTarget):
     from .simulation.backend import FitData
 
-    return FitData([rep], glm, np.array([B]), 1.0, target.tau1,
+    return FitData([rep], glm, np.array([B]), 1.0, target.tau1,  # type: ignore[arg-type]  # simulation targets set tau1
                    privacy={"mode": target.mode, "hessian_clip": target.hessian_clip},
                    clip={"rule": "fixed", "value": B})
 
@@ -314,7 +314,7 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
                     if label.startswith("hessian"):       # Hessian-shaping records along the gradient
                         cands += [(c * np.eye(5)[1], y) for c in SCALES for y in SIM_Y[target.model]]
                     for x, y in cands:
-                        search.see(*evaluate(x, y, j), (x, y, j, evaluate, recorded, (rep.X, rep.y)))
+                        search.see(*evaluate(x, y, j), (x, y, j, evaluate, recorded, (rep.X, rep.y)))  # type: ignore[call-arg]  # evaluate returns (value, pair)
         rows.append(_finish_row(search, rng, local_iters, target, meth, spec))
     return rows
 
@@ -396,7 +396,7 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
         return fd.gradient(0, Theta)
     if kind == "local step":
         eta = s.get("eta1", s.get("eta"))
-        return local_descent(fd, 0, Theta, K=1, eta=eta, sigma=0.0, rng=None,
+        return local_descent(fd, 0, Theta, K=1, eta=eta, sigma=0.0, rng=None,  # type: ignore[arg-type]  # local-step methods set eta
                              drift=drift if meth.name == "dp_scaffold" else None)
     if kind == "local step (half 1)":
         return local_descent(fd, 0, Theta, K=1, eta=s["eta"], sigma=0.0, rng=None,
@@ -476,7 +476,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
                     if label.startswith("hessian"):
                         cands += [(c * np.eye(d)[1], yj) for c in SCALES for yj in ys]
                     for x, yj in cands:
-                        search.see(*evaluate(x, yj, j), (x, yj, j, evaluate, recorded, (X, Y)))
+                        search.see(*evaluate(x, yj, j), (x, yj, j, evaluate, recorded, (X, Y)))  # type: ignore[call-arg]  # evaluate returns (value, pair)
         rows.append(_finish_row(search, rng, local_iters, target, meth, spec))
     return rows
 # ------------------------------------------------------------------------- CNNs

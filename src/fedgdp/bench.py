@@ -15,6 +15,7 @@ from __future__ import annotations
 import platform
 import time
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,7 @@ __all__ = ["run_suite", "suite_cells", "timed", "versions", "write_json"]
 
 def versions() -> dict:
     """Versions of numpy, numba and Python, the machine and the git commit (for the JSON)."""
-    out = {"numpy": np.__version__, "python": platform.python_version(), "machine": platform.machine()}
+    out: dict[str, Any] = {"numpy": np.__version__, "python": platform.python_version(), "machine": platform.machine()}
     try:
         import numba
 
@@ -131,7 +132,7 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
     for study, p in cells:
         with _cpu_method_clock():
             rows, cpu, wall = timed(run_cell, p, list(range(n_rep)))
-        methods = {}
+        methods: dict = {}
         for row in rows:
             methods[row["method"]] = methods.get(row["method"], 0.0) + row["elapsed_s"]
         st = per_study.setdefault(study, {"cells": 0, "cpu_s": 0.0, "wall_s": 0.0, "methods_cpu_s": {}})

@@ -396,8 +396,8 @@ def claim_c2(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
     rows = _rows_of(summary, model, studies)
     if rows.empty:
         return _not_run("C2", model, f"no summary rows for {model} in studies {', '.join(studies)}")
-    pairs = {"hybrid<sgd": [], "newton<avg": [], "newton best": [], "avg worst": []}
-    extra = {"cert<avg": [], "cert best": []}
+    pairs: dict[str, list] = {"hybrid<sgd": [], "newton<avg": [], "newton best": [], "avg worst": []}
+    extra: dict[str, list] = {"cert<avg": [], "cert best": []}
     four = PAPER_METHODS
     for cell, vals in _cells(rows):
         if not all(m in vals for m in four):

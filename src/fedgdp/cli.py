@@ -30,6 +30,7 @@ import json
 import os
 import signal
 import sys
+from typing import Any
 
 from .arguments import (
     _module_defaults,
@@ -52,7 +53,7 @@ _FIGURE_SPEC = {"layout": (str, True, False), "model": (str, True, False), "pane
                 "study": (str, False, False), "title": (str, False, False), "name": (str, False, False),
                 "theory": (bool, False, False), "ncols": (int, False, False), "studies": (dict, False, False),
                 "d": (int, False, False), "method_settings": (dict, False, False)}
-SPECS = {
+SPECS: dict[str, Any] = {
     "plot": _FIGURE_SPEC,
     "table1": {"model": (str, True, False), "study": (str, True, False), "cell": (dict, True, True),
                "methods": (list, False, True), "title": (str, False, False), "note": (str, False, False)},
@@ -117,7 +118,7 @@ def _overrides(args, given: dict | None = None) -> dict:
     from .settings import flag_values
     from .simulation.params import CellSettings
 
-    out: dict = dict(given) if given is not None else (load_params_file(args.params) if args.params else {})
+    out: dict = dict(given) if given is not None else (load_params_file(args.params) if args.params else {})  # type: ignore[assignment]
     out.update(flag_values(args, CellSettings))
     if args.clip is not None:
         rule, _, q = args.clip.partition(":")
@@ -265,8 +266,8 @@ def _cmd_table(args) -> int:
         raise ValueError("give at least one of --csv, --md, --tex")
     summary = read_summaries(args.summaries)
     if args.kind == "table1":
-        df, headers, math_cols = tables.table1(summary, spec), tables.TABLE1_HEADERS, \
-            ("rounds_theory", "communication_theory", "bound_theory")
+        math_cols: tuple[str, ...] = ("rounds_theory", "communication_theory", "bound_theory")
+        df, headers = tables.table1(summary, spec), tables.TABLE1_HEADERS
     else:
         df, headers, math_cols = tables.rates(summary, spec), tables.RATES_HEADERS, ()
     title = spec.get("title", "")
@@ -441,7 +442,7 @@ def _realdata_overrides(args) -> dict:
     out: dict = {}
     if args.params:
         loaded = load_params_file(args.params)
-        out.update(loaded.get("realdata", loaded))
+        out.update(loaded.get("realdata", loaded))  # type: ignore[union-attr]  # many=False: a dict
     if args.spec:
         out.update(_spec(args.spec))
     for key in _REALDATA_PIPELINE_KEYS:

@@ -177,10 +177,10 @@ def load_mnist(folder: str | os.PathLike) -> Dataset:
     npz = folder / "mnist.npz"
     found = {name: _find(folder, name) for name in MNIST_FILES}
     if all(found.values()):
-        x_tr = read_idx(found["train-images-idx3-ubyte.gz"])
-        y_tr = read_idx(found["train-labels-idx1-ubyte.gz"])
-        x_te = read_idx(found["t10k-images-idx3-ubyte.gz"])
-        y_te = read_idx(found["t10k-labels-idx1-ubyte.gz"])
+        x_tr = read_idx(found["train-images-idx3-ubyte.gz"])  # type: ignore[arg-type]
+        y_tr = read_idx(found["train-labels-idx1-ubyte.gz"])  # type: ignore[arg-type]
+        x_te = read_idx(found["t10k-images-idx3-ubyte.gz"])  # type: ignore[arg-type]
+        y_te = read_idx(found["t10k-labels-idx1-ubyte.gz"])  # type: ignore[arg-type]
         source = (f"{found['train-images-idx3-ubyte.gz']} / {found['t10k-images-idx3-ubyte.gz']}"
                   " (rows: train, then test)")
     elif npz.is_file():

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, 
     docstring). Returns ``(mu_lower, false positives, false negatives)``."""
     rng = np.random.default_rng(seed)
     (X, y), (X2, y2) = pair
-    kw = dict(mu=mu, B=B, tau1=tau1, privacy=privacy)
+    kw: dict[str, Any] = dict(mu=mu, B=B, tau1=tau1, privacy=privacy)
     c0 = _fits(meth, s, X, y, glm, trials=calibration, rng=rng, **kw)
     c1 = _fits(meth, s, X2, y2, glm, trials=calibration, rng=rng, **kw)
     v = c1.mean(axis=0) - c0.mean(axis=0)
@@ -177,7 +178,7 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
         pair = _robust_pair(meth, resolve({"model": t.model, "methods": [t.method], "K": 10})["method_settings"][
             t.method], t, worst_pair(t, stage), glm, B)
         privacy = {"mode": t.mode, "hessian_clip": t.hessian_clip}
-        low, fp, fn = empirical_mu(meth, s, pair, glm, mu=mu, B=B, tau1=t.tau1, privacy=privacy, trials=trials,
+        low, fp, fn = empirical_mu(meth, s, pair, glm, mu=mu, B=B, tau1=t.tau1, privacy=privacy, trials=trials,  # type: ignore[arg-type]  # simulation targets set tau1
                                    calibration=calibration, alpha=alpha, seed=seed)
         certified = all(r.certified for r in audited)
         rows.append(EmpiricalRow(t.method, t.model, t.mode if t.method == "fednewton" else "any", certified, mu, low,

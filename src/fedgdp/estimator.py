@@ -103,7 +103,7 @@ def estimator_rng(random_state, stream: str) -> np.random.Generator:
     """
     if isinstance(random_state, np.random.SeedSequence):
         entropy = random_state.entropy
-        entropy = list(entropy) if isinstance(entropy, (list, tuple)) else [int(entropy)]
+        entropy = list(entropy) if isinstance(entropy, (list, tuple)) else [int(entropy)]  # type: ignore[arg-type]
         return np.random.default_rng(np.random.SeedSequence([*entropy, stable_hash(stream)],
                                                             spawn_key=random_state.spawn_key))
     if random_state is None:
@@ -150,8 +150,8 @@ class PrivacyReport:
     clip_bound: float
     clients: np.ndarray
     ledger: privacy.Ledger
-    mu_composed: np.ndarray = field(default=None)
-    mu_certified: np.ndarray = field(default=None)
+    mu_composed: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    mu_certified: np.ndarray = field(default=None)  # type: ignore[arg-type]
 
     def __post_init__(self):
         m = len(self.clients)
@@ -507,7 +507,7 @@ class FederatedGLM:
         """Responses Y (n, k) and the model of the family; sets ``classes_``."""
         if self.family == "poisson":
             if hasattr(self, "classes_"):      # from an earlier fit as a classifier
-                del self.classes_
+                del self.classes_  # type: ignore[has-type]
             y = _numeric(y, "y")
             if np.any(y < 0):
                 raise ValueError("family 'poisson' needs counts: y must be >= 0 (some values of y are negative)")

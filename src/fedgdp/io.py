@@ -115,7 +115,7 @@ def read_parquet_files(paths, columns, what: str, *, only: bool = False):
             raise ValueError(f"cannot read {what} file {path}: {exc}") from None
         if missing:
             raise ValueError(f"{what} file {path} lacks columns {sorted(missing)}")
-        frames.append(table.to_pandas())
+        frames.append(table.to_pandas())  # type: ignore[union-attr]
     if not frames:
         raise ValueError(f"no {what} files given")
     return pd.concat(frames, ignore_index=True)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -84,7 +84,7 @@ class StreamNoise:
         return None if self.rng is None else self
 
     def draw(self, shape: tuple) -> np.ndarray:
-        return self.rng.standard_normal(shape)
+        return self.rng.standard_normal(shape)  # type: ignore[union-attr]  # take() hands out a private stream only
 
 
 # ---------------------------------------------------------------------- backend
@@ -97,6 +97,7 @@ class Backend(Protocol):
     """
 
     kind: str
+    data: Any
     m: int
     dk: int
 

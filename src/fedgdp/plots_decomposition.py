@@ -108,7 +108,7 @@ def plot_decomposition(table: pd.DataFrame, spec: dict, pdf: str | os.PathLike |
             ax.set_title(f"({'abcdefghijklmnop'[i * len(Ks) + j]}) {model} regression, K = {K} "
                          f"(bars: m = {', '.join(map(str, ms))})", fontsize=10)
             contents.append({"model": model, "K": int(K), "bars": bars, "negative_terms": negative})
-    handles = [Patch(color=s["color"], label=s["label"]) for s in TERM_STYLE.values()]
+    handles: list = [Patch(color=s["color"], label=s["label"]) for s in TERM_STYLE.values()]
     handles.append(Line2D([], [], color="black", marker="D", linestyle="none", markersize=4,
                           label="private MSE (sum of the terms), +-2 MC SE"))
     caption = textwrap.wrap(spec.get("caption", ""), width=int(fig.get_figwidth() * 17))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -431,7 +432,7 @@ class Ledger:
         of its releases each client made (broadcastable to (n_rep, m)); a ledger allows
         for every release a client could make (e.g. every round under client sampling),
         so this is at most :meth:`composed_mu`."""
-        total = 0.0
+        total: float | np.ndarray = 0.0
         for rel in self.releases:
             c = np.asarray(counts.get(rel.stage, 0))
             total = total + np.where(c > 0, np.where(c > 0, c, 1) * rel.mu ** 2, 0.0)
@@ -641,7 +642,7 @@ def check_privacy(privacy, clip: dict) -> dict:
     unknown = set(privacy) - {"mode", "hessian_clip"}
     if unknown:
         raise ValueError(f"unknown privacy key(s) {sorted(unknown)}; known: hessian_clip, mode")
-    out = {"mode": "paper", "hessian_clip": 4.0} | privacy
+    out: dict[str, Any] = {"mode": "paper", "hessian_clip": 4.0} | privacy
     if out["mode"] not in PRIVACY_MODES:
         raise ValueError(f"privacy mode must be 'paper' or 'certified', got mode={out['mode']!r}")
     try:

@@ -36,7 +36,7 @@ __all__ = ["MAP_COLUMNS", "VERDICT_COLOURS", "subclaims", "claims_map", "where_h
 MAP_COLUMNS = ["claim", "model", "newton", "subclaim", "variant", "changes", "verdict",
                "key_statistic", "evidence"]
 #: Okabe-Ito colours (safe for the common colour-vision deficiencies), text colour beside.
-VERDICT_COLOURS = {"holds": ("#0072B2", "white"), "partly": ("#F0E442", "black"),
+VERDICT_COLOURS: dict[str | None, tuple[str, str]] = {"holds": ("#0072B2", "white"), "partly": ("#F0E442", "black"),
                    "fails": ("#D55E00", "white"), "not run": ("#DDDDDD", "black")}
 _CLAIM_FN = {"C1": claims.claim_c1, "C2": claims.claim_c2, "C3": claims.claim_c3, "C4": claims.claim_c4}
 _SUBCLAIM = re.compile(r"^(?P<name>.+?): (?P<verdict>holds|partly|fails|not run)\b")
@@ -69,7 +69,7 @@ def _key_statistic(claim: str, rows: pd.DataFrame) -> str:
         med = rows.groupby("method")["mse"].median()
         return "median MSE " + ", ".join(f"{lab(m)} {med[m]:.3g}" for m in claims.PAPER_METHODS if m in med)
     if claim in ("C1", "C4"):
-        slopes = {}
+        slopes: dict = {}
         for (method, _sizes), g in rows.groupby(["method", "sizes"], sort=False):
             if method in claims.PAPER_METHODS:
                 slopes.setdefault(method, []).append(claims.trend(g["m"], g["mse"], g["se"]).slope)
@@ -190,7 +190,7 @@ def _grid(df: pd.DataFrame, spec: dict) -> tuple[list[tuple], list[str], dict]:
 
 
 # ------------------------------------------------------------------ outputs
-_SHORT = {"holds": "holds", "partly": "partly", "fails": "fails", "not run": "n/r"}
+_SHORT: dict[str | None, str] = {"holds": "holds", "partly": "partly", "fails": "fails", "not run": "n/r"}
 
 
 def render_markdown(df: pd.DataFrame, spec: dict) -> str:

@@ -154,7 +154,7 @@ class Settings:
     def build(cls, mapping: dict | None = None):
         """The settings from ``mapping`` (unknown key, bad value: ValueError naming it)."""
         mapping = dict(mapping or {})
-        fields = {f.name: f for f in dataclasses.fields(cls)}
+        fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         for key in mapping:
             if key not in fields:
                 raise ValueError(f"unknown {cls.WHAT} {key!r}{suggest(key, fields)}; known: "
@@ -168,12 +168,12 @@ class Settings:
 
     def as_dict(self) -> dict:
         """The plain dict of the settings (a deep copy, fields in declaration order)."""
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
     @classmethod
     def defaults(cls) -> dict:
         """The defaults as a plain dict (unchecked, before :meth:`finish`)."""
-        return {f.name: _default(f) for f in dataclasses.fields(cls)}
+        return {f.name: _default(f) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
 
 
 def _default(f):
@@ -191,7 +191,7 @@ def add_flags(group, cls: type[Settings], shown: Callable | None = None) -> list
     (e.g. per-data-set defaults). Returns the fields' names (see :func:`flag_values`).
     """
     names = []
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.metadata.get("flag") is None:
             continue
         action = group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=f.metadata["flag"],
@@ -203,5 +203,5 @@ def add_flags(group, cls: type[Settings], shown: Callable | None = None) -> list
 
 def flag_values(args, cls: type[Settings]) -> dict:
     """The flags of :func:`add_flags` that were given, as overrides."""
-    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)  # type: ignore[arg-type]
             if f.metadata.get("flag") is not None and getattr(args, f.name, None) is not None}

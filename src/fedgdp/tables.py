@@ -169,7 +169,7 @@ def _bound_form(cells, method, spec, study_cfg) -> str:
     term = BOUND_TERMS.get((method, form))
     if term is None or cells.empty or method not in REGISTRY:
         return ""
-    counts = {}
+    counts: dict = {}
     for K in dict.fromkeys(int(k) for k in cells["K"]):
         st = REGISTRY[method].settings({"K": K, "schedule": study_cfg.get("schedule", "paper"),
                                         "method_settings": study_cfg.get("method_settings", spec.get("method_settings"))

@@ -30,6 +30,7 @@ clipped counts stay on the device until :meth:`finish`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -185,7 +186,7 @@ class TorchBackend:
     """
 
     params0: dict
-    clients: object
+    clients: Any
     p: dict
     rng: np.random.Generator
     gen: torch.Generator | None = None
@@ -239,7 +240,7 @@ class TorchBackend:
 
     def _draw(self, stage: str, count: int) -> np.ndarray:
         S = sample_clients(self.rng, self.m, float(self.p["q"]))
-        self._batches = {}
+        self._batches: dict = {}
         self.counts.setdefault(stage, np.zeros(self.m, dtype=np.int64))[S] += count
         self.info.rounds += 1
         self.info.floats_down += len(S) * self.dk
@@ -302,7 +303,7 @@ class TorchBackend:
             return set_head_vector(theta, new)
         wt = self._wS(local.clients, next(iter(theta.values())))
         slr = float(self.p["server_lr"])
-        return {k: theta[k] + slr * torch.tensordot(wt, local.params[k] - theta[k], dims=1) for k in theta}
+        return {k: theta[k] + slr * torch.tensordot(wt, local.params[k] - theta[k], dims=1) for k in theta}  # type: ignore[index]  # FedAvg locals carry params
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
         slr = float(self.p["server_lr"])
@@ -341,7 +342,7 @@ class TorchBackend:
         if noise is None:
             return local
         sd = np.asarray(sigma)[local.clients]
-        rows = [h + noise.draw(h) * float(s) if s > 0 else h for h, s in zip(local.head, sd)]
+        rows = [h + noise.draw(h) * float(s) if s > 0 else h for h, s in zip(local.head, sd)]  # type: ignore[arg-type]  # head locals carry head
         return Locals(local.clients, local.start, head=torch.stack(rows))
 
     def memo(self, key, inputs, compute):
@@ -356,7 +357,8 @@ class TorchBackend:
 def _stacks(n: np.ndarray, per_image: int) -> list[np.ndarray]:
     """Consecutive groups of the drawn clients whose padded stack ``len(g) max(n_g)
     per_image`` stays within :data:`MAX_STACK` numbers (at least one client per group)."""
-    groups, cur = [], []
+    groups: list = []
+    cur: list = []
     for j, nj in enumerate(n):
         if cur and (len(cur) + 1) * max(int(n[cur].max()), int(nj)) * per_image > MAX_STACK:
             groups.append(np.array(cur))

@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import time
+from typing import Any
 
 import numpy as np
 
@@ -155,7 +156,7 @@ def estimate_runs(step_s: dict, *, dataset: str = "mnist", cpu_cores: int | None
         return 4 * R * K * max(1, round(q * m)) * t(0.8 * n)
 
     N = {"mnist": 60_000, "cifar10": 50_000}.get(dataset, 1437)
-    grid = PAPER_GRID
+    grid: dict[str, Any] = PAPER_GRID
     fig09 = {int(n): round(run_s(grid["fig09"]["m"], n), 1) for n in grid["fig09"]["n"].get(dataset, [])}
     fig10 = {int(m): round(run_s(m, N / m), 1) for m in grid["fig10"]["m"]}
     total = grid["fig09"]["runs"] * sum(fig09.values()) + grid["fig10"]["runs"] * sum(fig10.values())
@@ -195,7 +196,7 @@ def run_nn_bench(*, datasets=("mnist", "cifar10"), sizes=(100, 600), repeats: in
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
 
-    result = {"device": str(dev), "threads": torch.get_num_threads(), "torch": torch.__version__,
+    result: dict[str, Any] = {"device": str(dev), "threads": torch.get_num_threads(), "torch": torch.__version__,
               "machine": platform.machine(), "processor": platform.processor(), "clip": clip,
               "repeats": repeats, "rounds": rounds,
               "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None, "networks": {}}

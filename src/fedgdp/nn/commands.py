@@ -19,7 +19,7 @@ def _settings(args) -> dict:
     from ..settings import flag_values
     from .settings import NNSettings
 
-    out: dict = load_params_file(args.params) if args.params else {}
+    out: dict = load_params_file(args.params) if args.params else {}  # type: ignore[assignment]  # many=False: a dict
     if args.spec:
         out.update(_spec(args.spec))
     return out | flag_values(args, NNSettings)

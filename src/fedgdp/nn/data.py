@@ -132,7 +132,7 @@ def _load_mnist(data_dir: Path) -> ImageData:
     folder = data_dir / "mnist"
     paths = {name: _find(folder, name) for name in MNIST_FILES}
     if all(paths.values()):
-        x_tr, y_tr, x_te, y_te = (read_idx(paths[name]) for name in MNIST_FILES)
+        x_tr, y_tr, x_te, y_te = (read_idx(paths[name]) for name in MNIST_FILES)  # type: ignore[arg-type]
     elif (folder / "mnist.npz").is_file():
         with np.load(folder / "mnist.npz") as z:
             x_tr, y_tr, x_te, y_te = (z[k] for k in ("x_train", "y_train", "x_test", "y_test"))

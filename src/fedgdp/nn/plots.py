@@ -93,7 +93,7 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
     # and a caption saying what the lines and bands are
     import textwrap
 
-    handles = {}
+    handles: dict = {}
     for ax in axes[0]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)

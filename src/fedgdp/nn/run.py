@@ -21,12 +21,16 @@ from __future__ import annotations
 import os
 import platform
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..seeds import seed_sequence
 from .data import ImageData, load_images
 from .settings import data_key, label
+
+if TYPE_CHECKING:
+    import pandas
 
 __all__ = ["partition", "run_nn", "write_runs", "read_runs", "COLUMNS", "run_seeds"]
 
@@ -194,7 +198,7 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
     write_parquet(table, out, p)
 
 
-def read_runs(paths) -> pandas.DataFrame:  # noqa: F821
+def read_runs(paths) -> pandas.DataFrame:
     """Concatenate run files; ValueError naming a file that is corrupt or lacks columns."""
     from ..io import read_parquet_files
 

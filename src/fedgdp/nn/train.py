@@ -19,6 +19,7 @@ every round and a ``torch.Generator`` (on the training device) the Gaussian nois
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -104,9 +105,9 @@ class Trained:
         Releases each client actually made (``ledger.spent_mu(counts)``).
     """
 
-    params: dict
+    params: Any
     info: TrainInfo
-    ledger: object
+    ledger: Any
     counts: dict = field(default_factory=dict)
 
 
@@ -131,7 +132,7 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
     """
     meth = get_method(method, CNN)
     be = TorchBackend(params0, clients, p, rng, gen, stack=stack)
-    fit = meth.run(be, meth.cnn_settings(p))[0]
+    fit = meth.run(be, meth.cnn_settings(p))[0]  # type: ignore[arg-type]  # the CNN backend has no Newton release (FedNewton is not a CNN method)
     return Trained(fit.theta, be.info, fit.ledger, be.counts)
 
 

@@ -21,11 +21,11 @@ def shrink_png(src: str | os.PathLike, dst: str | os.PathLike, width: int = GALL
 
     with Image.open(src) as img:
         info = PngImagePlugin.PngInfo()
-        for key, value in (img.text or {}).items():
+        for key, value in (img.text or {}).items():  # type: ignore[attr-defined]  # a PNG file has .text
             info.add_text(key, value)
-        img = img.convert("RGB")
+        img = img.convert("RGB")  # type: ignore[assignment]
         height = round(img.height * width / img.width)
-        small = img.resize((width, height), Image.LANCZOS).quantize(colours, method=Image.FASTOCTREE)
+        small = img.resize((width, height), Image.LANCZOS).quantize(colours, method=Image.FASTOCTREE)  # type: ignore[attr-defined]  # the constants are kept at runtime
     with atomic_path(dst) as tmp:
         small.save(tmp, format="PNG", optimize=True, pnginfo=info)
 

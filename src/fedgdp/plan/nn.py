@@ -89,7 +89,7 @@ class NNPart(PlanBase):
         f = self.figure(fig)
         parts = []
         for ds in s["datasets"]:
-            p = resolve_nn(self.nn_settings(ds, fig, *[v[0] for v in self.nn_axes(ds, fig)], 0))
+            p = resolve_nn(self.nn_settings(ds, fig, *[v[0] for v in self.nn_axes(ds, fig)], 0))  # type: ignore[call-arg]  # two axes (m, n) plus the run
             grid = (f"m = {f['m']}, n per client in {{{', '.join(map(str, f['n'][ds]))}}}" if f["x"] == "n"
                     else f"full training split over m in {{{', '.join(map(str, f['m'][ds]))}}} clients")
             parts.append(f"{ds}: {grid}; q = {p['q']:g}, R = {p['rounds']} rounds of K = "
@@ -116,7 +116,7 @@ class NNPart(PlanBase):
 
     def nn_constraints(self) -> dict[str, str]:
         datasets, figs = self.nn().get("datasets", []), self.figures("nn")
-        values = {"m": set(), "n": set()}
+        values: dict[str, set] = {"m": set(), "n": set()}
         for ds in datasets:
             for fig in figs:
                 ms, ns = self.nn_axes(ds, fig)

@@ -14,6 +14,7 @@ import numpy as np
 from .. import privacy
 from ..glm import GLM
 from ..methods import REALDATA
+from ..privacy import Ledger
 from .backend import RealBackend, same_stream
 from .clipping import clipped_gradient
 from .parameters import DEFAULTS
@@ -86,7 +87,7 @@ class FoldData:
         return clipped_gradient(self.model, Theta, self.X[i][rows], self.Y[i][rows], self.bound,
                                 self.xnorm[i][rows])
 
-    def calibrate(self, plan: tuple) -> tuple[list, privacy.Ledger]:
+    def calibrate(self, plan: tuple) -> tuple[list, Ledger]:
         """Per-client noise sds (one (m,) array per spec) and the ledger of a plan
         built with ``B = self.B`` and ``n`` of shape (1, m)
         (:func:`fedgdp.privacy.calibrate_with_clip`)."""

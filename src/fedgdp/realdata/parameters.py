@@ -141,7 +141,7 @@ def resolve(overrides: dict | None = None) -> dict:
     user = p["method_settings"] or {}
     for name in user:
         get_method(name)
-    settings = {}
+    settings: dict = {}
     for name in REGISTRY:
         s = dict(METHOD_DEFAULTS.get(name, {}))
         if name in _INHERIT:

@@ -91,14 +91,20 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
     fig, axes = plt.subplots(1, len(mus), figsize=(1.0 + 4.6 * len(mus), 4.4), sharey=True, squeeze=False)
     axes = axes[0]
     for ax, mu in zip(axes, mus):
-        data, positions, names = [], [], []
+        data: list = []
+        positions: list[float] = []
+        names: list = []
         for j, name in enumerate(private):
             v = rows.loc[(rows["method"] == name) & (rows["mu"] == mu), "value"].dropna().to_numpy()
-            data.append(v), positions.append(j), names.append(name)
+            data.append(v)
+            positions.append(j)
+            names.append(name)
         gap = len(private) + 0.6 if private else 0
         for j, name in enumerate(nonpriv):
             v = rows.loc[rows["method"] == name, "value"].dropna().to_numpy()
-            data.append(v), positions.append(gap + j), names.append(name)
+            data.append(v)
+            positions.append(gap + j)
+            names.append(name)
         if nonpriv:
             ax.axvspan(gap - 0.55, gap + len(nonpriv) - 0.45, color="0.92", zorder=0)
         box = ax.boxplot([d if d.size else [np.nan] for d in data], positions=positions, widths=0.65,

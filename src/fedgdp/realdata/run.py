@@ -56,7 +56,8 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict
     values = {run: np.full((layout.m, p["folds"]), np.nan) for run in runs}
     mu_comp = {run: np.zeros(layout.m) for run in runs}
     mu_cert = {run: np.zeros(layout.m) for run in runs}
-    bounds, elapsed, comm = {}, {run: 0.0 for run in runs}, {}
+    bounds: dict = {}
+    elapsed, comm = {run: 0.0 for run in runs}, {}
     for f in range(p["folds"]):
         parts = [layout.train_test(i, f) for i in range(layout.m)]
         Xtr = [data.X[tr] for tr, _ in parts]
@@ -66,7 +67,7 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict
             fold_bounds[mu] = clip_bound_real(model, Xtr, Ytr, p["clip"], mu=mu,
                                               rng=noise_rng(p, key, split, f, CLIP_STREAM))
             bounds.setdefault(mu, []).append(fold_bounds[mu])
-        fits = {}
+        fits: dict = {}
         for name in p["methods"]:     # all mu of a method in one call (fit_many)
             meth = get_method(name)
             mus = [mu for n, mu in runs if n == name]

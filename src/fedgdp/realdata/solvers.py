@@ -27,7 +27,7 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
     """
     certified = hessian_bound is not None
     if certified:
-        X1, P = clipped_hessian_rows(model, Theta, X1, hessian_bound)
+        X1, P = clipped_hessian_rows(model, Theta, X1, hessian_bound)  # type: ignore[arg-type]
         if solver == "floor":
             solver = "ridge"
     else:

@@ -38,7 +38,7 @@ from .. import privacy
 from ..glm import GLM
 from ..methods import SIMULATION, Fit, Method, PreDrawnNoise, registry
 from ..methods import get_method as _get_method
-from ..privacy import RELEASES
+from ..privacy import RELEASES, Ledger
 from ..solvers import floored_solve, ridge_solve
 from .data import Replicate
 
@@ -252,7 +252,7 @@ class FitData:
     def bounds(self, data: ClientBlock):
         return data.clip_bounds(self.B if self.clipped else None)
 
-    def calibrate(self, plan: tuple) -> tuple[tuple, privacy.Ledger]:
+    def calibrate(self, plan: tuple) -> tuple[tuple, Ledger]:
         """Noise sds of a method's plan and its ledger (:func:`fedgdp.privacy.calibrate`).
 
         A ``private_quantile`` clipping rule's histogram release comes first in the

@@ -84,7 +84,7 @@ class SizeScheme:
         if self.kind == "lognormal":
             z = rng.normal(self.args[0], self.args[1], size=m)
             return np.maximum(self.n_floor, np.round(np.exp(z))).astype(np.int64)
-        return allocate_total(int(self.args[0]), self.inner.weights(rng, m), self.n_floor)
+        return allocate_total(int(self.args[0]), self.inner.weights(rng, m), self.n_floor)  # type: ignore[union-attr]
 
     def weights(self, rng: np.random.Generator, m: int) -> np.ndarray:
         """Allocation weights of a scheme used inside ``total(N, scheme)``."""

@@ -97,7 +97,7 @@ def _njit(fastmath, inline="never"):
     return wrap
 
 
-_WARNED = []
+_WARNED: list = []
 
 
 def _warn_no_cache():

@@ -23,6 +23,7 @@ import re
 import string
 import textwrap
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -79,7 +80,7 @@ def _size_text(text: str, which: int) -> str:
     s = parse_sizes(text)
     if s.kind in _SIZE_TEXT:
         return _SIZE_TEXT[s.kind][which].format(*map(_g, s.args))
-    return _TOTAL_TEXT[s.inner.kind][which].format(*map(_g, s.inner.args), N=s.args[0])
+    return _TOTAL_TEXT[s.inner.kind][which].format(*map(_g, s.inner.args), N=s.args[0])  # type: ignore[union-attr]  # total(...) has an inner scheme
 
 
 def size_label(text: str) -> str:
@@ -219,7 +220,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.7 * nrows + 0.9), squeeze=False)
     panel_handles: list[dict[str, Line2D]] = []
     all_rows, contents = [], []
-    notes = {"partial": False, "missing": False, "lower": False, "lower_mu": set()}
+    notes: dict[str, Any] = {"partial": False, "missing": False, "lower": False, "lower_mu": set()}
     for k, panel in enumerate(panels):
         ax = axes.flat[k]
         rows = panel_rows(summary, spec, panel)

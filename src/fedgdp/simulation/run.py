@@ -130,7 +130,8 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
     glm = get_model(p["model"])
     beta = np.asarray(p["beta_true"])
     per_block = block_size(p, rows_per_block)
-    rows, ledgers = [], {m: [] for m in p["methods"]}
+    rows: list = []
+    ledgers: dict[str, list] = {m: [] for m in p["methods"]}
     for start in range(0, len(replicates), per_block):
         block = replicates[start:start + per_block]
         reps = simulate_block(p, block)
