@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fedgdp import methods, privacy
-from fedgdp.methods import Method
+from fedgdp.methods import REALDATA, Method, StepSettings
 from fedgdp.simulation.params import resolve
 from fedgdp.simulation.run import run_cell
 
@@ -14,8 +14,10 @@ class OneShot(Method):
     """One-shot averaging: K noisy local steps from 0, averaged once."""
 
     name, label, algorithm = "oneshot", "One-shot", "one round of Algorithm 3"
+    settings_class = StepSettings               # its settings: K, eta (checks, help)
+    presets = {REALDATA: {"K": 50, "eta": 0.5}}  # the real-data defaults
 
-    def settings(self, params):                 # simulation: from the cell's parameters
+    def simulation_preset(self, params):        # simulation: from the cell's parameters
         return {"K": params["K"], "eta": 0.5}
 
     def noise_shapes(self, s, m, d):            # simulation: one replicate's pre-drawn noise
@@ -56,18 +58,18 @@ def test_a_new_method_runs_through_run_cell(oneshot):
     assert all(np.isfinite(r["theta_hat"]).all() for r in private)
 
 
-def test_a_new_method_runs_on_real_data(oneshot, monkeypatch):
-    """The same class on the real-data backend (its settings: one entry of the real-data
-    defaults): with the same generator it draws what FedAvg with one round draws, so the
-    two fits are equal."""
+def test_a_new_method_runs_on_real_data(oneshot):
+    """The same class on the real-data backend (its settings: the class's real-data
+    preset, nothing elsewhere): with the same generator it draws what FedAvg with one
+    round draws, so the two fits are equal."""
     from fedgdp.glm import BINARY_LOGISTIC
-    from fedgdp.realdata import METHOD_DEFAULTS, FoldData, get_method
+    from fedgdp.realdata import FoldData, get_method
     from fedgdp.realdata import resolve as resolve_realdata
 
-    assert resolve_realdata({"methods": ["fedsgd"]})["methods"] == ["fedsgd"]   # registered, no defaults yet
-    monkeypatch.setitem(METHOD_DEFAULTS, "oneshot", {"K": 50, "eta": 0.5})
     p = resolve_realdata({"methods": ["oneshot"], "method_settings": {"oneshot": {"K": 4}}})
     assert p["method_settings"] == {"oneshot": {"K": 4, "eta": 0.5}}
+    with pytest.raises(ValueError, match=r"unknown setting 'etaa' \(did you mean 'eta'\?\) for method oneshot"):
+        resolve_realdata({"methods": ["oneshot"], "method_settings": {"oneshot": {"etaa": 0.1}}})
 
     rng = np.random.default_rng(0)
     X = [np.column_stack([np.ones(n), rng.random((n, 3))]) for n in (20, 31, 25)]
@@ -78,6 +80,28 @@ def test_a_new_method_runs_on_real_data(oneshot, monkeypatch):
     avg = get_method("fedavg").fit(fd, {**s, "R": 1}, np.random.default_rng(5))
     assert np.array_equal(one.theta, avg.theta)
     assert one.ledger.composed_mu()[0] == pytest.approx(np.full(3, 2.0))
+
+
+def test_every_resolver_refuses_an_unknown_setting_with_did_you_mean():
+    """Issue 21: a misspelt setting used to run FedSGD with eta 0.5 silently."""
+    from fedgdp.realdata import resolve as resolve_realdata
+
+    with pytest.raises(ValueError, match=r"unknown setting 'etaa' \(did you mean 'eta'\?\) for method fedsgd"):
+        resolve({"method_settings": {"fedsgd": {"etaa": 0.1}}})
+    with pytest.raises(ValueError, match=r"unknown setting 'etaa' \(did you mean 'eta'\?\) for method fedsgd"):
+        resolve_realdata({"method_settings": {"fedsgd": {"etaa": 0.1}}})
+    with pytest.raises(ValueError, match="fedavg.R must be an integer >= 1"):
+        resolve({"method_settings": {"fedavg": {"R": 1.5}}})
+
+
+def test_real_data_fedhybrid_takes_its_share():
+    """share1, FedHybrid's own setting, splits the real-data K1 + K2 = 50 steps too."""
+    from fedgdp.realdata import resolve as resolve_realdata
+
+    s = resolve_realdata({"methods": ["fedhybrid"], "method_settings": {"fedhybrid": {"share1": 0.5}}})
+    assert {k: s["method_settings"]["fedhybrid"][k] for k in ("K1", "K2")} == {"K1": 25, "K2": 25}
+    assert resolve_realdata({"methods": ["fedhybrid"]})["method_settings"]["fedhybrid"] == {
+        "K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}
 
 
 # ---------------------------------------------------------------- the registry

@@ -227,8 +227,8 @@ def test_resolve_defaults_inheritance_and_errors():
     bad = [({"task": "ternary"}, "unknown task 'ternary'"), ({"mu": [0]}, "mu must be > 0"),
            ({"methods": "fedsgd,fedprox"}, "unknown real-data method 'fedprox'"),
            ({"m": -5}, "m must be an integer >= 1, got m=-5"), ({"dataset": "mnist"}, "needs path"),
-           ({"method_settings": {"fedsgd": {"eta": 0}}}, "fedsgd.eta must be > 0"),
-           ({"method_settings": {"fedsgd": {"steps": 3}}}, r"unknown setting\(s\) \['steps'\]"),
+           ({"method_settings": {"fedsgd": {"eta": 0}}}, "fedsgd.eta must be a number > 0"),
+           ({"method_settings": {"fedsgd": {"steps": 3}}}, "unknown setting 'steps' for method fedsgd"),
            ({"newton": {"solver": "lu"}}, "newton solver must be"), ({"colour": 1}, "unknown realdata parameter")]
     for over, msg in bad:
         with pytest.raises(ValueError, match=msg):

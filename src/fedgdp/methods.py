@@ -33,23 +33,35 @@ the privacy levels fitted in one pass (real data). Global parameters are ``(b, P
 per-client ones ``(b, m, P)``, where P is ``d`` (simulation) or ``d, k`` (real data);
 noise sds are ``(b, m)``. ``dk`` is the number of floats of one parameter.
 
+Settings
+--------
+A method declares its settings once: ``settings_class``, a :mod:`fedgdp.settings`
+dataclass (each field's check and help), and ``presets``, the defaults per experiment
+(``realdata``: the real-data study's; the simulation's come from the cell, e.g. K, by
+:meth:`Method.simulation_preset`). :meth:`Method.resolve_settings` is the one resolution:
+defaults, then the user's values (an unknown key is refused with a "did you mean"),
+then derived values, each value checked by its field. ``settings_parent`` names the
+method whose resolved real-data settings a method starts from (the non-private
+versions, the certified FedNewton, DP-SCAFFOLD on FedAvg's schedule).
+
 Adding a method: subclass :class:`Method`, write :meth:`Method.plan` (its releases)
-and :meth:`Method.run` (the algorithm, with backend operations), and add one line to
-:data:`REGISTRY` (docs/ARCHITECTURE.md, "Adding a method").
+and :meth:`Method.run` (the algorithm, with backend operations), declare its settings,
+and add one line to :data:`REGISTRY` (docs/ARCHITECTURE.md, "Adding a method").
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
 from . import privacy
+from .settings import Settings, integer, number, setting, suggest
 
 __all__ = ["Backend", "Fit", "Method", "FedSGD", "FedAvg", "FedHybrid", "FedNewton", "FedNewtonCertified",
            "FedNewtonIter", "DPScaffold", "NonPrivate", "NPLocalFit", "NPPooled", "REGISTRY", "registry", "get_method",
-           "RegistryView", "PreDrawnNoise", "StreamNoise", "comm_counts"]
+           "RegistryView", "PreDrawnNoise", "StreamNoise", "comm_counts", "MethodSettings"]
 
 SIMULATION, REALDATA, CNN = "simulation", "realdata", "nn"
 BOTH = frozenset({SIMULATION, REALDATA})
@@ -172,6 +184,67 @@ def _method_params(params: dict, name: str) -> dict:
     return dict(params.get("method_settings", {}).get(name, {}))
 
 
+# --------------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class MethodSettings(Settings):
+    """Base of the methods' settings dataclasses (one field per setting: its check and
+    help; the defaults per experiment are the method's ``presets``)."""
+
+    WHAT: ClassVar[str] = "setting"
+
+
+def _steps(low: int = 1):
+    return integer(low)                      # an int (no bool, float or string)
+
+
+_POSITIVE = number(0, keep=True)             # > 0, kept as given (it enters the seeds' parameters)
+
+
+@dataclass(frozen=True)
+class StepSettings(MethodSettings):
+    """FedSGD and FedNewton: K steps of size eta."""
+
+    K: int = setting(50, "steps (simulation: the cell's K)", parse=_steps())
+    eta: float = setting(0.5, "step size", parse=_POSITIVE)
+
+
+@dataclass(frozen=True)
+class RoundSettings(MethodSettings):
+    """FedAvg: R rounds of K local steps of size eta."""
+
+    R: int = setting(2, "rounds", parse=_steps())
+    K: int = setting(50, "local steps per round (simulation: the cell's K, or ceil(K/R) on schedule budget)",
+                     parse=_steps())
+    eta: float = setting(0.5, "local step size", parse=_POSITIVE)
+
+
+@dataclass(frozen=True)
+class HybridSettings(MethodSettings):
+    """FedHybrid: K1 local steps (eta1), averaged, then K2 server steps (eta2)."""
+
+    eta1: float = setting(0.5, "stage-1 (local) step size", parse=_POSITIVE)
+    eta2: float = setting(0.5, "stage-2 (server) step size", parse=_POSITIVE)
+    share1: float = setting(0.6, "stage 1's share of the K steps when K1 is not given", parse=_POSITIVE)
+    K1: int = setting(30, "stage-1 local steps", parse=_steps())
+    K2: int = setting(20, "stage-2 server steps", parse=_steps(0))
+
+
+@dataclass(frozen=True)
+class ScaffoldSettings(RoundSettings):
+    """DP-SCAFFOLD: FedAvg's schedule and a server step size."""
+
+    eta_g: float = setting(1.0, "server step size", parse=_POSITIVE)
+
+
+@dataclass(frozen=True)
+class RidgeSettings(MethodSettings):
+    """The plain ridge fits: penalty, Newton iterations, gradient tolerance."""
+
+    ridge: float = setting(1.0e-3, "ridge penalty (the MLE need not exist on images)", parse=_POSITIVE)
+    maxiter: int = setting(200, "Newton iterations", parse=_steps())
+    gtol: float = setting(1.0e-8, "stop at ||gradient||_F <= gtol", parse=_POSITIVE)
+
+
 # ---------------------------------------------------------------------- methods
 class Method:
     """One estimator. Subclasses set the class attributes and write :meth:`plan` and
@@ -188,6 +261,54 @@ class Method:
     backends = BOTH
     stacks_levels = True
     per_round = 1
+    #: the settings (:class:`MethodSettings` dataclass): their names, checks and help
+    settings_class: type[MethodSettings] | None = None
+    #: defaults per experiment, in the resolved order (the simulation's: :meth:`simulation_preset`)
+    presets: dict[str, dict] = {}
+    #: the method whose resolved real-data settings this one starts from (None: its own preset)
+    settings_parent: str | None = None
+
+    def setting_names(self) -> list[str]:
+        """The names of the method's settings (its ``settings_class`` fields)."""
+        return [] if self.settings_class is None else list(self.settings_class.defaults())
+
+    def resolve_settings(self, defaults: dict, given: dict | None, derive=None) -> dict:
+        """The method's settings: ``defaults`` updated by ``given`` (an unknown key: ValueError
+        with a "did you mean"), then ``derive(s)`` filling derived values, then every value
+        checked by its field (ValueError naming ``method.key`` and the value).
+
+        Parameters
+        ----------
+        defaults : dict
+            The defaults (a preset, or a parent's resolved settings and a preset), in order.
+        given : dict or None
+            The user's settings of this method.
+        derive : callable or None
+            ``derive(s)`` fills derived values (in place) before the checks.
+
+        Returns
+        -------
+        dict
+            The resolved settings (a new dict: the defaults' order, then new keys).
+        """
+        names = self.setting_names()
+        s = dict(defaults)
+        for key, value in (given or {}).items():
+            if key not in names:
+                raise ValueError(f"unknown setting {key!r}{suggest(key, names)} for method {self.name}; "
+                                 f"known: {', '.join(names)}")
+            s[key] = value
+        if derive is not None:
+            derive(s)
+        assert self.settings_class is not None
+        fields = self.settings_class.__dataclass_fields__
+        for key, value in s.items():
+            fields[key].metadata["parse"](f"{self.name}.{key}", value)
+        return s
+
+    def simulation_preset(self, params: dict) -> dict:
+        """The simulation's defaults of a cell (before the user's settings)."""
+        raise NotImplementedError
 
     @property
     def noise_stream(self) -> str:
@@ -196,8 +317,48 @@ class Method:
 
     # -- simulation: settings from the cell's parameters, the pre-drawn noise
     def settings(self, params: dict) -> dict:
-        """The method's settings (K, eta, ...) from resolved cell parameters."""
-        raise NotImplementedError
+        """The method's settings (K, eta, ...) from resolved cell parameters: the cell's
+        preset, the study's ``method_settings`` of the method, derived values; checked.
+
+        Parameters
+        ----------
+        params : dict
+            Cell parameters: ``K``, ``schedule`` and ``method_settings`` are read.
+
+        Returns
+        -------
+        dict
+            The settings, in the preset's order.
+        """
+        return self.resolve_settings(self.simulation_preset(params), _method_params(params, self.name),
+                                     lambda s: self.derive_simulation(s, params))
+
+    def derive_simulation(self, s: dict, params: dict) -> None:
+        """Fill the simulation's derived settings of ``s`` in place (none by default)."""
+
+    def derive_realdata(self, s: dict, given: dict) -> None:
+        """Fill the real data's derived settings of ``s`` in place from the user's ``given``
+        (none by default)."""
+
+    def realdata_settings(self, resolved: dict, given: dict | None) -> dict:
+        """The method's real-data settings: its parent's resolved settings (``resolved``
+        maps a name to them), its preset, the user's ``given``; derived values; checked.
+
+        Parameters
+        ----------
+        resolved : dict
+            The settings of the methods resolved so far (the parent among them).
+        given : dict or None
+            The user's settings of this method.
+
+        Returns
+        -------
+        dict
+            The settings (the parent's keys first, then the preset's).
+        """
+        parent = resolved[self.settings_parent] if self.settings_parent else {}
+        defaults = {**parent, **self.presets.get(REALDATA, {})}
+        return self.resolve_settings(defaults, given, lambda s: self.derive_realdata(s, given or {}))
 
     def noise_shapes(self, s: dict, m: int, d: int) -> dict[str, tuple]:
         """The standard-normal arrays one replicate draws, in draw order."""
@@ -270,9 +431,11 @@ class FedSGD(Method):
     name, label, algorithm = "fedsgd", "FedSGD", "Algorithm 1"
 
     backends = GRADIENT_METHODS
+    settings_class = StepSettings
+    presets = {REALDATA: {"K": 50, "eta": 0.5}}
 
-    def settings(self, params):
-        return {"K": params["K"], "eta": 0.5} | _method_params(params, self.name)
+    def simulation_preset(self, params):
+        return {"K": params["K"], "eta": 0.5}
 
     def cnn_settings(self, p):
         return {"K": p["rounds"] * p["local_epochs"], "eta": p["lr"]}
@@ -300,11 +463,15 @@ class FedAvg(Method):
     def cnn_settings(self, p):
         return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"]}
 
-    def settings(self, params):
-        s = {"R": 2, "eta": 0.5} | _method_params(params, self.name)
+    settings_class = RoundSettings
+    presets = {REALDATA: {"R": 2, "K": 50, "eta": 0.5}}
+
+    def simulation_preset(self, params):
+        return {"R": 2, "eta": 0.5}
+
+    def derive_simulation(self, s, params):
         if "K" not in s:
             s["K"] = params["K"] if params["schedule"] == "paper" else max(1, -(-params["K"] // s["R"]))
-        return s
 
     def noise_shapes(self, s, m, d):
         return {"Z": (s["R"], s["K"], m, d)}
@@ -344,13 +511,25 @@ class FedHybrid(Method):
         """Stage 1's part of ``total``: ``round(share * total)`` (half to even)."""
         return int(round(share * total))
 
-    def settings(self, params):
-        s = {"eta1": 0.5, "eta2": 0.5, "share1": self.SHARE1} | _method_params(params, self.name)
+    settings_class = HybridSettings
+    presets = {REALDATA: {"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}}
+
+    def simulation_preset(self, params):
+        return {"eta1": 0.5, "eta2": 0.5, "share1": self.SHARE1}
+
+    def derive_simulation(self, s, params):
         if "K1" not in s:
             s["K1"] = self.split(params["K"], s["share1"])
         if "K2" not in s:
             s["K2"] = params["K"] - s["K1"]
-        return s
+
+    def derive_realdata(self, s, given):
+        if "share1" in given:                # split the preset's K1 + K2 steps by the given share
+            total = self.presets[REALDATA]["K1"] + self.presets[REALDATA]["K2"]
+            if "K1" not in given:
+                s["K1"] = self.split(total, s["share1"])
+            if "K2" not in given:
+                s["K2"] = total - s["K1"]
 
     def cnn_settings(self, p):
         R, K = p["rounds"], p["local_epochs"]
@@ -391,9 +570,11 @@ class FedNewton(Method):
     name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
     always_certified = False
     stacks_levels = False     # the real-data fits run level by level
+    settings_class = StepSettings
+    presets = {REALDATA: {"K": 50, "eta": 0.5}}
 
-    def settings(self, params):
-        return {"K": params["K"], "eta": 0.5} | _method_params(params, self.name)
+    def simulation_preset(self, params):
+        return {"K": params["K"], "eta": 0.5}
 
     def noise_shapes(self, s, m, d):
         return {"Z1": (s["K"], m, d), "Z2": (m, d)}
@@ -439,6 +620,8 @@ class FedNewtonCertified(FedNewton):
 
     name, label, algorithm = "fednewton_certified", "FedNewton (certified)", "Algorithm 4, certified"
     always_certified = True
+    presets = {REALDATA: {}}
+    settings_parent = "fednewton"          # FedNewton's settings, the user's included
 
     @property
     def noise_stream(self) -> str:
@@ -491,6 +674,9 @@ class DPScaffold(Method):
     name, label, algorithm = "dp_scaffold", "DP-SCAFFOLD", "SCAFFOLD + Algorithm 3 noise"
     backends = frozenset({REALDATA})
     per_round = 2             # the update and the control variate
+    settings_class = ScaffoldSettings
+    presets = {REALDATA: {"eta_g": 1.0}}
+    settings_parent = "fedavg"             # FedAvg's schedule (so FedAvg's noise), plus eta_g
 
     def rounds(self, s):
         return s["R"]
@@ -524,6 +710,8 @@ class NonPrivate(Method):
     def __init__(self, base: Method, name: str, label: str, algorithm: str):
         self.base, self.name, self.label, self.algorithm = base, name, label, algorithm
         self.backends = base.backends & {REALDATA}
+        self.settings_class, self.settings_parent = base.settings_class, base.name
+        self.presets = {REALDATA: {}}
 
     def comm(self, s, m, dk):
         return self.base.comm(s, m, dk)
@@ -540,6 +728,8 @@ class NPLocalFit(Method):
 
     name, label, algorithm, private = "np_localfit", "NP-LocalFit", "ridge MLE per client", False
     backends, stacks_levels = frozenset({REALDATA}), False
+    settings_class = RidgeSettings
+    presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
     def run(self, be, s):
         theta = be.ridge_fit_clients(s)
@@ -551,6 +741,8 @@ class NPPooled(Method):
 
     name, label, algorithm, private = "np_pooled", "NP-Pooled", "pooled ridge MLE", False
     backends, stacks_levels = frozenset({REALDATA}), False
+    settings_class = RidgeSettings
+    presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
     def run(self, be, s):
         theta, uploaded = be.ridge_fit_pooled(s)

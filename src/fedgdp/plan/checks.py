@@ -66,8 +66,23 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
                 over = self.cell_overrides(model, study, self.study_cells(study)[0])
                 if over.get("tau1") == "auto":
                     over["tau1"] = 1.0  # the real value is computed by the jobs
+                # a method's unknown setting, named where it is given (before the resolver refuses it)
                 try:
-                    p = resolve(over)
+                    methods = resolve(dict(over, method_settings={}))["methods"]
+                except ValueError as exc:
+                    raise ConfigError(f"studies.{study}", f"{model}: {exc}") from None
+                given_at = [("defaults", c["defaults"]["method_settings"]),
+                            (f"studies.{study}.settings", s.get("settings", {}).get("method_settings", {}))]
+                for where, name, given in ((w, n, g) for w, ms in given_at for n, g in ms.items()):
+                    if name in methods:
+                        known = get_method(name).setting_names()
+                        for key in given:
+                            if key not in known:
+                                raise ConfigError(f"{where}.method_settings.{name}.{key}",
+                                                  f"unknown setting {key!r}{suggest(key, known)}; "
+                                                  f"known: {', '.join(known)}")
+                try:
+                    resolve(over)
                 except ValueError as exc:
                     raise ConfigError(f"studies.{study}", f"{model}: {exc}") from None
                 # every sizes scheme and m of the grid resolves too (the settings' own checks,
@@ -79,17 +94,6 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
                     except ValueError as exc:
                         raise ConfigError(f"studies.{study}.grid",
                                           f"{model}, sizes {cell['sizes']}, m = {cell['m']}: {exc}") from None
-                bare = dict(p, method_settings={})
-                given_at = [("defaults", c["defaults"]["method_settings"]),
-                            (f"studies.{study}.settings", s.get("settings", {}).get("method_settings", {}))]
-                for where, name, given in ((w, n, g) for w, ms in given_at for n, g in ms.items()):
-                    if name in p["methods"]:
-                        known = get_method(name).settings(bare)
-                        for key in given:
-                            if key not in known:
-                                raise ConfigError(f"{where}.method_settings.{name}.{key}",
-                                                  f"unknown setting {key!r}{suggest(key, known)}; "
-                                                  f"known: {', '.join(known)}")
 
     def _check_panel_value(self, key, name, value, study):
         """A value a panel or table fixes must be a value of the study's grid."""

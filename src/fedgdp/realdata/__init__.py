@@ -86,7 +86,6 @@ from .metrics import accuracy, auc, client_metric
 from .parameters import (
                          DEFAULTS,
                          EXTRA_PRIVATE,
-                         METHOD_DEFAULTS,
                          METRICS,
                          NONPRIVATE,
                          PRIVATE,
@@ -100,7 +99,7 @@ from .run import CLIP_STREAM, COLUMNS, noise_rng, read_rows, run_split, write_ro
 from .solvers import newton_step, ridge_fit
 
 __all__ = [
-    "RealdataSettings", "DEFAULTS", "METHOD_DEFAULTS", "TASKS", "METRICS", "PRIVATE", "EXTRA_PRIVATE", "NONPRIVATE",
+    "RealdataSettings", "DEFAULTS", "TASKS", "METRICS", "PRIVATE", "EXTRA_PRIVATE", "NONPRIVATE",
     "resolve",
     "FoldData", "RealBackend", "REGISTRY", "get_method", "clipped_gradient", "stacked_gradients", "local_descent",
     "cg_solve", "newton_step", "ridge_fit", "auc", "accuracy", "client_metric", "run_split", "noise_rng",

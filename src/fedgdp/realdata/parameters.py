@@ -1,7 +1,7 @@
 """Real-data parameters (Figures 7-8, docs/methods.md §3, §5): :class:`RealdataSettings`
-(a :mod:`fedgdp.settings` dataclass: defaults, checks, help), the methods' settings
-and :func:`resolve`, which builds the settings and then checks the methods and their
-settings against the registry. The defaults are the digits layout (the offline run);
+(a :mod:`fedgdp.settings` dataclass: defaults, checks, help) and :func:`resolve`,
+which builds the settings and then each method's (declared on the method:
+:meth:`fedgdp.methods.Method.realdata_settings`). The defaults are the digits layout (the offline run);
 config/mnist.yaml holds the paper's.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..privacy import check_clip, check_privacy, parse_mu
 from ..settings import Settings, choice, integer, name_list, number, setting
 
 __all__ = ["RealdataSettings", "TASKS", "METRICS", "PRIVATE", "EXTRA_PRIVATE", "NONPRIVATE", "DEFAULTS",
-           "METHOD_DEFAULTS", "REGISTRY", "get_method", "resolve"]
+           "REGISTRY", "get_method", "resolve"]
 
 TASKS = ("binary", "multiclass")
 PRIVATE = ["fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold"]
@@ -99,26 +99,6 @@ EXTRA_PRIVATE = ["fednewton_certified"]
 #: the defaults (RealdataSettings): the digits layout (offline run); config/mnist.yaml holds the paper's
 DEFAULTS: dict = RealdataSettings.defaults()
 
-# the settings of docs/methods.md §3. DP-SCAFFOLD runs FedAvg's schedule (so it has FedAvg's noise, docs/methods.md §5)
-# plus a server step size eta_g; the NP- versions inherit their private counterpart's.
-METHOD_DEFAULTS: dict = {
-    "fedsgd": {"K": 50, "eta": 0.5},
-    "fedavg": {"R": 2, "K": 50, "eta": 0.5},
-    "fedhybrid": {"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5},
-    "fednewton": {"K": 50, "eta": 0.5},
-    "fednewton_certified": {},     # inherits fednewton's
-    "dp_scaffold": {"eta_g": 1.0},  # inherits fedavg's R, K, eta
-    "np_scaffold": {},             # inherits dp_scaffold's
-    "np_fedavg": {},               # inherits fedavg's
-    # ridge: the MLE need not exist on images; maxiter: Newton iterations; gtol: ||gradient||_F
-    "np_localfit": {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8},
-    "np_pooled": {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8},
-}
-_INHERIT = {"fednewton_certified": "fednewton", "dp_scaffold": "fedavg",
-           "np_scaffold": "dp_scaffold", "np_fedavg": "fedavg"}
-
-
-
 #: The methods of the real-data study (a view of :data:`fedgdp.methods.REGISTRY`).
 REGISTRY = registry(REALDATA)
 
@@ -142,20 +122,8 @@ def resolve(overrides: dict | None = None) -> dict:
     for name in user:
         get_method(name)
     settings: dict = {}
-    for name in REGISTRY:
-        s = dict(METHOD_DEFAULTS.get(name, {}))
-        if name in _INHERIT:
-            s = {**settings[_INHERIT[name]], **s}
-        s.update(user.get(name) or {})
-        unknown = set(s) - set(settings.get(_INHERIT.get(name), {})) - set(METHOD_DEFAULTS.get(name, {}))
-        if unknown:
-            raise ValueError(f"unknown setting(s) {sorted(unknown)} for method {name}")
-        for key, value in s.items():
-            if key in ("K", "R", "K1", "K2", "maxiter"):
-                integer(0 if key == "K2" else 1)(f"{name}.{key}", value)
-            elif not float(value) > 0:
-                raise ValueError(f"{name}.{key} must be > 0, got {value!r}")
-        settings[name] = s
+    for name, meth in REGISTRY.items():     # a parent is registered before its children
+        settings[name] = meth.realdata_settings(settings, user.get(name))
     p["method_settings"] = {name: settings[name] for name in p["methods"]}
     _check_newton(p)
     return p
