@@ -136,6 +136,8 @@ def _fednewton(glm, rep, s, B, mu, w, noise, ctx):
 
 _FITS = {"fedsgd": _fedsgd, "fedavg": _fedavg, "fedhybrid": _fedhybrid, "fednewton": _fednewton,
          "fednewton_certified": _fednewton}
+#: the methods the loop oracle has (a new method is not in it until written here)
+ORACLE_METHODS = tuple(_FITS)
 
 
 def reference_fit(name: str, reps: list[Replicate], glm: GLM, s: dict, noises: list[dict],

@@ -9,7 +9,7 @@ from conftest import make_block, stacked_noise
 from fedgdp.simulation.backend import REGISTRY, get_method
 from fedgdp.simulation.run import run_cell
 from fedgdp.solvers import floored_solve
-from oracle import ORACLE, reference_fit
+from oracle import ORACLE, ORACLE_METHODS, reference_fit
 
 METHODS = list(REGISTRY)
 REPS = (0, 1, 2)
@@ -39,7 +39,28 @@ def test_every_client_composes_to_mu(method, case):
     np.testing.assert_allclose(mu, p["mu"], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("method", METHODS)
+def _half_sizes(fd):
+    return fd.sizes // 2, fd.sizes - fd.sizes // 2
+
+
+#: docs/methods.md §2 per method: the sigma of each release, from (s, B, mu, n, fd, p)
+SPEC_SIGMA = {
+    "fedsgd": lambda s, B, mu, n, fd, p: [2 * B * math.sqrt(s["K"]) / (mu * n)],
+    "fedavg": lambda s, B, mu, n, fd, p: [2 * B * s["eta"] * math.sqrt(s["R"] * s["K"]) / (mu * n)],
+    "fedhybrid": lambda s, B, mu, n, fd, p: [2 * B * s["eta1"] * math.sqrt(2 * s["K1"]) / (mu * n),
+                                             2 * B * math.sqrt(2 * s["K2"]) / (mu * n)],
+    # calibrated on the half-1 size (n_i when n_i is even)
+    "fednewton": lambda s, B, mu, n, fd, p: [4 * B * s["eta"] * math.sqrt(2 * s["K"]) / (mu * 2 * (fd.sizes // 2)),
+                                             2 * (4 * math.sqrt(2) * B / p["tau1"]) / (mu * 2 * (fd.sizes // 2))],
+    # certified: max(2B/(tau1 n2), H_c B/(tau1^2 n1)) sqrt(2)/mu
+    "fednewton_certified": lambda s, B, mu, n, fd, p: [
+        4 * B * s["eta"] * math.sqrt(2 * s["K"]) / (mu * 2 * _half_sizes(fd)[0]),
+        np.maximum(2 * B / (p["tau1"] * _half_sizes(fd)[1]),
+                   4.0 * p["tau1"] * B / (p["tau1"] ** 2 * _half_sizes(fd)[0])) * math.sqrt(2) / mu],
+}
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m in SPEC_SIGMA])
 def test_ledger_sigma_is_the_spec_table(method):
     """Each release's sigma is the formula of docs/methods.md §2, recomputed here from scratch."""
     p, reps, fd = make_block(dict(model="logistic", sizes="uniform(20,60)", m=5, mu=2.0, K=10,
@@ -49,29 +70,16 @@ def test_ledger_sigma_is_the_spec_table(method):
     led = get_method(method).fit(fd, s, noise).ledger
     n = fd.sizes.astype(float)
     B, mu = fd.B[:, None], p["mu"]
-    if method == "fedsgd":
-        expect = [2 * B * math.sqrt(s["K"]) / (mu * n)]
-    elif method == "fedavg":
-        expect = [2 * B * s["eta"] * math.sqrt(s["R"] * s["K"]) / (mu * n)]
-    elif method == "fedhybrid":
-        expect = [2 * B * s["eta1"] * math.sqrt(2 * s["K1"]) / (mu * n), 2 * B * math.sqrt(2 * s["K2"]) / (mu * n)]
-    elif method == "fednewton":
-        ne = 2 * (fd.sizes // 2)          # calibrated on the half-1 size (n_i when n_i is even)
-        expect = [4 * B * s["eta"] * math.sqrt(2 * s["K"]) / (mu * ne),
-                  2 * (4 * math.sqrt(2) * B / p["tau1"]) / (mu * ne)]
-    else:                                 # certified: max(2B/(tau1 n2), H_c B/(tau1^2 n1)) sqrt(2)/mu
-        n1, n2 = fd.sizes // 2, fd.sizes - fd.sizes // 2
-        t, hc = p["tau1"], 4.0 * p["tau1"]
-        expect = [4 * B * s["eta"] * math.sqrt(2 * s["K"]) / (mu * 2 * n1),
-                  np.maximum(2 * B / (t * n2), hc * B / (t ** 2 * n1)) * math.sqrt(2) / mu]
+    expect = SPEC_SIGMA[method](s, B, mu, n, fd, p)
     assert len(led.releases) == len(expect)
     for rel, e in zip(led.releases, expect):
         np.testing.assert_allclose(rel.sigma, e, rtol=1e-14)
 
 
-@pytest.mark.parametrize("method,settings", [("fedsgd", {"K": 1}), ("fedavg", {"R": 1, "K": 1})])
-def test_noise_applied_is_the_ledger_sigma(method, settings):
-    """With one release, fit(noise Z) - fit(noise 0) = eta^a * sum_i w_i sigma_i Z_i."""
+@pytest.mark.parametrize("method,settings,server", [("fedsgd", {"K": 1}, True), ("fedavg", {"R": 1, "K": 1}, False)])
+def test_noise_applied_is_the_ledger_sigma(method, settings, server):
+    """With one release, fit(noise Z) - fit(noise 0) = eta^a * sum_i w_i sigma_i Z_i (a server
+    step scales the noise by -eta, a local step's noise is added as drawn)."""
     p, reps, fd = make_block(dict(sizes="uniform(20,60)", m=5, mu=2.0, K=1, methods=[method],
                                   method_settings={method: settings}), REPS)
     s = p["method_settings"][method]
@@ -83,7 +91,7 @@ def test_noise_applied_is_the_ledger_sigma(method, settings):
     sigma = fit.ledger.releases[0].sigma
     w = fd.sizes / fd.sizes.sum(axis=1, keepdims=True)
     Z = noise["Z"].reshape(len(REPS), p["m"], -1)
-    factor = -s["eta"] if method == "fedsgd" else 1.0
+    factor = -s["eta"] if server else 1.0
     np.testing.assert_allclose(diff, factor * np.einsum("rm,rm,rmd->rd", w, sigma, Z), atol=1e-14)
 
 
@@ -101,12 +109,12 @@ ORACLE_CASES = [(model, sizes, mu) for model in ("logistic", "poisson")
 
 
 @pytest.mark.parametrize("model,sizes,mu", ORACLE_CASES)
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", ORACLE_METHODS)
 def test_fast_equals_reference(method, model, sizes, mu):
     # non-private Poisson local descent with the paper's eta = 0.5 diverges on small
     # clients (no clipping); the oracle comparison needs finite paths, so eta = 0.1
     eta = {"eta": 0.1, "eta1": 0.1, "eta2": 0.1} if model == "poisson" else {}
-    settings = {method: {k: v for k, v in eta.items() if (k == "eta") != (method == "fedhybrid")}}
+    settings = {method: {k: v for k, v in eta.items() if k in get_method(method).setting_names()}}
     p, reps, fd = make_block(dict(model=model, sizes=sizes, m=6, mu=mu, K=12, methods=[method],
                                   method_settings=settings), REPS)
     s = p["method_settings"][method]
@@ -117,7 +125,7 @@ def test_fast_equals_reference(method, model, sizes, mu):
     np.testing.assert_allclose(fast, ref, rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", ORACLE_METHODS)
 def test_fast_equals_reference_optimal_weights_and_fixed_clip(method):
     p, reps, fd = make_block(dict(sizes="lognormal(3.5,1)", m=8, mu=1.0, K=9, weights="optimal", clip=0.7,
                                   methods=[method]), REPS)

@@ -1,0 +1,110 @@
+"""Contract tests over the method registry (issue 21): every registered method, on every
+backend it lists, with no branch on a method's name (scikit-learn's check_estimator
+shape). What a method must satisfy follows from its declaration: its settings resolve
+on each experiment it runs on, its ledger composes to mu, the simulation and the
+real-data backends agree on shared data, the audit has a target for each backend it
+runs on, and a figure draws it (a style of its own or the fallback)."""
+import numpy as np
+import pytest
+
+from conftest import make_block, stacked_noise
+from fedgdp import methods
+from fedgdp.figures import METHOD_STYLE, method_style
+from fedgdp.glm import BINARY_LOGISTIC
+from fedgdp.methods import REALDATA, SIMULATION
+
+SIM = [n for n, m in methods.REGISTRY.items() if SIMULATION in m.backends]
+REAL = [n for n, m in methods.REGISTRY.items() if REALDATA in m.backends]
+SHARED = [n for n in SIM if n in REAL]
+REAL_PRIVATE = [n for n in REAL if methods.REGISTRY[n].private]
+
+
+def _clients(seed=0, sizes=(20, 31, 25)):
+    rng = np.random.default_rng(seed)
+    X = [np.column_stack([np.ones(n), rng.standard_normal((n, 3))]) for n in sizes]
+    Y = [BINARY_LOGISTIC.targets(rng.integers(0, 2, x.shape[0])) for x in X]
+    return X, Y
+
+
+def _real_settings(name):
+    from fedgdp.realdata import resolve as resolve_realdata
+
+    return resolve_realdata({"methods": [name]})["method_settings"][name]
+
+
+@pytest.mark.parametrize("name", list(methods.REGISTRY))
+def test_settings_are_declared_and_resolve_on_every_backend(name):
+    """The method declares its settings (a MethodSettings dataclass); each resolved key
+    is one of them, and an unknown key is refused on every experiment it runs on."""
+    from fedgdp.simulation.params import resolve
+
+    meth = methods.REGISTRY[name]
+    names = meth.setting_names()
+    resolved = []
+    if SIMULATION in meth.backends:
+        resolved.append(resolve({"methods": [name]})["method_settings"][name])
+        with pytest.raises(ValueError, match="unknown setting 'bogus'"):
+            resolve({"methods": [name], "method_settings": {name: {"bogus": 1}}})
+    if REALDATA in meth.backends:
+        from fedgdp.realdata import resolve as resolve_realdata
+
+        resolved.append(_real_settings(name))
+        with pytest.raises(ValueError, match="unknown setting 'bogus'"):
+            resolve_realdata({"methods": [name], "method_settings": {name: {"bogus": 1}}})
+    for s in resolved:
+        assert set(s) <= set(names), set(s) - set(names)
+
+
+@pytest.mark.parametrize("name", SIM)
+def test_simulation_ledger_composes_to_mu(name):
+    p, reps, fd = make_block(dict(sizes="uniform(12,40)", m=5, mu=2.0, K=6, methods=[name]), (0, 1))
+    _, noise = stacked_noise(p, name, (0, 1))
+    fit = methods.REGISTRY[name].fit(fd, p["method_settings"][name], noise)
+    np.testing.assert_allclose(fit.ledger.composed_mu(), 2.0, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", REAL_PRIVATE)
+def test_realdata_ledger_composes_to_mu(name):
+    from fedgdp.realdata import FoldData
+
+    X, Y = _clients()
+    fd = FoldData(BINARY_LOGISTIC, X, Y, mu=2.0, B=0.8, clip={"rule": "fixed", "value": 0.8})
+    fit = methods.REGISTRY[name].fit(fd, _real_settings(name), np.random.default_rng(5))
+    np.testing.assert_allclose(fit.ledger.composed_mu(), 2.0, rtol=0, atol=1e-12)
+    assert np.isfinite(fit.theta).all()
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_simulation_and_realdata_backends_agree_on_shared_data(name):
+    """Non-private, on the same clients (the simulation's replicate split by client), the
+    two backends compute the same estimate (floored Newton solve on both)."""
+    from fedgdp.realdata import FoldData
+
+    p, reps, fd = make_block(dict(sizes="uniform(12,40)", m=4, mu="inf", K=5, methods=[name]), (0,))
+    s = p["method_settings"][name]
+    _, noise = stacked_noise(p, name, (0,))
+    sim = methods.REGISTRY[name].fit(fd, s, noise).theta[0]
+    rep = reps[0]
+    cuts = np.cumsum(rep.sizes)[:-1]
+    X = np.split(rep.X, cuts)
+    Y = [BINARY_LOGISTIC.targets(y.astype(np.int64)) for y in np.split(rep.y, cuts)]
+    real_fd = FoldData(BINARY_LOGISTIC, X, Y, tau1=p["tau1"],
+                       newton={"solver": "floor", "cg_tol": 1e-8, "cg_maxiter": 500})
+    real = methods.REGISTRY[name].fit(real_fd, s, None).theta[:, 0]
+    np.testing.assert_allclose(real, sim, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("name", [n for n in SIM + REAL_PRIVATE if methods.REGISTRY[n].private])
+def test_the_audit_has_a_target_on_every_backend_of_a_private_method(name):
+    from fedgdp.audit import default_targets
+
+    kinds = {t.kind for t in default_targets() if t.method == name}
+    assert kinds == set(methods.REGISTRY[name].backends) & {SIMULATION, REALDATA}
+
+
+@pytest.mark.parametrize("name", list(methods.REGISTRY) + ["a_method_without_a_style"])
+def test_every_method_has_a_style_or_the_fallback(name):
+    style = method_style(name)
+    assert {"color", "marker"} <= set(style)
+    if name not in METHOD_STYLE:
+        assert style == method_style(name)       # derived from the name: stable
