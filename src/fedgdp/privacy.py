@@ -35,7 +35,8 @@ import numpy as np
 
 __all__ = [
     "PRIVACY_MODES", "MU_FLOOR", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips",
-    "clip_rows", "row_norms", "clip_factors", "clip_bound", "Release", "Ledger", "ReleaseSpec", "Calibration",
+    "clip_rows", "row_norms", "clip_factors", "clip_bound", "bound_of_rule", "Release", "Ledger", "ReleaseSpec",
+    "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
     "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share",
@@ -129,8 +130,40 @@ def _client_quantiles(values: np.ndarray, sizes: np.ndarray, q: float) -> np.nda
     return a + (b - a) * (pos - lo)
 
 
+def bound_of_rule(rule: dict, norms, *, mu: float = math.inf, rng=None, max_quantile=None) -> float:
+    """The clipping bound of ``rule``: the one dispatch of the rules, for every experiment.
+
+    Parameters
+    ----------
+    rule : dict
+        ``{"rule": "fixed", "value": B}``: B; ``{"rule": "private_quantile", ...}``:
+        :func:`private_clip_bound` of the norms; otherwise (``quantile``, ``q``) the max
+        over clients of the q-quantile of their per-sample gradient norms.
+    norms : callable
+        ``norms()`` -> list of ndarray, one per client: the per-sample gradient norms at
+        zero (called only when the rule needs them).
+    mu, rng : float, numpy.random.Generator
+        The privacy level and noise generator of ``private_quantile``.
+    max_quantile : callable or None
+        ``max_quantile(q)`` -> the quantile rule's bound computed by the caller (the
+        simulation's vectorised client quantiles); None: ``np.quantile`` per client.
+
+    Returns
+    -------
+    float
+        The bound B.
+    """
+    if rule["rule"] == "fixed":
+        return float(rule["value"])
+    if rule["rule"] == "private_quantile":
+        return private_clip_bound(norms(), rule, mu=mu, rng=rng)
+    if max_quantile is not None:
+        return float(max_quantile(rule["q"]))
+    return float(max(np.quantile(v, rule["q"]) for v in norms()))
+
+
 def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float:
-    """The clipping bound B of one replicate.
+    """The clipping bound B of one replicate (:func:`bound_of_rule`).
 
     Parameters
     ----------
@@ -141,13 +174,17 @@ def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float
         per-sample gradient norms at theta = 0; ``{"rule": "fixed", "value": B}``;
         ``{"rule": "private_quantile", ...}``: :func:`private_clip_bound`.
     mu, rng : the privacy level and noise generator of ``private_quantile``.
+
+    Returns
+    -------
+    float
+        The bound B.
     """
-    if rule["rule"] == "fixed":
-        return float(rule["value"])
-    norms = np.abs(glm.mean(np.zeros(1))[0] - rep.y) * row_norms(rep.X)
-    if rule["rule"] == "private_quantile":
-        return private_clip_bound(np.split(norms, np.cumsum(rep.sizes)[:-1]), rule, mu=mu, rng=rng)
-    return float(_client_quantiles(norms, rep.sizes, rule["q"]).max())
+    def flat():
+        return np.abs(glm.mean(np.zeros(1))[0] - rep.y) * row_norms(rep.X)
+
+    return bound_of_rule(rule, lambda: np.split(flat(), np.cumsum(rep.sizes)[:-1]), mu=mu, rng=rng,
+                         max_quantile=lambda q: _client_quantiles(flat(), rep.sizes, q).max())
 
 
 # ------------------------------------------------------------------ calibration core

@@ -69,11 +69,10 @@ def clip_bound_real(model: GLM, X: list, Y: list, rule: dict, *, mu: float = mat
                     rng=None) -> float:
     """The clipping bound on real data: max over clients of the q-quantile of the
     per-sample gradient norms at Theta = 0 (``quantile``), the fixed value, or the
-    private quantile (:func:`fedgdp.privacy.private_clip_bound`, needs mu and rng)."""
-    if rule["rule"] == "fixed":
-        return float(rule["value"])
-    zero = np.zeros((X[0].shape[1], model.k))
-    norms = [privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y)) for x, y in zip(X, Y)]
-    if rule["rule"] == "private_quantile":
-        return privacy.private_clip_bound(norms, rule, mu=mu, rng=rng)
-    return float(max(np.quantile(v, rule["q"]) for v in norms))
+    private quantile (:func:`fedgdp.privacy.private_clip_bound`, needs mu and rng); the
+    rules are dispatched by :func:`fedgdp.privacy.bound_of_rule`."""
+    def norms():
+        zero = np.zeros((X[0].shape[1], model.k))
+        return [privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y)) for x, y in zip(X, Y)]
+
+    return privacy.bound_of_rule(rule, norms, mu=mu, rng=rng)
