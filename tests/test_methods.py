@@ -31,7 +31,7 @@ class OneShot(Method):
 
     def run(self, be, s):
         (sigma,), ledgers = be.calibrate(self, s)
-        w = be.weights(releases=s["K"])
+        w = self.weights(be, s)
         local = be.local_steps(be.zeros(), K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z"))
         return be.finish(be.average(w, local), ledgers, self.comm(s, be.m, be.dk))
 

@@ -382,6 +382,42 @@ class Method:
     def comm(self, s: dict, m: int, dk: int) -> dict:
         return comm_counts(self.rounds(s), m, dk, self.per_round)
 
+    def release_count(self, be: Backend, s: dict) -> int:
+        """Releases each client makes: the sum of the counts of the method's plan (the
+        one statement of them; the data a plan reads is ``be.data``, or the backend itself
+        for the CNNs').
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        int
+            The number of releases (e.g. ``R K`` for FedAvg, ``K + 1`` for FedNewton).
+        """
+        return sum(int(spec.count) for spec in self.plan(getattr(be, "data", be), s))
+
+    def weights(self, be: Backend, s: dict):
+        """The aggregation weights of the fit (``be.weights`` at :meth:`release_count`).
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        ndarray
+            Weights (b, m) or (m,), rows summing to one.
+        """
+        return be.weights(releases=self.release_count(be, s))
+
     def plan(self, data, s: dict) -> tuple:
         """The releases (:class:`fedgdp.privacy.ReleaseSpec`) on ``data`` (a backend's
         data: ``plan_B``, ``plan_n`` broadcastable to (b, m))."""
@@ -451,7 +487,7 @@ class FedSGD(Method):
 
     def run(self, be, s):
         (sigma,), ledgers = be.calibrate(self, s)
-        w = be.weights(releases=s["K"])
+        w = self.weights(be, s)
         theta = be.server_steps(be.start(), w, K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z"))
         return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))
 
@@ -484,7 +520,7 @@ class FedAvg(Method):
 
     def run(self, be, s):
         (sigma,), ledgers = be.calibrate(self, s)
-        w = be.weights(releases=s["R"] * s["K"])
+        w = self.weights(be, s)
         theta = be.start()
         for r in range(s["R"]):
             local = be.local_steps(theta, K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z", r))
@@ -548,7 +584,7 @@ class FedHybrid(Method):
 
     def run(self, be, s):
         (a1, a2), ledgers = be.calibrate(self, s)
-        w = be.weights(releases=s.get("R1", 1) * s["K1"] + s["K2"])
+        w = self.weights(be, s)
         theta = be.start()
         for _ in range(s.get("R1", 1)):
             local = be.local_steps(theta, K=s["K1"], eta=s["eta1"], sigma=a1, noise=be.noise.take("Z1"))
@@ -602,7 +638,7 @@ class FedNewton(Method):
     def run(self, be, s):
         K, eta = s["K"], s["eta"]
         (s1, s2), ledgers = be.calibrate(self, s)
-        w = be.weights(releases=K + 1)
+        w = self.weights(be, s)
         Z1 = be.noise.take("Z1")
         theta1 = be.memo("_newton_stage1", (K, eta, w, s1, Z1), lambda: be.average(
             w, be.local_steps(be.start(), K=K, eta=eta, sigma=s1, noise=Z1, part="half1")))
@@ -654,7 +690,7 @@ class FedNewtonIter(Method):
         if R % C:
             raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={R}, newton_cycles={C}")
         (sigma1, sigma2), ledgers = be.calibrate(self, s)
-        w = be.weights(releases=R * K + C)
+        w = self.weights(be, s)
         theta = be.start()
         for _ in range(C):
             for _ in range(R // C):
@@ -687,7 +723,7 @@ class DPScaffold(Method):
     def run(self, be, s):
         rounds, K, eta = s["R"], s["K"], s["eta"]
         (sigma,), ledgers = be.calibrate(self, s)
-        w = be.weights(releases=rounds * K)
+        w = self.weights(be, s)
         theta, c = be.start(), be.zeros()
         ci = np.zeros(theta.shape[:1] + (be.m,) + theta.shape[1:])
         for r in range(rounds):
