@@ -78,6 +78,20 @@ class PreDrawnNoise:
         self.arrays = arrays
 
     def take(self, name: str, *index):
+        """The pre-drawn array ``name``, indexed after the replicate axis.
+
+        Parameters
+        ----------
+        name : str
+            The array's name (a key of :meth:`Method.noise_shapes`).
+        *index : int
+            Indices after the replicate axis (e.g. the round).
+
+        Returns
+        -------
+        ndarray or None
+            The standard normals, replicate axis first; None when non-private.
+        """
         Z = self.arrays[name]
         return Z if Z is None or not index else Z[(slice(None),) + index]
 
@@ -93,9 +107,35 @@ class StreamNoise:
         self.rng = rng
 
     def take(self, name: str, *index):
+        """This stream, or None when non-private.
+
+        Parameters
+        ----------
+        name : str
+            The draw's name (unused: the stream draws in the computation's order).
+        *index : int
+            Unused, as ``name``.
+
+        Returns
+        -------
+        StreamNoise or None
+            The stream to :meth:`draw` from.
+        """
         return None if self.rng is None else self
 
     def draw(self, shape: tuple) -> np.ndarray:
+        """Standard normals of ``shape`` from the stream.
+
+        Parameters
+        ----------
+        shape : tuple
+            The shape of the draw.
+
+        Returns
+        -------
+        ndarray
+            The draw.
+        """
         return self.rng.standard_normal(shape)  # type: ignore[union-attr]  # take() hands out a private stream only
 
 
@@ -114,44 +154,194 @@ class Backend(Protocol):
     dk: int
 
     def calibrate(self, method: Method, s: dict) -> tuple[tuple, list]:
-        """The noise sds of the method's plan, one (b, m) array per release spec, and
-        the ledgers (one per privacy level)."""
+        """The noise sds of the method's plan and the ledgers.
+
+        Parameters
+        ----------
+        method : Method
+            The method (its :meth:`Method.plan` is calibrated).
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        tuple
+            One (b, m) array of sds per release spec, and the ledgers (one per privacy level).
+        """
 
     def weights(self, releases: int) -> np.ndarray:
-        """Aggregation weights (b, m) or (m,), rows summing to one."""
+        """Aggregation weights (b, m) or (m,), rows summing to one.
+
+        Parameters
+        ----------
+        releases : int
+            Releases each client makes (the optimal weights depend on it).
+
+        Returns
+        -------
+        ndarray
+            The weights.
+        """
 
     def zeros(self) -> np.ndarray:
-        """A global parameter of zeros (b, P)."""
+        """A global parameter of zeros (b, P).
+
+        Returns
+        -------
+        ndarray
+            Zeros.
+        """
 
     def start(self):
         """The global parameter every method starts from: zeros for the GLMs, the seeded
-        initial weights for a network."""
+        initial weights for a network.
+
+        Returns
+        -------
+        object
+            The start (b, P), or a network's parameters.
+        """
 
     def local_steps(self, start, *, K: int, eta: float, sigma, noise, part: str = "full",
                     drift=None) -> np.ndarray:
         """K noisy local steps of every client from the global ``start`` (b, P):
         ``theta <- theta - eta (mean_j clip(g_j(theta)) + drift_i) + sigma_i Z`` on the
-        rows ``part`` (``full`` or ``half1``) of each client; per-client (b, m, P)."""
+        rows ``part`` (``full`` or ``half1``) of each client.
+
+        Parameters
+        ----------
+        start : ndarray
+            The global parameter (b, P).
+        K : int
+            Local steps.
+        eta : float
+            Step size.
+        sigma : ndarray
+            Noise sds (b, m).
+        noise : object
+            The noise (``be.noise.take(...)``), None when non-private.
+        part : str
+            ``full`` or ``half1``.
+        drift : ndarray or None
+            Per-client drift (b, m, P).
+
+        Returns
+        -------
+        ndarray
+            Per-client parameters (b, m, P).
+        """
 
     def average(self, w, local) -> np.ndarray:
-        """``sum_i w_i local_i``: per-client (b, m, P) -> global (b, P)."""
+        """``sum_i w_i local_i``: per-client (b, m, P) -> global (b, P).
+
+        Parameters
+        ----------
+        w : ndarray
+            Weights (b, m) or (m,).
+        local : ndarray
+            Per-client parameters (b, m, P).
+
+        Returns
+        -------
+        ndarray
+            The global parameter (b, P).
+        """
 
     def server_steps(self, theta, w, *, K: int, eta: float, sigma, noise) -> np.ndarray:
-        """K FedSGD steps ``theta -= eta sum_i w_i (mean_j clip(g_j(theta)) + sigma_i Z_i)``."""
+        """K FedSGD steps ``theta -= eta sum_i w_i (mean_j clip(g_j(theta)) + sigma_i Z_i)``.
+
+        Parameters
+        ----------
+        theta : ndarray
+            The global parameter (b, P).
+        w : ndarray
+            Weights (b, m) or (m,).
+        K : int
+            Server steps.
+        eta : float
+            Step size.
+        sigma : ndarray
+            Noise sds (b, m).
+        noise : object
+            The noise, None when non-private.
+
+        Returns
+        -------
+        ndarray
+            The global parameter (b, P).
+        """
 
     def newton_release(self, theta1, *, hessian_bound) -> np.ndarray:
         """Every client's pre-noise Newton release ``theta1 - s_i`` (b, m, P), where s_i
         solves the (floored or ridge) Newton system of its half-1 Hessian and its
-        clipped half-2 gradient at theta1; ``hessian_bound`` clips per-sample Hessians."""
+        clipped half-2 gradient at theta1.
+
+        Parameters
+        ----------
+        theta1 : ndarray
+            The stage-1 global parameter (b, P).
+        hessian_bound : float or None
+            Clips per-sample Hessians (certified), None: the paper's floor.
+
+        Returns
+        -------
+        ndarray
+            The releases (b, m, P).
+        """
 
     def add_noise(self, local, sigma, noise) -> np.ndarray:
-        """``local_i + sigma_i Z_i`` (one draw per client), or local when noise is None."""
+        """``local_i + sigma_i Z_i`` (one draw per client), or local when noise is None.
+
+        Parameters
+        ----------
+        local : ndarray
+            Per-client parameters (b, m, P).
+        sigma : ndarray
+            Noise sds (b, m).
+        noise : object
+            The noise, None when non-private.
+
+        Returns
+        -------
+        ndarray
+            The noisy releases (b, m, P).
+        """
 
     def memo(self, key: str, inputs: tuple, compute):
-        """``compute()``, reused for equal inputs when the backend keeps results."""
+        """``compute()``, reused for equal inputs when the backend keeps results.
+
+        Parameters
+        ----------
+        key : str
+            The result's name.
+        inputs : tuple
+            What the result depends on (compared for reuse).
+        compute : callable
+            Computes the result.
+
+        Returns
+        -------
+        object
+            The result.
+        """
 
     def finish(self, theta, ledgers: list, comm: dict) -> list[Fit]:
-        """The fits, one per privacy level."""
+        """The fits, one per privacy level.
+
+        Parameters
+        ----------
+        theta : ndarray
+            The final global parameter.
+        ledgers : list
+            One ledger per privacy level.
+        comm : dict
+            The communication (:meth:`Method.comm`).
+
+        Returns
+        -------
+        list of Fit
+            The fits.
+        """
 
 
 @dataclass
@@ -170,12 +360,41 @@ class Fit:
     local: bool = False
 
     def client_theta(self, i: int) -> np.ndarray:
+        """Client i's estimate: its own (``local``) or the global one.
+
+        Parameters
+        ----------
+        i : int
+            The client.
+
+        Returns
+        -------
+        ndarray
+            The estimate (d, k) on real data.
+        """
         return self.theta[i] if self.local else self.theta
 
 
 def comm_counts(rounds: int, m: int, dk: int, per_round: int = 1) -> dict:
     """Communication of a fit: each round every client uploads ``per_round`` parameters
-    of dk floats and the server broadcasts as many to each."""
+    of dk floats and the server broadcasts as many to each.
+
+    Parameters
+    ----------
+    rounds : int
+        Communication rounds.
+    m : int
+        Clients.
+    dk : int
+        Floats of one parameter.
+    per_round : int
+        Parameters each client uploads per round.
+
+    Returns
+    -------
+    dict
+        ``rounds``, ``floats_up``, ``floats_down``.
+    """
     return {"rounds": rounds, "floats_up": rounds * m * dk * per_round,
             "floats_down": rounds * m * dk * per_round}
 
@@ -269,7 +488,13 @@ class Method:
     settings_parent: str | None = None
 
     def setting_names(self) -> list[str]:
-        """The names of the method's settings (its ``settings_class`` fields)."""
+        """The names of the method's settings (its ``settings_class`` fields).
+
+        Returns
+        -------
+        list of str
+            The names, in declaration order (empty when the method has no settings).
+        """
         return [] if self.settings_class is None else list(self.settings_class.defaults())
 
     def resolve_settings(self, defaults: dict, given: dict | None, derive=None) -> dict:
@@ -307,12 +532,29 @@ class Method:
         return s
 
     def simulation_preset(self, params: dict) -> dict:
-        """The simulation's defaults of a cell (before the user's settings)."""
+        """The simulation's defaults of a cell (before the user's settings).
+
+        Parameters
+        ----------
+        params : dict
+            Resolved cell parameters (``K``, ``schedule``).
+
+        Returns
+        -------
+        dict
+            The defaults, in the resolved order.
+        """
         raise NotImplementedError
 
     @property
     def noise_stream(self) -> str:
-        """Name that seeds the method's noise generator (its own name by default)."""
+        """Name that seeds the method's noise generator (its own name by default).
+
+        Returns
+        -------
+        str
+            The stream's name.
+        """
         return self.name
 
     # -- simulation: settings from the cell's parameters, the pre-drawn noise
@@ -334,11 +576,27 @@ class Method:
                                      lambda s: self.derive_simulation(s, params))
 
     def derive_simulation(self, s: dict, params: dict) -> None:
-        """Fill the simulation's derived settings of ``s`` in place (none by default)."""
+        """Fill the simulation's derived settings of ``s`` in place (none by default).
+
+        Parameters
+        ----------
+        s : dict
+            The settings so far (defaults and the user's).
+        params : dict
+            Resolved cell parameters.
+        """
 
     def derive_realdata(self, s: dict, given: dict) -> None:
         """Fill the real data's derived settings of ``s`` in place from the user's ``given``
-        (none by default)."""
+        (none by default).
+
+        Parameters
+        ----------
+        s : dict
+            The settings so far (defaults and the user's).
+        given : dict
+            The user's settings of the method.
+        """
 
     def realdata_settings(self, resolved: dict, given: dict | None) -> dict:
         """The method's real-data settings: its parent's resolved settings (``resolved``
@@ -361,25 +619,98 @@ class Method:
         return self.resolve_settings(defaults, given, lambda s: self.derive_realdata(s, given or {}))
 
     def noise_shapes(self, s: dict, m: int, d: int) -> dict[str, tuple]:
-        """The standard-normal arrays one replicate draws, in draw order."""
+        """The standard-normal arrays one replicate draws, in draw order.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+        m : int
+            Clients.
+        d : int
+            Parameter dimension.
+
+        Returns
+        -------
+        dict
+            Name -> shape.
+        """
         raise NotImplementedError
 
     def draw_noise(self, rng: np.random.Generator, s: dict, m: int, d: int, private: bool) -> dict:
-        """One replicate's noise, in the order of :meth:`noise_shapes` (None if non-private)."""
+        """One replicate's noise, in the order of :meth:`noise_shapes` (None if non-private).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The replicate's noise generator.
+        s : dict
+            The method's settings.
+        m : int
+            Clients.
+        d : int
+            Parameter dimension.
+        private : bool
+            Whether the fit adds noise.
+
+        Returns
+        -------
+        dict
+            Name -> standard normals (or None).
+        """
         return {k: (rng.standard_normal(shape) if private else None)
                 for k, shape in self.noise_shapes(s, m, d).items()}
 
     # -- CNNs: settings from a run's settings (fedgdp.nn.settings.NNSettings)
     def cnn_settings(self, p: dict) -> dict:
         """The method's settings on a CNN run ``p`` (compute-matched: every method makes
-        ``rounds * local_epochs`` gradient steps per drawn client; docs/methods.md §6)."""
+        ``rounds * local_epochs`` gradient steps per drawn client; docs/methods.md §6).
+
+        Parameters
+        ----------
+        p : dict
+            Resolved CNN run settings (:class:`fedgdp.nn.settings.NNSettings`).
+
+        Returns
+        -------
+        dict
+            The method's settings.
+        """
         raise NotImplementedError
 
     # -- every backend
     def rounds(self, s: dict) -> int:
+        """Communication rounds of a fit.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        int
+            The rounds.
+        """
         raise NotImplementedError
 
     def comm(self, s: dict, m: int, dk: int) -> dict:
+        """Communication of a fit (:func:`comm_counts` at :meth:`rounds`).
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+        m : int
+            Clients.
+        dk : int
+            Floats of one parameter.
+
+        Returns
+        -------
+        dict
+            ``rounds``, ``floats_up``, ``floats_down``.
+        """
         return comm_counts(self.rounds(s), m, dk, self.per_round)
 
     def release_count(self, be: Backend, s: dict) -> int:
@@ -419,23 +750,79 @@ class Method:
         return be.weights(releases=self.release_count(be, s))
 
     def plan(self, data, s: dict) -> tuple:
-        """The releases (:class:`fedgdp.privacy.ReleaseSpec`) on ``data`` (a backend's
-        data: ``plan_B``, ``plan_n`` broadcastable to (b, m))."""
+        """The releases (:class:`fedgdp.privacy.ReleaseSpec`) on ``data``.
+
+        Parameters
+        ----------
+        data : object
+            A backend's data: ``plan_B``, ``plan_n`` broadcastable to (b, m), ``plan_halves()``,
+            ``tau1``, ``privacy``.
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        tuple of fedgdp.privacy.ReleaseSpec
+            The plan: every release each client makes, with its count and sensitivity.
+        """
         raise NotImplementedError
 
     def run(self, be: Backend, s: dict) -> list[Fit]:
-        """The algorithm on backend ``be``; one :class:`Fit` per privacy level."""
+        """The algorithm on backend ``be``; one :class:`Fit` per privacy level.
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        list of Fit
+            One fit per privacy level.
+        """
         raise NotImplementedError
 
     def fit(self, data, s: dict, noise) -> Fit:
-        """Fit on ``data`` (:class:`fedgdp.simulation.backend.FitData` with pre-drawn noise arrays,
-        or :class:`fedgdp.realdata.FoldData` with a generator or None)."""
+        """Fit on ``data`` with its noise.
+
+        Parameters
+        ----------
+        data : object
+            :class:`fedgdp.simulation.backend.FitData` (with pre-drawn noise arrays) or
+            :class:`fedgdp.realdata.FoldData` (with a generator or None).
+        s : dict
+            The method's settings.
+        noise : dict or numpy.random.Generator or None
+            The pre-drawn arrays, or the generator (None: non-private).
+
+        Returns
+        -------
+        Fit
+            The fit (ValueError when a private release is not finite).
+        """
         self.check_backend(data.kind)
         return check_finite_release(self.name, data, self.run(data.backend(noise), s))[0]
 
     def fit_many(self, data: list, s: dict, noises: list) -> list[Fit]:
         """:meth:`fit` at J privacy levels on the same data, each with its noise; one
-        pass over stacked parameters when the method and the backend allow it."""
+        pass over stacked parameters when the method and the backend allow it.
+
+        Parameters
+        ----------
+        data : list
+            J data objects on the same clients (one per mu).
+        s : dict
+            The method's settings.
+        noises : list
+            One noise source per level.
+
+        Returns
+        -------
+        list of Fit
+            One fit per level.
+        """
         self.check_backend(data[0].kind)
         if self.stacks_levels:
             be = data[0].stacked_backend(data, noises)
@@ -444,6 +831,13 @@ class Method:
         return [self.fit(d, s, z) for d, z in zip(data, noises)]
 
     def check_backend(self, kind: str) -> None:
+        """ValueError unless the method runs on backend ``kind``.
+
+        Parameters
+        ----------
+        kind : str
+            ``simulation``, ``realdata`` or ``nn``.
+        """
         if kind not in self.backends:
             raise ValueError(f"method {self.name!r} does not run on {kind} data; "
                              f"it runs on {', '.join(sorted(self.backends))}")
@@ -454,7 +848,22 @@ def check_finite_release(name: str, data, fits: list) -> list:
     that is not finite is an error, never an output (docs/methods.md §2, "Finite
     arithmetic"; every clipped per-sample quantity is finite by construction, so this
     fires only on a bug or an uncertified step, e.g. the paper's unclipped Hessian on
-    rows of huge entries). Non-private fits may diverge: their rows are flagged."""
+    rows of huge entries). Non-private fits may diverge: their rows are flagged.
+
+    Parameters
+    ----------
+    name : str
+        The method (for the message).
+    data : object
+        The fit's data (its ``private`` flag is read).
+    fits : list of Fit
+        The fits.
+
+    Returns
+    -------
+    list of Fit
+        ``fits``.
+    """
     if getattr(data, "private", False):
         for f in fits:
             if not np.isfinite(f.theta).all():
@@ -816,12 +1225,36 @@ class RegistryView(Mapping):
 
 
 def registry(kind: str | None = None) -> RegistryView:
-    """The methods that run on backend ``kind`` (all when None), in registry order."""
+    """The methods that run on backend ``kind`` (all when None), in registry order.
+
+    Parameters
+    ----------
+    kind : str or None
+        ``simulation``, ``realdata``, ``nn``, or None.
+
+    Returns
+    -------
+    RegistryView
+        A live, read-only view of :data:`REGISTRY`.
+    """
     return RegistryView(kind)
 
 
 def get_method(name: str, kind: str | None = None) -> Method:
-    """Look up a method (that runs on backend ``kind``); ValueError naming the bad value."""
+    """Look up a method (that runs on backend ``kind``); ValueError naming the bad value.
+
+    Parameters
+    ----------
+    name : str
+        The method's name.
+    kind : str or None
+        The backend it must run on (None: any).
+
+    Returns
+    -------
+    Method
+        The registered method.
+    """
     methods = registry(kind)._methods()
     if name not in methods:
         what = {None: "", SIMULATION: "", REALDATA: "real-data ", CNN: "CNN "}[kind]

@@ -31,7 +31,20 @@ __all__ = ["Settings", "setting", "integer", "number", "choice", "name_list", "a
 
 
 def suggest(word, choices) -> str:
-    """`` (did you mean 'x'?)`` for the nearest of ``choices``, or ``''``."""
+    """`` (did you mean 'x'?)`` for the nearest of ``choices``, or ``''``.
+
+    Parameters
+    ----------
+    word : object
+        The unknown word.
+    choices : iterable
+        The known words.
+
+    Returns
+    -------
+    str
+        The suggestion, or the empty string.
+    """
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -41,7 +54,20 @@ def suggest(word, choices) -> str:
 # ValueError with one line naming the key and the value.
 def integer(low: int = 1, *, strict: bool = True) -> Callable:
     """An integer >= ``low``. ``strict``: only an int (no bool, float or string) is
-    accepted; otherwise any value that is a whole number (``"10"``, ``10.0``)."""
+    accepted; otherwise any value that is a whole number (``"10"``, ``10.0``).
+
+    Parameters
+    ----------
+    low : int
+        The smallest value.
+    strict : bool
+        Only an int.
+
+    Returns
+    -------
+    callable
+        The checker ``parse(key, value)``.
+    """
     def parse(key, value):
         if strict:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -64,7 +90,24 @@ def number(low: float | None = None, high: float | None = None, *, closed: str =
     """A number in the interval from ``low`` to ``high`` (None: unbounded), open at both
     ends unless ``closed`` names them (``"low"``, ``"high"`` or ``"both"``); ``finite``
     refuses inf. Returned as a float, or as given when ``keep`` (a value that enters a
-    seed keeps the type it was given in)."""
+    seed keeps the type it was given in).
+
+    Parameters
+    ----------
+    low, high : float or None
+        The interval's ends.
+    closed : str
+        ``""``, ``"low"``, ``"high"`` or ``"both"``.
+    finite : bool
+        Refuse inf.
+    keep : bool
+        Return the value as given.
+
+    Returns
+    -------
+    callable
+        The checker ``parse(key, value)``.
+    """
     low_in, high_in = closed in ("low", "both"), closed in ("high", "both")
 
     def parse(key, value):
@@ -94,7 +137,18 @@ def _interval(low, high, low_in, high_in, finite) -> str:
 
 
 def choice(*allowed) -> Callable:
-    """One of ``allowed``: ``unknown KEY 'x' (did you mean ...?); choose from a, b``."""
+    """One of ``allowed``: ``unknown KEY 'x' (did you mean ...?); choose from a, b``.
+
+    Parameters
+    ----------
+    *allowed : object
+        The allowed values.
+
+    Returns
+    -------
+    callable
+        The checker ``parse(key, value)``.
+    """
     def parse(key, value):
         if value not in allowed:
             raise ValueError(f"unknown {key} {value!r}{suggest(value, allowed)}; choose from "
@@ -104,13 +158,40 @@ def choice(*allowed) -> Callable:
 
 
 def name_list(key, value) -> list:
-    """A list of names from a list or a comma-separated string (blanks dropped)."""
+    """A list of names from a list or a comma-separated string (blanks dropped).
+
+    Parameters
+    ----------
+    key : str
+        The setting's name.
+    value : str or list
+        The names.
+
+    Returns
+    -------
+    list
+        The names.
+    """
     if isinstance(value, str):
         return [s.strip() for s in value.split(",") if s.strip()]
     return list(value)
 
 
 def anything(key, value):
+    """Any value, unchanged (the default checker).
+
+    Parameters
+    ----------
+    key : str
+        The setting's name.
+    value : object
+        The value.
+
+    Returns
+    -------
+    object
+        ``value``.
+    """
     return value
 
 
@@ -142,17 +223,50 @@ class Settings:
 
     @classmethod
     def preset(cls, mapping: dict) -> dict:
-        """Defaults that depend on the mapping (e.g. per data set), below the mapping."""
+        """Defaults that depend on the mapping (e.g. per data set), below the mapping.
+
+        Parameters
+        ----------
+        mapping : dict
+            The given overrides.
+
+        Returns
+        -------
+        dict
+            The defaults that depend on them.
+        """
         return {}
 
     @classmethod
     def finish(cls, values: dict) -> dict:
-        """Cross-field checks and derived values, on the checked values (in place)."""
+        """Cross-field checks and derived values, on the checked values (in place).
+
+        Parameters
+        ----------
+        values : dict
+            The checked values.
+
+        Returns
+        -------
+        dict
+            ``values``.
+        """
         return values
 
     @classmethod
     def build(cls, mapping: dict | None = None):
-        """The settings from ``mapping`` (unknown key, bad value: ValueError naming it)."""
+        """The settings from ``mapping`` (unknown key, bad value: ValueError naming it).
+
+        Parameters
+        ----------
+        mapping : dict or None
+            Overrides of the defaults.
+
+        Returns
+        -------
+        Settings
+            The frozen settings.
+        """
         mapping = dict(mapping or {})
         fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         for key in mapping:
@@ -167,12 +281,24 @@ class Settings:
         return cls(**cls.finish(values))
 
     def as_dict(self) -> dict:
-        """The plain dict of the settings (a deep copy, fields in declaration order)."""
+        """The plain dict of the settings (a deep copy, fields in declaration order).
+
+        Returns
+        -------
+        dict
+            The settings.
+        """
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
     @classmethod
     def defaults(cls) -> dict:
-        """The defaults as a plain dict (unchecked, before :meth:`finish`)."""
+        """The defaults as a plain dict (unchecked, before :meth:`finish`).
+
+        Returns
+        -------
+        dict
+            The defaults.
+        """
         return {f.name: _default(f) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
 
 
@@ -188,7 +314,21 @@ def add_flags(group, cls: type[Settings], shown: Callable | None = None) -> list
 
     Each flag defaults to None (so that a flag overrides a ``--params`` file only when
     given); its help ends with the field's default, or with ``shown(name)`` when given
-    (e.g. per-data-set defaults). Returns the fields' names (see :func:`flag_values`).
+    (e.g. per-data-set defaults).
+
+    Parameters
+    ----------
+    group : argparse.ArgumentParser or argument group
+        Where the flags go.
+    cls : type of Settings
+        The settings class.
+    shown : callable or None
+        ``shown(name)``: the default to show.
+
+    Returns
+    -------
+    list of str
+        The fields' names (see :func:`flag_values`).
     """
     names = []
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
@@ -202,6 +342,19 @@ def add_flags(group, cls: type[Settings], shown: Callable | None = None) -> list
 
 
 def flag_values(args, cls: type[Settings]) -> dict:
-    """The flags of :func:`add_flags` that were given, as overrides."""
+    """The flags of :func:`add_flags` that were given, as overrides.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments.
+    cls : type of Settings
+        The settings class.
+
+    Returns
+    -------
+    dict
+        The given flags' values.
+    """
     return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)  # type: ignore[arg-type]
             if f.metadata.get("flag") is not None and getattr(args, f.name, None) is not None}
