@@ -95,11 +95,13 @@ def test_simulation_and_realdata_backends_agree_on_shared_data(name):
 
 
 @pytest.mark.parametrize("name", [n for n in SIM + REAL_PRIVATE if methods.REGISTRY[n].private])
-def test_the_audit_has_a_target_on_every_backend_of_a_private_method(name):
+def test_the_audit_has_a_target_on_every_backend_and_mode_of_a_private_method(name):
     from fedgdp.audit import default_targets
 
-    kinds = {t.kind for t in default_targets() if t.method == name}
-    assert kinds == set(methods.REGISTRY[name].backends) & {SIMULATION, REALDATA}
+    meth = methods.REGISTRY[name]
+    covered = {(t.kind, t.mode) for t in default_targets() if t.method == name}
+    assert covered == {(kind, mode) for kind in set(meth.backends) & {SIMULATION, REALDATA}
+                       for mode in meth.privacy_modes()}
 
 
 @pytest.mark.parametrize("name", list(methods.REGISTRY) + ["a_method_without_a_style"])

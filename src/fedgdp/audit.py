@@ -110,7 +110,7 @@ class AuditTarget:
 
 def _mode_label(meth, mode: str) -> str:
     """The privacy mode of a row: ``any`` for a method that is the same in both."""
-    return mode if meth.name == "fednewton" else "any"
+    return mode if len(meth.privacy_modes()) > 1 else "any"
 
 
 def change(a, b) -> float:
@@ -552,15 +552,15 @@ def default_targets() -> list[AuditTarget]:
 
     out = []
     for model in ("logistic", "poisson"):
-        for name in REGISTRY:
-            for mode in (("paper", "certified") if name == "fednewton" else ("paper",)):
+        for name, meth in REGISTRY.items():
+            for mode in meth.privacy_modes():
                 out.append(AuditTarget("simulation", name, model, mode, TAU1[model]))
     for task in ("binary", "multiclass"):
         for name, meth in REAL.items():
             if not meth.private:
                 continue
             newton = isinstance(meth, FedNewton)
-            for mode in (("paper", "certified") if name == "fednewton" else ("paper",)):
+            for mode in meth.privacy_modes():
                 for solver in (("cg", "ridge", "floor") if newton else ("cg",)):
                     out.append(AuditTarget("realdata", name, task, mode, 0.5,
                                            newton={"solver": solver, "cg_tol": 1e-8, "cg_maxiter": 500}))

@@ -830,6 +830,17 @@ class Method:
                 return check_finite_release(self.name, data[0], self.run(be, s))
         return [self.fit(d, s, z) for d, z in zip(data, noises)]
 
+    def privacy_modes(self) -> tuple[str, ...]:
+        """The privacy modes in which the method's releases differ (``paper`` only, unless
+        the mode changes them: FedNewton).
+
+        Returns
+        -------
+        tuple of str
+            ``("paper",)`` or ``("paper", "certified")``.
+        """
+        return ("paper",)
+
     def check_backend(self, kind: str) -> None:
         """ValueError unless the method runs on backend ``kind``.
 
@@ -1026,6 +1037,16 @@ class FedNewton(Method):
 
     def rounds(self, s):
         return 2
+
+    def privacy_modes(self) -> tuple[str, ...]:
+        """Both modes, unless certified in every mode (:class:`FedNewtonCertified`).
+
+        Returns
+        -------
+        tuple of str
+            ``("paper", "certified")``, or ``("paper",)``.
+        """
+        return ("paper",) if self.always_certified else ("paper", "certified")
 
     def certified(self, data) -> bool:
         return self.always_certified or data.privacy.get("mode", "paper") == "certified"
