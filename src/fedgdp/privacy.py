@@ -56,6 +56,18 @@ def adds_noise(mu: float, release: str = "private") -> bool:
 
     The one rule behind every noise draw (:func:`fedgdp.simulation.run.draw_noises`,
     :attr:`fedgdp.simulation.backend.FitData.private`, the real-data fold data).
+
+    Parameters
+    ----------
+    mu : float
+        The target mu (inf: non-private).
+    release : str
+        ``private``, ``clip_only`` or ``plain``.
+
+    Returns
+    -------
+    bool
+        Whether noise is drawn.
     """
     return bool(np.isfinite(mu)) and release == "private"
 
@@ -66,6 +78,18 @@ def clips(mu: float, release: str = "private") -> bool:
 
     The one rule behind every clipping bound (:func:`fedgdp.simulation.run.clip_bounds`,
     :attr:`fedgdp.simulation.backend.FitData.clipped`, the real-data fold data).
+
+    Parameters
+    ----------
+    mu : float
+        The target mu (inf: non-private).
+    release : str
+        ``private``, ``clip_only`` or ``plain``.
+
+    Returns
+    -------
+    bool
+        Whether gradients are clipped.
     """
     return bool(np.isfinite(mu)) and release != "plain"
 
@@ -79,6 +103,18 @@ def row_norms(X: np.ndarray, plain: np.ndarray | None = None) -> np.ndarray:
     (``a sqrt(sum (x/a)^2)``), so a row of entries near the float maximum gets a finite
     norm when that norm is representable (inf otherwise). A row holding a non-finite
     entry has norm inf or NaN (the clipping rule, :func:`clip_factors`, zeroes it).
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, d)
+        The rows.
+    plain : ndarray or None, shape (n,)
+        The caller's plain norms, used where finite and normal.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        The norms.
     """
     X = np.asarray(X, dtype=float)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
@@ -98,7 +134,20 @@ def clip_factors(norms: np.ndarray, B: float) -> np.ndarray:
     ``norms``, and 0 where the norm is not finite (NaN or inf): *the* rule for a
     non-finite per-sample gradient, which is clipped to zero (so every clipped
     per-sample gradient has norm <= B and the sensitivity 2B/n holds for every input;
-    docs/methods.md §2, "Finite arithmetic")."""
+    docs/methods.md §2, "Finite arithmetic").
+
+    Parameters
+    ----------
+    norms : ndarray
+        Per-sample gradient norms.
+    B : float
+        The clipping bound.
+
+    Returns
+    -------
+    ndarray
+        The factors, shaped as ``norms``.
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(norms > B, B / norms, 1.0)
     return np.where(np.isfinite(norms), factor, 0.0)
@@ -106,7 +155,20 @@ def clip_factors(norms: np.ndarray, B: float) -> np.ndarray:
 
 def clip_rows(G: np.ndarray, B: float) -> np.ndarray:
     """Clip each row of ``G`` (shape ``(n, d)``) to L2 norm at most ``B``; a row that is
-    not finite becomes zero (:func:`clip_factors`)."""
+    not finite becomes zero (:func:`clip_factors`).
+
+    Parameters
+    ----------
+    G : ndarray, shape (n, d)
+        Per-sample gradients.
+    B : float
+        The clipping bound.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+        The clipped rows.
+    """
     if not np.isfinite(B):
         return G
     factor = clip_factors(row_norms(G), B)[..., None]
@@ -254,6 +316,20 @@ def calibrate(plan, *, mu: float, unaccounted=()) -> Calibration:
     ``mu = inf``: sd 0 and sensitivity inf (no clipping, no noise). ``unaccounted``
     lists data-dependent choices that the ledger does not account (e.g. a clipping
     bound computed from the data); they make the ledger uncertified.
+
+    Parameters
+    ----------
+    plan : sequence of ReleaseSpec
+        The method's releases.
+    mu : float
+        The target mu per client.
+    unaccounted : sequence of str
+        Releases noted as not accounted.
+
+    Returns
+    -------
+    Calibration
+        The sds (one array per spec) and the ledger.
     """
     ledger = Ledger(unaccounted=list(unaccounted))
     sigmas = []
@@ -277,18 +353,67 @@ def calibrate(plan, *, mu: float, unaccounted=()) -> Calibration:
 # real-data methods. B: clipping bound, n: client sample sizes.
 
 def plan_fedsgd(*, B, n, K) -> tuple:
-    """FedSGD (Algorithm 1): K noisy gradients of sensitivity ``2B/n``."""
+    """FedSGD (Algorithm 1): K noisy gradients of sensitivity ``2B/n``.
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound.
+    n : ndarray
+        Client sizes, broadcastable to (b, m).
+    K : int
+        Server steps.
+
+    Returns
+    -------
+    tuple of ReleaseSpec
+        The plan.
+    """
     return (ReleaseSpec("gradient", K, 2.0 * B, n),)
 
 
 def plan_fedavg(*, B, n, eta, R, K) -> tuple:
-    """FedAvg (Algorithm 3): R K noisy local steps of sensitivity ``2 B eta / n``."""
+    """FedAvg (Algorithm 3): R K noisy local steps of sensitivity ``2 B eta / n``.
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound.
+    n : ndarray
+        Client sizes, broadcastable to (b, m).
+    eta : float
+        Local step size.
+    R, K : int
+        Rounds and local steps per round.
+
+    Returns
+    -------
+    tuple of ReleaseSpec
+        The plan.
+    """
     return (ReleaseSpec("local step", R * K, 2.0 * B * eta, n),)
 
 
 def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
     """FedHybrid (Algorithm 2): K1 local steps and K2 gradients, each half of mu^2 (all
-    of it to the one stage that makes releases when the other is empty)."""
+    of it to the one stage that makes releases when the other is empty).
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound.
+    n : ndarray
+        Client sizes, broadcastable to (b, m).
+    eta1 : float
+        Stage-1 step size.
+    K1, K2 : int
+        Stage-1 local steps and stage-2 server steps.
+
+    Returns
+    -------
+    tuple of ReleaseSpec
+        The plan.
+    """
     half = Fraction(1, 2) if K1 > 0 and K2 > 0 else Fraction(1)
     return (ReleaseSpec("local step", K1, 2.0 * B * eta1, n, half),
             ReleaseSpec("gradient", K2, 2.0 * B, n, half))
@@ -318,6 +443,28 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0
     ``solve_tol ||g|| / tau1 <= solve_tol B / tau1`` of the exact solve on either data
     set and the recorded sensitivity adds ``2 solve_tol B / tau1``. 0 (exact solves)
     adds nothing.
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound.
+    n1, n2 : ndarray
+        Half sizes, broadcastable to (b, m).
+    eta : float
+        Stage-1 step size.
+    K : int
+        Stage-1 local steps.
+    tau1 : float
+        The eigenvalue floor / ridge.
+    hessian_bound : float or None
+        The per-sample Hessian clip (certified), None: the paper's calibration.
+    solve_tol : float
+        The Newton solve's relative residual bound (certified CG).
+
+    Returns
+    -------
+    tuple of ReleaseSpec
+        The plan.
     """
     half = Fraction(1, 2)
     n_eff = 2.0 * np.asarray(n1, float)
@@ -504,6 +651,22 @@ def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
     ledger, with its ``share`` of mu^2, and the method's releases share the rest; a
     data-driven ``quantile`` bound is noted as unaccounted (when private). The
     returned sigmas are those of ``plan`` only.
+
+    Parameters
+    ----------
+    plan : sequence of ReleaseSpec
+        The method's releases.
+    mu : float
+        The target mu per client.
+    clip : dict
+        The clipping rule.
+    n : ndarray
+        Client sizes (the histogram's).
+
+    Returns
+    -------
+    Calibration
+        The sds of ``plan`` and the ledger.
     """
     share = clip_share(clip)
     pre = plan_clip_histogram(n=n, share=share) if share else ()
@@ -540,6 +703,22 @@ def private_clip_bound(norms: list, rule: dict, *, mu: float, rng: np.random.Gen
     takes the upper edge of the first bin where the client's noisy cumulative
     histogram reaches q, and B is the largest over clients (post-processing).
     Noise: one ``rng.standard_normal((m, bins))`` draw.
+
+    Parameters
+    ----------
+    norms : list of ndarray
+        Per client, the per-sample gradient norms at zero.
+    rule : dict
+        The ``private_quantile`` rule.
+    mu : float
+        The target mu.
+    rng : numpy.random.Generator
+        The histogram's noise.
+
+    Returns
+    -------
+    float
+        The bound.
     """
     edges = histogram_grid(rule)
     bins = edges.shape[0] - 1
@@ -569,7 +748,20 @@ def clip_unaccounted(rule: dict) -> list[str]:
 
 # -------------------------------------------------------------- GDP conversions
 def gdp_delta(mu: float, epsilon: float) -> float:
-    """delta(epsilon) of a mu-GDP mechanism (Dong, Roth & Su 2022, Corollary 1)."""
+    """delta(epsilon) of a mu-GDP mechanism (Dong, Roth & Su 2022, Corollary 1).
+
+    Parameters
+    ----------
+    mu : float
+        The GDP parameter.
+    epsilon : float
+        The epsilon.
+
+    Returns
+    -------
+    float
+        delta.
+    """
     from scipy.stats import norm
 
     if mu <= 0:
@@ -578,7 +770,20 @@ def gdp_delta(mu: float, epsilon: float) -> float:
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
-    """Smallest epsilon with ``gdp_delta(mu, epsilon) <= delta``."""
+    """Smallest epsilon with ``gdp_delta(mu, epsilon) <= delta``.
+
+    Parameters
+    ----------
+    mu : float
+        The GDP parameter.
+    delta : float
+        The delta.
+
+    Returns
+    -------
+    float
+        epsilon.
+    """
     from scipy.optimize import brentq
 
     if not 0 < delta < 1:
@@ -592,7 +797,18 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
 
 def gdp_mu(epsilon: float, delta: float) -> float:
-    """The mu whose mu-GDP curve passes through ``(epsilon, delta)``."""
+    """The mu whose mu-GDP curve passes through ``(epsilon, delta)``.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The point of the curve.
+
+    Returns
+    -------
+    float
+        mu.
+    """
     from scipy.optimize import brentq
 
     if epsilon < 0 or not 0 < delta < 1:
@@ -616,7 +832,18 @@ MU_FLOOR = 1e-6
 
 
 def parse_mu(value) -> float:
-    """mu >= :data:`MU_FLOOR` (1e-6) or ``inf``; ValueError naming the bad value otherwise."""
+    """mu >= :data:`MU_FLOOR` (1e-6) or ``inf``; ValueError naming the bad value otherwise.
+
+    Parameters
+    ----------
+    value : float or str
+        A number or ``inf``.
+
+    Returns
+    -------
+    float
+        mu.
+    """
     try:
         mu = float(value)
     except (TypeError, ValueError):
@@ -636,6 +863,16 @@ def check_clip(clip) -> dict:
     Rules: ``quantile`` (``q``; data-driven, not accounted), ``fixed`` (``value``;
     public), ``private_quantile`` (``q``, ``share`` of mu^2 in (0, 1), public
     geometric ``grid: [lo, hi, bins]``; defaults share 0.1, grid [0.01, 100, 64]).
+
+    Parameters
+    ----------
+    clip : dict or float
+        The rule, or a fixed bound.
+
+    Returns
+    -------
+    dict
+        The checked rule.
     """
     if isinstance(clip, (int, float)) and not isinstance(clip, bool):
         clip = {"rule": "fixed", "value": float(clip)}
@@ -673,6 +910,18 @@ def check_privacy(privacy, clip: dict) -> dict:
     sensitivity that holds for all inputs (FedNewton clips per-sample Hessians to
     operator norm ``c * tau1``), and the clipping bound must be public (``fixed``) or
     private (``private_quantile``): a data-driven ``quantile`` rule is an error.
+
+    Parameters
+    ----------
+    privacy : dict
+        ``mode`` and ``hessian_clip``.
+    clip : dict
+        The clipping rule (certified mode needs a public or private bound).
+
+    Returns
+    -------
+    dict
+        The checked setting.
     """
     if not isinstance(privacy, dict):
         raise ValueError(f"privacy must be a mapping with mode and hessian_clip, got privacy={privacy!r}")
