@@ -36,7 +36,18 @@ _FALLBACK_MARKERS = "vP*Xph<>"
 def method_style(name: str) -> dict[str, str]:
     """The style of ``name``: its :data:`METHOD_STYLE` entry, or a fallback derived
     from the name (a matplotlib cycle colour ``C4``-``C9`` and a marker), so that a new
-    method is drawn distinctly before it is given a style."""
+    method is drawn distinctly before it is given a style.
+
+    Parameters
+    ----------
+    name : str
+        The method's name.
+
+    Returns
+    -------
+    dict
+        ``color`` and ``marker``.
+    """
     if name in METHOD_STYLE:
         return METHOD_STYLE[name]
     k = sum(map(ord, name))
@@ -56,7 +67,26 @@ def pyplot():
 def rows_of(table, column: str, value, known, what: str):
     """The rows of ``table`` (a DataFrame) whose ``column`` equals ``value``: what one
     figure draws. ValueError naming the value when it is not one of ``known``, or when
-    ``what`` (the table, in words) holds no row of it."""
+    ``what`` (the table, in words) holds no row of it.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The table.
+    column : str
+        The column to select on.
+    value : object
+        The value to select.
+    known : sequence
+        The values allowed.
+    what : str
+        The table, in words (for the message).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows.
+    """
     if value not in known:
         raise ValueError(f"unknown {column} {value!r}; choose from {', '.join(map(str, known))}")
     rows = table[table[column] == value]
@@ -72,6 +102,22 @@ def save_figure(fig, pdf=None, png=None, *, title: str = "", about: str = "", **
     ``about`` (e.g. the figure's JSON contents) go into the files' metadata. Extra
     keyword arguments go to ``savefig`` (e.g. ``bbox_inches="tight"``). Returns the
     paths written and closes the figure.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure (closed afterwards).
+    pdf, png : path or None
+        Where to write each format.
+    title, about : str
+        Metadata of the files.
+    **savefig
+        Passed to ``savefig``.
+
+    Returns
+    -------
+    list
+        The paths written.
     """
     from .io import atomic_path
 

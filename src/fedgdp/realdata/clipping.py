@@ -21,6 +21,26 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
 
     The Frobenius norm of ``x_j r_j'`` is ``||x_j|| ||r_j||``, so clipping scales the
     residual row ``r_j``. ``B = inf`` gives the plain gradient.
+
+    Parameters
+    ----------
+    model : fedgdp.glm.GLM
+        The model.
+    Theta : ndarray, shape (d, k)
+        The parameter.
+    X : ndarray, shape (n, d)
+        The rows.
+    Y : ndarray, shape (n, k)
+        The targets.
+    B : float
+        The clipping bound.
+    xnorm : ndarray or None, shape (n,)
+        The row norms of X, when computed already.
+
+    Returns
+    -------
+    ndarray, shape (d, k)
+        The mean clipped gradient.
     """
     with np.errstate(over="ignore", invalid="ignore"):
         Res = model.residuals(Theta, X, Y)
@@ -31,7 +51,17 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
 def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float) -> None:
     """Scale the rows of the residuals Res (n, k) in place so that ``||x_j|| ||r_j|| <= B``;
     a per-sample gradient whose norm is not finite (a NaN or overflowed residual, or a
-    row norm that overflows) becomes zero (:func:`fedgdp.privacy.clip_factors`)."""
+    row norm that overflows) becomes zero (:func:`fedgdp.privacy.clip_factors`).
+
+    Parameters
+    ----------
+    Res : ndarray, shape (n, k)
+        Residuals, scaled in place.
+    xnorm : ndarray, shape (n,)
+        Row norms of X.
+    B : float
+        The clipping bound.
+    """
     if np.isfinite(B):
         with np.errstate(over="ignore", invalid="ignore"):
             norms = xnorm * privacy.row_norms(Res)
@@ -49,6 +79,22 @@ def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice
     Res_J]``: a wider product reads X once for J models (about 1.6x faster for J = 2,
     k = 10 on MNIST-sized clients). For k = 1 (matrix-vector products) the J
     gradients are computed one by one, which is faster there.
+
+    Parameters
+    ----------
+    fds : list of FoldData
+        J fold data on the same clients.
+    i : int
+        The client.
+    Thetas : ndarray, shape (J, d, k)
+        The parameters.
+    rows : slice
+        The client's rows to use.
+
+    Returns
+    -------
+    ndarray, shape (J, d, k)
+        The clipped gradients.
     """
     fd = fds[0]
     J, d, k = Thetas.shape
@@ -70,7 +116,26 @@ def clip_bound_real(model: GLM, X: list, Y: list, rule: dict, *, mu: float = mat
     """The clipping bound on real data: max over clients of the q-quantile of the
     per-sample gradient norms at Theta = 0 (``quantile``), the fixed value, or the
     private quantile (:func:`fedgdp.privacy.private_clip_bound`, needs mu and rng); the
-    rules are dispatched by :func:`fedgdp.privacy.bound_of_rule`."""
+    rules are dispatched by :func:`fedgdp.privacy.bound_of_rule`.
+
+    Parameters
+    ----------
+    model : fedgdp.glm.GLM
+        The model.
+    X, Y : list of ndarray
+        Each client's rows and targets.
+    rule : dict
+        The clipping rule.
+    mu : float
+        The target mu (``private_quantile``).
+    rng : numpy.random.Generator or None
+        The histogram's noise (``private_quantile``).
+
+    Returns
+    -------
+    float
+        The bound.
+    """
     def norms():
         zero = np.zeros((X[0].shape[1], model.k))
         return [privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y)) for x, y in zip(X, Y)]

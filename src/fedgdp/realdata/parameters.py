@@ -104,13 +104,36 @@ REGISTRY = registry(REALDATA)
 
 
 def get_method(name: str):
-    """Look up a real-data method; ValueError naming the bad value otherwise."""
+    """Look up a real-data method; ValueError naming the bad value otherwise.
+
+    Parameters
+    ----------
+    name : str
+        The method's name.
+
+    Returns
+    -------
+    fedgdp.methods.Method
+        The registered method.
+    """
     return _get_method(name, REALDATA)
 
 
 # --------------------------------------------------------------- parameters
 def resolve(overrides: dict | None = None) -> dict:
-    """Fully resolved real-data parameters (a new dict); ValueError naming a bad value."""
+    """Fully resolved real-data parameters (a new dict); ValueError naming a bad value.
+
+    Parameters
+    ----------
+    overrides : dict or None
+        Real-data parameters over the defaults (:class:`RealdataSettings` fields).
+
+    Returns
+    -------
+    dict
+        Every parameter, ``method_settings`` holding each listed method's resolved
+        settings (:meth:`fedgdp.methods.Method.realdata_settings`).
+    """
     p = RealdataSettings.build(overrides).as_dict()      # every parameter but the methods'
     if p["methods"] in (["all"], "all"):
         p["methods"] = list(REGISTRY)

@@ -52,7 +52,15 @@ def _tau1(key, value):
 
 def check_halves(methods: list, scheme) -> None:
     """FedNewton splits every client into two halves, both non-empty: n_i >= 2
-    (an empty half gives a NaN Hessian or gradient and a NaN ledger)."""
+    (an empty half gives a NaN Hessian or gradient and a NaN ledger).
+
+    Parameters
+    ----------
+    methods : list of str
+        The cell's methods.
+    scheme : fedgdp.simulation.data.SizeScheme
+        The client-size scheme.
+    """
     from ..methods import FedNewton
     from .backend import get_method
 
@@ -118,7 +126,18 @@ DEFAULTS: dict = CellSettings.defaults()
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"0-99"``, ``"7"`` or ``"0-9,20-29"`` -> sorted unique replicate indices."""
+    """``"0-99"``, ``"7"`` or ``"0-9,20-29"`` -> sorted unique replicate indices.
+
+    Parameters
+    ----------
+    text : str
+        The replicate ranges.
+
+    Returns
+    -------
+    list of int
+        The replicate indices.
+    """
     out: list[int] = []
     for part in str(text).split(","):
         a, dash, b = part.strip().partition("-")
@@ -143,6 +162,16 @@ def resolve(overrides: dict | None = None) -> dict:
     """Fully resolved parameters of one cell (a new dict): :class:`CellSettings` from
     ``overrides``, then each method's settings (``method_settings``, checked).
 
+    Parameters
+    ----------
+    overrides : dict or None
+        Cell parameters over the defaults (:class:`CellSettings` fields).
+
+    Returns
+    -------
+    dict
+        Every parameter, ``method_settings`` holding each method's resolved settings.
+
     Raises
     ------
     ValueError
@@ -156,5 +185,16 @@ def resolve(overrides: dict | None = None) -> dict:
 
 
 def data_key(p: dict) -> dict:
-    """The parameters that define a cell's data (and so its seeds)."""
+    """The parameters that define a cell's data (and so its seeds).
+
+    Parameters
+    ----------
+    p : dict
+        Resolved cell parameters.
+
+    Returns
+    -------
+    dict
+        The data-defining parameters.
+    """
     return {k: p[k] for k in ("model", "sizes", "m", "sigma_c", "beta_true", "n_floor")}
