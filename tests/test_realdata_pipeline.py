@@ -60,7 +60,7 @@ def test_smoke_figures_7_and_8_end_to_end(tmp_path):
 BAD = {
     "layout too big": ("realdata: {n_min: 500}\n", "realdata.n_min"),
     "unknown method": ("realdata: {methods: [fedsgd, fedprox]}\n", "unknown real-data method 'fedprox'"),
-    "bad step": ("realdata: {method_settings: {fedsgd: {eta: -1}}}\n", "fedsgd.eta must be > 0"),
+    "bad step": ("realdata: {method_settings: {fedsgd: {eta: -1}}}\n", "fedsgd.eta must be a number > 0"),
     "task typo": ("realdata: {tasks: [binary, ternary]}\n", "realdata.tasks[1]"),
     "figure of a missing task": ("realdata: {tasks: [binary]}\n", "figures.fig08.task"),
 }
