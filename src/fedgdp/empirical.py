@@ -200,6 +200,7 @@ def plot_empirical(rows: list[EmpiricalRow], pdf: str | None = None, png: str | 
     (spread sideways around their nominal mu; a black bar marks each one's nominal mu), the
     diagonal dashed: a certified method must lie on or below its bar (at the stated confidence)."""
     from .figures import method_style, pyplot, save_figure
+    from .methods import REGISTRY
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
@@ -213,7 +214,7 @@ def plot_empirical(rows: list[EmpiricalRow], pdf: str | None = None, png: str | 
         if r.method == "fednewton":
             name = "FedNewton, paper mode (nominal mu)" if r.mode == "paper" else "FedNewton, certified mode"
         else:
-            name = r.method
+            name = REGISTRY[r.method].label if r.method in REGISTRY else r.method
         filled = r.model == models[0]
         ax.plot([x - 0.02 * top, x + 0.02 * top], [r.mu_nominal] * 2, color="k", lw=1.2)
         ax.scatter(x, r.mu_lower, color=st["color"], marker=st["marker"], s=50, zorder=3,

@@ -37,7 +37,7 @@ import torch
 
 from .. import privacy
 from ..methods import CNN, Fit
-from .clipping import clipped_grad_sums, floats_per_image, head_grads
+from .clipping import clip_factors, clipped_grad_sums, floats_per_image, head_grads
 from .models import HEAD
 
 __all__ = ["TorchBackend", "TorchNoise", "Locals", "TrainInfo", "sample_clients", "head_vector",
@@ -153,8 +153,6 @@ def head_newton_step(params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float
     empirical Fisher ``h`` and the mean ``gbar`` are formed. Returns the step (float64,
     shape (D,)) and the number of clipped images (a 0-d tensor on the device).
     """
-    from .clipping import clip_factors
-
     G = head_grads(params, x, y)
     c = clip_factors(G.pow(2).sum(1), B)
     G = torch.where((c > 0)[:, None], G * c[:, None], torch.zeros_like(G))
@@ -283,12 +281,13 @@ class TorchBackend:
         sd_np = np.asarray(sigma)[S]
         ref = next(iter(start.values()))
         sd = torch.as_tensor(sd_np, dtype=ref.dtype, device=ref.device)
+        noisy = noise is not None and bool(np.any(sd_np > 0))
         local = {k: v.unsqueeze(0).repeat(len(S), *[1] * v.dim()) for k, v in start.items()}
         for _ in range(K):
             g = self._mean_grads(local, S, shared=False)
             for k in local:
                 local[k] -= eta * g[k]
-                if noise is not None and np.any(sd_np > 0):
+                if noisy:
                     local[k] += sd.view(-1, *[1] * (local[k].dim() - 1)) * noise.draw(local[k])
         self.info.floats_up += len(S) * self.dk
         return Locals(S, start, params=local)
@@ -313,10 +312,11 @@ class TorchBackend:
             wt = self._wS(S, next(iter(theta.values())))
             sd = torch.as_tensor(sd_np, dtype=wt.dtype, device=wt.device)
             g = self._mean_grads(theta, S, shared=True)
+            noisy = noise is not None and bool(np.any(sd_np > 0))
             new = {}
             for k in theta:
                 gk = g[k]
-                if noise is not None and np.any(sd_np > 0):
+                if noisy:
                     gk = gk + sd.view(-1, *[1] * (gk.dim() - 1)) * noise.draw(gk)
                 new[k] = theta[k] - slr * eta * torch.tensordot(wt, gk, dims=1)
             theta = new

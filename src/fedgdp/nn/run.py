@@ -148,7 +148,7 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
             "test_accuracy": acc, "test_loss": loss, "local_test_accuracy": loc_acc, "val_accuracy": val_acc,
             "mu_composed": float(fit.ledger.composed_mu().max()),
             "mu_spent_max": float(fit.ledger.spent_mu(fit.counts).max()),
-            "participation_mean": float(np.mean(_rounds_drawn(fit.counts, method, p))),
+            "participation_mean": float(np.mean(_rounds_drawn(fit.counts, p))),
             "grad_evals": int(info.grad_evals),
             "clipped_frac": float(info.clipped / info.grad_evals) if info.grad_evals else 0.0,
             "floats_up": int(info.floats_up), "floats_down": int(info.floats_down), "n_params": int(n_params),
@@ -157,7 +157,7 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     return (rows, ledgers) if return_ledgers else rows
 
 
-def _rounds_drawn(counts: dict, method: str, p: dict) -> np.ndarray:
+def _rounds_drawn(counts: dict, p: dict) -> np.ndarray:
     """Rounds in which each client was drawn, shape (m,): a FedAvg round makes
     ``local_epochs`` local-step releases, a FedSGD or Newton round one."""
     per_round = {"local step": p["local_epochs"], "gradient": 1, "newton": 1}

@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..methods import CNN, FedHybrid, registry
+import numpy as np
+
+from ..methods import CNN, FedHybrid, get_method, registry
 from ..settings import Settings, choice, integer, name_list, number, setting, suggest
 
 __all__ = ["METHODS", "LABELS", "label", "release_plan",
@@ -49,10 +51,6 @@ def release_plan(method: str, p: dict, n) -> tuple:
     training images: its plan in :mod:`fedgdp.methods` (a tuple of
     :class:`fedgdp.privacy.ReleaseSpec`, arrays shaped (1, m)); ``fedgdp.privacy.calibrate``
     turns it into noise sds and the ledger, as :class:`fedgdp.nn.backend.TorchBackend` does."""
-    import numpy as np
-
-    from ..methods import get_method
-
     meth = get_method(method, CNN)
     data = _PlanData(float(p["clip"]), np.asarray(n, float)[None, :])
     return meth.plan(data, meth.cnn_settings(p))
