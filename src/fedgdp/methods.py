@@ -995,18 +995,23 @@ class FedHybrid(Method):
     def noise_shapes(self, s, m, d):
         return {"Z1": (s["K1"], m, d), "Z2": (s["K2"], m, d)}
 
+    @staticmethod
+    def stage1_rounds(s: dict) -> int:
+        """Stage 1's rounds ``R1``: 1 (the paper's single averaging) unless the settings set it."""
+        return int(s.get("R1", 1))
+
     def rounds(self, s):
-        return s.get("R1", 1) + s["K2"]
+        return self.stage1_rounds(s) + s["K2"]
 
     def plan(self, data, s):
-        return privacy.plan_fedhybrid(B=data.plan_B, n=data.plan_n, eta1=s["eta1"], K1=s.get("R1", 1) * s["K1"],
+        return privacy.plan_fedhybrid(B=data.plan_B, n=data.plan_n, eta1=s["eta1"], K1=self.stage1_rounds(s) * s["K1"],
                                       K2=s["K2"])
 
     def run(self, be, s):
         (a1, a2), ledgers = be.calibrate(self, s)
         w = self.weights(be, s)
         theta = be.start()
-        for _ in range(s.get("R1", 1)):
+        for _ in range(self.stage1_rounds(s)):
             local = be.local_steps(theta, K=s["K1"], eta=s["eta1"], sigma=a1, noise=be.noise.take("Z1"))
             theta = be.average(w, local)
         theta = be.server_steps(theta, w, K=s["K2"], eta=s["eta2"], sigma=a2, noise=be.noise.take("Z2"))
