@@ -297,6 +297,50 @@ def test_run_split_rows_are_complete_and_reproducible(digits):
     assert [r["value_folds"] for r in rows] != [r["value_folds"] for r in other]
 
 
+def test_run_split_rows_do_not_depend_on_the_workers(digits):
+    """Two forked workers sharing the (fold, method) fits give the rows of one process,
+    bit for bit (every value as Python compares it), except the fit times."""
+    p = rd.resolve({"task": "multiclass", "methods": ["fedsgd", "np_localfit", "fedavg"], "m": 4, "n_min": 300,
+                    "method_settings": {"fedsgd": {"K": 5}, "fedavg": {"R": 1, "K": 3},
+                                        "np_localfit": {"maxiter": 20}}})
+    one, two = (rd.run_split(p, digits, 0, workers=w) for w in (1, 2))
+    for rows in (one, two):
+        for r in rows:
+            r.pop("elapsed_s")
+    assert repr(one) == repr(two)
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        rd.run_split(p, digits, 0, workers=0)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_sparse_products_agree_with_dense_ones(model):
+    """A wide sparse design is multiplied as CSR (fedgdp.glm.product_design): gradients,
+    Hessian-vector products and ridge fits agree with the dense ones to 1e-12 (the same
+    sums in another order: rounding, about 1e-16 relative per term), and a narrow or
+    dense design is returned as it is."""
+    from scipy.sparse import issparse
+
+    from fedgdp.glm import SPARSE_MIN_COLUMNS, product_design
+
+    rng = np.random.default_rng(5)
+    n, d = 5000, SPARSE_MIN_COLUMNS + 4          # n > ROW_BLOCK_MIN: the dense side goes by blocks
+    X = np.where(rng.random((n, d)) < 0.1, rng.random((n, d)), 0.0)
+    X[:, 0] = 1.0
+    S = product_design(X)
+    assert issparse(S) and not issparse(product_design(X[:, :64]))
+    assert not issparse(product_design(np.ones((4, d))))
+    Y = model.targets(rng.integers(0, model.k if model.k > 1 else 2, n))
+    T, V = rng.normal(size=(d, model.k)) * 0.1, rng.normal(size=(d, model.k))
+    value, grad, P = model.loss_gradient(T, X, Y)
+    value_s, grad_s, P_s = model.loss_gradient(T, S, Y)
+    assert abs(value - value_s) < 1e-12 and np.abs(grad - grad_s).max() < 1e-12 and np.abs(P - P_s).max() < 1e-12
+    assert np.abs(model.hvp_at(P, X, V) - model.hvp_at(P, S, V)).max() < 1e-12
+    fd_dense = rd.FoldData(model, [X[:2000], X[2000:]], [Y[:2000], Y[2000:]], products=[X[:2000], X[2000:]])
+    fd_sparse = rd.FoldData(model, [X[:2000], X[2000:]], [Y[:2000], Y[2000:]])
+    assert issparse(fd_sparse.design(0)) and issparse(fd_sparse.design(1, slice(0, 10)))
+    assert np.abs(fd_dense.gradient(1, T) - fd_sparse.gradient(1, T)).max() < 1e-12
+
+
 def test_cli_realdata_and_plot(tmp_path, digits):
     spec = {"m": 4, "n_min": 300, "method_settings": {"fedsgd": {"K": 3}, "fedavg": {"R": 1, "K": 3},
                                                        "np_localfit": {"maxiter": 10}, "np_pooled": {"maxiter": 10}}}

@@ -432,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ---------------------------------------------------------------- real data (docs/methods.md §5)
-_REALDATA_PIPELINE_KEYS = ("tasks", "splits", "figures")   # config keys of the pipeline, not of one run
+_REALDATA_PIPELINE_KEYS = ("tasks", "splits", "figures", "workers")   # config keys of the pipeline, not of one run
 
 
 def _realdata_overrides(args) -> dict:
@@ -460,6 +460,8 @@ def _cmd_realdata(args) -> int:
         raise ValueError(f"--split must be >= 0, got {args.split}")
     if args.threads < 1:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     try:
         data = load_dataset(p["dataset"], p["path"])
     except FileNotFoundError as exc:
@@ -468,10 +470,10 @@ def _cmd_realdata(args) -> int:
     try:  # small matrices: one BLAS thread per job is much faster than oversubscribing
         from threadpoolctl import threadpool_limits
     except ImportError:
-        rows = run_split(p, data, args.split, progress=log)
+        rows = run_split(p, data, args.split, progress=log, workers=args.workers)
     else:
         with threadpool_limits(limits=args.threads):
-            rows = run_split(p, data, args.split, progress=log)
+            rows = run_split(p, data, args.split, progress=log, workers=args.workers)
     write_rows(rows, {**p, "split": args.split}, args.out)
     return 0
 
@@ -515,6 +517,8 @@ def _realdata_commands(sub) -> None:
     _privacy_args(real)
     real.add_argument("--split", type=int, required=True, help="client split index s (0, 1, ...)")
     real.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    real.add_argument("--workers", type=int, default=1,
+                      help="processes sharing the split's (fold, method) fits; same rows for any number (default 1)")
     real.add_argument("--verbose", action="store_true", help="log each fit to stderr")
     real.add_argument("--out", required=True, type=output_path(".parquet"), help="output .parquet path")
     real.set_defaults(func=_cmd_realdata)

@@ -33,7 +33,7 @@ rule fit_realdata:
         split=PLAN.realdata_constraints()["split"],
     conda:
         "../envs/fedgdp.yaml"
-    threads: 1
+    threads: PLAN.realdata_workers
     resources:
         runtime=PLAN.realdata_runtime,
         mem_mb=PLAN.realdata_mem_mb,
@@ -41,7 +41,7 @@ rule fit_realdata:
         spec=PLAN.realdata_spec,
     shell:
         "fedgdp realdata --spec {params.spec:q} --task {wildcards.task} --split {wildcards.split}"
-        " --threads {threads} --verbose --out {output} > {log} 2>&1"
+        " --workers {threads} --verbose --out {output} > {log} 2>&1"
 
 
 rule plot_realdata:

@@ -19,7 +19,7 @@ if PLAN.sensitivity():
             split=PLAN.sensitivity_constraints()["split"],
         conda:
             "../envs/fedgdp.yaml"
-        threads: 1
+        threads: PLAN.realdata_workers
         resources:
             runtime=PLAN.realdata_runtime,
             mem_mb=PLAN.realdata_mem_mb,
@@ -27,7 +27,7 @@ if PLAN.sensitivity():
             spec=PLAN.sensitivity_realdata_spec,
         shell:
             "fedgdp realdata --spec {params.spec:q} --task {wildcards.task} --split {wildcards.split}"
-            " --threads {threads} --verbose --out {output} > {log} 2>&1"
+            " --workers {threads} --verbose --out {output} > {log} 2>&1"
 
     rule claims_map:
         input:

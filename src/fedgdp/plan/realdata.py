@@ -12,11 +12,16 @@ from .base import PlanBase, alternatives, mnist_files
 class RealdataPart(PlanBase):
     """Plan methods of the real-data fits and figures."""
 
-    _REALDATA_PIPELINE_KEYS = ("tasks", "splits")
+    _REALDATA_PIPELINE_KEYS = ("tasks", "splits", "workers")
 
     def realdata_settings(self) -> dict:
         """The realdata section without the pipeline-only keys: ``fedgdp realdata`` parameters."""
         return {k: v for k, v in self.config["realdata"].items() if k not in self._REALDATA_PIPELINE_KEYS}
+
+    @property
+    def realdata_workers(self) -> int:
+        """Threads of a real-data fit: ``realdata.workers`` processes share its (fold, method) fits."""
+        return int(self.config["realdata"].get("workers", 1))
 
     def realdata_spec(self, wildcards=None) -> str:
         return json.dumps(self.realdata_settings(), sort_keys=True)

@@ -68,6 +68,16 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
     return Theta
 
 
+def stack_designs(designs: list):
+    """The clients' designs stacked by rows: dense, or CSR when they are CSR
+    (:func:`fedgdp.glm.product_design`), shape (sum n_i, d)."""
+    if isinstance(designs[0], np.ndarray):
+        return np.vstack(designs)
+    from scipy.sparse import vstack
+
+    return vstack(designs, format="csr")
+
+
 def same_stream(rngs: list) -> bool:
     """True when the generators would draw the same numbers (all None, or all in one state)."""
     if all(r is None for r in rngs):
@@ -123,11 +133,14 @@ class RealBackend:
 
     def newton_release(self, theta1, *, hessian_bound):
         h1, nw = self.data.half_sizes(), self.data.newton
+        plain_cg = nw["solver"] == "cg" and hessian_bound is None
         out = np.empty(theta1.shape[:1] + (self.m,) + theta1.shape[1:])
         for j, (fd, T) in enumerate(zip(self.fds, theta1)):
             for i in range(self.m):
                 g = fd.gradient(i, T, slice(h1[i], None))
-                out[j, i] = T - newton_step(fd.model, T, fd.X[i][:h1[i]], g, fd.tau1, solver=nw["solver"],
+                # CG on the plain Hessian multiplies only; the certified and dense solves need X itself
+                X1 = fd.design(i, slice(0, h1[i])) if plain_cg else fd.X[i][:h1[i]]
+                out[j, i] = T - newton_step(fd.model, T, X1, g, fd.tau1, solver=nw["solver"],
                                             cg_tol=nw["cg_tol"], cg_maxiter=nw["cg_maxiter"],
                                             hessian_bound=hessian_bound)
         return out
@@ -149,11 +162,11 @@ class RealBackend:
     def ridge_fit_clients(self, s: dict) -> np.ndarray:
         """Each client's ridge MLE on its own data, (m, d, k)."""
         fd = self.data
-        return np.stack([ridge_fit(fd.model, fd.X[i], fd.Y[i], ridge=s["ridge"], maxiter=s["maxiter"],
+        return np.stack([ridge_fit(fd.model, fd.design(i), fd.Y[i], ridge=s["ridge"], maxiter=s["maxiter"],
                                    gtol=s.get("gtol", 1e-8)) for i in range(fd.m)])
 
     def ridge_fit_pooled(self, s: dict) -> tuple[np.ndarray, int]:
         """The ridge MLE on the pooled data (d, k) and the floats uploaded (the raw data)."""
-        X, Y = np.vstack(self.data.X), np.vstack(self.data.Y)
+        X, Y = stack_designs(self.data.products), np.vstack(self.data.Y)
         Theta = ridge_fit(self.data.model, X, Y, ridge=s["ridge"], maxiter=s["maxiter"], gtol=s.get("gtol", 1e-8))
-        return Theta, int(X.size + Y.size)
+        return Theta, int(X.shape[0] * X.shape[1] + Y.size)

@@ -100,7 +100,7 @@ def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice
     J, d, k = Thetas.shape
     if J == 1 or k == 1:
         return np.stack([f.gradient(i, T, rows) for f, T in zip(fds, Thetas)])
-    X, Y, xn = fd.X[i][rows], fd.Y[i][rows], fd.xnorm[i][rows]
+    X, Y, xn = fd.design(i, rows), fd.Y[i][rows], fd.xnorm[i][rows]
     S = X @ np.concatenate(list(Thetas), axis=1)                 # (n, J k)
     for j, f in enumerate(fds):
         block = S[:, j * k:(j + 1) * k]

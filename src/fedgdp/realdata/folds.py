@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import privacy
-from ..glm import GLM
+from ..glm import GLM, product_design
 from ..methods import REALDATA
 from ..privacy import Ledger
 from .backend import RealBackend, same_stream
@@ -35,6 +35,9 @@ class FoldData:
     B : float           clipping bound (ignored, no clipping, when mu = inf)
     tau1 : float        FedNewton's eigenvalue floor / ridge
     newton : dict       solver settings (``solver``, ``cg_tol``, ``cg_maxiter``)
+    products : list     what the products read: each X_i, or its CSR copy when wide and
+                        sparse (:func:`fedgdp.glm.product_design`; made when not given)
+    xnorm : list        each client's row norms (n_i,) (made when not given)
     """
 
     model: GLM
@@ -46,9 +49,16 @@ class FoldData:
     newton: dict = field(default_factory=lambda: dict(DEFAULTS["newton"]))
     privacy: dict = field(default_factory=lambda: dict(DEFAULTS["privacy"]))
     clip: dict = field(default_factory=lambda: dict(DEFAULTS["clip"]))
+    products: list | None = field(default=None, repr=False)
+    xnorm: list | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        self.xnorm = [privacy.row_norms(x) for x in self.X]
+        # what the products read (a CSR copy of a wide sparse design, fedgdp.glm.product_design)
+        # and the row norms; a run passes both, made once per fold for all its FoldData
+        if self.products is None:
+            self.products = [product_design(x) for x in self.X]
+        if self.xnorm is None:
+            self.xnorm = [privacy.row_norms(x) for x in self.X]
 
     @property
     def private(self) -> bool:
@@ -82,10 +92,15 @@ class FoldData:
         """The clipping bound in force: B, or inf when non-private (:func:`fedgdp.privacy.clips`)."""
         return float(self.B) if privacy.clips(self.mu) else math.inf
 
+    def design(self, i: int, rows: slice = slice(None)):
+        """Client i's ``rows`` as the products read them (dense, or CSR for a wide sparse design)."""
+        X = self.products[i]  # type: ignore[index]
+        return X if rows == slice(None) else X[rows]
+
     def gradient(self, i: int, Theta: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
         """Client i's average clipped gradient at Theta over ``rows`` of its data."""
-        return clipped_gradient(self.model, Theta, self.X[i][rows], self.Y[i][rows], self.bound,
-                                self.xnorm[i][rows])
+        return clipped_gradient(self.model, Theta, self.design(i, rows), self.Y[i][rows], self.bound,
+                                self.xnorm[i][rows])  # type: ignore[index]
 
     def calibrate(self, plan: tuple) -> tuple[list, Ledger]:
         """Per-client noise sds (one (m,) array per spec) and the ledger of a plan

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import privacy
 from ..datasets import Dataset, layout_key, split_layout
-from ..glm import matrix_model
+from ..glm import matrix_model, product_design
 from ..seeds import CLIP_STREAM, derived_rng
 from .clipping import clip_bound_real
 from .folds import FoldData
@@ -41,70 +41,66 @@ def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.rand
     return derived_rng(p["base_seed"], {**key, "task": p["task"]}, split, fold, stream=method)
 
 
-def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict]:
+def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int = 1) -> list[dict]:
     """Every configured method (private ones at every mu) on every fold of one split.
 
-    Returns one row per (method, mu, client), keys :data:`COLUMNS`.
+    The fits of one method on one fold are independent of every other (their own noise
+    stream, :func:`noise_rng`; the fold's clipping bounds from their own stream), so
+    ``workers > 1`` shares the (fold, method) fits among that many forked processes;
+    the rows are the same, bit for bit, for any number of workers (only ``elapsed_s``,
+    a time, differs).
+
+    Parameters
+    ----------
+    p : dict
+        Resolved real-data parameters (:func:`fedgdp.realdata.resolve`).
+    data : fedgdp.datasets.Dataset
+        The images.
+    split : int
+        The client split.
+    progress : callable or None
+        Called with one line per (fold, method, mu).
+    workers : int
+        Processes sharing the fits (1: this process).
+
+    Returns
+    -------
+    list of dict
+        One row per (method, mu, client), keys :data:`COLUMNS`.
     """
-    key = layout_key(p["dataset"], data.N, p["m"], p["n_min"], p["alpha"], p["folds"])
-    layout = split_layout(p["base_seed"], key, split)
-    model = matrix_model(p["task"])
-    labels = data.targets(p["task"])
-    Yall = model.targets(labels)
-    runs = [(name, mu) for name in p["methods"]
-            for mu in (p["mu"] if get_method(name).private else [math.inf])]
-    values = {run: np.full((layout.m, p["folds"]), np.nan) for run in runs}
-    mu_comp = {run: np.zeros(layout.m) for run in runs}
-    mu_cert = {run: np.zeros(layout.m) for run in runs}
+    split_ = _Split(p, data, split)
+    tasks = [(f, name) for f in range(p["folds"]) for name in p["methods"]]
+    results = _map_tasks(split_, tasks, workers)
+    runs = split_.runs
+    values = {run: np.full((split_.layout.m, p["folds"]), np.nan) for run in runs}
+    mu_comp = {run: np.zeros(split_.layout.m) for run in runs}
+    mu_cert = {run: np.zeros(split_.layout.m) for run in runs}
     bounds: dict = {}
     elapsed, comm = {run: 0.0 for run in runs}, {}
-    for f in range(p["folds"]):
-        parts = [layout.train_test(i, f) for i in range(layout.m)]
-        Xtr = [data.X[tr] for tr, _ in parts]
-        Ytr = [Yall[tr] for tr, _ in parts]
-        fold_bounds = {}     # per mu: the private rule's bound depends on mu
-        for mu in dict.fromkeys(mu for _, mu in runs):
-            fold_bounds[mu] = clip_bound_real(model, Xtr, Ytr, p["clip"], mu=mu,
-                                              rng=noise_rng(p, key, split, f, CLIP_STREAM))
-            bounds.setdefault(mu, []).append(fold_bounds[mu])
-        fits: dict = {}
-        for name in p["methods"]:     # all mu of a method in one call (fit_many)
-            meth = get_method(name)
-            mus = [mu for n, mu in runs if n == name]
-            fds = [FoldData(model, Xtr, Ytr, mu=mu, B=fold_bounds[mu], tau1=p["tau1"], newton=p["newton"],
-                            privacy=p["privacy"], clip=p["clip"]) for mu in mus]
-            rngs = [noise_rng(p, key, split, f, meth.noise_stream) if fd.private else None for fd in fds]
-            t0 = time.perf_counter()
-            with np.errstate(over="ignore", under="ignore"):
-                fits.update(zip([(name, mu) for mu in mus], meth.fit_many(fds, p["method_settings"][name], rngs)))
-            for mu in mus:
-                elapsed[(name, mu)] += (time.perf_counter() - t0) / len(mus)
-        for name, mu in runs:
-            fit = fits[(name, mu)]
-            comm[(name, mu)] = (fit.rounds, fit.floats_up, fit.floats_down)
-            if fit.ledger.releases:
-                mu_comp[(name, mu)] = np.maximum(mu_comp[(name, mu)], fit.ledger.composed_mu()[0])
-                mu_cert[(name, mu)] = np.maximum(mu_cert[(name, mu)], fit.ledger.certified_mu()[0])
-            else:
-                mu_comp[(name, mu)][:] = math.inf
-                mu_cert[(name, mu)][:] = math.inf
-            for i, (_, te) in enumerate(parts):
-                values[(name, mu)][i, f] = client_metric(p["task"], model, fit.client_theta(i),
-                                                         data.X[te], labels[te])
+    for (f, name), (fold_bounds, out) in zip(tasks, results):
+        if name == p["methods"][0]:
+            for mu, b in fold_bounds.items():
+                bounds.setdefault(mu, []).append(b)
+        for mu, (vals, comp, cert, rounds_comm, seconds) in out.items():
+            run = (name, mu)
+            values[run][:, f] = vals
+            mu_comp[run] = np.maximum(mu_comp[run], comp)
+            mu_cert[run] = np.maximum(mu_cert[run], cert)
+            comm[run] = rounds_comm
+            elapsed[run] += seconds
             if progress:
-                progress(f"split {split} fold {f} {name} mu={mu:g}: "
-                         f"median {np.nanmedian(values[(name, mu)][:, f]):.3f}")
+                progress(f"split {split} fold {f} {name} mu={mu:g}: median {np.nanmedian(vals):.3f}")
     rows = []
     for name, mu in runs:
         meth = get_method(name)
         v = values[(name, mu)]
         rounds, up, down = comm[(name, mu)]
-        for i in range(layout.m):
+        for i in range(split_.layout.m):
             folds_i = v[i]
             rows.append({
                 "task": p["task"], "dataset": p["dataset"], "method": name, "label": meth.label,
                 "private": bool(meth.private), "mu": float(mu), "split": int(split), "client": i,
-                "n_client": int(layout.sizes[i]), "metric": METRICS[p["task"]],
+                "n_client": int(split_.layout.sizes[i]), "metric": METRICS[p["task"]],
                 "value": float(np.nanmean(folds_i)) if np.any(np.isfinite(folds_i)) else float("nan"),
                 "value_folds": [float(x) for x in folds_i], "m": int(p["m"]), "n_min": int(p["n_min"]),
                 "folds": int(p["folds"]), "base_seed": int(p["base_seed"]),
@@ -115,6 +111,104 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict
                 "mu_certified": float(mu_cert[(name, mu)][i]), "privacy_mode": p["privacy"]["mode"],
             })
     return rows
+
+
+class _Split:
+    """One split's layout and runs, and the fits of one method on one fold (:meth:`fit`);
+    the training data of the last fold asked for is kept (one fold at a time)."""
+
+    def __init__(self, p: dict, data: Dataset, split: int):
+        self.p, self.data, self.split = p, data, split
+        self.key = layout_key(p["dataset"], data.N, p["m"], p["n_min"], p["alpha"], p["folds"])
+        self.layout = split_layout(p["base_seed"], self.key, split)
+        self.model = matrix_model(p["task"])
+        self.labels = data.targets(p["task"])
+        self.Yall = self.model.targets(self.labels)
+        self.runs = [(name, mu) for name in p["methods"]
+                     for mu in (p["mu"] if get_method(name).private else [math.inf])]
+        self._fold: tuple | None = None
+
+    def _setup(self, f: int) -> tuple:
+        """Fold f's client parts, training data (shared by all its FoldData) and clipping bounds."""
+        if self._fold is None or self._fold[0] != f:
+            p, data = self.p, self.data
+            self._fold = None                                   # free the last fold first
+            parts = [self.layout.train_test(i, f) for i in range(self.layout.m)]
+            Xtr = [data.X[tr] for tr, _ in parts]
+            Ytr = [self.Yall[tr] for tr, _ in parts]
+            shared = {"products": [product_design(x) for x in Xtr], "xnorm": [privacy.row_norms(x) for x in Xtr]}
+            fold_bounds = {}     # per mu: the private rule's bound depends on mu
+            for mu in dict.fromkeys(mu for _, mu in self.runs):
+                fold_bounds[mu] = clip_bound_real(self.model, Xtr, Ytr, p["clip"], mu=mu,
+                                                  rng=noise_rng(p, self.key, self.split, f, CLIP_STREAM))
+            self._fold = (f, parts, Xtr, Ytr, shared, fold_bounds)
+        return self._fold
+
+    def fit(self, f: int, name: str) -> tuple[dict, dict]:
+        """Method ``name`` at all its mu on fold f (one :meth:`fedgdp.methods.Method.fit_many` call).
+
+        Parameters
+        ----------
+        f : int
+            The fold.
+        name : str
+            The method.
+
+        Returns
+        -------
+        tuple of dict
+            The fold's clipping bound per mu, and per mu: the clients' test-fold
+            metrics (m,), composed and certified mu (m,), ``(rounds, floats_up,
+            floats_down)`` and the fit's seconds.
+        """
+        p = self.p
+        _, parts, Xtr, Ytr, shared, fold_bounds = self._setup(f)
+        meth = get_method(name)
+        mus = [mu for n, mu in self.runs if n == name]
+        fds = [FoldData(self.model, Xtr, Ytr, mu=mu, B=fold_bounds[mu], tau1=p["tau1"], newton=p["newton"],
+                        privacy=p["privacy"], clip=p["clip"], **shared) for mu in mus]
+        rngs = [noise_rng(p, self.key, self.split, f, meth.noise_stream) if fd.private else None for fd in fds]
+        t0 = time.perf_counter()
+        with np.errstate(over="ignore", under="ignore"):
+            fits = meth.fit_many(fds, p["method_settings"][name], rngs)
+        seconds = (time.perf_counter() - t0) / len(mus)
+        out = {}
+        for mu, fit in zip(mus, fits):
+            if fit.ledger.releases:
+                comp, cert = fit.ledger.composed_mu()[0], fit.ledger.certified_mu()[0]
+            else:
+                comp = cert = np.full(self.layout.m, math.inf)
+            vals = np.array([client_metric(p["task"], self.model, fit.client_theta(i), self.data.X[te],
+                                           self.labels[te]) for i, (_, te) in enumerate(parts)])
+            out[mu] = (vals, comp, cert, (fit.rounds, fit.floats_up, fit.floats_down), seconds)
+        return fold_bounds, out
+
+
+_WORKER: list = []      # the split a forked worker fits (set before the fork)
+
+
+def _fit_task(task: tuple[int, str]) -> tuple[dict, dict]:
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        return _WORKER[0].fit(*task)
+
+
+def _map_tasks(split_: _Split, tasks: list, workers: int) -> list:
+    """``split_.fit`` on every (fold, method) task, in order: here, or in ``workers``
+    forked processes (where the platform forks; elsewhere here)."""
+    import multiprocessing as mp
+
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers == 1 or "fork" not in mp.get_all_start_methods():
+        return [split_.fit(*t) for t in tasks]
+    _WORKER[:] = [split_]
+    try:
+        with mp.get_context("fork").Pool(min(workers, len(tasks))) as pool:
+            return pool.map(_fit_task, tasks, chunksize=1)
+    finally:
+        _WORKER.clear()
 
 
 def _schema():

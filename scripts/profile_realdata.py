@@ -1,0 +1,218 @@
+"""Profile the real-data fits: one client split, every method, per method and per phase.
+
+Runs :func:`fedgdp.realdata.run_split` on one split of a real-data configuration (by
+default ``config/mnist.yaml``'s layout on the MNIST files in ``data/mnist``) under
+``cProfile``, and prints
+
+- the fit time of each method (all folds, all mu; from the rows' ``elapsed_s``),
+- the time of each phase: the products with the design (``X Theta``, ``X' R``), the
+  Hessian-vector products of the ridge and Newton solves, the softmax / sigmoid means,
+  clipping, noise draws, the trust-region solver's own work, scoring the test folds,
+- optionally (``--products``) the product micro-benchmark behind
+  :data:`fedgdp.glm.SPARSE_MAX_DENSITY`: dense against CSR products at one client's and
+  at the pooled size.
+
+``--out rows.parquet`` keeps the split's rows, so that two versions can be compared
+(``python scripts/profile_realdata.py --compare A.parquet B.parquet``: the largest
+difference of each numeric column). Run it on a quiet machine, one BLAS thread::
+
+    python scripts/profile_realdata.py --task multiclass --out /tmp/mc.parquet
+    python scripts/profile_realdata.py --products
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import time
+
+__all__ = ["PHASES", "main", "phase_times", "profile_split"]
+
+#: Phase of the profile -> the functions (``module:function``) whose own time it sums.
+PHASES = {
+    "Hessian-vector products (ridge, Newton CG)": ["glm.py:_hvp_rows", "glm.py:curvature"],
+    "products X Theta, X' R (gradients)": ["clipping.py:stacked_gradients", "clipping.py:clipped_gradient"],
+    "means (sigmoid, softmax)": ["glm.py:predict", "glm.py:log_partition_and_mean", "glm.py:_sigmoid",
+                                 "glm.py:_loss_and_mean", "glm.py:loss_gradient"],
+    "clipping (norms, factors)": ["clipping.py:clip_residuals", "privacy.py:row_norms", "privacy.py:clip_factors",
+                                  "_linalg.py:norm"],
+    "noise draws": ["methods.py:draw"],
+    "trust-region solver (scipy)": ["_trustregion_ncg.py:solve", "_trustregion.py:_minimize_trust_region"],
+    "test-fold scores": ["metrics.py:client_metric", "metrics.py:auc", "metrics.py:accuracy"],
+}
+
+
+def phase_times(stats: pstats.Stats) -> dict[str, float]:
+    """Own time (seconds) of each phase of :data:`PHASES` in a profile, and ``other``.
+
+    Parameters
+    ----------
+    stats : pstats.Stats
+        The profile of one split.
+
+    Returns
+    -------
+    dict
+        Phase name -> seconds; ``other`` holds the rest, ``total`` the whole.
+    """
+    out = {name: 0.0 for name in PHASES}
+    total = 0.0
+    for (path, _, func), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        total += tottime
+        key = f"{os.path.basename(path)}:{func}"
+        for name, funcs in PHASES.items():
+            if key in funcs:
+                out[name] += tottime
+    out["other"] = total - sum(out.values())
+    out["total"] = total
+    return out
+
+
+def profile_split(config: str, task: str, split: int, methods: str | None = None, out: str | None = None) -> dict:
+    """Run and profile one split; print the tables; return the measurements.
+
+    Parameters
+    ----------
+    config : str
+        A configuration file with a ``realdata`` section (on top of the defaults).
+    task : str
+        ``binary`` or ``multiclass``.
+    split : int
+        The client split.
+    methods : str or None
+        Comma-separated methods (default: the configuration's).
+    out : str or None
+        Parquet file for the split's rows.
+
+    Returns
+    -------
+    dict
+        ``wall_s``, ``cpu_s``, ``methods`` (name -> fit seconds) and ``phases`` (name -> seconds).
+    """
+    from threadpoolctl import threadpool_limits
+
+    from fedgdp.arguments import load_params_file
+    from fedgdp.datasets import load_dataset
+    from fedgdp.realdata import resolve, run_split, write_rows
+
+    given = dict(load_params_file(config).get("realdata", {}))
+    given = {k: v for k, v in given.items() if k not in ("tasks", "splits")}
+    given["task"] = task
+    if methods:
+        given["methods"] = methods.split(",")
+    p = resolve(given)
+    data = load_dataset(p["dataset"], p["path"])
+    prof = cProfile.Profile()
+    t0, c0 = time.perf_counter(), time.process_time()
+    with threadpool_limits(limits=1):
+        prof.enable()
+        rows = run_split(p, data, split)
+        prof.disable()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    fit = {}
+    for r in rows:
+        fit[r["method"]] = fit.get(r["method"], 0.0) + (r["elapsed_s"] if r["client"] == 0 else 0.0)
+    phases = phase_times(pstats.Stats(prof))
+    print(f"{p['dataset']} {task}, split {split}: {data.N} images, d = {data.X.shape[1]}, m = {p['m']}: "
+          f"{wall:.1f} s wall, {cpu:.1f} CPU-s")
+    print("\n| method | fit s (5 folds, all mu) |\n|---|---:|")
+    for name, s in fit.items():
+        print(f"| {name} | {s:.1f} |")
+    print("\n| phase | s |\n|---|---:|")
+    for name, s in phases.items():
+        print(f"| {name} | {s:.1f} |")
+    if out:
+        write_rows(rows, p, out)
+    return {"wall_s": wall, "cpu_s": cpu, "methods": fit, "phases": phases}
+
+
+def products(path: str = "data/mnist") -> None:
+    """Print dense against CSR product times (best of 5, one thread) on MNIST's rows.
+
+    Parameters
+    ----------
+    path : str
+        The MNIST folder.
+    """
+    import numpy as np
+    from scipy.sparse import csr_matrix
+    from threadpoolctl import threadpool_limits
+
+    from fedgdp.datasets import load_dataset
+
+    X = load_dataset("mnist", path).X
+    rng = np.random.default_rng(0)
+
+    def best(f) -> float:
+        f()
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        return 1e3 * min(times)
+
+    print("| rows | k | X V dense ms | X V CSR ms | X' C dense ms | X' C CSR ms |\n|---:|---:|---:|---:|---:|---:|")
+    with threadpool_limits(limits=1):
+        for n in (700, 56000):
+            D = np.ascontiguousarray(X[:n])
+            S = csr_matrix(D)
+            for k in (1, 10, 20):
+                V, C = rng.standard_normal((D.shape[1], k)), rng.standard_normal((n, k))
+                times = [best(lambda a=a, b=b: a @ b) for a, b in ((D, V), (S, V), (D.T, C), (S.T, C))]
+                print(f"| {n} | {k} | " + " | ".join(f"{t:.2f}" for t in times) + " |")
+
+
+def compare(a: str, b: str) -> int:
+    """Print the largest absolute difference of each numeric column of two split files.
+
+    Parameters
+    ----------
+    a, b : str
+        Parquet files written by ``--out``.
+
+    Returns
+    -------
+    int
+        0 when every column matches within 1e-9, 1 otherwise.
+    """
+    import numpy as np
+    import pandas as pd
+
+    A, B = pd.read_parquet(a), pd.read_parquet(b)
+    worst = 0.0
+    for col in ("value", "B", "mu_composed", "mu_certified"):
+        x, y = A[col].to_numpy(float), B[col].to_numpy(float)
+        same_nan = np.isnan(x) == np.isnan(y)
+        diff = np.where(np.isfinite(x) & np.isfinite(y), np.abs(x - y), np.where(x == y, 0.0, np.inf))
+        d = float(np.nanmax(np.where(same_nan, diff, np.inf)))
+        worst = max(worst, d)
+        print(f"{col}: max |diff| {d:.3g}; rows differing {int(np.sum(diff > 0))} of {len(x)}")
+    return 0 if worst <= 1e-9 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line (module docstring)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    ap = argparse.ArgumentParser(prog="python scripts/profile_realdata.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", default="config/mnist.yaml", help="configuration (default config/mnist.yaml)")
+    ap.add_argument("--task", default="multiclass", choices=["binary", "multiclass"])
+    ap.add_argument("--split", type=int, default=0)
+    ap.add_argument("--methods", help="comma-separated methods (default: the configuration's)")
+    ap.add_argument("--out", help="Parquet file for the split's rows")
+    ap.add_argument("--products", action="store_true", help="the dense / CSR product micro-benchmark only")
+    ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two --out files")
+    args = ap.parse_args(argv)
+    if args.compare:
+        return compare(*args.compare)
+    if args.products:
+        products()
+        return 0
+    profile_split(args.config, args.task, args.split, args.methods, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
