@@ -37,7 +37,26 @@ COLUMNS = ["task", "dataset", "method", "label", "private", "mu", "split", "clie
 
 
 def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.random.Generator:
-    """The noise generator of one method in one split and fold (module docstring)."""
+    """The noise generator of one method in one split and fold (module docstring).
+
+    Parameters
+    ----------
+    p : dict
+        Resolved real-data parameters (``base_seed``, ``task``).
+    key : dict
+        The split layout's key (:func:`fedgdp.datasets.layout_key`).
+    split : int
+        The split.
+    fold : int
+        The fold.
+    method : str
+        The stream: a method's ``noise_stream``, or :data:`CLIP_STREAM` for the clipping bound.
+
+    Returns
+    -------
+    numpy.random.Generator
+        The generator.
+    """
     return derived_rng(p["base_seed"], {**key, "task": p["task"]}, split, fold, stream=method)
 
 
@@ -45,6 +64,22 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None) -> list[dict
     """Every configured method (private ones at every mu) on every fold of one split.
 
     Returns one row per (method, mu, client), keys :data:`COLUMNS`.
+
+    Parameters
+    ----------
+    p : dict
+        Resolved real-data parameters (:func:`fedgdp.realdata.parameters.resolve`).
+    data : fedgdp.datasets.Dataset
+        The data set (rows ``X`` (N, d) and the task's labels).
+    split : int
+        The client split (seeds its layout and noise).
+    progress : callable, optional
+        Called with a line of text after every method and fold.
+
+    Returns
+    -------
+    list of dict
+        The rows.
     """
     key = layout_key(p["dataset"], data.N, p["m"], p["n_min"], p["alpha"], p["folds"])
     layout = split_layout(p["base_seed"], key, split)
@@ -134,7 +169,17 @@ def _schema():
 
 def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
     """Write rows (:data:`COLUMNS`) atomically with provenance metadata
-    (:func:`fedgdp.io.write_parquet`)."""
+    (:func:`fedgdp.io.write_parquet`).
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`run_split`.
+    p : dict
+        The resolved parameters (written into the metadata).
+    out : str or path
+        The Parquet file to write.
+    """
     import pyarrow as pa
 
     from ..io import write_parquet
@@ -144,7 +189,18 @@ def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
 
 def read_rows(paths):
     """Read and concatenate real-data Parquet files into a pandas DataFrame;
-    ValueError naming a bad file."""
+    ValueError naming a bad file.
+
+    Parameters
+    ----------
+    paths : str, path or sequence of them
+        Files written by :func:`write_rows`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Their rows (at least the columns :data:`COLUMNS`).
+    """
     from ..io import read_parquet_files
 
     return read_parquet_files(paths, COLUMNS, "real-data")
