@@ -58,6 +58,20 @@ def sample_clients(rng: np.random.Generator, m: int, q: float) -> np.ndarray:
 
     ``round`` is Python's (half to even: q m = 2.5 draws 2). Each client is drawn in a
     round with probability ``round(q m) / m``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Draws the clients.
+    m : int
+        Number of clients.
+    q : float
+        Fraction of the clients drawn.
+
+    Returns
+    -------
+    ndarray, shape (k,), int
+        The drawn clients, increasing, ``k = max(1, min(m, round(q m)))``.
     """
     k = max(1, min(m, int(round(q * m))))
     return np.sort(rng.choice(m, size=k, replace=False))
@@ -71,9 +85,35 @@ class TorchNoise:
         self.gen = gen
 
     def take(self, name: str, *index):
+        """This stream, or None when non-private.
+
+        Parameters
+        ----------
+        name : str
+            The draw's name (unused: the stream draws in the computation's order).
+        *index : int
+            Unused, as ``name``.
+
+        Returns
+        -------
+        TorchNoise or None
+            The stream to :meth:`draw` from.
+        """
         return None if self.gen is None else self
 
     def draw(self, like: torch.Tensor) -> torch.Tensor:
+        """Standard normals of ``like``'s shape, dtype and device.
+
+        Parameters
+        ----------
+        like : torch.Tensor
+            The tensor whose shape, dtype and device the draw takes.
+
+        Returns
+        -------
+        torch.Tensor, shape like.shape
+            The draw.
+        """
         return torch.randn(like.shape, generator=self.gen, device=like.device, dtype=like.dtype)
 
 
@@ -112,12 +152,37 @@ class Locals:
 
 # ----------------------------------------------------------------- Newton head
 def head_vector(params: dict) -> torch.Tensor:
-    """The head's parameters as one vector ``[weight.flatten(), bias]``, shape (D,)."""
+    """The head's parameters as one vector ``[weight.flatten(), bias]``, shape (D,).
+
+    Parameters
+    ----------
+    params : dict name -> Tensor
+        A ConvNet's parameters (``head.weight`` (classes, hidden), ``head.bias`` (classes,)).
+
+    Returns
+    -------
+    torch.Tensor, shape (D,)
+        ``D = classes (hidden + 1)``, in the head's dtype.
+    """
     return torch.cat([params[f"{HEAD}.weight"].flatten(), params[f"{HEAD}.bias"]])
 
 
 def set_head_vector(params: dict, vec: torch.Tensor) -> dict:
-    """A copy of ``params`` with the head replaced by ``vec`` (layout of :func:`head_vector`)."""
+    """A copy of ``params`` with the head replaced by ``vec`` (layout of :func:`head_vector`).
+
+    Parameters
+    ----------
+    params : dict name -> Tensor
+        A ConvNet's parameters (not modified).
+    vec : torch.Tensor, shape (D,)
+        The new head, ``[weight.flatten(), bias]``; cast to the head's dtype.
+
+    Returns
+    -------
+    dict name -> Tensor
+        The parameters with ``head.weight`` (classes, hidden) and ``head.bias`` (classes,)
+        from ``vec``; the other entries are ``params``' own tensors.
+    """
     w = params[f"{HEAD}.weight"]
     out = dict(params)
     out[f"{HEAD}.weight"] = vec[:w.numel()].reshape(w.shape).to(w.dtype)
@@ -131,6 +196,18 @@ def newton_direction(G: torch.Tensor, lam: float) -> torch.Tensor:
     ``G`` is ``(n, D)``. When ``n < D`` the Woodbury identity
     ``(lam I + G'G/n)^{-1} = (I - G'(n lam I + G G')^{-1} G) / lam`` solves an
     ``n x n`` system instead of the ``D x D`` one.
+
+    Parameters
+    ----------
+    G : torch.Tensor, shape (n, D)
+        Per-sample (clipped) head gradients.
+    lam : float
+        Ridge ``lambda > 0``.
+
+    Returns
+    -------
+    torch.Tensor, shape (D,), float64
+        The direction ``(h + lam I)^{-1} gbar``.
     """
     G = G.to(torch.float64)
     n, D = G.shape
@@ -152,6 +229,28 @@ def head_newton_step(params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float
     ``B`` (the non-finite rule of :mod:`fedgdp.nn.clipping` included) before the
     empirical Fisher ``h`` and the mean ``gbar`` are formed. Returns the step (float64,
     shape (D,)) and the number of clipped images (a 0-d tensor on the device).
+
+    Parameters
+    ----------
+    params : dict name -> Tensor
+        The ConvNet's parameters (the body is held fixed).
+    x : torch.Tensor, shape (n, C, H, W)
+        The client's images.
+    y : torch.Tensor, shape (n,)
+        Its labels (int64).
+    B : float
+        Clipping bound of the per-sample head gradients (inf: no clipping).
+    lam : float
+        Ridge ``lambda``.
+    alpha : float
+        Damping ``alpha``.
+
+    Returns
+    -------
+    step : torch.Tensor, shape (D,), float64
+        ``alpha (h + lam I)^{-1} gbar``.
+    clipped : torch.Tensor, shape (), int64
+        The number of images whose head gradient was clipped (or zeroed, non-finite).
     """
     G = head_grads(params, x, y)
     c = clip_factors(G.pow(2).sum(1), B)
@@ -224,10 +323,39 @@ class TorchBackend:
 
     # -- Backend operations
     def calibrate(self, method, s):
+        """The noise sds of the method's plan (clients of sizes :attr:`plan_n`) and its ledger.
+
+        Parameters
+        ----------
+        method : fedgdp.methods.Method
+            The method (its :meth:`fedgdp.methods.Method.plan` is calibrated to ``mu``).
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        sigmas : tuple of ndarray, each shape (m,)
+            One array of noise sds per release spec of the plan.
+        ledgers : list of fedgdp.privacy.Ledger
+            The one ledger (arrays shaped (1, m)).
+        """
         cal = privacy.calibrate(method.plan(self, s), mu=self.mu)
         return tuple(np.asarray(sig)[0] for sig in cal.sigmas), [cal.ledger]
 
     def weights(self, releases):
+        """Aggregation weights ``n_i / sum n`` over all m clients (a round renormalises
+        them over its drawn clients).
+
+        Parameters
+        ----------
+        releases : int
+            Releases each client makes (unused).
+
+        Returns
+        -------
+        ndarray, shape (m,)
+            The weights, summing to one.
+        """
         return self.clients.n / self.clients.n.sum()
 
     def zeros(self):
@@ -275,6 +403,32 @@ class TorchBackend:
         return self._batches[key]
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
+        """One FedAvg round's local steps: draw the round's clients, then K full-batch
+        clipped gradient steps of each, ``theta <- theta - eta mean_j clip(g_j(theta)) +
+        sigma_i Z`` (noise after every step).
+
+        Parameters
+        ----------
+        start : dict name -> Tensor
+            The global parameters.
+        K : int
+            Local steps.
+        eta : float
+            Step size.
+        sigma : ndarray, shape (m,)
+            Noise sds per client (the drawn clients' are used).
+        noise : TorchNoise or None
+            The noise stream, None when non-private.
+        part : str
+            Must be ``full``.
+        drift : None
+            Must be None (no drift correction on the CNN backend).
+
+        Returns
+        -------
+        Locals
+            The drawn clients (S,) and their parameters ``params`` ``name -> (S, *shape)``.
+        """
         if part != "full" or drift is not None:
             raise ValueError("the CNN backend runs local steps on every image and without drift")
         S = self._draw("local step", K)
@@ -293,6 +447,24 @@ class TorchBackend:
         return Locals(S, start, params=local)
 
     def average(self, w, local: Locals):
+        """The new global parameters from a round's local results.
+
+        A FedAvg round: ``theta + server_lr sum_{i in S} w_i (local_i - theta)``; a Newton
+        round: the plain weighted average ``sum_{i in S} w_i head_i`` of the heads
+        (Algorithm 5). ``w_i = n_i / sum_S n`` over the drawn clients S.
+
+        Parameters
+        ----------
+        w : ndarray
+            The weights of :meth:`weights` (unused: renormalised over the drawn clients).
+        local : Locals
+            The round's local results (``params`` or ``head`` (S, D)).
+
+        Returns
+        -------
+        dict name -> Tensor
+            The global parameters.
+        """
         theta = local.start
         if local.head is not None:                        # a Newton round: the plain weighted average
             wS = self.clients.n[local.clients] / self.clients.n[local.clients].sum()
@@ -305,6 +477,29 @@ class TorchBackend:
         return {k: theta[k] + slr * torch.tensordot(wt, local.params[k] - theta[k], dims=1) for k in theta}  # type: ignore[index]  # FedAvg locals carry params
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
+        """K FedSGD steps, each on newly drawn clients: ``theta <- theta - server_lr eta
+        sum_{i in S} w_i (mean_j clip(g_j(theta)) + sigma_i Z_i)``.
+
+        Parameters
+        ----------
+        theta : dict name -> Tensor
+            The global parameters.
+        w : ndarray
+            The weights of :meth:`weights` (unused: renormalised over each step's clients).
+        K : int
+            Server steps (one round each).
+        eta : float
+            Step size.
+        sigma : ndarray, shape (m,)
+            Noise sds per client.
+        noise : TorchNoise or None
+            The noise stream, None when non-private.
+
+        Returns
+        -------
+        dict name -> Tensor
+            The global parameters.
+        """
         slr = float(self.p["server_lr"])
         for _ in range(K):
             S = self._draw("gradient", 1)
@@ -325,7 +520,22 @@ class TorchBackend:
 
     def head_newton_release(self, theta, *, ridge: float, damping: float) -> Locals:
         """Every drawn client's pre-noise head release ``head - alpha (h + lambda I)^{-1}
-        gbar`` (float64, ``(S, D)``): one round of Algorithm 5's refinement."""
+        gbar`` (float64, ``(S, D)``): one round of Algorithm 5's refinement.
+
+        Parameters
+        ----------
+        theta : dict name -> Tensor
+            The global parameters.
+        ridge : float
+            Ridge ``lambda``.
+        damping : float
+            Damping ``alpha``.
+
+        Returns
+        -------
+        Locals
+            The drawn clients (S,) and their releases ``head``, shape (S, D), float64.
+        """
         S = self._draw("newton", 1)
         head = head_vector(theta).to(torch.float64)
         steps = []
@@ -339,6 +549,23 @@ class TorchBackend:
         return Locals(S, theta, head=torch.stack(steps))
 
     def add_noise(self, local: Locals, sigma, noise):
+        """``head_i + sigma_i Z_i`` for every drawn client (one draw each), or ``local``
+        when noise is None.
+
+        Parameters
+        ----------
+        local : Locals
+            A Newton round's releases (``head`` (S, D)).
+        sigma : ndarray, shape (m,)
+            Noise sds per client (the drawn clients' are used).
+        noise : TorchNoise or None
+            The noise stream, None when non-private.
+
+        Returns
+        -------
+        Locals
+            The noisy releases, ``head`` shape (S, D).
+        """
         if noise is None:
             return local
         sd = np.asarray(sigma)[local.clients]
@@ -346,9 +573,42 @@ class TorchBackend:
         return Locals(local.clients, local.start, head=torch.stack(rows))
 
     def memo(self, key, inputs, compute):
+        """``compute()``: the CNN backend keeps no results.
+
+        Parameters
+        ----------
+        key : str
+            The result's name (unused).
+        inputs : tuple
+            What the result depends on (unused).
+        compute : callable
+            Computes the result.
+
+        Returns
+        -------
+        object
+            ``compute()``.
+        """
         return compute()
 
     def finish(self, theta, ledgers, comm):
+        """The fit; its rounds and communication are the counts of :attr:`info`
+        (drawn clients only), which also receives the clipped count.
+
+        Parameters
+        ----------
+        theta : dict name -> Tensor
+            The final global parameters.
+        ledgers : list of fedgdp.privacy.Ledger
+            The one ledger of :meth:`calibrate`.
+        comm : dict
+            The method's nominal communication (unused).
+
+        Returns
+        -------
+        list of fedgdp.methods.Fit
+            One fit, ``theta`` the network's parameters.
+        """
         self.info.clipped = int(self._clipped)
         return [Fit(theta, ledgers[0], rounds=self.info.rounds, floats_up=self.info.floats_up,
                     floats_down=self.info.floats_down)]

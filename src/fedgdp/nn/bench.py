@@ -53,7 +53,25 @@ def _vmap_clipped_mean(model, params, x, y, B):
 
 def step_methods(dataset: str, x, y, B: float) -> dict:
     """name -> a function computing one client's clipped mean gradient (``plain``: the
-    unclipped mean gradient) as ``name -> Tensor``; opacus' two when it imports."""
+    unclipped mean gradient) as ``name -> Tensor``; opacus' two when it imports.
+
+    Parameters
+    ----------
+    dataset : str
+        The network (:func:`fedgdp.nn.models.build_model`, seed 0).
+    x : torch.Tensor, shape (n, C, H, W)
+        The client's images, on the device to time.
+    y : torch.Tensor, shape (n,)
+        Its labels (int64).
+    B : float
+        Clipping bound.
+
+    Returns
+    -------
+    dict str -> callable
+        ``plain``, ``fedgdp``, ``vmap`` (and ``opacus_hooks``, ``opacus_ghost``): each
+        called without arguments returns the gradient ``name -> Tensor, (*shape)``.
+    """
     import torch
     from torch.nn import functional as F
 
@@ -137,6 +155,21 @@ def estimate_runs(step_s: dict, *, dataset: str = "mnist", cpu_cores: int | None
     beyond them);
     Figure 10 splits the N training images over m clients (``n = N / m``). Evaluation
     and the Newton rounds are small beside it and left out.
+
+    Parameters
+    ----------
+    step_s : dict int -> float
+        Seconds of one clipped step per measured client size n.
+    dataset : str
+        The network, for its paper settings (``rounds``, ``local_epochs``, ``q``) and grid.
+    cpu_cores : int, optional
+        Unused.
+
+    Returns
+    -------
+    dict
+        ``run_s_fig09`` (n -> seconds of one run), ``run_s_fig10`` (m -> seconds) and
+        ``paper_grid_total_h`` (hours of every run of both figures).
     """
     from .settings import PAPER_GRID, resolve
 
@@ -165,7 +198,18 @@ def estimate_runs(step_s: dict, *, dataset: str = "mnist", cpu_cores: int | None
 
 def format_markdown(result: dict) -> str:
     """One bench result as a Markdown table: per network and n, each method's seconds and
-    ratio to the plain gradient, and its largest relative difference to fedgdp's step."""
+    ratio to the plain gradient, and its largest relative difference to fedgdp's step.
+
+    Parameters
+    ----------
+    result : dict
+        The result of :func:`run_nn_bench`.
+
+    Returns
+    -------
+    str
+        The Markdown (a header line, then the table).
+    """
     lines = [f"device {result['device']}, {result['threads']} threads, torch {result['torch']}, "
              f"opacus {result['opacus']}, load average at start {result['load_average']}", "",
              "| network | n | method | seconds | ratio to plain | max rel. diff to fedgdp |",
@@ -182,7 +226,35 @@ def format_markdown(result: dict) -> str:
 def run_nn_bench(*, datasets=("mnist", "cifar10"), sizes=(100, 600), repeats: int = 3, rounds: int = 2,
                  clip: float = 1.0, device: str = "cpu", threads: int | None = None, out: str | None = None,
                  md: str | None = None) -> dict:
-    """Time one client-step of every method (module docstring); print and return the JSON."""
+    """Time one client-step of every method (module docstring); print and return the JSON.
+
+    Parameters
+    ----------
+    datasets : sequence of str
+        Networks to time (``mnist``, ``cifar10``, ``digits``).
+    sizes : sequence of int
+        Client sizes n.
+    repeats : int
+        Timed calls per method and round (the minimum is kept).
+    rounds : int
+        Passes over the methods, in turn.
+    clip : float
+        Clipping bound B.
+    device : str
+        ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+    threads : int, optional
+        torch CPU threads.
+    out : str, optional
+        A JSON file to write the result to.
+    md : str, optional
+        A Markdown file to write :func:`format_markdown` of the result to.
+
+    Returns
+    -------
+    dict
+        The result: the machine, and per network its parameter count, per n the seconds,
+        ratios to ``plain`` and differences to ``fedgdp``, and :func:`estimate_runs`.
+    """
     import torch
 
     from .models import build_model

@@ -57,7 +57,18 @@ __all__ = ["layer_names", "clip_factors", "clipped_grad_sums", "head_grads", "fl
 
 
 def layer_names(params: dict) -> list[str]:
-    """The parametrised layers of a ConvNet, input to output: ``convs.0, ..., fc, head``."""
+    """The parametrised layers of a ConvNet, input to output: ``convs.0, ..., fc, head``.
+
+    Parameters
+    ----------
+    params : dict name -> Tensor
+        The ConvNet's parameters (keys ``convs.i.weight``, ..., ``head.bias``).
+
+    Returns
+    -------
+    list of str
+        The layer names (parameter keys without ``.weight`` / ``.bias``).
+    """
     convs = sorted({k.rsplit(".", 1)[0] for k in params if k.startswith("convs.")},
                    key=lambda s: int(s.split(".")[1]))
     return [*convs, "fc", HEAD]
@@ -66,7 +77,20 @@ def layer_names(params: dict) -> list[str]:
 def floats_per_image(params: dict, image_shape: tuple) -> int:
     """Working memory of :func:`clipped_grad_sums` per image, in numbers: every conv
     layer's output, its ReLU and gradient (3 C_out H W), its per-sample weight gradient
-    (C_out C_in 9), and the Linear layers' inputs and outputs."""
+    (C_out C_in 9), and the Linear layers' inputs and outputs.
+
+    Parameters
+    ----------
+    params : dict name -> Tensor
+        The ConvNet's parameters, ``(*shape)`` or stacked ``(S, *shape)``.
+    image_shape : tuple (C, H, W)
+        The shape of one image.
+
+    Returns
+    -------
+    int
+        Numbers of working memory per image.
+    """
     _, H, W = image_shape
     total = 0
     for name in layer_names(params):
@@ -81,7 +105,20 @@ def floats_per_image(params: dict, image_shape: tuple) -> int:
 
 def clip_factors(sq: torch.Tensor, B: float) -> torch.Tensor:
     """``c = min(1, B / sqrt(sq))`` elementwise, 0 where ``sq`` is not finite (the
-    non-finite rule of the module docstring); 1 (or 0) when ``B`` is inf."""
+    non-finite rule of the module docstring); 1 (or 0) when ``B`` is inf.
+
+    Parameters
+    ----------
+    sq : torch.Tensor, any shape
+        Squared per-sample gradient norms ``||g_j||^2``.
+    B : float
+        Clipping bound (may be inf).
+
+    Returns
+    -------
+    torch.Tensor, shape sq.shape
+        The factors ``c_j`` in [0, 1], in ``sq``'s dtype.
+    """
     finite = torch.isfinite(sq)
     if B == float("inf"):
         return finite.to(sq.dtype)
@@ -143,6 +180,9 @@ def clipped_grad_sums(params: dict, X: torch.Tensor, Y: torch.Tensor, mask: torc
         1 for an image, 0 for a padding row (which contributes nothing).
     B : float
         Clipping bound; ``inf``: the plain sums (still with the non-finite rule).
+    shared : bool
+        One copy of the parameters ``(*shape)`` for every client (FedSGD) instead of a
+        stack ``(S, *shape)``.
 
     Returns
     -------
@@ -196,6 +236,20 @@ def head_grads(params: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     ``D = classes (hidden + 1)`` laid out as ``[weight.flatten(), bias]``; the gradient
     of image ``j`` is ``(p_j - e_{y_j}) [z_j, 1]`` with penultimate activations ``z_j``
     and predicted probabilities ``p_j`` (the body is held at ``params``).
+
+    Parameters
+    ----------
+    params : dict name -> Tensor
+        The ConvNet's parameters, ``(*shape)`` (one copy).
+    x : torch.Tensor, shape (n, C, H, W)
+        Images.
+    y : torch.Tensor, shape (n,)
+        Labels (int64).
+
+    Returns
+    -------
+    torch.Tensor, shape (n, D)
+        Row j is image j's head gradient ``[weight.flatten(), bias]``, ``D = classes (hidden + 1)``.
     """
     names = layer_names(params)
     P = _stacked(params, 1, True)

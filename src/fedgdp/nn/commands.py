@@ -116,7 +116,13 @@ def _default(key):
 
 
 def add_parsers(sub) -> None:
-    """Add the ``nn-*`` subcommands to ``fedgdp``'s subparsers."""
+    """Add the ``nn-*`` subcommands to ``fedgdp``'s subparsers.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        ``fedgdp``'s subparsers (``ArgumentParser.add_subparsers()``).
+    """
     from ..arguments import output_dir, output_path, show_defaults
     from ..settings import add_flags
     from .settings import NNSettings

@@ -185,6 +185,19 @@ def _extract_cifar(archive: Path, folder: Path) -> None:
 def load_images(name: str, data_dir: str | os.PathLike = "data") -> ImageData:
     """Load a dataset from local files (never downloads).
 
+    Parameters
+    ----------
+    name : str
+        ``digits``, ``mnist`` or ``cifar10`` (:data:`DATASETS`).
+    data_dir : str or path
+        The folder holding ``mnist/`` and ``cifar10/`` (unused for ``digits``).
+
+    Returns
+    -------
+    ImageData
+        The standard training and test splits (images ``(N, C, H, W)`` float32, labels
+        ``(N,)`` int64).
+
     Raises
     ------
     DataUnavailable
@@ -226,6 +239,20 @@ def fetch(name: str, data_dir: str | os.PathLike = "data", *, timeout: float = 3
     Files already present with the right checksum are kept. Returns the dataset's
     folder. Raises :class:`DataUnavailable` when the network cannot be reached (the
     message says which files to place where) or a checksum does not match.
+
+    Parameters
+    ----------
+    name : str
+        ``mnist`` or ``cifar10`` (``digits``: nothing to fetch).
+    data_dir : str or path
+        The data folder; the files go to ``<data_dir>/<name>/``.
+    timeout : float
+        Seconds per connection attempt.
+
+    Returns
+    -------
+    Path
+        The dataset's folder (``data_dir`` itself for ``digits``).
     """
     data_dir = Path(data_dir)
     if name == "digits":

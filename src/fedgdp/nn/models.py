@@ -61,13 +61,35 @@ class ConvNet(nn.Module):
         self.head = nn.Linear(hidden, classes)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """Penultimate activations, shape ``(n, hidden)``."""
+        """Penultimate activations, shape ``(n, hidden)``.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (n, C, H, W)
+            Images.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, hidden)
+            The ReLU outputs of the hidden fully connected layer.
+        """
         for conv in self.convs:
             x = F.max_pool2d(F.relu(conv(x)), 2)
         return F.relu(self.fc(x.flatten(1)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Log-probabilities, shape ``(n, classes)``."""
+        """Log-probabilities, shape ``(n, classes)``.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (n, C, H, W)
+            Images.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, classes)
+            Log-softmax of the head's outputs.
+        """
         return F.log_softmax(self.head(self.features(x)), dim=-1)
 
 
@@ -78,6 +100,20 @@ def build_model(dataset: str, *, seed: int, classes: int = 10) -> ConvNet:
     the same seed gives the same weights in any process. (The GLM methods start at
     theta = 0; a ReLU network started at 0 has zero gradients, so the networks start
     at a seeded random point that does not depend on any data.)
+
+    Parameters
+    ----------
+    dataset : str
+        A key of :data:`ARCHITECTURES` (``mnist``, ``cifar10``, ``digits``).
+    seed : int
+        Seeds the initial weights.
+    classes : int
+        Outputs of the head.
+
+    Returns
+    -------
+    ConvNet
+        The network, on the CPU, in float32.
     """
     if dataset not in ARCHITECTURES:
         raise ValueError(f"no CNN for dataset {dataset!r}; known: {', '.join(ARCHITECTURES)}")

@@ -33,6 +33,17 @@ def summarise_runs(df):
     """Per (figure, dataset, method, x): median and range of the test accuracy over runs.
 
     ``df`` holds run rows (:func:`fedgdp.nn.run.read_runs`); ``x`` is n (fig09) or m (fig10).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Run rows (columns :data:`fedgdp.nn.run.COLUMNS`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (figure, dataset, method, label, x, mu), columns :data:`SUMMARY_COLUMNS`
+        (``m`` or ``n`` is -1 where it varies within the group).
     """
     import pandas as pd
 
@@ -60,6 +71,22 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
     """Draw Figure 9 or 10 from a summary; write ``out`` (PDF) and its PNG sibling.
 
     Returns the paths written.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        Rows of :func:`summarise_runs` (columns :data:`SUMMARY_COLUMNS`).
+    figure : str
+        ``fig09`` or ``fig10``.
+    out : str or Path
+        The PDF to write.
+    png : bool
+        Also write ``out`` with suffix ``.png``.
+
+    Returns
+    -------
+    list of Path
+        The paths written.
     """
     plt = pyplot()
 

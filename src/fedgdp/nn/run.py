@@ -45,12 +45,41 @@ COLUMNS = [
 
 
 def run_seeds(p: dict, method: str | None = None) -> np.random.SeedSequence:
-    """The run's seed sequence, or one method's (see the module docstring)."""
+    """The run's seed sequence, or one method's (see the module docstring).
+
+    Parameters
+    ----------
+    p : dict
+        Resolved run settings (``base_seed``, ``run`` and :func:`fedgdp.nn.settings.data_key`).
+    method : str, optional
+        A method's name: its own stream; None: the run's (partition and initial weights).
+
+    Returns
+    -------
+    numpy.random.SeedSequence
+        The seed sequence.
+    """
     return seed_sequence(p["base_seed"], data_key(p), p["run"], stream=method)
 
 
 def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
-    """Index sets ``{"train", "val", "test"}`` into the training split, one per client."""
+    """Index sets ``{"train", "val", "test"}`` into the training split, one per client.
+
+    Parameters
+    ----------
+    N : int
+        Images in the training split.
+    p : dict
+        Resolved run settings (``m``, ``n``, ``val_frac``, ``test_frac``).
+    rng : numpy.random.Generator
+        Draws the permutation.
+
+    Returns
+    -------
+    list of dict, length m
+        Per client, ``train``, ``val`` and ``test``: disjoint int arrays of indices into
+        the training split. ValueError when the split is too small.
+    """
     m = p["m"]
     perm = rng.permutation(N)
     if p["n"] is None:
@@ -88,6 +117,17 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
         torch CPU threads (``torch.set_num_threads``).
     data : ImageData, optional
         Already loaded data (else :func:`fedgdp.nn.data.load_images`).
+    data_dir : str
+        Where :func:`fedgdp.nn.data.load_images` looks when ``data`` is None.
+    return_ledgers : bool
+        Also return every method's ledger.
+
+    Returns
+    -------
+    rows : list of dict
+        One row per method of ``p["methods"]``, keys :data:`COLUMNS`.
+    ledgers : dict method -> fedgdp.privacy.Ledger
+        Only with ``return_ledgers``: then ``(rows, ledgers)`` is returned.
     """
     import torch
 
@@ -180,6 +220,17 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
 
     Metadata: package version, git commit, torch version, platform, the resolved
     settings as JSON and, when given, ``extra_meta`` (e.g. the ledgers).
+
+    Parameters
+    ----------
+    rows : list of dict
+        The rows of :func:`run_nn` (keys :data:`COLUMNS`).
+    p : dict
+        The run's resolved settings.
+    out : str or path
+        The Parquet file to write.
+    extra_meta : dict, optional
+        More metadata (values written as strings).
     """
     import pyarrow as pa
 
@@ -199,7 +250,18 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
 
 
 def read_runs(paths) -> pandas.DataFrame:
-    """Concatenate run files; ValueError naming a file that is corrupt or lacks columns."""
+    """Concatenate run files; ValueError naming a file that is corrupt or lacks columns.
+
+    Parameters
+    ----------
+    paths : str, path or sequence of them
+        Run files written by :func:`write_runs`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Their rows (at least the columns :data:`COLUMNS`).
+    """
     from ..io import read_parquet_files
 
     return read_parquet_files(paths, COLUMNS, "run")

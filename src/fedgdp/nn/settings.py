@@ -42,7 +42,20 @@ LABELS = {name: "DP-" + m.label for name, m in registry(CNN).items()}
 
 
 def label(method: str, mu: float) -> str:
-    """The legend label of a CNN method at privacy ``mu``: ``DP-...``, or ``NP-...`` at inf."""
+    """The legend label of a CNN method at privacy ``mu``: ``DP-...``, or ``NP-...`` at inf.
+
+    Parameters
+    ----------
+    method : str
+        A CNN method (a name of :data:`METHODS`).
+    mu : float
+        The privacy parameter (inf: non-private).
+
+    Returns
+    -------
+    str
+        The label.
+    """
     return LABELS[method] if mu != float("inf") else LABELS[method].replace("DP-", "NP-", 1)
 
 
@@ -50,7 +63,22 @@ def release_plan(method: str, p: dict, n) -> tuple:
     """The releases of CNN ``method`` under run settings ``p`` for clients of ``n``
     training images: its plan in :mod:`fedgdp.methods` (a tuple of
     :class:`fedgdp.privacy.ReleaseSpec`, arrays shaped (1, m)); ``fedgdp.privacy.calibrate``
-    turns it into noise sds and the ledger, as :class:`fedgdp.nn.backend.TorchBackend` does."""
+    turns it into noise sds and the ledger, as :class:`fedgdp.nn.backend.TorchBackend` does.
+
+    Parameters
+    ----------
+    method : str
+        A CNN method (a name of :data:`METHODS`).
+    p : dict
+        Resolved run settings (:func:`resolve`; ``clip`` and the method's settings are read).
+    n : array_like, shape (m,)
+        Training images per client.
+
+    Returns
+    -------
+    tuple of fedgdp.privacy.ReleaseSpec
+        The method's releases, arrays shaped (1, m).
+    """
     meth = get_method(method, CNN)
     data = _PlanData(float(p["clip"]), np.asarray(n, float)[None, :])
     return meth.plan(data, meth.cnn_settings(p))
@@ -128,6 +156,19 @@ class NNSettings(Settings):
 
     @classmethod
     def preset(cls, mapping: dict) -> dict:
+        """The data set's defaults (:data:`DATASET_DEFAULTS`), below the mapping.
+
+        Parameters
+        ----------
+        mapping : dict
+            The given overrides (``dataset`` is read; default ``digits``).
+
+        Returns
+        -------
+        dict
+            The defaults of ``lr``, ``server_lr``, ``clip``, ``local_epochs`` and ``q``.
+            ValueError for an unknown data set.
+        """
         dataset = mapping.get("dataset", "digits")
         if dataset not in DATASET_DEFAULTS:
             raise ValueError(f"unknown dataset {dataset!r}{suggest(dataset, DATASET_DEFAULTS)}; "
@@ -136,6 +177,20 @@ class NNSettings(Settings):
 
     @classmethod
     def finish(cls, p: dict) -> dict:
+        """Cross-field checks, on the checked values (in place): ``fig09`` needs ``n``
+        (at least 3), ``fig10`` none; FedNewton-Iter needs ``rounds`` a multiple of
+        ``newton_cycles``. ValueError naming the values otherwise.
+
+        Parameters
+        ----------
+        p : dict
+            The checked values.
+
+        Returns
+        -------
+        dict
+            ``p``.
+        """
         if p["figure"] == "fig09":
             if p["n"] is None:
                 raise ValueError("fig09 needs n (images per client), got n=None")
@@ -169,11 +224,33 @@ PAPER_GRID = {
 
 def resolve(overrides: dict | None = None) -> dict:
     """Defaults, then the dataset's defaults, then ``overrides``; validated
-    (:class:`NNSettings`). Raises ValueError naming the bad key and value."""
+    (:class:`NNSettings`). Raises ValueError naming the bad key and value.
+
+    Parameters
+    ----------
+    overrides : dict or None
+        Settings that override the defaults.
+
+    Returns
+    -------
+    dict
+        Every setting of :class:`NNSettings`, by name.
+    """
     return NNSettings.build(overrides).as_dict()
 
 
 def data_key(p: dict) -> dict:
-    """The settings that define a run's partition (and initial weights)."""
+    """The settings that define a run's partition (and initial weights).
+
+    Parameters
+    ----------
+    p : dict
+        Resolved run settings.
+
+    Returns
+    -------
+    dict
+        ``dataset``, ``m``, ``n``, ``val_frac`` and ``test_frac`` of ``p``.
+    """
     return {"dataset": p["dataset"], "m": p["m"], "n": p["n"], "val_frac": p["val_frac"],
             "test_frac": p["test_frac"]}

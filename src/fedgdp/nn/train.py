@@ -39,6 +39,16 @@ def resolve_device(spec: str | None = "auto") -> torch.device:
     repeatable on the same GPU model, driver and torch version. It is not bit-identical to
     a CPU run (different kernels sum in different orders), and the float32 results of two
     GPU models may differ in their last bits.
+
+    Parameters
+    ----------
+    spec : str or None
+        ``auto`` (or None, ``""``), ``cpu``, ``cuda``, ``cuda:N``.
+
+    Returns
+    -------
+    torch.device
+        The device. ValueError for a bad spec, or CUDA requested but not available.
     """
     if spec in (None, "", "auto"):
         dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -79,7 +89,22 @@ class ClientData:
 
     def batch(self, clients) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Padded images ``(S, L, C, H, W)``, labels ``(S, L)`` and a 0/1 mask ``(S, L)``
-        of the given clients; ``L`` is their largest size (padding rows are zeros)."""
+        of the given clients; ``L`` is their largest size (padding rows are zeros).
+
+        Parameters
+        ----------
+        clients : sequence of int, length S
+            The clients, in the stack's order.
+
+        Returns
+        -------
+        X : torch.Tensor, shape (S, L, C, H, W)
+            The images.
+        Y : torch.Tensor, shape (S, L)
+            The labels (int64; 0 in padding rows).
+        mask : torch.Tensor, shape (S, L)
+            1 for an image, 0 for a padding row, in the images' dtype.
+        """
         from torch.nn.utils.rnn import pad_sequence
 
         xs = [self.x[i] for i in clients]
@@ -129,6 +154,12 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
         Draws the noise (on the training device).
     stack : bool, optional
         Stack a round's clients (see :class:`fedgdp.nn.backend.TorchBackend`).
+
+    Returns
+    -------
+    Trained
+        The trained parameters, what the backend counted (:class:`TrainInfo`), the
+        ledger and the releases each client made.
     """
     meth = get_method(method, CNN)
     be = TorchBackend(params0, clients, p, rng, gen, stack=stack)
@@ -138,7 +169,26 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
 
 @torch.no_grad()
 def evaluate(model, params: dict, x: torch.Tensor, y: torch.Tensor, *, batch: int = 2000) -> tuple[float, float]:
-    """Accuracy and mean NLL loss of ``params`` on ``(x, y)``."""
+    """Accuracy and mean NLL loss of ``params`` on ``(x, y)``.
+
+    Parameters
+    ----------
+    model : ConvNet
+        The network whose forward pass is called with ``params`` (``functional_call``).
+    params : dict name -> Tensor
+        The parameters to evaluate.
+    x : torch.Tensor, shape (N, C, H, W)
+        Images.
+    y : torch.Tensor, shape (N,)
+        Labels (int64).
+    batch : int
+        Images per forward pass.
+
+    Returns
+    -------
+    accuracy, loss : float
+        The share of correct predictions and the mean NLL; both NaN when ``N = 0``.
+    """
     if y.shape[0] == 0:
         return float("nan"), float("nan")
     correct, loss = 0, 0.0

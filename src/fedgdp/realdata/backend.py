@@ -28,7 +28,34 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
                        rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
     """K noisy local steps of client i at J privacy levels: ``Theta <- Theta - eta
     (g(Theta) + drift) + sigma_j Z`` (``fds``, ``sigmas`` (J,), ``Theta0`` and ``drift``
-    (J, d, k)), one draw Z (d, k) per step from ``noise`` (None: no noise)."""
+    (J, d, k)), one draw Z (d, k) per step from ``noise`` (None: no noise).
+
+    Parameters
+    ----------
+    fds : list of FoldData, length J
+        The folds (same data; one per privacy level, bound ``fds[j].bound``).
+    i : int
+        The client.
+    Theta0 : ndarray, shape (J, d, k)
+        The start, one per level (not modified).
+    K : int
+        Local steps.
+    eta : float
+        Step size.
+    sigmas : array_like, shape (J,)
+        Client i's noise sd at each level.
+    noise : fedgdp.methods.StreamNoise or None
+        The noise stream, None when non-private.
+    rows : slice
+        The client's rows to use (``slice(None)``: all).
+    drift : ndarray, shape (J, d, k), optional
+        Added to every step's gradient (SCAFFOLD's correction).
+
+    Returns
+    -------
+    ndarray, shape (J, d, k)
+        Client i's parameters after the K steps.
+    """
     Theta = Theta0.copy()
     sig = np.asarray(sigmas, dtype=float)[:, None, None]
     for _ in range(K):
@@ -45,7 +72,34 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
 def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
                   rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
     """:func:`local_descent_many` at one level on the fold ``fd`` (:class:`~fedgdp.realdata.folds.FoldData`):
-    Theta0 and drift (d, k), noise from ``rng``."""
+    Theta0 and drift (d, k), noise from ``rng``.
+
+    Parameters
+    ----------
+    fd : FoldData
+        The fold.
+    i : int
+        The client.
+    Theta0 : ndarray, shape (d, k)
+        The start.
+    K : int
+        Local steps.
+    eta : float
+        Step size.
+    sigma : float
+        The noise sd.
+    rng : numpy.random.Generator or None
+        Draws the noise (None: no noise).
+    rows : slice
+        The client's rows to use.
+    drift : ndarray, shape (d, k), optional
+        Added to every step's gradient.
+
+    Returns
+    -------
+    ndarray, shape (d, k)
+        Client i's parameter after the K steps.
+    """
     return local_descent_many([fd], i, Theta0[None], K=K, eta=eta, sigmas=np.array([sigma]),
                               noise=StreamNoise(rng).take("Z"), rows=rows,
                               drift=None if drift is None else drift[None])[0]
@@ -53,7 +107,30 @@ def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
 
 def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.ndarray, noise) -> np.ndarray:
     """K FedSGD steps at J levels: ``Theta <- Theta - eta sum_i w_i (g_i(Theta) + sigma_i Z_i)``
-    (``sigmas`` (J, m), ``Theta0`` (J, d, k)), one draw per client and step."""
+    (``sigmas`` (J, m), ``Theta0`` (J, d, k)), one draw per client and step.
+
+    Parameters
+    ----------
+    fds : list of FoldData, length J
+        The folds (same data; one per privacy level).
+    Theta0 : ndarray, shape (J, d, k)
+        The start (not modified).
+    w : ndarray, shape (m,)
+        Aggregation weights.
+    K : int
+        Server steps.
+    eta : float
+        Step size.
+    sigmas : ndarray, shape (J, m)
+        Noise sds per level and client.
+    noise : fedgdp.methods.StreamNoise or None
+        The noise stream, None when non-private.
+
+    Returns
+    -------
+    ndarray, shape (J, d, k)
+        The global parameters after the K steps.
+    """
     Theta = Theta0.copy()
     sig = np.asarray(sigmas, dtype=float)
     for _ in range(K):
@@ -70,7 +147,18 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
 
 def stack_designs(designs: list):
     """The clients' designs stacked by rows: dense, or CSR when they are CSR
-    (:func:`fedgdp.glm.product_design`), shape (sum n_i, d)."""
+    (:func:`fedgdp.glm.product_design`).
+
+    Parameters
+    ----------
+    designs : list of ndarray or scipy.sparse.csr_matrix
+        Each client's design (n_i, d), all dense or all CSR.
+
+    Returns
+    -------
+    ndarray or scipy.sparse.csr_matrix, shape (sum n_i, d)
+        The stacked design.
+    """
     if isinstance(designs[0], np.ndarray):
         return np.vstack(designs)
     from scipy.sparse import vstack
@@ -79,7 +167,18 @@ def stack_designs(designs: list):
 
 
 def same_stream(rngs: list) -> bool:
-    """True when the generators would draw the same numbers (all None, or all in one state)."""
+    """True when the generators would draw the same numbers (all None, or all in one state).
+
+    Parameters
+    ----------
+    rngs : list of numpy.random.Generator or None
+        The generators.
+
+    Returns
+    -------
+    bool
+        Whether one stream can serve them all.
+    """
     if all(r is None for r in rngs):
         return True
     if any(r is None for r in rngs):
@@ -89,7 +188,15 @@ def same_stream(rngs: list) -> bool:
 
 
 class RealBackend:
-    """J folds with the same data (one per privacy level) and one noise generator."""
+    """J folds with the same data (one per privacy level) and one noise generator.
+
+    Parameters
+    ----------
+    fds : list of FoldData, length J
+        The folds; ``fds[0]`` is :attr:`data` (what a method's plan reads).
+    rng : numpy.random.Generator or None
+        Draws the noise (:class:`fedgdp.methods.StreamNoise`).
+    """
 
     kind = REALDATA
 
@@ -98,11 +205,39 @@ class RealBackend:
         self.m, self.dk = self.data.m, self.data.d * self.data.k
 
     def calibrate(self, method, s):
+        """The noise sds of the method's plan at every level, and the ledgers.
+
+        Parameters
+        ----------
+        method : fedgdp.methods.Method
+            The method (its plan is calibrated on each fold, :meth:`FoldData.calibrate`).
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        sigmas : tuple of ndarray, each shape (J, m)
+            One array of noise sds per release spec of the plan.
+        ledgers : list of fedgdp.privacy.Ledger, length J
+            One ledger per level.
+        """
         cals = [fd.calibrate(method.plan(fd, s)) for fd in self.fds]
         sigmas = tuple(np.stack([c[0][r] for c in cals]) for r in range(len(cals[0][0])))
         return sigmas, [c[1] for c in cals]
 
     def weights(self, releases):
+        """Aggregation weights ``n_i / sum n`` (the same at every level).
+
+        Parameters
+        ----------
+        releases : int
+            Releases each client makes (unused).
+
+        Returns
+        -------
+        ndarray, shape (m,)
+            The weights, summing to one.
+        """
         return self.data.weights
 
     def zeros(self):
@@ -121,17 +256,95 @@ class RealBackend:
         raise ValueError(f"unknown part {part!r}; use full or half1")
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
+        """K noisy local steps of every client from ``start`` (:func:`local_descent_many`),
+        client by client.
+
+        Parameters
+        ----------
+        start : ndarray, shape (J, d, k)
+            The global parameters.
+        K : int
+            Local steps.
+        eta : float
+            Step size.
+        sigma : ndarray, shape (J, m)
+            Noise sds.
+        noise : fedgdp.methods.StreamNoise or None
+            The noise stream, None when non-private.
+        part : str
+            ``full`` (all rows) or ``half1`` (each client's first ``floor(n_i / 2)`` rows).
+        drift : ndarray, shape (J, m, d, k), optional
+            Per-client drift.
+
+        Returns
+        -------
+        ndarray, shape (J, m, d, k)
+            Per-client parameters.
+        """
         return np.stack([local_descent_many(self.fds, i, start, K=K, eta=eta, sigmas=sigma[:, i], noise=noise,
                                             rows=rows, drift=None if drift is None else drift[:, i])
                          for i, rows in enumerate(self._rows(part))], axis=1)
 
     def average(self, w, local):
+        """``sum_i w_i local_i``.
+
+        Parameters
+        ----------
+        w : ndarray, shape (m,)
+            Weights.
+        local : ndarray, shape (J, m, d, k)
+            Per-client parameters.
+
+        Returns
+        -------
+        ndarray, shape (J, d, k)
+            The global parameters.
+        """
         return sum(w[i] * local[:, i] for i in range(self.m))
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
+        """K FedSGD steps (:func:`server_descent_many`).
+
+        Parameters
+        ----------
+        theta : ndarray, shape (J, d, k)
+            The global parameters.
+        w : ndarray, shape (m,)
+            Weights.
+        K : int
+            Server steps.
+        eta : float
+            Step size.
+        sigma : ndarray, shape (J, m)
+            Noise sds.
+        noise : fedgdp.methods.StreamNoise or None
+            The noise stream, None when non-private.
+
+        Returns
+        -------
+        ndarray, shape (J, d, k)
+            The global parameters.
+        """
         return server_descent_many(self.fds, theta, w, K=K, eta=eta, sigmas=sigma, noise=noise)
 
     def newton_release(self, theta1, *, hessian_bound):
+        """Every client's pre-noise Newton release ``theta1 - s_i`` at every level: s_i is
+        :func:`fedgdp.realdata.solvers.newton_step` with the Hessian of its half 1 (its
+        first ``floor(n_i / 2)`` rows) and the clipped gradient of its half 2, at theta1.
+
+        Parameters
+        ----------
+        theta1 : ndarray, shape (J, d, k)
+            The stage-1 global parameters.
+        hessian_bound : float or None
+            Clips per-sample Hessians (certified FedNewton), None: the uncertified step
+            with the solver ``data.newton["solver"]`` (``cg``, ``ridge`` or ``floor``).
+
+        Returns
+        -------
+        ndarray, shape (J, m, d, k)
+            The releases.
+        """
         h1, nw = self.data.half_sizes(), self.data.newton
         plain_cg = nw["solver"] == "cg" and hessian_bound is None
         out = np.empty(theta1.shape[:1] + (self.m,) + theta1.shape[1:])
@@ -146,6 +359,23 @@ class RealBackend:
         return out
 
     def add_noise(self, local, sigma, noise):
+        """``local_i + sigma_i Z_i``, one draw Z_i (d, k) per client serving every level,
+        in place; ``local`` unchanged when noise is None.
+
+        Parameters
+        ----------
+        local : ndarray, shape (J, m, d, k)
+            Per-client releases (modified in place).
+        sigma : ndarray, shape (J, m)
+            Noise sds.
+        noise : fedgdp.methods.StreamNoise or None
+            The noise stream, None when non-private.
+
+        Returns
+        -------
+        ndarray, shape (J, m, d, k)
+            ``local``, with the noise added.
+        """
         for i in range(self.m):
             Z = _draw(noise, local.shape[2:])
             if Z is not None:
@@ -153,20 +383,77 @@ class RealBackend:
         return local
 
     def memo(self, key, inputs, compute):
+        """``compute()``: this backend keeps no results.
+
+        Parameters
+        ----------
+        key : str
+            The result's name (unused).
+        inputs : tuple
+            What the result depends on (unused).
+        compute : callable
+            Computes the result.
+
+        Returns
+        -------
+        object
+            ``compute()``.
+        """
         return compute()
 
     def finish(self, theta, ledgers, comm):
+        """The fits, one per level.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (J, d, k)
+            The final global parameters.
+        ledgers : list of fedgdp.privacy.Ledger, length J
+            One ledger per level.
+        comm : dict
+            ``rounds``, ``floats_up``, ``floats_down`` (:meth:`fedgdp.methods.Method.comm`).
+
+        Returns
+        -------
+        list of fedgdp.methods.Fit, length J
+            Fit j has ``theta[j]`` (d, k) and ``ledgers[j]``.
+        """
         return [Fit(T, ledger, **comm) for T, ledger in zip(theta, ledgers)]
 
     # -- the plain fits (non-private, one level)
     def ridge_fit_clients(self, s: dict) -> np.ndarray:
-        """Each client's ridge MLE on its own data, (m, d, k)."""
+        """Each client's ridge MLE on its own data, (m, d, k).
+
+        Parameters
+        ----------
+        s : dict
+            The fit's settings: ``ridge``, ``maxiter`` and optionally ``gtol``
+            (:func:`fedgdp.realdata.solvers.ridge_fit`).
+
+        Returns
+        -------
+        ndarray, shape (m, d, k)
+            Client i's fit in row i.
+        """
         fd = self.data
         return np.stack([ridge_fit(fd.model, fd.design(i), fd.Y[i], ridge=s["ridge"], maxiter=s["maxiter"],
                                    gtol=s.get("gtol", 1e-8)) for i in range(fd.m)])
 
     def ridge_fit_pooled(self, s: dict) -> tuple[np.ndarray, int]:
-        """The ridge MLE on the pooled data (d, k) and the floats uploaded (the raw data)."""
+        """The ridge MLE on the pooled data (d, k) and the floats uploaded (the raw data).
+
+        Parameters
+        ----------
+        s : dict
+            The fit's settings: ``ridge``, ``maxiter`` and optionally ``gtol``.
+
+        Returns
+        -------
+        Theta : ndarray, shape (d, k)
+            The fit.
+        floats_up : int
+            Numbers in the pooled X and Y.
+        """
         X, Y = stack_designs(self.data.products), np.vstack(self.data.Y)
         Theta = ridge_fit(self.data.model, X, Y, ridge=s["ridge"], maxiter=s["maxiter"], gtol=s.get("gtol", 1e-8))
         return Theta, int(X.shape[0] * X.shape[1] + Y.size)

@@ -93,19 +93,60 @@ class FoldData:
         return float(self.B) if privacy.clips(self.mu) else math.inf
 
     def design(self, i: int, rows: slice = slice(None)):
-        """Client i's ``rows`` as the products read them (dense, or CSR for a wide sparse design)."""
+        """Client i's ``rows`` as the products read them (dense, or CSR for a wide sparse design).
+
+        Parameters
+        ----------
+        i : int
+            The client.
+        rows : slice
+            The client's rows to use (``slice(None)``: all).
+
+        Returns
+        -------
+        ndarray or scipy.sparse.csr_matrix, shape (rows, d)
+            The rows of :attr:`products` ``[i]``.
+        """
         X = self.products[i]  # type: ignore[index]
         return X if rows == slice(None) else X[rows]
 
     def gradient(self, i: int, Theta: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
-        """Client i's average clipped gradient at Theta over ``rows`` of its data."""
+        """Client i's average clipped gradient at Theta over ``rows`` of its data.
+
+        Parameters
+        ----------
+        i : int
+            The client.
+        Theta : ndarray, shape (d, k)
+            The parameter.
+        rows : slice
+            The client's rows to use (``slice(None)``: all).
+
+        Returns
+        -------
+        ndarray, shape (d, k)
+            The mean of the per-sample gradients clipped to :attr:`bound`.
+        """
         return clipped_gradient(self.model, Theta, self.design(i, rows), self.Y[i][rows], self.bound,
                                 self.xnorm[i][rows])  # type: ignore[index]
 
     def calibrate(self, plan: tuple) -> tuple[list, Ledger]:
         """Per-client noise sds (one (m,) array per spec) and the ledger of a plan
         built with ``B = self.B`` and ``n`` of shape (1, m)
-        (:func:`fedgdp.privacy.calibrate_with_clip`)."""
+        (:func:`fedgdp.privacy.calibrate_with_clip`).
+
+        Parameters
+        ----------
+        plan : tuple of fedgdp.privacy.ReleaseSpec
+            The method's releases (arrays shaped (1, m)).
+
+        Returns
+        -------
+        sigmas : list of ndarray, each shape (m,)
+            One array of noise sds per spec.
+        ledger : fedgdp.privacy.Ledger
+            The ledger (with the clipping rule's release, if any).
+        """
         cal = privacy.calibrate_with_clip(plan, mu=self.mu, clip=self.clip, n=self.plan_n)
         return [np.asarray(s)[0] for s in cal.sigmas], cal.ledger
 
@@ -141,11 +182,35 @@ class FoldData:
         return h1[None, :].astype(float), (self.sizes - h1)[None, :].astype(float)
 
     def backend(self, rng: np.random.Generator | None):
-        """This fold with its noise generator (:class:`fedgdp.realdata.backend.RealBackend`)."""
+        """This fold with its noise generator (:class:`fedgdp.realdata.backend.RealBackend`).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or None
+            Draws the noise (None: no noise).
+
+        Returns
+        -------
+        RealBackend
+            A backend of one level (J = 1).
+        """
         return RealBackend([self], rng)
 
     @staticmethod
     def stacked_backend(fds: list, rngs: list):
         """The J folds (one per privacy level, same data) as one backend, or None when
-        their generators would not draw the same numbers."""
+        their generators would not draw the same numbers.
+
+        Parameters
+        ----------
+        fds : list of FoldData, length J
+            The folds.
+        rngs : list of numpy.random.Generator or None, length J
+            Their noise generators (:func:`fedgdp.realdata.backend.same_stream`).
+
+        Returns
+        -------
+        RealBackend or None
+            The backend (noise from ``rngs[0]``), or None.
+        """
         return RealBackend(fds, rngs[0]) if same_stream(rngs) else None

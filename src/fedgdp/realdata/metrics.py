@@ -9,7 +9,20 @@ __all__ = ["auc", "accuracy", "client_metric"]
 
 
 def auc(scores: np.ndarray, y: np.ndarray) -> float:
-    """Area under the ROC curve (Mann-Whitney, ties count half); NaN if one class is absent."""
+    """Area under the ROC curve (Mann-Whitney, ties count half); NaN if one class is absent.
+
+    Parameters
+    ----------
+    scores : ndarray, shape (n,)
+        Scores (higher: more likely positive).
+    y : ndarray, shape (n,)
+        Labels, 0/1 or bool.
+
+    Returns
+    -------
+    float
+        The AUC in [0, 1], or NaN.
+    """
     from scipy.stats import rankdata
 
     y = np.asarray(y).astype(bool)
@@ -21,11 +34,44 @@ def auc(scores: np.ndarray, y: np.ndarray) -> float:
 
 
 def accuracy(P: np.ndarray, labels: np.ndarray) -> float:
-    """Share of rows whose most probable class is the label."""
+    """Share of rows whose most probable class is the label.
+
+    Parameters
+    ----------
+    P : ndarray, shape (n, k)
+        Class probabilities.
+    labels : ndarray, shape (n,)
+        Class indices in ``0..k-1``.
+
+    Returns
+    -------
+    float
+        The accuracy (NaN when n = 0).
+    """
     return float(np.mean(np.argmax(P, axis=1) == np.asarray(labels)))
 
 
 def client_metric(task: str, model: GLM, Theta, X, labels) -> float:
+    """A client's metric of ``Theta`` on its test rows: AUC (``binary``) or accuracy.
+
+    Parameters
+    ----------
+    task : str
+        ``binary`` (AUC of the first column of the fitted means), else multiclass (accuracy).
+    model : fedgdp.glm.GLM
+        The model.
+    Theta : ndarray, shape (d, k)
+        The estimate.
+    X : ndarray, shape (n, d)
+        The client's test rows.
+    labels : ndarray, shape (n,)
+        0/1 labels (binary) or class indices.
+
+    Returns
+    -------
+    float
+        The metric; NaN when n = 0 (or, for AUC, when one class is absent).
+    """
     if labels.shape[0] == 0:
         return float("nan")
     P = model.predict(Theta, X)

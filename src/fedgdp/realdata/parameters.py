@@ -85,6 +85,19 @@ class RealdataSettings(Settings):
 
     @classmethod
     def finish(cls, p: dict) -> dict:
+        """Cross-field checks, on the checked values (in place): ``privacy`` is checked
+        against ``clip`` (:func:`fedgdp.privacy.check_privacy`), and ``mnist`` needs ``path``.
+
+        Parameters
+        ----------
+        p : dict
+            The checked values.
+
+        Returns
+        -------
+        dict
+            ``p``, its ``privacy`` replaced by the checked mapping.
+        """
         p["privacy"] = check_privacy(p["privacy"], p["clip"])
         if p["dataset"] == "mnist" and not p["path"]:
             raise ValueError("dataset 'mnist' needs path: the folder holding the MNIST IDX files or mnist.npz")

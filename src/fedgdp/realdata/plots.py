@@ -37,6 +37,19 @@ def realdata_medians(df: pd.DataFrame) -> pd.DataFrame:
     ``mu`` is the nominal target; ``mu_certified`` is the largest certified mu of the
     group's rows (inf when a release or the clipping bound is not certified, and for
     the non-private baselines), so the table never shows a nominal mu as a guarantee.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Real-data rows (:data:`fedgdp.realdata.run.COLUMNS`); rows with a NaN ``value`` are
+        left out.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (task, dataset, method, mu): ``mu_certified``, ``median``, ``q25``,
+        ``q75`` and ``count``; by task, private levels by mu descending, then mu = inf,
+        methods in registry order.
     """
     rows = df.dropna(subset=["value"])
     keys = ["task", "dataset", "method", "mu"]

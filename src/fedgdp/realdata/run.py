@@ -37,7 +37,26 @@ COLUMNS = ["task", "dataset", "method", "label", "private", "mu", "split", "clie
 
 
 def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.random.Generator:
-    """The noise generator of one method in one split and fold (module docstring)."""
+    """The noise generator of one method in one split and fold (module docstring).
+
+    Parameters
+    ----------
+    p : dict
+        Resolved real-data parameters (``base_seed``, ``task``).
+    key : dict
+        The split layout's key (:func:`fedgdp.datasets.layout_key`).
+    split : int
+        The split.
+    fold : int
+        The fold.
+    method : str
+        The stream: a method's ``noise_stream``, or :data:`CLIP_STREAM` for the clipping bound.
+
+    Returns
+    -------
+    numpy.random.Generator
+        The generator.
+    """
     return derived_rng(p["base_seed"], {**key, "task": p["task"]}, split, fold, stream=method)
 
 
@@ -228,7 +247,17 @@ def _schema():
 
 def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
     """Write rows (:data:`COLUMNS`) atomically with provenance metadata
-    (:func:`fedgdp.io.write_parquet`)."""
+    (:func:`fedgdp.io.write_parquet`).
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`run_split`.
+    p : dict
+        The resolved parameters (written into the metadata).
+    out : str or path
+        The Parquet file to write.
+    """
     import pyarrow as pa
 
     from ..io import write_parquet
@@ -238,7 +267,18 @@ def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
 
 def read_rows(paths):
     """Read and concatenate real-data Parquet files into a pandas DataFrame;
-    ValueError naming a bad file."""
+    ValueError naming a bad file.
+
+    Parameters
+    ----------
+    paths : str, path or sequence of them
+        Files written by :func:`write_rows`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Their rows (at least the columns :data:`COLUMNS`).
+    """
     from ..io import read_parquet_files
 
     return read_parquet_files(paths, COLUMNS, "real-data")

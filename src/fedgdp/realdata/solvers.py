@@ -24,6 +24,32 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
     the ridge one, ``(H + tau1 I) s = g`` (``floor`` is not used: the ridge inverse is
     what the certified sensitivity needs; ``cg`` solves it to ``cg_tol`` and checks the
     true residual, whose bound enters the recorded sensitivity: docs/methods.md §2).
+
+    Parameters
+    ----------
+    model : fedgdp.glm.GLM
+        The model.
+    Theta : ndarray, shape (d, k)
+        Where the Hessian is taken.
+    X1 : ndarray, shape (n1, d)
+        The rows of the Hessian (the client's half 1).
+    g : ndarray, shape (d, k)
+        The right-hand side (the clipped half-2 gradient).
+    tau1 : float
+        The eigenvalue floor / ridge.
+    solver : str
+        ``cg``, ``ridge`` or ``floor``.
+    cg_tol : float
+        Residual tolerance of ``cg``.
+    cg_maxiter : int
+        Iterations of ``cg`` at most.
+    hessian_bound : float or None
+        ``H_c``: clips the per-sample Hessians (certified); None: not clipped.
+
+    Returns
+    -------
+    ndarray, shape (d, k)
+        The step s. ValueError for an unknown solver.
     """
     certified = hessian_bound is not None
     if certified:
@@ -62,6 +88,24 @@ def clipped_hessian_rows(model: GLM, Theta: np.ndarray, X1: np.ndarray, bound: f
     is 0 (its Hessian is zero anyway, and ``0 * inf`` must not arise in ``x_j' V``), gets
     ``a_j = 0`` and a zero mean (zero curvature for every family): the non-finite rule
     of docs/methods.md §2. Returns ``(a X1, P)`` of shapes (n, d) and (n, k).
+
+    Parameters
+    ----------
+    model : fedgdp.glm.GLM
+        The model.
+    Theta : ndarray, shape (d, k)
+        Where the Hessian is taken.
+    X1 : ndarray, shape (n, d)
+        The rows.
+    bound : float
+        ``H_c``, the bound on each per-sample Hessian's operator norm.
+
+    Returns
+    -------
+    aX1 : ndarray, shape (n, d)
+        The scaled rows ``a_j x_j``.
+    P : ndarray, shape (n, k)
+        The fitted means (0 in the zeroed rows).
     """
     from ..privacy import row_norms
 
@@ -90,6 +134,28 @@ def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter
     every class's intercept) changes no probability and is never moved, since the
     gradient is orthogonal to it. L-BFGS, used before, stopped at a max-abs gradient
     of 1e-6 about 0.01 away from the minimiser on MNIST-sized data at a similar cost.
+
+    Parameters
+    ----------
+    model : fedgdp.glm.GLM
+        The model.
+    X : ndarray, shape (n, d)
+        The rows (column 0 the intercept).
+    Y : ndarray, shape (n, k)
+        The targets.
+    ridge : float
+        The penalty on rows 1.. of Theta.
+    maxiter : int
+        Newton iterations at most.
+    gtol : float
+        Stop when ``||grad f||`` is at most this.
+    Theta0 : ndarray, shape (d, k), optional
+        The start (default 0).
+
+    Returns
+    -------
+    ndarray, shape (d, k)
+        The minimiser found.
     """
     from scipy.optimize import minimize
 
