@@ -342,8 +342,21 @@ def simulate_replicate(rng: np.random.Generator, *, model: str, scheme: SizeSche
     ----------
     rng : numpy.random.Generator
         The replicate's own generator (:func:`replicate_rng`).
+    model : str
+        ``logistic`` or ``poisson``.
+    scheme : SizeScheme
+        The client sizes' scheme.
+    m : int
+        Clients.
     beta_true : ndarray, shape (p,)
         True coefficients, intercept first.
+    sigma_c : float
+        The covariates' standard deviation.
+
+    Returns
+    -------
+    Replicate
+        ``X`` (N, p) with intercept column, ``y`` (N,), ``sizes`` (m,).
     """
     glm = get_model(model)
     sizes = scheme.draw(rng, m)
