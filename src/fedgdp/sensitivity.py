@@ -140,6 +140,12 @@ def claims_map(summary: pd.DataFrame | None, real: dict | None, spec: dict) -> p
         ``designs``: generated study -> {variant, claim, models}; ``variants`` and
         ``realdata_variants``: name -> settings (what each changes); ``skipped``: notes
         on datasets not run. See :meth:`fedgdp.plan.Plan.sensitivity_map_spec`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per claim (and sub-claim), model, FedNewton version and variant; columns
+        :data:`MAP_COLUMNS`.
     """
     rows = []
     variants = spec.get("variants", {})
