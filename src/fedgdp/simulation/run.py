@@ -214,6 +214,8 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
         The clipping-bound rule of one replicate (see :func:`clip_bounds`).
     rows_per_block : int
         Replicates are fitted in blocks of about this many rows (at least one replicate).
+    return_ledgers : bool
+        Also return every method's ledgers.
 
     Returns
     -------
