@@ -263,6 +263,8 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         ``method_settings`` (for the theory overlay), ``name``.
     summary : DataFrame
         Rows of :func:`fedgdp.simulation.summary.summarise` (several studies may be concatenated).
+    pdf, png : str, path-like or None
+        Where to write the figure (None: not in that format).
 
     Returns
     -------
