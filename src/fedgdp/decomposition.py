@@ -62,7 +62,18 @@ HEADERS = {"model": "Model", "method": "Method", "sizes": "Sizes", "m": "m", "K"
 
 
 def read_rows(paths) -> pd.DataFrame:
-    """The rows of the given cell files the decomposition reads (:data:`_READ`)."""
+    """The rows of the given cell files the decomposition reads (:data:`_READ`).
+
+    Parameters
+    ----------
+    paths : str, path-like or iterable of them
+        Cell files.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Their rows, just the columns ``_READ``.
+    """
     from .io import read_parquet_files
 
     return read_parquet_files(paths, _READ, "cell", only=True)
@@ -134,6 +145,16 @@ def decompose(wide: pd.DataFrame) -> pd.DataFrame:
     ``replicates`` counts the replicates used (all four squared errors finite),
     ``dropped`` the others. The term means add up to ``mse_private`` (up to rounding).
     Rows keep the order in which cells first appear.
+
+    Parameters
+    ----------
+    wide : pandas.DataFrame
+        Paired squared errors (:func:`paired`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table, columns :data:`COLUMNS`.
     """
     out = []
     for cell, g in wide.groupby(CELL, sort=False):
@@ -151,7 +172,20 @@ def decompose(wide: pd.DataFrame) -> pd.DataFrame:
 
 def ordered(table: pd.DataFrame, methods=None) -> pd.DataFrame:
     """The rows sorted by model, K, method (in the order of ``methods``, default
-    alphabetical), sizes and m: the same table whatever order the cell files came in."""
+    alphabetical), sizes and m: the same table whatever order the cell files came in.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A table of :func:`decompose`.
+    methods : sequence of str or None
+        The methods' order (methods not in it last); None: alphabetical.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The sorted table (a new index).
+    """
     rank = {m: i for i, m in enumerate(methods or sorted(table["method"].unique()))}
     def key(c):
         return c.map(lambda v: rank.get(v, len(rank))) if c.name == "method" else c
@@ -181,7 +215,15 @@ def _formatted(df: pd.DataFrame, digits: str) -> pd.DataFrame:
 
 
 def write_csv(df: pd.DataFrame, path) -> None:
-    """The table as CSV: raw column names, method names as in the code, 7 significant digits."""
+    """The table as CSV: raw column names, method names as in the code, 7 significant digits.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table (:data:`COLUMNS`).
+    path : str or path-like
+        The file.
+    """
     from .io import write_text
 
     out = _formatted(df, "csv")
@@ -191,7 +233,19 @@ def write_csv(df: pd.DataFrame, path) -> None:
 
 def write_markdown(df: pd.DataFrame, path, *, title: str = "", note: str = "") -> None:
     """The table as GitHub-flavoured Markdown, 3 significant digits, with a note
-    (:func:`fedgdp.tables.write_markdown` of the formatted text)."""
+    (:func:`fedgdp.tables.write_markdown` of the formatted text).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table (:data:`COLUMNS`).
+    path : str or path-like
+        The file.
+    title : str
+        A heading above the table (empty: none).
+    note : str
+        A note below it (empty: none).
+    """
     from . import tables
 
     tables.write_markdown(_formatted(df, "display")[COLUMNS], path, HEADERS, title=title, note=note)

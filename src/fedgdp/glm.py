@@ -115,31 +115,103 @@ class GLM:
 
     # ---------------------------------------------------------- a family's pieces
     def targets(self, labels) -> np.ndarray:
-        """Responses ``Y`` (n, k) from labels (0/1, counts or class indices) (n,)."""
+        """Responses ``Y`` (n, k) from labels (0/1, counts or class indices) (n,).
+
+        Parameters
+        ----------
+        labels : array_like, shape (n,)
+            0/1 labels, counts or class indices.
+
+        Returns
+        -------
+        ndarray, shape (n, k)
+            The responses ``Y``.
+        """
         raise NotImplementedError
 
     def log_partition_and_mean(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Log-partition ``A(s_j)`` of each row, shape (n,), and the mean ``P`` (n, k),
-        from the scores ``S`` (n, k) (one pass where they share work; S is not changed)."""
+        from the scores ``S`` (n, k) (one pass where they share work; S is not changed).
+
+        Parameters
+        ----------
+        S : ndarray, shape (n, k)
+            The scores ``X @ theta``.
+
+        Returns
+        -------
+        A : ndarray, shape (n,)
+            The log-partition of each row.
+        P : ndarray, shape (n, k)
+            The fitted mean.
+        """
         raise NotImplementedError
 
     def mean(self, S: np.ndarray) -> np.ndarray:
-        """The fitted mean ``P = grad A`` of each row of the scores ``S``, S's shape."""
+        """The fitted mean ``P = grad A`` of each row of the scores ``S``, S's shape.
+
+        Parameters
+        ----------
+        S : ndarray
+            The scores, shape (n, k) (the single-output families: any shape, elementwise).
+
+        Returns
+        -------
+        ndarray
+            ``P``, the shape of ``S``.
+        """
         raise NotImplementedError
 
     def curvature(self, P: np.ndarray, V: np.ndarray) -> np.ndarray:
         """Each row's Hessian ``W_j`` of A in the scores, at mean ``p_j``, applied to
-        ``v_j``: shape (n, k) from ``P`` and ``V`` (n, k)."""
+        ``v_j``: shape (n, k) from ``P`` and ``V`` (n, k).
+
+        Parameters
+        ----------
+        P : ndarray, shape (n, k)
+            The fitted means ``p_j``.
+        V : ndarray, shape (n, k)
+            The vectors ``v_j``, one per row.
+
+        Returns
+        -------
+        ndarray, shape (n, k)
+            ``W_j v_j``, row by row.
+        """
         raise NotImplementedError
 
     def curvature_bound(self, P: np.ndarray) -> np.ndarray:
-        """An upper bound on the operator norm of each ``W_j``, shape (n,), from ``P`` (n, k)."""
+        """An upper bound on the operator norm of each ``W_j``, shape (n,), from ``P`` (n, k).
+
+        Parameters
+        ----------
+        P : ndarray, shape (n, k)
+            The fitted means.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            The bounds ``c_j``.
+        """
         raise NotImplementedError
 
     # ------------------------------------------------------- written once for all
     def predict(self, theta, X) -> np.ndarray:
         """The fitted mean ``P = b'(X theta)`` (probabilities for logistic and softmax,
-        ranked for AUC or maximised for the class), shape (n, k) or (n,)."""
+        ranked for AUC or maximised for the class), shape (n, k) or (n,).
+
+        Parameters
+        ----------
+        theta : ndarray, shape (d, k) or (d,)
+            Coefficients.
+        X : ndarray, shape (n, d)
+            Design.
+
+        Returns
+        -------
+        ndarray, shape (n, k) or (n,)
+            The fitted mean ``P`` (``(n,)`` for a vector theta).
+        """
         return self.mean(X @ theta)
 
     def loss_gradient(self, theta, X, Y) -> tuple[float, np.ndarray, np.ndarray]:
@@ -148,6 +220,24 @@ class GLM:
 
         A dense X of more than :data:`ROW_BLOCK_MIN` rows goes by blocks of rows (the same sums,
         reassociated); X may be sparse (:func:`product_design`).
+
+        Parameters
+        ----------
+        theta : ndarray, shape (d, k) or (d,)
+            Coefficients.
+        X : ndarray or scipy.sparse.csr_matrix, shape (n, d)
+            Design.
+        Y : ndarray, shape (n, k) or (n,)
+            Responses, in the shape of the scores.
+
+        Returns
+        -------
+        loss : float
+            The mean negative log-likelihood.
+        gradient : ndarray, shape (d, k) or (d,)
+            Its gradient, theta's shape.
+        P : ndarray, shape (n, k) or (n,)
+            The fitted mean, Y's shape.
         """
         T, Yc = _columns(theta), _columns(Y)
         n = X.shape[0]
@@ -169,20 +259,80 @@ class GLM:
         return float(np.mean(A - np.sum(Y * S, axis=1))), P
 
     def loss(self, theta, X, Y) -> float:
-        """Mean negative log-likelihood ``mean_j rho(x_j, y_j; theta)``."""
+        """Mean negative log-likelihood ``mean_j rho(x_j, y_j; theta)``.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (d, k) or (d,)
+            Coefficients.
+        X : ndarray, shape (n, d)
+            Design.
+        Y : ndarray, shape (n, k) or (n,)
+            Responses.
+
+        Returns
+        -------
+        float
+            The loss.
+        """
         return self.loss_gradient(theta, X, Y)[0]
 
     def gradient(self, theta, X, Y) -> np.ndarray:
-        """Gradient of :meth:`loss`, ``X' (P - Y) / n``, theta's shape."""
+        """Gradient of :meth:`loss`, ``X' (P - Y) / n``, theta's shape.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (d, k) or (d,)
+            Coefficients.
+        X : ndarray, shape (n, d)
+            Design.
+        Y : ndarray, shape (n, k) or (n,)
+            Responses.
+
+        Returns
+        -------
+        ndarray, shape (d, k) or (d,)
+            The gradient.
+        """
         return self.loss_gradient(theta, X, Y)[1]
 
     def residuals(self, theta, X, Y) -> np.ndarray:
-        """``R = P - Y``, Y's shape."""
+        """``R = P - Y``, Y's shape.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (d, k) or (d,)
+            Coefficients.
+        X : ndarray, shape (n, d)
+            Design.
+        Y : ndarray, shape (n, k) or (n,)
+            Responses.
+
+        Returns
+        -------
+        ndarray, shape (n, k) or (n,)
+            The residuals.
+        """
         return self.predict(theta, X) - Y
 
     def per_sample_gradients(self, theta, X, Y) -> np.ndarray:
         """Gradient of each observation's loss, ``x_j r_j'``: shape (n, d, k), or
-        (n, d) for a vector theta (the loop oracle and tests; small n)."""
+        (n, d) for a vector theta (the loop oracle and tests; small n).
+
+        Parameters
+        ----------
+        theta : ndarray, shape (d, k) or (d,)
+            Coefficients.
+        X : ndarray, shape (n, d)
+            Design.
+        Y : ndarray, shape (n, k) or (n,)
+            Responses.
+
+        Returns
+        -------
+        ndarray, shape (n, d, k) or (n, d)
+            One gradient per observation.
+        """
         R = _columns(self.residuals(theta, X, Y))
         return (X[:, :, None] * R[:, None, :]).reshape((X.shape[0],) + theta.shape)
 
@@ -190,12 +340,45 @@ class GLM:
         """Hessian of :meth:`loss` at theta applied to ``V`` (theta's shape), without forming it.
 
         ``scale`` (n,): per-sample Hessian weights (:meth:`hessian_scale`), or None.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (d, k) or (d,)
+            Coefficients.
+        X : ndarray, shape (n, d)
+            Design.
+        V : ndarray, shape (d, k) or (d,)
+            The direction, theta's shape.
+        scale : ndarray, shape (n,), optional
+            Per-sample Hessian weights.
+
+        Returns
+        -------
+        ndarray
+            The product, V's shape.
         """
         return self.hvp_at(self.predict(theta, X), X, V, scale)
 
     def hvp_at(self, P, X, V, scale: np.ndarray | None = None) -> np.ndarray:
         """:meth:`hvp` given the fitted mean ``P`` at theta (a dense X by blocks of rows for n
-        above :data:`ROW_BLOCK_MIN`; X may be sparse)."""
+        above :data:`ROW_BLOCK_MIN`; X may be sparse).
+
+        Parameters
+        ----------
+        P : ndarray, shape (n, k) or (n,)
+            The fitted mean at theta.
+        X : ndarray or scipy.sparse.csr_matrix, shape (n, d)
+            Design.
+        V : ndarray, shape (d, k) or (d,)
+            The direction.
+        scale : ndarray, shape (n,), optional
+            Per-sample Hessian weights.
+
+        Returns
+        -------
+        ndarray
+            The product, V's shape.
+        """
         P, Vc = _columns(P), _columns(V)
         n = X.shape[0]
         if not _blocked(X):
@@ -214,7 +397,24 @@ class GLM:
     def hessian(self, theta, X, scale: np.ndarray | None = None, P: np.ndarray | None = None) -> np.ndarray:
         """Dense Hessian of :meth:`loss`, ``mean_j x_j x_j' (Kronecker) W_j``, shape
         (d k, d k) in row-major order ((d, d) for k = 1; ``scale`` as in :meth:`hvp`;
-        ``P`` (n, k): the fitted means, when given, instead of ``mean(X theta)``)."""
+        ``P`` (n, k): the fitted means, when given, instead of ``mean(X theta)``).
+
+        Parameters
+        ----------
+        theta : ndarray, shape (d, k) or (d,)
+            Coefficients.
+        X : ndarray, shape (n, d)
+            Design.
+        scale : ndarray, shape (n,), optional
+            Per-sample Hessian weights (:meth:`hessian_scale`).
+        P : ndarray, shape (n, k) or (n,), optional
+            The fitted means at theta.
+
+        Returns
+        -------
+        ndarray, shape (d k, d k)
+            The Hessian, row-major in ``(d, k)``.
+        """
         T = _columns(theta)
         d, k = T.shape
         P = self.mean(X @ T) if P is None else _columns(P)
@@ -231,7 +431,22 @@ class GLM:
     def hessian_scale(self, theta, X, bound: float) -> np.ndarray:
         """Per-sample factors ``min(1, H_c / (c_j ||x_j||^2))``, shape (n,), that clip
         every per-sample Hessian (``c_j`` from :meth:`curvature_bound`) to operator
-        norm at most ``H_c = bound`` (certified FedNewton, docs/methods.md §2)."""
+        norm at most ``H_c = bound`` (certified FedNewton, docs/methods.md §2).
+
+        Parameters
+        ----------
+        theta : ndarray, shape (d, k) or (d,)
+            Coefficients.
+        X : ndarray, shape (n, d)
+            Design.
+        bound : float
+            The clip ``H_c``.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            The factors, at most 1.
+        """
         h = self.curvature_bound(_columns(self.predict(theta, X))) * np.einsum("nd,nd->n", X, X)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(h > bound, bound / h, 1.0)
@@ -248,31 +463,129 @@ class SingleOutput(GLM):
     k = 1
 
     def cumulant(self, eta: np.ndarray) -> np.ndarray:
-        """``b(eta)``, elementwise."""
+        """``b(eta)``, elementwise.
+
+        Parameters
+        ----------
+        eta : ndarray
+            Linear predictors.
+
+        Returns
+        -------
+        ndarray
+            ``b(eta)``, eta's shape.
+        """
         raise NotImplementedError
 
     def variance_function(self, mu: np.ndarray) -> np.ndarray:
-        """``V(mu)``, with ``b''(eta) = V(b'(eta))``, elementwise."""
+        """``V(mu)``, with ``b''(eta) = V(b'(eta))``, elementwise.
+
+        Parameters
+        ----------
+        mu : ndarray
+            Means.
+
+        Returns
+        -------
+        ndarray
+            ``V(mu)``, mu's shape.
+        """
         raise NotImplementedError
 
     def sample(self, rng: np.random.Generator, eta: np.ndarray) -> np.ndarray:
-        """Responses drawn at the linear predictors ``eta`` (n,), shape (n,)."""
+        """Responses drawn at the linear predictors ``eta`` (n,), shape (n,).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The generator.
+        eta : ndarray, shape (n,)
+            Linear predictors.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            The responses (float).
+        """
         raise NotImplementedError
 
     def variance(self, eta: np.ndarray) -> np.ndarray:
-        """``b''(eta)``, elementwise."""
+        """``b''(eta)``, elementwise.
+
+        Parameters
+        ----------
+        eta : ndarray
+            Linear predictors.
+
+        Returns
+        -------
+        ndarray
+            ``b''(eta)``, eta's shape.
+        """
         return self.variance_function(self.mean(eta))
 
     def targets(self, labels):
+        """Responses ``Y`` (n, 1): the labels or counts as one float column.
+
+        Parameters
+        ----------
+        labels : array_like, shape (n,)
+            0/1 labels or counts.
+
+        Returns
+        -------
+        ndarray, shape (n, 1)
+            The responses.
+        """
         return np.asarray(labels, dtype=float).reshape(-1, 1)
 
     def log_partition_and_mean(self, S):
+        """``b(s_j)`` and ``b'(s_j)`` of each row (see :meth:`GLM.log_partition_and_mean`).
+
+        Parameters
+        ----------
+        S : ndarray, shape (n, 1)
+            The scores.
+
+        Returns
+        -------
+        A : ndarray, shape (n,)
+            The cumulant of each row.
+        P : ndarray, shape (n, 1)
+            The fitted mean.
+        """
         return self.cumulant(S[:, 0]), self.mean(S)
 
     def curvature(self, P, V):
+        """``b''(s_j) v_j = V(p_j) v_j``, elementwise (see :meth:`GLM.curvature`).
+
+        Parameters
+        ----------
+        P : ndarray, shape (n, 1)
+            The fitted means.
+        V : ndarray, shape (n, 1)
+            The vectors.
+
+        Returns
+        -------
+        ndarray, shape (n, 1)
+            The products.
+        """
         return self.variance_function(P) * V
 
     def curvature_bound(self, P):
+        """``W_j = V(p_j)`` itself (see :meth:`GLM.curvature_bound`).
+
+        Parameters
+        ----------
+        P : ndarray, shape (n, 1)
+            The fitted means.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            ``V(p_j)``.
+        """
         return self.variance_function(P[:, 0])
 
 
@@ -288,15 +601,65 @@ class Logistic(SingleOutput):
     name = "logistic"
 
     def cumulant(self, eta):
+        """``log(1 + e^eta)``, elementwise and overflow free.
+
+        Parameters
+        ----------
+        eta : ndarray
+            Linear predictors.
+
+        Returns
+        -------
+        ndarray
+            ``b(eta)``, eta's shape.
+        """
         return np.logaddexp(0.0, eta)
 
     def mean(self, S):
+        """The sigmoid of the scores, elementwise.
+
+        Parameters
+        ----------
+        S : ndarray
+            Scores (any shape).
+
+        Returns
+        -------
+        ndarray
+            The probabilities, S's shape.
+        """
         return _sigmoid(S)
 
     def variance_function(self, mu):
+        """``mu (1 - mu)``, elementwise.
+
+        Parameters
+        ----------
+        mu : ndarray
+            Probabilities.
+
+        Returns
+        -------
+        ndarray
+            ``V(mu)``, mu's shape.
+        """
         return mu * (1.0 - mu)
 
     def sample(self, rng, eta):
+        """Bernoulli responses at probabilities ``sigmoid(eta)``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The generator.
+        eta : ndarray, shape (n,)
+            Linear predictors.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            0/1 responses (float).
+        """
         return (rng.random(eta.shape) < _sigmoid(eta)).astype(np.float64)
 
 
@@ -306,15 +669,65 @@ class Poisson(SingleOutput):
     name = "poisson"
 
     def cumulant(self, eta):
+        """``e^eta``, elementwise.
+
+        Parameters
+        ----------
+        eta : ndarray
+            Linear predictors.
+
+        Returns
+        -------
+        ndarray
+            ``b(eta)``, eta's shape.
+        """
         return np.exp(eta)
 
     def mean(self, S):
+        """``e^S``, elementwise.
+
+        Parameters
+        ----------
+        S : ndarray
+            Scores (any shape).
+
+        Returns
+        -------
+        ndarray
+            The means, S's shape.
+        """
         return np.exp(S)
 
     def variance_function(self, mu):
+        """``V(mu) = mu``.
+
+        Parameters
+        ----------
+        mu : ndarray
+            Means.
+
+        Returns
+        -------
+        ndarray
+            ``mu`` itself.
+        """
         return mu
 
     def sample(self, rng, eta):
+        """Poisson counts at means ``e^eta``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The generator.
+        eta : ndarray, shape (n,)
+            Linear predictors.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            The counts (float).
+        """
         return rng.poisson(np.exp(eta)).astype(np.float64)
 
 
@@ -335,6 +748,18 @@ class Multinomial(GLM):
         self.k = int(n_classes)
 
     def targets(self, labels):
+        """One-hot responses from class indices (ValueError outside ``0..C-1``).
+
+        Parameters
+        ----------
+        labels : array_like, shape (n,)
+            Class indices.
+
+        Returns
+        -------
+        ndarray, shape (n, C)
+            One-hot rows.
+        """
         labels = np.asarray(labels, dtype=np.int64)
         if labels.size and (labels.min() < 0 or labels.max() >= self.k):
             raise ValueError(f"labels must lie in 0..{self.k - 1}, got {labels.min()}..{labels.max()}")
@@ -344,6 +769,20 @@ class Multinomial(GLM):
 
     def log_partition_and_mean(self, S):
         # shift by the row maximum: exp never overflows
+        """Log-sum-exp of each row and the softmax, shifted by the row maximum (no overflow).
+
+        Parameters
+        ----------
+        S : ndarray, shape (n, C)
+            The scores.
+
+        Returns
+        -------
+        A : ndarray, shape (n,)
+            ``log sum_c e^(s_c)`` of each row.
+        P : ndarray, shape (n, C)
+            The class probabilities.
+        """
         top = S.max(axis=1, keepdims=True)
         E = np.exp(S - top)
         total = E.sum(axis=1, keepdims=True)
@@ -352,15 +791,53 @@ class Multinomial(GLM):
         return A, E
 
     def mean(self, S):
+        """The softmax of each row.
+
+        Parameters
+        ----------
+        S : ndarray, shape (n, C)
+            The scores.
+
+        Returns
+        -------
+        ndarray, shape (n, C)
+            The class probabilities.
+        """
         return self.log_partition_and_mean(S)[1]
 
     def curvature(self, P, V):
         # (diag(p) - p p') v, row by row
+        """``(diag(p_j) - p_j p_j') v_j``, row by row.
+
+        Parameters
+        ----------
+        P : ndarray, shape (n, C)
+            The class probabilities.
+        V : ndarray, shape (n, C)
+            The vectors.
+
+        Returns
+        -------
+        ndarray, shape (n, C)
+            The products.
+        """
         PV = P * V
         return PV - P * PV.sum(axis=1, keepdims=True)
 
     def curvature_bound(self, P):
         # diag(p) - p p' is PSD and below diag(p)
+        """``max_c p_jc``: ``diag(p) - p p'`` is PSD and below ``diag(p)``.
+
+        Parameters
+        ----------
+        P : ndarray, shape (n, C)
+            The class probabilities.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            The bounds.
+        """
         return P.max(axis=1)
 
 
@@ -373,7 +850,18 @@ MODELS: dict[str, SingleOutput] = {m.name: m for m in (LOGISTIC, POISSON)}
 
 
 def get_model(name: str) -> SingleOutput:
-    """Look up a simulation model by name (``logistic`` or ``poisson``)."""
+    """Look up a simulation model by name (``logistic`` or ``poisson``).
+
+    Parameters
+    ----------
+    name : str
+        ``logistic`` or ``poisson`` (ValueError otherwise).
+
+    Returns
+    -------
+    SingleOutput
+        The model.
+    """
     try:
         return MODELS[name]
     except KeyError:
@@ -381,7 +869,20 @@ def get_model(name: str) -> SingleOutput:
 
 
 def matrix_model(task: str, n_classes: int = 10) -> GLM:
-    """The model of a real-data task: ``binary`` (logistic) or ``multiclass`` (softmax)."""
+    """The model of a real-data task: ``binary`` (logistic) or ``multiclass`` (softmax).
+
+    Parameters
+    ----------
+    task : str
+        ``binary`` or ``multiclass`` (ValueError otherwise).
+    n_classes : int
+        Classes of the multiclass task.
+
+    Returns
+    -------
+    GLM
+        :data:`BINARY_LOGISTIC` or a :class:`Multinomial`.
+    """
     if task == "binary":
         return BINARY_LOGISTIC
     if task == "multiclass":
@@ -396,6 +897,22 @@ def population_hessian(model: str, beta_true, sigma_c: float, *, nodes: int = 80
     ``t = u'z / sigma_c ~ N(0, 1)``, the weight depends on t alone, so
     ``a_k = E[b''(beta_0 + sigma_c s t) t^k]`` (Gauss-Hermite, ``nodes`` points) give
     ``H = [[a0, sigma_c a1 u'], [sigma_c a1 u, sigma_c^2 (a0 (I - uu') + a2 uu')]]``.
+
+    Parameters
+    ----------
+    model : str
+        ``logistic`` or ``poisson``.
+    beta_true : array_like, shape (p,)
+        The true coefficients, intercept first.
+    sigma_c : float
+        The covariates' standard deviation.
+    nodes : int
+        Gauss-Hermite nodes.
+
+    Returns
+    -------
+    ndarray, shape (p, p)
+        The population Hessian.
     """
     beta = np.asarray(beta_true, dtype=float)
     p = beta.shape[0]
@@ -418,5 +935,19 @@ def population_min_eigenvalue(model: str, beta_true, sigma_c: float) -> float:
 
     A fixed-seed Monte Carlo estimate would do; the one-dimensional quadrature computes
     the same expectation without Monte Carlo error (tests compare the two).
+
+    Parameters
+    ----------
+    model : str
+        ``logistic`` or ``poisson``.
+    beta_true : array_like, shape (p,)
+        The true coefficients, intercept first.
+    sigma_c : float
+        The covariates' standard deviation.
+
+    Returns
+    -------
+    float
+        The smallest eigenvalue.
     """
     return float(np.linalg.eigvalsh(population_hessian(model, beta_true, sigma_c))[0])

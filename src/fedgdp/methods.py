@@ -891,21 +891,101 @@ class FedSGD(Method):
     presets = {REALDATA: {"K": 50, "eta": 0.5}}
 
     def simulation_preset(self, params):
+        """The simulation's defaults: the cell's ``K`` and ``eta = 0.5``.
+
+        Parameters
+        ----------
+        params : dict
+            Resolved cell parameters (``K`` is read).
+
+        Returns
+        -------
+        dict
+            ``K``, ``eta``.
+        """
         return {"K": params["K"], "eta": 0.5}
 
     def cnn_settings(self, p):
+        """The settings on a CNN run: ``K = rounds * local_epochs`` server steps of size ``lr``.
+
+        Parameters
+        ----------
+        p : dict
+            Resolved CNN run settings (``rounds``, ``local_epochs``, ``lr``).
+
+        Returns
+        -------
+        dict
+            ``K``, ``eta``.
+        """
         return {"K": p["rounds"] * p["local_epochs"], "eta": p["lr"]}
 
     def noise_shapes(self, s, m, d):
+        """One replicate's noise: ``Z`` of shape (K, m, d), one draw per step and client.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings (``K``).
+        m : int
+            Clients.
+        d : int
+            Parameter dimension.
+
+        Returns
+        -------
+        dict
+            ``{"Z": (K, m, d)}``.
+        """
         return {"Z": (s["K"], m, d)}
 
     def rounds(self, s):
+        """Communication rounds: one per server step, ``K``.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        int
+            ``K``.
+        """
         return s["K"]
 
     def plan(self, data, s):
+        """The releases of Algorithm 1 (:func:`fedgdp.privacy.plan_fedsgd`): K clipped gradients per client.
+
+        Parameters
+        ----------
+        data : object
+            A backend's data (``plan_B``, ``plan_n``).
+        s : dict
+            The method's settings (``K``).
+
+        Returns
+        -------
+        tuple of fedgdp.privacy.ReleaseSpec
+            The plan.
+        """
         return privacy.plan_fedsgd(B=data.plan_B, n=data.plan_n, K=s["K"])
 
     def run(self, be, s):
+        """Algorithm 1: K server steps from :meth:`Backend.start` on the weighted noisy clipped gradients.
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings (``K``, ``eta``).
+
+        Returns
+        -------
+        list of Fit
+            One fit per privacy level.
+        """
         (sigma,), ledgers = be.calibrate(self, s)
         w = self.weights(be, s)
         theta = be.server_steps(be.start(), w, K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z"))
@@ -917,28 +997,117 @@ class FedAvg(Method):
     backends = GRADIENT_METHODS
 
     def cnn_settings(self, p):
+        """The settings on a CNN run: ``R = rounds`` rounds of ``K = local_epochs`` local steps of size ``lr``.
+
+        Parameters
+        ----------
+        p : dict
+            Resolved CNN run settings (``rounds``, ``local_epochs``, ``lr``).
+
+        Returns
+        -------
+        dict
+            ``R``, ``K``, ``eta``.
+        """
         return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"]}
 
     settings_class = RoundSettings
     presets = {REALDATA: {"R": 2, "K": 50, "eta": 0.5}}
 
     def simulation_preset(self, params):
+        """The simulation's defaults: ``R = 2``, ``eta = 0.5`` (K is derived: :meth:`derive_simulation`).
+
+        Parameters
+        ----------
+        params : dict
+            Resolved cell parameters (unused).
+
+        Returns
+        -------
+        dict
+            ``R``, ``eta``.
+        """
         return {"R": 2, "eta": 0.5}
 
     def derive_simulation(self, s, params):
+        """Fill ``K`` unless given: the cell's K (schedule ``paper``), else ``ceil(K / R)`` (at least 1).
+
+        Parameters
+        ----------
+        s : dict
+            The settings so far (``R`` is read; ``K`` is set in place).
+        params : dict
+            Resolved cell parameters (``K``, ``schedule``).
+        """
         if "K" not in s:
             s["K"] = params["K"] if params["schedule"] == "paper" else max(1, -(-params["K"] // s["R"]))
 
     def noise_shapes(self, s, m, d):
+        """One replicate's noise: ``Z`` of shape (R, K, m, d), one draw per round, step and client.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings (``R``, ``K``).
+        m : int
+            Clients.
+        d : int
+            Parameter dimension.
+
+        Returns
+        -------
+        dict
+            ``{"Z": (R, K, m, d)}``.
+        """
         return {"Z": (s["R"], s["K"], m, d)}
 
     def rounds(self, s):
+        """Communication rounds: ``R``.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        int
+            ``R``.
+        """
         return s["R"]
 
     def plan(self, data, s):
+        """The releases of Algorithm 3 (:func:`fedgdp.privacy.plan_fedavg`): R K noisy local iterates per client.
+
+        Parameters
+        ----------
+        data : object
+            A backend's data (``plan_B``, ``plan_n``).
+        s : dict
+            The method's settings (``eta``, ``R``, ``K``).
+
+        Returns
+        -------
+        tuple of fedgdp.privacy.ReleaseSpec
+            The plan.
+        """
         return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"])
 
     def run(self, be, s):
+        """Algorithm 3: R rounds of K noisy local steps from the global parameter, each averaged with the weights.
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings (``R``, ``K``, ``eta``).
+
+        Returns
+        -------
+        list of Fit
+            One fit per privacy level.
+        """
         (sigma,), ledgers = be.calibrate(self, s)
         w = self.weights(be, s)
         theta = be.start()
@@ -964,22 +1133,65 @@ class FedHybrid(Method):
 
     @staticmethod
     def split(total: int, share: float) -> int:
-        """Stage 1's part of ``total``: ``round(share * total)`` (half to even)."""
+        """Stage 1's part of ``total``: ``round(share * total)`` (half to even).
+
+        Parameters
+        ----------
+        total : int
+            The steps (or rounds) to split.
+        share : float
+            Stage 1's share.
+
+        Returns
+        -------
+        int
+            Stage 1's part.
+        """
         return int(round(share * total))
 
     settings_class = HybridSettings
     presets = {REALDATA: {"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}}
 
     def simulation_preset(self, params):
+        """The simulation's defaults: ``eta1 = eta2 = 0.5`` and ``share1`` (K1, K2: :meth:`derive_simulation`).
+
+        Parameters
+        ----------
+        params : dict
+            Resolved cell parameters (unused).
+
+        Returns
+        -------
+        dict
+            ``eta1``, ``eta2``, ``share1``.
+        """
         return {"eta1": 0.5, "eta2": 0.5, "share1": self.SHARE1}
 
     def derive_simulation(self, s, params):
+        """Fill ``K1 = split(K, share1)`` and ``K2 = K - K1`` unless given (K: the cell's).
+
+        Parameters
+        ----------
+        s : dict
+            The settings so far (``share1`` is read; ``K1``, ``K2`` are set in place).
+        params : dict
+            Resolved cell parameters (``K``).
+        """
         if "K1" not in s:
             s["K1"] = self.split(params["K"], s["share1"])
         if "K2" not in s:
             s["K2"] = params["K"] - s["K1"]
 
     def derive_realdata(self, s, given):
+        """When ``share1`` is given, split the preset's ``K1 + K2`` steps by it (K1, K2 not given are set).
+
+        Parameters
+        ----------
+        s : dict
+            The settings so far (set in place).
+        given : dict
+            The user's settings of the method.
+        """
         if "share1" in given:                # split the preset's K1 + K2 steps by the given share
             total = self.presets[REALDATA]["K1"] + self.presets[REALDATA]["K2"]
             if "K1" not in given:
@@ -988,26 +1200,107 @@ class FedHybrid(Method):
                 s["K2"] = total - s["K1"]
 
     def cnn_settings(self, p):
+        """The settings on a CNN run: ``R1 = split(rounds, hybrid_local_share)`` rounds of ``K1 = local_epochs``
+        local steps, then ``K2 = (rounds - R1) local_epochs`` server steps, both of size ``lr``.
+
+        Parameters
+        ----------
+        p : dict
+            Resolved CNN run settings (``rounds``, ``local_epochs``, ``hybrid_local_share``, ``lr``).
+
+        Returns
+        -------
+        dict
+            ``R1``, ``K1``, ``K2``, ``eta1``, ``eta2``.
+        """
         R, K = p["rounds"], p["local_epochs"]
         R1 = self.split(R, p["hybrid_local_share"])
         return {"R1": R1, "K1": K, "K2": (R - R1) * K, "eta1": p["lr"], "eta2": p["lr"]}
 
     def noise_shapes(self, s, m, d):
+        """One replicate's noise: ``Z1`` (K1, m, d) for stage 1, ``Z2`` (K2, m, d) for stage 2.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings (``K1``, ``K2``).
+        m : int
+            Clients.
+        d : int
+            Parameter dimension.
+
+        Returns
+        -------
+        dict
+            ``{"Z1": (K1, m, d), "Z2": (K2, m, d)}``.
+        """
         return {"Z1": (s["K1"], m, d), "Z2": (s["K2"], m, d)}
 
     @staticmethod
     def stage1_rounds(s: dict) -> int:
-        """Stage 1's rounds ``R1``: 1 (the paper's single averaging) unless the settings set it."""
+        """Stage 1's rounds ``R1``: 1 (the paper's single averaging) unless the settings set it.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        int
+            ``R1``.
+        """
         return int(s.get("R1", 1))
 
     def rounds(self, s):
+        """Communication rounds: ``R1 + K2``.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        int
+            ``R1 + K2``.
+        """
         return self.stage1_rounds(s) + s["K2"]
 
     def plan(self, data, s):
+        """The releases of Algorithm 2 (:func:`fedgdp.privacy.plan_fedhybrid`): ``R1 K1`` local iterates, then K2
+        clipped gradients per client.
+
+        Parameters
+        ----------
+        data : object
+            A backend's data (``plan_B``, ``plan_n``).
+        s : dict
+            The method's settings (``eta1``, ``K1``, ``K2``, optional ``R1``).
+
+        Returns
+        -------
+        tuple of fedgdp.privacy.ReleaseSpec
+            The plan.
+        """
         return privacy.plan_fedhybrid(B=data.plan_B, n=data.plan_n, eta1=s["eta1"], K1=self.stage1_rounds(s) * s["K1"],
                                       K2=s["K2"])
 
     def run(self, be, s):
+        """Algorithm 2: R1 rounds of K1 noisy local steps, each averaged, then K2 FedSGD server steps.
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings (``K1``, ``eta1``, ``K2``, ``eta2``, optional ``R1``).
+
+        Returns
+        -------
+        list of Fit
+            One fit per privacy level.
+        """
         (a1, a2), ledgers = be.calibrate(self, s)
         w = self.weights(be, s)
         theta = be.start()
@@ -1035,12 +1328,52 @@ class FedNewton(Method):
     presets = {REALDATA: {"K": 50, "eta": 0.5}}
 
     def simulation_preset(self, params):
+        """The simulation's defaults: the cell's ``K`` and ``eta = 0.5``.
+
+        Parameters
+        ----------
+        params : dict
+            Resolved cell parameters (``K`` is read).
+
+        Returns
+        -------
+        dict
+            ``K``, ``eta``.
+        """
         return {"K": params["K"], "eta": 0.5}
 
     def noise_shapes(self, s, m, d):
+        """One replicate's noise: ``Z1`` (K, m, d) for the stage-1 local steps, ``Z2`` (m, d) for the Newton release.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings (``K``).
+        m : int
+            Clients.
+        d : int
+            Parameter dimension.
+
+        Returns
+        -------
+        dict
+            ``{"Z1": (K, m, d), "Z2": (m, d)}``.
+        """
         return {"Z1": (s["K"], m, d), "Z2": (m, d)}
 
     def rounds(self, s):
+        """Communication rounds: 2 (stage 1's average, then the Newton step).
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings (unused).
+
+        Returns
+        -------
+        int
+            2.
+        """
         return 2
 
     def privacy_modes(self) -> tuple[str, ...]:
@@ -1054,23 +1387,88 @@ class FedNewton(Method):
         return ("paper",) if self.always_certified else ("paper", "certified")
 
     def certified(self, data) -> bool:
+        """Whether the fit on ``data`` is certified (always, or privacy mode ``certified``).
+
+        Parameters
+        ----------
+        data : object
+            A backend's data (its ``privacy`` dict is read).
+
+        Returns
+        -------
+        bool
+            True when certified.
+        """
         return self.always_certified or data.privacy.get("mode", "paper") == "certified"
 
     def hessian_bound(self, data) -> float | None:
-        """The per-sample Hessian clip ``H_c = hessian_clip * tau1`` (certified), else None."""
+        """The per-sample Hessian clip ``H_c = hessian_clip * tau1`` (certified), else None.
+
+        Parameters
+        ----------
+        data : object
+            A backend's data (``privacy["hessian_clip"]``, ``tau1``).
+
+        Returns
+        -------
+        float or None
+            ``H_c``, or None (the paper's eigenvalue floor).
+        """
         return float(data.privacy["hessian_clip"]) * data.tau1 if self.certified(data) else None
 
     def plan(self, data, s):
+        """The releases of Algorithm 4 (:func:`fedgdp.privacy.plan_fednewton`): K local iterates on half 1, then
+        one Newton release.
+
+        Parameters
+        ----------
+        data : object
+            A backend's data (``plan_B``, ``plan_halves()``, ``tau1``, ``privacy``, ``solve_tol``).
+        s : dict
+            The method's settings (``eta``, ``K``).
+
+        Returns
+        -------
+        tuple of fedgdp.privacy.ReleaseSpec
+            The plan.
+        """
         n1, n2 = data.plan_halves()
         bound = self.hessian_bound(data)
         return privacy.plan_fednewton(B=data.plan_B, n1=n1, n2=n2, eta=s["eta"], K=s["K"], tau1=data.tau1,
                                       hessian_bound=bound, solve_tol=0.0 if bound is None else data.solve_tol)
 
     def newton_update(self, be: Backend, theta1: np.ndarray) -> np.ndarray:
-        """Every client's pre-noise Newton release ``theta1 - s`` (b, m, P)."""
+        """Every client's pre-noise Newton release ``theta1 - s`` (b, m, P).
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        theta1 : ndarray, shape (b, P)
+            The stage-1 global parameter.
+
+        Returns
+        -------
+        ndarray, shape (b, m, P)
+            The releases before noise.
+        """
         return be.newton_release(theta1, hessian_bound=self.hessian_bound(be.data))
 
     def run(self, be, s):
+        """Algorithm 4: FedAvg (R = 1, K local steps on half 1), then every client's noisy Newton release, averaged.
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings (``K``, ``eta``).
+
+        Returns
+        -------
+        list of Fit
+            One fit per privacy level (ValueError when a private Newton release is not finite).
+        """
         K, eta = s["K"], s["eta"]
         (s1, s2), ledgers = be.calibrate(self, s)
         w = self.weights(be, s)
@@ -1110,17 +1508,70 @@ class FedNewtonIter(Method):
     backends = frozenset({CNN})
 
     def cnn_settings(self, p):
+        """The settings on a CNN run: ``R = rounds`` FedAvg rounds of ``K = local_epochs`` steps of size ``lr``,
+        ``cycles = newton_cycles`` head-Newton rounds, ``ridge`` and ``damping``.
+
+        Parameters
+        ----------
+        p : dict
+            Resolved CNN run settings.
+
+        Returns
+        -------
+        dict
+            ``R``, ``K``, ``eta``, ``cycles``, ``ridge``, ``damping``.
+        """
         return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"], "cycles": p["newton_cycles"],
                 "ridge": p["ridge"], "damping": p["damping"]}
 
     def rounds(self, s):
+        """Communication rounds: ``R + cycles``.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        int
+            ``R + cycles``.
+        """
         return s["R"] + s["cycles"]
 
     def plan(self, data, s):
+        """The releases of Algorithm 5 (:func:`fedgdp.privacy.plan_fednewton_iter`).
+
+        Parameters
+        ----------
+        data : object
+            The data the plan reads (``plan_B``, ``plan_n``; the CNN backend itself).
+        s : dict
+            The method's settings (``eta``, ``R``, ``K``, ``cycles``, ``ridge``, ``damping``).
+
+        Returns
+        -------
+        tuple of fedgdp.privacy.ReleaseSpec
+            The plan.
+        """
         return privacy.plan_fednewton_iter(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"],
                                            cycles=s["cycles"], ridge=s["ridge"], damping=s["damping"])
 
     def run(self, be, s):
+        """Algorithm 5: ``cycles`` times, ``R / cycles`` FedAvg rounds, then one noisy head-only Newton round.
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit (the CNNs': ``head_newton_release``).
+        s : dict
+            The method's settings (ValueError unless ``R`` is a multiple of ``cycles``).
+
+        Returns
+        -------
+        list of Fit
+            One fit per privacy level.
+        """
         R, K, C = s["R"], s["K"], s["cycles"]
         if R % C:
             raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={R}, newton_cycles={C}")
@@ -1150,12 +1601,52 @@ class DPScaffold(Method):
     settings_parent = "fedavg"             # FedAvg's schedule (so FedAvg's noise), plus eta_g
 
     def rounds(self, s):
+        """Communication rounds: ``R``.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        int
+            ``R``.
+        """
         return s["R"]
 
     def plan(self, data, s):   # FedAvg's releases: the control variates are post-processing
+        """FedAvg's releases (:func:`fedgdp.privacy.plan_fedavg`): the control variates are post-processing.
+
+        Parameters
+        ----------
+        data : object
+            A backend's data (``plan_B``, ``plan_n``).
+        s : dict
+            The method's settings (``eta``, ``R``, ``K``).
+
+        Returns
+        -------
+        tuple of fedgdp.privacy.ReleaseSpec
+            The plan.
+        """
         return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"])
 
     def run(self, be, s):
+        """SCAFFOLD (option II): R rounds of K noisy local steps with drift ``c - c_i``, a server step ``eta_g``.
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings (``R``, ``K``, ``eta``, ``eta_g``).
+
+        Returns
+        -------
+        list of Fit
+            One fit per privacy level.
+        """
         rounds, K, eta = s["R"], s["K"], s["eta"]
         (sigma,), ledgers = be.calibrate(self, s)
         w = self.weights(be, s)
@@ -1185,9 +1676,41 @@ class NonPrivate(Method):
         self.presets = {REALDATA: {}}
 
     def comm(self, s, m, dk):
+        """The base method's communication.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+        m : int
+            Clients.
+        dk : int
+            Floats of one parameter.
+
+        Returns
+        -------
+        dict
+            ``rounds``, ``floats_up``, ``floats_down``.
+        """
         return self.base.comm(s, m, dk)
 
     def fit(self, data, s, noise):
+        """The base method's fit without noise (ValueError when ``data`` is private).
+
+        Parameters
+        ----------
+        data : object
+            The fit's data (must be non-private).
+        s : dict
+            The method's settings.
+        noise : object
+            Ignored (the base fits with None).
+
+        Returns
+        -------
+        Fit
+            The fit.
+        """
         if data.private:
             raise ValueError(f"{self.name} is non-private; got mu={data.mu}")
         self.check_backend(data.kind)
@@ -1203,6 +1726,20 @@ class NPLocalFit(Method):
     presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
     def run(self, be, s):
+        """Every client's own ridge MLE (``be.ridge_fit_clients``); no releases, no rounds.
+
+        Parameters
+        ----------
+        be : Backend
+            The real-data backend.
+        s : dict
+            The method's settings (``ridge``, ``maxiter``, ``gtol``).
+
+        Returns
+        -------
+        list of Fit
+            One fit, ``local``: theta of shape (m, d, k).
+        """
         theta = be.ridge_fit_clients(s)
         return [Fit(theta, privacy.Ledger(), rounds=0, floats_up=0, floats_down=0, local=True)]
 
@@ -1216,6 +1753,20 @@ class NPPooled(Method):
     presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
     def run(self, be, s):
+        """One ridge MLE on the pooled data (``be.ridge_fit_pooled``): one round, the data's floats uploaded.
+
+        Parameters
+        ----------
+        be : Backend
+            The real-data backend.
+        s : dict
+            The method's settings (``ridge``, ``maxiter``, ``gtol``).
+
+        Returns
+        -------
+        list of Fit
+            One fit: theta of shape (d, k).
+        """
         theta, uploaded = be.ridge_fit_pooled(s)
         return [Fit(theta, privacy.Ledger(), rounds=1, floats_up=uploaded, floats_down=0)]
 

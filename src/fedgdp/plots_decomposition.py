@@ -58,6 +58,8 @@ def plot_decomposition(table: pd.DataFrame, spec: dict, pdf: str | os.PathLike |
     spec : dict
         Optional ``title``, ``caption`` (drawn under the panels), ``methods`` (bar group
         order; default: as in the table), ``name``.
+    pdf, png : str, path-like or None
+        Where to write the figure (None: not in that format).
 
     Returns
     -------

@@ -294,7 +294,18 @@ class ReleaseSpec:
         return np.asarray(self.scale, float) / self.n
 
     def rescaled(self, factor) -> ReleaseSpec:
-        """The same releases with ``share * factor`` of mu^2."""
+        """The same releases with ``share * factor`` of mu^2.
+
+        Parameters
+        ----------
+        factor : int, float or Fraction
+            Multiplies the share (e.g. ``1 - share`` of the clipping rule's histogram).
+
+        Returns
+        -------
+        ReleaseSpec
+            A copy with the new share.
+        """
         return replace(self, share=Fraction(self.share) * Fraction(factor))
 
 
@@ -496,6 +507,28 @@ def plan_fednewton_iter(*, B, n, eta, R, K, cycles, ridge, damping) -> tuple:
     ``alpha B (2 + B^2/lambda) / (lambda n)``, for every input (certified). The paper's
     Algorithm 5 prints Algorithm 4's calibration (with ``tau1``); ``lambda`` plays
     ``tau1``'s part here and the Fisher term is accounted for explicitly.
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound.
+    n : ndarray
+        Client sizes, broadcastable to (b, m).
+    eta : float
+        Local step size.
+    R, K : int
+        FedAvg rounds and local steps per round.
+    cycles : int
+        Head-only Newton releases.
+    ridge : float
+        ``lambda``.
+    damping : float
+        ``alpha``.
+
+    Returns
+    -------
+    tuple of ReleaseSpec
+        The plan: the local steps, then the Newton releases.
     """
     half = Fraction(1, 2)
     return (ReleaseSpec("local step", R * K, 2.0 * B * eta, n, half),
@@ -505,30 +538,123 @@ def plan_fednewton_iter(*, B, n, eta, R, K, cycles, ridge, damping) -> tuple:
 def plan_clip_histogram(*, n, share) -> tuple:
     """The private clipping rule's release: one noisy normalised histogram per client,
     sensitivity ``sqrt(2)/n`` (replacing a record moves one count out of a bin and
-    into another)."""
+    into another).
+
+    Parameters
+    ----------
+    n : ndarray
+        Client sizes, broadcastable to (b, m).
+    share : Fraction or float
+        Share of mu^2 the histogram spends.
+
+    Returns
+    -------
+    tuple of ReleaseSpec
+        The plan (one release per client).
+    """
     return (ReleaseSpec("clip histogram", 1, math.sqrt(2.0), n, Fraction(share)),)
 
 
 # Convenience: the sds of one method for given sizes (tests, the loop reference).
 def sigma_fedsgd(*, B, n, mu, K):
-    """FedSGD (Algorithm 1): ``2 B sqrt(K) / (mu n)`` per noisy gradient."""
+    """FedSGD (Algorithm 1): ``2 B sqrt(K) / (mu n)`` per noisy gradient.
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound.
+    n : ndarray
+        Client sizes.
+    mu : float
+        The target mu per client.
+    K : int
+        Server steps.
+
+    Returns
+    -------
+    ndarray
+        The sd, the broadcast shape of ``B`` and ``n``.
+    """
     return calibrate(plan_fedsgd(B=B, n=n, K=K), mu=mu).sigmas[0]
 
 
 def sigma_fedavg(*, B, n, mu, eta, R, K):
-    """FedAvg (Algorithm 3): ``2 B eta sqrt(R K) / (mu n)`` per noisy local step."""
+    """FedAvg (Algorithm 3): ``2 B eta sqrt(R K) / (mu n)`` per noisy local step.
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound.
+    n : ndarray
+        Client sizes.
+    mu : float
+        The target mu per client.
+    eta : float
+        Local step size.
+    R, K : int
+        Rounds and local steps per round.
+
+    Returns
+    -------
+    ndarray
+        The sd, the broadcast shape of ``B`` and ``n``.
+    """
     return calibrate(plan_fedavg(B=B, n=n, eta=eta, R=R, K=K), mu=mu).sigmas[0]
 
 
 def sigma_fedhybrid(*, B, n, mu, eta1, K1, K2):
-    """FedHybrid (Algorithm 2): stage-1 and stage-2 sds, each spending mu/sqrt(2)."""
+    """FedHybrid (Algorithm 2): stage-1 and stage-2 sds, each spending mu/sqrt(2).
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound.
+    n : ndarray
+        Client sizes.
+    mu : float
+        The target mu per client.
+    eta1 : float
+        Stage-1 step size.
+    K1, K2 : int
+        Stage-1 local steps and stage-2 server steps.
+
+    Returns
+    -------
+    tuple of ndarray
+        The stage-1 and stage-2 sds.
+    """
     return calibrate(plan_fedhybrid(B=B, n=n, eta1=eta1, K1=K1, K2=K2), mu=mu).sigmas
 
 
 def sigma_fednewton(*, B, n, mu, eta, K, tau1, n2=None, hessian_bound=None):
     """FedNewton (Algorithm 4): stage-1 sd ``4 B eta sqrt(2K)/(mu n)`` and Newton sd
     ``8 sqrt(2) B/(tau1 mu n)`` (paper; ``n = 2 n1``), or the certified Newton sd
-    (``hessian_bound`` given; ``n2`` the size of half 2)."""
+    (``hessian_bound`` given; ``n2`` the size of half 2).
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound.
+    n : ndarray
+        Client sizes (both halves: ``n1 = n / 2``).
+    mu : float
+        The target mu per client.
+    eta : float
+        Stage-1 step size.
+    K : int
+        Stage-1 local steps.
+    tau1 : float
+        The eigenvalue floor / ridge.
+    n2 : ndarray or None
+        Size of half 2 (None: ``n / 2``).
+    hessian_bound : float or None
+        The per-sample Hessian clip (certified), None: the paper's calibration.
+
+    Returns
+    -------
+    tuple of ndarray
+        The stage-1 and Newton sds.
+    """
     n1 = np.asarray(n, float) / 2.0
     plan = plan_fednewton(B=B, n1=n1, n2=n1 if n2 is None else n2, eta=eta, K=K, tau1=tau1,
                           hessian_bound=hessian_bound)
@@ -536,7 +662,22 @@ def sigma_fednewton(*, B, n, mu, eta, K, tau1, n2=None, hessian_bound=None):
 
 
 def newton_sensitivity(*, B, n, tau1):
-    """Sensitivity the paper's Newton release is calibrated on: ``8 B / (tau1 n)``."""
+    """Sensitivity the paper's Newton release is calibrated on: ``8 B / (tau1 n)``.
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound.
+    n : ndarray
+        Client sizes.
+    tau1 : float
+        The eigenvalue floor.
+
+    Returns
+    -------
+    ndarray
+        ``8 B / (tau1 n)``.
+    """
     return plan_fednewton(B=B, n1=np.asarray(n, float) / 2.0, n2=1.0, eta=1.0, K=1,
                           tau1=tau1)[1].sensitivity
 
@@ -597,6 +738,23 @@ class Ledger:
 
     def add(self, stage: str, count: int, sensitivity, sigma, *, certified: bool = True,
             assumption: str = "") -> None:
+        """Record ``count`` releases of one stage (sensitivity and sigma broadcast together and copied).
+
+        Parameters
+        ----------
+        stage : str
+            What is released.
+        count : int
+            Releases per client.
+        sensitivity : float or ndarray
+            L2 sensitivity of one release, broadcastable to (n_rep, m) (inf: non-private).
+        sigma : float or ndarray
+            Noise sd, broadcastable with ``sensitivity``.
+        certified : bool
+            Whether the sensitivity holds for every input.
+        assumption : str
+            The condition it rests on when not certified.
+        """
         sens, sig = np.broadcast_arrays(np.asarray(sensitivity, float), np.asarray(sigma, float))
         self.releases.append(Release(stage, int(count), sens.copy(), sig.copy(), bool(certified),
                                      str(assumption)))
@@ -615,7 +773,19 @@ class Ledger:
         """Composed mu of the releases actually made: ``counts`` maps a stage to how many
         of its releases each client made (broadcastable to (n_rep, m)); a ledger allows
         for every release a client could make (e.g. every round under client sampling),
-        so this is at most :meth:`composed_mu`."""
+        so this is at most :meth:`composed_mu`.
+
+        Parameters
+        ----------
+        counts : dict
+            Stage -> releases made per client (int or ndarray broadcastable to (n_rep, m)); a stage absent
+            counts 0.
+
+        Returns
+        -------
+        ndarray
+            The composed mu, shape (n_rep, m) (or the broadcast shape of the counts).
+        """
         total: float | np.ndarray = 0.0
         for rel in self.releases:
             c = np.asarray(counts.get(rel.stage, 0))
@@ -628,7 +798,19 @@ class Ledger:
         return mu if self.certified else np.full_like(np.asarray(mu, float), np.inf)
 
     def client_report(self, replicate: int = 0) -> list[dict]:
-        """JSON-ready list: for each client, its releases, composed mu and certified mu."""
+        """JSON-ready list: for each client, its releases, composed mu and certified mu.
+
+        Parameters
+        ----------
+        replicate : int
+            The replicate (row of the (n_rep, m) arrays) reported.
+
+        Returns
+        -------
+        list of dict
+            Per client: ``client``, ``releases`` (one entry per release), ``mu``, ``mu_certified``,
+            ``guarantee``.
+        """
         mu = self.composed_mu()[replicate]
         mu_cert = self.certified_mu()[replicate]
         out = []
@@ -678,7 +860,18 @@ def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
 
 # ------------------------------------------------------------ private clipping bound
 def histogram_grid(rule: dict) -> np.ndarray:
-    """The public geometric bin edges of a ``private_quantile`` rule, shape (bins + 1,)."""
+    """The public geometric bin edges of a ``private_quantile`` rule, shape (bins + 1,).
+
+    Parameters
+    ----------
+    rule : dict
+        The rule (its ``grid``: low, high, bins).
+
+    Returns
+    -------
+    ndarray, shape (bins + 1,)
+        The edges.
+    """
     lo, hi, bins = rule["grid"]
     return np.geomspace(float(lo), float(hi), int(bins) + 1)
 
@@ -686,7 +879,20 @@ def histogram_grid(rule: dict) -> np.ndarray:
 def clip_histogram(norms: np.ndarray, rule: dict) -> np.ndarray:
     """One client's pre-noise release of the ``private_quantile`` rule: the share of
     its per-sample gradient norms (n,) in each bin of the public grid, shape (bins,)
-    (norms outside the grid count in the end bins)."""
+    (norms outside the grid count in the end bins).
+
+    Parameters
+    ----------
+    norms : ndarray, shape (n,)
+        The client's per-sample gradient norms.
+    rule : dict
+        The ``private_quantile`` rule (its ``grid``).
+
+    Returns
+    -------
+    ndarray, shape (bins,)
+        The normalised histogram (sums to one).
+    """
     edges = histogram_grid(rule)
     bins = edges.shape[0] - 1
     idx = np.clip(np.searchsorted(edges, norms, side="right") - 1, 0, bins - 1)
@@ -734,12 +940,34 @@ def private_clip_bound(norms: list, rule: dict, *, mu: float, rng: np.random.Gen
 
 
 def clip_share(rule: dict) -> Fraction:
-    """Share of mu^2 the clipping rule spends (``private_quantile``: its ``share``)."""
+    """Share of mu^2 the clipping rule spends (``private_quantile``: its ``share``).
+
+    Parameters
+    ----------
+    rule : dict
+        The clipping rule.
+
+    Returns
+    -------
+    Fraction
+        The share (0 for the other rules).
+    """
     return Fraction(rule["share"]) if rule.get("rule") == "private_quantile" else Fraction(0)
 
 
 def clip_unaccounted(rule: dict) -> list[str]:
-    """The ledger note of a data-driven, unaccounted clipping bound (empty otherwise)."""
+    """The ledger note of a data-driven, unaccounted clipping bound (empty otherwise).
+
+    Parameters
+    ----------
+    rule : dict
+        The clipping rule.
+
+    Returns
+    -------
+    list of str
+        One note for the ``quantile`` rule, else empty.
+    """
     if rule.get("rule") == "quantile":
         return [f"clip bound B: data-driven q={rule['q']} quantile of the clients' gradient norms, "
                 "not accounted (use clip rule private_quantile or fixed)"]

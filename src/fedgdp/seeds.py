@@ -26,13 +26,41 @@ CLIP_STREAM = "clip_histogram"
 
 
 def stable_hash(obj) -> int:
-    """A 64-bit hash of a JSON-serialisable object, identical across Python runs."""
+    """A 64-bit hash of a JSON-serialisable object, identical across Python runs.
+
+    Parameters
+    ----------
+    obj : object
+        JSON-serialisable (keys sorted; other objects by ``str``).
+
+    Returns
+    -------
+    int
+        The first 8 bytes of its SHA-256, little-endian.
+    """
     blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
     return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
 
 
 def seed_sequence(base_seed: int, key, *indices: int, stream: str | None = None) -> np.random.SeedSequence:
-    """``SeedSequence([base_seed, stable_hash(key), *indices(, stable_hash(stream))])``."""
+    """``SeedSequence([base_seed, stable_hash(key), *indices(, stable_hash(stream))])``.
+
+    Parameters
+    ----------
+    base_seed : int
+        The root seed.
+    key : object
+        The settings that define the data (JSON-serialisable).
+    *indices : int
+        Which draw (replicate; split and fold; run).
+    stream : str or None
+        The noise stream (None: the data).
+
+    Returns
+    -------
+    numpy.random.SeedSequence
+        The seed sequence.
+    """
     entropy = [base_seed, stable_hash(key), *indices]
     if stream is not None:
         entropy.append(stable_hash(stream))
@@ -40,5 +68,22 @@ def seed_sequence(base_seed: int, key, *indices: int, stream: str | None = None)
 
 
 def derived_rng(base_seed: int, key, *indices: int, stream: str | None = None) -> np.random.Generator:
-    """The generator of :func:`seed_sequence`."""
+    """The generator of :func:`seed_sequence`.
+
+    Parameters
+    ----------
+    base_seed : int
+        The root seed.
+    key : object
+        The settings that define the data (JSON-serialisable).
+    *indices : int
+        Which draw.
+    stream : str or None
+        The noise stream (None: the data).
+
+    Returns
+    -------
+    numpy.random.Generator
+        The generator.
+    """
     return np.random.default_rng(seed_sequence(base_seed, key, *indices, stream=stream))

@@ -44,7 +44,18 @@ _SUBCLAIM = re.compile(r"^(?P<name>.+?): (?P<verdict>holds|partly|fails|not run)
 
 # ------------------------------------------------------------------ reading claims' rows
 def subclaims(evidence: list[str]) -> list[tuple[str, str]]:
-    """(sub-claim, verdict) pairs of a claim row's evidence; context and extra lines skipped."""
+    """(sub-claim, verdict) pairs of a claim row's evidence; context and extra lines skipped.
+
+    Parameters
+    ----------
+    evidence : list of str
+        The claim row's evidence lines (``"<sub-claim>: <verdict> (<tally>)..."``).
+
+    Returns
+    -------
+    list of tuple of str
+        ``(sub-claim, verdict)``, in the lines' order.
+    """
     out = []
     for line in evidence:
         if line.startswith(("context:", "extra")):
@@ -129,6 +140,12 @@ def claims_map(summary: pd.DataFrame | None, real: dict | None, spec: dict) -> p
         ``designs``: generated study -> {variant, claim, models}; ``variants`` and
         ``realdata_variants``: name -> settings (what each changes); ``skipped``: notes
         on datasets not run. See :meth:`fedgdp.plan.Plan.sensitivity_map_spec`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per claim (and sub-claim), model, FedNewton version and variant; columns
+        :data:`MAP_COLUMNS`.
     """
     rows = []
     variants = spec.get("variants", {})
@@ -166,7 +183,20 @@ GRID_SUBCLAIMS = ("C2", "C4", "C5")
 
 
 def where_holds(df: pd.DataFrame, claim: str) -> list[tuple[str, str, str]]:
-    """(variant, model, FedNewton version) where ``claim`` holds as a whole."""
+    """(variant, model, FedNewton version) where ``claim`` holds as a whole.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The map (:func:`claims_map`).
+    claim : str
+        ``C1`` ... ``C5``.
+
+    Returns
+    -------
+    list of tuple of str
+        ``(variant, model, newton)`` of each claim-level row whose verdict is ``holds``.
+    """
     top = df[(df["claim"] == claim) & (df["subclaim"] == "") & (df["verdict"] == "holds")]
     return list(zip(top["variant"], top["model"], top["newton"]))
 
@@ -195,7 +225,20 @@ _SHORT: dict[str | None, str] = {"holds": "holds", "partly": "partly", "fails": 
 
 def render_markdown(df: pd.DataFrame, spec: dict) -> str:
     """The map as Markdown: what each variant changes, the verdict grid, where C2 and C4
-    hold, and the key statistic of every claim row."""
+    hold, and the key statistic of every claim row.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The map (:func:`claims_map`).
+    spec : dict
+        The map's spec (as in :func:`claims_map`; also ``title``, ``provenance``, ``replicates``, ``order``).
+
+    Returns
+    -------
+    str
+        The Markdown text.
+    """
     def esc(s):
         return str(s).replace("|", "\\|")
     title = spec.get("title", "Claims map")
@@ -238,12 +281,32 @@ def render_markdown(df: pd.DataFrame, spec: dict) -> str:
 
 
 def write_markdown(df: pd.DataFrame, path, spec: dict) -> None:
+    """Write :func:`render_markdown` of the map to ``path`` (atomically).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The map (:func:`claims_map`).
+    path : str or path-like
+        The file.
+    spec : dict
+        The map's spec.
+    """
     from .io import write_text
 
     write_text(path, render_markdown(df, spec))
 
 
 def write_csv(df: pd.DataFrame, path) -> None:
+    """Write the map as CSV (:func:`fedgdp.tables.write_csv`).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The map (:data:`MAP_COLUMNS`).
+    path : str or path-like
+        The file.
+    """
     from .tables import write_csv as _write
 
     _write(df, path)
@@ -251,7 +314,17 @@ def write_csv(df: pd.DataFrame, path) -> None:
 
 def draw(df: pd.DataFrame, spec: dict, pdf=None, png=None) -> None:
     """The claims map as a grid: rows claims (and C2, C4, C5 sub-claims), columns variants,
-    each cell coloured by its verdict (:data:`VERDICT_COLOURS`) with the verdict written in it."""
+    each cell coloured by its verdict (:data:`VERDICT_COLOURS`) with the verdict written in it.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The map (:func:`claims_map`).
+    spec : dict
+        The map's spec (``title``, ``caption``, ``order``, ``variants``, ``realdata_variants``).
+    pdf, png : str, path-like or None
+        Where to write the figure (None: not in that format).
+    """
     plt = pyplot()
     from matplotlib.patches import Patch
 

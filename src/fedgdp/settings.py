@@ -208,6 +208,11 @@ def setting(default: Any = None, help: str = "", *, parse: Callable = anything, 
     flag : the argparse ``type`` of the field's ``--name`` flag where a subcommand
         exposes the fields (:func:`add_flags`); None: no flag
     factory : a function making the default (a fresh list or dict each time)
+
+    Returns
+    -------
+    dataclasses.Field
+        The field, with ``help``, ``parse`` and ``flag`` in its metadata.
     """
     meta = {"help": help, "parse": parse, "flag": flag}
     if factory is not None:

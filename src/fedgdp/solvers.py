@@ -32,6 +32,20 @@ def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
     """Solve ``H_floor s = g`` with H's eigenvalues floored at tau1 (docs/methods.md §2).
 
     H: (..., d, d) symmetric, g: (..., d). Returns s: (..., d), ``||s|| <= ||g||/tau1``.
+
+    Parameters
+    ----------
+    H : ndarray, shape (..., d, d)
+        Symmetric matrices.
+    g : ndarray, shape (..., d)
+        Right-hand sides.
+    tau1 : float
+        The eigenvalue floor.
+
+    Returns
+    -------
+    ndarray, shape (..., d)
+        The solutions ``s``; NaN for a client whose H or g is not finite.
     """
     bad = _diverged(H, g)
     if bad.any():   # a diverged client: keep NaN instead of failing inside LAPACK
@@ -49,6 +63,20 @@ def ridge_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
 
     H: (..., d, d) symmetric PSD, g: (..., d). Returns s: (..., d); NaN for a
     client whose H or g is not finite (a diverged run).
+
+    Parameters
+    ----------
+    H : ndarray, shape (..., d, d)
+        Symmetric PSD matrices.
+    g : ndarray, shape (..., d)
+        Right-hand sides.
+    tau1 : float
+        The ridge.
+
+    Returns
+    -------
+    ndarray, shape (..., d)
+        The solutions ``s``.
     """
     bad = _diverged(H, g)
     A = H + tau1 * np.eye(H.shape[-1])
@@ -67,6 +95,24 @@ def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> 
     ``||b - A x|| <= tol ||b||``. Returns ``(x, iterations)``; x is NaN when a curvature
     ``p' A p`` is not positive and finite (overflowed data: never released). Started at 0, the
     iterates grow in norm, so a truncated solve keeps ``||x|| <= ||b|| / lambda_min(A)``.
+
+    Parameters
+    ----------
+    apply : callable
+        ``apply(v) -> A v``.
+    b : ndarray
+        The right-hand side, any shape (e.g. (d, k)).
+    tol : float
+        Relative residual at which to stop.
+    maxiter : int
+        The most iterations.
+
+    Returns
+    -------
+    x : ndarray
+        The solution, b's shape (NaN on a non-positive curvature).
+    iterations : int
+        Iterations used (0 when b is 0).
     """
     x = np.zeros_like(b)
     r = b.copy()
@@ -100,6 +146,18 @@ def certified_cg_iterations(tol: float, hessian_clip: float) -> int:
     satisfies ``||r_k|| <= 2 sqrt(kappa) rho^k ||b||`` with
     ``rho = (sqrt(kappa) - 1) / (sqrt(kappa) + 1)`` (the Chebyshev bound on the A-norm
     error, ``||r|| <= sqrt(lambda_max) ||e||_A`` and ``||e_0||_A <= ||b|| / sqrt(lambda_min)``).
+
+    Parameters
+    ----------
+    tol : float
+        The relative residual, in (0, 1).
+    hessian_clip : float
+        The bound of H as a multiple of tau1.
+
+    Returns
+    -------
+    int
+        The iterations, at least 1.
     """
     root = math.sqrt(1.0 + float(hessian_clip))
     rho = (root - 1.0) / (root + 1.0)
@@ -110,7 +168,22 @@ def check_certified_cg(cg_tol, cg_maxiter, hessian_clip) -> None:
     """Refuse CG settings that certified FedNewton's proof does not cover: ``cg_tol``
     must lie in (0, 1) (the recorded sensitivity adds ``2 cg_tol B / tau1``) and
     ``cg_maxiter`` must allow :func:`certified_cg_iterations` iterations (the
-    exact-arithmetic bound; the true residual is still checked at every solve)."""
+    exact-arithmetic bound; the true residual is still checked at every solve).
+
+    Parameters
+    ----------
+    cg_tol : float
+        CG's relative residual (``newton.cg_tol``).
+    cg_maxiter : int
+        CG's most iterations (``newton.cg_maxiter``).
+    hessian_clip : float
+        The per-sample Hessian clip as a multiple of tau1.
+
+    Raises
+    ------
+    ValueError
+        Naming the setting and its value.
+    """
     tol = float(cg_tol)
     if not (0.0 < tol < 1.0):
         raise ValueError(f"certified FedNewton needs newton.cg_tol in (0, 1): its error 2 cg_tol B / tau1 enters "
@@ -123,7 +196,19 @@ def check_certified_cg(cg_tol, cg_maxiter, hessian_clip) -> None:
 
 def certified_residual_check(apply, b: np.ndarray, x: np.ndarray, tol: float) -> None:
     """Raise ValueError unless the true residual ``||b - A x|| <= tol ||b||`` (certified
-    FedNewton: the bound its recorded sensitivity rests on; a failed check releases nothing)."""
+    FedNewton: the bound its recorded sensitivity rests on; a failed check releases nothing).
+
+    Parameters
+    ----------
+    apply : callable
+        ``apply(v) -> A v``.
+    b : ndarray
+        The right-hand side.
+    x : ndarray
+        The solve's result, b's shape.
+    tol : float
+        The relative residual bound ``cg_tol``.
+    """
     res = float(np.linalg.norm(b - apply(x)))
     ref = tol * float(np.linalg.norm(b))
     if not res <= ref:

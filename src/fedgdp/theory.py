@@ -58,6 +58,30 @@ def upper_bound(method: str, n, *, d: int, mu: float, K: int = 50, R: int = 2, K
     - fednewton: as Table 1 (no K: Remark 3.9)
 
     ``n`` may be an int (equal sizes need ``m`` via an array) or an array of sizes.
+
+    Parameters
+    ----------
+    method : str
+        ``fedsgd``, ``fedhybrid``, ``fedavg`` or ``fednewton`` (ValueError otherwise).
+    n : int or array_like, shape (m,)
+        Client sizes (an int: one client).
+    d : int
+        Parameter dimension.
+    mu : float
+        The privacy parameter (inf: non-private).
+    K : int
+        Iterations (FedSGD's K in ``k_explicit``; FedAvg's local steps per round).
+    R : int
+        FedAvg's rounds.
+    K2 : int or None
+        FedHybrid's stage-2 steps (required for ``k_explicit``).
+    form : str
+        ``table1`` or ``k_explicit`` (:data:`BOUND_FORMS`).
+
+    Returns
+    -------
+    float
+        The bound's order.
     """
     if form not in BOUND_FORMS:
         raise ValueError(f"unknown bound form {form!r}; use one of {', '.join(BOUND_FORMS)}")
@@ -80,7 +104,18 @@ def upper_bound(method: str, n, *, d: int, mu: float, K: int = 50, R: int = 2, K
 
 
 def lower_bound_holds(mu: float) -> bool:
-    """Whether Theorem 3.10 covers the privacy level ``mu`` (it is stated for ``0 < mu < 1``)."""
+    """Whether Theorem 3.10 covers the privacy level ``mu`` (it is stated for ``0 < mu < 1``).
+
+    Parameters
+    ----------
+    mu : float
+        The privacy parameter.
+
+    Returns
+    -------
+    bool
+        True for ``0 < mu < 1``.
+    """
     return bool(0 < mu < 1)
 
 
@@ -90,6 +125,20 @@ def lower_bound(n, *, d: int, mu: float) -> float:
 
     For ``mu >= 1`` (see :func:`lower_bound_holds`) the privacy term is not covered by
     the theorem; the function then returns the non-private ``d / N``.
+
+    Parameters
+    ----------
+    n : int or array_like, shape (m,)
+        Client sizes.
+    d : int
+        Parameter dimension.
+    mu : float
+        The privacy parameter.
+
+    Returns
+    -------
+    float
+        The lower bound's order.
     """
     n = np.atleast_1d(np.asarray(n, dtype=float))
     if not lower_bound_holds(mu):
@@ -113,7 +162,20 @@ TABLE1 = {
 
 def local_exponent(xs, ys) -> float:
     """Least-squares slope of ``log ys`` on ``log xs``: the exponent a bound predicts
-    over the range of a grid (compared with the fitted slope of the data)."""
+    over the range of a grid (compared with the fitted slope of the data).
+
+    Parameters
+    ----------
+    xs : array_like, shape (k,)
+        Grid values (positive).
+    ys : array_like, shape (k,)
+        The bound or the MSE at them (positive).
+
+    Returns
+    -------
+    float
+        The slope.
+    """
     lx, ly = np.log(np.asarray(xs, float)), np.log(np.asarray(ys, float))
     lx = lx - lx.mean()
     return float(np.sum(lx * (ly - ly.mean())) / np.sum(lx ** 2))

@@ -97,7 +97,18 @@ class ClientBlock:
 
     def clip_bounds(self, B: np.ndarray | None) -> np.ndarray | None:
         """The clip of every row's residual, ``B_r / ||x_j||``, shape ``(N,)`` (B: one
-        bound per replicate, shape (n_rep,)), or None (no clipping)."""
+        bound per replicate, shape (n_rep,)), or None (no clipping).
+
+        Parameters
+        ----------
+        B : ndarray, shape (n_rep,), or None
+            The clipping bound of each replicate (None: no clipping).
+
+        Returns
+        -------
+        ndarray, shape (N,), or None
+            The residual clip of every row of the block.
+        """
         if B is None:
             return None
         return np.repeat(np.asarray(B, float), self.sizes.sum(axis=1)) * self.inv_norm
@@ -131,7 +142,28 @@ class ClientBlock:
 
     def local_steps(self, theta, *, K, eta, bounds, sigma, Z) -> np.ndarray:
         """K noisy local steps of every client from ``theta`` (n_rep, m, d); see
-        :func:`fedgdp.simulation.kernels.local_descent`. Returns a new (n_rep, m, d) array."""
+        :func:`fedgdp.simulation.kernels.local_descent`. Returns a new (n_rep, m, d) array.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (n_rep, m, d)
+            Every client's start (not changed).
+        K : int
+            Local steps.
+        eta : float
+            Step size.
+        bounds : ndarray, shape (N,), or None
+            Residual clips (:meth:`clip_bounds`), None: no clipping.
+        sigma : float or ndarray
+            Noise sds, broadcastable to (n_rep, m).
+        Z : ndarray, shape (n_rep, K, m, d), or None
+            Standard normals (None: no noise).
+
+        Returns
+        -------
+        ndarray, shape (n_rep, m, d)
+            The clients' parameters after K steps.
+        """
         from . import kernels
 
         th = np.array(theta, dtype=float, order="C").reshape(self.C, self.d)
@@ -143,7 +175,30 @@ class ClientBlock:
 
     def server_steps(self, theta, w, *, K, eta, bounds, sigma, Z) -> np.ndarray:
         """K FedSGD steps of every replicate from the global ``theta`` (n_rep, d); see
-        :func:`fedgdp.simulation.kernels.server_descent`. Returns a new (n_rep, d) array."""
+        :func:`fedgdp.simulation.kernels.server_descent`. Returns a new (n_rep, d) array.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (n_rep, d)
+            The global start (not changed).
+        w : ndarray, shape (n_rep, m)
+            Aggregation weights.
+        K : int
+            Server steps.
+        eta : float
+            Step size.
+        bounds : ndarray, shape (N,), or None
+            Residual clips (:meth:`clip_bounds`), None: no clipping.
+        sigma : float or ndarray
+            Noise sds, broadcastable to (n_rep, m).
+        Z : ndarray, shape (n_rep, K, m, d), or None
+            Standard normals (None: no noise).
+
+        Returns
+        -------
+        ndarray, shape (n_rep, d)
+            The global parameter after K steps.
+        """
         from . import kernels
 
         th = np.array(theta, dtype=float, order="C")
@@ -161,6 +216,18 @@ class ClientBlock:
         ``bound = H_c`` clips every per-sample Hessian ``b''(eta_j) x_j x_j'`` to
         operator norm H_c: its weight becomes ``min(b''(eta_j), H_c / ||x_j||^2)``
         (certified FedNewton); None leaves them unclipped (Algorithm 4 as printed).
+
+        Parameters
+        ----------
+        theta : ndarray, shape (n_rep, m, d)
+            Every client's parameter.
+        bound : float or None
+            The per-sample Hessian clip ``H_c`` (None: unclipped).
+
+        Returns
+        -------
+        ndarray, shape (n_rep, m, d, d)
+            The clients' mean Hessians.
         """
         from . import kernels
 
@@ -178,6 +245,26 @@ def aggregation_weights(sizes: np.ndarray, rule: str, *, B=None, mu=np.inf, rele
     ``size``: ``n_i / N`` (the paper's simulations). ``optimal``: proportional to
     ``(d/n_i + B^2 K d/(mu^2 n_i^2))^{-1}`` (Theorem 3.2, Remark 3.3), K = number of
     noisy releases per client.
+
+    Parameters
+    ----------
+    sizes : ndarray, shape (n_rep, m)
+        Client sizes ``n_i``.
+    rule : str
+        ``size`` or ``optimal`` (ValueError otherwise); ``size`` whenever mu is inf.
+    B : float or ndarray, shape (n_rep,)
+        Clipping bound per replicate (``optimal`` only).
+    mu : float
+        The target mu.
+    releases : int
+        Noisy releases per client, the K of Theorem 3.2.
+    d : int
+        Parameter dimension.
+
+    Returns
+    -------
+    ndarray, shape (n_rep, m)
+        The weights.
     """
     n = sizes.astype(float)
     if rule == "size" or not np.isfinite(mu):
@@ -250,6 +337,18 @@ class FitData:
         return self.full.sizes
 
     def bounds(self, data: ClientBlock):
+        """The residual clips of ``data``'s rows, or None when the fit does not clip.
+
+        Parameters
+        ----------
+        data : ClientBlock
+            :attr:`full` or one of :attr:`halves`.
+
+        Returns
+        -------
+        ndarray, shape (N,), or None
+            :meth:`ClientBlock.clip_bounds` at ``B``.
+        """
         return data.clip_bounds(self.B if self.clipped else None)
 
     def calibrate(self, plan: tuple) -> tuple[tuple, Ledger]:
@@ -258,6 +357,18 @@ class FitData:
         A ``private_quantile`` clipping rule's histogram release comes first in the
         ledger and the method's releases share the rest of mu^2; a data-driven
         ``quantile`` bound is noted as unaccounted.
+
+        Parameters
+        ----------
+        plan : tuple of fedgdp.privacy.ReleaseSpec
+            The method's releases.
+
+        Returns
+        -------
+        sigmas : tuple of ndarray
+            One sd array per spec of ``plan``, shape (n_rep, m).
+        ledger : fedgdp.privacy.Ledger
+            The ledger.
         """
         mu = self.mu if self.private else np.inf     # clip_only: no noise, so no private release
         cal = privacy.calibrate_with_clip(plan, mu=mu, clip=self.clip, n=self.sizes.astype(float))
@@ -285,7 +396,18 @@ class FitData:
         return h1.sizes.astype(float), h2.sizes.astype(float)
 
     def backend(self, noise: dict) -> SimBackend:
-        """This block with one method's stacked noise arrays (:class:`SimBackend`)."""
+        """This block with one method's stacked noise arrays (:class:`SimBackend`).
+
+        Parameters
+        ----------
+        noise : dict
+            Name -> stacked standard normals, shape (n_rep, ...) (or None when non-private).
+
+        Returns
+        -------
+        SimBackend
+            The backend.
+        """
         return SimBackend(self, noise)
 
 
@@ -307,10 +429,36 @@ class SimBackend:
         self.m, self.dk = fd.full.m, fd.full.d
 
     def calibrate(self, method, s):
+        """The sds of ``method``'s plan on this block and its one ledger (:meth:`FitData.calibrate`).
+
+        Parameters
+        ----------
+        method : fedgdp.methods.Method
+            The method.
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        tuple
+            The sds (one (n_rep, m) array per spec) and ``[ledger]``.
+        """
         sigmas, ledger = self.data.calibrate(method.plan(self.data, s))
         return sigmas, [ledger]
 
     def weights(self, releases):
+        """The block's aggregation weights (:func:`aggregation_weights` at the block's rule, B and mu).
+
+        Parameters
+        ----------
+        releases : int
+            Noisy releases per client.
+
+        Returns
+        -------
+        ndarray, shape (n_rep, m)
+            The weights.
+        """
         fd = self.data
         return aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=releases, d=fd.full.d)
 
@@ -329,6 +477,30 @@ class SimBackend:
         raise ValueError(f"unknown part {part!r}; use full or half1")
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
+        """K noisy local steps of every client of ``part`` from the global ``start`` (no drift here).
+
+        Parameters
+        ----------
+        start : ndarray, shape (n_rep, d)
+            The global parameter.
+        K : int
+            Local steps.
+        eta : float
+            Step size.
+        sigma : ndarray, shape (n_rep, m)
+            Noise sds.
+        noise : ndarray, shape (n_rep, K, m, d), or None
+            Standard normals.
+        part : str
+            ``full`` or ``half1``.
+        drift : None
+            Must be None (ValueError otherwise).
+
+        Returns
+        -------
+        ndarray, shape (n_rep, m, d)
+            Per-client parameters.
+        """
         if drift is not None:
             raise ValueError("the simulation backend has no drift term in its local steps")
         data = self._part(part)
@@ -336,13 +508,64 @@ class SimBackend:
                                 bounds=self.data.bounds(data), sigma=sigma, Z=noise)
 
     def average(self, w, local):
+        """``sum_i w_i local_i`` per replicate.
+
+        Parameters
+        ----------
+        w : ndarray, shape (n_rep, m)
+            Weights.
+        local : ndarray, shape (n_rep, m, d)
+            Per-client parameters.
+
+        Returns
+        -------
+        ndarray, shape (n_rep, d)
+            The global parameter.
+        """
         return np.einsum("rm,rmd->rd", w, local)
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
+        """K FedSGD steps on the full block (:meth:`ClientBlock.server_steps`).
+
+        Parameters
+        ----------
+        theta : ndarray, shape (n_rep, d)
+            The global parameter.
+        w : ndarray, shape (n_rep, m)
+            Weights.
+        K : int
+            Server steps.
+        eta : float
+            Step size.
+        sigma : ndarray, shape (n_rep, m)
+            Noise sds.
+        noise : ndarray, shape (n_rep, K, m, d), or None
+            Standard normals.
+
+        Returns
+        -------
+        ndarray, shape (n_rep, d)
+            The global parameter.
+        """
         data = self.data.full
         return data.server_steps(theta, w, K=K, eta=eta, bounds=self.data.bounds(data), sigma=sigma, Z=noise)
 
     def newton_release(self, theta1, *, hessian_bound):
+        """``theta1 - s_i``: s_i solves the half-1 Hessian system (eigenvalue floor tau1, or the ridge tau1 on
+        clipped Hessians) with the clipped half-2 gradient.
+
+        Parameters
+        ----------
+        theta1 : ndarray, shape (n_rep, d)
+            The stage-1 global parameter.
+        hessian_bound : float or None
+            The per-sample Hessian clip (certified), None: the floor.
+
+        Returns
+        -------
+        ndarray, shape (n_rep, m, d)
+            The releases before noise.
+        """
         fd = self.data
         h1, h2 = fd.halves
         at = np.repeat(theta1[:, None, :], h1.m, axis=1)
@@ -352,12 +575,43 @@ class SimBackend:
         return at - floored_solve(h1.hessians(at), g, fd.tau1)
 
     def add_noise(self, local, sigma, noise):
+        """``local + sigma Z``, in place (``local`` unchanged when noise is None).
+
+        Parameters
+        ----------
+        local : ndarray, shape (n_rep, m, d)
+            Per-client parameters (modified in place).
+        sigma : ndarray, shape (n_rep, m)
+            Noise sds.
+        noise : ndarray, shape (n_rep, m, d), or None
+            Standard normals.
+
+        Returns
+        -------
+        ndarray, shape (n_rep, m, d)
+            ``local``.
+        """
         if noise is not None:
             local += sigma[..., None] * noise
         return local
 
     def memo(self, key, inputs, compute):
-        """Results kept on the block (:class:`FitData`), reused for equal inputs."""
+        """Results kept on the block (:class:`FitData`), reused for equal inputs.
+
+        Parameters
+        ----------
+        key : str
+            The result's name (an attribute of the block).
+        inputs : tuple
+            What the result depends on (scalars, arrays or None, compared elementwise).
+        compute : callable
+            Computes the result.
+
+        Returns
+        -------
+        object
+            The kept or computed result.
+        """
         cached = self.data.__dict__.get(key)
         if cached is not None and _same(cached[0], inputs):
             return cached[1]
@@ -366,6 +620,22 @@ class SimBackend:
         return value
 
     def finish(self, theta, ledgers, comm):
+        """The block's one fit.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (n_rep, d)
+            The final estimates.
+        ledgers : list of fedgdp.privacy.Ledger
+            One ledger (the block's).
+        comm : dict
+            ``rounds``, ``floats_up``, ``floats_down``.
+
+        Returns
+        -------
+        list of Fit
+            One fit.
+        """
         return [Fit(theta, ledgers[0], **comm)]
 
 
@@ -374,5 +644,16 @@ REGISTRY = registry(SIMULATION)
 
 
 def get_method(name: str) -> Method:
-    """Look up a simulation method; ValueError naming the bad value otherwise."""
+    """Look up a simulation method; ValueError naming the bad value otherwise.
+
+    Parameters
+    ----------
+    name : str
+        The method's name.
+
+    Returns
+    -------
+    fedgdp.methods.Method
+        The method (one that runs on the simulation).
+    """
     return _get_method(name, SIMULATION)

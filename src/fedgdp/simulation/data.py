@@ -33,12 +33,44 @@ __all__ = [
 
 
 def replicate_rng(base_seed: int, data_key: dict, replicate: int) -> np.random.Generator:
-    """The data generator of one replicate (:func:`fedgdp.seeds.derived_rng`)."""
+    """The data generator of one replicate (:func:`fedgdp.seeds.derived_rng`).
+
+    Parameters
+    ----------
+    base_seed : int
+        The study's base seed.
+    data_key : dict
+        The parameters that define the data.
+    replicate : int
+        The replicate's index r.
+
+    Returns
+    -------
+    numpy.random.Generator
+        The generator.
+    """
     return derived_rng(base_seed, data_key, replicate)
 
 
 def noise_rng(base_seed: int, data_key: dict, replicate: int, method: str) -> np.random.Generator:
-    """The privacy-noise generator of one method in one replicate (stream ``method``)."""
+    """The privacy-noise generator of one method in one replicate (stream ``method``).
+
+    Parameters
+    ----------
+    base_seed : int
+        The study's base seed.
+    data_key : dict
+        The parameters that define the data.
+    replicate : int
+        The replicate's index r.
+    method : str
+        The method's noise stream (its ``noise_stream``).
+
+    Returns
+    -------
+    numpy.random.Generator
+        The generator.
+    """
     return derived_rng(base_seed, data_key, replicate, stream=method)
 
 
@@ -76,7 +108,20 @@ class SizeScheme:
     text: str = ""
 
     def draw(self, rng: np.random.Generator, m: int) -> np.ndarray:
-        """Client sizes, int64 array of shape ``(m,)``."""
+        """Client sizes, int64 array of shape ``(m,)``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The replicate's data generator.
+        m : int
+            Clients.
+
+        Returns
+        -------
+        ndarray of int64, shape (m,)
+            The sizes.
+        """
         if self.kind == "equal":
             return np.full(m, int(self.args[0]), dtype=np.int64)
         if self.kind == "uniform":
@@ -87,7 +132,20 @@ class SizeScheme:
         return allocate_total(int(self.args[0]), self.inner.weights(rng, m), self.n_floor)  # type: ignore[union-attr]
 
     def weights(self, rng: np.random.Generator, m: int) -> np.ndarray:
-        """Allocation weights of a scheme used inside ``total(N, scheme)``."""
+        """Allocation weights of a scheme used inside ``total(N, scheme)``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The replicate's data generator.
+        m : int
+            Clients.
+
+        Returns
+        -------
+        ndarray, shape (m,)
+            Positive weights (ValueError for a ``total`` scheme).
+        """
         if self.kind == "equal":
             return np.ones(m)
         if self.kind == "uniform":
@@ -97,7 +155,18 @@ class SizeScheme:
         raise ValueError(f"total() cannot nest {self.text!r}")
 
     def mean_size(self, m: int) -> float:
-        """Expected client size (used for planning work, not for statistics)."""
+        """Expected client size (used for planning work, not for statistics).
+
+        Parameters
+        ----------
+        m : int
+            Clients (``total``: N / m).
+
+        Returns
+        -------
+        float
+            The expected size.
+        """
         if self.kind == "equal":
             return float(self.args[0])
         if self.kind == "uniform":
@@ -115,7 +184,13 @@ class SizeScheme:
         return int(self.n_floor)
 
     def check(self, m: int) -> None:
-        """Raise ValueError when the scheme cannot produce m clients."""
+        """Raise ValueError when the scheme cannot produce m clients.
+
+        Parameters
+        ----------
+        m : int
+            Clients.
+        """
         if self.kind == "total" and self.args[0] < m * self.n_floor:
             raise ValueError(f"sizes {self.text!r}: N={self.args[0]} < m*n_floor={m * self.n_floor}")
 
@@ -128,6 +203,18 @@ def parse_sizes(text: str, n_floor: int = 10) -> SizeScheme:
     ValueError
         Naming the bad string, for unknown schemes, malformed arguments,
         non-positive sizes or a uniform range with a > b.
+
+    Parameters
+    ----------
+    text : str
+        The scheme (spaces ignored).
+    n_floor : int
+        Smallest client size of ``lognormal`` and ``total``.
+
+    Returns
+    -------
+    SizeScheme
+        The scheme (``text``: the normalised string).
     """
     s = str(text).strip().replace(" ", "")
     for kind, pat in _PATTERNS.items():
@@ -158,13 +245,35 @@ def parse_sizes(text: str, n_floor: int = 10) -> SizeScheme:
 
 
 def size_slug(text: str) -> str:
-    """A path-safe label for a sizes scheme: ``uniform(100,700)`` -> ``uniform-100-700``."""
+    """A path-safe label for a sizes scheme: ``uniform(100,700)`` -> ``uniform-100-700``.
+
+    Parameters
+    ----------
+    text : str
+        The sizes scheme.
+
+    Returns
+    -------
+    str
+        The slug.
+    """
     s = str(text).replace(" ", "")
     return re.sub(r"[(),]+", "-", s).strip("-")
 
 
 def parse_size_slug(slug: str) -> str:
-    """Inverse of :func:`size_slug` for the schemes it produces."""
+    """Inverse of :func:`size_slug` for the schemes it produces.
+
+    Parameters
+    ----------
+    slug : str
+        A slug from :func:`size_slug`.
+
+    Returns
+    -------
+    str
+        The scheme, e.g. ``uniform(100,700)``.
+    """
     parts = slug.split("-")
     if parts[0] == "total":
         return f"total({parts[1]},{parse_size_slug('-'.join(parts[2:]))})"
@@ -195,7 +304,20 @@ class Replicate:
         return np.concatenate([[0], np.cumsum(self.sizes)])
 
     def client(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of client i: ``X_i`` (n_i, d), ``y_i`` (n_i,)."""
+        """Rows of client i: ``X_i`` (n_i, d), ``y_i`` (n_i,).
+
+        Parameters
+        ----------
+        i : int
+            The client.
+
+        Returns
+        -------
+        X_i : ndarray, shape (n_i, d)
+            Its design rows (a view).
+        y_i : ndarray, shape (n_i,)
+            Its responses (a view).
+        """
         a, b = self.offsets[i], self.offsets[i + 1]
         return self.X[a:b], self.y[a:b]
 
@@ -220,8 +342,21 @@ def simulate_replicate(rng: np.random.Generator, *, model: str, scheme: SizeSche
     ----------
     rng : numpy.random.Generator
         The replicate's own generator (:func:`replicate_rng`).
+    model : str
+        ``logistic`` or ``poisson``.
+    scheme : SizeScheme
+        The client sizes' scheme.
+    m : int
+        Clients.
     beta_true : ndarray, shape (p,)
         True coefficients, intercept first.
+    sigma_c : float
+        The covariates' standard deviation.
+
+    Returns
+    -------
+    Replicate
+        ``X`` (N, p) with intercept column, ``y`` (N,), ``sizes`` (m,).
     """
     glm = get_model(model)
     sizes = scheme.draw(rng, m)

@@ -312,6 +312,18 @@ def client_groups(sizes: np.ndarray, max_rows: int = GROUP_ROWS) -> np.ndarray:
     sizes: ``(n_rep, m)``. Group q is the clients ``groups[q]:groups[q+1]`` (flat index
     ``r m + i``), all of one replicate, at most ``max_rows`` rows together unless a
     single client has more; cut greedily from each replicate's own sizes.
+
+    Parameters
+    ----------
+    sizes : ndarray of int, shape (n_rep, m)
+        Client sizes.
+    max_rows : int
+        The most rows of a group (unless one client has more).
+
+    Returns
+    -------
+    ndarray of int64, shape (G + 1,)
+        Group boundaries in flat client indices, from 0 to ``n_rep m``.
     """
     n_rep, m = sizes.shape
     total = np.cumsum(sizes, axis=1)
@@ -351,6 +363,37 @@ def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, si
 
     theta : (C, d) with ``C = n_rep m``; sigma : (C,); Z : (n_rep, K, m, d), read only when
     ``noisy``; groups : from :func:`client_groups`.
+
+    Parameters
+    ----------
+    XT : ndarray, shape (d, N)
+        All rows, features first.
+    y : ndarray, shape (N,)
+        Responses.
+    lim : ndarray, shape (N,)
+        Residual clips (read only when ``clip``).
+    offsets : ndarray of int64, shape (C + 1,)
+        Client row offsets.
+    groups : ndarray of int64, shape (G + 1,)
+        From :func:`client_groups`.
+    m : int
+        Clients per replicate.
+    theta : ndarray, shape (C, d)
+        Each client's parameter, updated in place.
+    K : int
+        Local steps.
+    eta : float
+        Step size.
+    model : int
+        :data:`MODEL_CODES`.
+    clip : bool
+        Clip residuals to ``lim`` (False: non-private).
+    sigma : ndarray, shape (C,)
+        Noise sds.
+    Z : ndarray, shape (n_rep, K, m, d)
+        Standard normals (read only when ``noisy``).
+    noisy : bool
+        Add the noise.
     """
     C, d = theta.shape
     g = np.empty((C, d))
@@ -375,6 +418,39 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
 
     theta : (n_rep, d); wrow : (N,) the weight ``w_ri / n_i`` of each row; w : (n_rep, m);
     sigma : (C,); Z : (n_rep, K, m, d), read only when ``noisy``.
+
+    Parameters
+    ----------
+    XT : ndarray, shape (d, N)
+        All rows, features first.
+    y : ndarray, shape (N,)
+        Responses.
+    lim : ndarray, shape (N,)
+        Residual clips (read only when ``clip``).
+    offsets : ndarray of int64, shape (C + 1,)
+        Client row offsets.
+    m : int
+        Clients per replicate.
+    theta : ndarray, shape (n_rep, d)
+        Each replicate's global parameter, updated in place.
+    wrow : ndarray, shape (N,)
+        Each row's weight ``w_ri / n_i``.
+    w : ndarray, shape (n_rep, m)
+        Aggregation weights.
+    K : int
+        Server steps.
+    eta : float
+        Step size.
+    model : int
+        :data:`MODEL_CODES`.
+    clip : bool
+        Clip residuals to ``lim`` (False: non-private).
+    sigma : ndarray, shape (C,)
+        Noise sds.
+    Z : ndarray, shape (n_rep, K, m, d)
+        Standard normals (read only when ``noisy``).
+    noisy : bool
+        Add the noise.
     """
     n_rep, d = theta.shape
     sign = -1.0 if model == 0 else 1.0
@@ -406,7 +482,25 @@ def hessians(XT, inv_norm, offsets, theta, model, bound, out):
     per-sample weight ``v_j = min(b''(eta_j), bound/||x_j||^2)`` (``bound = inf``: the
     plain Hessian). With a finite bound (certified FedNewton) a weight that is not
     finite (a NaN curvature of a row of huge entries) is 0, so every per-sample Hessian
-    has norm <= bound. theta : (C, d); out : (C, d, d), written in place."""
+    has norm <= bound. theta : (C, d); out : (C, d, d), written in place.
+
+    Parameters
+    ----------
+    XT : ndarray, shape (d, N)
+        All rows, features first.
+    inv_norm : ndarray, shape (N,)
+        ``1/||x_j||`` of each row.
+    offsets : ndarray of int64, shape (C + 1,)
+        Client row offsets.
+    theta : ndarray, shape (C, d)
+        Each client's parameter.
+    model : int
+        :data:`MODEL_CODES`.
+    bound : float
+        The per-sample Hessian clip ``H_c`` (inf: none).
+    out : ndarray, shape (C, d, d)
+        Written in place: each client's mean Hessian.
+    """
     d = XT.shape[0]
     for c in range(theta.shape[0]):
         H = out[c]

@@ -106,6 +106,20 @@ class CellSettings(Settings):
 
     @classmethod
     def finish(cls, p: dict) -> dict:
+        """The cell's cross-field checks and derived values (see :meth:`fedgdp.settings.Settings.finish`): the
+        sizes scheme checked for m and FedNewton's halves and canonicalised, ``beta_true`` filled and checked,
+        the privacy mode checked against the clip rule, ``tau1: auto`` computed.
+
+        Parameters
+        ----------
+        p : dict
+            The checked values (changed in place).
+
+        Returns
+        -------
+        dict
+            ``p``.
+        """
         scheme = parse_sizes(p["sizes"], p["n_floor"])
         scheme.check(p["m"])
         check_halves(p["methods"], scheme)

@@ -84,23 +84,70 @@ def _size_text(text: str, which: int) -> str:
 
 
 def size_label(text: str) -> str:
-    """Legend label of a sizes scheme: ``equal(30)`` -> ``$n = 30$``."""
+    """Legend label of a sizes scheme: ``equal(30)`` -> ``$n = 30$``.
+
+    Parameters
+    ----------
+    text : str
+        The sizes scheme.
+
+    Returns
+    -------
+    str
+        The label (LaTeX math).
+    """
     return _size_text(text, 0)
 
 
 def size_title(text: str) -> str:
-    """Panel title of a sizes scheme, in the paper's words."""
+    """Panel title of a sizes scheme, in the paper's words.
+
+    Parameters
+    ----------
+    text : str
+        The sizes scheme.
+
+    Returns
+    -------
+    str
+        The title.
+    """
     return _size_text(text, 1)
 
 
 def mu_label(mu: float, certified: bool = False) -> str:
-    """``mu = 2`` as a label; "nominal" unless every release behind it is certified."""
+    """``mu = 2`` as a label; "nominal" unless every release behind it is certified.
+
+    Parameters
+    ----------
+    mu : float
+        The privacy level (inf: non-private).
+    certified : bool
+        Whether every release behind it is certified.
+
+    Returns
+    -------
+    str
+        The label (LaTeX math).
+    """
     if not np.isfinite(mu):
         return "non-private ($\\mu = \\infty$)"
     return f"$\\mu = {mu:g}$" if certified else f"nominal $\\mu = {mu:g}$"
 
 
 def method_label(name: str) -> str:
+    """The legend label of a method: its registry label, or the name when it is not registered.
+
+    Parameters
+    ----------
+    name : str
+        The method's name.
+
+    Returns
+    -------
+    str
+        The label.
+    """
     from .backend import REGISTRY
 
     meth = REGISTRY.get(name)
@@ -113,6 +160,20 @@ def panel_rows(summary: pd.DataFrame, spec: dict, panel: dict) -> pd.DataFrame:
 
     Raises ValueError when the selection is empty or gives more than one row for a
     (line, x) point (a grid axis the panel should fix but does not).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        Summary rows (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`).
+    spec : dict
+        The figure (``model``, ``layout``, optional ``study`` and ``name``).
+    panel : dict
+        The panel: optional ``study`` and ``title``, and the grid values it fixes.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The selected rows.
     """
     layout = LAYOUTS[spec["layout"]]
     study = panel.get("study", spec.get("study"))
@@ -202,6 +263,8 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         ``method_settings`` (for the theory overlay), ``name``.
     summary : DataFrame
         Rows of :func:`fedgdp.simulation.summary.summarise` (several studies may be concatenated).
+    pdf, png : str, path-like or None
+        Where to write the figure (None: not in that format).
 
     Returns
     -------

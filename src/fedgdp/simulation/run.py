@@ -33,7 +33,21 @@ COLUMNS = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N"
 
 
 def simulate_block(p: dict, replicates: list[int]):
-    """Data of the given replicates, drawn from their own generators."""
+    """Data of the given replicates, drawn from their own generators.
+
+    Parameters
+    ----------
+    p : dict
+        Resolved cell parameters (``sizes``, ``n_floor``, ``model``, ``m``, ``beta_true``, ``sigma_c``,
+        ``base_seed``).
+    replicates : list of int
+        The replicates' indices.
+
+    Returns
+    -------
+    list of Replicate
+        One per index, in order.
+    """
     scheme = parse_sizes(p["sizes"], p["n_floor"])
     key = data_key(p)
     beta = np.asarray(p["beta_true"])
@@ -43,7 +57,24 @@ def simulate_block(p: dict, replicates: list[int]):
 
 def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dict]:
     """Each replicate's standard-normal noise for one method (None values if mu = inf or
-    the release is not ``private``)."""
+    the release is not ``private``).
+
+    Parameters
+    ----------
+    p : dict
+        Resolved cell parameters (``mu``, ``release``, ``m``, ``base_seed``, ``method_settings``).
+    method : str
+        The method's name.
+    replicates : list of int
+        The replicates' indices.
+    d : int
+        Parameter dimension.
+
+    Returns
+    -------
+    list of dict
+        Per replicate, name -> standard normals of :meth:`fedgdp.methods.Method.noise_shapes` (or None).
+    """
     meth, s = get_method(method), p["method_settings"][method]
     key = data_key(p)
     noisy = adds_noise(p["mu"], p.get("release", "private"))
@@ -58,6 +89,24 @@ def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_boun
 
     ``private_quantile`` draws each replicate's histogram noise from its own
     generator, :func:`fedgdp.simulation.data.noise_rng` with the name :data:`CLIP_STREAM`.
+
+    Parameters
+    ----------
+    p : dict
+        Resolved cell parameters (``mu``, ``release``, ``clip``, ``base_seed``).
+    glm : GLM
+        The model.
+    reps : list of Replicate
+        The block's replicates.
+    replicates : list of int
+        Their indices (the noise generators' ``r``).
+    bound : callable
+        ``bound(glm, rep, clip, mu=, rng=)``, one replicate's bound.
+
+    Returns
+    -------
+    ndarray, shape (R,)
+        One bound per replicate of ``reps``.
     """
     if not clips(p["mu"], p.get("release", "private")):
         return np.full(len(reps), np.inf)
@@ -71,7 +120,20 @@ def _stack(noises: list[dict]) -> dict:
 
 
 def block_size(p: dict, rows_per_block: int) -> int:
-    """Replicates per block so that a block holds about ``rows_per_block`` rows."""
+    """Replicates per block so that a block holds about ``rows_per_block`` rows.
+
+    Parameters
+    ----------
+    p : dict
+        Resolved cell parameters (``sizes``, ``n_floor``, ``m``).
+    rows_per_block : int
+        The target rows of a block.
+
+    Returns
+    -------
+    int
+        Replicates per block, at least 1.
+    """
     mean_n = parse_sizes(p["sizes"], p["n_floor"]).mean_size(p["m"])
     return max(1, int(rows_per_block // max(1.0, p["m"] * mean_n)))
 
@@ -84,6 +146,20 @@ def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = 40_000) ->
     each ``m * mean_n`` rows of ``d`` features: the rows in two layouts plus per-row
     values (about ``8 (4 d + 8)`` bytes a row), and each method's pre-drawn noise
     (``steps * m * d`` doubles, steps the sum of its K, K1, K2 times its R).
+
+    Parameters
+    ----------
+    p : dict
+        Resolved cell parameters (``sizes``, ``n_floor``, ``m``, ``beta_true``, ``method_settings``).
+    n_replicates : int
+        Replicates of the cell.
+    rows_per_block : int
+        As in :func:`run_cell`.
+
+    Returns
+    -------
+    float
+        Bytes.
     """
     scheme = parse_sizes(p["sizes"], p["n_floor"])
     per_block = min(max(1, n_replicates), block_size(p, rows_per_block))
@@ -95,7 +171,26 @@ def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = 40_000) ->
 
 
 def fast_fit(name: str, fd: FitData, s: dict, noises: list[dict]):
-    """The method's own vectorised fit of a block: ``(theta (R, d), ledger)``."""
+    """The method's own vectorised fit of a block: ``(theta (R, d), ledger)``.
+
+    Parameters
+    ----------
+    name : str
+        The method's name.
+    fd : FitData
+        The block.
+    s : dict
+        The method's settings.
+    noises : list of dict
+        One noise dict per replicate (stacked here).
+
+    Returns
+    -------
+    theta : ndarray, shape (R, d)
+        The estimates of the block's R replicates.
+    ledger : fedgdp.privacy.Ledger
+        The block's ledger.
+    """
     fit = get_method(name).fit(fd, s, _stack(noises))
     return fit.theta, fit.ledger
 
@@ -119,6 +214,8 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
         The clipping-bound rule of one replicate (see :func:`clip_bounds`).
     rows_per_block : int
         Replicates are fitted in blocks of about this many rows (at least one replicate).
+    return_ledgers : bool
+        Also return every method's ledgers.
 
     Returns
     -------
@@ -202,7 +299,17 @@ def _schema():
 
 def write_cell(rows: list[dict], p: dict | list[dict], out: str | os.PathLike) -> None:
     """Write a cell's rows (:data:`COLUMNS`) with :func:`fedgdp.io.write_parquet`; a file of
-    several cells (one simulate job) has their rows in turn and ``p`` a list."""
+    several cells (one simulate job) has their rows in turn and ``p`` a list.
+
+    Parameters
+    ----------
+    rows : list of dict
+        The rows, keys :data:`COLUMNS`.
+    p : dict or list of dict
+        Resolved parameters (stored in the metadata as JSON).
+    out : str or path-like
+        The file.
+    """
     write_parquet(rows_to_table(rows, _schema()), out, p)
 
 
@@ -213,6 +320,18 @@ def rows_to_table(rows: list[dict], schema):
     check for pandas objects, which costs a simulate job about a third of its start-up;
     columns of the types the cell files use are built from their buffers instead
     (other types, or missing values, go through ``pa.array``).
+
+    Parameters
+    ----------
+    rows : list of dict
+        The rows.
+    schema : pyarrow.Schema
+        The columns and their types.
+
+    Returns
+    -------
+    pyarrow.Table
+        The table.
     """
     import pyarrow as pa
 
@@ -249,5 +368,16 @@ def _offsets(lengths) -> np.ndarray:
 
 
 def read_cell(path: str | os.PathLike):
-    """Read a cell file as a DataFrame; ValueError naming the file if it is corrupt."""
+    """Read a cell file as a DataFrame; ValueError naming the file if it is corrupt.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The cell file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows, columns :data:`COLUMNS`.
+    """
     return read_parquet_files(path, COLUMNS, "cell")

@@ -48,7 +48,20 @@ SUMMARY_COLUMNS = CELL_KEYS + ["replicates", "diverged", "n_ok", "mse", "se", "m
 
 def normalise(key: str, value):
     """A grid value as it is stored in cell and summary rows (``sizes`` in canonical
-    form, ``mu`` a float, ``m`` and ``K`` ints); other keys unchanged."""
+    form, ``mu`` a float, ``m`` and ``K`` ints); other keys unchanged.
+
+    Parameters
+    ----------
+    key : str
+        The grid key (``sizes``, ``mu``, ``m``, ``K``, or another).
+    value : object
+        Its value.
+
+    Returns
+    -------
+    object
+        The stored form.
+    """
     if key == "sizes":
         from .data import parse_sizes
 
@@ -68,6 +81,16 @@ def read_cells(paths) -> pd.DataFrame:
     ValueError
         Naming the file, when a file is missing, corrupt or lacks a column, and
         naming the cell, when two files hold the same replicate of a method.
+
+    Parameters
+    ----------
+    paths : iterable of str or path-like
+        The cell files (at least one).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Their rows (the summary's columns; ``mu_certified``, ``privacy_mode`` filled when absent).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -106,6 +129,16 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     """Per-(cell, method) summary of cell rows (see the module docstring).
 
     Rows keep the order in which cells and methods first appear.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Cell rows (:func:`read_cells`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (cell, method), columns :data:`SUMMARY_COLUMNS`.
     """
     df = rows.copy()
     for col, value in _OPTIONAL.items():
@@ -140,7 +173,17 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
 
 def write_summary(summary: pd.DataFrame, out: str | os.PathLike, sources=()) -> None:
     """Write a summary as Parquet, atomically and with provenance metadata
-    (:func:`fedgdp.io.write_parquet`; ``params`` lists the cell files read)."""
+    (:func:`fedgdp.io.write_parquet`; ``params`` lists the cell files read).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A summary (:func:`summarise`).
+    out : str or path-like
+        The file.
+    sources : iterable
+        The cell files it was read from.
+    """
     import pyarrow as pa
 
     from ..io import write_parquet
@@ -150,7 +193,18 @@ def write_summary(summary: pd.DataFrame, out: str | os.PathLike, sources=()) -> 
 
 
 def read_summaries(paths) -> pd.DataFrame:
-    """Concatenate summary files; ValueError naming a file that is unreadable or not a summary."""
+    """Concatenate summary files; ValueError naming a file that is unreadable or not a summary.
+
+    Parameters
+    ----------
+    paths : iterable of str or path-like
+        The summary files (at least one).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Their rows, concatenated (missing optional columns filled).
+    """
     import pyarrow.parquet as pq
 
     frames = []
@@ -181,6 +235,26 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
     FedAvg's rounds ``R`` and local steps per round come from the method's own
     settings for the row's ``K`` and ``schedule`` (as the simulation ran it), and so do
     FedHybrid's ``K2`` for ``form="k_explicit"`` (:func:`fedgdp.theory.upper_bound`).
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Summary rows (``m``, ``N_mean``, ``mu``, ``K``).
+    method : str
+        The simulation method.
+    d : int
+        Parameter dimension.
+    schedule : str
+        The simulation's schedule (``paper`` or ``budget``).
+    method_settings : dict or None
+        The study's ``method_settings``.
+    form : str
+        The bound's form (:func:`fedgdp.theory.upper_bound`: ``table1`` or ``k_explicit``).
+
+    Returns
+    -------
+    ndarray, shape (len(rows),)
+        The bound at every row.
     """
     from ..theory import upper_bound
     from .backend import get_method
