@@ -5,9 +5,9 @@ default ``config/mnist.yaml``'s layout on the MNIST files in ``data/mnist``) und
 ``cProfile``, and prints
 
 - the fit time of each method (all folds, all mu; from the rows' ``elapsed_s``),
-- the time of each phase: the products with the design (``X Theta``, ``X' R``), the
-  Hessian-vector products of the ridge and Newton solves, the softmax / sigmoid means,
-  clipping, noise draws, the trust-region solver's own work, scoring the test folds,
+- the time of each phase (:data:`PHASES`): the gradient steps, the noise draws,
+  FedNewton's Newton step, the ridge fits of the non-private baselines, the folds'
+  set-up and the scoring of the test folds,
 - optionally (``--products``) the product micro-benchmark behind
   :data:`fedgdp.glm.SPARSE_MAX_DENSITY`: dense against CSR products at one client's and
   at the pooled size.
@@ -30,22 +30,20 @@ import time
 
 __all__ = ["PHASES", "main", "phase_times", "profile_split"]
 
-#: Phase of the profile -> the functions (``module:function``) whose own time it sums.
+#: Phase of the profile -> the functions (``module:function``) whose cumulative time it
+#: sums; none of them calls another of the list, so the phases do not overlap.
 PHASES = {
-    "Hessian-vector products (ridge, Newton CG)": ["glm.py:_hvp_rows", "glm.py:curvature"],
-    "products X Theta, X' R (gradients)": ["clipping.py:stacked_gradients", "clipping.py:clipped_gradient"],
-    "means (sigmoid, softmax)": ["glm.py:predict", "glm.py:log_partition_and_mean", "glm.py:_sigmoid",
-                                 "glm.py:_loss_and_mean", "glm.py:loss_gradient"],
-    "clipping (norms, factors)": ["clipping.py:clip_residuals", "privacy.py:row_norms", "privacy.py:clip_factors",
-                                  "_linalg.py:norm"],
+    "gradient steps (clipped gradients of all methods)": ["clipping.py:stacked_gradients"],
     "noise draws": ["methods.py:draw"],
-    "trust-region solver (scipy)": ["_trustregion_ncg.py:solve", "_trustregion.py:_minimize_trust_region"],
-    "test-fold scores": ["metrics.py:client_metric", "metrics.py:auc", "metrics.py:accuracy"],
+    "FedNewton's Newton step (CG)": ["backend.py:newton_release"],
+    "ridge fits (NP-LocalFit, NP-Pooled: trust-region Newton-CG)": ["solvers.py:ridge_fit"],
+    "fold set-up (designs, norms, clipping bounds)": ["run.py:_setup"],
+    "test-fold scores": ["metrics.py:client_metric"],
 }
 
 
 def phase_times(stats: pstats.Stats) -> dict[str, float]:
-    """Own time (seconds) of each phase of :data:`PHASES` in a profile, and ``other``.
+    """Cumulative time (seconds) of each phase of :data:`PHASES` in a profile, and ``other``.
 
     Parameters
     ----------
@@ -59,12 +57,12 @@ def phase_times(stats: pstats.Stats) -> dict[str, float]:
     """
     out = {name: 0.0 for name in PHASES}
     total = 0.0
-    for (path, _, func), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+    for (path, _, func), (_, _, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
         total += tottime
         key = f"{os.path.basename(path)}:{func}"
         for name, funcs in PHASES.items():
             if key in funcs:
-                out[name] += tottime
+                out[name] += cumtime
     out["other"] = total - sum(out.values())
     out["total"] = total
     return out
@@ -98,7 +96,7 @@ def profile_split(config: str, task: str, split: int, methods: str | None = None
     from fedgdp.realdata import resolve, run_split, write_rows
 
     given = dict(load_params_file(config).get("realdata", {}))
-    given = {k: v for k, v in given.items() if k not in ("tasks", "splits")}
+    given = {k: v for k, v in given.items() if k not in ("tasks", "splits", "workers")}   # one process: profiled
     given["task"] = task
     if methods:
         given["methods"] = methods.split(",")
