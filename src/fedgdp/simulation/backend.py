@@ -89,6 +89,8 @@ class ClientBlock:
         with np.errstate(divide="ignore"):    # a zero row: 1/0 = inf, no clip (its gradient is 0)
             self.inv_norm = 1.0 / privacy.row_norms(self.XT.T, np.sqrt(np.einsum("kn,kn->n", self.XT, self.XT)))
         self.groups = client_groups(self.sizes)
+        # the intercept column (all ones) is not read by the kernels: x * 1.0 == x, same numbers
+        self.ones = bool(self.XT.shape[1] and np.all(self.XT[0] == 1.0))
 
     @property
     def C(self) -> int:
@@ -137,7 +139,7 @@ class ClientBlock:
         th = np.ascontiguousarray(theta, dtype=float).reshape(self.C, self.d)
         out = np.empty((self.C, self.d))
         lim, clip = self._clip(bounds)
-        kernels.gradients(self.XT, self.y, lim, self.offsets, self.groups, th, self.model, clip, out)
+        kernels.gradients(self.XT, self.y, lim, self.offsets, self.groups, th, self.model, clip, out, self.ones)
         return out.reshape(self.n_rep, self.m, self.d)
 
     def local_steps(self, theta, *, K, eta, bounds, sigma, Z) -> np.ndarray:
@@ -170,7 +172,7 @@ class ClientBlock:
         lim, clip = self._clip(bounds)
         noise = _NO_NOISE if Z is None else np.ascontiguousarray(Z, dtype=float)
         kernels.local_descent(self.XT, self.y, lim, self.offsets, self.groups, self.m, th, int(K), float(eta),
-                              self.model, clip, self._per_client(sigma), noise, Z is not None)
+                              self.model, clip, self._per_client(sigma), noise, Z is not None, self.ones)
         return th.reshape(self.n_rep, self.m, self.d)
 
     def server_steps(self, theta, w, *, K, eta, bounds, sigma, Z) -> np.ndarray:
@@ -207,7 +209,7 @@ class ClientBlock:
         lim, clip = self._clip(bounds)
         noise = _NO_NOISE if Z is None else np.ascontiguousarray(Z, dtype=float)
         kernels.server_descent(self.XT, self.y, lim, self.offsets, self.m, th, wrow, w, int(K), float(eta),
-                               self.model, clip, self._per_client(sigma), noise, Z is not None)
+                               self.model, clip, self._per_client(sigma), noise, Z is not None, self.ones)
         return th
 
     def hessians(self, theta: np.ndarray, bound: float | None = None) -> np.ndarray:

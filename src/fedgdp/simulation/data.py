@@ -327,9 +327,9 @@ class Replicate:
         The rows are i.i.d. draws, so a fixed split is a random split (Algorithm 4).
         """
         h1 = self.sizes // 2
-        first = np.concatenate([np.arange(a, a + h) for a, h in zip(self.offsets[:-1], h1)])
-        mask = np.zeros(self.X.shape[0], bool)
-        mask[first] = True
+        # row j of client i is in half 1 when its index within the client is below h1[i]
+        within = np.arange(self.X.shape[0]) - np.repeat(self.offsets[:-1], self.sizes)
+        mask = within < np.repeat(h1, self.sizes)
         return (Replicate(self.X[mask], self.y[mask], h1),
                 Replicate(self.X[~mask], self.y[~mask], self.sizes - h1))
 

@@ -160,12 +160,17 @@ def _clip(r, b):
 
 
 @_njit(_EXACT)
-def _eta_one(buf, XT, th, sign, s, L):
-    """``buf[:L] = sign * XT[:, s:s+L]' th``: the (signed) linear predictor, one parameter."""
+def _eta_one(buf, XT, th, sign, s, L, ones):
+    """``buf[:L] = sign * XT[:, s:s+L]' th``: the (signed) linear predictor, one parameter
+    (``ones``: row 0 of XT is all ones, the intercept, and is not read: ``1.0 * t == t``)."""
     d = XT.shape[0]
     t = sign * th[0]
-    for j in range(L):
-        buf[_u(j)] = XT[0, _u(s + j)] * t
+    if ones:
+        for j in range(L):
+            buf[_u(j)] = t
+    else:
+        for j in range(L):
+            buf[_u(j)] = XT[0, _u(s + j)] * t
     k = 1
     while k + 4 <= d:
         t0, t1, t2, t3 = sign * th[k], sign * th[k + 1], sign * th[k + 2], sign * th[k + 3]
@@ -181,12 +186,16 @@ def _eta_one(buf, XT, th, sign, s, L):
 
 
 @_njit(_EXACT)
-def _eta_rows(buf, XT, tb, s, L):
+def _eta_rows(buf, XT, tb, s, L, ones):
     """``buf[j] = sum_k XT[k, s+j] tb[k, j]``: the linear predictor with each row's own
-    (signed) parameter ``tb[:, j]``."""
+    (signed) parameter ``tb[:, j]`` (``ones``: as in :func:`_eta_one`)."""
     d = XT.shape[0]
-    for j in range(L):
-        buf[_u(j)] = XT[0, _u(s + j)] * tb[0, _u(j)]
+    if ones:
+        for j in range(L):
+            buf[_u(j)] = tb[0, _u(j)]
+    else:
+        for j in range(L):
+            buf[_u(j)] = XT[0, _u(s + j)] * tb[0, _u(j)]
     k = 1
     while k + 4 <= d:
         for j in range(L):
@@ -231,10 +240,24 @@ def _residuals(buf, y, lim, s, L, model, clip):
 
 
 @_njit(_SUMS)
-def _segment_sum(g, buf, XT, s, a, b):
-    """``g += XT[:, s+a:s+b] @ buf[a:b]``."""
+def _segment_sum(g, buf, XT, s, a, b, ones):
+    """``g += XT[:, s+a:s+b] @ buf[a:b]`` (``ones``: as in :func:`_eta_one`; the sums keep
+    their four-feature blocks, so they add the same terms in the same order)."""
     d = XT.shape[0]
     k = 0
+    if ones and d >= 4:
+        a0 = a1 = a2 = a3 = 0.0
+        for j in range(a, b):
+            i, r = _u(s + j), buf[_u(j)]
+            a0 += r
+            a1 += r * XT[1, i]
+            a2 += r * XT[2, i]
+            a3 += r * XT[3, i]
+        g[0] += a0
+        g[1] += a1
+        g[2] += a2
+        g[3] += a3
+        k = 4
     while k + 4 <= d:
         a0 = a1 = a2 = a3 = 0.0
         for j in range(a, b):
@@ -257,23 +280,23 @@ def _segment_sum(g, buf, XT, s, a, b):
 
 
 @_njit(_EXACT)
-def _chunk_residuals(buf, tb, XT, y, lim, offsets, first, c1, theta, s, e, model, clip):
+def _chunk_residuals(buf, tb, XT, y, lim, offsets, first, c1, theta, s, e, model, clip, ones):
     """The clipped residuals of rows ``s:e`` into ``buf``; client c has ``theta[c]``
     and ``first`` is the first client with rows in ``s:e``."""
     sign = -1.0 if model == 0 else 1.0
     if offsets[first + 1] >= e:                   # one client: one parameter
-        _eta_one(buf, XT, theta[first], sign, s, e - s)
+        _eta_one(buf, XT, theta[first], sign, s, e - s, ones)
     else:
         c = first
         while c < c1 and offsets[c] < e:
             _fill(tb, theta[c], sign, max(offsets[c], s) - s, min(offsets[c + 1], e) - s)
             c += 1
-        _eta_rows(buf, XT, tb, s, e - s)
+        _eta_rows(buf, XT, tb, s, e - s, ones)
     _residuals(buf, y, lim, s, e - s, model, clip)
 
 
 @_njit(_EXACT)
-def _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb):
+def _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb, ones):
     """``g[c] = mean_j clip(r_j x_j)`` at ``theta[c]`` for the clients ``c0 <= c < c1``
     (consecutive rows ``offsets[c0]:offsets[c1]``), chunk by chunk."""
     for c in range(c0, c1):
@@ -288,10 +311,10 @@ def _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb
         e = min(s + CHUNK, S1)
         if offsets[first + 1] < e and offsets[first + 1] - s >= SPLIT_ROWS:
             e = offsets[first + 1]                # end at the client's end: one parameter
-        _chunk_residuals(buf, tb, XT, y, lim, offsets, first, c1, theta, s, e, model, clip)
+        _chunk_residuals(buf, tb, XT, y, lim, offsets, first, c1, theta, s, e, model, clip, ones)
         c = first
         while c < c1 and offsets[c] < e:
-            _segment_sum(g[c], buf, XT, s, max(offsets[c], s) - s, min(offsets[c + 1], e) - s)
+            _segment_sum(g[c], buf, XT, s, max(offsets[c], s) - s, min(offsets[c + 1], e) - s, ones)
             c += 1
         s = e
     for c in range(c0, c1):
@@ -339,7 +362,7 @@ def client_groups(sizes: np.ndarray, max_rows: int = GROUP_ROWS) -> np.ndarray:
 
 
 @_njit(_EXACT)
-def gradients(XT, y, lim, offsets, groups, theta, model, clip, out):
+def gradients(XT, y, lim, offsets, groups, theta, model, clip, out, ones=False):
     """Mean clipped gradient of every client at its own parameter.
 
     Parameters
@@ -353,11 +376,11 @@ def gradients(XT, y, lim, offsets, groups, theta, model, clip, out):
     buf, tb = _scratch(XT.shape[0])
     for q in range(groups.shape[0] - 1):
         _group_gradients(out, XT, y, lim, offsets, groups[q], groups[q + 1], theta, model, clip,
-                         buf, tb)
+                         buf, tb, ones)
 
 
 @_njit(_EXACT)
-def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, sigma, Z, noisy):
+def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, sigma, Z, noisy, ones=False):
     """K noisy local steps of every client, in place (Algorithms 2-4):
     ``theta_c <- theta_c - eta * mean_j clip(g_j) + sigma_c Z[r, t, i]``.
 
@@ -402,7 +425,7 @@ def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, si
         c0, c1 = groups[q], groups[q + 1]
         r = c0 // m
         for t in range(K):
-            _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb)
+            _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb, ones)
             for c in range(c0, c1):
                 for k in range(d):
                     theta[c, k] -= eta * g[c, k]
@@ -412,7 +435,7 @@ def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, si
 
 
 @_njit(_EXACT)
-def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, sigma, Z, noisy):
+def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, sigma, Z, noisy, ones=False):
     """K server steps of every replicate, in place (Algorithms 1-2):
     ``theta_r <- theta_r - eta * sum_i w_ri (mean_j clip(g_j) + sigma_c Z[r, k, i])``.
 
@@ -462,11 +485,11 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
             total[:] = 0.0
             for s in range(S0, S1, CHUNK):
                 e = min(s + CHUNK, S1)
-                _eta_one(buf, XT, theta[r], sign, s, e - s)
+                _eta_one(buf, XT, theta[r], sign, s, e - s, ones)
                 _residuals(buf, y, lim, s, e - s, model, clip)
                 for j in range(e - s):
                     buf[_u(j)] *= wrow[_u(s + j)]
-                _segment_sum(total, buf, XT, s, 0, e - s)
+                _segment_sum(total, buf, XT, s, 0, e - s, ones)
             if noisy:
                 for i in range(m):
                     c = r * m + i
