@@ -27,7 +27,28 @@ class Plan(ClaimsPart, TablesPart, ResourcesPart, ChecksPart):
 
 def load(config: dict, schema_path, overrides: list[dict] | None = None) -> Plan:
     """The plan of a merged config: numbers fixed, schema checked with defaults, run
-    named, semantic checks done. Raises ConfigError naming the first bad key."""
+    named, semantic checks done. Raises ConfigError naming the first bad key.
+
+    Parameters
+    ----------
+    config : dict
+        The merged config (config.yaml, then every ``--configfile`` and ``--config``); changed
+        in place (numbers fixed, defaults and sensitivity studies added).
+    schema_path : str or path-like
+        The config's JSON schema (workflow/schemas/config.schema.yaml).
+    overrides : list of dict or None, default=None
+        What the invocation changed (:func:`fedgdp.plan.config.invocation_overrides`), for
+        :func:`run_name`; None: none.
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    ConfigError
+        A bad config value (the first found).
+    """
     config.update(numbers(config))
     validate(config, load_schema(schema_path))
     add_sensitivity_studies(config)
