@@ -15,8 +15,10 @@ class Plan(ClaimsPart, TablesPart, ResourcesPart, ChecksPart):
 
     Parameters
     ----------
-    config : the merged config, validated and with defaults (:func:`validate`)
-    run : the run name (:func:`run_name`; default ``config["run"]``)
+    config : dict
+        The merged config, validated and with defaults (:func:`validate`).
+    run : str or None, default=None
+        The run name (:func:`run_name`; None: ``config["run"]``).
 
     Methods that take ``wildcards`` read its attributes, so they serve directly as
     Snakemake input, params and resources functions (tests pass a SimpleNamespace).
