@@ -13,17 +13,17 @@ from .tables import TablesPart
 class Plan(ClaimsPart, TablesPart, ResourcesPart, ChecksPart):
     """Everything the pipeline decides for one resolved config.
 
+    Methods that take ``wildcards`` read its attributes, so they serve directly as
+    Snakemake input, params and resources functions (tests pass a SimpleNamespace).
+
+    Each part of the plan is a module of :mod:`fedgdp.plan` (see its docstring).
+
     Parameters
     ----------
     config : dict
         The merged config, validated and with defaults (:func:`validate`).
     run : str or None, default=None
         The run name (:func:`run_name`; None: ``config["run"]``).
-
-    Methods that take ``wildcards`` read its attributes, so they serve directly as
-    Snakemake input, params and resources functions (tests pass a SimpleNamespace).
-
-    Each part of the plan is a module of :mod:`fedgdp.plan` (see its docstring).
     """
 
 
