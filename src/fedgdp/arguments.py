@@ -72,6 +72,13 @@ def show_defaults(parser: argparse.ArgumentParser, lookup) -> None:
     when help is printed, so the resolver's module is imported only then), or raises
     KeyError for an option it does not know. An option that already has a fallback
     (a flag made by :func:`fedgdp.settings.add_flags`) keeps it.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The parser; its optional arguments left at None get a ``fallback``.
+    lookup : callable
+        ``lookup(dest) -> default``; KeyError for an unknown ``dest``.
     """
     def fallback(dest):
         def value():
@@ -102,6 +109,17 @@ def output_path(*suffixes: str):
     work) when it is an existing folder, when a folder on its path is a file, or when
     its suffix is not one of ``suffixes`` (case-insensitive), e.g. ``--out a.csv`` for a
     Parquet file.
+
+    Parameters
+    ----------
+    *suffixes : str
+        The accepted suffixes, lower case with the dot (``".parquet"``); the first is named
+        in the message about a folder.
+
+    Returns
+    -------
+    callable
+        ``check(value: str) -> str``: ``value`` itself, or argparse.ArgumentTypeError.
     """
     def check(value: str) -> str:
         path = Path(value)
@@ -117,7 +135,24 @@ def output_path(*suffixes: str):
 
 
 def output_dir(value: str) -> str:
-    """An argparse ``type`` for an output folder: refused if it exists and is not a folder."""
+    """An argparse ``type`` for an output folder: refused if it exists and is not a folder.
+
+    Parameters
+    ----------
+    value : str
+        The option's value.
+
+    Returns
+    -------
+    str
+        ``value`` itself.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        An existing file, or a path whose nearest existing folder is a file or cannot be
+        written in.
+    """
     path = Path(value)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{value!r} is a file, not a folder")
@@ -166,6 +201,23 @@ def load_params_file(path: str, many: bool = False) -> dict | list[dict]:
     """A ``--params`` YAML file as a dict; ValueError naming the file otherwise.
 
     With ``many``, a non-empty list of mappings (several cells) is accepted too.
+
+    Parameters
+    ----------
+    path : str
+        The YAML file.
+    many : bool, default=False
+        Also accept a non-empty list of mappings.
+
+    Returns
+    -------
+    dict or list of dict
+        The mapping, or (with ``many``) the list of mappings.
+
+    Raises
+    ------
+    ValueError
+        An unreadable, empty or invalid file, or one that holds something else.
     """
     import yaml
 
@@ -268,6 +320,16 @@ def user_error(exc: BaseException) -> str | None:
     cannot be read or written, named with its reason), a ``MemoryError`` (sizes too
     large), an ``ImportError`` of an optional extra (which extra to install) and a
     closed output pipe.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The error a command raised.
+
+    Returns
+    -------
+    str or None
+        The message (no prefix, one line), or None for an internal error.
     """
     if isinstance(exc, BrokenPipeError):
         return "output pipe closed before the command finished (e.g. `| head`); output truncated"

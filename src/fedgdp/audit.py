@@ -100,6 +100,7 @@ class AuditTarget:
         return float(self.clip["value"]) if self.clip.get("rule") == "fixed" else None
 
     def label(self) -> str:
+        """The settings audited, as text (tau1, H_c, clipping rule and, on real data, the solver)."""
         parts = [f"tau1={self.tau1:g}", f"H_c={self.hessian_clip:g} tau1", f"clip={self.clip.get('rule')}"]
         if self.newton:
             parts.append(f"solver={self.newton['solver']}")
@@ -115,7 +116,19 @@ def _mode_label(meth, mode: str) -> str:
 
 def change(a, b) -> float:
     """``||a - b||``, or inf when either release is not finite (a violation: a release
-    that is not finite is never an output)."""
+    that is not finite is never an output).
+
+    Parameters
+    ----------
+    a, b : array-like
+        Two releases of the same shape.
+
+    Returns
+    -------
+    float
+        The Euclidean (Frobenius) norm of ``a - b``; inf when either holds a value that is
+        not finite, or when the norm overflows.
+    """
     a, b = np.asarray(a, float), np.asarray(b, float)
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         return math.inf
@@ -272,7 +285,24 @@ def _sim_bases(target: AuditTarget, stage: str, n_main: int, rng):
 
 
 def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:
-    """Search every release of one simulation method (see the module docstring)."""
+    """Search every release of one simulation method (see the module docstring).
+
+    Parameters
+    ----------
+    target : AuditTarget
+        A simulation target (``kind="simulation"``; ``model`` a GLM name).
+    n : int
+        Size of the main client (the tiny clients n = 2 and 3 are always searched too).
+    seed : int
+        Seed of the search's generator.
+    local_iters : int, default=30
+        Hill-climbing steps from the best pair found.
+
+    Returns
+    -------
+    list of AuditRow
+        One row per release of the method's plan (stages with a count of zero skipped).
+    """
     from .glm import get_model
     from .simulation.backend import get_method
     from .simulation.params import resolve
@@ -346,7 +376,22 @@ _PAIRS: dict = {}
 def worst_pair(target: AuditTarget, stage: str):
     """The best neighbouring pair with finite releases the last audit of ``target``
     found for release ``stage``: ``((X, Y), (X', Y'))``, one client's data each (the
-    empirical test's pair)."""
+    empirical test's pair).
+
+    Parameters
+    ----------
+    target : AuditTarget
+        An audited target (of this process).
+    stage : str
+        A release of its plan (``gradient``, ``local step``, ``newton``, ...).
+
+    Returns
+    -------
+    tuple
+        ``((X, Y), (X', Y'))``: ``X`` of shape (n, d); ``Y`` of shape (n,) (simulations) or
+        (n, k) (real data, the model's targets); the two differ in one row. KeyError when
+        that release was not audited.
+    """
     return _PAIRS[(repr(target), stage)]
 
 
@@ -410,7 +455,25 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
 
 
 def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:
-    """Search every release of one real-data method (see the module docstring)."""
+    """Search every release of one real-data method (see the module docstring).
+
+    Parameters
+    ----------
+    target : AuditTarget
+        A real-data target (``kind="realdata"``; ``model`` the task, ``binary`` or
+        ``multiclass``).
+    n : int
+        Size of the main client (the tiny clients n = 2 and 3 are always searched too).
+    seed : int
+        Seed of the search's generator.
+    local_iters : int, default=30
+        Hill-climbing steps from the best pair found.
+
+    Returns
+    -------
+    list of AuditRow
+        One row per release of the method's plan (stages with a count of zero skipped).
+    """
     from .realdata import FoldData, get_method, resolve
 
     meth = get_method(target.method)
@@ -571,7 +634,20 @@ def audit_targets(plan) -> list[AuditTarget]:
     """The releases of one run's settings (a :class:`fedgdp.plan.Plan`): every
     simulation study's models, methods, privacy mode, tau1 (``auto`` computed), Hessian
     clip and clipping rule (one target per distinct setting), and the real-data
-    section's methods with its privacy mode, tau1, clipping rule and Newton solver."""
+    section's methods with its privacy mode, tau1, clipping rule and Newton solver.
+
+    Parameters
+    ----------
+    plan : fedgdp.plan.Plan
+        Any object with the plan's simulation and real-data parts (``config``,
+        ``cell_overrides``, ``study_cells``, ``realdata_settings``). Generated sensitivity
+        studies (``sens_*``), non-private cells and non-private releases are skipped.
+
+    Returns
+    -------
+    list of AuditTarget
+        Distinct targets, in config order.
+    """
     from .realdata import REGISTRY as REAL
     from .realdata import resolve as resolve_real
     from .simulation.params import resolve
@@ -608,7 +684,18 @@ def read_run_config(files: list) -> dict:
     """One run's config from its files, merged in order as ``snakemake --configfile``
     merges them (mappings key by key, anything else replaced); the first file must be a
     whole config (``config.yaml``, or a run's ``results/<run>/config.resolved.yaml``).
-    ValueError naming the file for a missing or unreadable one."""
+    ValueError naming the file for a missing or unreadable one.
+
+    Parameters
+    ----------
+    files : list of str or path-like
+        YAML files, the first a whole config.
+
+    Returns
+    -------
+    dict
+        The merged config.
+    """
     import yaml
 
     def merge(a: dict, b: dict) -> dict:
@@ -636,7 +723,17 @@ def read_run_config(files: list) -> dict:
 
 
 def config_targets(config: dict) -> list[AuditTarget]:
-    """:func:`audit_targets` of a merged run config (:func:`read_run_config`)."""
+    """:func:`audit_targets` of a merged run config (:func:`read_run_config`).
+
+    Parameters
+    ----------
+    config : dict
+        A merged run config; its ``run`` names the plan (default ``audit``).
+
+    Returns
+    -------
+    list of AuditTarget
+    """
     from .plan.realdata import RealdataPart
     from .plan.simulation import SimulationPart
 
@@ -654,6 +751,25 @@ def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] 
     ``quick``: smaller main clients and a shorter local search (the test suite). Rows in
     the order of the targets, then the clipping histogram (``histogram``), then the CNN
     methods when torch imports (``nn``).
+
+    Parameters
+    ----------
+    quick : bool, default=False
+        Main clients of 200 (simulation) and 100 (real data) instead of 400 and 120, 10
+        local-search steps instead of 30, fewer random directions.
+    seed : int, default=0
+        Seed of every search.
+    targets : list of AuditTarget or None, default=None
+        What to audit; None: :func:`default_targets`.
+    histogram : bool, default=True
+        Also audit the private clipping rule's histogram (per simulation model of the
+        targets; both models when there is none).
+    nn : bool, default=True
+        Also audit the CNN methods, when torch imports.
+
+    Returns
+    -------
+    list of AuditRow
     """
     n_sim, n_real, iters = (200, 100, 10) if quick else (400, 120, 30)
     targets = default_targets() if targets is None else targets
@@ -676,7 +792,19 @@ def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] 
 
 
 def format_table(rows: list[AuditRow]) -> str:
-    """A plain text table of audit rows."""
+    """A plain text table of audit rows.
+
+    Parameters
+    ----------
+    rows : list of AuditRow
+        The audit's rows.
+
+    Returns
+    -------
+    str
+        A header line, then one line per row (columns method, model, mode, release,
+        certified, observed, recorded, ratio, finite, budget, setting).
+    """
     head = ("method", "model", "mode", "release", "certified", "observed", "recorded", "ratio", "finite", "budget",
             "setting")
     body = [(r.method, r.model, r.mode, r.release, "yes" if r.certified else "NO",
@@ -689,7 +817,15 @@ def format_table(rows: list[AuditRow]) -> str:
 
 def write_audit(rows: list[AuditRow], prefix: str) -> None:
     """The rows as ``prefix.csv`` and ``prefix.md`` (atomically): every field, a note
-    that the audit is a lower bound and that a non-finite change counts as inf."""
+    that the audit is a lower bound and that a non-finite change counts as inf.
+
+    Parameters
+    ----------
+    rows : list of AuditRow
+        The audit's rows.
+    prefix : str
+        Path without extension; ``.csv`` and ``.md`` are appended.
+    """
     import csv
     import io
 
@@ -717,7 +853,19 @@ def write_audit(rows: list[AuditRow], prefix: str) -> None:
 
 
 def as_dicts(rows: list[AuditRow]) -> list[dict]:
-    """JSON-ready rows (inf and NaN as strings)."""
+    """JSON-ready rows (inf and NaN as strings).
+
+    Parameters
+    ----------
+    rows : list of AuditRow
+        The audit's rows.
+
+    Returns
+    -------
+    list of dict
+        One dict per row, keys the fields of :class:`AuditRow`; non-finite ``observed``,
+        ``recorded``, ``ratio`` and ``ratio_finite`` as ``'inf'`` or ``'nan'``.
+    """
     out = []
     for r in rows:
         d = asdict(r)

@@ -38,7 +38,20 @@ def versions() -> dict:
 
 
 def timed(func, *args, **kwargs):
-    """``(func(*args, **kwargs), CPU seconds of this process, wall seconds)``."""
+    """``(func(*args, **kwargs), CPU seconds of this process, wall seconds)``.
+
+    Parameters
+    ----------
+    func : callable
+        The function to time.
+    *args, **kwargs
+        Its arguments.
+
+    Returns
+    -------
+    tuple of (object, float, float)
+        Its value, CPU seconds, wall seconds.
+    """
     c0, w0 = time.process_time(), time.perf_counter()
     value = func(*args, **kwargs)
     return value, time.process_time() - c0, time.perf_counter() - w0
@@ -47,7 +60,15 @@ def timed(func, *args, **kwargs):
 def write_json(result: dict, out: str | None) -> None:
     """Write ``result`` to the JSON file ``out`` atomically, as strict JSON
     (:func:`fedgdp.io.dumps_strict`: infinity as ``"inf"``, NaN as null); nothing when
-    ``out`` is None."""
+    ``out`` is None.
+
+    Parameters
+    ----------
+    result : dict
+        A JSON-like result.
+    out : str or None
+        The file (None or empty: nothing written).
+    """
     if out:
         from .io import dumps_strict, write_text
 
@@ -57,7 +78,21 @@ def write_json(result: dict, out: str | None) -> None:
 # ------------------------------------------------------------------------ suite
 def suite_cells(config: dict, studies=None):
     """``(study, overrides)`` of every cell of the config's studies, for every model: the
-    workflow's own expansion (:meth:`fedgdp.plan.Plan.study_cells` and ``cell_overrides``)."""
+    workflow's own expansion (:meth:`fedgdp.plan.Plan.study_cells` and ``cell_overrides``).
+
+    Parameters
+    ----------
+    config : dict
+        A pipeline config (its ``studies``, ``defaults``, ``beta_true``, ...; ``run`` optional).
+    studies : collection of str or None, default=None
+        Only these studies (None or empty: all).
+
+    Yields
+    ------
+    tuple of (str, dict)
+        Study name and the cell's parameters (:meth:`fedgdp.plan.Plan.cell_overrides`), per
+        study, model and cell in grid order.
+    """
     from .plan.simulation import SimulationPart
 
     plan = SimulationPart(config, config.get("run", "bench"))
@@ -92,15 +127,28 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
 
     Parameters
     ----------
-    config : path of the pipeline config (``config.yaml``)
-    replicates : replicates per cell (default: the config's ``replicates``), seeds 0..n_rep-1
-    studies : names of the studies to time (default all)
-    out : optional JSON file
+    config : str, default="config.yaml"
+        Path of the pipeline config.
+    replicates : int or None, default=None
+        Replicates per cell, seeds 0..n_rep-1 (None: the config's ``replicates``, else 100).
+    studies : collection of str or None, default=None
+        Names of the studies to time (None or empty: all).
+    out : str or None, default=None
+        A JSON file to write the result to (None: none).
 
     Returns
     -------
-    dict with ``total_cpu_s``, ``studies`` (per study: cells, cpu_s, methods_cpu_s,
-    data_cpu_s = cell time outside the methods' fits) and ``cells`` (one entry each).
+    dict
+        ``config``, ``replicates``, ``cells`` (their number), ``total_cpu_s``, ``clock``,
+        the :func:`versions` keys, ``studies`` (per study: ``cells``, ``cpu_s``, ``wall_s``,
+        ``methods_cpu_s``, ``data_cpu_s`` = cell time outside the methods' fits) and
+        ``cell_times`` (one entry per cell: its study, model, sizes, m, mu, K, ``cpu_s``
+        and ``methods_cpu_s``).
+
+    Raises
+    ------
+    ValueError
+        An unreadable config, one without studies, a bad replicate count, or no cells.
     """
     import yaml
 

@@ -193,7 +193,21 @@ def _outcome(z: float, sign: int = 1) -> str:
 
 def z_diff(a: float, se_a: float, b: float, se_b: float) -> float:
     """``(a - b) / sqrt(se_a^2 + se_b^2)``; NaN when a standard error is missing, 0 when
-    both are zero and the values equal."""
+    both are zero and the values equal.
+
+    Parameters
+    ----------
+    a, b : float
+        The two means.
+    se_a, se_b : float
+        Their standard errors.
+
+    Returns
+    -------
+    float
+        The z statistic; NaN when ``a`` or ``b`` is not finite or an SE is NaN; +-inf when
+        both SEs are zero and the values differ.
+    """
     if not (np.isfinite(a) and np.isfinite(b)) or np.isnan(se_a) or np.isnan(se_b):
         return float("nan")
     se = math.hypot(se_a, se_b)
@@ -204,7 +218,20 @@ def z_diff(a: float, se_a: float, b: float, se_b: float) -> float:
 
 def compare_less(a: float, se_a: float, b: float, se_b: float) -> str:
     """Outcome of the claim ``a < b`` (means with Monte Carlo SEs): ``agree`` when
-    ``z < -Z_TIE``, ``contradict`` when ``z > Z_TIE``, ``tie`` otherwise."""
+    ``z < -Z_TIE``, ``contradict`` when ``z > Z_TIE``, ``tie`` otherwise.
+
+    Parameters
+    ----------
+    a, b : float
+        The two means.
+    se_a, se_b : float
+        Their Monte Carlo standard errors.
+
+    Returns
+    -------
+    str
+        One of :data:`OUTCOMES` (``tie`` when z is NaN).
+    """
     return _outcome(z_diff(a, se_a, b, se_b), sign=-1)
 
 
@@ -231,6 +258,22 @@ def trend(x, y, y_se=None, *, log_y: bool = True) -> Trend:
     With two: the slope through the two means at the ends; its SE from ``y_se`` by the
     delta method (``se(log y) = se / y``), the CI ``slope +- Z_TIE se``. Fewer, or a
     non-positive y on the log scale: NaN slope.
+
+    Parameters
+    ----------
+    x : array-like, shape (n,)
+        The x values (positive; others are dropped, with their y).
+    y : array-like, shape (n,)
+        The y values (positive when ``log_y``; others are dropped).
+    y_se : array-like, shape (n,), or None, default=None
+        Standard errors of ``y``, used only with two points (None: NaN SE and CI then).
+    log_y : bool, default=True
+        Regress ``log y``; False: ``y`` itself.
+
+    Returns
+    -------
+    Trend
+        Slope, SE, CI bounds and the number of points kept.
     """
     import statsmodels.api as sm
 
@@ -268,7 +311,18 @@ def _trend_outcome(t: Trend, direction: int) -> str:
 
 
 def subclaim_verdict(checks: list[Check]) -> str:
-    """Verdict of one sub-claim from its checks (rules in :data:`THRESHOLDS`)."""
+    """Verdict of one sub-claim from its checks (rules in :data:`THRESHOLDS`).
+
+    Parameters
+    ----------
+    checks : list of Check
+        The sub-claim's checks.
+
+    Returns
+    -------
+    str
+        One of :data:`VERDICTS` (``not run`` when there are no checks).
+    """
     if not checks:
         return "not run"
     n = len(checks)
@@ -283,7 +337,18 @@ def subclaim_verdict(checks: list[Check]) -> str:
 
 def combine(verdicts: list[str]) -> str:
     """Verdict of a claim from its sub-claims': holds when all hold, fails when all fail,
-    partly otherwise; sub-claims not run are left out (all not run: not run)."""
+    partly otherwise; sub-claims not run are left out (all not run: not run).
+
+    Parameters
+    ----------
+    verdicts : list of str
+        The sub-claims' verdicts (of :data:`VERDICTS`).
+
+    Returns
+    -------
+    str
+        One of :data:`VERDICTS`.
+    """
     run = [v for v in verdicts if v != "not run"]
     if not run:
         return "not run"
@@ -344,7 +409,23 @@ def _cell_text(keys: dict) -> str:
 
 # ------------------------------------------------------------------ C1
 def claim_c1(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
-    """C1: MSE falls with m (per client-size scheme) and with mean n_i (per m), every method."""
+    """C1: MSE falls with m (per client-size scheme) and with mean n_i (per m), every method.
+
+    Parameters
+    ----------
+    summary : DataFrame
+        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
+        ``study``, ``method``, ``sizes``, ``m``, ``N_mean``, ``mse``, ``se``).
+    model : str
+        The model whose rows are tested.
+    studies : list of str
+        The studies read (default ``equal_n`` and ``varied_n``).
+
+    Returns
+    -------
+    dict
+        One report row: the keys of :data:`CLAIM_COLUMNS`, ``evidence`` a list of str.
+    """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
         return _not_run("C1", model, f"no summary rows for {model} in studies {', '.join(studies)}")
@@ -392,7 +473,23 @@ def _best_check(cell: dict, name: str, vals: dict, others: list[str], sign: int)
 
 
 def claim_c2(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
-    """C2: the ordering of the four methods at the compare cells (Figs 3, 6)."""
+    """C2: the ordering of the four methods at the compare cells (Figs 3, 6).
+
+    Parameters
+    ----------
+    summary : DataFrame
+        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
+        ``study``, ``method``, ``sizes``, ``m``, ``mu``, ``K``, ``mse``, ``se``).
+    model : str
+        The model whose rows are tested.
+    studies : list of str
+        The studies read (default ``compare``).
+
+    Returns
+    -------
+    dict
+        One report row: the keys of :data:`CLAIM_COLUMNS`, ``evidence`` a list of str.
+    """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
         return _not_run("C2", model, f"no summary rows for {model} in studies {', '.join(studies)}")
@@ -437,7 +534,29 @@ def _median_line(rows: pd.DataFrame, methods: list[str]) -> str:
 # ------------------------------------------------------------------ C3
 def claim_c3(summary: pd.DataFrame, model: str, studies: list[str], *, mu_low: float = 2.0,
              mu_high: float = 6.0, k_split: int = 100) -> dict:
-    """C3: the K trade-off at mu = 2 (U-shape) and mu = 2 above mu = 6 and non-private for K > 100."""
+    """C3: the K trade-off at mu = 2 (U-shape) and mu = 2 above mu = 6 and non-private for K > 100.
+
+    Parameters
+    ----------
+    summary : DataFrame
+        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
+        ``study``, ``method``, ``sizes``, ``m``, ``mu``, ``K``, ``mse``, ``se``).
+    model : str
+        The model whose rows are tested.
+    studies : list of str
+        The studies read (default ``iterations``).
+    mu_low : float, default=2.0
+        The budget whose curve should be U-shaped.
+    mu_high : float, default=6.0
+        The larger budget it should lie above for large K (beside non-private, ``inf``).
+    k_split : int, default=100
+        "Large K": K above this.
+
+    Returns
+    -------
+    dict
+        One report row: the keys of :data:`CLAIM_COLUMNS`, ``evidence`` a list of str.
+    """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
         return _not_run("C3", model, f"no summary rows for {model} in studies {', '.join(studies)}")
@@ -480,7 +599,23 @@ def _u_check(curve: pd.DataFrame, where: str) -> Check:
 
 # ------------------------------------------------------------------ C4
 def claim_c4(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
-    """C4: at fixed N, FedAvg's MSE rises sharply with m, the other three stay flat."""
+    """C4: at fixed N, FedAvg's MSE rises sharply with m, the other three stay flat.
+
+    Parameters
+    ----------
+    summary : DataFrame
+        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
+        ``study``, ``method``, ``sizes``, ``m``, ``mse``, ``se``).
+    model : str
+        The model whose rows are tested.
+    studies : list of str
+        The studies read (default ``fixed_N``).
+
+    Returns
+    -------
+    dict
+        One report row: the keys of :data:`CLAIM_COLUMNS`, ``evidence`` a list of str.
+    """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
         return _not_run("C4", model, f"no summary rows for {model} in studies {', '.join(studies)}")
@@ -532,7 +667,21 @@ def _flat_outcome(t: Trend) -> str:
 
 # ------------------------------------------------------------------ C5
 def median_diff_z(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    """(median(a) - median(b), z) with a paired bootstrap SE over the positions of a and b."""
+    """(median(a) - median(b), z) with a paired bootstrap SE over the positions of a and b.
+
+    Parameters
+    ----------
+    a, b : ndarray, shape (n,)
+        Paired values (the same clients in the same order); positions where either is not
+        finite are dropped.
+    rng : numpy.random.Generator
+        Draws the :data:`BOOT_REPS` resamples.
+
+    Returns
+    -------
+    tuple of (float, float)
+        The difference of medians and its z; z is 0 or +-inf when the bootstrap SD is zero.
+    """
     ok = np.isfinite(a) & np.isfinite(b)
     a, b = a[ok], b[ok]
     diff = float(np.median(a) - np.median(b))
@@ -564,7 +713,20 @@ def _median_checks(wide: pd.DataFrame, base: tuple, others: list[tuple], sign: i
 
 
 def claim_c5(real: pd.DataFrame) -> list[dict]:
-    """C5: one row per (dataset, task) of the real-data rows (Figs 7, 8)."""
+    """C5: one row per (dataset, task) of the real-data rows (Figs 7, 8).
+
+    Parameters
+    ----------
+    real : DataFrame
+        Real-data rows (:data:`fedgdp.realdata.COLUMNS`; reads ``dataset``, ``task``,
+        ``metric``, ``method``, ``mu``, ``split``, ``client``, ``value`` and, when present,
+        ``label``).
+
+    Returns
+    -------
+    list of dict
+        Report rows (keys of :data:`CLAIM_COLUMNS`), one per (dataset, task).
+    """
     groups = real.groupby(["dataset", "task"], sort=False)
     return [_c5_row(dataset, task, df) for (dataset, task), df in groups]
 
@@ -602,7 +764,19 @@ def _c5_row(dataset: str, task: str, df: pd.DataFrame) -> dict:
 
 # ------------------------------------------------------------------ C6
 def claim_c6(nn: pd.DataFrame) -> list[dict]:
-    """C6: one row per dataset of the CNN summaries (:mod:`fedgdp.nn.plots`)."""
+    """C6: one row per dataset of the CNN summaries (:mod:`fedgdp.nn.plots`).
+
+    Parameters
+    ----------
+    nn : DataFrame
+        CNN summaries (:data:`fedgdp.nn.plots.SUMMARY_COLUMNS`; reads ``dataset``, ``figure``,
+        ``method``, ``label``, ``x``, ``median_accuracy``, ``min_accuracy``, ``max_accuracy``).
+
+    Returns
+    -------
+    list of dict
+        Report rows (keys of :data:`CLAIM_COLUMNS`), one per dataset.
+    """
     out = []
     for dataset, df in nn.groupby("dataset", sort=False):
         verdicts, evidence = [], []
@@ -669,6 +843,12 @@ def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: p
     spec : dict, optional
         ``models`` (default: those of the summaries, else logistic and Poisson) and
         ``studies`` (claim -> list of studies; default :data:`DEFAULT_STUDIES`).
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`CLAIM_COLUMNS`: C1-C4 per model (in that order), then C5 per
+        (dataset, task) and C6 per dataset (one "not run" row each when absent).
     """
     spec = spec or {}
     studies = {**DEFAULT_STUDIES, **spec.get("studies", {})}
@@ -696,7 +876,15 @@ def _flat(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_csv(df: pd.DataFrame, path) -> None:
-    """The report as CSV (evidence lines joined by ' | ')."""
+    """The report as CSV (evidence lines joined by ' | ').
+
+    Parameters
+    ----------
+    df : DataFrame
+        The report (:func:`assess`; columns :data:`CLAIM_COLUMNS`).
+    path : str or path-like
+        The CSV file (written atomically).
+    """
     from .tables import write_csv as _write
 
     _write(_flat(df), path)
@@ -712,7 +900,22 @@ def _provenance() -> str:
 
 def render_markdown(df: pd.DataFrame, *, title: str = TITLE,
                     sources: str = "") -> str:
-    """The report as Markdown: thresholds, a verdict table, then each claim's test and evidence."""
+    """The report as Markdown: thresholds, a verdict table, then each claim's test and evidence.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The report (:func:`assess`; columns :data:`CLAIM_COLUMNS`, ``evidence`` lists of str).
+    title : str, default=TITLE
+        The level-1 heading.
+    sources : str, default=""
+        What the report was made from, named in its first line (empty: not named).
+
+    Returns
+    -------
+    str
+        Markdown ending in a newline.
+    """
     def esc(s):
         return str(s).replace("|", "\\|")
     lines = [f"# {title}", "",
@@ -742,7 +945,17 @@ def render_markdown(df: pd.DataFrame, *, title: str = TITLE,
 
 
 def write_markdown(df: pd.DataFrame, path, **kwargs) -> None:
-    """Write :func:`render_markdown` atomically."""
+    """Write :func:`render_markdown` atomically.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The report (:func:`assess`; columns :data:`CLAIM_COLUMNS`).
+    path : str or path-like
+        The Markdown file.
+    **kwargs
+        ``title`` and ``sources`` of :func:`render_markdown`.
+    """
     from .io import write_text
 
     write_text(path, render_markdown(df, **kwargs))

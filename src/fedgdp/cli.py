@@ -406,7 +406,18 @@ def _on_sigterm(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Exit status: 0 done, 2 bad input (one line on stderr), 1 an
     internal error (a bug: its traceback and a line saying so), 130 interrupted by
-    Ctrl-C, 143 stopped by SIGTERM."""
+    Ctrl-C, 143 stopped by SIGTERM.
+
+    Parameters
+    ----------
+    argv : list of str or None, default=None
+        The command line without the program name (None: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status.
+    """
     # numpy's OpenBLAS: one thread per process unless the user says otherwise. The
     # estimators multiply tiny matrices, where BLAS threads only add contention, and
     # parallelism comes from running cells side by side (Snakemake jobs).

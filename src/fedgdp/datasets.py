@@ -82,7 +82,23 @@ class Dataset:
         return int(self.X.shape[1])
 
     def targets(self, task: str) -> np.ndarray:
-        """Labels of a task: ``binary`` (1 = odd digit, paper section 5.1) or ``multiclass``."""
+        """Labels of a task: ``binary`` (1 = odd digit, paper section 5.1) or ``multiclass``.
+
+        Parameters
+        ----------
+        task : {"binary", "multiclass"}
+            The task.
+
+        Returns
+        -------
+        ndarray of int64, shape (N,)
+            0/1 (binary) or the digit 0..9 (multiclass).
+
+        Raises
+        ------
+        ValueError
+            An unknown task.
+        """
         if task == "binary":
             return (self.labels % 2).astype(np.int64)
         if task == "multiclass":
@@ -92,7 +108,20 @@ class Dataset:
 
 def check_finite(X: np.ndarray, source: str) -> None:
     """ValueError naming ``source`` (a file) and the first row of X (n, ...) that holds a
-    value that is not finite: every computation downstream assumes finite data."""
+    value that is not finite: every computation downstream assumes finite data.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, ...)
+        The data, one row per sample.
+    source : str
+        Where the data came from (named in the error).
+
+    Raises
+    ------
+    ValueError
+        A row holds NaN or inf.
+    """
     bad = ~np.isfinite(np.asarray(X, dtype=np.float64).reshape(X.shape[0], -1)).all(axis=1)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
@@ -121,7 +150,24 @@ _IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
-    """Read an IDX file (LeCun's MNIST format), gzip-compressed or not."""
+    """Read an IDX file (LeCun's MNIST format), gzip-compressed or not.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file; gzip when its suffix is ``.gz``.
+
+    Returns
+    -------
+    ndarray
+        Shape and dtype of the header (native byte order), e.g. uint8 (n, 28, 28) for images
+        and (n,) for labels.
+
+    Raises
+    ------
+    ValueError
+        A bad magic number, or a body that does not match the header.
+    """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as fh:
@@ -139,7 +185,20 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 
 
 def write_idx(path: str | os.PathLike, array: np.ndarray) -> None:
-    """Write a uint8 array as an IDX file (gzip when the name ends in .gz); for tests."""
+    """Write a uint8 array as an IDX file (gzip when the name ends in .gz); for tests.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file to write.
+    array : ndarray of uint8
+        Any shape.
+
+    Raises
+    ------
+    ValueError
+        ``array`` is not uint8.
+    """
     array = np.asarray(array)
     if array.dtype != np.uint8:
         raise ValueError(f"write_idx writes uint8 arrays, got dtype={array.dtype}")
@@ -166,6 +225,16 @@ def _missing_message(folder: Path, reason: str = "") -> str:
 
 def load_mnist(folder: str | os.PathLike) -> Dataset:
     """MNIST's 70,000 images (train then test) from ``folder``; d = 785.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        Holds the four IDX files (gzip or not; preferred) or ``mnist.npz``.
+
+    Returns
+    -------
+    Dataset
+        ``name="mnist"``, ``X`` shape (70000, 785), ``labels`` shape (70000,).
 
     Raises
     ------
@@ -212,6 +281,22 @@ def fetch_mnist(folder: str | os.PathLike, *, mirrors=MNIST_MIRRORS, timeout: fl
     Files already present with the right checksum are kept. Each file is written to
     a temporary name and renamed once its checksum matches.
 
+    Parameters
+    ----------
+    folder : str or path-like
+        Where to write the files (made when absent).
+    mirrors : sequence of str, default=MNIST_MIRRORS
+        Base URLs, tried in order for each file.
+    timeout : float, default=30.0
+        Seconds per connection attempt.
+    files : dict or None, default=None
+        File name -> MD5; None: :data:`MNIST_FILES`.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files in ``folder``, in the order of ``files``.
+
     Raises
     ------
     FileNotFoundError
@@ -256,7 +341,24 @@ DATASETS = ("digits", "mnist")
 
 
 def load_dataset(name: str, path: str | os.PathLike | None = None) -> Dataset:
-    """``digits`` (bundled) or ``mnist`` (from ``path``, see :func:`load_mnist`)."""
+    """``digits`` (bundled) or ``mnist`` (from ``path``, see :func:`load_mnist`).
+
+    Parameters
+    ----------
+    name : {"digits", "mnist"}
+        The data set.
+    path : str, path-like or None, default=None
+        MNIST's folder (needed for ``mnist``; ignored for ``digits``).
+
+    Returns
+    -------
+    Dataset
+
+    Raises
+    ------
+    ValueError
+        An unknown name, or ``mnist`` without a path.
+    """
     if name == "digits":
         return load_digits()
     if name == "mnist":
@@ -290,10 +392,12 @@ class ClientLayout:
 
     @property
     def m(self) -> int:
+        """Number of clients."""
         return int(self.sizes.shape[0])
 
     @property
     def offsets(self) -> np.ndarray:
+        """Start of each client's images in ``order``, then N: shape (m + 1,)."""
         return np.concatenate([[0], np.cumsum(self.sizes)])
 
     @property
@@ -304,13 +408,36 @@ class ClientLayout:
         return out
 
     def members(self, i: int) -> np.ndarray:
-        """Indices of client i's images, in the client's permutation order."""
+        """Indices of client i's images, in the client's permutation order.
+
+        Parameters
+        ----------
+        i : int
+            The client, 0 <= i < m.
+
+        Returns
+        -------
+        ndarray of int, shape (sizes[i],)
+        """
         off = self.offsets
         return self.order[off[i]:off[i + 1]]
 
     def train_test(self, i: int, f: int) -> tuple[np.ndarray, np.ndarray]:
         """Client i's training indices (folds other than f) and test indices (fold f),
-        both in the client's permutation order."""
+        both in the client's permutation order.
+
+        Parameters
+        ----------
+        i : int
+            The client, 0 <= i < m.
+        f : int
+            The test fold, 0 <= f < folds.
+
+        Returns
+        -------
+        tuple of (ndarray of int, ndarray of int)
+            Training and test indices into the data set's rows; together, :meth:`members`.
+        """
         idx = self.members(i)
         in_test = self.fold[idx] == f
         return idx[~in_test], idx[in_test]
@@ -321,6 +448,25 @@ def allocate_total(total: int, weights: np.ndarray, n_floor: int) -> np.ndarray:
 
     Each client first gets ``n_floor``; the remaining samples are shared by
     largest-remainder rounding, so the sizes sum to ``total`` exactly.
+
+    Parameters
+    ----------
+    total : int
+        Samples to share.
+    weights : ndarray, shape (m,)
+        Non-negative proportions (normalised here; not all zero).
+    n_floor : int
+        Samples every client gets first.
+
+    Returns
+    -------
+    ndarray of int64, shape (m,)
+        Sizes, each at least ``n_floor``, summing to ``total``.
+
+    Raises
+    ------
+    ValueError
+        ``total < m * n_floor``.
     """
     m = weights.shape[0]
     rest = total - m * n_floor
@@ -335,7 +481,28 @@ def allocate_total(total: int, weights: np.ndarray, n_floor: int) -> np.ndarray:
 
 
 def layout_key(dataset: str, N: int, m: int, n_min: int, alpha: float, folds: int) -> dict:
-    """The parameters that define a layout (and so its seeds)."""
+    """The parameters that define a layout (and so its seeds).
+
+    Parameters
+    ----------
+    dataset : str
+        The data set's name.
+    N : int
+        Images in the data set.
+    m : int
+        Number of clients.
+    n_min : int
+        Images every client gets first.
+    alpha : float
+        Dirichlet concentration of the remaining shares.
+    folds : int
+        Cross-validation folds within each client.
+
+    Returns
+    -------
+    dict
+        Keys ``dataset``, ``N``, ``m``, ``n_min``, ``alpha``, ``folds`` (as int, float).
+    """
     return {"dataset": dataset, "N": int(N), "m": int(m), "n_min": int(n_min),
             "alpha": float(alpha), "folds": int(folds)}
 
@@ -343,6 +510,25 @@ def layout_key(dataset: str, N: int, m: int, n_min: int, alpha: float, folds: in
 def client_layout(rng: np.random.Generator, N: int, *, m: int, n_min: int, alpha: float = 1.0,
                   folds: int = 5) -> ClientLayout:
     """Random client split of N images (see the module docstring).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Draws the permutation, the Dirichlet shares and each client's permutation.
+    N : int
+        Images in the data set.
+    m : int
+        Number of clients (>= 1).
+    n_min : int
+        Images every client gets first (>= 0).
+    alpha : float, default=1.0
+        Dirichlet concentration (> 0).
+    folds : int, default=5
+        Folds within each client (>= 2).
+
+    Returns
+    -------
+    ClientLayout
 
     Raises
     ------
@@ -370,7 +556,21 @@ def client_layout(rng: np.random.Generator, N: int, *, m: int, n_min: int, alpha
 
 
 def split_layout(base_seed: int, key: dict, split: int) -> ClientLayout:
-    """ClientLayout of split ``split``, drawn from its own generator (module docstring)."""
+    """ClientLayout of split ``split``, drawn from its own generator (module docstring).
+
+    Parameters
+    ----------
+    base_seed : int
+        The run's base seed.
+    key : dict
+        The layout's parameters (:func:`layout_key`).
+    split : int
+        The split index.
+
+    Returns
+    -------
+    ClientLayout
+    """
     return client_layout(derived_rng(base_seed, key, split), key["N"], m=key["m"],
                          n_min=key["n_min"], alpha=key["alpha"], folds=key["folds"])
 

@@ -54,7 +54,22 @@ class EmpiricalRow:
 
 
 def clopper_pearson_upper(k: int, n: int, level: float) -> float:
-    """One-sided Clopper-Pearson upper bound on a binomial proportion (k of n) at ``level``."""
+    """One-sided Clopper-Pearson upper bound on a binomial proportion (k of n) at ``level``.
+
+    Parameters
+    ----------
+    k : int
+        Successes.
+    n : int
+        Trials.
+    level : float
+        Confidence level, in (0, 1).
+
+    Returns
+    -------
+    float
+        1 when ``k >= n``, else the ``level`` quantile of Beta(k + 1, n - k).
+    """
     from scipy.stats import beta
 
     return 1.0 if k >= n else float(beta.ppf(level, k + 1, n - k))
@@ -63,7 +78,24 @@ def clopper_pearson_upper(k: int, n: int, level: float) -> float:
 def gdp_lower_bound(fp: int, fn: int, trials: int, alpha: float) -> float:
     """``Phi^-1(1 - FPR_U) - Phi^-1(FNR_U)`` with Clopper-Pearson upper bounds at level
     ``1 - alpha/2`` each (so both hold together with probability >= 1 - alpha); 0 when
-    the bound is negative (mu >= 0 always holds)."""
+    the bound is negative (mu >= 0 always holds).
+
+    Parameters
+    ----------
+    fp : int
+        False positives (D called D').
+    fn : int
+        False negatives (D' called D).
+    trials : int
+        Runs on each data set.
+    alpha : float
+        Total error probability of the two bounds.
+
+    Returns
+    -------
+    float
+        The lower bound on mu, at least 0.
+    """
     from scipy.stats import norm
 
     a = clopper_pearson_upper(fp, trials, 1 - alpha / 2)
@@ -102,7 +134,41 @@ def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, 
                  trials: int = 2000, calibration: int = 500, alpha: float = 0.05, seed: int = 0):
     """The lower bound on mu of ``meth`` from the pair ``((X, y), (X', y'))``: a
     calibration round fixes the test, an evaluation round counts its errors (module
-    docstring). Returns ``(mu_lower, false positives, false negatives)``."""
+    docstring). Returns ``(mu_lower, false positives, false negatives)``.
+
+    Parameters
+    ----------
+    meth : fedgdp.methods.Method
+        A simulation method (:func:`fedgdp.simulation.backend.get_method`).
+    s : dict
+        Its method settings (``method_settings[name]`` of a resolved cell).
+    pair : tuple
+        ``((X, y), (X', y'))``: one client's data sets, ``X`` of shape (n, d) and ``y`` of
+        shape (n,), differing in one record (:func:`fedgdp.audit.worst_pair`).
+    glm : fedgdp.glm.SingleOutput
+        The model (:func:`fedgdp.glm.get_model`).
+    mu : float
+        The nominal mu-GDP budget the noise is calibrated on.
+    B : float
+        The public clipping bound.
+    tau1 : float
+        FedNewton's tau1.
+    privacy : dict
+        ``mode`` and ``hessian_clip``.
+    trials : int, default=2000
+        Evaluation runs on each data set.
+    calibration : int, default=500
+        Calibration runs on each data set.
+    alpha : float, default=0.05
+        The bound holds with probability at least ``1 - alpha``.
+    seed : int, default=0
+        Seed of the runs' noise.
+
+    Returns
+    -------
+    tuple of (float, int, int)
+        ``mu_lower``, false positives, false negatives.
+    """
     rng = np.random.default_rng(seed)
     (X, y), (X2, y2) = pair
     kw: dict[str, Any] = dict(mu=mu, B=B, tau1=tau1, privacy=privacy)
@@ -159,7 +225,35 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
                   calibration: int = 500, alpha: float = 0.05, seed: int = 0, B: float = 1.0) -> list[EmpiricalRow]:
     """The distinguishing test of every simulation target (:class:`fedgdp.audit.AuditTarget`)
     on its worst pair: the audit of that target (client size ``n``) runs first, then
-    :func:`empirical_mu` on a one-client cell with K steps, public bound B and ``mu``."""
+    :func:`empirical_mu` on a one-client cell with K steps, public bound B and ``mu``.
+
+    Parameters
+    ----------
+    targets : iterable of fedgdp.audit.AuditTarget
+        Targets; only simulation targets of a method in :data:`PAIR_RELEASE` are tested (a
+        fixed clipping rule of value ``B`` replaces theirs).
+    mu : float, default=2.0
+        The nominal mu.
+    K : int, default=5
+        Iterations of the method's cell.
+    n : int, default=200
+        Size of the audited client (of the pair).
+    trials : int, default=2000
+        Evaluation runs on each data set.
+    calibration : int, default=500
+        Calibration runs on each data set.
+    alpha : float, default=0.05
+        The bounds hold with probability at least ``1 - alpha``.
+    seed : int, default=0
+        Seed of the audit and of the runs.
+    B : float, default=1.0
+        The public clipping bound.
+
+    Returns
+    -------
+    list of EmpiricalRow
+        One row per target tested, in order.
+    """
     from .audit import AuditTarget, audit_sim, worst_pair
     from .glm import get_model
     from .simulation.backend import get_method
@@ -187,7 +281,15 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
 
 
 def write_rows(rows: list[EmpiricalRow], csv: str) -> None:
-    """The rows as CSV (atomically)."""
+    """The rows as CSV (atomically).
+
+    Parameters
+    ----------
+    rows : list of EmpiricalRow
+        The rows (none: the header alone).
+    csv : str
+        The CSV file; columns the fields of :class:`EmpiricalRow`.
+    """
     from .io import write_text
 
     head = list(asdict(rows[0])) if rows else list(EmpiricalRow.__dataclass_fields__)
@@ -198,7 +300,15 @@ def write_rows(rows: list[EmpiricalRow], csv: str) -> None:
 def plot_empirical(rows: list[EmpiricalRow], pdf: str | None = None, png: str | None = None) -> None:
     """Nominal mu against the empirical lower bound, one point per method, mode and model
     (spread sideways around their nominal mu; a black bar marks each one's nominal mu), the
-    diagonal dashed: a certified method must lie on or below its bar (at the stated confidence)."""
+    diagonal dashed: a certified method must lie on or below its bar (at the stated confidence).
+
+    Parameters
+    ----------
+    rows : list of EmpiricalRow
+        The rows to draw.
+    pdf, png : str or None, default=None
+        Where to write each format (None: not written).
+    """
     from .figures import method_style, pyplot, save_figure
     from .methods import REGISTRY
 

@@ -100,6 +100,15 @@ def estimator_rng(random_state, stream: str) -> np.random.Generator:
         from it (scikit-learn's convention of consuming the caller's generator).
     stream : str
         The stream's name.
+
+    Returns
+    -------
+    numpy.random.Generator
+
+    Raises
+    ------
+    ValueError
+        Any other ``random_state`` (a negative int, a bool, ...).
     """
     if isinstance(random_state, np.random.SeedSequence):
         entropy = random_state.entropy
@@ -176,7 +185,20 @@ class PrivacyReport:
     def epsilon(self, delta: float = 1e-5, *, nominal: bool = False) -> float:
         """(epsilon, delta)-DP of the worst client: the certified mu converted
         (:func:`fedgdp.privacy.gdp_epsilon`); inf when uncertified, unless ``nominal``
-        (the composed mu, which holds only under :attr:`assumptions`)."""
+        (the composed mu, which holds only under :attr:`assumptions`).
+
+        Parameters
+        ----------
+        delta : float, default=1e-5
+            The delta of (epsilon, delta)-DP.
+        nominal : bool, default=False
+            Convert the composed (nominal) mu instead of the certified one.
+
+        Returns
+        -------
+        float
+            epsilon of the client with the largest mu; inf when that mu is not finite.
+        """
         mu = float(np.max(self.mu_composed if nominal else self.mu_certified))
         return math.inf if not math.isfinite(mu) else privacy.gdp_epsilon(mu, delta)
 
@@ -184,7 +206,20 @@ class PrivacyReport:
         """A JSON-ready summary: each client's composed and certified mu, the worst
         client's epsilon at ``delta`` (certified and nominal), every release (stage,
         count, certified, assumption; sensitivity and sigma per client) and the
-        assumptions. Infinite values are written as the string ``"inf"``."""
+        assumptions. Infinite values are written as the string ``"inf"``.
+
+        Parameters
+        ----------
+        delta : float, default=1e-5
+            The delta of the epsilons reported.
+
+        Returns
+        -------
+        dict
+            Keys ``method``, ``mu``, ``privacy_mode``, ``clip``, ``clip_bound``, ``certified``,
+            ``clients``, ``mu_composed``, ``mu_certified`` (lists, one per client), ``delta``,
+            ``epsilon``, ``epsilon_nominal``, ``assumptions`` and ``releases`` (list of dict).
+        """
         def num(x):
             x = float(x)
             return x if math.isfinite(x) else str(x)
@@ -352,11 +387,32 @@ class FederatedGLM:
         return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
     def get_params(self, deep: bool = True) -> dict:
-        """The constructor's parameters, as given (scikit-learn's protocol)."""
+        """The constructor's parameters, as given (scikit-learn's protocol).
+
+        Parameters
+        ----------
+        deep : bool, default=True
+            Ignored (no parameter is an estimator); kept for scikit-learn's protocol.
+
+        Returns
+        -------
+        dict
+            Parameter name -> value.
+        """
         return {name: getattr(self, name) for name in self._get_param_names()}
 
     def set_params(self, **params):
-        """Set constructor parameters; ValueError naming an unknown one."""
+        """Set constructor parameters; ValueError naming an unknown one.
+
+        Parameters
+        ----------
+        **params
+            Constructor parameters by name.
+
+        Returns
+        -------
+        self
+        """
         valid = self._get_param_names()
         for key, value in params.items():
             if key not in valid:

@@ -32,6 +32,11 @@ def read_table(path: str):
     ----------
     path : str
         A ``.csv`` file (comma-separated, a header row) or a ``.parquet`` / ``.pq`` file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The file's columns as stored.
     """
     import pandas as pd
 
@@ -101,7 +106,19 @@ def fit_table(df, *, target: str, client: str, features: list[str] | None = None
 
 def coefficient_rows(est) -> list[dict]:
     """One row per (class, term): ``term`` (``(intercept)`` or a feature), ``class``
-    (multinomial only; the class label), ``coef``."""
+    (multinomial only; the class label), ``coef``.
+
+    Parameters
+    ----------
+    est : fedgdp.estimator.FederatedGLM
+        A fitted estimator.
+
+    Returns
+    -------
+    list of dict
+        Keys ``term``, ``coef`` (and first ``class`` for multinomial), class by class, terms
+        in the order of ``theta_``'s rows.
+    """
     names = ["(intercept)"] * bool(est.fit_intercept) + [str(c) for c in est.feature_names_in_]
     theta = est.theta_
     rows = []
@@ -122,7 +139,27 @@ def _num(x: float):
 
 
 def report(est, *, delta: float, rows: int, data: str) -> dict:
-    """The JSON report: the estimate, its fit and its privacy report at ``delta``."""
+    """The JSON report: the estimate, its fit and its privacy report at ``delta``.
+
+    Parameters
+    ----------
+    est : fedgdp.estimator.FederatedGLM
+        A fitted estimator.
+    delta : float
+        The delta of the privacy report's epsilon.
+    rows : int
+        Rows of the data file.
+    data : str
+        The data file's path, as given.
+
+    Returns
+    -------
+    dict
+        Keys ``data``, ``rows``, ``family``, ``method``, ``n_clients``, ``client_sizes``,
+        ``features``, ``coefficients`` (:func:`coefficient_rows`), ``communication``,
+        ``settings``, ``privacy`` (:meth:`fedgdp.estimator.PrivacyReport.as_dict`) and, for
+        classifiers, ``classes``.
+    """
     out = {"data": data, "rows": rows, "family": est.family, "method": est.method,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
            "features": [str(c) for c in est.feature_names_in_], "coefficients": coefficient_rows(est),
@@ -134,7 +171,17 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
 
 
 def format_report(rep: dict) -> str:
-    """The report as a plain-text table: the coefficients, then the privacy summary."""
+    """The report as a plain-text table: the coefficients, then the privacy summary.
+
+    Parameters
+    ----------
+    rep : dict
+        The report (:func:`report`).
+
+    Returns
+    -------
+    str
+    """
     pv = rep["privacy"]
     lines = [f"{rep['method']} ({pv['privacy_mode']}), family {rep['family']}: {rep['rows']} rows, "
              f"{rep['n_clients']} clients (sizes {min(rep['client_sizes'])}-{max(rep['client_sizes'])}), "
@@ -237,7 +284,18 @@ def _cmd_fit(args) -> int:
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    """Register ``fedgdp fit`` on the subparsers ``sub``."""
+    """Register ``fedgdp fit`` on the subparsers ``sub``.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The subparsers of the ``fedgdp`` parser.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The ``fit`` parser.
+    """
     from .arguments import output_path
     from .estimator import FAMILIES
 

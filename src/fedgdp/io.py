@@ -28,7 +28,19 @@ __all__ = ["atomic_path", "write_text", "git_commit", "write_parquet", "read_par
 def strict_json(value):
     """``value`` with every non-finite float made valid JSON (RFC 8259 has no
     Infinity or NaN): infinity is written as the string ``"inf"`` (``"-inf"``), NaN as
-    ``null``. Numpy scalars and arrays become Python numbers and lists. A new object."""
+    ``null``. Numpy scalars and arrays become Python numbers and lists. A new object.
+
+    Parameters
+    ----------
+    value : object
+        A JSON-like value: dicts and lists (tuples too) are walked; numpy scalars and
+        arrays are converted.
+
+    Returns
+    -------
+    object
+        Dicts, lists and plain values, every float finite or replaced.
+    """
     import math
 
     if isinstance(value, dict):
@@ -43,7 +55,19 @@ def strict_json(value):
 
 
 def dumps_strict(value, **kwargs) -> str:
-    """``json.dumps`` of :func:`strict_json` ``(value)``; never writes Infinity or NaN."""
+    """``json.dumps`` of :func:`strict_json` ``(value)``; never writes Infinity or NaN.
+
+    Parameters
+    ----------
+    value : object
+        A JSON-like value (:func:`strict_json`).
+    **kwargs
+        Passed to ``json.dumps`` (``sort_keys``, ``default``, ``indent``, ...).
+
+    Returns
+    -------
+    str
+    """
     return json.dumps(strict_json(value), allow_nan=False, **kwargs)
 
 
@@ -51,7 +75,19 @@ def dumps_strict(value, **kwargs) -> str:
 def atomic_path(path):
     """Yield a temporary name beside ``path``; rename it to ``path`` when the block ends
     without error (so a killed job never leaves a complete-looking file). The parent
-    folder is created."""
+    folder is created.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file to make.
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary name (``.<name>.<pid>.tmp`` in the same folder); removed when the block
+        raises.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -64,7 +100,15 @@ def atomic_path(path):
 
 
 def write_text(path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (:func:`atomic_path`)."""
+    """Write ``text`` to ``path`` atomically (:func:`atomic_path`).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file to write.
+    text : str
+        Its contents.
+    """
     with atomic_path(path) as tmp:
         tmp.write_text(text)
 
@@ -83,7 +127,17 @@ def write_parquet(table, out: str | os.PathLike, params) -> None:
     """Write a pyarrow Table atomically with provenance metadata: package version, git
     commit, the resolved parameters (strict JSON, :func:`dumps_strict`: mu = inf is
     ``"inf"``), the SLURM job id if any; metadata already on
-    the table is kept."""
+    the table is kept.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        The rows.
+    out : str or path-like
+        The Parquet file to write.
+    params : object
+        The resolved parameters, stored as strict JSON under the metadata key ``params``.
+    """
     import pyarrow.parquet as pq
 
     meta = {"fedgdp_version": __version__, "git_commit": git_commit(),
@@ -101,6 +155,27 @@ def read_parquet_files(paths, columns, what: str, *, only: bool = False):
     ValueError naming the file when one is corrupt or lacks any of ``columns``
     (``what`` names the kind of file in the message, e.g. ``"cell"``). ``only``: read
     just ``columns``, in that order (the schema is checked first, the rest never read).
+
+    Parameters
+    ----------
+    paths : str, path-like or iterable of them
+        One file or several, read in order.
+    columns : iterable of str
+        Columns every file must have.
+    what : str
+        The kind of file, for messages.
+    only : bool, default=False
+        Read only ``columns``; False: every column.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The files' rows in order (index reset).
+
+    Raises
+    ------
+    ValueError
+        A damaged file, a file without one of ``columns``, or no file given.
     """
     import pandas as pd
     import pyarrow.parquet as pq

@@ -34,7 +34,18 @@ VOLATILE = frozenset({"elapsed_s"})
 
 
 def volatile(column: str) -> bool:
-    """Whether a column records run time rather than a number of the method."""
+    """Whether a column records run time rather than a number of the method.
+
+    Parameters
+    ----------
+    column : str
+        A column name.
+
+    Returns
+    -------
+    bool
+        True for ``elapsed_s`` and any name ending in ``_elapsed_s``.
+    """
     return column in VOLATILE or column.endswith("_elapsed_s")
 
 
@@ -138,6 +149,13 @@ def _cells_difference(before: Path, after: Path) -> str | None:
 def compare_trees(before: str | Path, after: str | Path, run: str = "paper") -> tuple[int, list[Difference]]:
     """Compare the Parquet data and CSV tables of run ``run`` in two checkouts.
 
+    Parameters
+    ----------
+    before, after : str or path-like
+        Roots of the two checkouts (each holding ``results/<run>/`` and ``tables/<run>/``).
+    run : str, default="paper"
+        The run name.
+
     Returns
     -------
     (files compared, differences) : every file of ``before`` is looked for in ``after``;
@@ -165,6 +183,19 @@ def compare_trees(before: str | Path, after: str | Path, run: str = "paper") -> 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m fedgdp.rundiff BEFORE AFTER [--run RUN]``: print the files that differ and a count.
+
+    Parameters
+    ----------
+    argv : list of str or None, default=None
+        The arguments (None: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        Exit status: 0 every file identical, 1 some differ or are missing, 2 no outputs of
+        the run under BEFORE.
+    """
     ap = argparse.ArgumentParser(prog="python -m fedgdp.rundiff", description=__doc__.split("\n\n")[0])
     ap.add_argument("before", help="root of the first checkout (holds results/ and tables/)")
     ap.add_argument("after", help="root of the second checkout")

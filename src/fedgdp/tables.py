@@ -34,9 +34,26 @@ def table1(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
 
     Parameters
     ----------
+    summary : DataFrame
+        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads
+        ``model``, ``study``, ``method``, the cell's keys, ``rounds``, ``floats_up``,
+        ``floats_down``, ``mse``, ``se``, ``replicates``, ``diverged``).
     spec : dict
         ``model``, ``study``, ``cell`` (``sizes``, ``m``, ``mu``, ``K``: the reference
         cell) and optionally ``methods`` (row order; default: as in the summary).
+
+    Returns
+    -------
+    DataFrame
+        One row per method, columns ``method`` (label), ``algorithm``, ``rounds_theory``,
+        ``communication_theory``, ``bound_theory``, ``rounds``, ``floats_up``,
+        ``floats_down``, ``mse``, ``se``, ``replicates``, ``diverged`` (headers:
+        :data:`TABLE1_HEADERS`); a method absent from the cell has empty measurements.
+
+    Raises
+    ------
+    ValueError
+        No summary row at the reference cell.
     """
     from .simulation.backend import REGISTRY
     from .theory import TABLE1
@@ -87,6 +104,9 @@ def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
 
     Parameters
     ----------
+    summary : DataFrame
+        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads
+        ``model``, ``study``, ``method``, ``m``, ``N_mean``, ``K``, ``mse`` and the ``by`` axes).
     spec : dict
         ``fits``: list of ``{study, x, by, label}`` where ``x`` is ``m`` or ``N`` (the
         mean total sample size of a cell) and ``by`` an optional grid axis (cells
@@ -200,7 +220,18 @@ _DIGITS = {"display": {"sci": 2, "fixed": 3}, "csv": {"sci": 6, "fixed": 6}}
 def column_styles(df: pd.DataFrame) -> dict:
     """One number style per column: ``"sci"``, ``"fixed"`` or ``"auto"`` (integers, text,
     yes/no). A float column not in :data:`SCIENTIFIC` or :data:`FIXED` is fixed point when
-    every finite non-zero value lies in ``[0.01, 1e5)``, scientific otherwise."""
+    every finite non-zero value lies in ``[0.01, 1e5)``, scientific otherwise.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The table.
+
+    Returns
+    -------
+    dict of str to str
+        Column name -> style.
+    """
     styles = {}
     for col in df.columns:
         if col in SCIENTIFIC or col in FIXED:
@@ -243,7 +274,15 @@ def _tex_number(text: str) -> str:
 
 def write_csv(df: pd.DataFrame, path) -> None:
     """Machine-readable table: raw column names; numbers in their column's style
-    (:func:`column_styles`) with 7 significant digits (scientific) or 6 decimals."""
+    (:func:`column_styles`) with 7 significant digits (scientific) or 6 decimals.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The table.
+    path : str or path-like
+        The CSV file (written atomically).
+    """
     styles = column_styles(df)
     out = df.copy()
     for col, style in styles.items():
@@ -253,7 +292,21 @@ def write_csv(df: pd.DataFrame, path) -> None:
 
 
 def write_markdown(df: pd.DataFrame, path, headers: dict, *, title: str = "", note: str = "") -> None:
-    """A GitHub-flavoured Markdown table with readable headers, one number format per column."""
+    """A GitHub-flavoured Markdown table with readable headers, one number format per column.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The table.
+    path : str or path-like
+        The Markdown file (written atomically).
+    headers : dict of str to str
+        Column name -> header shown (a column not in it shows its name).
+    title : str, default=""
+        A level-1 heading above the table (empty: none).
+    note : str, default=""
+        A paragraph below the table (empty: none).
+    """
     cols = list(df.columns)
     styles = column_styles(df)
     lines = [f"# {title}", ""] if title else []
@@ -285,7 +338,23 @@ def _tex_math(s: str) -> str:
 def write_latex(df: pd.DataFrame, path, headers: dict, *, math_cols=(), caption: str = "",
                 label: str = "") -> None:
     """A booktabs ``table`` environment; ``math_cols`` are typeset in math mode, numbers in
-    their column's style (:func:`column_styles`), scientific ones as ``$a \\times 10^{b}$``."""
+    their column's style (:func:`column_styles`), scientific ones as ``$a \\times 10^{b}$``.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The table.
+    path : str or path-like
+        The .tex file (written atomically).
+    headers : dict of str to str
+        Column name -> header shown (a column not in it shows its name).
+    math_cols : iterable of str, default=()
+        Columns of bounds or orders (``d/N + ...``) set in math mode.
+    caption : str, default=""
+        The table's caption (empty: none).
+    label : str, default=""
+        Its ``\\label`` (empty: none).
+    """
     cols = list(df.columns)
     align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in cols)
     lines = [r"\begin{table}[ht]", r"\centering", r"\small"]

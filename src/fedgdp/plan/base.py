@@ -14,26 +14,72 @@ FIGURE_KINDS = ("simulation", "realdata", "nn")
 
 
 def fmt_mu(mu) -> str:
-    """Path form of mu: 2 -> '2', 0.5 -> '0.5', inf -> 'inf'."""
+    """Path form of mu: 2 -> '2', 0.5 -> '0.5', inf -> 'inf'.
+
+    Parameters
+    ----------
+    mu : float, int or str
+        A privacy budget (anything ``float`` reads, ``inf`` included).
+
+    Returns
+    -------
+    str
+        ``f"{mu:g}"``, or ``'inf'``.
+    """
     mu = float(mu)
     return "inf" if math.isinf(mu) else f"{mu:g}"
 
 
 def alternatives(values) -> str:
-    """A wildcard constraint matching exactly ``values`` (never anything, when empty)."""
+    """A wildcard constraint matching exactly ``values`` (never anything, when empty).
+
+    Parameters
+    ----------
+    values : iterable
+        The allowed values (compared as ``str``; duplicates are dropped).
+
+    Returns
+    -------
+    str
+        A regular expression: the escaped values joined by ``|``, longest first; ``(?!)``
+        when ``values`` is empty.
+    """
     values = sorted({str(v) for v in values}, key=lambda v: (-len(v), v))
     return "|".join(re.escape(v) for v in values) if values else "(?!)"
 
 
 def figure_number(fig: str) -> str:
-    """Report category of a figure: fig03 -> 'Figure 3'."""
+    """Report category of a figure: fig03 -> 'Figure 3'.
+
+    Parameters
+    ----------
+    fig : str
+        A figure name ending in digits (``fig03``).
+
+    Returns
+    -------
+    str
+        ``'Figure N'``; ``fig`` itself when it ends in no digits.
+    """
     hit = re.search(r"(\d+)$", fig)
     return f"Figure {int(hit.group(1))}" if hit else fig
 
 
 def mnist_files(folder: str) -> list[str]:
     """MNIST's files in ``folder``: mnist.npz, or the unpacked IDX files, when present;
-    otherwise the four IDX .gz files (what fetch rules make)."""
+    otherwise the four IDX .gz files (what fetch rules make).
+
+    Parameters
+    ----------
+    folder : str
+        The folder MNIST is kept in.
+
+    Returns
+    -------
+    list of str
+        Paths in ``folder``: ``[mnist.npz]``, the four unpacked IDX files, or the four IDX
+        ``.gz`` files.
+    """
     from ..datasets import MNIST_FILES
 
     if os.path.isfile(os.path.join(folder, "mnist.npz")):
@@ -68,10 +114,32 @@ class PlanBase:
 
     # ------------------------------------------------------------ figures by kind
     def figures(self, kind: str | None = None) -> list[str]:
-        """Figure names of the config, in config order (of one kind)."""
+        """Figure names of the config, in config order (of one kind).
+
+        Parameters
+        ----------
+        kind : {"simulation", "realdata", "nn"} or None, default=None
+            Only figures of this kind; None: every figure.
+
+        Returns
+        -------
+        list of str
+        """
         return [f for f, s in self.config.get("figures", {}).items() if kind in (None, s["kind"])]
 
     def figure(self, fig: str) -> dict:
+        """The config entry of a figure.
+
+        Parameters
+        ----------
+        fig : str
+            A figure name (a key of ``config["figures"]``).
+
+        Returns
+        -------
+        dict
+            ``config["figures"][fig]``; KeyError for an unknown figure.
+        """
         return self.config["figures"][fig]
 
     # ------------------------------------------------------------ provenance
@@ -82,7 +150,17 @@ class PlanBase:
     def resolved_config_text(self, wildcards=None) -> str:
         """The resolved config as YAML, with a header naming the run and its hash (a
         params function of rule save_config: Snakemake would read the braces of a
-        title's placeholders in a params string as wildcards)."""
+        title's placeholders in a params string as wildcards).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read (rule save_config has no wildcards; Snakemake passes them to a params function).
+
+        Returns
+        -------
+        str
+        """
         import yaml
 
         body = yaml.safe_dump(dict(self.config, run=self.run), sort_keys=False, width=100)

@@ -19,12 +19,34 @@ class ClaimsPart(TargetsPart, NNPart):
                 for claim, studies in DEFAULT_STUDIES.items()}
 
     def claims_summaries(self, wildcards=None) -> list[str]:
-        """Summaries of the studies behind C1-C4."""
+        """Summaries of the studies behind C1-C4.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        list of str
+            One summary per study of :meth:`claims_studies` and model it runs.
+        """
         studies = dict.fromkeys(s for ss in self.claims_studies().values() for s in ss)
         return [self.summary_file(model, s) for s in studies for model in self.config["studies"][s]["models"]]
 
     def claims_realdata_files(self, wildcards=None) -> list[str]:
-        """Real-data files behind C5 (none when the run draws no real-data figure)."""
+        """Real-data files behind C5 (none when the run draws no real-data figure).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        list of str
+            Every task x split file of the run's dataset, or none.
+        """
         rd = self.config.get("realdata")
         if not rd or not any(self.figure(f)["kind"] == "realdata" for f in self.default_figures()):
             return []
@@ -32,19 +54,54 @@ class ClaimsPart(TargetsPart, NNPart):
 
     def claims_nn_summaries(self, wildcards=None) -> list[str]:
         """CNN summaries behind C6, only when the CNN figures are in the default target
-        (otherwise C6 is reported as not run and no training starts)."""
+        (otherwise C6 is reported as not run and no training starts).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        list of str
+            One summary per dataset x CNN figure, or none.
+        """
         if not self.nn_in_default():
             return []
         figs = [f for f in self.figures() if self.figure(f)["kind"] == "nn"]
         return [self.paths.nn_summary.format(dataset=ds, fig=f) for ds in self.nn()["datasets"] for f in figs]
 
     def claims_spec(self, wildcards=None) -> str:
+        """What ``fedgdp claims`` needs: the models, the studies per claim and the title (JSON).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        str
+            JSON with keys ``models`` (every model of the studies, in order), ``studies``
+            (:meth:`claims_studies`) and ``title``.
+        """
         models = list(dict.fromkeys(m for s in self.config["studies"].values() for m in s["models"]))
         return json.dumps({"models": models, "studies": self.claims_studies(),
                            "title": f"Which of the paper's claims the results support [{self.run}, {self.sha}]"},
                           sort_keys=True)
 
     def claims_caption(self, wildcards=None) -> str:
+        """Report caption of the claims report: what each claim tests and which run made it.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        str
+        """
         rd = self.config.get("realdata", {})
         return ("Which of the paper's conclusions the results support (fedgdp claims, module "
                 "fedgdp.claims): one row per claim and model with the paper's statement, the test "

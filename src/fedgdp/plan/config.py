@@ -22,7 +22,18 @@ class ConfigError(ValueError):
 # ---------------------------------------------------------------- config basics
 def numbers(value):
     """Nested values given with ``--config`` arrive as strings (``'defaults={mu: 6}'``
-    gives mu='6'): turn strings that are numbers back into numbers (a new object)."""
+    gives mu='6'): turn strings that are numbers back into numbers (a new object).
+
+    Parameters
+    ----------
+    value : object
+        A config value: dicts and lists are walked, other values kept.
+
+    Returns
+    -------
+    object
+        ``value`` rebuilt, number strings as int (digits only) or float.
+    """
     if isinstance(value, dict):
         return {k: numbers(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -33,7 +44,18 @@ def numbers(value):
 
 
 def key_path(path) -> str:
-    """Dotted form of a path of keys and indices: studies.compare.grid.sizes[0]."""
+    """Dotted form of a path of keys and indices: studies.compare.grid.sizes[0].
+
+    Parameters
+    ----------
+    path : iterable of str or int
+        Keys (str) and list indices (int), outermost first.
+
+    Returns
+    -------
+    str
+        ``'<top level>'`` for an empty path.
+    """
     out = ""
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
@@ -58,6 +80,18 @@ def merge_settings(defaults: dict, settings: dict) -> dict:
 
     ``clip`` is replaced whole (its keys depend on its rule); ``privacy`` and
     ``method_settings`` (per method) are merged key by key; any other key is replaced.
+
+    Parameters
+    ----------
+    defaults : dict
+        The config's ``defaults`` (not changed).
+    settings : dict
+        A study's ``settings``.
+
+    Returns
+    -------
+    dict
+        A new dict (deep copies).
     """
     out = copy.deepcopy(defaults)
     for key, value in settings.items():
@@ -80,7 +114,18 @@ LAYOUT_KEYS = ("cells_per_job",)
 
 def config_sha(config: dict) -> str:
     """SHA-256 of the canonical JSON of ``config`` without its ``run`` key and the
-    :data:`LAYOUT_KEYS` (8 hex digits)."""
+    :data:`LAYOUT_KEYS` (8 hex digits).
+
+    Parameters
+    ----------
+    config : dict
+        A resolved config.
+
+    Returns
+    -------
+    str
+        8 hex digits.
+    """
     body = {k: v for k, v in config.items() if k != "run" and k not in LAYOUT_KEYS}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
@@ -95,6 +140,18 @@ def run_name(config: dict, overrides: list[dict]) -> str:
     a new name never land on the outputs of the named config. An override of
     :data:`LAYOUT_KEYS` alone (``--config cells_per_job=1``) changes no number, so it
     keeps the name.
+
+    Parameters
+    ----------
+    config : dict
+        The resolved config (with its ``run``).
+    overrides : list of dict
+        What the invocation changed (:func:`invocation_overrides`); a None or empty entry
+        counts as one that names no run.
+
+    Returns
+    -------
+    str
     """
     name = config["run"]
     if any("run" not in (o or {}) and not (o and set(o) <= set(LAYOUT_KEYS)) for o in overrides):
@@ -104,7 +161,20 @@ def run_name(config: dict, overrides: list[dict]) -> str:
 
 def invocation_overrides(configfiles, config_args) -> list[dict]:
     """What one invocation changes on top of config.yaml: each ``--configfile`` (read
-    here), then the ``--config`` settings (when any). Input of :func:`run_name`."""
+    here), then the ``--config`` settings (when any). Input of :func:`run_name`.
+
+    Parameters
+    ----------
+    configfiles : iterable of str or path-like
+        The ``--configfile`` files, in order (YAML).
+    config_args : dict or None
+        The ``--config`` settings (empty or None: none).
+
+    Returns
+    -------
+    list of dict
+        One dict per config file (an empty file gives ``{}``), then the ``--config`` dict.
+    """
     import yaml
 
     out = [yaml.safe_load(Path(f).read_text()) or {} for f in configfiles]

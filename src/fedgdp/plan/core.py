@@ -13,21 +13,44 @@ from .tables import TablesPart
 class Plan(ClaimsPart, TablesPart, ResourcesPart, ChecksPart):
     """Everything the pipeline decides for one resolved config.
 
-    Parameters
-    ----------
-    config : the merged config, validated and with defaults (:func:`validate`)
-    run : the run name (:func:`run_name`; default ``config["run"]``)
-
     Methods that take ``wildcards`` read its attributes, so they serve directly as
     Snakemake input, params and resources functions (tests pass a SimpleNamespace).
 
     Each part of the plan is a module of :mod:`fedgdp.plan` (see its docstring).
+
+    Parameters
+    ----------
+    config : dict
+        The merged config, validated and with defaults (:func:`validate`).
+    run : str or None, default=None
+        The run name (:func:`run_name`; None: ``config["run"]``).
     """
 
 
 def load(config: dict, schema_path, overrides: list[dict] | None = None) -> Plan:
     """The plan of a merged config: numbers fixed, schema checked with defaults, run
-    named, semantic checks done. Raises ConfigError naming the first bad key."""
+    named, semantic checks done. Raises ConfigError naming the first bad key.
+
+    Parameters
+    ----------
+    config : dict
+        The merged config (config.yaml, then every ``--configfile`` and ``--config``); changed
+        in place (numbers fixed, defaults and sensitivity studies added).
+    schema_path : str or path-like
+        The config's JSON schema (workflow/schemas/config.schema.yaml).
+    overrides : list of dict or None, default=None
+        What the invocation changed (:func:`fedgdp.plan.config.invocation_overrides`), for
+        :func:`run_name`; None: none.
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    ConfigError
+        A bad config value (the first found).
+    """
     config.update(numbers(config))
     validate(config, load_schema(schema_path))
     add_sensitivity_studies(config)

@@ -21,13 +21,35 @@ class DecompositionPart(SimulationPart):
         return dict(self.config["decomposition"]["studies"])
 
     def decomposition_cell_files(self, wildcards=None) -> list[str]:
-        """Every cell file of the three decomposition studies, for each of their models."""
+        """Every cell file of the three decomposition studies, for each of their models.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        list of str
+        """
         return [f for study in self.decomposition_studies().values()
                 for model in self.config["studies"][study]["models"]
                 for f in self.study_cell_files(SimpleNamespace(model=model, study=study))]
 
     def decomposition_spec(self, wildcards=None) -> str:
-        """What ``fedgdp decompose`` needs (JSON): studies, K_conv, method order, title, caption."""
+        """What ``fedgdp decompose`` needs (JSON): studies, K_conv, method order, title, caption.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        str
+            JSON with keys ``studies``, ``K_conv``, ``methods`` (of the private study), ``name``,
+            ``title`` and ``caption``.
+        """
         d = self.config["decomposition"]
         private = self.config["studies"][d["studies"]["private"]]
         return json.dumps({"studies": d["studies"], "K_conv": d["K_conv"], "methods": private["methods"],
@@ -35,7 +57,17 @@ class DecompositionPart(SimulationPart):
                            "caption": self.decomposition_caption()}, sort_keys=True)
 
     def decomposition_caption(self, wildcards=None) -> str:
-        """The definition of the decomposition and the settings that made it."""
+        """The definition of the decomposition and the settings that made it.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        str
+        """
         d, c = self.config["decomposition"], self.config
         st = d["studies"]
         axes, settings = self.study_axes(st["private"]), self.study_settings(st["private"])
@@ -59,4 +91,18 @@ class DecompositionPart(SimulationPart):
                 f"Made by {self.provenance()}.")
 
     def decomposition_labels(self, what: str, fmt: str) -> dict:
+        """Report labels of one file of the decomposition.
+
+        Parameters
+        ----------
+        what : {"table", "figure"}
+            Which output.
+        fmt : str
+            The file's format as shown in the report (``CSV``, ``Markdown``, ``PDF``, ``PNG``).
+
+        Returns
+        -------
+        dict
+            ``{"output": what, "format": fmt, "run": run}``.
+        """
         return {"output": what, "format": fmt, "run": self.run}

@@ -14,7 +14,19 @@ GALLERY_COLOURS = 128    # palette size of a gallery PNG (keeps each file at ten
 def shrink_png(src: str | os.PathLike, dst: str | os.PathLike, width: int = GALLERY_WIDTH,
                colours: int = GALLERY_COLOURS) -> None:
     """A small copy of a figure's PNG for the README gallery: ``width`` pixels wide, a
-    palette of ``colours``, its text metadata kept (written atomically)."""
+    palette of ``colours``, its text metadata kept (written atomically).
+
+    Parameters
+    ----------
+    src : str or path-like
+        The figure's PNG.
+    dst : str or path-like
+        The gallery PNG to write.
+    width : int, default=GALLERY_WIDTH
+        Width in pixels (the height keeps the aspect ratio).
+    colours : int, default=GALLERY_COLOURS
+        Palette size.
+    """
     from PIL import Image, PngImagePlugin
 
     from ..io import atomic_path
@@ -31,7 +43,18 @@ def shrink_png(src: str | os.PathLike, dst: str | os.PathLike, width: int = GALL
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedgdp.plan shrink-png SRC DST``: a gallery PNG (rule gallery)."""
+    """``python -m fedgdp.plan shrink-png SRC DST``: a gallery PNG (rule gallery).
+
+    Parameters
+    ----------
+    argv : list of str or None, default=None
+        ``["shrink-png", SRC, DST]``; None: ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        Exit status: 0, or 2 (usage printed to stderr).
+    """
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 3 or argv[0] != "shrink-png":
         print("usage: python -m fedgdp.plan shrink-png SRC DST", file=sys.stderr)

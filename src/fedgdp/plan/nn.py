@@ -16,17 +16,51 @@ class NNPart(PlanBase):
     """Plan methods of the CNN runs and figures."""
 
     def nn(self) -> dict:
+        """The config's ``nn`` section (``{}`` when absent)."""
         return self.config.get("nn", {})
 
     def nn_axes(self, dataset: str, fig: str) -> tuple[list[int], list]:
-        """(m values, n values) of a CNN figure's grid for one dataset; n 'full' when x is m."""
+        """(m values, n values) of a CNN figure's grid for one dataset; n 'full' when x is m.
+
+        Parameters
+        ----------
+        dataset : str
+            A dataset of ``nn.datasets``.
+        fig : str
+            A CNN figure name (``x`` is ``n`` or ``m``).
+
+        Returns
+        -------
+        tuple of (list of int, list)
+            x = n: ``([m], [n, ...])``; x = m: ``([m, ...], ["full"])``.
+        """
         f = self.figure(fig)
         if f["x"] == "n":
             return [int(f["m"])], [int(n) for n in f["n"][dataset]]
         return [int(m) for m in f["m"][dataset]], ["full"]
 
     def nn_settings(self, dataset: str, fig: str, m, n, rep) -> dict:
-        """``fedgdp nn-run`` settings of one run (fedgdp.nn.settings keys)."""
+        """``fedgdp nn-run`` settings of one run (fedgdp.nn.settings keys).
+
+        Parameters
+        ----------
+        dataset : str
+            A dataset of ``nn.datasets``.
+        fig : str
+            A CNN figure name.
+        m : int or str
+            Number of clients.
+        n : int, str or None
+            Samples per client; ``"full"`` or None: the full training split.
+        rep : int or str
+            The run index (``run`` of the settings).
+
+        Returns
+        -------
+        dict
+            ``nn.settings``, then ``nn.dataset_settings[dataset]``, then ``figure``, ``dataset``,
+            ``m``, ``n``, ``run``, ``base_seed`` and ``methods``.
+        """
         s = self.nn()
         p = dict(s.get("settings", {}))
         p.update(s.get("dataset_settings", {}).get(dataset, {}))
@@ -36,12 +70,41 @@ class NNPart(PlanBase):
         return p
 
     def nn_run_files(self, dataset: str, fig: str) -> list[str]:
+        """Every run file of a CNN figure for one dataset (m x n x runs, in that order).
+
+        Parameters
+        ----------
+        dataset : str
+            A dataset of ``nn.datasets``.
+        fig : str
+            A CNN figure name.
+
+        Returns
+        -------
+        list of str
+        """
         ms, ns = self.nn_axes(dataset, fig)
         return [self.paths.nn_run.format(dataset=dataset, fig=fig, m=m, n=n, rep=r)
                 for m in ms for n in ns for r in range(self.figure(fig)["runs"])]
 
     def nn_run_spec(self, wildcards) -> str:
-        """JSON settings of one run (checked against the grid)."""
+        """JSON settings of one run (checked against the grid).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A CNN run path's wildcards: ``dataset``, ``fig``, ``m``, ``n``, ``rep``.
+
+        Returns
+        -------
+        str
+            JSON (keys sorted) of :meth:`nn_settings`.
+
+        Raises
+        ------
+        ValueError
+            Wildcards that name no run of the grid.
+        """
         w = wildcards
         ms, ns = self.nn_axes(w.dataset, w.fig)
         if int(w.m) not in ms or w.n not in [str(n) for n in ns] or int(w.rep) >= self.figure(w.fig)["runs"]:
@@ -49,7 +112,17 @@ class NNPart(PlanBase):
         return json.dumps(self.nn_settings(w.dataset, w.fig, w.m, w.n, w.rep), sort_keys=True)
 
     def nn_data_files(self, wildcards) -> list[str]:
-        """The dataset's files (fetched when absent); nothing for digits."""
+        """The dataset's files (fetched when absent); nothing for digits.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A CNN run path's wildcards: ``dataset`` read.
+
+        Returns
+        -------
+        list of str
+        """
         root = self.nn().get("data_dir", "data")
         if wildcards.dataset == "mnist":
             return mnist_files(os.path.join(root, "mnist"))
@@ -58,6 +131,7 @@ class NNPart(PlanBase):
         return []
 
     def nn_cifar_files(self) -> list[str]:
+        """The CIFAR-10 batch files under ``nn.data_dir`` (five training batches and the test batch)."""
         root = self.nn().get("data_dir", "data")
         return [os.path.join(root, "cifar10", "cifar-10-batches-py", b) for b in _CIFAR_BATCHES]
 
@@ -72,16 +146,60 @@ class NNPart(PlanBase):
         return [os.path.join(folder, f) for f in MNIST_FILES]
 
     def nn_summary_inputs(self, wildcards) -> list[str]:
+        """The run files a CNN summary reads (:meth:`nn_run_files`).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A CNN summary path's wildcards: ``dataset``, ``fig``.
+
+        Returns
+        -------
+        list of str
+        """
         return self.nn_run_files(wildcards.dataset, wildcards.fig)
 
     def nn_figure_summaries(self, wildcards) -> list[str]:
+        """The summary files a CNN figure reads, one per dataset of ``nn.datasets``.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig``.
+
+        Returns
+        -------
+        list of str
+        """
         return [self.paths.nn_summary.format(dataset=ds, fig=wildcards.fig) for ds in self.nn()["datasets"]]
 
     def nn_figure_id(self, wildcards) -> str:
-        """fedgdp.nn's identifier of the figure's layout (fig09: x = n, fig10: x = m)."""
+        """fedgdp.nn's identifier of the figure's layout (fig09: x = n, fig10: x = m).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig`` (a CNN figure).
+
+        Returns
+        -------
+        str
+            ``"fig09"`` or ``"fig10"`` (:data:`NN_X`).
+        """
         return NN_X[self.figure(wildcards.fig)["x"]]
 
     def nn_caption(self, wildcards) -> str:
+        """One paragraph: what the CNN figure shows and the settings of its runs, per dataset.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig`` (a CNN figure).
+
+        Returns
+        -------
+        str
+        """
         from ..nn.settings import LABELS
         from ..nn.settings import resolve as resolve_nn
 
@@ -108,13 +226,27 @@ class NNPart(PlanBase):
     @staticmethod
     def nn_fetch_root(wildcards, output) -> str:
         """nn.data_dir, from a fetch rule's outputs (<root>/mnist/<file> or
-        <root>/cifar10/cifar-10-batches-py/<file>)."""
+        <root>/cifar10/cifar-10-batches-py/<file>).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            Not read.
+        output : snakemake.io.OutputFiles
+            The fetch rule's outputs (the first is read).
+
+        Returns
+        -------
+        str
+            ``"."`` when the root is empty.
+        """
         path = os.path.dirname(output[0])
         if path.endswith("cifar-10-batches-py"):
             path = os.path.dirname(path)
         return os.path.dirname(path) or "."
 
     def nn_constraints(self) -> dict[str, str]:
+        """Wildcard constraints of the CNN paths: ``dataset``, ``fig``, ``m``, ``n``, ``rep``."""
         datasets, figs = self.nn().get("datasets", []), self.figures("nn")
         values: dict[str, set] = {"m": set(), "n": set()}
         for ds in datasets:

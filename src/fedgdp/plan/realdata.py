@@ -24,37 +24,128 @@ class RealdataPart(PlanBase):
         return int(self.config["realdata"].get("workers", 1))
 
     def realdata_spec(self, wildcards=None) -> str:
+        """``fedgdp realdata --spec`` of the run's fits: :meth:`realdata_settings` as JSON (keys sorted).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        str
+        """
         return json.dumps(self.realdata_settings(), sort_keys=True)
 
     def realdata_split_file(self, task: str, split: int) -> str:
+        """The result file of one real-data fit of the run's dataset.
+
+        Parameters
+        ----------
+        task : str
+            A task of ``realdata.tasks`` (``binary`` or ``multiclass``).
+        split : int
+            The split index.
+
+        Returns
+        -------
+        str
+        """
         return self.paths.realdata.format(dataset=self.config["realdata"]["dataset"], task=task, split=split)
 
     def realdata_data_files(self, wildcards=None) -> list[str]:
-        """MNIST's files (fetched by fetch_mnist when absent); nothing for digits."""
+        """MNIST's files (fetched by fetch_mnist when absent); nothing for digits.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        list of str
+        """
         rd = self.config["realdata"]
         return mnist_files(rd["path"]) if rd["dataset"] == "mnist" else []
 
     @staticmethod
     def fetch_folder(wildcards, output) -> str:
-        """The folder a fetch rule writes to (that of its outputs)."""
+        """The folder a fetch rule writes to (that of its outputs).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            Not read.
+        output : snakemake.io.OutputFiles
+            The fetch rule's outputs (the first is read).
+
+        Returns
+        -------
+        str
+        """
         return os.path.dirname(output[0])
 
     def mnist_fetch_files(self) -> list[str]:
+        """MNIST's four IDX .gz files under ``realdata.path`` (outputs of rule fetch_mnist)."""
         from ..datasets import MNIST_FILES
 
         return [os.path.join(self.config["realdata"]["path"], f) for f in MNIST_FILES]
 
     def realdata_figure_task(self, wildcards) -> str:
+        """The task of a real-data figure (its config entry's ``task``).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig`` (a real-data figure).
+
+        Returns
+        -------
+        str
+        """
         return self.figure(wildcards.fig)["task"]
 
     def realdata_figure_files(self, wildcards) -> list[str]:
+        """The split files a real-data figure reads: every split of its task.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig`` (a real-data figure).
+
+        Returns
+        -------
+        list of str
+        """
         task = self.realdata_figure_task(wildcards)
         return [self.realdata_split_file(task, s) for s in range(self.config["realdata"]["splits"])]
 
     def realdata_figure_title(self, wildcards) -> str:
+        """A real-data figure's title (default: its name) with the run and config hash.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig``.
+
+        Returns
+        -------
+        str
+        """
         return f"{self.figure(wildcards.fig).get('title', wildcards.fig)} [{self.run}, {self.sha}]"
 
     def realdata_caption(self, wildcards) -> str:
+        """One paragraph: what the real-data figure shows and the settings of its fits.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig`` (a real-data figure).
+
+        Returns
+        -------
+        str
+        """
         from ..realdata import resolve as resolve_realdata
 
         rd, fig = self.config["realdata"], wildcards.fig
@@ -73,6 +164,7 @@ class RealdataPart(PlanBase):
                 f"Made by {self.provenance()}.")
 
     def realdata_constraints(self) -> dict[str, str]:
+        """Wildcard constraints of the real-data paths: ``dataset``, ``task``, ``split``."""
         rd = self.config["realdata"]
         return {"dataset": re.escape(rd["dataset"]), "task": alternatives(rd["tasks"]),
                 "split": alternatives(range(rd["splits"]))}

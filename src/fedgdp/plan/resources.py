@@ -23,37 +23,131 @@ class ResourcesPart(SimulationPart):
                 for c in self._group_of(wildcards)]
 
     def cell_runtime(self, wildcards, attempt: int = 1) -> int:
-        """Minutes a simulate_cell job asks for."""
+        """Minutes a simulate_cell job asks for.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A cell path's wildcards: ``model``, ``study``, ``cells``, ``first``, ``last``.
+        attempt : int, default=1
+            Snakemake's attempt number (1, then 2, ... on retries).
+
+        Returns
+        -------
+        int
+            ``attempt`` x (2 + the summed estimated minutes of the job's cells).
+        """
         return attempt * (2 + sum(int(2e-8 * reps * max(K, 50) * samples)
                                   for samples, K, reps in self._job_cells(wildcards)))
 
     def cell_mem_mb(self, wildcards, attempt: int = 1) -> int:
-        """Megabytes a simulate_cell job asks for."""
+        """Megabytes a simulate_cell job asks for.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A cell path's wildcards: ``model``, ``study``, ``cells``, ``first``, ``last``.
+        attempt : int, default=1
+            Snakemake's attempt number (1, then 2, ... on retries).
+
+        Returns
+        -------
+        int
+            ``attempt`` x (1000 + the largest cell's expected samples / 100).
+        """
         return attempt * (1000 + int(max(samples for samples, _, _ in self._job_cells(wildcards)) / 100))
 
     # Real data: digits takes seconds; MNIST, one core: about 6 min per binary and 30 min
     # per multiclass split, about 0.8 GB seen (70,000 x 785 doubles are 0.44 GB alone).
     @staticmethod
     def realdata_runtime(wildcards, attempt: int = 1) -> int:
+        """Minutes a real-data split job asks for.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A real-data path's wildcards: ``dataset`` and ``task`` read.
+        attempt : int, default=1
+            Snakemake's attempt number (1, then 2, ... on retries).
+
+        Returns
+        -------
+        int
+            15 per attempt off MNIST; on MNIST 120 (multiclass) or 30 per attempt.
+        """
         if wildcards.dataset != "mnist":
             return 15 * attempt
         return (120 if wildcards.task == "multiclass" else 30) * attempt
 
     @staticmethod
     def realdata_mem_mb(wildcards, attempt: int = 1) -> int:
+        """Megabytes a real-data split job asks for.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A real-data path's wildcards: ``dataset`` read.
+        attempt : int, default=1
+            Snakemake's attempt number (1, then 2, ... on retries).
+
+        Returns
+        -------
+        int
+            4000 (MNIST) or 1000 per attempt.
+        """
         return (4000 if wildcards.dataset == "mnist" else 1000) * attempt
 
     # CNNs: MNIST measured at about 1.5 h of one CPU core per run (config/paper-nn.yaml);
     # CIFAR-10 (30 local epochs, a larger network) not measured: a day as the ceiling.
     @staticmethod
     def nn_runtime(wildcards, attempt: int = 1) -> int:
+        """Minutes a CNN run asks for.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A CNN run path's wildcards: ``dataset`` read.
+        attempt : int, default=1
+            Snakemake's attempt number (1, then 2, ... on retries).
+
+        Returns
+        -------
+        int
+            60 (digits), 360 (MNIST) or 1440 (any other dataset) per attempt.
+        """
         return {"digits": 60, "mnist": 360}.get(wildcards.dataset, 1440) * attempt
 
     @staticmethod
     def nn_mem_mb(wildcards, attempt: int = 1) -> int:
+        """Megabytes a CNN run asks for.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A CNN run path's wildcards: ``dataset`` read.
+        attempt : int, default=1
+            Snakemake's attempt number (1, then 2, ... on retries).
+
+        Returns
+        -------
+        int
+            2000 (digits) or 8000 per attempt.
+        """
         return (2000 if wildcards.dataset == "digits" else 8000) * attempt
 
     @staticmethod
     def short_runtime(wildcards, attempt: int = 1) -> int:
-        """Summaries, figures and tables take seconds: 3 minutes per attempt."""
+        """Summaries, figures and tables take seconds: 3 minutes per attempt.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            Not read.
+        attempt : int, default=1
+            Snakemake's attempt number (1, then 2, ... on retries).
+
+        Returns
+        -------
+        int
+        """
         return 3 * attempt

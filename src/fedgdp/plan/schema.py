@@ -60,6 +60,13 @@ def _error_message(error) -> ConfigError:
 def validate(config: dict, schema: dict) -> None:
     """Check ``config`` against the (closed) schema and fill in its defaults in place.
 
+    Parameters
+    ----------
+    config : dict
+        The merged config; its defaults are filled in in place.
+    schema : dict
+        The closed schema (:func:`load_schema`).
+
     Raises
     ------
     ConfigError
@@ -74,7 +81,19 @@ def validate(config: dict, schema: dict) -> None:
 
 
 def load_schema(path: str | os.PathLike) -> dict:
-    """The config schema, with ``studies.*.settings`` closed over the keys of ``defaults``."""
+    """The config schema, with ``studies.*.settings`` closed over the keys of ``defaults``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The schema file (YAML; workflow/schemas/config.schema.yaml).
+
+    Returns
+    -------
+    dict
+        The schema, also closed over a study's grid and ``realdata`` in its sensitivity section
+        when it has one.
+    """
     import yaml
 
     schema = yaml.safe_load(Path(path).read_text())

@@ -36,12 +36,40 @@ def _fill_sensitivity_schema(schema: dict) -> None:
 
 
 def sensitivity_study_name(variant: str, claim: str) -> str:
-    """Name of the generated study of one variant and claim: ``sens_<variant>_<claim>``."""
+    """Name of the generated study of one variant and claim: ``sens_<variant>_<claim>``.
+
+    Parameters
+    ----------
+    variant : str
+        A variant name (``base`` included).
+    claim : str
+        A claim of :data:`SENSITIVITY_CLAIMS`.
+
+    Returns
+    -------
+    str
+    """
     return f"sens_{variant}_{claim}"
 
 
 def sensitivity_variants(config: dict) -> dict[str, dict]:
-    """The simulation variants in config order, ``base`` (no change) first."""
+    """The simulation variants in config order, ``base`` (no change) first.
+
+    Parameters
+    ----------
+    config : dict
+        The config (with a ``sensitivity`` section).
+
+    Returns
+    -------
+    dict of str to dict
+        Variant name -> its entry (``settings``, perhaps ``claims`` and ``models``).
+
+    Raises
+    ------
+    ConfigError
+        A given variant named ``base``.
+    """
     given = config["sensitivity"]["variants"]
     if "base" in given:
         raise ConfigError("sensitivity.variants.base", "the name base is reserved for the "
@@ -52,6 +80,17 @@ def sensitivity_variants(config: dict) -> dict[str, dict]:
 def sensitivity_index(config: dict) -> list[dict]:
     """One entry per generated study: ``variant``, ``claim``, ``study`` (generated name),
     ``base`` (the design's study) and ``models``, in variant then claim order.
+
+    Parameters
+    ----------
+    config : dict
+        The config (no or an empty ``sensitivity`` section: no entries).
+
+    Returns
+    -------
+    list of dict
+        Entries with keys ``variant``, ``claim``, ``study``, ``base`` (str) and ``models``
+        (list of str); a variant and claim with no model left gives none.
 
     Raises
     ------
@@ -92,7 +131,19 @@ def sensitivity_studies(config: dict) -> dict[str, dict]:
 
     Each takes its design's study (methods, schedule, settings), the design's reduced
     grid and the section's replicates; the variant's mu or K replaces that grid axis and
-    its other settings lie over the study's settings (:func:`merge_settings`)."""
+    its other settings lie over the study's settings (:func:`merge_settings`).
+
+    Parameters
+    ----------
+    config : dict
+        The config (not changed).
+
+    Returns
+    -------
+    dict of str to dict
+        Generated study name -> its study entry (``models``, ``methods``, ``schedule``,
+        ``replicates``, ``grid`` and, when not empty, ``settings``).
+    """
     out = {}
     for e in sensitivity_index(config):
         d, base = config["sensitivity"]["designs"][e["claim"]], config["studies"][e["base"]]
@@ -113,7 +164,18 @@ def sensitivity_studies(config: dict) -> dict[str, dict]:
 def add_sensitivity_studies(config: dict) -> None:
     """Add the sensitivity section's studies to ``config["studies"]`` (in place); a name
     already taken by a different study is an error (the same study again, as in a
-    resolved config read back, is not)."""
+    resolved config read back, is not).
+
+    Parameters
+    ----------
+    config : dict
+        The config, changed in place.
+
+    Raises
+    ------
+    ConfigError
+        A generated name already taken by a different study.
+    """
     for name, study in sensitivity_studies(config).items():
         have = config["studies"].get(name)
         if have is not None and numbers(have) != numbers(study):
@@ -124,7 +186,20 @@ def add_sensitivity_studies(config: dict) -> None:
 
 def sensitivity_error(exc: ConfigError, config: dict) -> ConfigError:
     """A check error about a generated study, renamed to the sensitivity key it comes
-    from (a variant's settings or a design's grid); other errors unchanged."""
+    from (a variant's settings or a design's grid); other errors unchanged.
+
+    Parameters
+    ----------
+    exc : ConfigError
+        An error of the plan's checks.
+    config : dict
+        The config (with its sensitivity studies added).
+
+    Returns
+    -------
+    ConfigError
+        A new error naming the sensitivity key, or ``exc`` itself.
+    """
     for e in sensitivity_index(config):
         head = f"studies.{e['study']}"
         if exc.key == head or exc.key.startswith(head + "."):
@@ -146,6 +221,7 @@ class SensitivityPart(SimulationPart, RealdataPart):
     # The section's studies are ordinary studies (added by load); these methods name its
     # real-data fits, its files and the claims map's spec and caption.
     def sensitivity(self) -> dict:
+        """The config's ``sensitivity`` section (``{}`` when absent or empty)."""
         return self.config.get("sensitivity") or {}
 
     def sensitivity_files(self) -> list[str]:
@@ -155,6 +231,17 @@ class SensitivityPart(SimulationPart, RealdataPart):
                 f"{base}.pdf", f"{base}.png"]
 
     def sensitivity_summaries(self, wildcards=None) -> list[str]:
+        """The summary files of every generated sensitivity study and its models (input of claims_map).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        list of str
+        """
         return [self.summary_file(model, e["study"]) for e in sensitivity_index(self.config)
                 for model in e["models"]]
 
@@ -192,7 +279,23 @@ class SensitivityPart(SimulationPart, RealdataPart):
 
     def sensitivity_realdata_file(self, variant: str, dataset: str, task: str, split: int) -> str:
         """One real-data fit of a variant; the base variant of the run's own dataset and
-        layout is the default run's file (the same fit)."""
+        layout is the default run's file (the same fit).
+
+        Parameters
+        ----------
+        variant : str
+            A real-data variant (:meth:`sensitivity_realdata_variants`).
+        dataset : str
+            A dataset that runs (:meth:`sensitivity_datasets`).
+        task : str
+            A task of the variant.
+        split : int
+            The split index.
+
+        Returns
+        -------
+        str
+        """
         p = self._sensitivity_realdata_params(variant, dataset)
         if p == self.config["realdata"]:
             return self.realdata_split_file(task, split)
@@ -211,10 +314,37 @@ class SensitivityPart(SimulationPart, RealdataPart):
         return out
 
     def sensitivity_realdata_files(self, wildcards=None) -> list[str]:
+        """Every real-data fit file of the sensitivity section (:meth:`sensitivity_realdata_runs`), in order.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        list of str
+        """
         return [f for r in self.sensitivity_realdata_runs() for f in r["files"]]
 
     def sensitivity_realdata_spec(self, wildcards) -> str:
-        """``fedgdp realdata --spec`` of one variant's fit (checked against the variants)."""
+        """``fedgdp realdata --spec`` of one variant's fit (checked against the variants).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A sensitivity real-data path's wildcards: ``variant``, ``dataset``, ``task``, ``split``.
+
+        Returns
+        -------
+        str
+            JSON (keys sorted) of the variant's realdata keys less the pipeline-only ones.
+
+        Raises
+        ------
+        ValueError
+            Wildcards that name no fit of the section.
+        """
         w = wildcards
         if w.variant not in self.sensitivity_realdata_variants() or w.dataset not in self.sensitivity_datasets()[0]:
             raise ValueError(f"{w.variant}/{w.dataset} is not a real-data run of the sensitivity section")
@@ -224,7 +354,17 @@ class SensitivityPart(SimulationPart, RealdataPart):
         return json.dumps({k: v for k, v in p.items() if k not in self._REALDATA_PIPELINE_KEYS}, sort_keys=True)
 
     def sensitivity_realdata_data_files(self, wildcards) -> list[str]:
-        """MNIST's files (present, or this dataset would not run); nothing for digits."""
+        """MNIST's files (present, or this dataset would not run); nothing for digits.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A sensitivity real-data path's wildcards: ``dataset`` read.
+
+        Returns
+        -------
+        list of str
+        """
         return mnist_files(self.config["realdata"]["path"]) if wildcards.dataset == "mnist" else []
 
     def sensitivity_constraints(self) -> dict[str, str]:
@@ -235,7 +375,19 @@ class SensitivityPart(SimulationPart, RealdataPart):
 
     def sensitivity_map_spec(self, wildcards=None) -> str:
         """What ``fedgdp claims-map`` needs: which study is which variant and claim, what
-        each variant changes, the real-data files per variant, title and note (JSON)."""
+        each variant changes, the real-data files per variant, title and note (JSON).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        str
+            JSON with keys ``designs``, ``variants``, ``realdata_variants``, ``order``, ``realdata``,
+            ``skipped``, ``replicates``, ``title``, ``provenance`` and ``caption``.
+        """
         sens = self.sensitivity()
         variants = {n: v["settings"] for n, v in sensitivity_variants(self.config).items()}
         real = {n: v for n, v in self.sensitivity_realdata_variants().items()}
@@ -249,6 +401,17 @@ class SensitivityPart(SimulationPart, RealdataPart):
         return json.dumps(spec, sort_keys=True)
 
     def sensitivity_caption(self, wildcards=None) -> str:
+        """One paragraph for the claims map: the designs, replicates, real-data variants and provenance.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        str
+        """
         sens = self.sensitivity()
         designs = "; ".join(
             f"{claim}: study {d['study']} at m in {{{', '.join(map(str, d['grid']['m']))}}}, sizes "

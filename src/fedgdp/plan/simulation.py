@@ -32,7 +32,19 @@ class SimulationPart(PlanBase):
 
     # ----------------------------------------------------------- simulation cells
     def study_axes(self, study: str) -> dict:
-        """Grid axes of a study in path order; a missing axis takes ``defaults``."""
+        """Grid axes of a study in path order; a missing axis takes ``defaults``.
+
+        Parameters
+        ----------
+        study : str
+            A study name (a key of ``config["studies"]``).
+
+        Returns
+        -------
+        dict
+            ``{"sizes": [str], "m": [int], "mu": [str], "K": [int]}``: canonical size texts,
+            client counts, mu in path form (:func:`fmt_mu`) and K.
+        """
         from ..simulation.data import parse_sizes
 
         grid = self.config["studies"][study]["grid"]
@@ -45,22 +57,66 @@ class SimulationPart(PlanBase):
         }
 
     def study_cells(self, study: str) -> list[dict]:
-        """Every cell of a study: dicts with sizes (canonical text), m, mu (path form), K."""
+        """Every cell of a study: dicts with sizes (canonical text), m, mu (path form), K.
+
+        Parameters
+        ----------
+        study : str
+            A study name (a key of ``config["studies"]``).
+
+        Returns
+        -------
+        list of dict
+            The product of :meth:`study_axes` in grid order (the last axis, K, fastest).
+        """
         axes = self.study_axes(study)
         return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
 
     def replicates(self, study: str | None = None) -> int:
-        """Replicates per cell of a study (its own ``replicates``, else the config's)."""
+        """Replicates per cell of a study (its own ``replicates``, else the config's).
+
+        Parameters
+        ----------
+        study : str or None, default=None
+            A study name; None: the config's ``replicates``.
+
+        Returns
+        -------
+        int
+        """
         own = self.config["studies"][study].get("replicates") if study else None
         return int(own or self.config["replicates"])
 
     def seed_blocks(self, study: str | None = None) -> list[tuple[int, int]]:
-        """(first, last) replicate of every simulate job of a cell of ``study``."""
+        """(first, last) replicate of every simulate job of a cell of ``study``.
+
+        Parameters
+        ----------
+        study : str or None, default=None
+            A study name; None: the config's ``replicates``.
+
+        Returns
+        -------
+        list of tuple of (int, int)
+            Consecutive blocks of ``seeds_per_job`` replicates (the last may be shorter),
+            inclusive bounds.
+        """
         n, per = self.replicates(study), self.config["seeds_per_job"]
         return [(a, min(a + per, n) - 1) for a in range(0, n, per)]
 
     def study_settings(self, study: str) -> dict:
-        """The cell parameters of a study: ``defaults`` with its ``settings`` laid over them."""
+        """The cell parameters of a study: ``defaults`` with its ``settings`` laid over them.
+
+        Parameters
+        ----------
+        study : str
+            A study name (a key of ``config["studies"]``).
+
+        Returns
+        -------
+        dict
+            A new dict (:func:`fedgdp.plan.config.merge_settings`).
+        """
         return merge_settings(self.config["defaults"], self.config["studies"][study].get("settings", {}))
 
     def cell_groups(self, study: str) -> list[tuple[int, int]]:
@@ -69,6 +125,16 @@ class SimulationPart(PlanBase):
         A job runs up to ``cells_per_job`` consecutive cells of one study (and one model)
         in one process: ``ceil(n / cells_per_job)`` groups whose sizes differ by at most
         one, so the process start-up (imports, compiled kernels) is paid once per group.
+
+        Parameters
+        ----------
+        study : str
+            A study name (a key of ``config["studies"]``).
+
+        Returns
+        -------
+        list of tuple of (int, int)
+            Inclusive bounds, in grid order.
         """
         n = math.prod(len(values) for values in self.study_axes(study).values())    # len(study_cells)
         per = self.config["cells_per_job"]
@@ -77,7 +143,24 @@ class SimulationPart(PlanBase):
         return [(cuts[i], cuts[i + 1] - 1) for i in range(k)]
 
     def cell_overrides(self, model: str, study: str, cell: dict) -> dict:
-        """Parameters of one cell for ``fedgdp simulate --params`` (fedgdp.simulation.params keys)."""
+        """Parameters of one cell for ``fedgdp simulate --params`` (fedgdp.simulation.params keys).
+
+        Parameters
+        ----------
+        model : str
+            The model (a key of ``config["beta_true"]``).
+        study : str
+            A study name (a key of ``config["studies"]``).
+        cell : dict
+            One cell of :meth:`study_cells` (``sizes``, ``m``, ``mu``, ``K``).
+
+        Returns
+        -------
+        dict
+            The study's settings (grid axes left out) with ``model``, ``study``, ``sizes``,
+            ``m``, ``mu``, ``K``, ``schedule``, ``methods`` and ``beta_true`` (scaled by the
+            settings' ``beta_scale`` when set, which is then dropped).
+        """
         s = self.config["studies"][study]
         p = {k: v for k, v in self.study_settings(study).items() if k not in GRID_AXES}
         scale = p.pop("beta_scale", None)   # absent unless set: beta_true as given
@@ -88,17 +171,63 @@ class SimulationPart(PlanBase):
         return p
 
     def group_file(self, model: str, study: str, group, block) -> str:
-        """The file of one simulate job: a group of cells (:meth:`cell_groups`) x a seed block."""
+        """The file of one simulate job: a group of cells (:meth:`cell_groups`) x a seed block.
+
+        Parameters
+        ----------
+        model : str
+            The model.
+        study : str
+            A study name.
+        group : tuple of (int, int)
+            First and last cell index of the group (one of :meth:`cell_groups`).
+        block : tuple of (int, int)
+            First and last replicate (one of :meth:`seed_blocks`).
+
+        Returns
+        -------
+        str
+            The path (``paths.cell`` filled in).
+        """
         return self.paths.cell.format(model=model, study=study, cells=f"{group[0]}-{group[1]}",
                                       first=block[0], last=block[1])
 
     def cell_file(self, model: str, study: str, cell: dict, block) -> str:
-        """The file that holds one cell's rows of a seed block (its group's file)."""
+        """The file that holds one cell's rows of a seed block (its group's file).
+
+        Parameters
+        ----------
+        model : str
+            The model.
+        study : str
+            A study name.
+        cell : dict
+            One cell of :meth:`study_cells` (ValueError if it is not one).
+        block : tuple of (int, int)
+            First and last replicate (one of :meth:`seed_blocks`).
+
+        Returns
+        -------
+        str
+        """
         i = self.study_cells(study).index(cell)
         group = next(g for g in self.cell_groups(study) if g[0] <= i <= g[1])
         return self.group_file(model, study, group, block)
 
     def summary_file(self, model: str, study: str) -> str:
+        """The summary file of one model's study (output of summarise_study).
+
+        Parameters
+        ----------
+        model : str
+            The model.
+        study : str
+            A study name.
+
+        Returns
+        -------
+        str
+        """
         return self.paths.summary.format(model=model, study=study)
 
     def _group_of(self, w) -> list[dict]:
@@ -120,13 +249,45 @@ class SimulationPart(PlanBase):
 
     def cell_params(self, wildcards) -> str:
         """JSON list of the parameters of every cell a simulate job runs, in grid order
-        (checked against the config)."""
+        (checked against the config).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A cell path's wildcards: ``model``, ``study``, ``cells``, ``first``, ``last``.
+
+        Returns
+        -------
+        str
+            JSON list of :meth:`cell_overrides` dicts (keys sorted).
+
+        Raises
+        ------
+        ValueError
+            The config has no such job (:meth:`_group_of`).
+        """
         cells = self._group_of(wildcards)
         return json.dumps([self.cell_overrides(wildcards.model, wildcards.study, c) for c in cells],
                           sort_keys=True)
 
     def study_cell_files(self, wildcards) -> list[str]:
-        """Every cell file of one model's study, in grid order (input of summarise_study)."""
+        """Every cell file of one model's study, in grid order (input of summarise_study).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A summary path's wildcards: ``model`` and ``study``.
+
+        Returns
+        -------
+        list of str
+            One file per cell group x seed block.
+
+        Raises
+        ------
+        ValueError
+            The study is not run for the model.
+        """
         if wildcards.model not in self.config["studies"][wildcards.study]["models"]:
             raise ValueError(f"study {wildcards.study} is not run for model {wildcards.model}")
         return [self.group_file(wildcards.model, wildcards.study, group, block)
@@ -148,11 +309,36 @@ class SimulationPart(PlanBase):
 
     # --------------------------------------------------- simulation figures/tables
     def figure_studies(self, fig: str) -> list[str]:
+        """The studies a simulation figure's panels draw (a panel's ``study``, else the figure's), in order, once each.
+
+        Parameters
+        ----------
+        fig : str
+            A simulation figure name.
+
+        Returns
+        -------
+        list of str
+        """
         f = self.figure(fig)
         return list(dict.fromkeys(p.get("study", f.get("study")) for p in f["panels"]))
 
     def drawn_cells(self, study: str, fixed: dict | None = None) -> list[tuple[str, int]]:
-        """(sizes, m) of the cells of ``study`` that a panel or fit fixing ``fixed`` draws."""
+        """(sizes, m) of the cells of ``study`` that a panel or fit fixing ``fixed`` draws.
+
+        Parameters
+        ----------
+        study : str
+            A study name.
+        fixed : dict or None, default=None
+            A panel's or fit's config entry: its ``sizes`` and ``m``, when present, fix those
+            axes (other keys are ignored); None: no axis fixed.
+
+        Returns
+        -------
+        list of tuple of (str, int)
+            Canonical size text and m of each cell drawn (mu and K are not distinguished).
+        """
         from ..simulation.data import parse_sizes
 
         fixed = fixed or {}
@@ -164,7 +350,27 @@ class SimulationPart(PlanBase):
     def render_title(self, text: str, study_cells: list[tuple[str, list]], key: str) -> str:
         """``text`` with its placeholders (:data:`TITLE_FIELDS`) filled in from the cells
         drawn, given as (study, [(sizes, m), ...]); ConfigError naming ``key`` for an
-        unknown placeholder or a brace that is not one."""
+        unknown placeholder or a brace that is not one.
+
+        Parameters
+        ----------
+        text : str
+            A title or label, perhaps with ``{mean_n}`` or ``{N}``.
+        study_cells : list of tuple of (str, list of tuple of (str, int))
+            (study, :meth:`drawn_cells` of it) for each part the text describes.
+        key : str
+            The config key of ``text``, for errors.
+
+        Returns
+        -------
+        str
+            ``text`` formatted (``text`` itself when it has no placeholder).
+
+        Raises
+        ------
+        ConfigError
+            An unknown placeholder, or a brace that is not one.
+        """
         from ..simulation.data import parse_sizes
 
         try:
@@ -189,7 +395,17 @@ class SimulationPart(PlanBase):
 
     def figure_title(self, fig: str) -> str:
         """A simulation figure's title (default: its name), placeholders filled in from
-        the cells its panels draw (:meth:`render_title`)."""
+        the cells its panels draw (:meth:`render_title`).
+
+        Parameters
+        ----------
+        fig : str
+            A simulation figure name.
+
+        Returns
+        -------
+        str
+        """
         f = self.figure(fig)
         cells = [(p.get("study", f.get("study")), self.drawn_cells(p.get("study", f.get("study")), p))
                  for p in f["panels"]]
@@ -209,11 +425,35 @@ class SimulationPart(PlanBase):
         return out
 
     def figure_summaries(self, wildcards) -> list[str]:
+        """The summary files a simulation figure reads (input of its plot rule), one per figure study.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig``.
+
+        Returns
+        -------
+        list of str
+        """
         f = self.figure(wildcards.fig)
         return [self.summary_file(f["model"], s) for s in self.figure_studies(wildcards.fig)]
 
     def figure_spec(self, wildcards) -> str:
-        """The figure's config entry with what fedgdp.simulation.plots needs besides (JSON)."""
+        """The figure's config entry with what fedgdp.simulation.plots needs besides (JSON).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig`` (a simulation figure).
+
+        Returns
+        -------
+        str
+            JSON (keys sorted) of the figure's entry without ``kind``, with ``name``, ``title``
+            (provenance appended), ``studies`` (their config entries), ``d`` (the length of
+            beta_true) and ``method_settings`` (of the first study).
+        """
         fig = wildcards.fig
         f = {k: v for k, v in self.figure(fig).items() if k != "kind"}
         spec = dict(f, name=fig, title=f"{self.figure_title(fig)} [{self.run}, {self.sha}]",
@@ -223,7 +463,17 @@ class SimulationPart(PlanBase):
         return json.dumps(spec, sort_keys=True)
 
     def figure_caption(self, wildcards) -> str:
-        """One paragraph: what the figure shows and the settings that made it."""
+        """One paragraph: what the figure shows and the settings that made it.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig`` (a simulation figure).
+
+        Returns
+        -------
+        str
+        """
         fig = wildcards.fig
         f, c = self.figure(fig), self.config
         d = self.study_settings(self.figure_studies(fig)[0])

@@ -10,10 +10,35 @@ class TablesPart(SimulationPart):
     """Plan methods of tables/<run>/table1.* and rates.*."""
 
     def table1_summaries(self, wildcards=None) -> list[str]:
+        """The summary file Table 1 reads: that of its model and study.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        list of str
+            One path.
+        """
         t = self.config["tables"]["table1"]
         return [self.summary_file(t["model"], t["study"])]
 
     def table1_spec(self, wildcards=None) -> str:
+        """What Table 1's rule needs: ``tables.table1`` with its cell completed, its methods and a note (JSON).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        str
+            JSON (keys sorted) of ``tables.table1`` with ``cell`` (mu and K from ``defaults``
+            when not given), ``methods`` (the study's when not given) and ``note``.
+        """
         c = self.config
         t = c["tables"]["table1"]
         cell = dict(t["cell"])
@@ -35,9 +60,34 @@ class TablesPart(SimulationPart):
                 if model in self.config["studies"][s]["models"]]
 
     def rates_summaries(self, wildcards=None) -> list[str]:
+        """The summary files the rates table reads: each fit's study for each of its models run there.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        list of str
+        """
         return [self.summary_file(model, study) for model, study in self._rates_pairs()]
 
     def rates_spec(self, wildcards=None) -> str:
+        """What the rates table's rule needs: ``tables.rates`` with its fits, studies, dimensions and a note (JSON).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        str
+            JSON (keys sorted) of ``tables.rates`` with ``fits`` (:meth:`rates_fits`),
+            ``studies`` (entries with their ``method_settings``), ``d`` (model -> length of
+            beta_true), ``method_settings`` (of ``defaults``) and ``note``.
+        """
         c = self.config
         spec = dict(c["tables"]["rates"], fits=self.rates_fits(),
                     studies={s: dict(c["studies"][s], method_settings=self.study_settings(s)["method_settings"])
@@ -51,13 +101,45 @@ class TablesPart(SimulationPart):
         return json.dumps(spec, sort_keys=True)
 
     def table1_caption(self, wildcards=None) -> str:
+        """Report caption of Table 1 (:meth:`table_caption`).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        str
+        """
         return self.table_caption("table1")
 
     def rates_caption(self, wildcards=None) -> str:
+        """Report caption of the rates table (:meth:`table_caption`).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards or None, default=None
+            Not read.
+
+        Returns
+        -------
+        str
+        """
         return self.table_caption("rates")
 
     def table_caption(self, name: str) -> str:
-        """Report caption of table1 or rates: what it holds and which run made it."""
+        """Report caption of table1 or rates: what it holds and which run made it.
+
+        Parameters
+        ----------
+        name : {"table1", "rates"}
+            The table (any other name: the rates caption).
+
+        Returns
+        -------
+        str
+        """
         c = self.config
         if name == "table1":
             t = c["tables"]["table1"]

@@ -21,7 +21,19 @@ class TargetsPart(SensitivityPart, DecompositionPart):
 
     # ----------------------------------------------------------------- targets
     def figure_files(self, fig: str) -> list[str]:
-        """The files of one figure: PDF and PNG, and its data table for real data and CNNs."""
+        """The files of one figure: PDF and PNG, and its data table for real data and CNNs.
+
+        Parameters
+        ----------
+        fig : str
+            A figure name.
+
+        Returns
+        -------
+        list of str
+            ``figures/<run>/<fig>.pdf`` and ``.png``, plus ``tables/<run>/<fig>_medians.csv``
+            (real data) or ``<fig>_summary.csv`` (CNNs).
+        """
         base = self.paths.figure.format(fig=fig)
         out = [f"{base}.pdf", f"{base}.png"]
         kind = self.figure(fig)["kind"]
@@ -32,7 +44,18 @@ class TargetsPart(SensitivityPart, DecompositionPart):
         return out
 
     def table_files(self, name: str) -> list[str]:
-        """tables/<run>/<name>.<ext> of one table."""
+        """tables/<run>/<name>.<ext> of one table.
+
+        Parameters
+        ----------
+        name : {"table1", "rates", "claims"}
+            The table.
+
+        Returns
+        -------
+        list of str
+            table1: csv, md, tex; rates and claims: csv, md.
+        """
         ext = {"table1": ("csv", "md", "tex"), "rates": ("csv", "md"), "claims": ("csv", "md")}[name]
         return [f"{self.paths.tables}/{name}.{e}" for e in ext]
 
@@ -42,6 +65,7 @@ class TargetsPart(SensitivityPart, DecompositionPart):
         return [t for t in ("table1", "rates") if t in self.config.get("tables", {})] + ["claims"]
 
     def nn_in_default(self) -> bool:
+        """Whether the default target ``all`` includes the CNN figures (``nn.in_default_target``)."""
         return bool(self.config.get("nn", {}).get("in_default_target", False))
 
     def default_figures(self) -> list[str]:
@@ -53,6 +77,18 @@ class TargetsPart(SensitivityPart, DecompositionPart):
         return [f for f in self.figures() if self.figure(f)["kind"] != "nn"]
 
     def gallery_file(self, fig: str) -> str:
+        """The README gallery's PNG of a figure.
+
+        Parameters
+        ----------
+        fig : str
+            A figure name.
+
+        Returns
+        -------
+        str
+            ``docs/gallery/<fig>.png``.
+        """
         return f"{GALLERY_DIR}/{fig}.png"
 
     def audit_files(self) -> list[str]:
@@ -91,11 +127,22 @@ class TargetsPart(SensitivityPart, DecompositionPart):
 
         Parameters
         ----------
-        targets : the targets given (empty: the default target ``all``)
-        rule_names : names of the workflow's rules (a target without ``/`` or ``.`` must be one)
-        dry_run : a dry run plans without PyTorch
-        torch : whether PyTorch can be imported here
-        use_conda : jobs run in their conda environments (``--sdm conda``: PyTorch comes with nn.yaml)
+        targets : iterable of str
+            The targets given (empty: the default target ``all``).
+        rule_names : iterable of str, default=()
+            Names of the workflow's rules (a target without ``/`` or ``.`` must be one).
+        dry_run : bool, default=False
+            A dry run plans without PyTorch.
+        torch : bool, default=True
+            Whether PyTorch can be imported here.
+        use_conda : bool, default=False
+            Jobs run in their conda environments (``--sdm conda``: PyTorch comes with nn.yaml).
+
+        Raises
+        ------
+        RequestError
+            An unknown target, the gallery asked of another run than :data:`GALLERY_RUN`, or
+            CNN targets without PyTorch (outside a dry run and ``--sdm conda``).
         """
         named = self.targets()
         known = list(dict.fromkeys([*named, *rule_names]))
@@ -118,7 +165,18 @@ class TargetsPart(SensitivityPart, DecompositionPart):
                                    "with --sdm conda); a dry run (-n) plans without it")
 
     def nn_requested(self, targets) -> list[str]:
-        """The targets (``all`` for none given) that need CNN training jobs."""
+        """The targets (``all`` for none given) that need CNN training jobs.
+
+        Parameters
+        ----------
+        targets : iterable of str
+            The targets given: named targets or file paths (empty: ``all``).
+
+        Returns
+        -------
+        list of str
+            Those targets, in order, whose files include a CNN figure file or a CNN run file.
+        """
         named = self.targets()
         nn_files = {p for f in self.figures("nn") for p in self.figure_files(f)}
         nn_prefix = self.paths.nn_run.split("{")[0]
@@ -133,7 +191,17 @@ class TargetsPart(SensitivityPart, DecompositionPart):
         """A line when this run's folder already holds results of another config (its
         config.resolved.yaml records another hash), e.g. ``--config run=paper`` with
         changed settings: jobs whose parameters changed are rebuilt beside files of the
-        old config. None otherwise."""
+        old config. None otherwise.
+
+        Parameters
+        ----------
+        root : str or path-like, default="."
+            The folder the run's paths are relative to (the workflow's directory).
+
+        Returns
+        -------
+        str or None
+        """
         path = Path(root) / self.paths.config
         try:
             text = path.read_text()
@@ -147,18 +215,78 @@ class TargetsPart(SensitivityPart, DecompositionPart):
                 f"into the same run. Name a new run (--config run=NAME) to keep both.")
 
     def figure_constraint(self, kind: str) -> str:
+        """Wildcard constraint of ``fig`` matching the figures of one kind.
+
+        Parameters
+        ----------
+        kind : {"simulation", "realdata", "nn"}
+            The figure kind.
+
+        Returns
+        -------
+        str
+        """
         return alternatives(self.figures(kind))
 
     # ------------------------------------------------------------- report labels
     def category(self, wildcards) -> str:
+        """Report category of a figure's files (``Figure N``).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig``.
+
+        Returns
+        -------
+        str
+        """
         return figure_number(wildcards.fig)
 
     def labels_pdf(self, wildcards) -> dict:
+        """Report labels of a figure's PDF.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig``.
+
+        Returns
+        -------
+        dict
+            ``{"figure": "Figure N", "format": "PDF", "run": run}``.
+        """
         return {"figure": figure_number(wildcards.fig), "format": "PDF", "run": self.run}
 
     def labels_png(self, wildcards) -> dict:
+        """Report labels of a figure's PNG.
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A figure path's wildcards: ``fig``.
+
+        Returns
+        -------
+        dict
+            ``{"figure": "Figure N", "format": "PNG", "run": run}``.
+        """
         return {"figure": figure_number(wildcards.fig), "format": "PNG", "run": self.run}
 
     def table_labels(self, name: str, fmt: str) -> dict:
+        """Report labels of one file of a table.
+
+        Parameters
+        ----------
+        name : {"table1", "rates", "claims"}
+            The table.
+        fmt : str
+            The file's format as shown in the report (``CSV``, ``Markdown``, ``LaTeX``).
+
+        Returns
+        -------
+        dict
+            ``{"table": "Table 1" | "Rates" | "Claims", "format": fmt, "run": run}``.
+        """
         return {"table": {"table1": "Table 1", "rates": "Rates", "claims": "Claims"}[name],
                 "format": fmt, "run": self.run}
