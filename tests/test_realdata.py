@@ -314,29 +314,29 @@ def test_run_split_rows_do_not_depend_on_the_workers(digits):
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
 def test_sparse_products_agree_with_dense_ones(model):
-    """A wide sparse design is multiplied as CSR (fedgdp.glm.product_design): gradients,
+    """A tall, wide, sparse design is multiplied as CSR (fedgdp.glm.product_design): gradients,
     Hessian-vector products and ridge fits agree with the dense ones to 1e-12 (the same
     sums in another order: rounding, about 1e-16 relative per term), and a narrow or
-    dense design is returned as it is."""
+    dense design and a short one (a client's few hundred rows) are returned as they are."""
     from scipy.sparse import issparse
 
     from fedgdp.glm import SPARSE_MIN_COLUMNS, product_design
 
     rng = np.random.default_rng(5)
-    n, d = 5000, SPARSE_MIN_COLUMNS + 4          # n > ROW_BLOCK_MIN: the dense side goes by blocks
+    n, d = 10000, SPARSE_MIN_COLUMNS + 4         # n > ROW_BLOCK_MIN: the dense side goes by blocks
     X = np.where(rng.random((n, d)) < 0.1, rng.random((n, d)), 0.0)
     X[:, 0] = 1.0
     S = product_design(X)
-    assert issparse(S) and not issparse(product_design(X[:, :64]))
-    assert not issparse(product_design(np.ones((4, d))))
+    assert issparse(S) and not issparse(product_design(X[:, :64])) and not issparse(product_design(X[:700]))
+    assert not issparse(product_design(np.ones((n, d))))
     Y = model.targets(rng.integers(0, model.k if model.k > 1 else 2, n))
     T, V = rng.normal(size=(d, model.k)) * 0.1, rng.normal(size=(d, model.k))
     value, grad, P = model.loss_gradient(T, X, Y)
     value_s, grad_s, P_s = model.loss_gradient(T, S, Y)
     assert abs(value - value_s) < 1e-12 and np.abs(grad - grad_s).max() < 1e-12 and np.abs(P - P_s).max() < 1e-12
     assert np.abs(model.hvp_at(P, X, V) - model.hvp_at(P, S, V)).max() < 1e-12
-    fd_dense = rd.FoldData(model, [X[:2000], X[2000:]], [Y[:2000], Y[2000:]], products=[X[:2000], X[2000:]])
-    fd_sparse = rd.FoldData(model, [X[:2000], X[2000:]], [Y[:2000], Y[2000:]])
+    fd_dense = rd.FoldData(model, [X[:5000], X[5000:]], [Y[:5000], Y[5000:]], products=[X[:5000], X[5000:]])
+    fd_sparse = rd.FoldData(model, [X[:5000], X[5000:]], [Y[:5000], Y[5000:]])
     assert issparse(fd_sparse.design(0)) and issparse(fd_sparse.design(1, slice(0, 10)))
     assert np.abs(fd_dense.gradient(1, T) - fd_sparse.gradient(1, T)).max() < 1e-12
 

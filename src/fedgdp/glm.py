@@ -50,12 +50,14 @@ __all__ = ["BINARY_LOGISTIC", "GLM", "LOGISTIC", "MODELS", "POISSON", "Logistic"
 #: Hessian-vector products for the pooled MNIST fit (56,000 x 785, block 256).
 ROW_BLOCK, ROW_BLOCK_MIN = 256, 4096
 
-#: A design with at least SPARSE_MIN_COLUMNS columns and at most SPARSE_MAX_DENSITY of
-#: its entries nonzero is multiplied as a CSR matrix (:func:`product_design`): MNIST's
-#: pixels are 19% nonzero, and a CSR product reads about 12 bytes per nonzero instead of
-#: 8 per entry (``python scripts/profile_realdata.py --products``: 2x faster products
-#: for the pooled 56,000 x 785 fit, 1.2x for one client's 700 rows). Narrower or denser
-#: designs (the bundled digits, the simulations) stay dense, bit for bit as before.
+#: A design with more than ROW_BLOCK_MIN rows, at least SPARSE_MIN_COLUMNS columns and at
+#: most SPARSE_MAX_DENSITY of its entries nonzero is multiplied as a CSR matrix
+#: (:func:`product_design`): MNIST's pixels are 19% nonzero, and a CSR product streams
+#: about 12 bytes per nonzero instead of 8 per entry (``python scripts/profile_realdata.py
+#: --products``: 2-3x faster products for the pooled 56,000 x 785 fit). A client's few
+#: hundred rows stay dense: they fit in cache, where BLAS is as fast and scipy's per-call
+#: cost and row slicing made the local steps up to 2x slower. Smaller, narrower or denser
+#: designs (every client, the bundled digits, the simulations) are multiplied as before.
 SPARSE_MIN_COLUMNS, SPARSE_MAX_DENSITY = 256, 0.3
 
 
@@ -65,8 +67,8 @@ def _row_blocks(n: int):
 
 def product_design(X: np.ndarray):
     """The matrix to multiply with in place of the dense design ``X`` (n, d): a
-    ``scipy.sparse.csr_matrix`` with X's values when X is wide and sparse
-    (:data:`SPARSE_MIN_COLUMNS`, :data:`SPARSE_MAX_DENSITY`), else X itself.
+    ``scipy.sparse.csr_matrix`` with X's values when X is tall, wide and sparse
+    (:data:`ROW_BLOCK_MIN`, :data:`SPARSE_MIN_COLUMNS`, :data:`SPARSE_MAX_DENSITY`), else X itself.
 
     Every product of :class:`GLM` (``X @ theta``, ``X.T @ R``) accepts either; a
     sparse product sums the same terms in another order, so its results agree with
@@ -83,7 +85,7 @@ def product_design(X: np.ndarray):
         X, or X as a CSR matrix.
     """
     n, d = X.shape
-    if d < SPARSE_MIN_COLUMNS or n == 0 or np.count_nonzero(X) > SPARSE_MAX_DENSITY * n * d:
+    if n <= ROW_BLOCK_MIN or d < SPARSE_MIN_COLUMNS or np.count_nonzero(X) > SPARSE_MAX_DENSITY * n * d:
         return X
     from scipy.sparse import csr_matrix
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..glm import product_design
 from ..methods import REALDATA, Fit, StreamNoise
 from .clipping import stacked_gradients
 from .solvers import newton_step, ridge_fit
@@ -143,27 +144,6 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
             total += w[i] * g
         Theta -= eta * total
     return Theta
-
-
-def stack_designs(designs: list):
-    """The clients' designs stacked by rows: dense, or CSR when they are CSR
-    (:func:`fedgdp.glm.product_design`).
-
-    Parameters
-    ----------
-    designs : list of ndarray or scipy.sparse.csr_matrix
-        Each client's design (n_i, d), all dense or all CSR.
-
-    Returns
-    -------
-    ndarray or scipy.sparse.csr_matrix, shape (sum n_i, d)
-        The stacked design.
-    """
-    if isinstance(designs[0], np.ndarray):
-        return np.vstack(designs)
-    from scipy.sparse import vstack
-
-    return vstack(designs, format="csr")
 
 
 def same_stream(rngs: list) -> bool:
@@ -454,6 +434,7 @@ class RealBackend:
         floats_up : int
             Numbers in the pooled X and Y.
         """
-        X, Y = stack_designs(self.data.products), np.vstack(self.data.Y)
+        X, Y = np.vstack(self.data.X), np.vstack(self.data.Y)
+        X = product_design(X)                      # CSR when the pooled design is large and sparse
         Theta = ridge_fit(self.data.model, X, Y, ridge=s["ridge"], maxiter=s["maxiter"], gtol=s.get("gtol", 1e-8))
         return Theta, int(X.shape[0] * X.shape[1] + Y.size)
