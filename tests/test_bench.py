@@ -150,3 +150,25 @@ def test_suite_errors_name_the_config_and_the_studies(tmp_path, capsys):
     assert main(["bench", "--suite", "--config", str(_tiny_config(tmp_path)), "--studies", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nope" in err
+
+
+def test_profile_realdata_on_digits(tmp_path, capsys):
+    """``scripts/profile_realdata.py`` on the bundled digits: one split profiled, its
+    method and phase tables printed, the rows written and compared (equal to themselves;
+    a changed value is reported and fails the comparison)."""
+    import pandas as pd
+
+    spec = importlib.util.spec_from_file_location("profile_realdata", ROOT / "scripts" / "profile_realdata.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "rows.parquet"
+    result = module.profile_split(str(ROOT / "config.yaml"), "binary", 0, "fedsgd,np_pooled", str(out))
+    printed = capsys.readouterr().out
+    assert set(result["methods"]) == {"fedsgd", "np_pooled"} and result["cpu_s"] > 0
+    assert "| np_pooled |" in printed and "ridge fits" in printed
+    assert result["phases"]["ridge fits (NP-LocalFit, NP-Pooled: trust-region Newton-CG)"] > 0
+    assert module.compare(str(out), str(out)) == 0
+    changed = pd.read_parquet(out)
+    changed.loc[0, "value"] += 1e-6
+    changed.to_parquet(tmp_path / "changed.parquet")
+    assert module.compare(str(out), str(tmp_path / "changed.parquet")) == 1
