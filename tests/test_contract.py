@@ -5,6 +5,7 @@ on each experiment it runs on, its ledger composes to mu, the simulation and the
 real-data backends agree on shared data, the audit has a target for each backend it
 runs on, and a figure draws it (a style of its own or the fallback)."""
 import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import make_block, stacked_noise
@@ -110,3 +111,41 @@ def test_every_method_has_a_style_or_the_fallback(name):
     assert {"color", "marker"} <= set(style)
     if name not in METHOD_STYLE:
         assert style == method_style(name)       # derived from the name: stable
+
+
+@pytest.mark.parametrize("name", REAL_PRIVATE)
+def test_a_method_that_declares_halves_is_one_whose_plan_reads_them(name):
+    """``halves`` (a client needs two rows; the audit moves a record of each half) says
+    what the plan does: it reads the half sizes exactly when declared."""
+    from fedgdp.realdata import FoldData
+
+    read = []
+
+    class Probe(FoldData):
+        def plan_halves(self):
+            read.append(True)
+            return super().plan_halves()
+
+    X, Y = _clients()
+    meth = methods.REGISTRY[name]
+    meth.plan(Probe(BINARY_LOGISTIC, X, Y, mu=2.0, B=0.8, clip={"rule": "fixed", "value": 0.8}), _real_settings(name))
+    assert bool(read) == meth.halves
+
+
+@pytest.mark.parametrize("name", [n for n in SIM if methods.REGISTRY[n].tested_release is not None])
+def test_the_tested_release_is_a_stage_of_the_plan(name):
+    """The release the empirical test runs the method on (``tested_release``) is one its plan makes."""
+    p, _, fd = make_block(dict(sizes="uniform(12,40)", m=3, mu=2.0, K=4, methods=[name]), (0,))
+    stages = {spec.stage for spec in methods.REGISTRY[name].plan(fd, p["method_settings"][name])}
+    assert methods.REGISTRY[name].tested_release in stages, stages
+
+
+@pytest.mark.parametrize("name", [n for n in SIM if methods.REGISTRY[n].theory_bound is not None])
+def test_the_declared_bound_is_a_row_of_table_1(name):
+    from fedgdp.simulation.summary import theory_bounds
+    from fedgdp.theory import TABLE1
+
+    assert methods.REGISTRY[name].theory_bound in TABLE1
+    cells = pd.DataFrame({"m": [10, 20], "N_mean": [1000.0, 1000.0], "mu": [1.0, 1.0], "K": [50, 50]})
+    bound = theory_bounds(cells, name, d=5, form="k_explicit")
+    assert np.isfinite(bound).all() and (bound > 5 / 1000.0).all()

@@ -281,7 +281,6 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
     meth = get_method(target.method)
     rng = np.random.default_rng(seed)
     s = resolve({"model": target.model, "methods": [target.method], "K": 10})["method_settings"][target.method]
-    newton = target.method.startswith("fednewton")
     rows = []
     probe = _sim_fitdata(_sim_client(target.model, n, rng), glm, target.B or AUDIT_B, target)
     for spec in meth.plan(probe, s):
@@ -294,7 +293,7 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
             plan = {sp.stage: sp for sp in meth.plan(fd, s)}
             recorded = float(np.asarray(plan[spec.stage].sensitivity).ravel()[0])
             half = size // 2
-            js = [0, size - 1] if newton else [0]   # a record of half 1 and one of half 2
+            js = [0, size - 1] if meth.halves else [0]   # a record of half 1 and one of half 2
             for si, theta in enumerate(states):
                 base = _sim_release(meth, spec.stage, fd, s, theta)
 
@@ -397,7 +396,7 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
     if kind == "local step":
         eta = s.get("eta1", s.get("eta"))
         return local_descent(fd, 0, Theta, K=1, eta=eta, sigma=0.0, rng=None,  # type: ignore[arg-type]  # local-step methods set eta
-                             drift=drift if meth.name == "dp_scaffold" else None)
+                             drift=drift if meth.drifts else None)
     if kind == "local step (half 1)":
         return local_descent(fd, 0, Theta, K=1, eta=s["eta"], sigma=0.0, rng=None,
                              rows=slice(0, fd.sizes[0] // 2))
@@ -440,7 +439,6 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
         states = [np.zeros((d, k)), rng.standard_normal((d, k)), far] if size == n else [np.zeros((d, k))]
         bases.append((f"random n={size}", X, Y, target.B or quantile_B(X, Y) or AUDIT_B, states))
     rows = []
-    is_newton = target.method.startswith("fednewton")
     for spec in meth.plan(fold(X0, Y0, target.B or AUDIT_B), s):
         if spec.count == 0:
             continue
@@ -469,7 +467,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
                         f"y={np.argmax(yj) if k > 1 else float(yj[0]):g}")
 
                 step = (base - Theta).sum(axis=1) if np.all(np.isfinite(base)) else np.zeros(d)
-                for j in ([0, size - 1] if is_newton else [0]):
+                for j in ([0, size - 1] if meth.halves else [0]):
                     if spec.stage == "local step (half 1)" and j >= size // 2:
                         continue
                     cands = list(_candidates(d, ys, rng, extra=[step]))

@@ -462,7 +462,7 @@ class FederatedGLM:
 
         labels, index = np.unique(groups, return_inverse=True)
         order = [np.flatnonzero(index == i) for i in range(len(labels))]
-        need = 2 if self.method.startswith("fednewton") else 1
+        need = 2 if meth.halves else 1
         for lab, rows in zip(labels, order):
             if len(rows) < need:
                 raise ValueError(f"client {lab.item() if hasattr(lab, 'item') else lab!r} has {len(rows)} row "
@@ -541,12 +541,13 @@ class FederatedGLM:
                 "accounts for it, so the fit is not mu-GDP (privacy_.certified is False); certified "
                 "alternatives: clip=<a public bound B> or clip=None (the private quantile), with "
                 "privacy_mode='certified'", PrivacyLeakWarning, stacklevel=3)
-        if self.method == "fednewton" and p["privacy"]["mode"] == "paper":
-            warnings.warn(
-                "FedNewton in privacy_mode='paper' calibrates its Newton release on an assumption (per-sample "
-                "Hessian norm <= 4 tau1) that fails for unbounded covariates (fedgdp audit); certified "
-                "alternatives: privacy_mode='certified' or method='fednewton_certified'",
-                PrivacyLeakWarning, stacklevel=3)
+        for spec in meth.plan(fd, p["method_settings"][self.method]):
+            if not spec.certified:
+                warnings.warn(
+                    f"{meth.label} in privacy_mode={p['privacy']['mode']!r} calibrates its {spec.stage} release on "
+                    f"an assumption ({spec.assumption}) that fails for some inputs, e.g. unbounded covariates "
+                    f"(fedgdp audit); certified alternatives: {meth.certified_alternatives}",
+                    PrivacyLeakWarning, stacklevel=3)
 
     # ------------------------------------------------------------ prediction
     def _check_fitted(self) -> None:

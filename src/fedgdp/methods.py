@@ -486,6 +486,21 @@ class Method:
     presets: dict[str, dict] = {}
     #: the method whose resolved real-data settings this one starts from (None: its own preset)
     settings_parent: str | None = None
+    #: the releases read two halves of each client's rows (half 1, half 2): a client
+    #: needs at least two rows, and the audit moves a record of each half
+    halves = False
+    #: the local steps carry a per-client drift (control variates), which the audit's
+    #: local-step release is searched with
+    drifts = False
+    #: the row of the paper's Table 1 whose MSE bound the method has
+    #: (:func:`fedgdp.theory.upper_bound`); None: no bound
+    theory_bound: str | None = None
+    #: what to use instead where the method's plan has an uncertified release (the
+    #: privacy-leak warning of :class:`fedgdp.estimator.FederatedGLM`)
+    certified_alternatives = "privacy_mode='certified'"
+    #: the release (a stage of its plan) whose worst pair the empirical distinguishing
+    #: test (:mod:`fedgdp.empirical`) runs the method on, its most sensitive one; None: untested
+    tested_release: str | None = None
 
     def setting_names(self) -> list[str]:
         """The names of the method's settings (its ``settings_class`` fields).
@@ -885,6 +900,7 @@ def check_finite_release(name: str, data, fits: list) -> list:
 
 class FedSGD(Method):
     name, label, algorithm = "fedsgd", "FedSGD", "Algorithm 1"
+    theory_bound, tested_release = "fedsgd", "gradient"
 
     backends = GRADIENT_METHODS
     settings_class = StepSettings
@@ -914,6 +930,7 @@ class FedSGD(Method):
 
 class FedAvg(Method):
     name, label, algorithm = "fedavg", "FedAvg", "Algorithm 3"
+    theory_bound, tested_release = "fedavg", "local step"
     backends = GRADIENT_METHODS
 
     def cnn_settings(self, p):
@@ -959,6 +976,7 @@ class FedHybrid(Method):
     """
 
     name, label, algorithm = "fedhybrid", "FedHybrid", "Algorithm 2"
+    theory_bound, tested_release = "fedhybrid", "gradient"
     backends = GRADIENT_METHODS
     SHARE1 = 0.6              # stage 1's share of the steps (docs/methods.md §3: K1 = 30 of 50)
 
@@ -1030,6 +1048,12 @@ class FedNewton(Method):
 
     name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
     always_certified = False
+    halves = True             # stage 1 and the Hessian on half 1, the Newton gradient on half 2
+    # Theorem 3.9 (for the certified variant too: it assumes per-sample Hessians bounded
+    # as the clipping enforces, where the clip changes nothing)
+    theory_bound = "fednewton"
+    certified_alternatives = "privacy_mode='certified' or method='fednewton_certified'"
+    tested_release = "newton"
     stacks_levels = False     # the real-data fits run level by level
     settings_class = StepSettings
     presets = {REALDATA: {"K": 50, "eta": 0.5}}
@@ -1145,6 +1169,7 @@ class DPScaffold(Method):
     name, label, algorithm = "dp_scaffold", "DP-SCAFFOLD", "SCAFFOLD + Algorithm 3 noise"
     backends = frozenset({REALDATA})
     per_round = 2             # the update and the control variate
+    drifts = True             # local steps corrected by c - c_i
     settings_class = ScaffoldSettings
     presets = {REALDATA: {"eta_g": 1.0}}
     settings_parent = "fedavg"             # FedAvg's schedule (so FedAvg's noise), plus eta_g
@@ -1182,6 +1207,7 @@ class NonPrivate(Method):
         self.base, self.name, self.label, self.algorithm = base, name, label, algorithm
         self.backends = base.backends & {REALDATA}
         self.settings_class, self.settings_parent = base.settings_class, base.name
+        self.halves, self.drifts = base.halves, base.drifts
         self.presets = {REALDATA: {}}
 
     def comm(self, s, m, dk):
