@@ -512,6 +512,19 @@ class Method:
         """
         return [] if self.settings_class is None else list(self.settings_class.defaults())
 
+    def settings_schema(self) -> dict:
+        """The JSON schema of the method's settings in a config (``method_settings.<name>``):
+        its ``settings_class`` fields, their types, bounds and help (:meth:`Settings.json_schema`).
+
+        Returns
+        -------
+        dict
+            A closed object schema (no properties when the method has no settings).
+        """
+        if self.settings_class is None:
+            return {"type": "object", "additionalProperties": False, "properties": {}}
+        return self.settings_class.json_schema()
+
     def resolve_settings(self, defaults: dict, given: dict | None, derive=None) -> dict:
         """The method's settings: ``defaults`` updated by ``given`` (an unknown key: ValueError
         with a "did you mean"), then ``derive(s)`` filling derived values, then every value
