@@ -149,3 +149,21 @@ def test_the_declared_bound_is_a_row_of_table_1(name):
     cells = pd.DataFrame({"m": [10, 20], "N_mean": [1000.0, 1000.0], "mu": [1.0, 1.0], "K": [50, 50]})
     bound = theory_bounds(cells, name, d=5, form="k_explicit")
     assert np.isfinite(bound).all() and (bound > 5 / 1000.0).all()
+
+
+@pytest.mark.parametrize("name", list(methods.registry(methods.CNN)))
+def test_the_cnn_preset_resolves_through_the_declared_settings(name):
+    """A CNN method's settings come from its declared preset (``cnn_preset``), resolved
+    as the other experiments' (each value checked by its field): the keys are declared,
+    and a preset value its field refuses is refused with the method's key."""
+    from fedgdp.nn.settings import resolve
+
+    meth = methods.REGISTRY[name]
+    p = resolve({"figure": "fig10"})
+    s = meth.cnn_settings(p)
+    assert s == meth.cnn_preset(p) and set(s) <= set(meth.setting_names()), set(s) - set(meth.setting_names())
+    first, preset = next(iter(s)), meth.cnn_preset(p)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(meth, "cnn_preset", lambda q: dict(preset, **{first: -1}))
+        with pytest.raises(ValueError, match=f"^{name}.{first} must be"):
+            meth.cnn_settings(p)

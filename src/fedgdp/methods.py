@@ -446,6 +446,8 @@ class HybridSettings(MethodSettings):
     share1: float = setting(0.6, "stage 1's share of the K steps when K1 is not given", parse=_POSITIVE)
     K1: int = setting(30, "stage-1 local steps", parse=_steps())
     K2: int = setting(20, "stage-2 server steps", parse=_steps(0))
+    R1: int = setting(1, "stage-1 rounds of K1 local steps, each averaged (the paper's single averaging: 1; "
+                         "the CNNs split their rounds; the simulation runs 1)", parse=_steps(0))
 
 
 @dataclass(frozen=True)
@@ -453,6 +455,19 @@ class ScaffoldSettings(RoundSettings):
     """DP-SCAFFOLD: FedAvg's schedule and a server step size."""
 
     eta_g: float = setting(1.0, "server step size", parse=_POSITIVE)
+
+
+@dataclass(frozen=True)
+class IterSettings(MethodSettings):
+    """FedNewton-Iter (CNNs): R FedAvg rounds of K local steps (eta) in ``cycles`` cycles,
+    each followed by a head-only Newton round (ridge lambda, damping alpha)."""
+
+    R: int = setting(10, "FedAvg rounds (a multiple of cycles)", parse=_steps())
+    K: int = setting(10, "local steps per round", parse=_steps())
+    eta: float = setting(0.01, "local step size", parse=_POSITIVE)
+    cycles: int = setting(2, "cycles of (R / cycles FedAvg rounds + 1 Newton round)", parse=_steps())
+    ridge: float = setting(1.0, "ridge lambda of the head Newton step", parse=_POSITIVE)
+    damping: float = setting(1.0, "damping alpha of the head Newton step", parse=number(0, 10, closed="high"))
 
 
 @dataclass(frozen=True)
@@ -690,9 +705,35 @@ class Method:
                 for k, shape in self.noise_shapes(s, m, d).items()}
 
     # -- CNNs: settings from a run's settings (fedgdp.nn.settings.NNSettings)
+    def cnn_preset(self, p: dict) -> dict:
+        """The CNN preset: the method's settings from a run's settings ``p``, in the
+        resolved order (compute-matched: every method makes ``rounds * local_epochs``
+        gradient steps per drawn client; docs/methods.md §6).
+
+        Parameters
+        ----------
+        p : dict
+            Resolved CNN run settings (:class:`fedgdp.nn.settings.NNSettings`).
+
+        Returns
+        -------
+        dict
+            The preset.
+        """
+        raise NotImplementedError
+
+    def check_settings(self, s: dict) -> None:
+        """Cross-field checks of resolved settings ``s`` (ValueError; none by default).
+
+        Parameters
+        ----------
+        s : dict
+            The settings, each value checked by its field.
+        """
+
     def cnn_settings(self, p: dict) -> dict:
-        """The method's settings on a CNN run ``p`` (compute-matched: every method makes
-        ``rounds * local_epochs`` gradient steps per drawn client; docs/methods.md §6).
+        """The method's settings on a CNN run ``p``: its :meth:`cnn_preset`, each value
+        checked by its field (:meth:`resolve_settings`), then :meth:`check_settings`.
 
         Parameters
         ----------
@@ -704,7 +745,9 @@ class Method:
         dict
             The method's settings.
         """
-        raise NotImplementedError
+        s = self.resolve_settings(self.cnn_preset(p), None)
+        self.check_settings(s)
+        return s
 
     # -- every backend
     def rounds(self, s: dict) -> int:
@@ -922,7 +965,7 @@ class FedSGD(Method):
     def simulation_preset(self, params):
         return {"K": params["K"], "eta": 0.5}
 
-    def cnn_settings(self, p):
+    def cnn_preset(self, p):
         return {"K": p["rounds"] * p["local_epochs"], "eta": p["lr"]}
 
     def noise_shapes(self, s, m, d):
@@ -946,7 +989,7 @@ class FedAvg(Method):
     theory_bound, tested_release = "fedavg", "local step"
     backends = GRADIENT_METHODS
 
-    def cnn_settings(self, p):
+    def cnn_preset(self, p):
         return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"]}
 
     settings_class = RoundSettings
@@ -1005,6 +1048,8 @@ class FedHybrid(Method):
         return {"eta1": 0.5, "eta2": 0.5, "share1": self.SHARE1}
 
     def derive_simulation(self, s, params):
+        if s.get("R1", 1) != 1:              # its noise is drawn for one stage-1 round (noise_shapes)
+            raise ValueError(f"fedhybrid.R1: the simulation runs one stage-1 round, got fedhybrid.R1={s['R1']!r}")
         if "K1" not in s:
             s["K1"] = self.split(params["K"], s["share1"])
         if "K2" not in s:
@@ -1018,7 +1063,7 @@ class FedHybrid(Method):
             if "K2" not in given:
                 s["K2"] = total - s["K1"]
 
-    def cnn_settings(self, p):
+    def cnn_preset(self, p):
         R, K = p["rounds"], p["local_epochs"]
         R1 = self.split(R, p["hybrid_local_share"])
         return {"R1": R1, "K1": K, "K2": (R - R1) * K, "eta1": p["lr"], "eta2": p["lr"]}
@@ -1145,8 +1190,14 @@ class FedNewtonIter(Method):
 
     name, label, algorithm = "fednewton_iter", "FedNewton-Iter", "Algorithm 5"
     backends = frozenset({CNN})
+    settings_class = IterSettings
 
-    def cnn_settings(self, p):
+    def check_settings(self, s):
+        if s["R"] % s["cycles"]:
+            raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={s['R']}, "
+                             f"newton_cycles={s['cycles']}")
+
+    def cnn_preset(self, p):
         return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"], "cycles": p["newton_cycles"],
                 "ridge": p["ridge"], "damping": p["damping"]}
 
@@ -1159,8 +1210,7 @@ class FedNewtonIter(Method):
 
     def run(self, be, s):
         R, K, C = s["R"], s["K"], s["cycles"]
-        if R % C:
-            raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={R}, newton_cycles={C}")
+        self.check_settings(s)
         (sigma1, sigma2), ledgers = be.calibrate(self, s)
         w = self.weights(be, s)
         theta = be.start()
