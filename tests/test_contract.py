@@ -167,3 +167,14 @@ def test_the_cnn_preset_resolves_through_the_declared_settings(name):
         mp.setattr(meth, "cnn_preset", lambda q: dict(preset, **{first: -1}))
         with pytest.raises(ValueError, match=f"^{name}.{first} must be"):
             meth.cnn_settings(p)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_a_per_client_method_is_one_whose_fit_is_per_client(name):
+    """``per_client`` (the estimator refuses such a method) says what the fit is."""
+    from fedgdp.realdata import FoldData
+
+    X, Y = _clients()
+    fit = methods.REGISTRY[name].fit(FoldData(BINARY_LOGISTIC, X, Y), _real_settings(name), None)
+    assert fit.local == methods.REGISTRY[name].per_client
+    assert fit.theta.shape == ((len(X),) if fit.local else ()) + (4, 1)

@@ -60,10 +60,6 @@ ESTIMATOR_KEY = {"estimator": "fedgdp.FederatedGLM"}
 
 ROW_STREAM = "row_order"
 
-#: The real-data methods that give one global estimate (NP-LocalFit gives one per client)
-_NOT_GLOBAL = ("np_localfit",)
-
-
 class PrivacyLeakWarning(UserWarning):
     """The fit's privacy guarantee is nominal: a release or the clipping bound is not
     accounted for all inputs (the warning names the certified alternatives)."""
@@ -405,8 +401,8 @@ class FederatedGLM:
 
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got family={self.family!r}")
-        if self.method not in REGISTRY or self.method in _NOT_GLOBAL:
-            names = [n for n in REGISTRY if n not in _NOT_GLOBAL]
+        if self.method not in REGISTRY or REGISTRY[self.method].per_client:   # one global estimate only
+            names = [n for n in REGISTRY if not REGISTRY[n].per_client]
             raise ValueError(f"unknown method {self.method!r}; choose from {', '.join(names)}")
         if self.privacy_mode not in privacy.PRIVACY_MODES:
             raise ValueError(f"privacy_mode must be 'certified' or 'paper', got privacy_mode={self.privacy_mode!r}")

@@ -516,6 +516,8 @@ class Method:
     #: the release (a stage of its plan) whose worst pair the empirical distinguishing
     #: test (:mod:`fedgdp.empirical`) runs the method on, its most sensitive one; None: untested
     tested_release: str | None = None
+    #: the fit is one model per client (:attr:`Fit.local`), not one global estimate
+    per_client = False
 
     def setting_names(self) -> list[str]:
         """The names of the method's settings (its ``settings_class`` fields).
@@ -1288,12 +1290,13 @@ class NPLocalFit(Method):
 
     name, label, algorithm, private = "np_localfit", "NP-LocalFit", "ridge MLE per client", False
     backends, stacks_levels = frozenset({REALDATA}), False
+    per_client = True
     settings_class = RidgeSettings
     presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
     def run(self, be, s):
         theta = be.ridge_fit_clients(s)
-        return [Fit(theta, privacy.Ledger(), rounds=0, floats_up=0, floats_down=0, local=True)]
+        return [Fit(theta, privacy.Ledger(), rounds=0, floats_up=0, floats_down=0, local=self.per_client)]
 
 
 class NPPooled(Method):
