@@ -132,6 +132,27 @@ def test_a_method_that_declares_halves_is_one_whose_plan_reads_them(name):
     assert bool(read) == meth.halves
 
 
+@pytest.mark.parametrize("name", REAL)
+def test_a_method_that_declares_a_newton_solve_is_one_whose_fit_calls_the_solver(name, monkeypatch):
+    """``solves_newton`` (the Newton solver's settings are checked and audited for it)
+    says what the fit does: it calls the configured solver exactly when declared."""
+    from fedgdp.realdata import FoldData
+
+    calls = []
+    X, Y = _clients()
+    fd = FoldData(BINARY_LOGISTIC, X, Y, tau1=0.5, newton={"solver": "floor", "cg_tol": 1e-8, "cg_maxiter": 50})
+    be_cls = type(fd.backend(None))
+    orig = be_cls.newton_release
+
+    def spy(self, *a, **k):
+        calls.append(True)
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(be_cls, "newton_release", spy)
+    methods.REGISTRY[name].fit(fd, _real_settings(name), None)
+    assert bool(calls) == methods.REGISTRY[name].solves_newton
+
+
 @pytest.mark.parametrize("name", [n for n in SIM if methods.REGISTRY[n].tested_release is not None])
 def test_the_tested_release_is_a_stage_of_the_plan(name):
     """The release the empirical test runs the method on (``tested_release``) is one its plan makes."""

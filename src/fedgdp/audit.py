@@ -544,7 +544,6 @@ def default_targets() -> list[AuditTarget]:
     """Every registered private method at the default settings: simulations (both
     GLMs; FedNewton in both modes), real data (both tasks; FedNewton in both modes and
     with every Newton solver)."""
-    from .methods import FedNewton
     from .realdata import REGISTRY as REAL
     from .simulation.backend import REGISTRY
 
@@ -557,9 +556,8 @@ def default_targets() -> list[AuditTarget]:
         for name, meth in REAL.items():
             if not meth.private:
                 continue
-            newton = isinstance(meth, FedNewton)
             for mode in meth.privacy_modes():
-                for solver in (("cg", "ridge", "floor") if newton else ("cg",)):
+                for solver in (("cg", "ridge", "floor") if meth.solves_newton else ("cg",)):
                     out.append(AuditTarget("realdata", name, task, mode, 0.5,
                                            newton={"solver": solver, "cg_tol": 1e-8, "cg_maxiter": 500}))
     return out

@@ -518,6 +518,9 @@ class Method:
     tested_release: str | None = None
     #: the fit is one model per client (:attr:`Fit.local`), not one global estimate
     per_client = False
+    #: the releases solve a Newton system with the configured solver (``newton``: cg,
+    #: ridge or floor), so the solver's settings matter to it (checks, the audit's solvers)
+    solves_newton = False
 
     def setting_names(self) -> list[str]:
         """The names of the method's settings (its ``settings_class`` fields).
@@ -1109,6 +1112,7 @@ class FedNewton(Method):
     name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
     always_certified = False
     halves = True             # stage 1 and the Hessian on half 1, the Newton gradient on half 2
+    solves_newton = True
     # Theorem 3.9 (for the certified variant too: it assumes per-sample Hessians bounded
     # as the clipping enforces, where the clip changes nothing)
     theory_bound = "fednewton"
