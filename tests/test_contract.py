@@ -27,6 +27,16 @@ def _clients(seed=0, sizes=(20, 31, 25)):
     return X, Y
 
 
+class _PlanData:
+    """What a plan reads, for a plan without data: a bound, sizes, halves, tau1, the mode."""
+
+    plan_B, plan_n, tau1, privacy = 0.7, np.array([[20.0, 30.0]]), 0.5, {"mode": "paper", "hessian_clip": 4.0}
+    solve_tol = 0.0
+
+    def plan_halves(self):
+        return self.plan_n // 2, self.plan_n - self.plan_n // 2
+
+
 def _real_settings(name):
     from fedgdp.realdata import resolve as resolve_realdata
 
@@ -199,3 +209,13 @@ def test_a_per_client_method_is_one_whose_fit_is_per_client(name):
     fit = methods.REGISTRY[name].fit(FoldData(BINARY_LOGISTIC, X, Y), _real_settings(name), None)
     assert fit.local == methods.REGISTRY[name].per_client
     assert fit.theta.shape == ((len(X),) if fit.local else ()) + (4, 1)
+
+
+@pytest.mark.parametrize("name", [n for n in REAL_PRIVATE if any(
+    spec.stage == "local step" for spec in methods.REGISTRY[n].plan(_PlanData(), _real_settings(n)))])
+def test_the_local_step_size_is_the_one_its_plan_calibrates(name):
+    """``local_step_size`` (the audit's local-step release) is the step size of the plan's
+    local-step sensitivity ``2 B eta / n``."""
+    meth, s = methods.REGISTRY[name], _real_settings(name)
+    (spec,) = [sp for sp in meth.plan(_PlanData(), s) if sp.stage == "local step"]
+    assert float(spec.scale) == 2.0 * _PlanData.plan_B * meth.local_step_size(s)

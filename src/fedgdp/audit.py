@@ -221,8 +221,8 @@ def _sim_release(meth, kind: str, fd, s: dict, theta: np.ndarray) -> np.ndarray:
     if kind == "gradient":
         return fd.full.gradients(at, fd.bounds(fd.full))[0, 0]
     if kind == "local step":
-        eta = s.get("eta1", s.get("eta"))
-        return fd.full.local_steps(at, K=1, eta=eta, bounds=fd.bounds(fd.full), sigma=0.0, Z=None)[0, 0]
+        return fd.full.local_steps(at, K=1, eta=meth.local_step_size(s), bounds=fd.bounds(fd.full), sigma=0.0,
+                                   Z=None)[0, 0]
     if kind == "local step (half 1)":
         h1 = fd.halves[0]
         return h1.local_steps(at, K=1, eta=s["eta"], bounds=fd.bounds(h1), sigma=0.0, Z=None)[0, 0]
@@ -394,8 +394,7 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
     if kind == "gradient":
         return fd.gradient(0, Theta)
     if kind == "local step":
-        eta = s.get("eta1", s.get("eta"))
-        return local_descent(fd, 0, Theta, K=1, eta=eta, sigma=0.0, rng=None,  # type: ignore[arg-type]  # local-step methods set eta
+        return local_descent(fd, 0, Theta, K=1, eta=meth.local_step_size(s), sigma=0.0, rng=None,
                              drift=drift if meth.drifts else None)
     if kind == "local step (half 1)":
         return local_descent(fd, 0, Theta, K=1, eta=s["eta"], sigma=0.0, rng=None,

@@ -532,6 +532,21 @@ class Method:
         """
         return [] if self.settings_class is None else list(self.settings_class.defaults())
 
+    def local_step_size(self, s: dict) -> float:
+        """The step size of the method's local steps (its ``local step`` release).
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        float
+            ``s["eta"]`` (FedHybrid: its stage-1 ``eta1``).
+        """
+        return s["eta"]
+
     def settings_schema(self) -> dict:
         """The JSON schema of the method's settings in a config (``method_settings.<name>``):
         its ``settings_class`` fields, their types, bounds and help (:meth:`Settings.json_schema`).
@@ -1076,6 +1091,9 @@ class FedHybrid(Method):
     def noise_shapes(self, s, m, d):
         return {"Z1": (s["K1"], m, d), "Z2": (s["K2"], m, d)}
 
+    def local_step_size(self, s):
+        return s["eta1"]
+
     @staticmethod
     def stage1_rounds(s: dict) -> int:
         """Stage 1's rounds ``R1``: 1 (the paper's single averaging) unless the settings set it."""
@@ -1281,6 +1299,9 @@ class NonPrivate(Method):
 
     def comm(self, s, m, dk):
         return self.base.comm(s, m, dk)
+
+    def local_step_size(self, s):
+        return self.base.local_step_size(s)
 
     def fit(self, data, s, noise):
         if data.private:
