@@ -563,7 +563,8 @@ class Method:
     def resolve_settings(self, defaults: dict, given: dict | None, derive=None) -> dict:
         """The method's settings: ``defaults`` updated by ``given`` (an unknown key: ValueError
         with a "did you mean"), then ``derive(s)`` filling derived values, then every value
-        checked by its field (ValueError naming ``method.key`` and the value).
+        checked by its field (ValueError naming ``method.key`` and the value), then the
+        cross-field :meth:`check_settings`.
 
         Parameters
         ----------
@@ -592,6 +593,7 @@ class Method:
         fields = self.settings_class.__dataclass_fields__
         for key, value in s.items():
             fields[key].metadata["parse"](f"{self.name}.{key}", value)
+        self.check_settings(s)
         return s
 
     def simulation_preset(self, params: dict) -> dict:
@@ -753,7 +755,7 @@ class Method:
 
     def cnn_settings(self, p: dict) -> dict:
         """The method's settings on a CNN run ``p``: its :meth:`cnn_preset`, each value
-        checked by its field (:meth:`resolve_settings`), then :meth:`check_settings`.
+        checked by its field, then :meth:`check_settings` (:meth:`resolve_settings`).
 
         Parameters
         ----------
@@ -765,9 +767,7 @@ class Method:
         dict
             The method's settings.
         """
-        s = self.resolve_settings(self.cnn_preset(p), None)
-        self.check_settings(s)
-        return s
+        return self.resolve_settings(self.cnn_preset(p), None)
 
     # -- every backend
     def rounds(self, s: dict) -> int:
