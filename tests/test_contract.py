@@ -5,6 +5,7 @@ on each experiment it runs on, its ledger composes to mu, the simulation and the
 real-data backends agree on shared data, the audit has a target for each backend it
 runs on, and a figure draws it (a style of its own or the fallback)."""
 import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import make_block, stacked_noise
@@ -24,6 +25,16 @@ def _clients(seed=0, sizes=(20, 31, 25)):
     X = [np.column_stack([np.ones(n), rng.standard_normal((n, 3))]) for n in sizes]
     Y = [BINARY_LOGISTIC.targets(rng.integers(0, 2, x.shape[0])) for x in X]
     return X, Y
+
+
+class _PlanData:
+    """What a plan reads, for a plan without data: a bound, sizes, halves, tau1, the mode."""
+
+    plan_B, plan_n, tau1, privacy = 0.7, np.array([[20.0, 30.0]]), 0.5, {"mode": "paper", "hessian_clip": 4.0}
+    solve_tol = 0.0
+
+    def plan_halves(self):
+        return self.plan_n // 2, self.plan_n - self.plan_n // 2
 
 
 def _real_settings(name):
@@ -110,3 +121,101 @@ def test_every_method_has_a_style_or_the_fallback(name):
     assert {"color", "marker"} <= set(style)
     if name not in METHOD_STYLE:
         assert style == method_style(name)       # derived from the name: stable
+
+
+@pytest.mark.parametrize("name", REAL_PRIVATE)
+def test_a_method_that_declares_halves_is_one_whose_plan_reads_them(name):
+    """``halves`` (a client needs two rows; the audit moves a record of each half) says
+    what the plan does: it reads the half sizes exactly when declared."""
+    from fedgdp.realdata import FoldData
+
+    read = []
+
+    class Probe(FoldData):
+        def plan_halves(self):
+            read.append(True)
+            return super().plan_halves()
+
+    X, Y = _clients()
+    meth = methods.REGISTRY[name]
+    meth.plan(Probe(BINARY_LOGISTIC, X, Y, mu=2.0, B=0.8, clip={"rule": "fixed", "value": 0.8}), _real_settings(name))
+    assert bool(read) == meth.halves
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_a_method_that_declares_a_newton_solve_is_one_whose_fit_calls_the_solver(name, monkeypatch):
+    """``solves_newton`` (the Newton solver's settings are checked and audited for it)
+    says what the fit does: it calls the configured solver exactly when declared."""
+    from fedgdp.realdata import FoldData
+
+    calls = []
+    X, Y = _clients()
+    fd = FoldData(BINARY_LOGISTIC, X, Y, tau1=0.5, newton={"solver": "floor", "cg_tol": 1e-8, "cg_maxiter": 50})
+    be_cls = type(fd.backend(None))
+    orig = be_cls.newton_release
+
+    def spy(self, *a, **k):
+        calls.append(True)
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(be_cls, "newton_release", spy)
+    methods.REGISTRY[name].fit(fd, _real_settings(name), None)
+    assert bool(calls) == methods.REGISTRY[name].solves_newton
+
+
+@pytest.mark.parametrize("name", [n for n in SIM if methods.REGISTRY[n].tested_release is not None])
+def test_the_tested_release_is_a_stage_of_the_plan(name):
+    """The release the empirical test runs the method on (``tested_release``) is one its plan makes."""
+    p, _, fd = make_block(dict(sizes="uniform(12,40)", m=3, mu=2.0, K=4, methods=[name]), (0,))
+    stages = {spec.stage for spec in methods.REGISTRY[name].plan(fd, p["method_settings"][name])}
+    assert methods.REGISTRY[name].tested_release in stages, stages
+
+
+@pytest.mark.parametrize("name", [n for n in SIM if methods.REGISTRY[n].theory_bound is not None])
+def test_the_declared_bound_is_a_row_of_table_1(name):
+    from fedgdp.simulation.summary import theory_bounds
+    from fedgdp.theory import TABLE1
+
+    assert methods.REGISTRY[name].theory_bound in TABLE1
+    cells = pd.DataFrame({"m": [10, 20], "N_mean": [1000.0, 1000.0], "mu": [1.0, 1.0], "K": [50, 50]})
+    bound = theory_bounds(cells, name, d=5, form="k_explicit")
+    assert np.isfinite(bound).all() and (bound > 5 / 1000.0).all()
+
+
+@pytest.mark.parametrize("name", list(methods.registry(methods.CNN)))
+def test_the_cnn_preset_resolves_through_the_declared_settings(name):
+    """A CNN method's settings come from its declared preset (``cnn_preset``), resolved
+    as the other experiments' (each value checked by its field): the keys are declared,
+    and a preset value its field refuses is refused with the method's key."""
+    from fedgdp.nn.settings import resolve
+
+    meth = methods.REGISTRY[name]
+    p = resolve({"figure": "fig10"})
+    s = meth.cnn_settings(p)
+    assert s == meth.cnn_preset(p) and set(s) <= set(meth.setting_names()), set(s) - set(meth.setting_names())
+    first, preset = next(iter(s)), meth.cnn_preset(p)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(meth, "cnn_preset", lambda q: dict(preset, **{first: -1}))
+        with pytest.raises(ValueError, match=f"^{name}.{first} must be"):
+            meth.cnn_settings(p)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_a_per_client_method_is_one_whose_fit_is_per_client(name):
+    """``per_client`` (the estimator refuses such a method) says what the fit is."""
+    from fedgdp.realdata import FoldData
+
+    X, Y = _clients()
+    fit = methods.REGISTRY[name].fit(FoldData(BINARY_LOGISTIC, X, Y), _real_settings(name), None)
+    assert fit.local == methods.REGISTRY[name].per_client
+    assert fit.theta.shape == ((len(X),) if fit.local else ()) + (4, 1)
+
+
+@pytest.mark.parametrize("name", [n for n in REAL_PRIVATE if any(
+    spec.stage == "local step" for spec in methods.REGISTRY[n].plan(_PlanData(), _real_settings(n)))])
+def test_the_local_step_size_is_the_one_its_plan_calibrates(name):
+    """``local_step_size`` (the audit's local-step release) is the step size of the plan's
+    local-step sensitivity ``2 B eta / n``."""
+    meth, s = methods.REGISTRY[name], _real_settings(name)
+    (spec,) = [sp for sp in meth.plan(_PlanData(), s) if sp.stage == "local step"]
+    assert float(spec.scale) == 2.0 * _PlanData.plan_B * meth.local_step_size(s)

@@ -49,7 +49,42 @@ def test_schema_is_closed_at_every_level():
 
     walk(schema, "schema")
     assert schema["additionalProperties"] is False
-    assert len(open_maps) >= 5     # studies, figures, method_settings (two), nn per-dataset maps
+    assert len(open_maps) >= 3     # studies, figures, nn per-dataset maps
+    assert not [w for w in open_maps if "method_settings" in w]     # closed over the registry
+
+
+@pytest.mark.parametrize("section, kind", [("defaults", "simulation"), ("realdata", "realdata")])
+def test_the_schema_method_settings_are_the_methods_declarations(section, kind):
+    """Each experiment's ``method_settings`` lists its registered methods, each with the
+    fields of its settings dataclass, their bounds and help (nothing restated by hand)."""
+    from fedgdp.methods import registry
+
+    node = wp.load_schema(SCHEMA)["properties"][section]["properties"]["method_settings"]
+    assert list(node["properties"]) == list(registry(kind)) and node["additionalProperties"] is False
+    for name, meth in registry(kind).items():
+        entry = node["properties"][name]
+        assert list(entry["properties"]) == meth.setting_names() and entry["additionalProperties"] is False
+        assert all(p["description"] and "default" not in p for p in entry["properties"].values())
+    assert node["properties"]["fedsgd"]["properties"]["eta"]["exclusiveMinimum"] == 0
+    if kind == "simulation":
+        assert node["properties"]["fedhybrid"]["properties"]["K2"] == {
+            "type": "integer", "minimum": 0, "description": "stage-2 server steps"}
+
+
+@pytest.mark.parametrize("extra, key, message", [
+    ({"defaults": {"method_settings": {"fedsgd": {"eta": -1}}}}, "defaults.method_settings.fedsgd.eta",
+     "fedsgd.eta must be a number > 0, got fedsgd.eta=-1"),
+    ({"defaults": {"method_settings": {"fedhybrid": {"K1": 2.5}}}}, "defaults.method_settings.fedhybrid.K1",
+     "fedhybrid.K1 must be an integer >= 1, got fedhybrid.K1=2.5"),
+    ({"realdata": {"method_settings": {"np_pooled": {"maxiter": 0}}}}, "realdata.method_settings.np_pooled.maxiter",
+     "np_pooled.maxiter must be an integer >= 1, got np_pooled.maxiter=0"),
+    ({"realdata": {"method_settings": {"fedsgd": {"eat": 0.5}}}}, "realdata.method_settings.fedsgd.eat",
+     "unknown key 'eat' (did you mean 'eta'?); known here: K, eta"),
+])
+def test_a_bad_method_setting_gets_its_declared_check_message(extra, key, message):
+    with pytest.raises(wp.ConfigError) as err:
+        plan(**extra)
+    assert str(err.value) == f"invalid config at {key}: {message}"
 
 
 MISSPELT = {

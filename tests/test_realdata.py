@@ -392,3 +392,20 @@ def test_medians_table_says_which_mu_is_certified():
     assert out.loc[("fedsgd", 6.0), "mu_certified"] == 6.0
     assert out.loc[("fedsgd", 2.0), "median"] == pytest.approx(0.85)
     assert np.isinf(out.loc[("np_pooled", np.inf), "mu_certified"])
+
+
+def test_fedhybrid_stage1_rounds_run_as_fedavg_rounds_on_real_data():
+    """R1 stage-1 rounds (the CNNs' split) with no stage 2 are FedAvg's R1 rounds: same
+    estimate on the same data and generator; the simulation refuses R1 != 1 (its noise is
+    drawn for one round)."""
+    from fedgdp.simulation.params import resolve as resolve_sim
+
+    hybrid = rd.resolve({"method_settings": {"fedhybrid": {"R1": 2, "K1": 3, "K2": 0, "eta1": 0.4}}})
+    s = hybrid["method_settings"]["fedhybrid"]
+    fd = _fold(BINARY_LOGISTIC, mu=2.0, B=1.0)
+    a = rd.REGISTRY["fedhybrid"].fit(fd, s, np.random.default_rng(3))
+    b = rd.REGISTRY["fedavg"].fit(fd, {"R": 2, "K": 3, "eta": 0.4}, np.random.default_rng(3))
+    np.testing.assert_allclose(a.theta, b.theta, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(a.ledger.composed_mu(), b.ledger.composed_mu(), rtol=1e-12)
+    with pytest.raises(ValueError, match="fedhybrid.R1: the simulation runs one stage-1 round, got fedhybrid.R1=2"):
+        resolve_sim({"methods": ["fedhybrid"], "method_settings": {"fedhybrid": {"R1": 2}}})

@@ -234,8 +234,8 @@ def _sim_release(meth, kind: str, fd, s: dict, theta: np.ndarray) -> np.ndarray:
     if kind == "gradient":
         return fd.full.gradients(at, fd.bounds(fd.full))[0, 0]
     if kind == "local step":
-        eta = s.get("eta1", s.get("eta"))
-        return fd.full.local_steps(at, K=1, eta=eta, bounds=fd.bounds(fd.full), sigma=0.0, Z=None)[0, 0]
+        return fd.full.local_steps(at, K=1, eta=meth.local_step_size(s), bounds=fd.bounds(fd.full), sigma=0.0,
+                                   Z=None)[0, 0]
     if kind == "local step (half 1)":
         h1 = fd.halves[0]
         return h1.local_steps(at, K=1, eta=s["eta"], bounds=fd.bounds(h1), sigma=0.0, Z=None)[0, 0]
@@ -311,7 +311,6 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
     meth = get_method(target.method)
     rng = np.random.default_rng(seed)
     s = resolve({"model": target.model, "methods": [target.method], "K": 10})["method_settings"][target.method]
-    newton = target.method.startswith("fednewton")
     rows = []
     probe = _sim_fitdata(_sim_client(target.model, n, rng), glm, target.B or AUDIT_B, target)
     for spec in meth.plan(probe, s):
@@ -324,7 +323,7 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
             plan = {sp.stage: sp for sp in meth.plan(fd, s)}
             recorded = float(np.asarray(plan[spec.stage].sensitivity).ravel()[0])
             half = size // 2
-            js = [0, size - 1] if newton else [0]   # a record of half 1 and one of half 2
+            js = [0, size - 1] if meth.halves else [0]   # a record of half 1 and one of half 2
             for si, theta in enumerate(states):
                 base = _sim_release(meth, spec.stage, fd, s, theta)
 
@@ -440,9 +439,8 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
     if kind == "gradient":
         return fd.gradient(0, Theta)
     if kind == "local step":
-        eta = s.get("eta1", s.get("eta"))
-        return local_descent(fd, 0, Theta, K=1, eta=eta, sigma=0.0, rng=None,  # type: ignore[arg-type]  # local-step methods set eta
-                             drift=drift if meth.name == "dp_scaffold" else None)
+        return local_descent(fd, 0, Theta, K=1, eta=meth.local_step_size(s), sigma=0.0, rng=None,
+                             drift=drift if meth.drifts else None)
     if kind == "local step (half 1)":
         return local_descent(fd, 0, Theta, K=1, eta=s["eta"], sigma=0.0, rng=None,
                              rows=slice(0, fd.sizes[0] // 2))
@@ -503,7 +501,6 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
         states = [np.zeros((d, k)), rng.standard_normal((d, k)), far] if size == n else [np.zeros((d, k))]
         bases.append((f"random n={size}", X, Y, target.B or quantile_B(X, Y) or AUDIT_B, states))
     rows = []
-    is_newton = target.method.startswith("fednewton")
     for spec in meth.plan(fold(X0, Y0, target.B or AUDIT_B), s):
         if spec.count == 0:
             continue
@@ -532,7 +529,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
                         f"y={np.argmax(yj) if k > 1 else float(yj[0]):g}")
 
                 step = (base - Theta).sum(axis=1) if np.all(np.isfinite(base)) else np.zeros(d)
-                for j in ([0, size - 1] if is_newton else [0]):
+                for j in ([0, size - 1] if meth.halves else [0]):
                     if spec.stage == "local step (half 1)" and j >= size // 2:
                         continue
                     cands = list(_candidates(d, ys, rng, extra=[step]))
@@ -609,7 +606,6 @@ def default_targets() -> list[AuditTarget]:
     """Every registered private method at the default settings: simulations (both
     GLMs; FedNewton in both modes), real data (both tasks; FedNewton in both modes and
     with every Newton solver)."""
-    from .methods import FedNewton
     from .realdata import REGISTRY as REAL
     from .simulation.backend import REGISTRY
 
@@ -622,9 +618,8 @@ def default_targets() -> list[AuditTarget]:
         for name, meth in REAL.items():
             if not meth.private:
                 continue
-            newton = isinstance(meth, FedNewton)
             for mode in meth.privacy_modes():
-                for solver in (("cg", "ridge", "floor") if newton else ("cg",)):
+                for solver in (("cg", "ridge", "floor") if meth.solves_newton else ("cg",)):
                     out.append(AuditTarget("realdata", name, task, mode, 0.5,
                                            newton={"solver": solver, "cg_tol": 1e-8, "cg_maxiter": 500}))
     return out

@@ -183,11 +183,6 @@ def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, 
     return gdp_lower_bound(fp, fn, trials, alpha), fp, fn
 
 
-#: The release whose worst pair each method is tested on (its most sensitive one).
-PAIR_RELEASE = {"fedsgd": "gradient", "fedavg": "local step", "fedhybrid": "gradient", "fednewton": "newton",
-                "fednewton_certified": "newton"}
-
-
 def _robust_pair(meth, s, target, pair, glm, B):
     """The pair with its replaced record shrunk to the smallest norm (powers of 2) that
     keeps 99% of the change of the audited release at the public state 0, times 3: an
@@ -198,7 +193,7 @@ def _robust_pair(meth, s, target, pair, glm, B):
 
     (X, y), (X2, y2) = pair
     j = int(np.flatnonzero(np.any(X != X2, axis=1) | (y != y2))[0])
-    stage = PAIR_RELEASE[target.method]
+    stage = meth.tested_release
     theta = np.zeros(X.shape[1])
 
     def moved(scale):
@@ -261,22 +256,22 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
 
     rows = []
     for t in targets:
-        if t.kind != "simulation" or t.method not in PAIR_RELEASE:
+        if t.kind != "simulation" or get_method(t.method).tested_release is None:
             continue
         t = AuditTarget("simulation", t.method, t.model, t.mode, t.tau1, t.hessian_clip, {"rule": "fixed", "value": B})
         meth, glm = get_method(t.method), get_model(t.model)
         s = resolve({"model": t.model, "methods": [t.method], "K": K})["method_settings"][t.method]
         with np.errstate(all="ignore"):
             audited = audit_sim(t, n, seed, local_iters=10)
-        stage = PAIR_RELEASE[t.method]
+        stage = str(meth.tested_release)          # a tested method (checked above)
         pair = _robust_pair(meth, resolve({"model": t.model, "methods": [t.method], "K": 10})["method_settings"][
             t.method], t, worst_pair(t, stage), glm, B)
         privacy = {"mode": t.mode, "hessian_clip": t.hessian_clip}
         low, fp, fn = empirical_mu(meth, s, pair, glm, mu=mu, B=B, tau1=t.tau1, privacy=privacy, trials=trials,  # type: ignore[arg-type]  # simulation targets set tau1
                                    calibration=calibration, alpha=alpha, seed=seed)
         certified = all(r.certified for r in audited)
-        rows.append(EmpiricalRow(t.method, t.model, t.mode if t.method == "fednewton" else "any", certified, mu, low,
-                                 1 - alpha, trials, fp, fn, stage, K, n))
+        mode = t.mode if len(meth.privacy_modes()) > 1 else "any"     # "any": the same releases in every mode
+        rows.append(EmpiricalRow(t.method, t.model, mode, certified, mu, low, 1 - alpha, trials, fp, fn, stage, K, n))
     return rows
 
 
@@ -321,10 +316,9 @@ def plot_empirical(rows: list[EmpiricalRow], pdf: str | None = None, png: str | 
     for k, r in enumerate(rows):
         st = method_style(r.method)
         x = r.mu_nominal + width * ((k + 0.5) / max(len(rows), 1) - 0.5)
-        if r.method == "fednewton":
-            name = "FedNewton, paper mode (nominal mu)" if r.mode == "paper" else "FedNewton, certified mode"
-        else:
-            name = REGISTRY[r.method].label if r.method in REGISTRY else r.method
+        name = REGISTRY[r.method].label if r.method in REGISTRY else r.method
+        if r.mode != "any":             # a method whose releases differ by privacy mode
+            name += ", paper mode (nominal mu)" if r.mode == "paper" else f", {r.mode} mode"
         filled = r.model == models[0]
         ax.plot([x - 0.02 * top, x + 0.02 * top], [r.mu_nominal] * 2, color="k", lw=1.2)
         ax.scatter(x, r.mu_lower, color=st["color"], marker=st["marker"], s=50, zorder=3,

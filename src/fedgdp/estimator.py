@@ -60,10 +60,6 @@ ESTIMATOR_KEY = {"estimator": "fedgdp.FederatedGLM"}
 
 ROW_STREAM = "row_order"
 
-#: The real-data methods that give one global estimate (NP-LocalFit gives one per client)
-_NOT_GLOBAL = ("np_localfit",)
-
-
 class PrivacyLeakWarning(UserWarning):
     """The fit's privacy guarantee is nominal: a release or the clipping bound is not
     accounted for all inputs (the warning names the certified alternatives)."""
@@ -461,8 +457,8 @@ class FederatedGLM:
 
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got family={self.family!r}")
-        if self.method not in REGISTRY or self.method in _NOT_GLOBAL:
-            names = [n for n in REGISTRY if n not in _NOT_GLOBAL]
+        if self.method not in REGISTRY or REGISTRY[self.method].per_client:   # one global estimate only
+            names = [n for n in REGISTRY if not REGISTRY[n].per_client]
             raise ValueError(f"unknown method {self.method!r}; choose from {', '.join(names)}")
         if self.privacy_mode not in privacy.PRIVACY_MODES:
             raise ValueError(f"privacy_mode must be 'certified' or 'paper', got privacy_mode={self.privacy_mode!r}")
@@ -518,7 +514,7 @@ class FederatedGLM:
 
         labels, index = np.unique(groups, return_inverse=True)
         order = [np.flatnonzero(index == i) for i in range(len(labels))]
-        need = 2 if self.method.startswith("fednewton") else 1
+        need = 2 if meth.halves else 1
         for lab, rows in zip(labels, order):
             if len(rows) < need:
                 raise ValueError(f"client {lab.item() if hasattr(lab, 'item') else lab!r} has {len(rows)} row "
@@ -597,12 +593,13 @@ class FederatedGLM:
                 "accounts for it, so the fit is not mu-GDP (privacy_.certified is False); certified "
                 "alternatives: clip=<a public bound B> or clip=None (the private quantile), with "
                 "privacy_mode='certified'", PrivacyLeakWarning, stacklevel=3)
-        if self.method == "fednewton" and p["privacy"]["mode"] == "paper":
-            warnings.warn(
-                "FedNewton in privacy_mode='paper' calibrates its Newton release on an assumption (per-sample "
-                "Hessian norm <= 4 tau1) that fails for unbounded covariates (fedgdp audit); certified "
-                "alternatives: privacy_mode='certified' or method='fednewton_certified'",
-                PrivacyLeakWarning, stacklevel=3)
+        for spec in meth.plan(fd, p["method_settings"][self.method]):
+            if not spec.certified:
+                warnings.warn(
+                    f"{meth.label} in privacy_mode={p['privacy']['mode']!r} calibrates its {spec.stage} release on "
+                    f"an assumption ({spec.assumption}) that fails for some inputs, e.g. unbounded covariates "
+                    f"(fedgdp audit); certified alternatives: {meth.certified_alternatives}",
+                    PrivacyLeakWarning, stacklevel=3)
 
     # ------------------------------------------------------------ prediction
     def _check_fitted(self) -> None:

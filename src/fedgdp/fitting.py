@@ -298,7 +298,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """
     from .arguments import output_path
     from .estimator import FAMILIES
+    from .methods import REALDATA, registry
 
+    fits = {n: m for n, m in registry(REALDATA).items() if not m.per_client}      # one global estimate
+    private = ", ".join(n for n, m in fits.items() if m.private)
+    plain = ", ".join(n for n, m in fits.items() if not m.private)
     ap = sub.add_parser("fit", help="fit a private federated GLM on your own CSV or Parquet file: the "
                                     "estimate and its privacy report")
     ap.add_argument("data", metavar="DATA", help="a .csv or .parquet file, one row per record")
@@ -306,9 +310,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     ap.add_argument("--client", required=True, help="the column of client labels (one client per value)")
     ap.add_argument("--features", help="comma-separated feature columns (default: every other column)")
     ap.add_argument("--family", choices=FAMILIES, default="logistic", help="the model")
-    ap.add_argument("--method", default="fednewton",
-                    help="fedsgd, fedavg, fedhybrid, fednewton, fednewton_certified, dp_scaffold; "
-                         "np_fedavg, np_scaffold, np_pooled with --mu inf")
+    ap.add_argument("--method", default="fednewton", help=f"{private}; {plain} with --mu inf")
     ap.add_argument("--mu", default="2", help="mu-GDP budget of every client (inf: non-private)")
     ap.add_argument("--privacy-mode", dest="privacy_mode", choices=["certified", "paper"], default="certified",
                     help="certified: every release's sensitivity holds for all inputs; paper: as printed")

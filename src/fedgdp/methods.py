@@ -446,6 +446,8 @@ class HybridSettings(MethodSettings):
     share1: float = setting(0.6, "stage 1's share of the K steps when K1 is not given", parse=_POSITIVE)
     K1: int = setting(30, "stage-1 local steps", parse=_steps())
     K2: int = setting(20, "stage-2 server steps", parse=_steps(0))
+    R1: int = setting(1, "stage-1 rounds of K1 local steps, each averaged (the paper's single averaging: 1; "
+                         "the CNNs split their rounds; the simulation runs 1)", parse=_steps(0))
 
 
 @dataclass(frozen=True)
@@ -453,6 +455,19 @@ class ScaffoldSettings(RoundSettings):
     """DP-SCAFFOLD: FedAvg's schedule and a server step size."""
 
     eta_g: float = setting(1.0, "server step size", parse=_POSITIVE)
+
+
+@dataclass(frozen=True)
+class IterSettings(MethodSettings):
+    """FedNewton-Iter (CNNs): R FedAvg rounds of K local steps (eta) in ``cycles`` cycles,
+    each followed by a head-only Newton round (ridge lambda, damping alpha)."""
+
+    R: int = setting(10, "FedAvg rounds (a multiple of cycles)", parse=_steps())
+    K: int = setting(10, "local steps per round", parse=_steps())
+    eta: float = setting(0.01, "local step size", parse=_POSITIVE)
+    cycles: int = setting(2, "cycles of (R / cycles FedAvg rounds + 1 Newton round)", parse=_steps())
+    ridge: float = setting(1.0, "ridge lambda of the head Newton step", parse=_POSITIVE)
+    damping: float = setting(1.0, "damping alpha of the head Newton step", parse=number(0, 10, closed="high"))
 
 
 @dataclass(frozen=True)
@@ -486,6 +501,26 @@ class Method:
     presets: dict[str, dict] = {}
     #: the method whose resolved real-data settings this one starts from (None: its own preset)
     settings_parent: str | None = None
+    #: the releases read two halves of each client's rows (half 1, half 2): a client
+    #: needs at least two rows, and the audit moves a record of each half
+    halves = False
+    #: the local steps carry a per-client drift (control variates), which the audit's
+    #: local-step release is searched with
+    drifts = False
+    #: the row of the paper's Table 1 whose MSE bound the method has
+    #: (:func:`fedgdp.theory.upper_bound`); None: no bound
+    theory_bound: str | None = None
+    #: what to use instead where the method's plan has an uncertified release (the
+    #: privacy-leak warning of :class:`fedgdp.estimator.FederatedGLM`)
+    certified_alternatives = "privacy_mode='certified'"
+    #: the release (a stage of its plan) whose worst pair the empirical distinguishing
+    #: test (:mod:`fedgdp.empirical`) runs the method on, its most sensitive one; None: untested
+    tested_release: str | None = None
+    #: the fit is one model per client (:attr:`Fit.local`), not one global estimate
+    per_client = False
+    #: the releases solve a Newton system with the configured solver (``newton``: cg,
+    #: ridge or floor), so the solver's settings matter to it (checks, the audit's solvers)
+    solves_newton = False
 
     def setting_names(self) -> list[str]:
         """The names of the method's settings (its ``settings_class`` fields).
@@ -497,10 +532,39 @@ class Method:
         """
         return [] if self.settings_class is None else list(self.settings_class.defaults())
 
+    def local_step_size(self, s: dict) -> float:
+        """The step size of the method's local steps (its ``local step`` release).
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        float
+            ``s["eta"]`` (FedHybrid: its stage-1 ``eta1``).
+        """
+        return s["eta"]
+
+    def settings_schema(self) -> dict:
+        """The JSON schema of the method's settings in a config (``method_settings.<name>``):
+        its ``settings_class`` fields, their types, bounds and help (:meth:`Settings.json_schema`).
+
+        Returns
+        -------
+        dict
+            A closed object schema (no properties when the method has no settings).
+        """
+        if self.settings_class is None:
+            return {"type": "object", "additionalProperties": False, "properties": {}}
+        return self.settings_class.json_schema()
+
     def resolve_settings(self, defaults: dict, given: dict | None, derive=None) -> dict:
         """The method's settings: ``defaults`` updated by ``given`` (an unknown key: ValueError
         with a "did you mean"), then ``derive(s)`` filling derived values, then every value
-        checked by its field (ValueError naming ``method.key`` and the value).
+        checked by its field (ValueError naming ``method.key`` and the value), then the
+        cross-field :meth:`check_settings`.
 
         Parameters
         ----------
@@ -529,6 +593,7 @@ class Method:
         fields = self.settings_class.__dataclass_fields__
         for key, value in s.items():
             fields[key].metadata["parse"](f"{self.name}.{key}", value)
+        self.check_settings(s)
         return s
 
     def simulation_preset(self, params: dict) -> dict:
@@ -662,9 +727,35 @@ class Method:
                 for k, shape in self.noise_shapes(s, m, d).items()}
 
     # -- CNNs: settings from a run's settings (fedgdp.nn.settings.NNSettings)
+    def cnn_preset(self, p: dict) -> dict:
+        """The CNN preset: the method's settings from a run's settings ``p``, in the
+        resolved order (compute-matched: every method makes ``rounds * local_epochs``
+        gradient steps per drawn client; docs/methods.md §6).
+
+        Parameters
+        ----------
+        p : dict
+            Resolved CNN run settings (:class:`fedgdp.nn.settings.NNSettings`).
+
+        Returns
+        -------
+        dict
+            The preset.
+        """
+        raise NotImplementedError
+
+    def check_settings(self, s: dict) -> None:
+        """Cross-field checks of resolved settings ``s`` (ValueError; none by default).
+
+        Parameters
+        ----------
+        s : dict
+            The settings, each value checked by its field.
+        """
+
     def cnn_settings(self, p: dict) -> dict:
-        """The method's settings on a CNN run ``p`` (compute-matched: every method makes
-        ``rounds * local_epochs`` gradient steps per drawn client; docs/methods.md §6).
+        """The method's settings on a CNN run ``p``: its :meth:`cnn_preset`, each value
+        checked by its field, then :meth:`check_settings` (:meth:`resolve_settings`).
 
         Parameters
         ----------
@@ -676,7 +767,7 @@ class Method:
         dict
             The method's settings.
         """
-        raise NotImplementedError
+        return self.resolve_settings(self.cnn_preset(p), None)
 
     # -- every backend
     def rounds(self, s: dict) -> int:
@@ -885,6 +976,7 @@ def check_finite_release(name: str, data, fits: list) -> list:
 
 class FedSGD(Method):
     name, label, algorithm = "fedsgd", "FedSGD", "Algorithm 1"
+    theory_bound, tested_release = "fedsgd", "gradient"
 
     backends = GRADIENT_METHODS
     settings_class = StepSettings
@@ -905,8 +997,8 @@ class FedSGD(Method):
         """
         return {"K": params["K"], "eta": 0.5}
 
-    def cnn_settings(self, p):
-        """The settings on a CNN run: ``K = rounds * local_epochs`` server steps of size ``lr``.
+    def cnn_preset(self, p):
+        """The preset on a CNN run: ``K = rounds * local_epochs`` server steps of size ``lr``.
 
         Parameters
         ----------
@@ -994,10 +1086,11 @@ class FedSGD(Method):
 
 class FedAvg(Method):
     name, label, algorithm = "fedavg", "FedAvg", "Algorithm 3"
+    theory_bound, tested_release = "fedavg", "local step"
     backends = GRADIENT_METHODS
 
-    def cnn_settings(self, p):
-        """The settings on a CNN run: ``R = rounds`` rounds of ``K = local_epochs`` local steps of size ``lr``.
+    def cnn_preset(self, p):
+        """The preset on a CNN run: ``R = rounds`` rounds of ``K = local_epochs`` local steps of size ``lr``.
 
         Parameters
         ----------
@@ -1128,6 +1221,7 @@ class FedHybrid(Method):
     """
 
     name, label, algorithm = "fedhybrid", "FedHybrid", "Algorithm 2"
+    theory_bound, tested_release = "fedhybrid", "gradient"
     backends = GRADIENT_METHODS
     SHARE1 = 0.6              # stage 1's share of the steps (docs/methods.md §3: K1 = 30 of 50)
 
@@ -1177,6 +1271,8 @@ class FedHybrid(Method):
         params : dict
             Resolved cell parameters (``K``).
         """
+        if s.get("R1", 1) != 1:              # its noise is drawn for one stage-1 round (noise_shapes)
+            raise ValueError(f"fedhybrid.R1: the simulation runs one stage-1 round, got fedhybrid.R1={s['R1']!r}")
         if "K1" not in s:
             s["K1"] = self.split(params["K"], s["share1"])
         if "K2" not in s:
@@ -1199,8 +1295,8 @@ class FedHybrid(Method):
             if "K2" not in given:
                 s["K2"] = total - s["K1"]
 
-    def cnn_settings(self, p):
-        """The settings on a CNN run: ``R1 = split(rounds, hybrid_local_share)`` rounds of ``K1 = local_epochs``
+    def cnn_preset(self, p):
+        """The preset on a CNN run: ``R1 = split(rounds, hybrid_local_share)`` rounds of ``K1 = local_epochs``
         local steps, then ``K2 = (rounds - R1) local_epochs`` server steps, both of size ``lr``.
 
         Parameters
@@ -1235,6 +1331,21 @@ class FedHybrid(Method):
             ``{"Z1": (K1, m, d), "Z2": (K2, m, d)}``.
         """
         return {"Z1": (s["K1"], m, d), "Z2": (s["K2"], m, d)}
+
+    def local_step_size(self, s):
+        """Stage 1's step size ``eta1`` (its ``local step`` release).
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        float
+            ``s["eta1"]``.
+        """
+        return s["eta1"]
 
     @staticmethod
     def stage1_rounds(s: dict) -> int:
@@ -1323,6 +1434,13 @@ class FedNewton(Method):
 
     name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
     always_certified = False
+    halves = True             # stage 1 and the Hessian on half 1, the Newton gradient on half 2
+    solves_newton = True
+    # Theorem 3.9 (for the certified variant too: it assumes per-sample Hessians bounded
+    # as the clipping enforces, where the clip changes nothing)
+    theory_bound = "fednewton"
+    certified_alternatives = "privacy_mode='certified' or method='fednewton_certified'"
+    tested_release = "newton"
     stacks_levels = False     # the real-data fits run level by level
     settings_class = StepSettings
     presets = {REALDATA: {"K": 50, "eta": 0.5}}
@@ -1506,9 +1624,22 @@ class FedNewtonIter(Method):
 
     name, label, algorithm = "fednewton_iter", "FedNewton-Iter", "Algorithm 5"
     backends = frozenset({CNN})
+    settings_class = IterSettings
 
-    def cnn_settings(self, p):
-        """The settings on a CNN run: ``R = rounds`` FedAvg rounds of ``K = local_epochs`` steps of size ``lr``,
+    def check_settings(self, s):
+        """Refuse ``rounds`` that are not a multiple of ``newton_cycles``.
+
+        Parameters
+        ----------
+        s : dict
+            The resolved settings (``R``, ``cycles``).
+        """
+        if s["R"] % s["cycles"]:
+            raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={s['R']}, "
+                             f"newton_cycles={s['cycles']}")
+
+    def cnn_preset(self, p):
+        """The preset on a CNN run: ``R = rounds`` FedAvg rounds of ``K = local_epochs`` steps of size ``lr``,
         ``cycles = newton_cycles`` head-Newton rounds, ``ridge`` and ``damping``.
 
         Parameters
@@ -1573,8 +1704,7 @@ class FedNewtonIter(Method):
             One fit per privacy level.
         """
         R, K, C = s["R"], s["K"], s["cycles"]
-        if R % C:
-            raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={R}, newton_cycles={C}")
+        self.check_settings(s)
         (sigma1, sigma2), ledgers = be.calibrate(self, s)
         w = self.weights(be, s)
         theta = be.start()
@@ -1596,6 +1726,7 @@ class DPScaffold(Method):
     name, label, algorithm = "dp_scaffold", "DP-SCAFFOLD", "SCAFFOLD + Algorithm 3 noise"
     backends = frozenset({REALDATA})
     per_round = 2             # the update and the control variate
+    drifts = True             # local steps corrected by c - c_i
     settings_class = ScaffoldSettings
     presets = {REALDATA: {"eta_g": 1.0}}
     settings_parent = "fedavg"             # FedAvg's schedule (so FedAvg's noise), plus eta_g
@@ -1673,6 +1804,7 @@ class NonPrivate(Method):
         self.base, self.name, self.label, self.algorithm = base, name, label, algorithm
         self.backends = base.backends & {REALDATA}
         self.settings_class, self.settings_parent = base.settings_class, base.name
+        self.halves, self.drifts = base.halves, base.drifts
         self.presets = {REALDATA: {}}
 
     def comm(self, s, m, dk):
@@ -1693,6 +1825,21 @@ class NonPrivate(Method):
             ``rounds``, ``floats_up``, ``floats_down``.
         """
         return self.base.comm(s, m, dk)
+
+    def local_step_size(self, s):
+        """The base method's local step size.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        float
+            As :meth:`Method.local_step_size` of the base method.
+        """
+        return self.base.local_step_size(s)
 
     def fit(self, data, s, noise):
         """The base method's fit without noise (ValueError when ``data`` is private).
@@ -1722,6 +1869,7 @@ class NPLocalFit(Method):
 
     name, label, algorithm, private = "np_localfit", "NP-LocalFit", "ridge MLE per client", False
     backends, stacks_levels = frozenset({REALDATA}), False
+    per_client = True
     settings_class = RidgeSettings
     presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
@@ -1741,7 +1889,7 @@ class NPLocalFit(Method):
             One fit, ``local``: theta of shape (m, d, k).
         """
         theta = be.ridge_fit_clients(s)
-        return [Fit(theta, privacy.Ledger(), rounds=0, floats_up=0, floats_down=0, local=True)]
+        return [Fit(theta, privacy.Ledger(), rounds=0, floats_up=0, floats_down=0, local=self.per_client)]
 
 
 class NPPooled(Method):

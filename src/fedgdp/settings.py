@@ -82,7 +82,7 @@ def integer(low: int = 1, *, strict: bool = True) -> Callable:
         if int(f) < low:
             raise ValueError(f"{key} must be an integer >= {low}, got {key}={int(f)}")
         return int(f)
-    return parse
+    return _described(parse, {"type": "integer", "minimum": low} if strict else {})
 
 
 def number(low: float | None = None, high: float | None = None, *, closed: str = "", finite: bool = False,
@@ -122,6 +122,19 @@ def number(low: float | None = None, high: float | None = None, *, closed: str =
             raise ValueError(f"{key} must be {_interval(low, high, low_in, high_in, finite)}, "
                              f"got {key}={value!r}")
         return value if keep else f
+    bounds = {}
+    if low is not None:
+        bounds["minimum" if low_in else "exclusiveMinimum"] = low
+    if high is not None:
+        bounds["maximum" if high_in else "exclusiveMaximum"] = high
+    return _described(parse, {"type": "number", **bounds})
+
+
+def _described(parse: Callable, schema: dict) -> Callable:
+    """``parse`` with the JSON schema of the values it accepts (``parse.json_schema``: the
+    type and bounds, looser where JSON cannot say more, e.g. inf; the checker has the last
+    word) for the config schema (:meth:`Settings.json_schema`)."""
+    setattr(parse, "json_schema", schema)  # noqa: B010  # an attribute of a function: mypy would refuse the dot
     return parse
 
 
@@ -154,7 +167,7 @@ def choice(*allowed) -> Callable:
             raise ValueError(f"unknown {key} {value!r}{suggest(value, allowed)}; choose from "
                              f"{', '.join(map(str, allowed))}")
         return value
-    return parse
+    return _described(parse, {"enum": list(allowed)})
 
 
 def name_list(key, value) -> list:
@@ -294,6 +307,23 @@ class Settings:
             The settings.
         """
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def json_schema(cls) -> dict:
+        """The JSON schema of a mapping of these settings: a closed object whose properties
+        are the fields, each with its checker's type and bounds (see ``number``, ``integer``,
+        ``choice``; none for another checker) and its help as the description. No defaults:
+        a validator that fills them in would change the mapping (they depend on the
+        experiment).
+
+        Returns
+        -------
+        dict
+            ``{"type": "object", "additionalProperties": False, "properties": {...}}``.
+        """
+        props = {f.name: {**getattr(f.metadata["parse"], "json_schema", {}), "description": f.metadata["help"]}
+                 for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return {"type": "object", "additionalProperties": False, "properties": props}
 
     @classmethod
     def defaults(cls) -> dict:

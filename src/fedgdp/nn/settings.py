@@ -197,9 +197,8 @@ class NNSettings(Settings):
             p["n"] = integer(3, strict=False)("n", p["n"])
         elif p["n"] is not None:
             raise ValueError(f"fig10 splits the full training set: n must be full/None, got n={p['n']!r}")
-        if "fednewton_iter" in p["methods"] and p["rounds"] % p["newton_cycles"]:
-            raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={p['rounds']}, "
-                             f"newton_cycles={p['newton_cycles']}")
+        for name in p["methods"]:            # each method's CNN settings resolve (and are checked)
+            get_method(name, CNN).cnn_settings(p)
         return p
 
 

@@ -48,6 +48,10 @@ def _error_message(error) -> ConfigError:
         return ConfigError(key_path(path + [error.instance]), f"unknown name {error.instance!r}"
                            f"{suggest(error.instance, allowed)}"
                            + (f"; known: {', '.join(map(str, allowed))}" if allowed else ""))
+    if error.validator in ("type", "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "enum"):
+        message = _setting_message(path, error.instance)
+        if message:
+            return ConfigError(key_path(path), message)
     if error.validator in ("anyOf", "oneOf") and error.schema.get("description"):
         return ConfigError(key_path(path), f"{error.instance!r} is not valid: {error.schema['description']}")
     if error.validator == "enum":
@@ -80,6 +84,49 @@ def validate(config: dict, schema: dict) -> None:
         raise _error_message(errors[0])
 
 
+#: Where the config holds per-method settings, and the experiment whose methods they are.
+METHOD_SETTINGS_AT = ((("defaults", "method_settings"), "simulation"), (("realdata", "method_settings"), "realdata"))
+
+
+def fill_method_settings(schema: dict) -> None:
+    """Close the config's ``method_settings`` maps (in place) over the registry: one entry
+    per method of the experiment, its settings' keys, types and bounds from the method's
+    settings dataclass (:meth:`fedgdp.methods.Method.settings_schema`), so the schema
+    restates none of them.
+
+    Parameters
+    ----------
+    schema : dict
+        The config schema as read from the YAML file.
+    """
+    from ..methods import registry
+
+    for (section, key), kind in METHOD_SETTINGS_AT:
+        if section not in schema["properties"]:
+            continue
+        node = schema["properties"][section]["properties"][key]
+        node.pop("additionalProperties", None)
+        node.update(properties={name: meth.settings_schema() for name, meth in registry(kind).items()},
+                    additionalProperties=False)
+
+
+def _setting_message(path: list, value) -> str | None:
+    """The declared check's message for a bad value at ``...method_settings.<name>.<key>``."""
+    if len(path) < 3 or path[-3] != "method_settings":
+        return None
+    from ..methods import REGISTRY
+
+    meth = REGISTRY.get(str(path[-2]))
+    fields = getattr(meth.settings_class, "__dataclass_fields__", {}) if meth else {}
+    if path[-1] not in fields:
+        return None
+    try:
+        fields[path[-1]].metadata["parse"](f"{path[-2]}.{path[-1]}", value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def load_schema(path: str | os.PathLike) -> dict:
     """The config schema, with ``studies.*.settings`` closed over the keys of ``defaults``.
 
@@ -97,6 +144,7 @@ def load_schema(path: str | os.PathLike) -> dict:
     import yaml
 
     schema = yaml.safe_load(Path(path).read_text())
+    fill_method_settings(schema)
     study = schema["properties"]["studies"]["additionalProperties"]["properties"]
     if "settings" in study:
         study["settings"].update(_without_defaults(schema["properties"]["defaults"]),

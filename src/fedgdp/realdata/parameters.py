@@ -169,12 +169,12 @@ def _check_newton(p: dict) -> None:
     """What certified FedNewton's proof needs of the settings (docs/methods.md §2): a
     solve whose error enters the recorded sensitivity (:func:`fedgdp.solvers.check_certified_cg`).
     (Both halves non-empty depends on the data's layout: :meth:`FoldData.half_sizes` checks it.)"""
-    from ..methods import FedNewton
     from ..solvers import check_certified_cg
 
-    newton = [name for name in p["methods"] if isinstance(get_method(name), FedNewton)]
+    newton = [name for name in p["methods"] if get_method(name).solves_newton]
     if not newton:
         return
-    certified = [name for name in newton if get_method(name).always_certified or p["privacy"]["mode"] == "certified"]
+    certified = [name for name in newton
+                 if getattr(get_method(name), "always_certified", False) or p["privacy"]["mode"] == "certified"]
     if certified and p["newton"]["solver"] == "cg":
         check_certified_cg(p["newton"]["cg_tol"], p["newton"]["cg_maxiter"], p["privacy"]["hessian_clip"])

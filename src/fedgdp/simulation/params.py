@@ -61,10 +61,9 @@ def check_halves(methods: list, scheme) -> None:
     scheme : fedgdp.simulation.data.SizeScheme
         The client-size scheme.
     """
-    from ..methods import FedNewton
     from .backend import get_method
 
-    newton = [name for name in methods if isinstance(get_method(name), FedNewton)]
+    newton = [name for name in methods if get_method(name).halves]
     if newton and scheme.min_size() < 2:
         floor = " (n_floor)" if scheme.kind in ("lognormal", "total") else ""
         raise ValueError(f"sizes {scheme.text!r} can give a client fewer than 2 samples{floor}, but "

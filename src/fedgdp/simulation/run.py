@@ -145,7 +145,7 @@ def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = 40_000) ->
     simulate --m 10**9``). A block holds :func:`block_size` replicates (at least one),
     each ``m * mean_n`` rows of ``d`` features: the rows in two layouts plus per-row
     values (about ``8 (4 d + 8)`` bytes a row), and each method's pre-drawn noise
-    (``steps * m * d`` doubles, steps the sum of its K, K1, K2 times its R).
+    (the doubles of its :meth:`fedgdp.methods.Method.noise_shapes`).
 
     Parameters
     ----------
@@ -165,9 +165,9 @@ def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = 40_000) ->
     per_block = min(max(1, n_replicates), block_size(p, rows_per_block))
     d = len(p["beta_true"])
     rows = per_block * p["m"] * scheme.mean_size(p["m"])
-    steps = sum(sum(v for k, v in s.items() if k in ("K", "K1", "K2") and isinstance(v, (int, float)))
-                * s.get("R", 1) for s in p["method_settings"].values())
-    return rows * 8 * (4 * d + 8) + per_block * steps * p["m"] * d * 8
+    noise = sum(int(np.prod(shape)) for name, s in p["method_settings"].items()
+                for shape in get_method(name).noise_shapes(s, p["m"], d).values())
+    return rows * 8 * (4 * d + 8) + per_block * noise * 8
 
 
 def fast_fit(name: str, fd: FitData, s: dict, noises: list[dict]):

@@ -260,9 +260,7 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
     from .backend import get_method
 
     meth = get_method(method)
-    # the certified FedNewton has FedNewton's bound (Theorem 3.9 assumes per-sample
-    # Hessians bounded as the clipping enforces, where the clip changes nothing)
-    bound_of = {"fednewton_certified": "fednewton"}.get(method, method)
+    bound_of = meth.theory_bound or method     # the row of Table 1 (unknown: upper_bound's error)
     out = np.empty(len(rows))
     for j, (m, N, mu, K) in enumerate(zip(rows["m"], rows["N_mean"], rows["mu"], rows["K"])):
         s = meth.settings({"K": int(K), "schedule": schedule,
