@@ -130,9 +130,13 @@ def check_finite(X: np.ndarray, source: str) -> None:
 
 
 def _design(pixels: np.ndarray, scale: float, source: str = "data") -> np.ndarray:
-    pixels = np.asarray(pixels, dtype=np.float64).reshape(pixels.shape[0], -1) / scale
-    check_finite(pixels, source)
-    return np.hstack([np.ones((pixels.shape[0], 1)), pixels])
+    # [1, pixels / scale] written into one array (no float copy of the pixels, no hstack)
+    flat = np.asarray(pixels).reshape(pixels.shape[0], -1)
+    X = np.empty((flat.shape[0], flat.shape[1] + 1))
+    X[:, 0] = 1.0
+    np.divide(flat, scale, out=X[:, 1:], dtype=np.float64)
+    check_finite(X[:, 1:], source)
+    return X
 
 
 def load_digits() -> Dataset:

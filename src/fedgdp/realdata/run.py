@@ -134,7 +134,8 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int
 
 class _Split:
     """One split's layout and runs, and the fits of one method on one fold (:meth:`fit`);
-    the training data of the last fold asked for is kept (one fold at a time)."""
+    the training data of the last fold asked for is kept (one fold at a time), or of
+    every fold after :meth:`prepare` (before forking workers, which then share it)."""
 
     def __init__(self, p: dict, data: Dataset, split: int):
         self.p, self.data, self.split = p, data, split
@@ -146,9 +147,18 @@ class _Split:
         self.runs = [(name, mu) for name in p["methods"]
                      for mu in (p["mu"] if get_method(name).private else [math.inf])]
         self._fold: tuple | None = None
+        self._folds: dict = {}
+
+    def prepare(self) -> None:
+        """Set every fold up now (its training data and bounds, kept for all tasks)."""
+        for f in range(self.p["folds"]):
+            self._folds[f] = self._setup(f)
+            self._fold = None
 
     def _setup(self, f: int) -> tuple:
         """Fold f's client parts, training data (shared by all its FoldData) and clipping bounds."""
+        if f in self._folds:
+            return self._folds[f]
         if self._fold is None or self._fold[0] != f:
             p, data = self.p, self.data
             self._fold = None                                   # free the last fold first
@@ -206,28 +216,53 @@ class _Split:
 _WORKER: list = []      # the split a forked worker fits (set before the fork)
 
 
-def _fit_task(task: tuple[int, str]) -> tuple[dict, dict]:
+def _fit_task(task: tuple[int, str]) -> tuple[tuple, float]:
     from threadpoolctl import threadpool_limits
 
+    t0 = time.process_time()
     with threadpool_limits(limits=1):
-        return _WORKER[0].fit(*task)
+        out = _WORKER[0].fit(*task)
+    return out, time.process_time() - t0
 
 
 def _map_tasks(split_: _Split, tasks: list, workers: int) -> list:
-    """``split_.fit`` on every (fold, method) task, in order: here, or in ``workers``
-    forked processes (where the platform forks; elsewhere here)."""
+    """``split_.fit`` on every (fold, method) task, results in the order of ``tasks``:
+    here, or in ``workers`` forked processes (where the platform forks; elsewhere here).
+
+    The workers share every fold's data, set up before the fork. Tasks are handed out
+    one at a time, longest first: a method's folds cost about the same, so once one of
+    its folds has been timed its others go in order of that time (untimed methods first,
+    in the given order), and the short fits come last, where a worker waiting for the
+    other costs least. Which worker fits which task changes no number.
+    """
     import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     if workers == 1 or "fork" not in mp.get_all_start_methods():
         return [split_.fit(*t) for t in tasks]
+    split_.prepare()
     _WORKER[:] = [split_]
+    results: list = [None] * len(tasks)
+    cost: dict = {}                                  # method -> CPU seconds of one of its folds
+    todo = list(range(len(tasks)))
     try:
-        with mp.get_context("fork").Pool(min(workers, len(tasks))) as pool:
-            return pool.map(_fit_task, tasks, chunksize=1)
+        with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=mp.get_context("fork")) as pool:
+            running: dict = {}
+            while todo or running:
+                while todo and len(running) < workers:
+                    nxt = max(todo, key=lambda t: (cost.get(tasks[t][1], math.inf), -t))
+                    todo.remove(nxt)
+                    running[pool.submit(_fit_task, tasks[nxt])] = nxt
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    t = running.pop(fut)
+                    results[t], seconds = fut.result()
+                    cost.setdefault(tasks[t][1], seconds)
     finally:
         _WORKER.clear()
+    return results
 
 
 def _schema():
