@@ -372,6 +372,7 @@ def gradients(XT, y, lim, offsets, groups, theta, model, clip, out, ones=False):
     model : int               :data:`MODEL_CODES`
     clip : bool               clip residuals to ``lim`` (False: non-private)
     out : (C, d)              written in place
+    ones : bool               row 0 of XT is all ones (the intercept; then not read)
     """
     buf, tb = _scratch(XT.shape[0])
     for q in range(groups.shape[0] - 1):
@@ -417,6 +418,8 @@ def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, si
         Standard normals (read only when ``noisy``).
     noisy : bool
         Add the noise.
+    ones : bool
+        Row 0 of XT is all ones (the intercept), which is then not read (``x * 1.0 == x``: the same numbers).
     """
     C, d = theta.shape
     g = np.empty((C, d))
@@ -474,6 +477,8 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
         Standard normals (read only when ``noisy``).
     noisy : bool
         Add the noise.
+    ones : bool
+        Row 0 of XT is all ones (the intercept), which is then not read (``x * 1.0 == x``: the same numbers).
     """
     n_rep, d = theta.shape
     sign = -1.0 if model == 0 else 1.0
