@@ -18,6 +18,7 @@ difference of each numeric column). Run it on a quiet machine, one BLAS thread::
 
     python scripts/profile_realdata.py --task multiclass --out /tmp/mc.parquet
     python scripts/profile_realdata.py --products
+    python scripts/profile_realdata.py --pooled     # NP-Pooled: dense against CSR design
 """
 from __future__ import annotations
 
@@ -163,6 +164,42 @@ def products(path: str = "data/mnist") -> None:
                 print(f"| {n} | {k} | " + " | ".join(f"{t:.2f}" for t in times) + " |")
 
 
+def pooled(path: str = "data/mnist") -> None:
+    """Print NP-Pooled's ridge fit on split 0, fold 0 with the dense and with the CSR
+    design: CPU seconds and the largest difference of the two parameters.
+
+    Parameters
+    ----------
+    path : str
+        The MNIST folder.
+    """
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from fedgdp.datasets import layout_key, load_dataset, split_layout
+    from fedgdp.glm import matrix_model, product_design
+    from fedgdp.realdata import resolve
+    from fedgdp.realdata.solvers import ridge_fit
+
+    data = load_dataset("mnist", path)
+    for task in ("binary", "multiclass"):
+        p = resolve({"dataset": "mnist", "path": path, "m": 80, "n_min": 800, "task": task})
+        key = layout_key(p["dataset"], data.N, p["m"], p["n_min"], p["alpha"], p["folds"])
+        layout = split_layout(p["base_seed"], key, 0)
+        model = matrix_model(task)
+        Y = model.targets(data.targets(task))
+        train = [layout.train_test(i, 0)[0] for i in range(layout.m)]
+        X, Yp = np.vstack([data.X[tr] for tr in train]), np.vstack([Y[tr] for tr in train])
+        fits, times = [], []
+        with threadpool_limits(limits=1):
+            for design in (X, product_design(X)):
+                t0 = time.process_time()
+                fits.append(ridge_fit(model, design, Yp, ridge=1e-3, maxiter=200))
+                times.append(time.process_time() - t0)
+        print(f"{task}: dense {times[0]:.1f} CPU-s, CSR {times[1]:.1f} CPU-s; largest difference of the "
+              f"parameters {np.abs(fits[0] - fits[1]).max():.2g} (largest |theta| {np.abs(fits[0]).max():.3g})")
+
+
 def compare(a: str, b: str) -> int:
     """Print the largest absolute difference of each numeric column of two split files.
 
@@ -203,11 +240,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="Parquet file for the split's rows")
     ap.add_argument("--products", action="store_true", help="the dense / CSR product micro-benchmark only")
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two --out files")
+    ap.add_argument("--pooled", action="store_true", help="NP-Pooled's fit with the dense and the CSR design")
     args = ap.parse_args(argv)
     if args.compare:
         return compare(*args.compare)
     if args.products:
         products()
+        return 0
+    if args.pooled:
+        pooled()
         return 0
     profile_split(args.config, args.task, args.split, args.methods, args.out)
     return 0
