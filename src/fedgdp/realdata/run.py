@@ -146,22 +146,21 @@ class _Split:
         self.Yall = self.model.targets(self.labels)
         self.runs = [(name, mu) for name in p["methods"]
                      for mu in (p["mu"] if get_method(name).private else [math.inf])]
-        self._fold: tuple | None = None
-        self._folds: dict = {}
+        self._folds: dict = {}      # fold -> its set-up; one fold at a time unless keep_all
+        self.keep_all = False
 
     def prepare(self) -> None:
         """Set every fold up now (its training data and bounds, kept for all tasks)."""
+        self.keep_all = True
         for f in range(self.p["folds"]):
-            self._folds[f] = self._setup(f)
-            self._fold = None
+            self._setup(f)
 
     def _setup(self, f: int) -> tuple:
         """Fold f's client parts, training data (shared by all its FoldData) and clipping bounds."""
-        if f in self._folds:
-            return self._folds[f]
-        if self._fold is None or self._fold[0] != f:
+        if f not in self._folds:
             p, data = self.p, self.data
-            self._fold = None                                   # free the last fold first
+            if not self.keep_all:
+                self._folds.clear()                             # free the last fold first
             parts = [self.layout.train_test(i, f) for i in range(self.layout.m)]
             Xtr = [data.X[tr] for tr, _ in parts]
             Ytr = [self.Yall[tr] for tr, _ in parts]
@@ -170,8 +169,8 @@ class _Split:
             for mu in dict.fromkeys(mu for _, mu in self.runs):
                 fold_bounds[mu] = clip_bound_real(self.model, Xtr, Ytr, p["clip"], mu=mu,
                                                   rng=noise_rng(p, self.key, self.split, f, CLIP_STREAM))
-            self._fold = (f, parts, Xtr, Ytr, shared, fold_bounds)
-        return self._fold
+            self._folds[f] = (f, parts, Xtr, Ytr, shared, fold_bounds)
+        return self._folds[f]
 
     def fit(self, f: int, name: str) -> tuple[dict, dict]:
         """Method ``name`` at all its mu on fold f (one :meth:`fedgdp.methods.Method.fit_many` call).
