@@ -10,7 +10,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "fedgdp"
 
-CORE = {"glm", "seeds", "privacy", "methods", "solvers", "settings", "io", "figures", "datasets", "theory",
+CORE = {"glm", "seeds", "compiled", "normals", "privacy", "methods", "solvers", "settings", "io", "figures", "datasets", "theory",
         "arguments", "__init__"}
 EXPERIMENTS = {"simulation", "realdata", "nn"}
 REPORTS = {"tables", "decomposition", "plots_decomposition", "claims", "sensitivity"}

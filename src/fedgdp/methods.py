@@ -57,6 +57,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from . import privacy
+from .normals import standard_normal
 from .settings import Settings, integer, number, setting, suggest
 
 __all__ = ["Backend", "Fit", "Method", "FedSGD", "FedAvg", "FedHybrid", "FedNewton", "FedNewtonCertified",
@@ -136,7 +137,7 @@ class StreamNoise:
         ndarray
             The draw.
         """
-        return self.rng.standard_normal(shape)  # type: ignore[union-attr]  # take() hands out a private stream only
+        return standard_normal(self.rng, shape)  # type: ignore[arg-type]  # take() hands out a private stream only
 
 
 # ---------------------------------------------------------------------- backend
@@ -723,7 +724,7 @@ class Method:
         dict
             Name -> standard normals (or None).
         """
-        return {k: (rng.standard_normal(shape) if private else None)
+        return {k: (standard_normal(rng, shape) if private else None)
                 for k, shape in self.noise_shapes(s, m, d).items()}
 
     # -- CNNs: settings from a run's settings (fedgdp.nn.settings.NNSettings)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..datasets import allocate_total
 from ..glm import get_model
+from ..normals import standard_normal
 from ..seeds import derived_rng
 
 __all__ = [
@@ -364,6 +365,6 @@ def simulate_replicate(rng: np.random.Generator, *, model: str, scheme: SizeSche
     p = beta_true.shape[0]
     X = np.empty((n_total, p))
     X[:, 0] = 1.0
-    X[:, 1:] = sigma_c * rng.standard_normal((n_total, p - 1))
+    X[:, 1:] = sigma_c * standard_normal(rng, (n_total, p - 1))
     y = glm.sample(rng, X @ beta_true)
     return Replicate(X, y, sizes)

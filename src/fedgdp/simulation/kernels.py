@@ -29,40 +29,19 @@ row (``sum_j w_i/n_i r_j x_j``). Groups and chunks start at a replicate's (group
 first row and depend only on its own sizes, so a replicate's numbers do not depend
 on which replicates share its block.
 
-Compilation is cached on disk (``cache=True``: next to this file, else in the
+Compilation is cached on disk (:mod:`fedgdp.compiled`: next to this file, else in the
 user's cache directory, or in ``NUMBA_CACHE_DIR``), so only the first process
 compiles; where no cache location is writable the kernels compile in every process.
 """
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 
+from ..compiled import njit as _njit
+from ..compiled import numba
 
-def _import_numba():
-    """Import numba and its array typing without letting it import ``scipy.linalg``.
-
-    numba's first compile or cache load imports ``numba.np.arraymath``, which imports
-    ``scipy.linalg`` (when scipy is installed) only to see whether BLAS is there for
-    ``np.cov``-style inner products; that import costs a process about 0.15 CPU-s
-    (half as much as importing numba). These kernels use no BLAS, so unless scipy.linalg is
-    already loaded the check fails fast (numba then uses its plain loop there;
-    ``np.dot`` in compiled code still finds BLAS later, as it checks again).
-    """
-    import numba
-
-    if "scipy.linalg" not in sys.modules and "numba.np.arraymath" not in sys.modules:
-        sys.modules["scipy.linalg.cython_blas"] = None      # makes the import fail at once
-        try:
-            import numba.np.arraymath  # noqa: F401
-        finally:
-            del sys.modules["scipy.linalg.cython_blas"]
-    return numba
-
-
-numba = _import_numba()
 _intrinsic = numba.extending.intrinsic
 
 __all__ = ["CHUNK", "GROUP_ROWS", "MODEL_CODES", "client_groups", "gradients", "local_descent",
@@ -81,33 +60,6 @@ _LN2_LO = 1.90821492927058770002e-10
 
 _EXACT = {"contract"}                  # fused multiply-add only: elementwise loops
 _SUMS = {"contract", "reassoc"}        # reductions may be reordered (vectorised sums)
-
-
-def _njit(fastmath, inline="never"):
-    """``numba.njit`` with the on-disk cache, or without it where no cache location is
-    writable (numba raises RuntimeError at decoration then)."""
-    opts = dict(fastmath=fastmath, error_model="numpy", nogil=True, inline=inline)
-
-    def wrap(func):
-        try:
-            return numba.njit(cache=True, **opts)(func)
-        except RuntimeError:
-            _warn_no_cache()
-            return numba.njit(cache=False, **opts)(func)
-    return wrap
-
-
-_WARNED: list = []
-
-
-def _warn_no_cache():
-    if not _WARNED:
-        _WARNED.append(True)
-        import warnings
-
-        warnings.warn("fedgdp.simulation.kernels: no writable numba cache location (package directory or "
-                      "~/.cache/numba); the kernels compile in every process (seconds each); "
-                      "set NUMBA_CACHE_DIR to a writable directory", RuntimeWarning, stacklevel=3)
 
 
 # ----------------------------------------------------------------- chunk passes

@@ -25,7 +25,12 @@ from .backend import FitData, get_method
 from .data import noise_rng, parse_sizes, replicate_rng, simulate_replicate
 from .params import data_key
 
-__all__ = ["run_cell", "simulate_block", "write_cell", "read_cell", "COLUMNS"]
+__all__ = ["run_cell", "simulate_block", "write_cell", "read_cell", "COLUMNS", "BLOCK_ROWS"]
+
+#: Rows of a block of replicates fitted together (about 56 MB of data; at least one replicate).
+#: Larger blocks share the Python work of a fit among more replicates; the numbers of a
+#: replicate do not depend on its block (:mod:`fedgdp.simulation.kernels`).
+BLOCK_ROWS = 250_000
 
 COLUMNS = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N", "n_min", "n_max",
            "B", "sq_error", "theta_hat", "rounds", "floats_up", "floats_down", "mu_composed",
@@ -138,7 +143,7 @@ def block_size(p: dict, rows_per_block: int) -> int:
     return max(1, int(rows_per_block // max(1.0, p["m"] * mean_n)))
 
 
-def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = 40_000) -> float:
+def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = BLOCK_ROWS) -> float:
     """Bytes the largest block of a cell needs, roughly (an upper-side estimate).
 
     Used to refuse, before any work, a cell that cannot fit in memory (``fedgdp
@@ -195,7 +200,7 @@ def fast_fit(name: str, fd: FitData, s: dict, noises: list[dict]):
     return fit.theta, fit.ledger
 
 
-def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, rows_per_block: int = 40_000,
+def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, rows_per_block: int = BLOCK_ROWS,
              return_ledgers: bool = False):
     """Fit every method of the cell on every replicate.
 
