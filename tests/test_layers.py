@@ -10,8 +10,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "fedgdp"
 
-CORE = {"glm", "seeds", "compiled", "normals", "privacy", "methods", "solvers", "settings", "io", "figures", "datasets", "theory",
-        "arguments", "__init__"}
+CORE = {"glm", "seeds", "compiled", "normals", "privacy", "methods", "solvers", "settings", "io", "figures",
+        "datasets", "theory", "arguments", "__init__"}
 EXPERIMENTS = {"simulation", "realdata", "nn"}
 REPORTS = {"tables", "decomposition", "plots_decomposition", "claims", "sensitivity"}
 COMMANDS = {"plan", "cli", "audit", "empirical", "bench", "rundiff", "__main__", "estimator", "fitting"}
