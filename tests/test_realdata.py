@@ -341,6 +341,31 @@ def test_sparse_products_agree_with_dense_ones(model):
     assert np.abs(fd_dense.gradient(1, T) - fd_sparse.gradient(1, T)).max() < 1e-12
 
 
+def test_pooled_design_from_blocks_is_the_stacked_csr():
+    """The pooled design built from the clients' row blocks (fedgdp.glm.product_design of a
+    list) has the very arrays of csr_matrix(np.vstack(blocks)), so NP-Pooled's products are
+    the same to the bit; a short or dense stack comes back as the dense np.vstack."""
+    from scipy.sparse import csr_matrix, issparse
+
+    from fedgdp.glm import SPARSE_MIN_COLUMNS, product_design
+
+    rng = np.random.default_rng(8)
+    d = SPARSE_MIN_COLUMNS + 9
+    blocks = [np.where(rng.random((n, d)) < 0.15, rng.random((n, d)), 0.0) for n in (700, 1, 2500, 0, 1900)]
+    blocks[2][5] = 0.0                                   # an empty row
+    S, want = product_design(blocks), csr_matrix(np.vstack(blocks))
+    assert issparse(S) and S.shape == want.shape
+    for name in ("indptr", "indices", "data"):
+        got, ref = getattr(S, name), getattr(want, name)
+        assert got.dtype == ref.dtype and np.array_equal(got, ref), name
+    V = rng.normal(size=(d, 3))
+    assert np.array_equal(S @ V, want @ V) and np.array_equal(S.T @ (want @ V), want.T @ (want @ V))
+    small = product_design(blocks[:2])
+    assert not issparse(small) and np.array_equal(small, np.vstack(blocks[:2]))
+    dense = [np.ones((3000, d)), np.ones((2000, d))]
+    assert not issparse(product_design(dense)) and product_design(dense).shape == (5000, d)
+
+
 def test_cli_realdata_and_plot(tmp_path, digits):
     spec = {"m": 4, "n_min": 300, "method_settings": {"fedsgd": {"K": 3}, "fedavg": {"R": 1, "K": 3},
                                                        "np_localfit": {"maxiter": 10}, "np_pooled": {"maxiter": 10}}}

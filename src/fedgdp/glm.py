@@ -65,7 +65,7 @@ def _row_blocks(n: int):
     return (slice(s, min(s + ROW_BLOCK, n)) for s in range(0, n, ROW_BLOCK))
 
 
-def product_design(X: np.ndarray):
+def product_design(X):
     """The matrix to multiply with in place of the dense design ``X`` (n, d): a
     ``scipy.sparse.csr_matrix`` with X's values when X is tall, wide and sparse
     (:data:`ROW_BLOCK_MIN`, :data:`SPARSE_MIN_COLUMNS`, :data:`SPARSE_MAX_DENSITY`), else X itself.
@@ -74,22 +74,36 @@ def product_design(X: np.ndarray):
     sparse product sums the same terms in another order, so its results agree with
     the dense ones to rounding (about 1e-16 relative), not bit for bit.
 
+    ``X`` may also be a list of row blocks (the clients' rows of a pooled design): the
+    design is then their stack, and a sparse one is built block by block without the
+    dense stack (the same CSR arrays as ``csr_matrix(np.vstack(X))``, in a fifth of the
+    time for MNIST's 56,000 x 785 pixels).
+
     Parameters
     ----------
-    X : ndarray, shape (n, d)
-        A design.
+    X : ndarray, shape (n, d), or list of ndarray, shapes (n_i, d)
+        A design, or its row blocks in order.
 
     Returns
     -------
     ndarray or scipy.sparse.csr_matrix, shape (n, d)
-        X, or X as a CSR matrix.
+        X (stacked), or X as a CSR matrix.
     """
-    n, d = X.shape
-    if n <= ROW_BLOCK_MIN or d < SPARSE_MIN_COLUMNS or np.count_nonzero(X) > SPARSE_MAX_DENSITY * n * d:
-        return X
+    blocks = X if isinstance(X, list) else [X]
+    n, d = sum(b.shape[0] for b in blocks), blocks[0].shape[1]
+    if (n <= ROW_BLOCK_MIN or d < SPARSE_MIN_COLUMNS
+            or sum(np.count_nonzero(b) for b in blocks) > SPARSE_MAX_DENSITY * n * d):
+        return np.vstack(blocks) if isinstance(X, list) else X
     from scipy.sparse import csr_matrix
 
-    return csr_matrix(X)
+    values, columns, counts = [], [], []
+    for b in blocks:                 # row-major nonzeros, as csr_matrix(dense) orders them
+        r, c = np.nonzero(b)
+        values.append(b[r, c])
+        columns.append(c)
+        counts.append(np.bincount(r, minlength=b.shape[0]))
+    indptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))])
+    return csr_matrix((np.concatenate(values), np.concatenate(columns), indptr), shape=(n, d))
 
 
 def _blocked(X) -> bool:

@@ -434,7 +434,6 @@ class RealBackend:
         floats_up : int
             Numbers in the pooled X and Y.
         """
-        X, Y = np.vstack(self.data.X), np.vstack(self.data.Y)
-        X = product_design(X)                      # CSR when the pooled design is large and sparse
+        X, Y = product_design(list(self.data.X)), np.vstack(self.data.Y)   # CSR when large and sparse
         Theta = ridge_fit(self.data.model, X, Y, ridge=s["ridge"], maxiter=s["maxiter"], gtol=s.get("gtol", 1e-8))
         return Theta, int(X.shape[0] * X.shape[1] + Y.size)
