@@ -149,28 +149,49 @@ class _Split:
         self._folds: dict = {}      # fold -> its set-up; one fold at a time unless keep_all
         self.keep_all = False
 
-    def prepare(self) -> None:
-        """Set every fold up now (its training data and bounds, kept for all tasks)."""
+    def prepare(self, threads: int = 1) -> None:
+        """Set every fold up now (its training data and bounds, kept for all tasks), the
+        folds shared by ``threads`` threads (numpy's copies and sums release the GIL; each
+        fold draws from its own generator, so the set-ups do not depend on the threads).
+
+        Parameters
+        ----------
+        threads : int
+            Threads setting folds up at once.
+        """
         self.keep_all = True
-        for f in range(self.p["folds"]):
-            self._setup(f)
+        folds = range(self.p["folds"])
+        if threads <= 1:
+            for f in folds:
+                self._setup(f)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as pool:
+            done = list(pool.map(self._fold, folds))
+        self._folds.update(zip(folds, done))
 
     def _setup(self, f: int) -> tuple:
-        """Fold f's client parts, training data (shared by all its FoldData) and clipping bounds."""
+        """Fold f's set-up (:meth:`_fold`), kept until another fold is asked for (or for
+        good after :meth:`prepare`)."""
         if f not in self._folds:
-            p, data = self.p, self.data
             if not self.keep_all:
                 self._folds.clear()                             # free the last fold first
-            parts = [self.layout.train_test(i, f) for i in range(self.layout.m)]
-            Xtr = [data.X[tr] for tr, _ in parts]
-            Ytr = [self.Yall[tr] for tr, _ in parts]
-            shared = {"products": [product_design(x) for x in Xtr], "xnorm": [privacy.row_norms(x) for x in Xtr]}
-            fold_bounds = {}     # per mu: the private rule's bound depends on mu
-            for mu in dict.fromkeys(mu for _, mu in self.runs):
-                fold_bounds[mu] = clip_bound_real(self.model, Xtr, Ytr, p["clip"], mu=mu,
-                                                  rng=noise_rng(p, self.key, self.split, f, CLIP_STREAM))
-            self._folds[f] = (f, parts, Xtr, Ytr, shared, fold_bounds)
+            self._folds[f] = self._fold(f)
         return self._folds[f]
+
+    def _fold(self, f: int) -> tuple:
+        """Fold f's client parts, training data (shared by all its FoldData) and clipping bounds."""
+        p, data = self.p, self.data
+        parts = [self.layout.train_test(i, f) for i in range(self.layout.m)]
+        Xtr = [data.X[tr] for tr, _ in parts]
+        Ytr = [self.Yall[tr] for tr, _ in parts]
+        shared = {"products": [product_design(x) for x in Xtr], "xnorm": [privacy.row_norms(x) for x in Xtr]}
+        fold_bounds = {}     # per mu: the private rule's bound depends on mu
+        for mu in dict.fromkeys(mu for _, mu in self.runs):
+            fold_bounds[mu] = clip_bound_real(self.model, Xtr, Ytr, p["clip"], mu=mu,
+                                              rng=noise_rng(p, self.key, self.split, f, CLIP_STREAM))
+        return (f, parts, Xtr, Ytr, shared, fold_bounds)
 
     def fit(self, f: int, name: str) -> tuple[dict, dict]:
         """Method ``name`` at all its mu on fold f (one :meth:`fedgdp.methods.Method.fit_many` call).
@@ -241,7 +262,7 @@ def _map_tasks(split_: _Split, tasks: list, workers: int) -> list:
         raise ValueError(f"workers must be >= 1, got {workers}")
     if workers == 1 or "fork" not in mp.get_all_start_methods():
         return [split_.fit(*t) for t in tasks]
-    split_.prepare()
+    split_.prepare(threads=workers)
     _WORKER[:] = [split_]
     results: list = [None] * len(tasks)
     cost: dict = {}                                  # method -> CPU seconds of one of its folds
