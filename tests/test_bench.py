@@ -172,3 +172,14 @@ def test_profile_realdata_on_digits(tmp_path, capsys):
     changed.loc[0, "value"] += 1e-6
     changed.to_parquet(tmp_path / "changed.parquet")
     assert module.compare(str(out), str(tmp_path / "changed.parquet")) == 1
+
+
+def test_profile_draws_prints_identical_draws(capsys):
+    """``scripts/profile_draws.py``: numpy's and fedgdp.normals' draws timed side by side,
+    every draw identical (exit status 0), one table row per shape."""
+    spec = importlib.util.spec_from_file_location("profile_draws", ROOT / "scripts" / "profile_draws.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--rounds", "1", "--repeat", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("| True |") == len(module.SHAPES) and "False" not in printed

@@ -42,3 +42,28 @@ def test_interleaved_with_other_draws_of_the_same_generator():
         assert np.array_equal(mine.integers(0, 100, k), ref.integers(0, 100, k))
         assert np.array_equal(standard_normal(mine, (k, 4)), ref.standard_normal((k, 4)))
         assert np.array_equal(mine.random(k), ref.random(k))
+
+
+def test_falls_back_to_numpy_where_the_compiled_draws_differ(monkeypatch):
+    """The first-use check: a compiled loop that does not reproduce numpy is dropped (with a
+    warning) and numpy draws, so no number changes."""
+    import fedgdp.normals as normals
+
+    monkeypatch.setattr(normals, "_FILL", [])
+    import fedgdp.compiled as compiled
+
+    real = compiled.njit
+
+    def broken(fastmath, inline="never"):
+        def wrap(func):
+            def fill(rng, out):
+                out[:] = rng.standard_normal(out.shape[0]) + 1e-12      # off by a little
+            return fill
+        return wrap
+
+    monkeypatch.setattr(compiled, "njit", broken)
+    with pytest.warns(RuntimeWarning, match="differs from numpy"):
+        got = normals.standard_normal(np.random.default_rng(3), 50_000)
+    assert normals._FILL == [None]
+    assert np.array_equal(got, np.random.default_rng(3).standard_normal(50_000))
+    monkeypatch.setattr(compiled, "njit", real)
