@@ -194,7 +194,7 @@ def test_runs_do_not_overwrite_each_other(smoke):
     assert resolved["run"] == RUN and resolved["replicates"] == 4
     assert {p.name for p in (smoke / "results").iterdir()} == {RUN}
     res = snakemake(smoke, "-n")
-    assert job_counts(res.stdout)["simulate_cell"] == 32 and f"results/{RUN}/" not in res.stdout
+    assert job_counts(res.stdout)["simulate_cell"] == 18 and f"results/{RUN}/" not in res.stdout
     assert "Nothing to be done" in snakemake(smoke, *SMOKE, "-n").stdout
     # a changed setting under the same file: a new, hashed run name, not the smoke outputs
     res = snakemake(smoke, *SMOKE, "-n", "--config", "replicates=2", "seeds_per_job=2")
@@ -265,12 +265,12 @@ def test_default_dry_run_plans_the_whole_paper_grid(tmp_path):
     studies = [s for s in cfg["studies"] if not s.startswith("decompose_")]   # the decomposition: its own target
     cells = sum(n_cells(cfg, s) * len(cfg["studies"][s]["models"]) for s in studies)
     jobs = sum(n_jobs(cfg, s) * len(cfg["studies"][s]["models"]) for s in studies)
-    assert (cells, jobs) == (230, 32)                                       # 8 cells per job (cells_per_job)
+    assert (cells, jobs) == (230, 18)                                       # 16 cells per job (cells_per_job)
     assert counts["simulate_cell"] == jobs and counts["summarise_study"] == 10
     assert counts["fit_realdata"] == 6 and counts["plot_realdata"] == 2     # Figures 7-8: 2 tasks x 3 splits
     assert counts["plot_figure"] == 12 and counts["save_config"] == 1
     assert counts["assess_claims"] == 1                                     # the claims report
-    assert counts["total"] == 32 + 10 + 12 + 2 + 6 + 2 + 1 + 1 + 1       # the README's 67
+    assert counts["total"] == 18 + 10 + 12 + 2 + 6 + 2 + 1 + 1 + 1       # docs/pipeline.md: 53
     assert f"run {PAPER} " in res.stderr
     paths = set(re.findall(r"(?:output|log|benchmark): (\S+?)[,\n]", res.stdout + "\n"))
     assert paths and all(p.split("/")[1] == PAPER for p in paths), sorted(paths)[:5]
@@ -298,13 +298,13 @@ def test_dry_run_of_each_figure_plans_only_its_cells(tmp_path, fig):
 
 def test_mistyped_targets_are_errors(tmp_path):
     d = workdir(tmp_path)
-    base = f"results/{PAPER}/cells/logistic/equal_n/cells~0-5/seeds~0-99.parquet"
+    base = f"results/{PAPER}/cells/logistic/equal_n/cells~0-11/seeds~0-99.parquet"
     assert snakemake(d, "-n", base).returncode == 0
     for bad in (base.replace("equal_n", "equal_N"), f"figures/{PAPER}/fig99.pdf",
                 base.replace("seeds~0-99", "seeds~0-98"), base.replace(f"/{PAPER}/", "/smoke/")):
         res = snakemake(d, "-n", bad)
         assert res.returncode != 0, bad
-    res = snakemake(d, "-n", base.replace("0-5", "0-6"))      # 0-6 is a group of compare, not of equal_n
+    res = snakemake(d, "-n", base.replace("0-11", "0-14"))    # 0-14 is a group of compare, not of equal_n
     assert res.returncode != 0 and "not a group of study equal_n" in res.stderr + res.stdout
 
 

@@ -251,24 +251,24 @@ def test_cells_are_grouped_into_jobs_within_a_study(paper):
             assert [i for a, b in groups for i in range(a, b + 1)] == list(range(n))
             sizes = [b - a + 1 for a, b in groups]
             assert max(sizes) <= per and max(sizes) - min(sizes) <= 1 and len(groups) == -(-n // per)
-    assert paper.cell_groups("equal_n") == [(0, 5), (6, 11), (12, 17), (18, 24)]      # 25 cells, 8 per job
+    assert paper.cell_groups("equal_n") == [(0, 11), (12, 24)]      # 25 cells, 16 per job
     assert plan(cells_per_job=1).cell_groups("compare") == [(i, i) for i in range(15)]
 
 
 def test_cell_params_are_checked_against_the_grid(paper):
-    w = W(model="logistic", study="compare", cells="7-14", first="0", last="99")
+    w = W(model="logistic", study="compare", cells="0-14", first="0", last="99")
     spec = json.loads(paper.cell_params(w))
-    assert [c["sizes"] for c in spec] == ["equal(400)"] * 3 + ["lognormal(5.5,1)"] * 5
-    assert [c["m"] for c in spec] == [100, 120, 140, 60, 80, 100, 120, 140] and spec[0]["methods"][0] == "fedsgd"
+    assert [c["sizes"] for c in spec] == ["uniform(100,700)"] * 5 + ["equal(400)"] * 5 + ["lognormal(5.5,1)"] * 5
+    assert [c["m"] for c in spec] == [60, 80, 100, 120, 140] * 3 and spec[0]["methods"][0] == "fedsgd"
     cell = {"sizes": "equal(400)", "m": 140, "mu": "2", "K": 50}
     assert paper.cell_file("logistic", "compare", cell, (0, 99)) == \
-        "results/paper/cells/logistic/compare/cells~7-14/seeds~0-99.parquet"
-    for bad in (dict(cells="8-14"), dict(cells="15-15"), dict(cells="x"), dict(last="98"),
+        "results/paper/cells/logistic/compare/cells~0-14/seeds~0-99.parquet"
+    for bad in (dict(cells="7-14"), dict(cells="8-14"), dict(cells="15-15"), dict(cells="x"), dict(last="98"),
                 dict(model="gaussian")):
         with pytest.raises(ValueError):
             paper.cell_params(W(**{**vars(w), **bad}))
     files = paper.study_cell_files(W(model="poisson", study="compare"))
-    assert files == [f"results/paper/cells/poisson/compare/cells~{g}/seeds~0-99.parquet" for g in ("0-6", "7-14")]
+    assert files == [f"results/paper/cells/poisson/compare/cells~{g}/seeds~0-99.parquet" for g in ("0-14",)]
 
 
 STUDY_SETTINGS = {"clip": {"rule": "fixed", "value": 3.0}, "privacy": {"mode": "certified"},
@@ -282,15 +282,15 @@ def test_a_study_settings_lie_over_the_defaults():
     cfg["studies"]["compare"]["settings"] = copy.deepcopy(STUDY_SETTINGS)
     cfg.pop("sensitivity")   # its clip variants would lie over this certified study (an error)
     p = wp.load(cfg, SCHEMA)
-    w = W(model="logistic", study="compare", cells="7-14", first="0", last="99")
-    spec = json.loads(p.cell_params(w))[0]                    # equal(400), m = 100
+    w = W(model="logistic", study="compare", cells="0-14", first="0", last="99")
+    spec = json.loads(p.cell_params(w))[7]                    # equal(400), m = 100
     assert spec["sizes"] == "equal(400)" and spec["m"] == 100
     assert spec["clip"] == {"rule": "fixed", "value": 3.0}
     assert spec["privacy"] == {"mode": "certified", "hessian_clip": 4}
     assert spec["method_settings"]["fedsgd"] == {"eta": 0.1}
     assert spec["method_settings"]["fedavg"] == {"eta": 0.5, "R": 2}
     assert spec["sigma_c"] == 2.0 and spec["mu"] == "2" and spec["K"] == 50
-    other = json.loads(p.cell_params(W(**{**vars(w), "study": "equal_n", "cells": "0-5"})))[0]
+    other = json.loads(p.cell_params(W(**{**vars(w), "study": "equal_n", "cells": "0-11"})))[0]
     assert other["clip"] == {"rule": "quantile", "q": 0.9} and other["sigma_c"] == 1.0
     assert "sigma_c 2.0" not in p.figure_caption(W(fig="fig01"))
     assert '"sigma_c": 2.0' in p.figure_caption(W(fig="fig03"))
@@ -351,7 +351,7 @@ def test_nn_runs_and_constraints(paper):
 def test_constraints_match_exactly_the_config(paper):
     c = paper.constraints()
     assert re.fullmatch(c["study"], "fixed_N") and not re.fullmatch(c["study"], "fixed")
-    assert re.fullmatch(c["cells"], "7-14") and not re.fullmatch(c["cells"], "8-14")
+    assert re.fullmatch(c["cells"], "12-24") and not re.fullmatch(c["cells"], "8-14")
     assert wp.alternatives([]) == "(?!)"
 
 
@@ -365,8 +365,8 @@ def test_cell_resources_grow_with_the_cells_of_a_job(paper):
     assert one.cell_runtime(big, attempt=2) == 2 * one.cell_runtime(big)
     assert one.cell_runtime(big) <= 60 and one.cell_mem_mb(big) <= 4000
     # a job of several cells: the sum of their run times, the memory of the largest
-    group = W(model="logistic", study="compare", cells="7-14", first="0", last="99")
-    singles = [W(**{**vars(group), "cells": f"{i}-{i}"}) for i in range(7, 15)]
+    group = W(model="logistic", study="compare", cells="0-14", first="0", last="99")
+    singles = [W(**{**vars(group), "cells": f"{i}-{i}"}) for i in range(0, 15)]
     assert paper.cell_runtime(group) == 2 + sum(one.cell_runtime(w) - 2 for w in singles)
     assert paper.cell_mem_mb(group) == max(one.cell_mem_mb(w) for w in singles) == one.cell_mem_mb(big)
     assert wp.Plan.realdata_runtime(W(dataset="mnist", task="multiclass")) == 120

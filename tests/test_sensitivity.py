@@ -76,7 +76,7 @@ def test_beta_scale_changes_beta_and_nothing_else():
     (so its data seeds and outputs are unchanged); with it, beta_true is scaled."""
     bare = merged()
     del bare["sensitivity"]
-    w = W(model="logistic", study="compare", cells="7-14", first="0", last="99")
+    w = W(model="logistic", study="compare", cells="0-14", first="0", last="99")
     with_section = wp.load(merged(), SCHEMA)
     assert with_section.cell_params(w) == wp.load(bare, SCHEMA).cell_params(w)
     x2 = json.loads(with_section.cell_params(W(**{**vars(w), "study": "sens_beta_x2_C2",

@@ -80,7 +80,7 @@ def test_default_grid_fits_in_few_submissions(plan):
     assert "simulate_cell" not in counts, "cells must be grouped"
     assert counts.get("group cells", 0) >= 1
     assert total <= MAX_SUBMISSIONS, counts
-    assert counts == {"group cells": 32, "fit_realdata": 6, "group post": 1}    # the README's 39
+    assert counts == {"group cells": 18, "fit_realdata": 6, "group post": 1}    # docs/cluster.md's 25
 
 
 def cell_resources(plan: str) -> dict[str, dict]:
@@ -95,9 +95,9 @@ def cell_resources(plan: str) -> dict[str, dict]:
 
 def test_cell_resources_grow_with_the_cells(plan):
     cells = cell_resources(plan)
-    assert len(cells) == 32                                      # 230 cells, 8 per job
-    big = next(r for p, r in cells.items() if "logistic/compare/cells~7-14/" in p)   # m up to 140, N ~ 56,000
-    small = next(r for p, r in cells.items() if "logistic/equal_n/cells~0-5/" in p)  # equal(30), m 20-60
+    assert len(cells) == 18                                      # 230 cells, up to 16 per job
+    big = next(r for p, r in cells.items() if "logistic/compare/cells~0-14/" in p)   # m up to 140, N ~ 56,000
+    small = next(r for p, r in cells.items() if "logistic/equal_n/cells~0-11/" in p)  # equal(30)-(70), m 20-60
     assert big["runtime"] > small["runtime"] >= 2 and big["mem_mb"] > small["mem_mb"] >= 1000
     assert all(r["runtime"] <= 60 and r["mem_mb"] <= 4000 for r in cells.values())
 
