@@ -76,8 +76,8 @@ def product_design(X):
 
     ``X`` may also be a list of row blocks (the clients' rows of a pooled design): the
     design is then their stack, and a sparse one is built block by block without the
-    dense stack (the same CSR arrays as ``csr_matrix(np.vstack(X))``, in a fifth of the
-    time for MNIST's 56,000 x 785 pixels).
+    dense stack (the same CSR arrays as ``csr_matrix(np.vstack(X))``; for MNIST's
+    56,000 x 785 pixels 0.29 CPU-s against 0.87-1.56).
 
     Parameters
     ----------

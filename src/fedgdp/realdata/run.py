@@ -159,17 +159,12 @@ class _Split:
         threads : int
             Threads setting folds up at once.
         """
-        self.keep_all = True
-        folds = range(self.p["folds"])
-        if threads <= 1:
-            for f in folds:
-                self._setup(f)
-            return
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(threads) as pool:
-            done = list(pool.map(self._fold, folds))
-        self._folds.update(zip(folds, done))
+        self.keep_all = True
+        folds = [f for f in range(self.p["folds"]) if f not in self._folds]
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            self._folds.update(zip(folds, pool.map(self._fold, folds)))
 
     def _setup(self, f: int) -> tuple:
         """Fold f's set-up (:meth:`_fold`), kept until another fold is asked for (or for
