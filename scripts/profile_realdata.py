@@ -9,8 +9,8 @@ default ``config/mnist.yaml``'s layout on the MNIST files in ``data/mnist``) und
   FedNewton's Newton step, the ridge fits of the non-private baselines, the folds'
   set-up and the scoring of the test folds,
 - optionally (``--products``) the product micro-benchmark behind
-  :data:`fedgdp.glm.SPARSE_MAX_DENSITY`: dense against CSR products at one client's and
-  at the pooled size.
+  :data:`fedgdp.glm.SPARSE_MAX_DENSITY` and :data:`fedgdp.glm.ZERO_COLUMNS_MIN`: dense
+  against CSR and nonzero-column products at one client's and at the pooled size.
 
 ``--out rows.parquet`` keeps the split's rows, so that two versions can be compared
 (``python scripts/profile_realdata.py --compare A.parquet B.parquet``: the largest
@@ -128,7 +128,7 @@ def profile_split(config: str, task: str, split: int, methods: str | None = None
 
 
 def products(path: str = "data/mnist") -> None:
-    """Print dense against CSR product times (best of 5, one thread) on MNIST's rows.
+    """Print dense, CSR and nonzero-column product times (best of 5, one thread) on MNIST's rows.
 
     Parameters
     ----------
@@ -140,6 +140,7 @@ def products(path: str = "data/mnist") -> None:
     from threadpoolctl import threadpool_limits
 
     from fedgdp.datasets import load_dataset
+    from fedgdp.glm import NonzeroColumns
 
     X = load_dataset("mnist", path).X
     rng = np.random.default_rng(0)
@@ -153,15 +154,19 @@ def products(path: str = "data/mnist") -> None:
             times.append(time.perf_counter() - t0)
         return 1e3 * min(times)
 
-    print("| rows | k | X V dense ms | X V CSR ms | X' C dense ms | X' C CSR ms |\n|---:|---:|---:|---:|---:|---:|")
+    print("| rows | k | X V dense ms | X V CSR ms | X V nonzero columns ms | X' C dense ms | X' C CSR ms "
+          "| X' C nonzero columns ms |\n|---:|---:|---:|---:|---:|---:|---:|---:|")
     with threadpool_limits(limits=1):
         for n in (700, 56000):
             D = np.ascontiguousarray(X[:n])
-            S = csr_matrix(D)
+            S, Z = csr_matrix(D), NonzeroColumns.of(D)
             for k in (1, 10, 20):
                 V, C = rng.standard_normal((D.shape[1], k)), rng.standard_normal((n, k))
-                times = [best(lambda a=a, b=b: a @ b) for a, b in ((D, V), (S, V), (D.T, C), (S.T, C))]
+                pairs = ((D, V), (S, V), (Z, V), (D.T, C), (S.T, C), (Z.T, C))
+                times = [best(lambda a=a, b=b: a @ b) for a, b in pairs]
                 print(f"| {n} | {k} | " + " | ".join(f"{t:.2f}" for t in times) + " |")
+        print(f"\n{n} rows: {D.shape[1] - Z.cols.size} of {D.shape[1]} columns all zero; "
+              f"the first 700 rows: {D.shape[1] - NonzeroColumns.of(D[:700]).cols.size}")
 
 
 def pooled(path: str = "data/mnist") -> None:

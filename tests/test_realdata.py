@@ -341,6 +341,82 @@ def test_sparse_products_agree_with_dense_ones(model):
     assert np.abs(fd_dense.gradient(1, T) - fd_sparse.gradient(1, T)).max() < 1e-12
 
 
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_nonzero_column_products_agree_with_dense_ones(model):
+    """A client's wide design with all-zero columns is multiplied through its other columns
+    (fedgdp.glm.NonzeroColumns): scores, gradients, Hessian-vector products, row slices,
+    clipped and stacked gradients and the CG Newton step agree with the dense ones to
+    1e-12 (the same nonzero terms, grouped otherwise: rounding, about 1e-16 relative per
+    term), the rows of the zero columns are exactly zero, and a design with too few zero
+    columns, a narrow one or a tall one is not made one."""
+    from fedgdp.glm import SPARSE_MIN_COLUMNS, ZERO_COLUMNS_MIN, NonzeroColumns, product_design
+
+    rng = np.random.default_rng(11)
+    n, d = 300, SPARSE_MIN_COLUMNS + 4
+    X = np.where(rng.random((n, d)) < 0.2, rng.random((n, d)), 0.0)
+    X[:, 0] = 1.0
+    zero = rng.choice(np.arange(1, d), size=int(0.3 * d), replace=False)
+    X[:, zero] = 0.0
+    C = product_design(X)
+    assert isinstance(C, NonzeroColumns) and C.shape == X.shape and set(C.cols) == set(range(d)) - set(zero)
+    few = X.copy()
+    few[:, zero[: len(zero) - int(ZERO_COLUMNS_MIN * d) + 1]] = 1.0      # one zero column short of the share
+    narrow = X[:, :64]
+    assert product_design(few) is few and product_design(narrow) is narrow
+    assert not isinstance(product_design(np.vstack([X] * 14)), NonzeroColumns)   # tall: dense or CSR
+    Y = model.targets(rng.integers(0, model.k if model.k > 1 else 2, n))
+    T, V = rng.normal(size=(d, model.k)), rng.normal(size=(d, model.k))
+
+    def close(a, b):
+        return np.abs(np.asarray(a) - np.asarray(b)).max() <= 1e-12 * max(1.0, np.abs(b).max())
+
+    value, grad, P = model.loss_gradient(T, X, Y)
+    value_c, grad_c, P_c = model.loss_gradient(T, C, Y)
+    assert close(value_c, value) and close(grad_c, grad) and close(P_c, P)
+    assert np.all(grad_c[zero] == 0.0) and close(model.hvp_at(P, C, V), model.hvp_at(P, X, V))
+    assert close(C[10:50] @ T, X[10:50] @ T) and close(C.T @ P, X.T @ P) and close(C @ T[:, 0], X @ T[:, 0])
+    dense = rd.FoldData(model, [X, X[:120]], [Y, Y[:120]], B=0.5, mu=2.0, products=[X, X[:120]])
+    cols = rd.FoldData(model, [X, X[:120]], [Y, Y[:120]], B=0.5, mu=2.0)
+    assert isinstance(cols.design(1), NonzeroColumns) and isinstance(cols.design(0, slice(0, 9)), NonzeroColumns)
+    for i, rows in ((0, slice(None)), (1, slice(0, 60))):
+        assert close(cols.gradient(i, T, rows), dense.gradient(i, T, rows))
+        Ts = np.stack([T, 2 * T])
+        assert close(rd.stacked_gradients([cols, cols], i, Ts, rows),
+                     rd.stacked_gradients([dense, dense], i, Ts, rows))
+    g = dense.gradient(0, T)
+    step_c = rd.newton_step(model, T, C[:150], g, 0.5, cg_tol=1e-12)
+    step_d = rd.newton_step(model, T, X[:150], g, 0.5, cg_tol=1e-12)
+    assert np.abs(step_c - step_d).max() <= 1e-9 * np.abs(step_d).max()     # CG to 1e-12, kappa <= 1 + ||H||/tau1
+
+
+def test_run_split_through_nonzero_columns_matches_the_dense_products(digits, monkeypatch):
+    """A split of wide images (the digits at 16 x 16 in a blank border of 2, d = 401: every
+    client has all-zero pixels, as on MNIST) gives the rows of the dense products: the
+    gradient methods' values to 1e-12
+    (rounding through K steps), FedNewton's CG step and the ridge fits, which stop at a
+    tolerance (cg_tol, gtol 1e-8 on the gradient), to 1e-6: a test-fold accuracy moves only
+    if an image's two best class scores are within the solvers' tolerance of each other."""
+    from fedgdp import glm
+    from fedgdp.datasets import Dataset
+
+    pixels = digits.X[:, 1:].reshape(-1, 8, 8)
+    wide = np.pad(np.kron(pixels, np.ones((1, 2, 2))), ((0, 0), (2, 2), (2, 2))).reshape(len(pixels), -1)
+    data = Dataset("digits20", np.hstack([np.ones((len(wide), 1)), wide]), digits.labels)
+    assert isinstance(glm.product_design(data.X[:500]), glm.NonzeroColumns)
+    p = rd.resolve({"task": "multiclass", "m": 3, "n_min": 300, "mu": [2.0],
+                    "methods": ["fedsgd", "fedavg", "dp_scaffold", "fednewton", "np_localfit"],
+                    "method_settings": {"fedsgd": {"K": 4}, "fedavg": {"R": 2, "K": 2}, "fednewton": {"K": 3},
+                                        "np_localfit": {"maxiter": 50}}})
+    rows = rd.run_split(p, data, 0)
+    monkeypatch.setattr(glm, "ZERO_COLUMNS_MIN", 2.0)                    # never: the dense products
+    dense = rd.run_split(p, data, 0)
+    assert [(r["method"], r["client"]) for r in rows] == [(r["method"], r["client"]) for r in dense]
+    for r, q in zip(rows, dense):
+        tol = 1e-6 if r["method"] in ("fednewton", "np_localfit") else 1e-12
+        assert np.abs(np.subtract(r["value_folds"], q["value_folds"])).max() <= tol, r["method"]
+        assert r["B"] == q["B"] and r["mu_composed"] == q["mu_composed"]
+
+
 def test_pooled_design_from_blocks_is_the_stacked_csr():
     """The pooled design built from the clients' row blocks (fedgdp.glm.product_design of a
     list) has the very arrays of csr_matrix(np.vstack(blocks)), so NP-Pooled's products are

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["BINARY_LOGISTIC", "GLM", "LOGISTIC", "MODELS", "POISSON", "Logistic", "Multinomial", "Poisson",
-           "SingleOutput", "get_model", "matrix_model", "product_design",
+           "NonzeroColumns", "SingleOutput", "get_model", "matrix_model", "product_design",
            "population_hessian", "population_min_eigenvalue"]
 
 #: Designs with more rows are processed in blocks of ROW_BLOCK rows, so that each
@@ -60,6 +60,81 @@ ROW_BLOCK, ROW_BLOCK_MIN = 256, 4096
 #: designs (every client, the bundled digits, the simulations) are multiplied as before.
 SPARSE_MIN_COLUMNS, SPARSE_MAX_DENSITY = 256, 0.3
 
+#: A client's dense design (at most ROW_BLOCK_MIN rows, at least SPARSE_MIN_COLUMNS
+#: columns) of which at least ZERO_COLUMNS_MIN of the columns are all zero is multiplied
+#: through its other columns only (:class:`NonzeroColumns`): a client's 600-800 MNIST
+#: images leave about 190 of the 784 pixels at zero, and its products take 21-25% less
+#: time (``python scripts/profile_realdata.py --products``).
+ZERO_COLUMNS_MIN = 0.1
+
+
+class NonzeroColumns:
+    """A dense design X (n, d) multiplied through its columns that are not all zero.
+
+    ``X @ V`` is ``Xc @ V[cols]``, and ``X.T @ C`` is ``Xc.T @ C`` in the rows ``cols``
+    and zero in the others, where ``Xc = X[:, cols]``. The terms left out are the exact
+    zeros ``0 * v`` of the all-zero columns, so each product sums the same nonzero terms
+    as the dense one, grouped otherwise by BLAS: the results agree to rounding (about
+    1e-16 relative), not bit for bit. It offers what the products of :class:`GLM` read
+    (``@``, ``.T @``, ``shape``, row slices); everything else reads the dense X.
+    Make one with :meth:`of`.
+
+    Parameters
+    ----------
+    Xc : ndarray, shape (n, c)
+        The columns ``cols`` of X, C-contiguous.
+    cols : ndarray of int, shape (c,)
+        X's columns that are not all zero, increasing.
+    d : int
+        X's number of columns.
+    """
+
+    def __init__(self, Xc: np.ndarray, cols: np.ndarray, d: int):
+        self.Xc, self.cols = Xc, cols
+        self.shape = (Xc.shape[0], d)
+
+    @classmethod
+    def of(cls, X: np.ndarray, cols: np.ndarray | None = None) -> NonzeroColumns:
+        """The design X through ``cols``.
+
+        Parameters
+        ----------
+        X : ndarray, shape (n, d)
+            The design.
+        cols : ndarray of int, optional
+            The columns to keep (default: those not all zero).
+
+        Returns
+        -------
+        NonzeroColumns
+            X through its columns ``cols``.
+        """
+        cols = np.flatnonzero(np.any(X != 0, axis=0)) if cols is None else cols
+        return cls(np.ascontiguousarray(X[:, cols]), cols, X.shape[1])
+
+    def __matmul__(self, V: np.ndarray) -> np.ndarray:
+        return self.Xc @ V[self.cols]
+
+    def __getitem__(self, rows: slice) -> NonzeroColumns:
+        return NonzeroColumns(self.Xc[rows], self.cols, self.shape[1])
+
+    @property
+    def T(self) -> _TransposedColumns:
+        return _TransposedColumns(self)
+
+
+class _TransposedColumns:
+    """``X.T`` of a :class:`NonzeroColumns` X: ``X.T @ C`` maps (n, ...) to (d, ...)."""
+
+    def __init__(self, X: NonzeroColumns):
+        self.X = X
+        self.shape = X.shape[::-1]
+
+    def __matmul__(self, C: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.shape[0],) + C.shape[1:])
+        out[self.X.cols] = self.X.Xc.T @ C
+        return out
+
 
 def _row_blocks(n: int):
     return (slice(s, min(s + ROW_BLOCK, n)) for s in range(0, n, ROW_BLOCK))
@@ -68,11 +143,13 @@ def _row_blocks(n: int):
 def product_design(X):
     """The matrix to multiply with in place of the dense design ``X`` (n, d): a
     ``scipy.sparse.csr_matrix`` with X's values when X is tall, wide and sparse
-    (:data:`ROW_BLOCK_MIN`, :data:`SPARSE_MIN_COLUMNS`, :data:`SPARSE_MAX_DENSITY`), else X itself.
+    (:data:`ROW_BLOCK_MIN`, :data:`SPARSE_MIN_COLUMNS`, :data:`SPARSE_MAX_DENSITY`); a
+    :class:`NonzeroColumns` when X is short (a client), wide and has enough all-zero
+    columns (:data:`ZERO_COLUMNS_MIN`); else X itself.
 
-    Every product of :class:`GLM` (``X @ theta``, ``X.T @ R``) accepts either; a
-    sparse product sums the same terms in another order, so its results agree with
-    the dense ones to rounding (about 1e-16 relative), not bit for bit.
+    Every product of :class:`GLM` (``X @ theta``, ``X.T @ R``) accepts each of them; a
+    sparse or column-subset product sums the same nonzero terms in another order, so its
+    results agree with the dense ones to rounding (about 1e-16 relative), not bit for bit.
 
     ``X`` may also be a list of row blocks (the clients' rows of a pooled design): the
     design is then their stack, and a sparse one is built block by block without the
@@ -86,13 +163,18 @@ def product_design(X):
 
     Returns
     -------
-    ndarray or scipy.sparse.csr_matrix, shape (n, d)
-        X (stacked), or X as a CSR matrix.
+    ndarray, scipy.sparse.csr_matrix or NonzeroColumns, shape (n, d)
+        X (stacked), X as a CSR matrix, or X through its nonzero columns.
     """
     blocks = X if isinstance(X, list) else [X]
     n, d = sum(b.shape[0] for b in blocks), blocks[0].shape[1]
-    if (n <= ROW_BLOCK_MIN or d < SPARSE_MIN_COLUMNS
-            or sum(np.count_nonzero(b) for b in blocks) > SPARSE_MAX_DENSITY * n * d):
+    if d < SPARSE_MIN_COLUMNS:
+        return np.vstack(blocks) if isinstance(X, list) else X
+    if n <= ROW_BLOCK_MIN:              # a client: its all-zero columns left out, when there are enough
+        dense = np.vstack(blocks) if isinstance(X, list) else X
+        cols = np.flatnonzero(np.any(dense != 0, axis=0))
+        return NonzeroColumns.of(dense, cols) if d - cols.size >= ZERO_COLUMNS_MIN * d else dense
+    if sum(np.count_nonzero(b) for b in blocks) > SPARSE_MAX_DENSITY * n * d:
         return np.vstack(blocks) if isinstance(X, list) else X
     from scipy.sparse import csr_matrix
 
