@@ -389,6 +389,33 @@ def test_nonzero_column_products_agree_with_dense_ones(model):
     assert np.abs(step_c - step_d).max() <= 1e-9 * np.abs(step_d).max()     # CG to 1e-12, kappa <= 1 + ||H||/tau1
 
 
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_nonzero_columns_keep_the_gradient_sensitivity(model):
+    """Replacing one record of a wide client, by one whose entries fill the client's
+    all-zero columns (so the two designs keep different columns) or by a huge one, moves
+    its clipped mean gradient by at most 2 B / n (the recorded sensitivity of a gradient
+    release), up to 1e-12 relative for rounding, as the dense products do."""
+    from fedgdp.glm import SPARSE_MIN_COLUMNS, NonzeroColumns
+
+    rng = np.random.default_rng(12)
+    n, d, B = 200, SPARSE_MIN_COLUMNS + 4, 0.7
+    X = np.where(rng.random((n, d)) < 0.2, rng.random((n, d)), 0.0)
+    X[:, 0] = 1.0
+    zero = np.arange(1, d // 3)
+    X[:, zero] = 0.0
+    Y = model.targets(rng.integers(0, model.k if model.k > 1 else 2, n))
+    T = rng.normal(size=(d, model.k))
+    base = rd.FoldData(model, [X], [Y], B=B, mu=1.0)
+    assert isinstance(base.design(0), NonzeroColumns) and base.design(0).cols.size == d - zero.size
+    for record in (np.r_[1.0, np.ones(d - 1)], np.r_[1.0, np.full(d - 1, 1e150)], np.zeros(d)):
+        for label in range(model.k if model.k > 1 else 2):
+            X2, Y2 = X.copy(), Y.copy()
+            X2[7], Y2[7] = record, model.targets(np.array([label]))[0]
+            other = rd.FoldData(model, [X2], [Y2], B=B, mu=1.0)
+            moved = np.linalg.norm(base.gradient(0, T) - other.gradient(0, T))
+            assert moved <= 2 * B / n * (1 + 1e-12)
+
+
 def test_run_split_through_nonzero_columns_matches_the_dense_products(digits, monkeypatch):
     """A split of wide images (the digits at 16 x 16 in a blank border of 2, d = 401: every
     client has all-zero pixels, as on MNIST) gives the rows of the dense products: the
