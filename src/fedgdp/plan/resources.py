@@ -57,8 +57,11 @@ class ResourcesPart(SimulationPart):
         """
         return attempt * (1000 + int(max(samples for samples, _, _ in self._job_cells(wildcards)) / 100))
 
-    # Real data: digits takes seconds; MNIST, one core: about 6 min per binary and 30 min
-    # per multiclass split, about 0.8 GB seen (70,000 x 785 doubles are 0.44 GB alone).
+    # Real data: digits takes seconds; MNIST, one core: about 1 min per binary and 6 min
+    # per multiclass split (two workers: 34-38 s and 182-199 s). Memory measured on MNIST
+    # with two workers: 3.9-4.3 GB PSS (the five folds' client pixels, dense and through
+    # their nonzero columns, about 3.1 GB, and the 70,000 x 785 images, 0.44 GB):
+    # docs/results/perf-2026-12c/mnist-after1-fit_realdata.tsv.
     @staticmethod
     def realdata_runtime(wildcards, attempt: int = 1) -> int:
         """Minutes a real-data split job asks for.
@@ -93,9 +96,9 @@ class ResourcesPart(SimulationPart):
         Returns
         -------
         int
-            4000 (MNIST) or 1000 per attempt.
+            6000 (MNIST) or 1000 per attempt.
         """
-        return (4000 if wildcards.dataset == "mnist" else 1000) * attempt
+        return (6000 if wildcards.dataset == "mnist" else 1000) * attempt
 
     # CNNs: MNIST measured at about 1.5 h of one CPU core per run (config/paper-nn.yaml);
     # CIFAR-10 (30 local epochs, a larger network) not measured: a day as the ceiling.
