@@ -387,6 +387,13 @@ def test_nonzero_column_products_agree_with_dense_ones(model):
     step_c = rd.newton_step(model, T, C[:150], g, 0.5, cg_tol=1e-12)
     step_d = rd.newton_step(model, T, X[:150], g, 0.5, cg_tol=1e-12)
     assert np.abs(step_c - step_d).max() <= 1e-9 * np.abs(step_d).max()     # CG to 1e-12, kappa <= 1 + ||H||/tau1
+    # certified: the clipped Hessian reads the entries themselves (np.asarray), the very same numbers
+    assert np.array_equal(np.asarray(C), X) and np.array_equal(np.asarray(C[3:9]), X[3:9])
+    assert np.array_equal(rd.newton_step(model, T, C[:150], g, 0.5, cg_tol=1e-10, hessian_bound=2.0),
+                          rd.newton_step(model, T, X[:150], g, 0.5, cg_tol=1e-10, hessian_bound=2.0))
+    assert np.array_equal(cols.xnorm[0], dense.xnorm[0])
+    only = rd.FoldData(model, [C], [Y], B=0.5, mu=2.0)              # a fold keeping only the nonzero columns
+    assert only.design(0) is C and only.d == d and np.array_equal(only.xnorm[0], dense.xnorm[0])
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
@@ -431,26 +438,31 @@ def test_run_split_through_nonzero_columns_matches_the_dense_products(digits, mo
     data = Dataset("digits20", np.hstack([np.ones((len(wide), 1)), wide]), digits.labels)
     assert isinstance(glm.product_design(data.X[:500]), glm.NonzeroColumns)
     p = rd.resolve({"task": "multiclass", "m": 3, "n_min": 300, "mu": [2.0],
-                    "methods": ["fedsgd", "fedavg", "dp_scaffold", "fednewton", "np_localfit"],
+                    "methods": ["fedsgd", "fedavg", "dp_scaffold", "fednewton", "np_localfit", "np_pooled"],
                     "method_settings": {"fedsgd": {"K": 4}, "fedavg": {"R": 2, "K": 2}, "fednewton": {"K": 3},
                                         "np_localfit": {"maxiter": 50}}})
+    from fedgdp.realdata.run import _Split
+
+    folds = _Split(p, data, 0)._fold(0)
+    assert all(isinstance(x, glm.NonzeroColumns) for x in folds[2])        # no dense copy kept besides
     rows = rd.run_split(p, data, 0)
     monkeypatch.setattr(glm, "ZERO_COLUMNS_MIN", 2.0)                    # never: the dense products
     dense = rd.run_split(p, data, 0)
     assert [(r["method"], r["client"]) for r in rows] == [(r["method"], r["client"]) for r in dense]
     for r, q in zip(rows, dense):
-        tol = 1e-6 if r["method"] in ("fednewton", "np_localfit") else 1e-12
+        tol = 1e-6 if r["method"] in ("fednewton", "np_localfit", "np_pooled") else 1e-12
         assert np.abs(np.subtract(r["value_folds"], q["value_folds"])).max() <= tol, r["method"]
         assert r["B"] == q["B"] and r["mu_composed"] == q["mu_composed"]
 
 
 def test_pooled_design_from_blocks_is_the_stacked_csr():
     """The pooled design built from the clients' row blocks (fedgdp.glm.product_design of a
-    list) has the very arrays of csr_matrix(np.vstack(blocks)), so NP-Pooled's products are
-    the same to the bit; a short or dense stack comes back as the dense np.vstack."""
+    list, of dense blocks or of their NonzeroColumns) has the very arrays of
+    csr_matrix(np.vstack(blocks)), so NP-Pooled's products are the same to the bit; a
+    short or dense stack comes back as the dense np.vstack."""
     from scipy.sparse import csr_matrix, issparse
 
-    from fedgdp.glm import SPARSE_MIN_COLUMNS, product_design
+    from fedgdp.glm import SPARSE_MIN_COLUMNS, NonzeroColumns, product_design
 
     rng = np.random.default_rng(8)
     d = SPARSE_MIN_COLUMNS + 9
@@ -463,8 +475,14 @@ def test_pooled_design_from_blocks_is_the_stacked_csr():
         assert got.dtype == ref.dtype and np.array_equal(got, ref), name
     V = rng.normal(size=(d, 3))
     assert np.array_equal(S @ V, want @ V) and np.array_equal(S.T @ (want @ V), want.T @ (want @ V))
+    clients = [NonzeroColumns.of(b) for b in blocks]                  # blocks through their nonzero columns
+    S2 = product_design(clients)
+    for name in ("indptr", "indices", "data"):
+        got, ref = getattr(S2, name), getattr(want, name)
+        assert got.dtype == ref.dtype and np.array_equal(got, ref), name
     small = product_design(blocks[:2])
     assert not issparse(small) and np.array_equal(small, np.vstack(blocks[:2]))
+    assert np.array_equal(np.asarray(product_design(clients[:2])), np.vstack(blocks[:2]))
     dense = [np.ones((3000, d)), np.ones((2000, d))]
     assert not issparse(product_design(dense)) and product_design(dense).shape == (5000, d)
 

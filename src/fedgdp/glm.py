@@ -76,8 +76,9 @@ class NonzeroColumns:
     zeros ``0 * v`` of the all-zero columns, so each product sums the same nonzero terms
     as the dense one, grouped otherwise by BLAS: the results agree to rounding (about
     1e-16 relative), not bit for bit. It offers what the products of :class:`GLM` read
-    (``@``, ``.T @``, ``shape``, row slices); everything else reads the dense X.
-    Make one with :meth:`of`.
+    (``@``, ``.T @``, ``shape``, row slices); what needs the entries themselves reads
+    ``np.asarray(X)`` (:meth:`toarray`). Make one with :meth:`of`. The real-data folds
+    keep only this of such a client (not a dense copy besides).
 
     Parameters
     ----------
@@ -111,6 +112,15 @@ class NonzeroColumns:
         """
         cols = np.flatnonzero(np.any(X != 0, axis=0)) if cols is None else cols
         return cls(np.ascontiguousarray(X[:, cols]), cols, X.shape[1])
+
+    def toarray(self) -> np.ndarray:
+        """The dense design, shape (n, d) (a new array: zeros outside ``cols``)."""
+        out = np.zeros(self.shape)
+        out[:, self.cols] = self.Xc
+        return out
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        return self.toarray() if dtype is None else self.toarray().astype(dtype)
 
     def __matmul__(self, V: np.ndarray) -> np.ndarray:
         return self.Xc @ V[self.cols]
@@ -159,31 +169,40 @@ def product_design(X):
     Parameters
     ----------
     X : ndarray, shape (n, d), or list of ndarray, shapes (n_i, d)
-        A design, or its row blocks in order.
+        A design, or its row blocks in order (a block may be a :class:`NonzeroColumns`;
+        so may X, which is then returned as it is).
 
     Returns
     -------
     ndarray, scipy.sparse.csr_matrix or NonzeroColumns, shape (n, d)
         X (stacked), X as a CSR matrix, or X through its nonzero columns.
     """
+    if isinstance(X, NonzeroColumns):
+        return X
     blocks = X if isinstance(X, list) else [X]
     n, d = sum(b.shape[0] for b in blocks), blocks[0].shape[1]
+
+    def stack():
+        return np.vstack([np.asarray(b) for b in blocks]) if isinstance(X, list) else X
+
     if d < SPARSE_MIN_COLUMNS:
-        return np.vstack(blocks) if isinstance(X, list) else X
+        return stack()
     if n <= ROW_BLOCK_MIN:              # a client: its all-zero columns left out, when there are enough
-        dense = np.vstack(blocks) if isinstance(X, list) else X
+        dense = stack()
         cols = np.flatnonzero(np.any(dense != 0, axis=0))
         return NonzeroColumns.of(dense, cols) if d - cols.size >= ZERO_COLUMNS_MIN * d else dense
-    if sum(np.count_nonzero(b) for b in blocks) > SPARSE_MAX_DENSITY * n * d:
-        return np.vstack(blocks) if isinstance(X, list) else X
+    # a block may be a client's NonzeroColumns: its entries are Xc's, in the columns cols
+    parts = [(b.Xc, b.cols) if isinstance(b, NonzeroColumns) else (b, None) for b in blocks]
+    if sum(np.count_nonzero(a) for a, _ in parts) > SPARSE_MAX_DENSITY * n * d:
+        return stack()
     from scipy.sparse import csr_matrix
 
     values, columns, counts = [], [], []
-    for b in blocks:                 # row-major nonzeros, as csr_matrix(dense) orders them
-        r, c = np.nonzero(b)
-        values.append(b[r, c])
-        columns.append(c)
-        counts.append(np.bincount(r, minlength=b.shape[0]))
+    for a, cols in parts:            # row-major nonzeros, as csr_matrix(dense) orders them (cols increase)
+        r, c = np.nonzero(a)
+        values.append(a[r, c])
+        columns.append(c if cols is None else cols[c])
+        counts.append(np.bincount(r, minlength=a.shape[0]))
     indptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))])
     return csr_matrix((np.concatenate(values), np.concatenate(columns), indptr), shape=(n, d))
 

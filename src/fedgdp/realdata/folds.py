@@ -30,7 +30,9 @@ class FoldData:
     ----------
     model : GLM
     X, Y : list of ndarray
-        Client i's design (n_i, d) and targets (n_i, k), rows in random order.
+        Client i's design (n_i, d) and targets (n_i, k), rows in random order; a design
+        may be a :class:`fedgdp.glm.NonzeroColumns` (a split's wide clients: what needs
+        the entries reads ``np.asarray``).
     mu : float          target mu per client (inf: non-private)
     B : float           clipping bound (ignored, no clipping, when mu = inf)
     tau1 : float        FedNewton's eigenvalue floor / ridge

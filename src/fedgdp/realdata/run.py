@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import privacy
 from ..datasets import Dataset, layout_key, split_layout
-from ..glm import matrix_model, product_design
+from ..glm import NonzeroColumns, matrix_model, product_design
 from ..seeds import CLIP_STREAM, derived_rng
 from .clipping import clip_bound_real
 from .folds import FoldData
@@ -186,6 +186,8 @@ class _Split:
         for mu in dict.fromkeys(mu for _, mu in self.runs):
             fold_bounds[mu] = clip_bound_real(self.model, Xtr, Ytr, p["clip"], mu=mu,
                                               rng=noise_rng(p, self.key, self.split, f, CLIP_STREAM))
+        # a client multiplied through its nonzero columns keeps only those (not a dense copy besides)
+        Xtr = [pr if isinstance(pr, NonzeroColumns) else x for pr, x in zip(shared["products"], Xtr)]
         return (f, parts, Xtr, Ytr, shared, fold_bounds)
 
     def fit(self, f: int, name: str) -> tuple[dict, dict]:

@@ -95,7 +95,7 @@ def clipped_hessian_rows(model: GLM, Theta: np.ndarray, X1: np.ndarray, bound: f
         The model.
     Theta : ndarray, shape (d, k)
         Where the Hessian is taken.
-    X1 : ndarray, shape (n, d)
+    X1 : ndarray or fedgdp.glm.NonzeroColumns, shape (n, d)
         The rows.
     bound : float
         ``H_c``, the bound on each per-sample Hessian's operator norm.
@@ -109,6 +109,7 @@ def clipped_hessian_rows(model: GLM, Theta: np.ndarray, X1: np.ndarray, bound: f
     """
     from ..privacy import row_norms
 
+    X1 = np.asarray(X1)              # the entries themselves (a fold's NonzeroColumns made dense)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         P = np.array(model.predict(Theta, X1), dtype=float).reshape(X1.shape[0], -1)
         c = model.curvature_bound(P)
