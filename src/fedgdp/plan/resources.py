@@ -58,10 +58,10 @@ class ResourcesPart(SimulationPart):
         return attempt * (1000 + int(max(samples for samples, _, _ in self._job_cells(wildcards)) / 100))
 
     # Real data: digits takes seconds; MNIST, one core: about 1 min per binary and 6 min
-    # per multiclass split (two workers: 34-38 s and 182-199 s). Memory measured on MNIST
-    # with two workers: 3.9-4.3 GB PSS (the five folds' client pixels, dense and through
-    # their nonzero columns, about 3.1 GB, and the 70,000 x 785 images, 0.44 GB):
-    # docs/results/perf-2026-12c/mnist-after1-fit_realdata.tsv.
+    # per multiclass split (two workers: 32-36 s and 176-182 s). Memory measured on MNIST
+    # with two workers: 2.9-3.1 GB PSS (the five folds' client pixels through their
+    # nonzero columns, about 1.3 GB, and the 70,000 x 785 images, 0.44 GB):
+    # docs/results/perf-2026-12c/mnist-final1-fit_realdata.tsv.
     @staticmethod
     def realdata_runtime(wildcards, attempt: int = 1) -> int:
         """Minutes a real-data split job asks for.
@@ -96,9 +96,9 @@ class ResourcesPart(SimulationPart):
         Returns
         -------
         int
-            6000 (MNIST) or 1000 per attempt.
+            4000 (MNIST) or 1000 per attempt.
         """
-        return (6000 if wildcards.dataset == "mnist" else 1000) * attempt
+        return (4000 if wildcards.dataset == "mnist" else 1000) * attempt
 
     # CNNs: MNIST measured at about 1.5 h of one CPU core per run (config/paper-nn.yaml);
     # CIFAR-10 (30 local epochs, a larger network) not measured: a day as the ceiling.
