@@ -389,6 +389,8 @@ def test_nonzero_column_products_agree_with_dense_ones(model):
     assert np.abs(step_c - step_d).max() <= 1e-9 * np.abs(step_d).max()     # CG to 1e-12, kappa <= 1 + ||H||/tau1
     # certified: the clipped Hessian reads the entries themselves (np.asarray), the very same numbers
     assert np.array_equal(np.asarray(C), X) and np.array_equal(np.asarray(C[3:9]), X[3:9])
+    with pytest.raises(ValueError, match="copy=False"):
+        np.asarray(C, copy=False)
     assert np.array_equal(rd.newton_step(model, T, C[:150], g, 0.5, cg_tol=1e-10, hessian_bound=2.0),
                           rd.newton_step(model, T, X[:150], g, 0.5, cg_tol=1e-10, hessian_bound=2.0))
     assert np.array_equal(cols.xnorm[0], dense.xnorm[0])

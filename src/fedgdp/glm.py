@@ -55,9 +55,10 @@ ROW_BLOCK, ROW_BLOCK_MIN = 256, 4096
 #: (:func:`product_design`): MNIST's pixels are 19% nonzero, and a CSR product streams
 #: about 12 bytes per nonzero instead of 8 per entry (``python scripts/profile_realdata.py
 #: --products``: 2-3x faster products for the pooled 56,000 x 785 fit). A client's few
-#: hundred rows stay dense: they fit in cache, where BLAS is as fast and scipy's per-call
-#: cost and row slicing made the local steps up to 2x slower. Smaller, narrower or denser
-#: designs (every client, the bundled digits, the simulations) are multiplied as before.
+#: hundred rows are not made CSR: they fit in cache, where BLAS is as fast and scipy's
+#: per-call cost and row slicing made the local steps up to 2x slower (a wide client with
+#: blank columns goes through :class:`NonzeroColumns` instead). Narrower designs (the
+#: bundled digits, the simulations) are multiplied as they are.
 SPARSE_MIN_COLUMNS, SPARSE_MAX_DENSITY = 256, 0.3
 
 #: A client's dense design (at most ROW_BLOCK_MIN rows, at least SPARSE_MIN_COLUMNS
@@ -120,6 +121,8 @@ class NonzeroColumns:
         return out
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        if copy is False:
+            raise ValueError("NonzeroColumns: its dense array is always a new one (copy=False cannot hold)")
         return self.toarray() if dtype is None else self.toarray().astype(dtype)
 
     def __matmul__(self, V: np.ndarray) -> np.ndarray:
