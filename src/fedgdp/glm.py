@@ -123,7 +123,7 @@ class NonzeroColumns:
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         if copy is False:
             raise ValueError("NonzeroColumns: its dense array is always a new one (copy=False cannot hold)")
-        return self.toarray() if dtype is None else self.toarray().astype(dtype)
+        return self.toarray() if dtype is None else self.toarray().astype(dtype, copy=False)
 
     def __matmul__(self, V: np.ndarray) -> np.ndarray:
         return self.Xc @ V[self.cols]
