@@ -61,6 +61,49 @@ def test_gdp_round_trips(mu, delta):
     assert privacy.gdp_mu(eps, delta) == pytest.approx(mu, rel=1e-8)
 
 
+def _epsilon_closed_form(mu, delta):
+    """The former gdp_epsilon, the oracle where it does not overflow: a root in epsilon of
+    Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) = delta (e^eps overflows at eps > 709)."""
+    from scipy.optimize import brentq
+
+    def d(eps):
+        return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+
+    if d(0.0) <= delta:
+        return 0.0
+    hi = 1.0
+    while d(hi) > delta:
+        hi *= 2
+    return brentq(lambda e: d(e) - delta, 0.0, hi, xtol=1e-14, rtol=1e-14)
+
+
+@pytest.mark.parametrize("mu", [1e-3, 0.1, 0.5, 1.0, 2.0, 6.0, 15.0, 25.0])
+@pytest.mark.parametrize("delta", [1e-12, 1e-8, 1e-5, 1e-2, 0.3])
+def test_gdp_epsilon_in_log_space_matches_the_closed_form(mu, delta):
+    """Relative 1e-10: both roots are found to about 1e-14; the log-space delta differs
+    from the closed form only by rounding."""
+    assert privacy.gdp_epsilon(mu, delta) == pytest.approx(_epsilon_closed_form(mu, delta), rel=1e-10, abs=1e-300)
+
+
+@pytest.mark.parametrize("mu", [30.0, 40.0, 1e3, 1e6, 1e12, 1e50, 1e100])   # 1e100: MU_MAX
+def test_gdp_epsilon_is_finite_for_every_accepted_mu(mu):
+    """The former formula overflowed (OverflowError) from mu = 30 at delta = 1e-5; now every
+    mu up to MU_MAX gives a finite epsilon of about mu^2/2 + mu Phi^-1(1 - delta)."""
+    for delta in (1e-5, 1e-300):
+        eps = privacy.gdp_epsilon(mu, delta)
+        assert math.isfinite(eps) and eps >= mu ** 2 / 2
+        assert eps == pytest.approx(mu ** 2 / 2 - mu * stats.norm.ppf(delta), rel=0.01)
+    if mu <= 1e3:       # the round trip (for larger mu, eps/mu rounds away the digits of a)
+        assert privacy.gdp_delta(mu, privacy.gdp_epsilon(mu, 1e-5)) == pytest.approx(1e-5, rel=1e-8)
+    assert privacy.gdp_epsilon(mu, 1e-5) > privacy.gdp_epsilon(mu / 2, 1e-5)
+
+
+def test_mu_above_the_maximum_is_refused():
+    assert privacy.parse_mu(privacy.MU_MAX) == privacy.MU_MAX and privacy.parse_mu("inf") == math.inf
+    with pytest.raises(ValueError, match="mu must be at most 1e[+]100 .* got mu=1e200"):
+        privacy.parse_mu("1e200")
+
+
 def test_gdp_errors_quote_the_value():
     with pytest.raises(ValueError, match="mu=-1"):
         privacy.gdp_delta(-1, 0.1)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "PRIVACY_MODES", "MU_FLOOR", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips",
+    "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips",
     "clip_rows", "row_norms", "clip_factors", "clip_bound", "bound_of_rule", "Release", "Ledger", "ReleaseSpec",
     "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
@@ -975,6 +975,40 @@ def clip_unaccounted(rule: dict) -> list[str]:
 
 
 # -------------------------------------------------------------- GDP conversions
+def _gdp_log_delta(mu: float, a: float) -> float:
+    """log delta of a mu-GDP mechanism at ``epsilon = mu (mu/2 - a)``, in log space.
+
+    Dong, Roth & Su (2022, Corollary 1) give ``delta = Phi(a) - e^epsilon Phi(a - mu)``
+    with ``a = mu/2 - epsilon/mu``. Since ``phi(a - mu) = phi(a) exp(a mu - mu^2/2)``,
+    the second term is ``phi(a) M(mu - a)``, with M the Mills ratio ``M(x) = Phi(-x) /
+    phi(x) = sqrt(pi/2) erfcx(x / sqrt(2))``: no ``e^epsilon`` to overflow, so
+
+        log delta = log Phi(a) + log(1 - exp(log phi(a) + log M(mu - a) - log Phi(a))).
+
+    Parameters
+    ----------
+    mu : float
+        The GDP parameter (finite, > 0).
+    a : float
+        ``mu/2 - epsilon/mu`` (at most mu/2, i.e. epsilon >= 0).
+
+    Returns
+    -------
+    float
+        log delta (``-inf`` where delta rounds to 0).
+    """
+    from scipy.special import erfcx, log_ndtr
+
+    log_phi = -0.5 * a * a - 0.5 * math.log(2 * math.pi)
+    log_mills = 0.5 * math.log(math.pi / 2) + math.log(float(erfcx((mu - a) / math.sqrt(2))))
+    log_cdf = float(log_ndtr(a))
+    x = log_phi + log_mills - log_cdf               # log of the second term over the first, < 0
+    if not x < 0:
+        return -math.inf
+    log1mexp = math.log(-math.expm1(x)) if x > -math.log(2) else math.log1p(-math.exp(x))
+    return log_cdf + log1mexp
+
+
 def gdp_delta(mu: float, epsilon: float) -> float:
     """delta(epsilon) of a mu-GDP mechanism (Dong, Roth & Su 2022, Corollary 1).
 
@@ -988,24 +1022,29 @@ def gdp_delta(mu: float, epsilon: float) -> float:
     Returns
     -------
     float
-        delta.
+        delta (computed in log space, :func:`_gdp_log_delta`).
     """
-    from scipy.stats import norm
-
-    if mu <= 0:
+    if not mu > 0:
         raise ValueError(f"mu must be positive, got mu={mu}")
-    return float(norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * norm.cdf(-epsilon / mu - mu / 2))
+    if math.isinf(mu):
+        return 1.0
+    return math.exp(_gdp_log_delta(mu, mu / 2 - epsilon / mu))
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
-    """Smallest epsilon with ``gdp_delta(mu, epsilon) <= delta``.
+    """Smallest epsilon >= 0 with ``gdp_delta(mu, epsilon) <= delta``.
+
+    The root is found in ``a = mu/2 - epsilon/mu`` on the bracket ``[Phi^-1(delta),
+    mu/2]`` (delta <= Phi(a), so delta(a) <= delta at its left end; epsilon = 0 at its
+    right end) with delta in log space (:func:`_gdp_log_delta`), then ``epsilon = mu
+    (mu/2 - a)``: finite for every mu up to :data:`MU_MAX` (about ``mu^2/2`` for large mu).
 
     Parameters
     ----------
     mu : float
-        The GDP parameter.
+        The GDP parameter (inf gives inf).
     delta : float
-        The delta.
+        The delta, in (0, 1).
 
     Returns
     -------
@@ -1013,15 +1052,20 @@ def gdp_epsilon(mu: float, delta: float) -> float:
         epsilon.
     """
     from scipy.optimize import brentq
+    from scipy.special import ndtri
 
     if not 0 < delta < 1:
         raise ValueError(f"delta must lie in (0, 1), got delta={delta}")
-    if gdp_delta(mu, 0.0) <= delta:
+    if not mu > 0:
+        raise ValueError(f"mu must be positive, got mu={mu}")
+    if math.isinf(mu):
+        return math.inf
+    log_delta, top = math.log(delta), mu / 2
+    if _gdp_log_delta(mu, top) <= log_delta:
         return 0.0
-    hi = 1.0
-    while gdp_delta(mu, hi) > delta:
-        hi *= 2
-    return float(brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-14, rtol=1e-14))
+    lo = float(ndtri(delta))
+    a = brentq(lambda t: _gdp_log_delta(mu, t) - log_delta, lo, top, xtol=1e-300, rtol=9e-16, maxiter=2000)
+    return float(mu * (top - a))
 
 
 def gdp_mu(epsilon: float, delta: float) -> float:
@@ -1058,9 +1102,15 @@ PRIVACY_MODES = ("paper", "certified")
 #: gives sigma = inf, a release that is not finite), and no study needs it.
 MU_FLOOR = 1e-6
 
+#: The largest finite mu accepted: its epsilon (about mu^2/2, :func:`gdp_epsilon`) and the
+#: composition's sum of squares stay finite in float64 (they overflow near mu = 1.3e154);
+#: any mu above about 40 is already a guarantee of epsilon > 900 at delta = 1e-5.
+MU_MAX = 1e100
+
 
 def parse_mu(value) -> float:
-    """mu >= :data:`MU_FLOOR` (1e-6) or ``inf``; ValueError naming the bad value otherwise.
+    """:data:`MU_FLOOR` (1e-6) <= mu <= :data:`MU_MAX` (1e100), or ``inf``; ValueError naming
+    the bad value otherwise.
 
     Parameters
     ----------
@@ -1080,6 +1130,9 @@ def parse_mu(value) -> float:
         raise ValueError(f"mu must be > 0 (or 'inf' for no privacy), got mu={value}")
     if mu < MU_FLOOR:
         raise ValueError(f"mu must be at least {MU_FLOOR:g} (smaller values make the noise sd overflow), "
+                         f"got mu={value}")
+    if math.isfinite(mu) and mu > MU_MAX:
+        raise ValueError(f"mu must be at most {MU_MAX:g} or 'inf' (larger values make epsilon overflow), "
                          f"got mu={value}")
     return mu
 
