@@ -61,6 +61,7 @@ def test_fit_reproduces_the_pipeline_estimate(task, name, over):
     p, fits, rows = _pipeline_fits(task, name, over)
     for j, mu in enumerate(p["mu"]):                   # the pipeline fits mu = 6 and 2 (stacked where it can)
         est = FederatedGLM(family="logistic" if task == "binary" else "multinomial", method=name, mu=mu,
+                           classes=[0, 1] if task == "binary" else list(range(10)),     # digits' label domain
                            privacy_mode=p["privacy"]["mode"], clip=p["clip"], tau1=p["tau1"],
                            method_settings=over.get("method_settings", {}).get(name), shuffle=False,
                            random_state=rows["seed"])
@@ -141,7 +142,7 @@ def test_privacy_report_composes_to_mu_and_converts_to_epsilon():
 
     X, y, clients = _toy()
     for method in ("fednewton", "fedhybrid", "fedsgd", "fedavg"):
-        est = FederatedGLM(method=method, mu=2, random_state=0).fit(X, y, clients)   # private quantile clip
+        est = FederatedGLM(method=method, mu=2, classes=[0, 1]).fit(X, y, clients)   # private quantile clip
         rep = est.privacy_
         assert rep.certified and rep.ledger.releases[0].stage == "clip histogram"
         np.testing.assert_allclose(rep.mu_certified, 2.0, rtol=0, atol=1e-12)
@@ -163,7 +164,7 @@ def test_leaking_bounds_warn_naming_the_certified_alternatives():
     assert any("not accounted" in a for a in est.privacy_.assumptions)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)       # the certified defaults warn about nothing
-        FederatedGLM(random_state=0).fit(X, y, clients)
+        FederatedGLM(classes=[0, 1]).fit(X, y, clients)
 
 
 @pytest.mark.parametrize("params,data,match", [

@@ -23,7 +23,12 @@ for Poisson.
 
 Randomness
 ----------
-Every generator comes from :func:`fedgdp.seeds.derived_rng`. An int ``random_state``
+``random_state=None`` (the default) draws a fresh root ``numpy.random.SeedSequence()``
+from the operating system's entropy at every ``fit``: the noise of a release on your own
+data is secret. A fixed ``random_state`` reproduces an analysis, but anyone who knows it
+can regenerate the noise and remove it, so the privacy report marks the guarantee void
+while the seed is known (``privacy_.noise_secret`` is False; docs/privacy.md, "A release
+of your own data"). Every generator comes from :func:`fedgdp.seeds.derived_rng`. An int ``random_state``
 ``r`` gives stream ``S`` the generator ``SeedSequence([r, stable_hash(ESTIMATOR_KEY),
 stable_hash(S)])``; a :class:`numpy.random.SeedSequence` ``q`` gives
 ``SeedSequence([*q.entropy, stable_hash(S)])``, so ``random_state =
@@ -38,6 +43,7 @@ which imports scikit-learn only when scikit-learn asks for it).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import warnings
@@ -59,6 +65,14 @@ FAMILIES = ("logistic", "multinomial", "poisson")
 ESTIMATOR_KEY = {"estimator": "fedgdp.FederatedGLM"}
 
 ROW_STREAM = "row_order"
+
+#: ``privacy_.label_domain`` of a classifier fitted without ``classes``
+LABELS_FROM_DATA = "from data (not covered)"
+
+#: The ledger's ``unaccounted`` entry of that label set
+LABELS_UNACCOUNTED = ("label set: classes_ is np.unique(y), taken from the data and accounted by no ledger "
+                      "(one record with a label nobody else has adds a class); pass classes=[...], a public "
+                      "label domain")
 
 class PrivacyLeakWarning(UserWarning):
     """The fit's privacy guarantee is nominal: a release or the clipping bound is not
@@ -141,11 +155,27 @@ class PrivacyReport:
         The client labels, in the order of the ledger's columns.
     ledger : fedgdp.privacy.Ledger
         Every release of every client (arrays of shape (1, m)).
+    noise_secret : bool
+        True when the noise came from fresh entropy (``random_state=None``); False when
+        it came from a given seed, which anyone who knows it can use to remove the
+        noise: the guarantee is then void while the seed is known ([`guarantee`][fedgdp.estimator.PrivacyReport.guarantee]).
+    label_domain : str or None
+        ``"public"`` (classifiers given ``classes``), ``"from data (not covered)"``
+        (classifiers without ``classes``: the label set is ``np.unique(y)``, a release no
+        ledger accounts for, listed in the ledger's ``unaccounted``) or None (Poisson).
     mu_composed : ndarray, shape (m,)
         Each client's composed (nominal) mu.
     mu_certified : ndarray, shape (m,)
-        ``mu_composed`` where every release is certified and the clipping bound is
-        public or private, inf otherwise.
+        ``mu_composed`` where every release is certified and nothing is unaccounted (the
+        clipping bound public or private, the label domain public), inf otherwise.
+
+    Notes
+    -----
+    ``certified`` is a property of the mechanism: every release's sensitivity holds for
+    all inputs and nothing the fit shows (the clipping bound, the label set) is taken from
+    the data outside the ledger. Whether the noise is secret is a property of the run,
+    reported apart (``noise_secret``); [`guarantee`][fedgdp.estimator.PrivacyReport.guarantee]
+    combines both: record-level mu-GDP at each client holds only when both do.
     """
 
     method: str
@@ -155,6 +185,8 @@ class PrivacyReport:
     clip_bound: float
     clients: np.ndarray
     ledger: privacy.Ledger
+    noise_secret: bool = False
+    label_domain: str | None = None
     mu_composed: np.ndarray = field(default=None)  # type: ignore[arg-type]
     mu_certified: np.ndarray = field(default=None)  # type: ignore[arg-type]
 
@@ -173,6 +205,29 @@ class PrivacyReport:
         return bool(np.all(np.isfinite(self.mu_certified)))
 
     @property
+    def guarantee_holds(self) -> bool:
+        """True when the fit is record-level mu-GDP at each client: certified, and the
+        noise secret (drawn from fresh entropy)."""
+        return self.certified and self.noise_secret
+
+    @property
+    def guarantee(self) -> str:
+        """What the fit guarantees, in one line: record-level mu-GDP at each client (its
+        mu), nominal only (and why), void while the seed is known, or none (non-private)."""
+        if not self.ledger.releases:
+            return "none: nothing was released with noise (a non-private fit)"
+        mu = float(np.max(self.mu_composed))
+        if not self.certified:
+            what = f"nominal only (mu = {mu:g} rests on: {'; '.join(self.assumptions)})"
+        else:
+            what = f"record-level mu-GDP at each client, mu = {mu:g} (certified)"
+        if not self.noise_secret:
+            return (f"void while the seed is known: the noise was drawn from a given random_state, and anyone "
+                    f"who knows it can regenerate the noise and remove it; with fresh noise (random_state=None, "
+                    f"fedgdp fit without --seed) the mechanism is {what}")
+        return what
+
+    @property
     def assumptions(self) -> list[str]:
         """What the uncertified releases rest on, and what is unaccounted."""
         out = [f"{r.stage}: {r.assumption}" for r in self.ledger.releases if not r.certified]
@@ -181,7 +236,8 @@ class PrivacyReport:
     def epsilon(self, delta: float = 1e-5, *, nominal: bool = False) -> float:
         """(epsilon, delta)-DP of the worst client: the certified mu converted
         (:func:`fedgdp.privacy.gdp_epsilon`); inf when uncertified, unless ``nominal``
-        (the composed mu, which holds only under :attr:`assumptions`).
+        (the composed mu, which holds only under ``assumptions``). It is the
+        mechanism's epsilon: a guarantee only while the noise is secret (``guarantee_holds``).
 
         Parameters
         ----------
@@ -213,7 +269,7 @@ class PrivacyReport:
         -------
         dict
             Keys ``method``, ``mu``, ``privacy_mode``, ``clip``, ``clip_bound``, ``certified``,
-            ``clients``, ``mu_composed``, ``mu_certified`` (lists, one per client), ``delta``,
+            ``noise_secret``, ``label_domain``, ``guarantee_holds``, ``guarantee``, ``clients``, ``mu_composed``, ``mu_certified`` (lists, one per client), ``delta``,
             ``epsilon``, ``epsilon_nominal``, ``assumptions`` and ``releases`` (list of dict).
         """
         def num(x):
@@ -225,7 +281,8 @@ class PrivacyReport:
                      "sigma": [num(v) for v in np.ravel(r.sigma)]} for r in self.ledger.releases]
         return {
             "method": self.method, "mu": num(self.mu), "privacy_mode": self.privacy_mode, "clip": self.clip,
-            "clip_bound": num(self.clip_bound), "certified": self.certified,
+            "clip_bound": num(self.clip_bound), "certified": self.certified, "noise_secret": self.noise_secret,
+            "label_domain": self.label_domain, "guarantee_holds": self.guarantee_holds, "guarantee": self.guarantee,
             "clients": [c.item() if hasattr(c, "item") else c for c in self.clients],
             "mu_composed": [num(v) for v in self.mu_composed], "mu_certified": [num(v) for v in self.mu_certified],
             "delta": delta, "epsilon": num(self.epsilon(delta)),
@@ -280,6 +337,18 @@ class FederatedGLM:
     ----------
     family : {"logistic", "multinomial", "poisson"}, default="logistic"
         Binary logistic, softmax or Poisson regression (canonical links).
+    classes : array-like of shape (C,) or None, default=None
+        The public label domain of a classifier (two labels for ``logistic``, two or more
+        for ``multinomial``), in the order of ``classes_`` (logistic: the second is the
+        positive class). ``classes_`` and ``coef_.shape`` then depend on no record, and a
+        ``y`` holding only some of them still releases. A row whose label is not in
+        ``classes`` is refused (ValueError naming the label and row) before anything is
+        computed or released: a check of the data holder's own data, stated in advance,
+        whose error only the data holder sees (docs/privacy.md, "The label domain").
+        None: the labels are ``np.unique(y)``, taken from the data and not covered by the
+        guarantee (a [`PrivacyLeakWarning`][fedgdp.estimator.PrivacyLeakWarning];
+        ``privacy_.label_domain`` is ``"from data (not covered)"`` and
+        ``privacy_.certified`` is False). Refused with ``poisson``.
     method : str, default="fednewton"
         A real-data method of :data:`fedgdp.realdata.REGISTRY` other than
         ``np_localfit``.
@@ -317,7 +386,12 @@ class FederatedGLM:
         must not follow a sorted order. False keeps the given order (as the pipeline's
         folds, whose rows are already in random order).
     random_state : None, int, numpy.random.SeedSequence or RandomState, default=None
-        The root of every random draw (module docstring, Randomness).
+        The root of every random draw (module docstring, Randomness). None: fresh noise
+        from the operating system's entropy, what a release of your own data needs. A
+        given seed reproduces a fit, but anyone who knows it can remove the noise:
+        ``privacy_.noise_secret`` is then False and ``privacy_.guarantee`` says the
+        guarantee is void while the seed is known. (The pipeline's ``seed_sequence``
+        reproduces its fit of simulated or public data.)
 
     Attributes
     ----------
@@ -354,15 +428,16 @@ class FederatedGLM:
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(600, 3)); y = (X[:, 0] + rng.logistic(size=600) > 0).astype(int)
     >>> clients = np.repeat(np.arange(6), 100)
-    >>> est = FederatedGLM(mu=2, clip=2.0, random_state=0).fit(X, y, clients)
-    >>> est.coef_.shape, est.privacy_.certified
-    ((1, 3), True)
+    >>> est = FederatedGLM(mu=2, clip=2.0, classes=[0, 1]).fit(X, y, clients)   # fresh noise
+    >>> est.coef_.shape, est.privacy_.certified, est.privacy_.noise_secret
+    ((1, 3), True, True)
     """
 
-    def __init__(self, family="logistic", method="fednewton", mu=2.0, privacy_mode="certified", clip=None,
+    def __init__(self, family="logistic", classes=None, method="fednewton", mu=2.0, privacy_mode="certified", clip=None,
                  hessian_clip=4.0, tau1=0.5, method_settings=None, newton=None, fit_intercept=True,
                  shuffle=True, random_state=None):
         self.family = family
+        self.classes = classes
         self.method = method
         self.mu = mu
         self.privacy_mode = privacy_mode
@@ -457,6 +532,11 @@ class FederatedGLM:
 
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got family={self.family!r}")
+        if self.classes is not None:
+            if self.family == "poisson":
+                raise ValueError(f"classes is for the classifiers (family 'logistic' or 'multinomial'); family "
+                                 f"'poisson' takes counts, got classes={self.classes!r}")
+            _label_domain(self.classes, self.family)
         if self.method not in REGISTRY or REGISTRY[self.method].per_client:   # one global estimate only
             names = [n for n in REGISTRY if not REGISTRY[n].per_client]
             raise ValueError(f"unknown method {self.method!r}; choose from {', '.join(names)}")
@@ -498,8 +578,9 @@ class FederatedGLM:
         Raises
         ------
         ValueError
-            A bad parameter, non-finite or non-numeric values, mismatched lengths, a
-            client with fewer rows than the method needs, one class only.
+            A bad parameter, non-finite, missing or non-numeric values, mismatched
+            lengths, a client with fewer rows than the method needs, one class only
+            (without ``classes``), a label outside ``classes``.
         """
         from .realdata import FoldData, clip_bound_real, get_method
 
@@ -520,17 +601,19 @@ class FederatedGLM:
                 raise ValueError(f"client {lab.item() if hasattr(lab, 'item') else lab!r} has {len(rows)} row "
                                  f"(n_samples={len(rows)}); method "
                                  f"{self.method} needs at least {need} rows per client (its two halves)")
+        # fresh entropy per fit unless a seed is given (module docstring, Randomness)
+        root = np.random.SeedSequence() if self.random_state is None else self.random_state
         if self.shuffle:
-            rng = estimator_rng(self.random_state, ROW_STREAM)
+            rng = estimator_rng(root, ROW_STREAM)
             order = [rows[rng.permutation(len(rows))] for rows in order]
         D = self._design(X)
         Xc, Yc = [D[rows] for rows in order], [Y[rows] for rows in order]
 
         mu = p["mu"][0]
-        B = clip_bound_real(model, Xc, Yc, p["clip"], mu=mu, rng=estimator_rng(self.random_state, CLIP_STREAM))
+        B = clip_bound_real(model, Xc, Yc, p["clip"], mu=mu, rng=estimator_rng(root, CLIP_STREAM))
         fd = FoldData(model, Xc, Yc, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"],
                       clip=p["clip"])
-        noise = estimator_rng(self.random_state, meth.noise_stream) if fd.private else None
+        noise = estimator_rng(root, meth.noise_stream) if fd.private else None
         self._warn_leaks(p, meth, fd)
         with np.errstate(over="ignore", under="ignore"):
             fit = meth.fit_many([fd], p["method_settings"][self.method], [noise])[0]
@@ -546,7 +629,8 @@ class FederatedGLM:
         self.communication_ = {"rounds": int(fit.rounds), "floats_up": int(fit.floats_up),
                                "floats_down": int(fit.floats_down)}
         self.privacy_ = PrivacyReport(self.method, mu, p["privacy"]["mode"], p["clip"], float(fd.bound), labels,
-                                      fit.ledger)
+                                      self._label_ledger(fit.ledger, fd), noise_secret=self.random_state is None,
+                                      label_domain=self._label_domain_mode())
         start = 1 if self.fit_intercept else 0
         intercept = theta[0] if self.fit_intercept else np.zeros(theta.shape[1])
         if self.family == "poisson":
@@ -557,6 +641,7 @@ class FederatedGLM:
 
     def _targets(self, y: np.ndarray):
         """Responses Y (n, k) and the model of the family; sets ``classes_``."""
+        _check_missing(y)
         if self.family == "poisson":
             if hasattr(self, "classes_"):      # from an earlier fit as a classifier
                 del self.classes_  # type: ignore[has-type]
@@ -572,16 +657,29 @@ class FederatedGLM:
                                  f"{self.family!r} is a classifier: y must hold class labels")
         if y.dtype.kind not in "biufUSO":
             raise ValueError(f"Unknown label type: y has dtype {y.dtype}")
-        classes, codes = np.unique(y, return_inverse=True)
-        if len(classes) < 2:
-            raise ValueError(f"FederatedGLM needs samples of at least 2 classes in the data, but the data "
-                             f"contain only one class: {classes[0]!r}")
+        if self.classes is not None:
+            classes, codes = _public_codes(y, _label_domain(self.classes, self.family))
+        else:
+            classes, codes = _data_codes(y)
         if self.family == "logistic" and len(classes) > 2:
             raise ValueError(f"Only binary classification is supported by family 'logistic': y has "
                              f"{len(classes)} classes; use family='multinomial'")
         self.classes_ = classes
         model = matrix_model("binary") if self.family == "logistic" else matrix_model("multiclass", len(classes))
         return model.targets(codes), model
+
+    def _label_domain_mode(self) -> str | None:
+        """``privacy_.label_domain``: public (``classes`` given), from the data, or None (Poisson)."""
+        if self.family == "poisson":
+            return None
+        return "public" if self.classes is not None else LABELS_FROM_DATA
+
+    def _label_ledger(self, ledger, fd):
+        """The fit's ledger; a private classifier without ``classes`` lists its label set
+        as unaccounted (so the ledger is not certified)."""
+        if not fd.private or self._label_domain_mode() != LABELS_FROM_DATA:
+            return ledger
+        return dataclasses.replace(ledger, unaccounted=[*ledger.unaccounted, LABELS_UNACCOUNTED])
 
     def _warn_leaks(self, p: dict, meth, fd) -> None:
         """A :class:`PrivacyLeakWarning` for a data-driven clipping bound or an uncertified release."""
@@ -593,6 +691,13 @@ class FederatedGLM:
                 "accounts for it, so the fit is not mu-GDP (privacy_.certified is False); certified "
                 "alternatives: clip=<a public bound B> or clip=None (the private quantile), with "
                 "privacy_mode='certified'", PrivacyLeakWarning, stacklevel=3)
+        if self._label_domain_mode() == LABELS_FROM_DATA:
+            warnings.warn(
+                "the label set is taken from the data (classes_ = np.unique(y)) and no ledger accounts for it: "
+                "one record with a label nobody else has shows in classes_ and coef_.shape, so the fit is not "
+                "covered (privacy_.certified is False, privacy_.label_domain is 'from data (not covered)'); "
+                "certified alternative: classes=[...], the public label domain (fedgdp fit --classes)",
+                PrivacyLeakWarning, stacklevel=3)
         for spec in meth.plan(fd, p["method_settings"][self.method]):
             if not spec.certified:
                 warnings.warn(
@@ -767,6 +872,61 @@ def _clip_rule(clip):
     if isinstance(clip, dict):
         return dict(clip)
     raise ValueError(f"clip must be None, a number, 'quantile', 'private_quantile' or a dict, got clip={clip!r}")
+
+
+def _check_missing(y: np.ndarray) -> None:
+    """ValueError naming ``y`` and the first row when a label is missing (None or NaN)."""
+    if y.dtype.kind != "O":
+        return
+    for i, v in enumerate(y.tolist()):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            raise ValueError(f"y contains a missing label (None or NaN) at row {i}: every row needs a label")
+
+
+def _label_domain(classes, family: str) -> np.ndarray:
+    """``classes`` checked: a 1-d list of distinct, non-missing labels, 2 for logistic, >= 2 otherwise."""
+    if isinstance(classes, (str, bytes)) or np.ndim(classes) != 1:
+        raise ValueError(f"classes must be a list of labels, e.g. classes=[0, 1], got classes={classes!r}")
+    dom = np.asarray(classes)
+    if dom.dtype.kind == "O":
+        _check_missing(dom.astype(object))
+    elif dom.dtype.kind == "f" and not np.all(np.isfinite(dom)):
+        raise ValueError(f"classes must hold finite labels, got classes={list(classes)!r}")
+    if dom.dtype.kind not in "biufUSO":
+        raise ValueError(f"classes must hold numbers or strings, got dtype {dom.dtype}")
+    values = dom.tolist()
+    if len(set(values)) != len(values):
+        raise ValueError(f"classes must be distinct, got classes={values!r}")
+    need = "exactly 2" if family == "logistic" else "at least 2"
+    if len(values) < 2 or (family == "logistic" and len(values) != 2):
+        raise ValueError(f"family {family!r} needs {need} classes, got classes={values!r}")
+    return dom
+
+
+def _public_codes(y: np.ndarray, domain: np.ndarray):
+    """(classes, codes (n,)) against the public domain; a label outside it is refused."""
+    index = {v: i for i, v in enumerate(domain.tolist())}
+    labels = y.tolist()
+    codes = np.fromiter((index.get(v, -1) for v in labels), dtype=np.int64, count=len(labels))
+    bad = np.flatnonzero(codes < 0)
+    if len(bad):
+        raise ValueError(f"y holds the label {labels[bad[0]]!r} at row {bad[0]} (from 0; {len(bad)} row(s) in all), which "
+                         f"is not in classes={domain.tolist()!r}: a label outside the public domain is refused "
+                         "before anything is released")
+    return domain, codes
+
+
+def _data_codes(y: np.ndarray):
+    """(np.unique(y), codes (n,)): the label set taken from the data (not covered)."""
+    try:
+        classes, codes = np.unique(y, return_inverse=True)
+    except TypeError:        # e.g. numbers and strings mixed
+        kinds = sorted({type(v).__name__ for v in y.tolist()})
+        raise ValueError(f"y mixes label types ({', '.join(kinds)}): use one type of label") from None
+    if len(classes) < 2:
+        raise ValueError(f"FederatedGLM needs samples of at least 2 classes in the data, but the data "
+                         f"contain only one class: {classes[0]!r}")
+    return classes, codes.reshape(-1)
 
 
 def _feature_names(X):

@@ -4,6 +4,10 @@ One row per record; one column holds the response (``--target``), one the client
 (``--client``), and the features are the columns named by ``--features`` (default:
 every other column). The command prints the estimate and its privacy report, as a
 table or (``--json``) as JSON, and ``--out`` writes the coefficients (CSV or JSON).
+Without ``--seed`` the noise is fresh (the operating system's entropy); with it the fit
+is reproducible and the report says the guarantee is void while the seed is known.
+``--classes`` gives a classifier's public label domain (:func:`parse_classes`); without
+it the label set is taken from the data and the report says it is not covered.
 Bad input (a missing column, a non-numeric feature, a missing value, a client with
 too few rows for the method) raises ValueError with one line, which the command
 line prints and ends with exit status 2.
@@ -20,7 +24,7 @@ import sys
 import warnings
 from pathlib import Path
 
-__all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report"]
+__all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report", "parse_classes"]
 
 READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -78,6 +82,57 @@ def _columns(df, target: str, client: str, features: list[str] | None) -> list[s
         if df[col].isna().any():
             raise ValueError(f"{what} column {col!r} has {int(df[col].isna().sum())} missing value(s)")
     return list(features)
+
+
+def parse_classes(text: str | None, column=None) -> list | None:
+    """``--classes``: the comma-separated public label domain, typed like the target column.
+
+    Parameters
+    ----------
+    text : str or None
+        E.g. ``"0,1"`` or ``"benign,malignant"``; None: no domain given.
+    column : pandas.Series or None
+        The target column: when it holds numbers (integers, floats or booleans) every
+        class is parsed as one (``"1"`` is the integer 1 for an integer column, the float
+        1.0 for a float one; ``true``/``false`` or 1/0 for a boolean one), otherwise
+        every class is the text between the commas, stripped of spaces.
+
+    Returns
+    -------
+    list or None
+        The labels, in the order given.
+
+    Raises
+    ------
+    ValueError
+        An empty label, or a label that is not a number for a numeric column.
+    """
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",")]
+    if any(not t for t in items):
+        raise ValueError(f"bad --classes {text!r}: an empty label; give the labels separated by commas, e.g. 0,1")
+    kind = column.dtype.kind if column is not None else "O"
+    if kind not in "biuf":
+        return items
+    name = getattr(column, "name", "target")
+    out: list = []
+    for t in items:
+        try:
+            if kind == "b":
+                value = {"true": True, "1": True, "false": False, "0": False}[t.lower()]
+            else:
+                value = float(t)
+                if kind in "iu":
+                    if value != round(value):
+                        raise ValueError(t)
+                    value = int(value)
+        except (KeyError, ValueError):
+            what = "true or false" if kind == "b" else "an integer" if kind in "iu" else "a number"
+            raise ValueError(f"bad --classes {text!r}: the target column {name!r} holds "
+                             f"{column.dtype} values, so each class must be {what}, got {t!r}") from None
+        out.append(value)
+    return out
 
 
 def fit_table(df, *, target: str, client: str, features: list[str] | None = None, **params):
@@ -198,9 +253,13 @@ def format_report(rep: dict) -> str:
     def worst(v):
         return "inf" if any(isinstance(x, str) for x in v) else f"{max(v):.6g}"
 
-    lines += ["", f"privacy: composed mu per client (max) {worst(mu_c)}; certified mu (max) {worst(mu_cert)}; "
+    lines += ["", f"guarantee: {pv['guarantee']}",
+              f"privacy: composed mu per client (max) {worst(mu_c)}; certified mu (max) {worst(mu_cert)}; "
               f"epsilon {pv['epsilon'] if isinstance(pv['epsilon'], str) else format(pv['epsilon'], '.4g')} "
               f"at delta {pv['delta']:g} ({'certified' if pv['certified'] else 'NOT certified'})",
+              "noise: " + ("fresh (operating system entropy)" if pv["noise_secret"] else
+                           "from --seed, NOT secret: anyone who knows the seed can remove it")
+              + (f"; label domain: {pv['label_domain']}" if pv["label_domain"] else ""),
               f"clipping bound B = "
                 f"{pv['clip_bound'] if isinstance(pv['clip_bound'], str) else format(pv['clip_bound'], '.6g')}"
               f" (rule {pv['clip']['rule']}); rounds {rep['communication']['rounds']}"]
@@ -266,7 +325,8 @@ def _cmd_fit(args) -> int:
         raise ValueError(f"--delta must lie in (0, 1), got {args.delta}")
     params = dict(family=args.family, method=args.method, mu=parse_mu(args.mu), privacy_mode=args.privacy_mode,
                   clip=_clip(args.clip), hessian_clip=args.hessian_clip, tau1=args.tau1,
-                  method_settings=_settings(args.settings), random_state=args.seed)
+                  method_settings=_settings(args.settings), random_state=args.seed,
+                  classes=parse_classes(args.classes, df[args.target] if args.target in df.columns else None))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est = fit_table(df, target=args.target, client=args.client, features=features, **params)
@@ -310,6 +370,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     ap.add_argument("--client", required=True, help="the column of client labels (one client per value)")
     ap.add_argument("--features", help="comma-separated feature columns (default: every other column)")
     ap.add_argument("--family", choices=FAMILIES, default="logistic", help="the model")
+    ap.add_argument("--classes", help="the classifier's public label domain, comma-separated, e.g. 0,1 (numbers "
+                                      "when the target column holds numbers, else text); a row with another label "
+                                      "is refused; without it the label set is taken from the data, not covered")
     ap.add_argument("--method", default="fednewton", help=f"{private}; {plain} with --mu inf")
     ap.add_argument("--mu", default="2", help="mu-GDP budget of every client (inf: non-private)")
     ap.add_argument("--privacy-mode", dest="privacy_mode", choices=["certified", "paper"], default="certified",
@@ -321,7 +384,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     ap.add_argument("--tau1", type=float, default=0.5, help="FedNewton's eigenvalue floor / ridge")
     ap.add_argument("--settings", help='the method\'s settings as JSON, e.g. \'{"K": 50, "eta": 0.5}\' '
                                        "(default: the real-data defaults)")
-    ap.add_argument("--seed", type=int, default=0, help="random_state: the root of every random draw")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="random_state, to reproduce an analysis: anyone who knows the seed can remove the noise, "
+                         "so the report marks the guarantee void (default: fresh noise from the OS's entropy)")
     ap.add_argument("--delta", type=float, default=1e-5, help="delta of the reported (epsilon, delta)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     ap.add_argument("--out", type=output_path(".csv", ".json"), help="write the coefficients (.csv or .json)")
