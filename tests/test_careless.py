@@ -141,6 +141,20 @@ CASES = [
     case("fit", ["fit", "<notyaml>", "--target", "y", "--client", "c"], ["notyaml"], id="fit-not-a-table"),
     case("fit", ["fit", "<table>", "--target", "nosuch", "--client", "c"], ["nosuch"], id="fit-missing-column"),
     case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--mu", "-1"], ["mu"], id="fit-negative-mu"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--mu", "1e200"], ["mu must be at most 1e+100"],
+         id="fit-mu-above-max"),
+    case("fit", ["fit", "<tablena>", "--target", "y", "--client", "c"], ["target column 'y'", "1 missing value"],
+         id="fit-missing-label"),
+    case("fit", ["fit", "<tablena>", "--target", "y", "--client", "c", "--family", "poisson"],
+         ["target column 'y'", "1 missing value"], id="fit-missing-count"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--classes", "a,b"],
+         ["--classes 'a,b'", "column 'y' holds int64", "must be an integer"], id="fit-classes-not-numbers"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--classes", "0,2"],
+         ["y holds the label 1 at row 1", "not in classes=[0, 2]"], id="fit-label-outside-classes"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--classes", "1"],
+         ["needs exactly 2 classes", "classes=[1]"], id="fit-one-class"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--classes", "0,1", "--family", "poisson"],
+         ["classes is for the classifiers"], id="fit-classes-with-poisson"),
     # fedgdp itself
     case("fedgdp", ["simulat"], ["invalid choice: 'simulat'", "did you mean 'simulate'"], id="unknown-command"),
     case("fedgdp", [], ["COMMAND"], id="no-command"),
@@ -160,7 +174,9 @@ def inputs(tmp_path_factory):
     (d / "emptylist.yaml").write_text("[]\n")
     (d / "file").write_text("a file")
     (d / "table.csv").write_text("x,y,c\n" + "".join(f"{i / 10},{i % 2},{i % 3}\n" for i in range(30)))
-    return {"table": d / "table.csv", "cell": cell, "summary": summary, "notyaml": d / "notyaml",
+    (d / "tablena.csv").write_text("x,y,c\n" + "".join(f"{i / 10},{'' if i == 4 else i % 2},{i % 3}\n"
+                                                         for i in range(30)))
+    return {"table": d / "table.csv", "tablena": d / "tablena.csv", "cell": cell, "summary": summary, "notyaml": d / "notyaml",
             "empty": d / "empty.yaml",
             "emptylist": d / "emptylist.yaml", "file": d / "file", "config": ROOT / "config.yaml"}
 

@@ -13,8 +13,10 @@ from fedgdp.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "breast_cancer.py"
-# the command of docs/real-data.md ("Your own data"), after `python docs/examples/breast_cancer.py`
-COMMAND = "fit breast_cancer.csv --target malignant --client client --mu 2 --clip 3.32 --out coef.csv"
+# the commands of docs/real-data.md ("Your own data"), after `python docs/examples/breast_cancer.py`:
+# a release (fresh noise), and its reproduction with a known seed (the numbers the page shows)
+COMMAND = "fit breast_cancer.csv --target malignant --client client --classes 0,1 --mu 2 --clip 3.32 --out coef.csv"
+REPRO = COMMAND + " --seed 0"
 
 
 @pytest.fixture(scope="module")
@@ -34,22 +36,33 @@ def _run(argv, capsys):
 
 def test_the_docs_show_this_command():
     page = (ROOT / "docs" / "real-data.md").read_text()
-    assert f"fedgdp {COMMAND}" in page and "python docs/examples/breast_cancer.py breast_cancer.csv" in page
+    assert f"fedgdp {COMMAND}" in page and f"fedgdp {REPRO}" in page
+    assert "python docs/examples/breast_cancer.py breast_cancer.csv" in page
 
 
 def test_worked_example_table_json_and_coefficients(example, capsys, monkeypatch):
     monkeypatch.chdir(example)
-    rc, out, err = _run(COMMAND.split(), capsys)
+    rc, out, err = _run(COMMAND.split(), capsys)          # a release: fresh noise, the guarantee holds
     assert rc == 0 and err == "", err
     assert "fednewton (certified), family logistic: 569 rows, 5 clients (sizes 113-114), mu = 2" in out
+    assert "guarantee: record-level mu-GDP at each client, mu = 2 (certified)" in out
+    assert "noise: fresh (operating system entropy); label domain: public" in out
     assert "certified mu (max) 2;" in out and "(certified)" in out and "B = 3.32 (rule fixed)" in out
-    coef = pd.read_csv(example / "coef.csv")
-    assert list(coef.columns) == ["term", "coef"] and len(coef) == 11 and coef.term[0] == "(intercept)"
+    fresh = pd.read_csv(example / "coef.csv")
+    assert list(fresh.columns) == ["term", "coef"] and len(fresh) == 11 and fresh.term[0] == "(intercept)"
 
-    rc, out, err = _run(COMMAND.replace("--out coef.csv", "--json").split(), capsys)
+    rc, out, err = _run(REPRO.split(), capsys)            # the reproduction: void while the seed is known
+    assert rc == 0 and err == "", err
+    assert "guarantee: void while the seed is known" in out and "NOT secret" in out
+    coef = pd.read_csv(example / "coef.csv")
+    assert not np.allclose(coef.coef, fresh.coef)
+
+    rc, out, err = _run(REPRO.replace("--out coef.csv", "--json").split(), capsys)
     rep = json.loads(out)
     assert rc == 0 and rep["n_clients"] == 5 and rep["classes"] == [0, 1]
     assert rep["privacy"]["certified"] and rep["privacy"]["epsilon"] == pytest.approx(10.0, abs=0.01)
+    assert rep["privacy"]["noise_secret"] is False and rep["privacy"]["guarantee_holds"] is False
+    assert rep["privacy"]["label_domain"] == "public"
     np.testing.assert_allclose(rep["privacy"]["mu_certified"], 2.0, atol=1e-12)
     np.testing.assert_allclose([r["coef"] for r in rep["coefficients"]], coef.coef, rtol=0, atol=0)
 
@@ -58,9 +71,9 @@ def test_worked_example_table_json_and_coefficients(example, capsys, monkeypatch
 
     df = pd.read_csv(example / "breast_cancer.csv")
     feats = [c for c in df.columns if c not in ("malignant", "client")]
-    est = FederatedGLM(mu=2, clip=3.32, random_state=0).fit(df[feats], df.malignant, df.client)
+    est = FederatedGLM(mu=2, clip=3.32, classes=[0, 1], random_state=0).fit(df[feats], df.malignant, df.client)
     np.testing.assert_allclose(est.theta_[:, 0], coef.coef, rtol=0, atol=1e-15)
-    rc, out, _ = _run(COMMAND.replace(".csv --target", ".parquet --target").replace("--out coef.csv", "--json").split(),
+    rc, out, _ = _run(REPRO.replace(".csv --target", ".parquet --target").replace("--out coef.csv", "--json").split(),
                       capsys)
     assert rc == 0 and json.loads(out)["coefficients"] == rep["coefficients"]
     assert est.score(df[feats], df.malignant) > 0.75
@@ -76,6 +89,52 @@ def test_features_family_and_json_out(example, capsys, monkeypatch):
     assert rep["privacy"]["epsilon"] == "inf" and len(json.loads((example / "c.json").read_text())) == 3
 
 
+def test_two_releases_of_the_same_data_draw_different_noise(example, capsys, monkeypatch):
+    """The neighbour distinguisher: with the former default --seed 0 anyone could rerun the
+    command on each candidate neighbour and match the printed coefficients exactly. Without
+    --seed every run draws fresh noise: the same command on the same file gives other numbers."""
+    monkeypatch.chdir(example)
+    argv = COMMAND.replace("--out coef.csv", "--json").split()
+    runs = []
+    for _ in range(2):
+        rc, out, err = _run(argv, capsys)
+        assert rc == 0 and err == "", err
+        runs.append(json.loads(out))
+    a, b = ([r["coef"] for r in rep["coefficients"]] for rep in runs)
+    assert not np.allclose(a, b)
+    assert all(rep["privacy"]["noise_secret"] and rep["privacy"]["guarantee_holds"] for rep in runs)
+
+
+def test_mu_30_reports_a_finite_epsilon(example, capsys, monkeypatch):
+    """mu = 30 ended in an OverflowError of the (epsilon, delta) conversion."""
+    monkeypatch.chdir(example)
+    rc, out, err = _run(COMMAND.replace("--mu 2", "--mu 30").replace("--out coef.csv", "--json").split(), capsys)
+    assert rc == 0 and err == "", err
+    assert json.loads(out)["privacy"]["epsilon"] == pytest.approx(577.01, abs=0.01)
+
+
+def test_classes_typed_like_the_target_column(example, capsys, tmp_path):
+    """--classes are numbers for a numeric target, text otherwise; a label outside the
+    domain stops the command before anything is printed; without --classes the label set
+    is from the data, a warning on stderr, and the report is not certified."""
+    df = pd.read_csv(example / "breast_cancer.csv")
+    df["diagnosis"] = np.where(df.malignant == 1, "malignant", "benign")
+    path = tmp_path / "text.csv"
+    df.drop(columns="malignant").to_csv(path, index=False)
+    base = ["fit", str(path), "--target", "diagnosis", "--client", "client", "--clip", "3.32", "--json"]
+    rc, out, err = _run([*base, "--classes", "benign, malignant"], capsys)
+    rep = json.loads(out)
+    assert rc == 0 and err == "" and rep["classes"] == ["benign", "malignant"] and rep["privacy"]["certified"]
+    rc, out, err = _run([*base, "--classes", "benign,malignant,unknown", "--family", "multinomial"], capsys)
+    assert rc == 0 and json.loads(out)["classes"] == ["benign", "malignant", "unknown"]
+    assert len(json.loads(out)["coefficients"]) == 3 * 11          # a class no record has still has its row
+    rc, out, err = _run(base, capsys)
+    rep = json.loads(out)
+    assert rc == 0 and "warning: the label set is taken from the data" in err
+    assert rep["privacy"]["label_domain"] == "from data (not covered)" and not rep["privacy"]["certified"]
+    assert rep["privacy"]["epsilon"] == "inf"
+
+
 BAD = [   # (arguments after DATA, file change, what the one line says)
     (["--target", "nope", "--client", "client"], None, "--target column 'nope' is not in the data"),
     (["--target", "malignant", "--client", "site"], None, "--client column 'site' is not in the data"),
@@ -89,6 +148,13 @@ BAD = [   # (arguments after DATA, file change, what the one line says)
     (["--target", "malignant", "--client", "client", "--clip", "quantile"], None,
      "privacy mode 'certified' needs a public or private clipping bound"),
     (["--target", "malignant", "--client", "client", "--settings", "{K: 3}"], None, "--settings is not valid JSON"),
+    (["--target", "malignant", "--client", "client", "--classes", "0,1"], "extra_label",
+     "y holds the label 2 at row 3 (from 0; 1 row(s) in all), which is not in classes=[0, 1]"),
+    (["--target", "malignant", "--client", "client", "--classes", "no,yes"], None,
+     "the target column 'malignant' holds int64 values, so each class must be an integer, got 'no'"),
+    (["--target", "malignant", "--client", "client", "--classes", "0,,1"], None, "bad --classes '0,,1'"),
+    (["--target", "malignant", "--client", "client", "--classes", "0,1,2"], None,
+     "family 'logistic' needs exactly 2 classes"),
 ]
 
 
@@ -101,6 +167,8 @@ def test_bad_input_stops_with_one_line(example, capsys, tmp_path, args, change, 
         df.loc[0, "client"] = "lonely"
     elif change == "nan":
         df.loc[7, "mean_area"] = np.nan
+    elif change == "extra_label":
+        df.loc[3, "malignant"] = 2
     path = tmp_path / "data.csv"
     df.to_csv(path, index=False)
     rc, out, err = _run(["fit", str(path), *args], capsys)
