@@ -176,8 +176,8 @@ def inputs(tmp_path_factory):
     (d / "table.csv").write_text("x,y,c\n" + "".join(f"{i / 10},{i % 2},{i % 3}\n" for i in range(30)))
     (d / "tablena.csv").write_text("x,y,c\n" + "".join(f"{i / 10},{'' if i == 4 else i % 2},{i % 3}\n"
                                                          for i in range(30)))
-    return {"table": d / "table.csv", "tablena": d / "tablena.csv", "cell": cell, "summary": summary, "notyaml": d / "notyaml",
-            "empty": d / "empty.yaml",
+    return {"table": d / "table.csv", "tablena": d / "tablena.csv", "cell": cell, "summary": summary,
+            "notyaml": d / "notyaml", "empty": d / "empty.yaml",
             "emptylist": d / "emptylist.yaml", "file": d / "file", "config": ROOT / "config.yaml"}
 
 

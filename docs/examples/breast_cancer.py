@@ -10,7 +10,7 @@ per-sample gradient (x times a residual in [-1, 1]) has norm <= sqrt(11) = 3.32:
 public clipping bound that depends on no record.
 
     python docs/examples/breast_cancer.py breast_cancer.csv
-    fedgdp fit breast_cancer.csv --target malignant --client client --mu 2 --clip 3.32 --out coef.csv
+    fedgdp fit breast_cancer.csv --target malignant --client client --classes 0,1 --mu 2 --clip 3.32 --out coef.csv
 """
 import sys
 

@@ -158,7 +158,7 @@ class PrivacyReport:
     noise_secret : bool
         True when the noise came from fresh entropy (``random_state=None``); False when
         it came from a given seed, which anyone who knows it can use to remove the
-        noise: the guarantee is then void while the seed is known ([`guarantee`][fedgdp.estimator.PrivacyReport.guarantee]).
+        noise: the guarantee is then void while the seed is known (``guarantee``).
     label_domain : str or None
         ``"public"`` (classifiers given ``classes``), ``"from data (not covered)"``
         (classifiers without ``classes``: the label set is ``np.unique(y)``, a release no
@@ -269,7 +269,8 @@ class PrivacyReport:
         -------
         dict
             Keys ``method``, ``mu``, ``privacy_mode``, ``clip``, ``clip_bound``, ``certified``,
-            ``noise_secret``, ``label_domain``, ``guarantee_holds``, ``guarantee``, ``clients``, ``mu_composed``, ``mu_certified`` (lists, one per client), ``delta``,
+            ``noise_secret``, ``label_domain``, ``guarantee_holds``, ``guarantee``,
+            ``clients``, ``mu_composed``, ``mu_certified`` (lists, one per client), ``delta``,
             ``epsilon``, ``epsilon_nominal``, ``assumptions`` and ``releases`` (list of dict).
         """
         def num(x):
@@ -315,9 +316,10 @@ def _is_classifier(est) -> bool:
 class FederatedGLM:
     """A generalised linear model fitted by a differentially private federated method.
 
-    Every client is mu-GDP towards the server (federated GDP, Definition 2.2 of Peng,
-    Paul & Auddy): whatever a client sends is Gaussian-noised and calibrated so that
-    its releases compose to ``mu`` (:attr:`privacy_`). The methods are those of the
+    The guarantee is record-level mu-GDP at each client, towards the server (federated
+    GDP, Definition 2.2 of Peng, Paul & Auddy): whatever a client sends is Gaussian-noised
+    and calibrated so that its releases compose to ``mu`` (``privacy_``), with fresh noise
+    (``random_state=None``) and a public label domain (``classes``). The methods are those of the
     package (:mod:`fedgdp.methods`), run on the real-data backend:
 
     - ``fednewton`` (default; Algorithm 4): FedAvg (one round of K noisy local steps)
@@ -910,9 +912,9 @@ def _public_codes(y: np.ndarray, domain: np.ndarray):
     codes = np.fromiter((index.get(v, -1) for v in labels), dtype=np.int64, count=len(labels))
     bad = np.flatnonzero(codes < 0)
     if len(bad):
-        raise ValueError(f"y holds the label {labels[bad[0]]!r} at row {bad[0]} (from 0; {len(bad)} row(s) in all), which "
-                         f"is not in classes={domain.tolist()!r}: a label outside the public domain is refused "
-                         "before anything is released")
+        raise ValueError(f"y holds the label {labels[bad[0]]!r} at row {bad[0]} (from 0; {len(bad)} row(s) in all), "
+                         f"which is not in classes={domain.tolist()!r}: a label outside the public domain is "
+                         "refused before anything is released")
     return domain, codes
 
 

@@ -118,6 +118,7 @@ def parse_classes(text: str | None, column=None) -> list | None:
     name = getattr(column, "name", "target")
     out: list = []
     for t in items:
+        value: bool | int | float
         try:
             if kind == "b":
                 value = {"true": True, "1": True, "false": False, "0": False}[t.lower()]
