@@ -229,3 +229,69 @@ def test_nn_bench_times_every_step_against_the_plain_gradient(tmp_path):
         assert all(v > 0 for v in row["seconds"].values())
     assert "| digits | 10 | fedgdp |" in md.read_text()
     assert all(v > 0 for v in res["networks"]["digits"]["estimate"]["run_s_fig10"].values())
+
+
+def test_pooling_before_relu_is_the_former_block_exactly():
+    """ConvNet's blocks pool then apply ReLU; ReLU is monotone, so this is max_pool(relu(z))
+    bit for bit (values and gradients), ties and exact zeros included (rounded inputs make
+    many)."""
+    from torch.nn import functional as F
+
+    net = build_model("digits", seed=3)
+    x = torch.round(torch.randn(64, 1, 8, 8, generator=torch.Generator().manual_seed(1)) * 2) / 2
+    x[:4] = 0.0                                                   # whole windows of equal values
+    h_new, h_old = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    new = net(h_new)
+    old = h_old
+    for conv in net.convs:
+        old = F.max_pool2d(F.relu(conv(old)), 2)
+    old = F.log_softmax(net.head(F.relu(net.fc(old.flatten(1)))), dim=-1)
+    assert torch.equal(new, old)
+    (g_new,) = torch.autograd.grad(new[:, 0].sum(), h_new)
+    (g_old,) = torch.autograd.grad(old[:, 0].sum(), h_old)
+    assert torch.equal(g_new, g_old)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_progress_reports_every_round(method):
+    """train(progress=...) reports after each of the method's rounds, 1 .. Method.rounds, and
+    Progress writes one line per report with the method, round r of R and the time left."""
+    import io
+
+    from fedgdp.methods import CNN, get_method
+    from fedgdp.nn.train import Progress
+
+    net = tiny_net()
+    xs = [tiny_data(5, seed=s) for s in range(6)]
+    clients = ClientData([a for a, _ in xs], [b for _, b in xs])
+    p = resolve({"figure": "fig10", "q": 0.5, "rounds": 4, "local_epochs": 2, "newton_cycles": 2})
+    done: list = []
+    train(method, params_of(net), clients, p, np.random.default_rng(0), torch.Generator().manual_seed(0),
+          progress=done.append)
+    meth = get_method(method, CNN)
+    assert done == list(range(1, meth.rounds(meth.cnn_settings(p)) + 1))
+    out = io.StringIO()
+    report = Progress(method, 4, stream=out)
+    report(1)
+    report(4)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"{method}: round 1 of 4, ") and lines[1].endswith("about 0 s left")
+
+
+def test_keep_freed_memory_changes_no_number():
+    """The allocator setting of fedgdp nn-run takes on glibc (Linux) and a clipped gradient
+    call after it equals the same call before it exactly."""
+    import platform
+
+    from fedgdp.nn.clipping import clipped_grad_sums
+    from fedgdp.nn.train import keep_freed_memory
+
+    net = build_model("digits", seed=2)
+    clients = digits_clients([40], dtype=torch.float32)
+    X, Y, M = clients.batch([0])
+    before = clipped_grad_sums(params_of(net), X, Y, M, 0.5, shared=True)[0]
+    took = keep_freed_memory()
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert took is True
+    after = clipped_grad_sums(params_of(net), X, Y, M, 0.5, shared=True)[0]
+    assert all(torch.equal(before[k], after[k]) for k in before)

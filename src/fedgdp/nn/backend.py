@@ -29,6 +29,7 @@ clipped counts stay on the device until :meth:`finish`.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -280,6 +281,9 @@ class TorchBackend:
         Run a round's clients as one stack (:func:`fedgdp.nn.clipping.clipped_grad_sums`,
         a grouped convolution over clients; the default on CUDA and for small networks)
         or one client at a time.
+    progress : callable, optional
+        Called with the rounds done after every round (a drawn set of clients), e.g.
+        [`Progress`][fedgdp.nn.train.Progress].
     """
 
     params0: dict
@@ -288,6 +292,7 @@ class TorchBackend:
     rng: np.random.Generator
     gen: torch.Generator | None = None
     stack: bool | None = None
+    progress: Callable[[int], None] | None = None
     info: TrainInfo = field(default_factory=TrainInfo)
 
     kind = CNN
@@ -365,6 +370,8 @@ class TorchBackend:
         return {k: v.detach().clone() for k, v in self.params0.items()}
 
     def _draw(self, stage: str, count: int) -> np.ndarray:
+        if self.progress is not None and self.info.rounds:
+            self.progress(self.info.rounds)                  # the round before this one has finished
         S = sample_clients(self.rng, self.m, float(self.p["q"]))
         self._batches: dict = {}
         self.counts.setdefault(stage, np.zeros(self.m, dtype=np.int64))[S] += count
@@ -610,6 +617,8 @@ class TorchBackend:
             One fit, ``theta`` the network's parameters.
         """
         self.info.clipped = int(self._clipped)
+        if self.progress is not None:
+            self.progress(self.info.rounds)
         return [Fit(theta, ledgers[0], rounds=self.info.rounds, floats_up=self.info.floats_up,
                     floats_down=self.info.floats_down)]
 

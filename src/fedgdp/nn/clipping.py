@@ -144,7 +144,7 @@ def _forward(P: dict, X: torch.Tensor, names: list[str]):
         if name.startswith("convs."):
             z = F.conv2d(h, W.reshape(-1, *W.shape[2:]), b.reshape(-1), padding=1, groups=S)
             outs.append(z)
-            h = F.max_pool2d(F.relu(z), 2)
+            h = F.relu(F.max_pool2d(z, 2))                    # the order of ConvNet.features
             continue
         if h.dim() == 4:                                      # (L, S C, H, W) -> (S, L, C H W)
             h = h.view(L, S, -1).transpose(0, 1)

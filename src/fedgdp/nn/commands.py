@@ -39,8 +39,12 @@ def _cmd_nn_run(args) -> int:
     except ImportError:
         raise ValueError("nn-run needs PyTorch: pip install 'fedgdp[nn]' (see the README for GPU builds)") from None
     from .run import run_nn, write_runs
+    from .train import keep_freed_memory
 
-    rows, ledgers = run_nn(p, device=args.device, threads=args.threads, data=data, return_ledgers=True)
+    keep_freed_memory()          # this process's own setting: the big freed blocks are reused (no page faults)
+
+    rows, ledgers = run_nn(p, device=args.device, threads=args.threads, data=data, return_ledgers=True,
+                           progress=True)
     meta = {"ledgers": json.dumps({k: [{"stage": r.stage, "count": r.count,
                                         "sensitivity": r.sensitivity[0].tolist(), "sigma": r.sigma[0].tolist()}
                                        for r in led.releases] for k, led in ledgers.items()})}

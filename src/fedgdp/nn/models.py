@@ -2,7 +2,10 @@
 
 Every model maps images ``(n, C, H, W)`` to log-probabilities ``(n, 10)``
 (log-softmax; the loss is the negative log-likelihood). A convolutional *block* is
-a 3x3 convolution (padding 1), ReLU and 2x2 max pooling. ``features(x)`` returns
+a 3x3 convolution (padding 1), ReLU and 2x2 max pooling, computed as pooling then
+ReLU: ReLU is monotone, so ``relu(max_pool(z)) = max_pool(relu(z))`` exactly (the same
+numbers and the same gradients, bit for bit), and the ReLU and its backward pass then
+touch a tensor 4 times smaller (docs/performance.md, the CNN section). ``features(x)`` returns
 the penultimate activations ``(n, h)`` and ``head`` is the last ``nn.Linear(h, 10)``:
 the layer that DP-FedNewton-Iter refines (Algorithm 5).
 
@@ -74,7 +77,7 @@ class ConvNet(nn.Module):
             The ReLU outputs of the hidden fully connected layer.
         """
         for conv in self.convs:
-            x = F.max_pool2d(F.relu(conv(x)), 2)
+            x = F.relu(F.max_pool2d(conv(x), 2))      # = max_pool(relu(.)) exactly, on a 4x smaller tensor
         return F.relu(self.fc(x.flatten(1)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -104,7 +104,7 @@ def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
 
 
 def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: ImageData | None = None,
-           data_dir: str = "data", return_ledgers: bool = False):
+           data_dir: str = "data", return_ledgers: bool = False, progress: bool = False):
     """Train every method of ``p`` on one partition; one row per method (keys :data:`COLUMNS`).
 
     Parameters
@@ -121,6 +121,9 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
         Where :func:`fedgdp.nn.data.load_images` looks when ``data`` is None.
     return_ledgers : bool
         Also return every method's ledger.
+    progress : bool
+        Print one line per round of every method on standard error
+        ([`Progress`][fedgdp.nn.train.Progress]; `fedgdp nn-run` does).
 
     Returns
     -------
@@ -168,7 +171,7 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
         gen = torch.Generator(device=dev)
         gen.manual_seed(int(ss_noise.generate_state(1, np.uint64)[0]))
         t0 = time.perf_counter()
-        fit = train(method, params0, clients, p, np.random.default_rng(ss_sample), gen)
+        fit = train(method, params0, clients, p, np.random.default_rng(ss_sample), gen, progress=progress)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         elapsed = time.perf_counter() - t0

@@ -18,6 +18,10 @@ every round and a ``torch.Generator`` (on the training device) the Gaussian nois
 """
 from __future__ import annotations
 
+import ctypes
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +33,11 @@ from torch.nn import functional as F
 from ..methods import CNN, get_method
 from .backend import TorchBackend, TrainInfo
 
-__all__ = ["resolve_device", "ClientData", "train", "evaluate", "Trained"]
+__all__ = ["resolve_device", "keep_freed_memory", "ClientData", "train", "evaluate", "Trained", "Progress"]
+
+#: glibc's ``mallopt`` parameters (malloc.h): the most blocks served by mmap, and the free
+#: memory at the top of the heap above which it is given back to the operating system
+_M_MMAP_MAX, _M_TRIM_THRESHOLD = -4, -1
 
 
 def resolve_device(spec: str | None = "auto") -> torch.device:
@@ -63,6 +71,64 @@ def resolve_device(spec: str | None = "auto") -> torch.device:
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
     return dev
+
+
+def keep_freed_memory() -> bool:
+    """Keep freed memory in the process instead of handing it back to the kernel (glibc only).
+
+    glibc serves a block of more than 32 MB (its largest mmap threshold) by a fresh
+    ``mmap`` and returns it with ``munmap`` when freed. A clipped gradient call on the
+    MNIST network allocates several such tensors (one client's 480 images: 48 MB of
+    first-layer activations), so every call faulted them in anew and the kernel zeroed
+    the pages: half of a CNN run's CPU time was system time. With mmap off and no
+    trimming, a freed block is reused by the next call. The numbers do not change (the
+    same operations on the same values); the process keeps its peak memory (about 1.2 GB
+    for a Figure 10 point) until it ends. Measured in docs/performance.md ("The CNN run").
+
+    Returns
+    -------
+    bool
+        Whether the setting took (False off glibc, e.g. on macOS or with musl).
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))  # a C int
+    except (OSError, AttributeError):
+        return False
+
+
+@dataclass
+class Progress:
+    """One line per round on a stream: the method, round r of R, elapsed time and an
+    estimate of what is left (the mean time of a round so far times the rounds left).
+
+    Parameters
+    ----------
+    method : str
+        The method's name, first on every line.
+    total : int
+        The method's rounds (:meth:`fedgdp.methods.Method.rounds`).
+    stream : file, optional
+        Where the lines go (default: standard error, which a Snakemake job logs).
+    """
+
+    method: str
+    total: int
+    stream: Any = None
+    start: float = field(default_factory=time.perf_counter)
+
+    def __call__(self, done: int) -> None:
+        """Report that ``done`` of :attr:`total` rounds have finished.
+
+        Parameters
+        ----------
+        done : int
+            Rounds finished so far.
+        """
+        elapsed = time.perf_counter() - self.start
+        left = elapsed / done * max(self.total - done, 0) if done else float("nan")
+        print(f"{self.method}: round {done} of {self.total}, {elapsed:.1f} s elapsed, about {left:.0f} s left",
+              file=self.stream or sys.stderr, flush=True)
 
 
 @dataclass
@@ -137,7 +203,8 @@ class Trained:
 
 
 def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.random.Generator,
-          gen: torch.Generator | None, *, stack: bool | None = None) -> Trained:
+          gen: torch.Generator | None, *, stack: bool | None = None,
+          progress: bool | Callable[[int], None] = False) -> Trained:
     """Train from ``params0`` with ``method`` (a name of ``fedgdp.methods.registry("nn")``).
 
     Parameters
@@ -154,6 +221,9 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
         Draws the noise (on the training device).
     stack : bool, optional
         Stack a round's clients (see :class:`fedgdp.nn.backend.TorchBackend`).
+    progress : bool or callable
+        True: a [`Progress`][fedgdp.nn.train.Progress] line on standard error after every
+        round; a callable is called with the rounds done; False: silent.
 
     Returns
     -------
@@ -162,8 +232,10 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
         ledger and the releases each client made.
     """
     meth = get_method(method, CNN)
-    be = TorchBackend(params0, clients, p, rng, gen, stack=stack)
-    fit = meth.run(be, meth.cnn_settings(p))[0]  # type: ignore[arg-type]  # the CNN backend has no Newton release (FedNewton is not a CNN method)
+    s = meth.cnn_settings(p)
+    report = Progress(method, meth.rounds(s)) if progress is True else (progress or None)
+    be = TorchBackend(params0, clients, p, rng, gen, stack=stack, progress=report)
+    fit = meth.run(be, s)[0]  # type: ignore[arg-type]  # the CNN backend has no Newton release (FedNewton is not a CNN method)
     return Trained(fit.theta, be.info, fit.ledger, be.counts)
 
 
