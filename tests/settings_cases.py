@@ -111,6 +111,8 @@ BAD = {
 #: Cell parameters added after the fixture was captured, with the default that keeps every
 #: number as it was: a resolved dict is compared without them when they hold that default.
 ADDED_SINCE = {"release": "private"}
+#: CNN run settings added since, likewise (the release and the noise calibration of a run)
+NN_ADDED_SINCE = {"release": "private", "accounting": "printed"}
 
 
 def resolvers():
@@ -118,14 +120,16 @@ def resolvers():
     from fedgdp.realdata import resolve as realdata
     from fedgdp.simulation.params import resolve as cell_params
 
-    def params(over):
-        p = cell_params(over)
-        for key, default in ADDED_SINCE.items():
-            if p.get(key) == default:
-                del p[key]
-        return p
+    def without(resolve, added):
+        def strip(over):
+            p = resolve(over)
+            for key, default in added.items():
+                if p.get(key) == default:
+                    del p[key]
+            return p
+        return strip
 
-    return {"params": params, "realdata": realdata, "nn": nn}
+    return {"params": without(cell_params, ADDED_SINCE), "realdata": realdata, "nn": without(nn, NN_ADDED_SINCE)}
 
 
 def digest(text: str) -> str:

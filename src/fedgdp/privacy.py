@@ -37,7 +37,7 @@ __all__ = [
     "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips",
     "clip_rows", "row_norms", "clip_factors", "clip_bound", "bound_of_rule", "Release", "Ledger", "ReleaseSpec",
     "Calibration",
-    "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
+    "calibrate", "calibrate_schedule", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
     "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share",
     "clip_unaccounted",
@@ -357,6 +357,60 @@ def calibrate(plan, *, mu: float, unaccounted=()) -> Calibration:
         if spec.count > 0:
             ledger.add(spec.stage, spec.count, sens if private else np.inf, sigma,
                        certified=spec.certified, assumption=spec.assumption)
+    return Calibration(tuple(sigmas), ledger)
+
+
+def calibrate_schedule(plan, *, mu: float, counts: dict) -> Calibration:
+    """Noise sds and ledger of a plan under a published participation schedule: each
+    client calibrated to the releases it will make, so each client drawn at least once
+    spends exactly ``mu``.
+
+    ``counts[stage]`` is client i's number ``c_ij`` of releases of spec j, fixed before
+    any data are read (client sampling drawn from a stream that never sees the data).
+    Client i's specs with ``c_ij > 0`` share its mu^2 in the plan's proportions,
+    ``share_ij = share_j / S_i`` with ``S_i = sum_{j: c_ij > 0} share_j``, so one release
+    is ``mu sqrt(share_ij / c_ij)``-GDP and ``sigma_ij = scale_j sqrt(c_ij / share_ij) /
+    (mu n_ij)``; its releases compose to ``sqrt(sum_j c_ij share_ij mu^2) = mu``. Under
+    :func:`calibrate` the same client is calibrated for ``count_j >= c_ij`` releases (every
+    round). A client never drawn makes no release and spends nothing (its count is 0; its
+    sd is :func:`calibrate`'s, never used). The schedule does not depend on the data, so
+    the guarantee holds given any schedule, and hence unconditionally (docs/methods.md §6,
+    "Schedule-aware accounting").
+
+    Parameters
+    ----------
+    plan : sequence of ReleaseSpec
+        The method's releases, one spec per stage.
+    mu : float
+        The target mu per client (inf: :func:`calibrate`'s non-private ledger).
+    counts : dict stage -> ndarray of int, broadcastable to (n_rep, m)
+        Each client's releases of each stage under the schedule; a stage absent counts 0.
+
+    Returns
+    -------
+    Calibration
+        The sds (one array per spec, each client's own) and the ledger (each client's counts).
+    """
+    stages = [spec.stage for spec in plan]
+    if len(set(stages)) != len(stages):
+        raise ValueError(f"a schedule's plan needs one spec per stage, got stages {stages}")
+    printed = calibrate(plan, mu=mu)
+    if not math.isfinite(mu):
+        return printed
+    c = {spec.stage: np.asarray(counts.get(spec.stage, 0), np.int64) for spec in plan}
+    if any(np.any(v < 0) or np.any(v > spec.count) for spec, v in zip(plan, c.values())):
+        raise ValueError("a schedule's counts lie between 0 and each spec's count")
+    total_share = sum(np.where(c[spec.stage] > 0, float(spec.share), 0.0) for spec in plan)
+    ledger = Ledger()
+    sigmas = []
+    for spec, sig0 in zip(plan, printed.sigmas):
+        cj = c[spec.stage]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            root = np.sqrt(cj * total_share / float(spec.share))
+        sigma = np.where(cj > 0, spec.scale * root / (mu * np.asarray(spec.n, float)), sig0)
+        sigma = np.broadcast_to(sigma, np.broadcast(spec.sensitivity, sigma).shape).astype(float)
+        sigmas.append(sigma)
+        ledger.add(spec.stage, cj, spec.sensitivity, sigma, certified=spec.certified, assumption=spec.assumption)
     return Calibration(tuple(sigmas), ledger)
 
 
@@ -691,7 +745,9 @@ class Release:
     ----------
     stage : str
         What is released (e.g. ``"gradient"``, ``"local step"``, ``"newton"``).
-    count : int
+    count : int or ndarray of int, shape (n_rep, m)
+        Releases per client: the same for every client, or each client's own count
+        under a published participation schedule ([`calibrate_schedule`][fedgdp.privacy.calibrate_schedule]).
     sensitivity, sigma : ndarray, shape (n_rep, m)
         Per replicate and client. ``sigma = 0`` with ``sensitivity = inf`` is a
         non-private release (mu = inf).
@@ -702,7 +758,7 @@ class Release:
     """
 
     stage: str
-    count: int
+    count: int | np.ndarray
     sensitivity: np.ndarray
     sigma: np.ndarray
     certified: bool = True
@@ -736,7 +792,7 @@ class Ledger:
     releases: list[Release] = field(default_factory=list)
     unaccounted: list[str] = field(default_factory=list)
 
-    def add(self, stage: str, count: int, sensitivity, sigma, *, certified: bool = True,
+    def add(self, stage: str, count, sensitivity, sigma, *, certified: bool = True,
             assumption: str = "") -> None:
         """Record ``count`` releases of one stage (sensitivity and sigma broadcast together and copied).
 
@@ -744,8 +800,9 @@ class Ledger:
         ----------
         stage : str
             What is released.
-        count : int
-            Releases per client.
+        count : int or ndarray of int
+            Releases per client: one number for every client, or an array broadcastable
+            to (n_rep, m) of each client's own count (a published schedule).
         sensitivity : float or ndarray
             L2 sensitivity of one release, broadcastable to (n_rep, m) (inf: non-private).
         sigma : float or ndarray
@@ -756,7 +813,12 @@ class Ledger:
             The condition it rests on when not certified.
         """
         sens, sig = np.broadcast_arrays(np.asarray(sensitivity, float), np.asarray(sigma, float))
-        self.releases.append(Release(stage, int(count), sens.copy(), sig.copy(), bool(certified),
+        if np.ndim(count):
+            sens, sig, c = np.broadcast_arrays(sens, sig, np.asarray(count, np.int64))
+            count = c.copy()
+        else:
+            count = int(count)
+        self.releases.append(Release(stage, count, sens.copy(), sig.copy(), bool(certified),
                                      str(assumption)))
 
     def composed_mu(self) -> np.ndarray:
@@ -820,7 +882,7 @@ class Ledger:
                 entry = {"stage": r.stage, "sensitivity": float(r.sensitivity[replicate, i]),
                          "sigma": float(r.sigma[replicate, i]), "certified": r.certified,
                          "assumption": r.assumption}
-                rel.extend([entry] * r.count)
+                rel.extend([entry] * int(np.broadcast_to(r.count, r.sigma.shape)[replicate, i]))
             out.append({"client": i, "releases": rel, "mu": float(mu[i]), "mu_certified": float(mu_cert[i]),
                         "guarantee": GUARANTEE})
         return out

@@ -29,6 +29,7 @@ clipped counts stay on the device until :meth:`finish`.
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +42,7 @@ from ..methods import CNN, Fit
 from .clipping import clip_factors, clipped_grad_sums, floats_per_image, head_grads
 from .models import HEAD
 
-__all__ = ["TorchBackend", "TorchNoise", "Locals", "TrainInfo", "sample_clients", "head_vector",
+__all__ = ["TorchBackend", "ScheduleDraw", "TorchNoise", "Locals", "TrainInfo", "sample_clients", "head_vector",
            "set_head_vector", "newton_direction", "head_newton_step"]
 
 #: numbers of working memory of one stacked clipped-gradient call
@@ -301,8 +302,10 @@ class TorchBackend:
         self.m = self.clients.m
         self.dk = sum(v.numel() for v in self.params0.values())
         self.mu = float(self.p["mu"])
-        self.B = float(self.p["clip"]) if privacy.clips(self.mu) else float("inf")
-        self.noise = TorchNoise(self.gen if privacy.adds_noise(self.mu) else None)
+        release = self.p.get("release", "private")
+        self.B = float(self.p["clip"]) if privacy.clips(self.mu, release) else float("inf")
+        self.noise = TorchNoise(self.gen if privacy.adds_noise(self.mu, release) else None)
+        self.schedule: dict | None = None        # the counts of a published schedule (accounting: schedule)
         self.counts = {}
         self._clipped = torch.zeros((), dtype=torch.int64, device=self._device)
         self._per_image = floats_per_image(self.params0, tuple(self.clients.x[0].shape[1:]))
@@ -344,8 +347,36 @@ class TorchBackend:
         ledgers : list of fedgdp.privacy.Ledger
             The one ledger (arrays shaped (1, m)).
         """
-        cal = privacy.calibrate(method.plan(self, s), mu=self.mu)
+        plan = method.plan(self, s)
+        mu = self.mu if self.noise.gen is not None else float("inf")   # clip_only: no noise, no private release
+        if self.p.get("accounting", "printed") == "schedule" and self.noise.gen is not None:
+            self.schedule = self._schedule(method, s)
+            cal = privacy.calibrate_schedule(plan, mu=mu, counts={k: v[None, :] for k, v in self.schedule.items()})
+        else:
+            cal = privacy.calibrate(plan, mu=mu)
         return tuple(np.asarray(sig)[0] for sig in cal.sigmas), [cal.ledger]
+
+    def _schedule(self, method, s) -> dict:
+        """Every client's releases of each stage under the participation schedule: the
+        method run on a :class:`ScheduleDraw` with a copy of this backend's client
+        generator, which then draws the same clients in the same rounds. It reads no
+        image, so the schedule does not depend on the data.
+
+        Parameters
+        ----------
+        method : fedgdp.methods.Method
+            The method.
+        s : dict
+            Its settings.
+
+        Returns
+        -------
+        dict stage -> ndarray of int, shape (m,)
+            The releases each client will make.
+        """
+        dry = ScheduleDraw(self.params0, self.clients, {**self.p, "accounting": "printed"}, copy.deepcopy(self.rng))
+        method.run(dry, s)
+        return dry.counts
 
     def weights(self, releases):
         """Aggregation weights ``n_i / sum n`` over all m clients (a round renormalises
@@ -617,10 +648,108 @@ class TorchBackend:
             One fit, ``theta`` the network's parameters.
         """
         self.info.clipped = int(self._clipped)
+        if self.schedule is not None:          # the releases made are those the noise was calibrated to
+            made = {k: v for k, v in self.counts.items() if v.any()}
+            if made.keys() != {k for k, v in self.schedule.items() if v.any()} or \
+                    any(not np.array_equal(v, self.schedule[k]) for k, v in made.items()):
+                raise RuntimeError("the releases made differ from the published schedule")
         if self.progress is not None:
             self.progress(self.info.rounds)
         return [Fit(theta, ledgers[0], rounds=self.info.rounds, floats_up=self.info.floats_up,
                     floats_down=self.info.floats_down)]
+
+
+class ScheduleDraw(TorchBackend):
+    """A CNN method's rounds without training: each round draws its clients (as
+    :class:`TorchBackend` does, from the same generator) and counts their releases; no
+    image is read and no parameter moves. :meth:`TorchBackend.calibrate` runs a method on
+    it to publish the schedule of ``accounting: schedule``."""
+
+    def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
+        """Draw a FedAvg round's clients; they make K local-step releases (no training).
+
+        Parameters
+        ----------
+        start : dict name -> Tensor
+            The global parameters (returned unchanged).
+        K : int
+            Local steps (releases per drawn client).
+        eta, sigma, noise, part, drift
+            Unused.
+
+        Returns
+        -------
+        Locals
+            The drawn clients, with ``start`` as their parameters.
+        """
+        return Locals(self._draw("local step", K), start, params=start)
+
+    def average(self, w, local: Locals):
+        """``local.start`` (nothing moves).
+
+        Parameters
+        ----------
+        w, local
+            As :meth:`TorchBackend.average`.
+
+        Returns
+        -------
+        dict name -> Tensor
+            The round's starting parameters.
+        """
+        return local.start
+
+    def server_steps(self, theta, w, *, K, eta, sigma, noise):
+        """Draw the clients of K FedSGD steps, one gradient release each (no training).
+
+        Parameters
+        ----------
+        theta : dict name -> Tensor
+            The global parameters (returned unchanged).
+        w, K, eta, sigma, noise
+            As :meth:`TorchBackend.server_steps` (only K is read).
+
+        Returns
+        -------
+        dict name -> Tensor
+            ``theta``.
+        """
+        for _ in range(K):
+            self._draw("gradient", 1)
+        return theta
+
+    def head_newton_release(self, theta, *, ridge: float, damping: float) -> Locals:
+        """Draw a Newton round's clients, one release each (no training).
+
+        Parameters
+        ----------
+        theta : dict name -> Tensor
+            The global parameters.
+        ridge, damping : float
+            Unused.
+
+        Returns
+        -------
+        Locals
+            The drawn clients, ``head`` empty rows.
+        """
+        S = self._draw("newton", 1)
+        return Locals(S, theta, head=torch.zeros((len(S), 0)))
+
+    def add_noise(self, local: Locals, sigma, noise):
+        """``local`` (no noise is drawn).
+
+        Parameters
+        ----------
+        local, sigma, noise
+            As :meth:`TorchBackend.add_noise`.
+
+        Returns
+        -------
+        Locals
+            ``local``.
+        """
+        return local
 
 
 def _stacks(n: np.ndarray, per_image: int) -> list[np.ndarray]:

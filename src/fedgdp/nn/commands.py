@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 __all__ = ["add_parsers"]
 
 
@@ -45,7 +47,7 @@ def _cmd_nn_run(args) -> int:
 
     rows, ledgers = run_nn(p, device=args.device, threads=args.threads, data=data, return_ledgers=True,
                            progress=True)
-    meta = {"ledgers": json.dumps({k: [{"stage": r.stage, "count": r.count,
+    meta = {"ledgers": json.dumps({k: [{"stage": r.stage, "count": np.asarray(r.count).tolist(),
                                         "sensitivity": r.sensitivity[0].tolist(), "sigma": r.sigma[0].tolist()}
                                        for r in led.releases] for k, led in ledgers.items()})}
     write_runs(rows, p, args.out, extra_meta=meta)

@@ -38,7 +38,8 @@ COLUMNS = [
     "figure", "dataset", "method", "label", "m", "n", "x", "n_client_mean", "n_train_min",
     "n_train_max", "N_train", "run", "base_seed", "mu", "q", "rounds", "base_rounds",
     "local_epochs", "lr", "server_lr", "clip", "ridge", "damping", "test_accuracy", "test_loss",
-    "local_test_accuracy", "val_accuracy", "mu_composed", "mu_spent_max", "participation_mean",
+    "local_test_accuracy", "val_accuracy", "release", "accounting", "mu_composed", "mu_spent_min",
+    "mu_spent_max", "participation_mean",
     "grad_evals", "clipped_frac", "floats_up", "floats_down", "n_params", "device", "threads",
     "elapsed_s",
 ]
@@ -181,7 +182,8 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
         val_acc, _ = evaluate(model, theta, x_val, y_val)
         ledgers[method] = fit.ledger
         rows.append({
-            "figure": p["figure"], "dataset": p["dataset"], "method": method, "label": label(method, p["mu"]),
+            "figure": p["figure"], "dataset": p["dataset"], "method": method,
+            "label": label(method, p["mu"], p["release"]),
             "m": p["m"], "n": p["n"], "x": p["n"] if p["figure"] == "fig09" else p["m"],
             "n_client_mean": float(sizes.mean()), "n_train_min": int(clients.n.min()),
             "n_train_max": int(clients.n.max()), "N_train": int(clients.n.sum()), "run": p["run"],
@@ -189,8 +191,9 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
             "base_rounds": p["rounds"], "local_epochs": p["local_epochs"], "lr": p["lr"],
             "server_lr": p["server_lr"], "clip": p["clip"], "ridge": p["ridge"], "damping": p["damping"],
             "test_accuracy": acc, "test_loss": loss, "local_test_accuracy": loc_acc, "val_accuracy": val_acc,
+            "release": p["release"], "accounting": p["accounting"],
             "mu_composed": float(fit.ledger.composed_mu().max()),
-            "mu_spent_max": float(fit.ledger.spent_mu(fit.counts).max()),
+            **_spent(fit.ledger, fit.counts, p),
             "participation_mean": float(np.mean(_rounds_drawn(fit.counts, p))),
             "grad_evals": int(info.grad_evals),
             "clipped_frac": float(info.clipped / info.grad_evals) if info.grad_evals else 0.0,
@@ -198,6 +201,18 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
             "device": str(dev), "threads": int(torch.get_num_threads()), "elapsed_s": float(elapsed),
         })
     return (rows, ledgers) if return_ledgers else rows
+
+
+def _spent(ledger, counts: dict, p: dict) -> dict:
+    """``mu_spent_min`` and ``mu_spent_max``: the smallest and largest mu spent by the
+    clients drawn at least once (``Ledger.spent_mu`` of the releases they made; NaN when
+    none was drawn). Under ``accounting: schedule`` both are mu; under ``printed`` the
+    largest is at most mu."""
+    spent = np.asarray(ledger.spent_mu(counts), float).reshape(-1)
+    drawn = _rounds_drawn(counts, p).reshape(-1) > 0 if counts else np.zeros(spent.shape, bool)
+    if not drawn.any():
+        return {"mu_spent_min": float("nan"), "mu_spent_max": float("nan")}
+    return {"mu_spent_min": float(spent[drawn].min()), "mu_spent_max": float(spent[drawn].max())}
 
 
 def _rounds_drawn(counts: dict, p: dict) -> np.ndarray:
@@ -212,7 +227,7 @@ def _schema():
     import pyarrow as pa
 
     types = {"figure": pa.string(), "dataset": pa.string(), "method": pa.string(), "label": pa.string(),
-             "device": pa.string()}
+             "device": pa.string(), "release": pa.string(), "accounting": pa.string()}
     ints = {"m", "n", "x", "n_train_min", "n_train_max", "N_train", "run", "base_seed", "rounds",
             "base_rounds", "local_epochs", "grad_evals", "floats_up", "floats_down", "n_params", "threads"}
     return pa.schema([(c, types.get(c, pa.int64() if c in ints else pa.float64())) for c in COLUMNS])

@@ -22,9 +22,10 @@ from typing import ClassVar
 import numpy as np
 
 from ..methods import CNN, FedHybrid, get_method, registry
+from ..privacy import RELEASES
 from ..settings import Settings, choice, integer, name_list, number, setting, suggest
 
-__all__ = ["METHODS", "LABELS", "label", "release_plan",
+__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "label", "release_plan",
            "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
 
 def _algorithm_number(name: str) -> float:
@@ -32,6 +33,11 @@ def _algorithm_number(name: str) -> float:
     words = registry(CNN)[name].algorithm.split()
     return float(words[1]) if len(words) > 1 and words[0] == "Algorithm" and words[1].isdigit() else float("inf")
 
+
+#: how a run's noise is calibrated (docs/methods.md §6): ``printed`` for every release a
+#: client could make (every round), ``schedule`` for the releases it will make under the
+#: participation schedule drawn first
+ACCOUNTINGS = ("printed", "schedule")
 
 #: the CNN methods, the methods of the algorithm core that run on the CNN backend
 #: (``fedgdp.methods.registry("nn")``), in the paper's order (by algorithm number:
@@ -41,8 +47,9 @@ METHODS = tuple(sorted(registry(CNN), key=_algorithm_number))
 LABELS = {name: "DP-" + m.label for name, m in registry(CNN).items()}
 
 
-def label(method: str, mu: float) -> str:
-    """The legend label of a CNN method at privacy ``mu``: ``DP-...``, or ``NP-...`` at inf.
+def label(method: str, mu: float, release: str = "private") -> str:
+    """The legend label of a CNN method at privacy ``mu``: ``DP-...``; ``NP-...`` at inf or
+    for a ``plain`` release; ``Clip-...`` for a ``clip_only`` release (clipped, no noise).
 
     Parameters
     ----------
@@ -50,13 +57,17 @@ def label(method: str, mu: float) -> str:
         A CNN method (a name of :data:`METHODS`).
     mu : float
         The privacy parameter (inf: non-private).
+    release : str
+        ``private``, ``clip_only`` or ``plain`` (:data:`fedgdp.privacy.RELEASES`).
 
     Returns
     -------
     str
         The label.
     """
-    return LABELS[method] if mu != float("inf") else LABELS[method].replace("DP-", "NP-", 1)
+    if mu == float("inf") or release == "plain":
+        return LABELS[method].replace("DP-", "NP-", 1)
+    return LABELS[method] if release == "private" else LABELS[method].replace("DP-", "Clip-", 1)
 
 
 def release_plan(method: str, p: dict, n) -> tuple:
@@ -135,6 +146,11 @@ class NNSettings(Settings):
     methods: list = setting(help="comma-separated: " + ",".join(METHODS), parse=_methods, flag=str,
                             factory=lambda: list(METHODS))
     mu: float = setting(2.0, "privacy parameter mu > 0, or inf", parse=number(0), flag=float)
+    release: str = setting("private", "private (clipped at B, noisy) | clip_only (clipped at B, no noise: not "
+                           "private) | plain (neither; as mu = inf)", parse=choice(*RELEASES), flag=str)
+    accounting: str = setting("printed", "noise for every round a client could be drawn (printed) | for the rounds "
+                              "it is drawn in a schedule drawn first (schedule; each drawn client spends mu)",
+                              parse=choice(*ACCOUNTINGS), flag=str)
     q: float = setting(0.1, "fraction of clients drawn per round", parse=number(0, 1, closed="high"), flag=float)
     rounds: int = setting(10, "base global rounds R", parse=integer(1, strict=False), flag=int)
     local_epochs: int = setting(10, "full-batch local steps per round K", parse=integer(1, strict=False), flag=int)
