@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -54,6 +55,33 @@ def _cmd_nn_run(args) -> int:
     for r in rows:
         print(f"{r['label']:<18} acc {r['test_accuracy']:.3f}  rounds {r['rounds']:>3}  "
               f"mu {r['mu_composed']:.3f}  {r['elapsed_s']:.1f} s")
+    return 0
+
+
+def _cmd_nn_readings(args) -> int:
+    from .readings import collect, load_readings, plot_readings, run_missing
+
+    cfg = load_readings(args.config)
+    if args.run:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise ValueError("nn-readings --run needs PyTorch: pip install 'fedgdp[nn]'") from None
+        from .train import keep_freed_memory
+
+        keep_freed_memory()
+        run_missing(cfg, args.runs_dir, device=args.device, threads=args.threads)
+    table, missing = collect(cfg, args.runs_dir)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    from ..io import atomic_path
+
+    with atomic_path(out / "readings.csv") as tmp:
+        table.to_csv(tmp, index=False)
+    if len(table):
+        plot_readings(table, cfg, out / "readings.png")
+    print(f"{len(table)} rows from {len(table.groupby(['reading', 'figure', 'x', 'run']))} pieces; "
+          f"{len(missing)} pieces missing" + (f" (first: {missing[0]})" if missing else ""))
     return 0
 
 
@@ -144,6 +172,17 @@ def add_parsers(sub) -> None:
     run.add_argument("--out", required=True, type=output_path(".parquet"), help="output .parquet path")
     run.set_defaults(func=_cmd_nn_run)
     show_defaults(run, _default)
+
+    rd = sub.add_parser("nn-readings", help="the CNN readings map: run the missing pieces (--run), then the table "
+                                            "readings.csv and its figure (docs/cnns.md)")
+    rd.add_argument("config", help="readings config (YAML), e.g. config/nn-readings.yaml")
+    rd.add_argument("--runs-dir", default="results/nn-readings/runs", help="folder of the pieces (one Parquet each)")
+    rd.add_argument("--out-dir", default="results/nn-readings", type=output_dir,
+                    help="where readings.csv and readings.png go")
+    rd.add_argument("--run", action="store_true", help="run the pieces not yet in --runs-dir first (needs torch)")
+    rd.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
+    rd.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    rd.set_defaults(func=_cmd_nn_readings)
 
     summ = sub.add_parser("nn-summarise", help="CNN run files -> summary Parquet (median accuracy)")
     summ.add_argument("inputs", nargs="+", help="run .parquet files")

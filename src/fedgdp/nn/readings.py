@@ -1,0 +1,284 @@
+"""The CNN readings map: the MNIST runs under readings of the settings the paper leaves
+open (what is clipped and how hard, the step size, the noise's calibration), beside the
+ceilings without noise, each reading declared once in a config (``config/nn-readings.yaml``).
+
+A *reading* is a name and settings over the paper's (``fedgdp.nn.settings``' dataset
+defaults): for example ``{release: clip_only, clip: 10}``. A *piece* is one (reading,
+point, run): one ``fedgdp nn-run`` of every method, one Parquet file
+``<runs_dir>/<reading>/<figure>-<x>-run<run>.parquet``. Pieces already on disk are kept,
+so a stopped map resumes where it stopped, and committed pieces restore it.
+
+The table (:func:`collect`, ``readings.csv``) has one row per (reading, point, run,
+method) with the test accuracy and the privacy the run really gives: its certified mu
+(record-level mu-GDP at each client, against everything that client releases) where it
+adds calibrated noise, inf and the reason otherwise. Imports numpy, pandas and yaml only;
+running a piece needs torch (:func:`run_missing`).
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .settings import resolve
+
+__all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "plot_readings", "TABLE_COLUMNS",
+           "privacy_of"]
+
+#: the columns of ``readings.csv`` (the first eight are the map's; the rest say how)
+TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "certified_mu", "privacy",
+                 "release", "accounting", "clip", "lr", "test_loss", "clipped_frac", "mu_spent_min",
+                 "mu_spent_max", "elapsed_s"]
+
+_KEYS = {"dataset", "data_dir", "points", "runs", "readings", "band"}
+
+
+def load_readings(path: str | os.PathLike) -> dict:
+    """Read and check a readings config; every reading's settings resolve at every point.
+
+    Parameters
+    ----------
+    path : str or path
+        A YAML file with ``dataset``, ``points`` (a list of ``{figure, x}``: Figure 9's
+        n per client at m = 100, or Figure 10's m), ``runs``, ``readings`` (name ->
+        settings) and optionally ``data_dir`` and ``band`` (figure -> the paper's
+        accuracy range, drawn on the figure).
+
+    Returns
+    -------
+    dict
+        The config, with ``readings`` in file order. ValueError naming the key, the
+        reading or the value otherwise (before any run).
+    """
+    import yaml
+
+    try:
+        cfg = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read the readings config {path}: {exc.strerror}") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path}: a readings config is a mapping, got {type(cfg).__name__}")
+    unknown = set(cfg) - _KEYS
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; known: {', '.join(sorted(_KEYS))}")
+    for key in ("dataset", "points", "runs", "readings"):
+        if key not in cfg:
+            raise ValueError(f"{path}: missing key {key!r}")
+    if not isinstance(cfg["runs"], int) or cfg["runs"] < 1:
+        raise ValueError(f"{path}: runs must be a positive integer, got runs={cfg['runs']!r}")
+    if not isinstance(cfg["readings"], dict) or not cfg["readings"]:
+        raise ValueError(f"{path}: readings must be a non-empty mapping name -> settings")
+    for point in cfg["points"]:
+        if not isinstance(point, dict) or set(point) != {"figure", "x"}:
+            raise ValueError(f"{path}: a point is {{figure: fig09|fig10, x: int}}, got {point!r}")
+    for name, over in cfg["readings"].items():
+        if not isinstance(over, dict):
+            raise ValueError(f"{path}: reading {name!r}: settings must be a mapping, got {over!r}")
+        for point in cfg["points"]:
+            try:
+                resolve(_settings(cfg, point, over, 0))
+            except ValueError as exc:
+                raise ValueError(f"{path}: reading {name!r} at {point}: {exc}") from None
+    cfg.setdefault("data_dir", "data")
+    cfg.setdefault("band", {})
+    return cfg
+
+
+def _settings(cfg: dict, point: dict, over: dict, run: int) -> dict:
+    """A piece's settings: the point's size, the run index, the reading's overrides."""
+    size = {"m": 100, "n": point["x"]} if point["figure"] == "fig09" else {"m": point["x"]}
+    return {"dataset": cfg["dataset"], "figure": point["figure"], **size, "run": run, **over}
+
+
+def pieces(cfg: dict) -> list[tuple]:
+    """Every (reading, figure, x, run, settings) of the map, run by run (each run's
+    readings together, so a partial map has whole runs).
+
+    Parameters
+    ----------
+    cfg : dict
+        A config of :func:`load_readings`.
+
+    Returns
+    -------
+    list of tuple
+        ``(reading, figure, x, run, settings)``, settings for ``fedgdp.nn.settings.resolve``.
+    """
+    return [(name, pt["figure"], int(pt["x"]), run, _settings(cfg, pt, over, run))
+            for run in range(cfg["runs"]) for pt in cfg["points"] for name, over in cfg["readings"].items()]
+
+
+def piece_path(runs_dir: str | os.PathLike, reading: str, figure: str, x: int, run: int) -> Path:
+    """Where a piece's Parquet lives: ``<runs_dir>/<reading>/<figure>-<x>-run<run>.parquet``.
+
+    Parameters
+    ----------
+    runs_dir : str or path
+        The map's folder of pieces.
+    reading, figure : str
+    x, run : int
+
+    Returns
+    -------
+    pathlib.Path
+        The file.
+    """
+    return Path(runs_dir) / reading / f"{figure}-{x}-run{run}.parquet"
+
+
+def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto", threads: int | None = None,
+                progress: bool = True) -> list[Path]:
+    """Run every piece whose file is missing (each written atomically when it finishes).
+
+    Parameters
+    ----------
+    cfg : dict
+        A config of :func:`load_readings`.
+    runs_dir : str or path
+        The map's folder of pieces.
+    device : str
+        The torch device (``fedgdp.nn.train.resolve_device``).
+    threads : int, optional
+        torch CPU threads.
+    progress : bool
+        One line per round of every method on standard error.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The pieces written by this call.
+    """
+    from .data import load_images
+    from .run import run_nn, write_runs
+
+    data = load_images(cfg["dataset"], cfg["data_dir"])
+    written = []
+    for reading, figure, x, run, over in pieces(cfg):
+        out = piece_path(runs_dir, reading, figure, x, run)
+        if out.exists():
+            continue
+        p = resolve(over)
+        rows = run_nn(p, device=device, threads=threads, data=data, progress=progress)
+        write_runs(rows, p, out)
+        written.append(out)
+    return written
+
+
+def privacy_of(release: str, mu: float, accounting: str) -> tuple[float, str]:
+    """The privacy a run really gives: its certified mu and what it is.
+
+    Parameters
+    ----------
+    release : str
+        ``private``, ``clip_only`` or ``plain``.
+    mu : float
+        The run's target mu.
+    accounting : str
+        ``printed`` or ``schedule``.
+
+    Returns
+    -------
+    certified_mu : float
+        mu where the run adds noise calibrated to it, inf otherwise.
+    text : str
+        What is protected, or why nothing is.
+    """
+    if release == "private" and math.isfinite(mu):
+        how = "each client's releases" if accounting == "printed" else "each drawn client's releases (schedule)"
+        return float(mu), f"record-level mu-GDP at each client, calibrated to {how}"
+    if release == "clip_only" and math.isfinite(mu):
+        return math.inf, "not mu-GDP as run: clipped without noise"
+    return math.inf, "not private: neither clipped nor noisy"
+
+
+def collect(cfg: dict, runs_dir: str | os.PathLike):
+    """The table of every piece on disk, one row per (reading, point, run, method).
+
+    Parameters
+    ----------
+    cfg : dict
+        A config of :func:`load_readings`.
+    runs_dir : str or path
+        The map's folder of pieces.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`TABLE_COLUMNS`, in the config's order of readings and points.
+    missing : list of tuple
+        The (reading, figure, x, run) not yet on disk.
+    """
+    import pandas as pd
+
+    from .run import read_runs
+
+    rows, missing = [], []
+    for reading, figure, x, run, _ in pieces(cfg):
+        path = piece_path(runs_dir, reading, figure, x, run)
+        if not path.exists():
+            missing.append((reading, figure, x, run))
+            continue
+        for r in read_runs([path]).to_dict("records"):
+            cert, text = privacy_of(r["release"], r["mu"], r["accounting"])
+            rows.append({"reading": reading, "figure": figure, "x": x, "mu": r["mu"], "run": run,
+                         "method": r["method"], "accuracy": r["test_accuracy"], "certified_mu": cert,
+                         "privacy": text, "release": r["release"], "accounting": r["accounting"],
+                         "clip": r["clip"], "lr": r["lr"], "test_loss": r["test_loss"],
+                         "clipped_frac": r["clipped_frac"], "mu_spent_min": r["mu_spent_min"],
+                         "mu_spent_max": r["mu_spent_max"], "elapsed_s": r["elapsed_s"]})
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS), missing
+
+
+def plot_readings(table, cfg: dict, out: str | os.PathLike) -> list:
+    """Accuracy by reading: a panel per point, a row per reading, a dot per (run, method)
+    coloured by method and the median over runs as a bar; the paper's range as a band.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        :func:`collect`'s table.
+    cfg : dict
+        The config (its readings' order and ``band``).
+    out : str or path
+        The PNG file (a PDF goes beside it).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
+    from ..figures import method_style, pyplot, save_figure
+    from .settings import LABELS, METHODS
+
+    plt = pyplot()
+    points = [(p["figure"], int(p["x"])) for p in cfg["points"]]
+    names = list(cfg["readings"])
+    fig, axes = plt.subplots(1, len(points), figsize=(4.2 * len(points), 0.42 * len(names) + 1.6), sharey=True,
+                             squeeze=False)
+    for ax, (figure, x) in zip(axes[0], points):
+        band = cfg["band"].get(figure)
+        if band:
+            ax.axvspan(band[0], band[1], color="0.85", zorder=0, label="paper's range")
+        sub = table[(table["figure"] == figure) & (table["x"] == x)]
+        for j, method in enumerate(METHODS):
+            pts = sub[sub["method"] == method]
+            ypos = [names.index(r) + (j - 1.5) * 0.15 for r in pts["reading"]]
+            ax.scatter(pts["accuracy"], ypos, s=12, color=method_style(method)["color"],
+                       label=LABELS[method].replace("DP-", ""))
+            for r, g in pts.groupby("reading"):
+                y = names.index(r) + (j - 1.5) * 0.15
+                ax.plot([np.median(g["accuracy"])] * 2, [y - 0.07, y + 0.07], color=method_style(method)["color"])
+        ax.set_title(f"{'Figure 9, n' if figure == 'fig09' else 'Figure 10, m'} = {x}", fontsize=9)
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("test accuracy")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(names)), names, fontsize=8)
+    axes[0][0].invert_yaxis()
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"CNN readings on {cfg['dataset']}\ndots: runs; bars: medians over runs; grey: the paper's range",
+                 fontsize=9)
+    fig.tight_layout()
+    png = Path(out)
+    return save_figure(fig, png.with_suffix(".pdf"), png, title="CNN readings map")

@@ -1,0 +1,71 @@
+"""The CNN readings map (fedgdp.nn.readings, fedgdp nn-readings): a config declares each
+reading once; pieces are resumable files; the table says what each run protects."""
+import math
+
+import pytest
+
+from fedgdp.nn.readings import load_readings, pieces, privacy_of
+
+CONFIG = """
+dataset: digits
+points:
+  - {figure: fig09, x: 20}
+runs: 2
+band: {fig09: [0.5, 0.9]}
+readings:
+  plain: {release: plain}
+  clip_only: {release: clip_only, clip: 0.5}
+  schedule: {accounting: schedule, rounds: 2, local_epochs: 1, newton_cycles: 1, m: 6}
+"""
+
+
+def _config(tmp_path, text=CONFIG):
+    path = tmp_path / "readings.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_config_is_checked_before_any_run(tmp_path):
+    cfg = load_readings(_config(tmp_path))
+    assert list(cfg["readings"]) == ["plain", "clip_only", "schedule"]
+    got = [(r, f, x, run) for r, f, x, run, _ in pieces(cfg)]
+    assert got[:3] == [("plain", "fig09", 20, 0), ("clip_only", "fig09", 20, 0), ("schedule", "fig09", 20, 0)]
+    assert len(got) == 6
+    with pytest.raises(ValueError, match="reading 'bad'.*stpes"):
+        load_readings(_config(tmp_path, CONFIG + "  bad: {stpes: 3}\n"))
+    with pytest.raises(ValueError, match="unknown key"):
+        load_readings(_config(tmp_path, CONFIG + "extra: 1\n"))
+    with pytest.raises(ValueError, match="runs must be"):
+        load_readings(_config(tmp_path, CONFIG.replace("runs: 2", "runs: 0")))
+
+
+def test_privacy_of_each_release():
+    assert privacy_of("private", 2.0, "printed")[0] == 2.0
+    assert "schedule" in privacy_of("private", 2.0, "schedule")[1]
+    assert privacy_of("clip_only", 2.0, "printed") == (math.inf, "not mu-GDP as run: clipped without noise")
+    assert math.isinf(privacy_of("private", math.inf, "printed")[0])
+
+
+@pytest.mark.slow
+def test_readings_command_runs_resumes_and_tabulates(tmp_path):
+    pytest.importorskip("torch")
+    import pandas as pd
+
+    from fedgdp.cli import main
+
+    cfg = str(_config(tmp_path, CONFIG.replace("runs: 2", "runs: 1").replace(
+        "{release: plain}", "{release: plain, rounds: 2, local_epochs: 1, newton_cycles: 1, m: 6}").replace(
+        "clip: 0.5}", "clip: 0.5, rounds: 2, local_epochs: 1, newton_cycles: 1, m: 6}")))
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    assert main(["nn-readings", cfg, "--runs-dir", str(runs), "--out-dir", str(out), "--run", "--threads", "1",
+                 "--device", "cpu"]) == 0
+    table = pd.read_csv(out / "readings.csv")
+    assert len(table) == 3 * 4 and (out / "readings.png").stat().st_size > 1000
+    by = table.groupby("reading")
+    assert set(by["certified_mu"].max()) == {math.inf, 2.0}
+    sched = table[table["reading"] == "schedule"]
+    assert (abs(sched["mu_spent_min"] - 2.0) < 1e-9).all()
+    assert (table[table["reading"] == "clip_only"]["clipped_frac"] > 0).all()
+    stamp = {p: p.stat().st_mtime_ns for p in runs.rglob("*.parquet")}
+    assert main(["nn-readings", cfg, "--runs-dir", str(runs), "--out-dir", str(out), "--run"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in runs.rglob("*.parquet")} == stamp      # nothing rerun
