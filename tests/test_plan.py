@@ -401,3 +401,18 @@ def test_pipeline_extra_can_build_the_report():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     pipeline = " ".join(extras["pipeline"])
     assert "snakemake[reports]" in pipeline and "pillow" in pipeline
+
+
+def test_cnn_jobs_ask_for_gpus_only_where_the_config_says():
+    """Rule train_nn's gpu resource (sbatch --gpus under the SLURM profile): 1 with
+    nn.device cuda, nn.gpus where set, else 0 (no request); nn.gpus leaves the config's
+    hash (and so the run's name) as it was, since it changes no number."""
+    base = plan()
+    assert base.nn_gpus() == 0
+    assert plan(nn={"device": "cuda"}).nn_gpus() == 1
+    assert plan(nn={"device": "cuda:1", "gpus": 2}).nn_gpus() == 2
+    assert plan(nn={"gpus": 1}).nn_gpus() == 1
+    assert plan(nn={"gpus": 3}).sha == base.sha
+    assert plan(nn={"device": "cuda"}).sha != base.sha
+    with pytest.raises(ValueError, match="gpus"):
+        plan(nn={"gpus": -1})

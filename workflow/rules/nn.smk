@@ -59,6 +59,7 @@ rule train_nn:
     resources:
         runtime=PLAN.nn_runtime,
         mem_mb=PLAN.nn_mem_mb,
+        gpu=PLAN.nn_gpus,
     params:
         spec=PLAN.nn_run_spec,
         device=config["nn"]["device"],

@@ -110,11 +110,15 @@ def merge_settings(defaults: dict, settings: dict) -> dict:
 #: (a replicate's numbers depend on its cell, index and base_seed alone): they are left
 #: out of the config hash, and overriding only them keeps the run name.
 LAYOUT_KEYS = ("cells_per_job",)
+#: Settings of a section that decide only what a job asks the scheduler for (``nn.gpus``:
+#: the GPUs a CNN job requests; the device itself is ``nn.device``, which is hashed): left
+#: out of the config hash as well.
+REQUEST_KEYS = (("nn", "gpus"),)
 
 
 def config_sha(config: dict) -> str:
-    """SHA-256 of the canonical JSON of ``config`` without its ``run`` key and the
-    :data:`LAYOUT_KEYS` (8 hex digits).
+    """SHA-256 of the canonical JSON of ``config`` without its ``run`` key, the
+    :data:`LAYOUT_KEYS` and the :data:`REQUEST_KEYS` (8 hex digits).
 
     Parameters
     ----------
@@ -127,6 +131,9 @@ def config_sha(config: dict) -> str:
         8 hex digits.
     """
     body = {k: v for k, v in config.items() if k != "run" and k not in LAYOUT_KEYS}
+    for section, key in REQUEST_KEYS:
+        if isinstance(body.get(section), dict) and key in body[section]:
+            body[section] = {k: v for k, v in body[section].items() if k != key}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 

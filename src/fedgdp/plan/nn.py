@@ -19,6 +19,26 @@ class NNPart(PlanBase):
         """The config's ``nn`` section (``{}`` when absent)."""
         return self.config.get("nn", {})
 
+    def nn_gpus(self, wildcards=None) -> int:
+        """GPUs a CNN run asks for (rule ``train_nn``'s ``gpu`` resource, which the SLURM
+        executor plugin turns into ``sbatch --gpus=N``; 0 asks for none).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards, optional
+            Unused (the same for every run).
+
+        Returns
+        -------
+        int
+            ``nn.gpus`` when set; else 1 when ``nn.device`` is ``cuda`` or ``cuda:N``, 0 otherwise
+            (``auto`` uses a GPU only where the job lands on one).
+        """
+        nn = self.nn()
+        if nn.get("gpus") is not None:
+            return int(nn["gpus"])
+        return 1 if str(nn.get("device", "auto")).startswith("cuda") else 0
+
     def nn_axes(self, dataset: str, fig: str) -> tuple[list[int], list]:
         """(m values, n values) of a CNN figure's grid for one dataset; n 'full' when x is m.
 
