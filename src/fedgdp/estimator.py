@@ -47,9 +47,10 @@ import numpy as np
 
 from . import privacy
 from .glm import POISSON, matrix_model
+from .routing import ClientsRouting, SingleClientWarning, client_labels
 from .seeds import CLIP_STREAM, derived_rng, stable_hash
 
-__all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "FAMILIES", "ESTIMATOR_KEY",
+__all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "FAMILIES", "ESTIMATOR_KEY", "FIT_SCOPE",
            "estimator_rng"]
 
 #: The model families: ``logistic`` (binary), ``multinomial`` (softmax), ``poisson`` (counts)
@@ -59,6 +60,11 @@ FAMILIES = ("logistic", "multinomial", "poisson")
 ESTIMATOR_KEY = {"estimator": "fedgdp.FederatedGLM"}
 
 ROW_STREAM = "row_order"
+
+#: What a [`PrivacyReport`][fedgdp.estimator.PrivacyReport] covers (its ``scope``)
+FIT_SCOPE = ("one fit: the releases of this call to fit only. Every other fit on the same clients' rows (a "
+             "cross-validation fold, a grid-search candidate, the refit) spends its own budget, and a record's "
+             "budgets compose: sqrt(sum of mu^2) over the fits that used it (docs/real-data.md)")
 
 class PrivacyLeakWarning(UserWarning):
     """The fit's privacy guarantee is nominal: a release or the clipping bound is not
@@ -123,7 +129,10 @@ def estimator_rng(random_state, stream: str) -> np.random.Generator:
 
 @dataclass
 class PrivacyReport:
-    """What a fit released, per client: the ledger, its composed and certified mu.
+    """What one fit released, per client: the ledger, its composed and certified mu.
+
+    The report covers this fit only (``scope``): a grid search or a cross-validation
+    spends a budget on every fit it makes (docs/real-data.md shows the sum).
 
     Attributes
     ----------
@@ -166,6 +175,11 @@ class PrivacyReport:
         else:        # the plain fits: nothing released with noise
             self.mu_composed = np.full(m, math.inf)
             self.mu_certified = np.full(m, math.inf)
+
+    @property
+    def scope(self) -> str:
+        """What the report covers: this one fit ([`FIT_SCOPE`][fedgdp.estimator.FIT_SCOPE])."""
+        return FIT_SCOPE
 
     @property
     def certified(self) -> bool:
@@ -214,7 +228,8 @@ class PrivacyReport:
         dict
             Keys ``method``, ``mu``, ``privacy_mode``, ``clip``, ``clip_bound``, ``certified``,
             ``clients``, ``mu_composed``, ``mu_certified`` (lists, one per client), ``delta``,
-            ``epsilon``, ``epsilon_nominal``, ``assumptions`` and ``releases`` (list of dict).
+            ``epsilon``, ``epsilon_nominal``, ``assumptions``, ``releases`` (list of dict) and
+            ``scope`` (the report covers one fit).
         """
         def num(x):
             x = float(x)
@@ -230,7 +245,7 @@ class PrivacyReport:
             "mu_composed": [num(v) for v in self.mu_composed], "mu_certified": [num(v) for v in self.mu_certified],
             "delta": delta, "epsilon": num(self.epsilon(delta)),
             "epsilon_nominal": num(self.epsilon(delta, nominal=True)),
-            "assumptions": self.assumptions, "releases": releases,
+            "assumptions": self.assumptions, "releases": releases, "scope": self.scope,
         }
 
 
@@ -255,7 +270,7 @@ def _is_classifier(est) -> bool:
     return est.family in ("logistic", "multinomial")
 
 
-class FederatedGLM:
+class FederatedGLM(ClientsRouting):
     """A generalised linear model fitted by a differentially private federated method.
 
     Every client is mu-GDP towards the server (federated GDP, Definition 2.2 of Peng,
@@ -488,8 +503,11 @@ class FederatedGLM:
         y : array-like, shape (n,)
             Labels (``logistic``: two classes; ``multinomial``: two or more) or
             non-negative counts (``poisson``).
-        clients : array-like, shape (n,), or None
-            The client of each row (any labels). None: one client holding every row.
+        clients : array-like of shape (n,), "single" or None
+            The client of each row (any labels). ``"single"``: one client holding every
+            row; None: the same, with a `SingleClientWarning` (the guarantee is then of
+            the whole data set as one client). Through scikit-learn's tools: metadata
+            routing (`set_fit_request`) or the spellings of docs/real-data.md.
 
         Returns
         -------
@@ -509,7 +527,7 @@ class FederatedGLM:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         X = self._check_X(X, reset=True)
         y = _column_or_1d(y, len(X))
-        groups = _clients(clients, X.shape[0])
+        groups = client_labels(clients, X.shape[0], type(self).__name__)
         Y, model = self._targets(y)
 
         labels, index = np.unique(groups, return_inverse=True)
@@ -733,13 +751,15 @@ class FederatedGLM:
             return self.classes_[(S[:, 1] - S[:, 0] > 0).astype(int)]
         return self.classes_[np.argmax(S, axis=1)]
 
-    def score(self, X, y) -> float:
+    def score(self, X, y, sample_weight=None) -> float:
         """Accuracy (classifiers) or the fraction of Poisson deviance explained, D^2 (Poisson).
 
         Parameters
         ----------
         X : array-like, shape (n, p)
         y : array-like, shape (n,)
+        sample_weight : array-like of shape (n,) or None, default=None
+            Row weights of the score (None: equal); scikit-learn's scoring passes it.
 
         Returns
         -------
@@ -747,10 +767,13 @@ class FederatedGLM:
         """
         pred = self.predict(X)
         y = _column_or_1d(y, len(pred))
+        w = np.ones(len(pred)) if sample_weight is None else _numeric(_column_or_1d(sample_weight, len(pred)),
+                                                                       "sample_weight")
         if _is_classifier(self):
-            return float(np.mean(pred == y))
+            return float(np.average(pred == y, weights=w))
         y = _numeric(y, "y")
-        return 1.0 - _poisson_deviance(y, pred) / _poisson_deviance(y, np.full_like(pred, y.mean()))
+        null = np.full_like(pred, np.average(y, weights=w))
+        return 1.0 - _poisson_deviance(y, pred, w) / _poisson_deviance(y, null, w)
 
 
 # ------------------------------------------------------------------ helpers
@@ -811,22 +834,7 @@ def _column_or_1d(y, n: int) -> np.ndarray:
     return y
 
 
-def _clients(clients, n: int) -> np.ndarray:
-    if clients is None:
-        return np.zeros(n, dtype=np.int64)
-    c = np.asarray(clients)
-    if c.ndim != 1 or c.shape[0] != n:
-        raise ValueError(f"clients must hold one label per row: {n} rows, got clients of shape {c.shape}")
-    if c.dtype.kind == "f" and not np.all(np.isfinite(c)):
-        raise ValueError("clients contains NaN or infinity: every row needs a client label")
-    if c.dtype.kind == "O":
-        if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in c):
-            raise ValueError("clients contains missing labels: every row needs a client label")
-        c = c.astype(str)
-    return c
-
-
-def _poisson_deviance(y: np.ndarray, mean: np.ndarray) -> float:
+def _poisson_deviance(y: np.ndarray, mean: np.ndarray, w: np.ndarray | None = None) -> float:
     with np.errstate(divide="ignore", invalid="ignore"):
         term = np.where(y > 0, y * np.log(y / mean), 0.0)
-    return float(2 * np.sum(term - (y - mean)))
+    return float(2 * np.sum((term - (y - mean)) * (1.0 if w is None else w)))
