@@ -45,13 +45,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import privacy
+from . import diagnostics, privacy
+from .diagnostics import ConvergenceWarning
 from .glm import POISSON, matrix_model
 from .routing import ClientsRouting, SingleClientWarning, client_labels
 from .seeds import CLIP_STREAM, derived_rng, stable_hash
 
-__all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "FAMILIES", "ESTIMATOR_KEY", "FIT_SCOPE",
-           "estimator_rng"]
+__all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "ConvergenceWarning",
+           "FAMILIES", "ESTIMATOR_KEY", "FIT_SCOPE", "estimator_rng"]
 
 #: The model families: ``logistic`` (binary), ``multinomial`` (softmax), ``poisson`` (counts)
 FAMILIES = ("logistic", "multinomial", "poisson")
@@ -351,6 +352,14 @@ class FederatedGLM(ClientsRouting):
         The clipping bound B used.
     communication_ : dict
         ``rounds``, ``floats_up``, ``floats_down`` of the fit.
+    fit_info_ : dict
+        Whether and how the fit converged ([`fedgdp.diagnostics.diagnose`][fedgdp.diagnostics.diagnose]):
+        ``status``, ``n_iter``, ``grad_norm`` and ``change`` over the last steps, read from
+        the released iterates (a statement about the noiseless part, costing no privacy),
+        ``advice`` (the setting to change); at mu = inf ``distance_to_mle`` (to the pooled
+        ridge fit); for ``np_pooled`` the ``ridge`` it used. A fit that is not
+        ``converged`` warns (`fedgdp.diagnostics.ConvergenceWarning`); a non-finite
+        estimate is refused.
     n_features_in_ : int
     feature_names_in_ : ndarray of str, shape (p,)
         Only when X had string column names.
@@ -546,16 +555,18 @@ class FederatedGLM(ClientsRouting):
 
         mu = p["mu"][0]
         B = clip_bound_real(model, Xc, Yc, p["clip"], mu=mu, rng=estimator_rng(self.random_state, CLIP_STREAM))
+        self._default_steps(p, D.shape[1], B, Xc, Yc, model)
         fd = FoldData(model, Xc, Yc, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"],
                       clip=p["clip"])
         noise = estimator_rng(self.random_state, meth.noise_stream) if fd.private else None
         self._warn_leaks(p, meth, fd)
-        with np.errstate(over="ignore", under="ignore"):
+        fd.trace = []                     # the noisy iterates, for fit_info_ (fedgdp.diagnostics)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):    # a non-finite estimate is refused
             fit = meth.fit_many([fd], p["method_settings"][self.method], [noise])[0]
         theta = np.asarray(fit.theta, float)
-        if not np.all(np.isfinite(theta)):
-            warnings.warn(f"{self.method} diverged: its estimate is not finite (try a smaller step size in "
-                          "method_settings, or a larger mu)", RuntimeWarning, stacklevel=2)
+        diagnostics.check_finite(theta, self.method, p["method_settings"][self.method])
+        self.fit_info_ = self._fit_info(fd, fit, p, meth, model)
+        diagnostics.warn(self.fit_info_, self.method)
         self.theta_ = theta
         self.settings_ = p
         self.clients_, self.client_sizes_ = labels, np.array([len(r) for r in order], dtype=np.int64)
@@ -572,6 +583,54 @@ class FederatedGLM(ClientsRouting):
         else:
             self.coef_, self.intercept_ = theta[start:].T.copy(), np.array(intercept, dtype=float)
         return self
+
+    def _default_steps(self, p: dict, d: int, B: float, Xc: list, Yc: list, model) -> None:
+        """The estimator's default step sizes and steps for Poisson (in place; docs/real-data.md).
+
+        A Poisson step size the user did not set is ``1 / (B sqrt(d) + d)`` (d columns of
+        the design, the intercept included; B the clipping bound), and each step count
+        the user did not set is 4 times the real-data preset. The curvature of the mean
+        Poisson loss has largest eigenvalue at most ``E[mu ||x||^2]``; on standardised
+        features ``||x||^2`` is about d, and a mean count mu is at most ``|y - 1| + 1``,
+        whose ``||x||``-weighted quantile B bounds (B is public or a private release, so
+        the rule is post-processing). At mu = inf, where nothing is clipped, B is the
+        largest per-sample gradient norm at 0 (no privacy to spend). Logistic and
+        softmax keep the real-data presets (eta = 0.5: their curvature is at most 1/4,
+        resp. 1/2, of the largest eigenvalue of ``E[x x']``)."""
+        if self.family != "poisson":
+            return
+        if not math.isfinite(B):
+            zero = np.zeros((d, 1))
+            B = max(float(np.max(privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y))))
+                    for x, y in zip(Xc, Yc))
+        given, s = self.method_settings or {}, p["method_settings"][self.method]
+        eta = 1.0 / (max(B, 1.0) * math.sqrt(d) + d)
+        for key in ("eta", "eta1", "eta2"):
+            if key in s and key not in given:
+                s[key] = min(s[key], eta)
+        for key in ("K", "K1", "K2"):
+            if key in s and key not in given:
+                s[key] = 4 * s[key]
+
+    def _fit_info(self, fd, fit, p: dict, meth, model) -> dict:
+        """``fit_info_`` ([`fedgdp.diagnostics.diagnose`][fedgdp.diagnostics.diagnose]); at
+        mu = inf the comparison with the pooled ridge fit (no privacy to spend)."""
+        s = p["method_settings"][self.method]
+        if "ridge" in s:           # the plain ridge fits: Newton-CG to ||grad|| <= gtol
+            return {"status": "converged", "n_iter": 0, "basis": "exact (no noise)", "advice": "",
+                    "ridge": float(s["ridge"]), "gtol": float(s["gtol"]), "maxiter": int(s["maxiter"]),
+                    "objective": f"mean loss + ridge/2 ||coef||^2 with ridge {float(s['ridge']):g} (the MLE "
+                                 "only as ridge -> 0: method_settings={'ridge': ...})"}
+        reference = None
+        if not fd.private:
+            from .glm import product_design
+            from .realdata.solvers import ridge_fit
+
+            ref = resolve_np_pooled()
+            reference = ridge_fit(model, product_design(list(fd.X)), np.vstack(fd.Y), ridge=ref["ridge"],
+                                  maxiter=ref["maxiter"], gtol=ref["gtol"])
+        return diagnostics.diagnose(fd.trace, theta=np.asarray(fit.theta, float), weights=fd.weights,
+                                    ledger=fit.ledger, newton=bool(meth.solves_newton), reference=reference)
 
     def _targets(self, y: np.ndarray):
         """Responses Y (n, k) and the model of the family; sets ``classes_``."""
@@ -777,6 +836,13 @@ class FederatedGLM(ClientsRouting):
 
 
 # ------------------------------------------------------------------ helpers
+def resolve_np_pooled() -> dict:
+    """NP-Pooled's resolved settings (the reference of a mu = inf fit's ``fit_info_``)."""
+    from .realdata import resolve
+
+    return resolve({"methods": ["np_pooled"], "mu": [math.inf]})["method_settings"]["np_pooled"]
+
+
 def _clip_rule(clip):
     """The estimator's ``clip`` as a real-data clipping rule (checked by the resolver)."""
     if clip is None:

@@ -157,13 +157,14 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
     dict
         Keys ``data``, ``rows``, ``family``, ``method``, ``n_clients``, ``client_sizes``,
         ``features``, ``coefficients`` (:func:`coefficient_rows`), ``communication``,
-        ``settings``, ``privacy`` (:meth:`fedgdp.estimator.PrivacyReport.as_dict`) and, for
-        classifiers, ``classes``.
+        ``settings``, ``fit`` (the diagnosis, ``fit_info_``), ``privacy``
+        (:meth:`fedgdp.estimator.PrivacyReport.as_dict`) and, for classifiers, ``classes``.
     """
     out = {"data": data, "rows": rows, "family": est.family, "method": est.method,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
            "features": [str(c) for c in est.feature_names_in_], "coefficients": coefficient_rows(est),
            "communication": est.communication_, "settings": est.settings_["method_settings"][est.method],
+           "fit": {k: _num(v) if isinstance(v, float) else v for k, v in est.fit_info_.items()},
            "privacy": est.privacy_.as_dict(delta)}
     if est.family != "poisson":
         out["classes"] = [_plain(c) for c in est.classes_]
@@ -205,6 +206,11 @@ def format_report(rep: dict) -> str:
                 f"{pv['clip_bound'] if isinstance(pv['clip_bound'], str) else format(pv['clip_bound'], '.6g')}"
               f" (rule {pv['clip']['rule']}); rounds {rep['communication']['rounds']}"]
     lines += [f"  not accounted / assumed: {a}" for a in pv["assumptions"]]
+    if "fit" in rep:
+        from .diagnostics import format_info
+
+        info = {k: float(v) if v in ("nan", "inf") else v for k, v in rep["fit"].items()}
+        lines.append(format_info(info))
     return "\n".join(lines)
 
 
@@ -270,7 +276,7 @@ def _cmd_fit(args) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est = fit_table(df, target=args.target, client=args.client, features=features, **params)
-    for w in caught:        # the leak warnings: one line each, on stderr
+    for w in caught:        # the leak and convergence warnings: one line each, on stderr
         sys.stderr.write(f"fedgdp fit: warning: {w.message}\n")
     rep = report(est, delta=args.delta, rows=len(df), data=args.data)
     if args.json:

@@ -26,7 +26,8 @@ def _draw(noise, shape):
 
 
 def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas, noise,
-                       rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
+                       rows: slice = slice(None), drift: np.ndarray | None = None,
+                       trace: list | None = None) -> np.ndarray:
     """K noisy local steps of client i at J privacy levels: ``Theta <- Theta - eta
     (g(Theta) + drift) + sigma_j Z`` (``fds``, ``sigmas`` (J,), ``Theta0`` and ``drift``
     (J, d, k)), one draw Z (d, k) per step from ``noise`` (None: no noise).
@@ -51,6 +52,11 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
         The client's rows to use (``slice(None)``: all).
     drift : ndarray, shape (J, d, k), optional
         Added to every step's gradient (SCAFFOLD's correction).
+    trace : list or None
+        When a list, each noisy iterate is appended as ``("local", i, step, eta, Theta,
+        noise2)``, ``noise2`` (J,) the expected squared norm of the step's noise (what
+        [`fedgdp.diagnostics`][fedgdp.diagnostics] reads; the iterates are releases the
+        ledger accounts for).
 
     Returns
     -------
@@ -59,7 +65,10 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
     """
     Theta = Theta0.copy()
     sig = np.asarray(sigmas, dtype=float)[:, None, None]
-    for _ in range(K):
+    if trace is not None:
+        noise2 = (sig[:, 0, 0] ** 2 if noise is not None else np.zeros(len(sig))) * Theta[0].size
+        trace.append(("local", i, 0, eta, Theta.copy(), noise2))
+    for t in range(K):
         step = stacked_gradients(fds, i, Theta, rows)
         if drift is not None:
             step += drift
@@ -67,6 +76,8 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
         Z = _draw(noise, Theta.shape[1:])
         if Z is not None:
             Theta += sig * Z
+        if trace is not None:
+            trace.append(("local", i, t + 1, eta, Theta.copy(), noise2))
     return Theta
 
 
@@ -106,7 +117,8 @@ def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
                               drift=None if drift is None else drift[None])[0]
 
 
-def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.ndarray, noise) -> np.ndarray:
+def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.ndarray, noise,
+                        trace: list | None = None) -> np.ndarray:
     """K FedSGD steps at J levels: ``Theta <- Theta - eta sum_i w_i (g_i(Theta) + sigma_i Z_i)``
     (``sigmas`` (J, m), ``Theta0`` (J, d, k)), one draw per client and step.
 
@@ -126,6 +138,9 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
         Noise sds per level and client.
     noise : fedgdp.methods.StreamNoise or None
         The noise stream, None when non-private.
+    trace : list or None
+        When a list, each global iterate is appended as ``("server", -1, step, eta,
+        Theta, noise2)`` ([`local_descent_many`][fedgdp.realdata.backend.local_descent_many]).
 
     Returns
     -------
@@ -134,7 +149,11 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
     """
     Theta = Theta0.copy()
     sig = np.asarray(sigmas, dtype=float)
-    for _ in range(K):
+    if trace is not None:
+        w_ = np.broadcast_to(np.asarray(w, float), sig.shape[-1:])
+        noise2 = (eta ** 2 * (sig ** 2 @ w_ ** 2) if noise is not None else np.zeros(len(sig))) * Theta[0].size
+        trace.append(("server", -1, 0, eta, Theta.copy(), noise2))
+    for t in range(K):
         total = np.zeros_like(Theta)
         for i in range(fds[0].m):
             g = stacked_gradients(fds, i, Theta)
@@ -143,6 +162,8 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
                 g += sig[:, i, None, None] * Z
             total += w[i] * g
         Theta -= eta * total
+        if trace is not None:
+            trace.append(("server", -1, t + 1, eta, Theta.copy(), noise2))
     return Theta
 
 
@@ -183,6 +204,7 @@ class RealBackend:
     def __init__(self, fds: list, rng: np.random.Generator | None):
         self.fds, self.data, self.noise = fds, fds[0], StreamNoise(rng)
         self.m, self.dk = self.data.m, self.data.d * self.data.k
+        self.trace = getattr(self.data, "trace", None)      # FoldData.trace: the iterates, for diagnostics
 
     def calibrate(self, method, s):
         """The noise sds of the method's plan at every level, and the ledgers.
@@ -262,7 +284,8 @@ class RealBackend:
             Per-client parameters.
         """
         return np.stack([local_descent_many(self.fds, i, start, K=K, eta=eta, sigmas=sigma[:, i], noise=noise,
-                                            rows=rows, drift=None if drift is None else drift[:, i])
+                                            rows=rows, drift=None if drift is None else drift[:, i],
+                                            trace=self.trace)
                          for i, rows in enumerate(self._rows(part))], axis=1)
 
     def average(self, w, local):
@@ -305,7 +328,7 @@ class RealBackend:
         ndarray, shape (J, d, k)
             The global parameters.
         """
-        return server_descent_many(self.fds, theta, w, K=K, eta=eta, sigmas=sigma, noise=noise)
+        return server_descent_many(self.fds, theta, w, K=K, eta=eta, sigmas=sigma, noise=noise, trace=self.trace)
 
     def newton_release(self, theta1, *, hessian_bound):
         """Every client's pre-noise Newton release ``theta1 - s_i`` at every level: s_i is

@@ -40,6 +40,8 @@ class FoldData:
     products : list     what the products read: each X_i, or its CSR copy when wide and
                         sparse (:func:`fedgdp.glm.product_design`; made when not given)
     xnorm : list        each client's row norms (n_i,) (made when not given)
+    trace : list | None a list to collect the noisy iterates of the gradient steps in
+                        (``fedgdp.diagnostics``); None (the pipeline) keeps none
     """
 
     model: GLM
@@ -53,6 +55,7 @@ class FoldData:
     clip: dict = field(default_factory=lambda: dict(DEFAULTS["clip"]))
     products: list | None = field(default=None, repr=False)
     xnorm: list | None = field(default=None, repr=False)
+    trace: list | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         # what the products read (a CSR copy of a wide sparse design, fedgdp.glm.product_design)
