@@ -292,6 +292,13 @@ class FederatedGLM(ClientsRouting):
       ``dp_scaffold``; the non-private ``np_fedavg``, ``np_scaffold``, ``np_pooled``
       (``mu=inf``).
 
+    The non-private baselines are not the MLE by default: ``np_pooled`` minimises the
+    mean loss plus ``ridge / 2 ||coef||^2`` with ``ridge = 1e-3`` (the intercept is not
+    penalised; the MLE need not exist, e.g. on images or separable data), and
+    ``method_settings={"ridge": 0}`` gives the MLE where it exists; ``np_fedavg`` and
+    ``np_scaffold`` run their rounds of gradient steps (``fit_info_`` says how far they
+    end from the pooled fit).
+
     Parameters
     ----------
     family : {"logistic", "multinomial", "poisson"}, default="logistic"

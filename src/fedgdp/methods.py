@@ -475,7 +475,8 @@ class IterSettings(MethodSettings):
 class RidgeSettings(MethodSettings):
     """The plain ridge fits: penalty, Newton iterations, gradient tolerance."""
 
-    ridge: float = setting(1.0e-3, "ridge penalty (the MLE need not exist on images)", parse=_POSITIVE)
+    ridge: float = setting(1.0e-3, "ridge penalty on the coefficients, not the intercept (the MLE need not exist "
+                           "on images); 0: the MLE, where it exists", parse=number(0, closed="low", keep=True))
     maxiter: int = setting(200, "Newton iterations", parse=_steps())
     gtol: float = setting(1.0e-8, "stop at ||gradient||_F <= gtol", parse=_POSITIVE)
 
