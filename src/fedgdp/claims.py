@@ -128,7 +128,7 @@ CLAIMS = {
     },
     "C5": {
         "source": "5.1; Figs 7 (AUC), 8 (accuracy)",
-        "statement": ("FedNewton has the highest median client-level AUC / accuracy among the "
+        "statement": ("FedNewton has the highest median per-client AUC / accuracy among the "
                       "private methods; NP-LocalFit has the lowest of all methods. (Paper-mode FedNewton's "
                       "mu is nominal: its Newton step is uncertified, docs/methods.md §2.)"),
         "test": (f"Per privacy level: difference of medians over clients (fold-averaged, all splits), "

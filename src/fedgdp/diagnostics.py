@@ -2,7 +2,7 @@
 
 A private fit's diagnosis reads only what the fit released: the noisy iterates of its
 gradient steps (each one a release its ledger accounts for; collected through
-``FoldData.trace``, [`fedgdp.realdata.backend.local_descent_many`][fedgdp.realdata.backend.local_descent_many])
+``FoldData.trace``, `fedgdp.realdata.backend.local_descent_many`)
 and the noise sds of the ledger, which are public. It costs no privacy
 (post-processing), and nothing it reports depends on a record beyond those releases.
 

@@ -267,6 +267,12 @@ class _AvailableIf:
         return self.fn.__get__(obj, owner)
 
 
+def _available_if(check):
+    """Decorate a method that exists only when ``check(self)`` holds (scikit-learn's
+    ``available_if``); the method keeps its name, signature and docstring."""
+    return lambda fn: _AvailableIf(fn, check)
+
+
 def _is_classifier(est) -> bool:
     return est.family in ("logistic", "multinomial")
 
@@ -274,9 +280,11 @@ def _is_classifier(est) -> bool:
 class FederatedGLM(ClientsRouting):
     """A generalised linear model fitted by a differentially private federated method.
 
-    Every client is mu-GDP towards the server (federated GDP, Definition 2.2 of Peng,
-    Paul & Auddy): whatever a client sends is Gaussian-noised and calibrated so that
-    its releases compose to ``mu`` (:attr:`privacy_`). The methods are those of the
+    The guarantee is record-level mu-GDP at each client, against everything that client
+    releases (federated GDP, Definition 2.2 of Peng, Paul & Auddy): whatever a client
+    sends is Gaussian-noised and calibrated so that its releases compose to ``mu`` for
+    one record of its data (:attr:`privacy_`); it is not client-level (user-level) DP of
+    a client's whole data set (docs/privacy.md). The methods are those of the
     package (:mod:`fedgdp.methods`), run on the real-data backend:
 
     - ``fednewton`` (default; Algorithm 4): FedAvg (one round of K noisy local steps)
@@ -747,8 +755,10 @@ class FederatedGLM(ClientsRouting):
         S = self._design(self._check_X(X, reset=False)) @ self.theta_
         return S[:, 0] if S.shape[1] == 1 else S
 
-    def _decision_function(self, X) -> np.ndarray:
-        """Confidence scores (classifiers): positive for ``classes_[1]`` with two classes.
+    @_available_if(_is_classifier)
+    def decision_function(self, X) -> np.ndarray:
+        """Confidence scores, classifiers only (Poisson has none: `linear_predictor`):
+        positive for ``classes_[1]`` with two classes.
 
         Parameters
         ----------
@@ -763,12 +773,9 @@ class FederatedGLM(ClientsRouting):
             return S[:, 1] - S[:, 0]
         return S
 
-    decision_function = _AvailableIf(_decision_function, _is_classifier)
-    """``decision_function(X)``, classifiers only: the log-odds (n,) with two classes, the
-    softmax scores (n, C) otherwise; Poisson has none (:meth:`linear_predictor`)."""
-
-    def _predict_proba(self, X) -> np.ndarray:
-        """Class probabilities.
+    @_available_if(_is_classifier)
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, classifiers only.
 
         Parameters
         ----------
@@ -785,17 +792,20 @@ class FederatedGLM(ClientsRouting):
             return np.column_stack([1.0 - p1, p1])
         return matrix_model("multiclass", len(self.classes_)).mean(S)
 
-    predict_proba = _AvailableIf(_predict_proba, _is_classifier)
-    """``predict_proba(X)``, classifiers only: class probabilities (n, C), columns in the
-    order of ``classes_`` (logistic: ``[1 - p, p]``)."""
+    @_available_if(_is_classifier)
+    def predict_log_proba(self, X) -> np.ndarray:
+        """The logarithm of `predict_proba`, classifiers only.
 
-    def _predict_log_proba(self, X) -> np.ndarray:
-        """The logarithm of :meth:`predict_proba`, shape (n, C)."""
+        Parameters
+        ----------
+        X : array-like of shape (n, p)
+
+        Returns
+        -------
+        ndarray of shape (n, C)
+        """
         with np.errstate(divide="ignore"):
-            return np.log(self._predict_proba(X))
-
-    predict_log_proba = _AvailableIf(_predict_log_proba, _is_classifier)
-    """``predict_log_proba(X)``, classifiers only: the logarithm of ``predict_proba``, (n, C)."""
+            return np.log(self.predict_proba(X))
 
     def predict(self, X) -> np.ndarray:
         """The predicted class (classifiers) or mean count (Poisson).

@@ -718,7 +718,8 @@ class Release:
 
 #: What a ledger's mu means, printed with every client's report (docs/methods.md §2,
 #: "What is guaranteed, exactly").
-GUARANTEE = ("mu-GDP of this client towards the server for this one fit (mu_certified; mu is nominal when "
+GUARANTEE = ("record-level mu-GDP at each client, against everything that client releases, in this one fit "
+             "(one record of this client's data is protected, not its whole data set; mu_certified; mu is nominal when "
              "mu_certified is inf); not across fits: FedNewton and certified FedNewton share noise, fits at "
              "different mu reuse it, a real-data record enters several CV fits; test metrics are released "
              "without noise; float64 sampling (Mironov 2012) is not covered")

@@ -19,7 +19,7 @@ __all__ = ["summarise_runs", "plot_nn_figure", "SUMMARY_COLUMNS"]
 _DATASET_TITLES = {"cifar10": "CIFAR-10", "mnist": "MNIST", "digits": "digits (8x8, offline smoke test)"}
 #: said under a figure with a digits panel: what that panel is not
 SMOKE_NOTE = ("digits is the offline smoke test of the CNN pipeline (1,437 images of 8x8 pixels): under "
-              "client-level noise its accuracies are dominated by the privacy noise and show none of the "
+              "the noise each client adds its accuracies are dominated by the privacy noise and show none of the "
               "paper's trends; the MNIST panels are config/nn-mnist.yaml.")
 _DATASET_ORDER = ["cifar10", "mnist", "digits"]
 _XLABEL = {"fig09": "Samples per client", "fig10": "Number of clients"}

@@ -1,4 +1,4 @@
-"""Real-data federated logistic regression: nine methods, client-level metrics (docs/methods.md §5).
+"""Real-data federated logistic regression: nine methods, per-client metrics (docs/methods.md §5).
 
 Paper section 5.1 (Figures 7 and 8): binary (odd vs even digit) and 10-class softmax
 regression on images split over m clients, 5 folds within each client, S client

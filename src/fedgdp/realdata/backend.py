@@ -140,7 +140,7 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
         The noise stream, None when non-private.
     trace : list or None
         When a list, each global iterate is appended as ``("server", -1, step, eta,
-        Theta, noise2)`` ([`local_descent_many`][fedgdp.realdata.backend.local_descent_many]).
+        Theta, noise2)`` (`local_descent_many`).
 
     Returns
     -------

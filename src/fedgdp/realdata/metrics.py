@@ -1,4 +1,4 @@
-"""Client-level metrics of the real-data study: AUC (binary) and accuracy (multiclass)."""
+"""Per-client metrics of the real-data study: AUC (binary) and accuracy (multiclass)."""
 from __future__ import annotations
 
 import numpy as np
