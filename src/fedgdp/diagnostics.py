@@ -106,9 +106,9 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
     trace : list
         The fit's iterates (``FoldData.trace``), as tuples ``(stage, client, step, eta,
         Theta (1, d, k), noise2 (1,))``.
-    theta : ndarray, shape (d, k)
+    theta : ndarray of shape (d, k)
         The released estimate.
-    weights : ndarray, shape (m,)
+    weights : ndarray of shape (m,)
         The aggregation weights (stage 1 of FedNewton is their average).
     ledger : fedgdp.privacy.Ledger
         The fit's ledger (the Newton release's noise sds).

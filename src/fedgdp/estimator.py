@@ -1,13 +1,13 @@
 """``FederatedGLM``: the package's federated methods as a scikit-learn style estimator.
 
-A statistician's entry point to the methods of :mod:`fedgdp.methods` on their own
+A statistician's entry point to the methods of `fedgdp.methods` on their own
 federated data: rows ``X``, a response ``y`` and one client label per row. ``fit``
-builds the real-data study's fold data (:class:`fedgdp.realdata.FoldData`) from the
+builds the real-data study's fold data (`fedgdp.realdata.FoldData`) from the
 clients' rows, takes the clipping bound from the real-data rule
-(:func:`fedgdp.realdata.clip_bound_real`) and runs the method's own ``fit_many`` on
-the real-data backend (:class:`fedgdp.realdata.RealBackend`): the code that makes
+(`fedgdp.realdata.clip_bound_real`) and runs the method's own ``fit_many`` on
+the real-data backend (`fedgdp.realdata.RealBackend`): the code that makes
 Figures 7-8, not a third implementation. Its settings are checked and completed by the
-real-data resolver (:func:`fedgdp.realdata.resolve`), so the defaults are those of the
+real-data resolver (`fedgdp.realdata.resolve`), so the defaults are those of the
 pipeline's real-data fits.
 
 Conventions
@@ -16,21 +16,21 @@ Conventions
 ``y`` (n,) 0/1-type labels (``logistic``), class labels (``multinomial``) or counts
 (``poisson``); ``clients`` (n,) one label per row. Internally the parameter is
 ``theta_`` (d, k) with ``d = p + 1`` (intercept row first) and ``k`` = 1 (logistic,
-Poisson) or the number of classes (softmax, :mod:`fedgdp.glm`'s convention). The
+Poisson) or the number of classes (softmax, `fedgdp.glm`'s convention). The
 fitted ``coef_`` and ``intercept_`` follow scikit-learn's shapes: ``(1, p)`` and
 ``(1,)`` for logistic, ``(C, p)`` and ``(C,)`` for multinomial, ``(p,)`` and a float
 for Poisson.
 
 Randomness
 ----------
-Every generator comes from :func:`fedgdp.seeds.derived_rng`. An int ``random_state``
+Every generator comes from `fedgdp.seeds.derived_rng`. An int ``random_state``
 ``r`` gives stream ``S`` the generator ``SeedSequence([r, stable_hash(ESTIMATOR_KEY),
-stable_hash(S)])``; a :class:`numpy.random.SeedSequence` ``q`` gives
+stable_hash(S)])``; a `numpy.random.SeedSequence` ``q`` gives
 ``SeedSequence([*q.entropy, stable_hash(S)])``, so ``random_state =
 fedgdp.seeds.seed_sequence(base_seed, key, split, fold)`` draws exactly what the
 pipeline's real-data fit of that split and fold draws. Streams: the method's noise
-(:attr:`fedgdp.methods.Method.noise_stream`), the private clipping histogram
-(:data:`fedgdp.seeds.CLIP_STREAM`) and the order of each client's rows (``row_order``).
+(`fedgdp.methods.Method.noise_stream`), the private clipping histogram
+(`fedgdp.seeds.CLIP_STREAM`) and the order of each client's rows (``row_order``).
 
 scikit-learn is not imported by this module: the estimator implements the
 estimator protocol itself (``get_params``, ``set_params``, ``__sklearn_tags__``,
@@ -144,16 +144,16 @@ class PrivacyReport:
     privacy_mode : str
         ``certified`` or ``paper``.
     clip : dict
-        The clipping rule (:func:`fedgdp.privacy.check_clip`).
+        The clipping rule (`fedgdp.privacy.check_clip`).
     clip_bound : float
         The clipping bound B the fit used (inf when non-private).
-    clients : ndarray, shape (m,)
+    clients : ndarray of shape (m,)
         The client labels, in the order of the ledger's columns.
     ledger : fedgdp.privacy.Ledger
         Every release of every client (arrays of shape (1, m)).
-    mu_composed : ndarray, shape (m,)
+    mu_composed : ndarray of shape (m,)
         Each client's composed (nominal) mu.
-    mu_certified : ndarray, shape (m,)
+    mu_certified : ndarray of shape (m,)
         ``mu_composed`` where every release is certified and the clipping bound is
         public or private, inf otherwise.
     """
@@ -195,8 +195,8 @@ class PrivacyReport:
 
     def epsilon(self, delta: float = 1e-5, *, nominal: bool = False) -> float:
         """(epsilon, delta)-DP of the worst client: the certified mu converted
-        (:func:`fedgdp.privacy.gdp_epsilon`); inf when uncertified, unless ``nominal``
-        (the composed mu, which holds only under :attr:`assumptions`).
+        (`fedgdp.privacy.gdp_epsilon`); inf when uncertified, unless ``nominal``
+        (the composed mu, which holds only under `assumptions`).
 
         Parameters
         ----------
@@ -283,9 +283,9 @@ class FederatedGLM(ClientsRouting):
     The guarantee is record-level mu-GDP at each client, against everything that client
     releases (federated GDP, Definition 2.2 of Peng, Paul & Auddy): whatever a client
     sends is Gaussian-noised and calibrated so that its releases compose to ``mu`` for
-    one record of its data (:attr:`privacy_`); it is not client-level (user-level) DP of
+    one record of its data (`privacy_`); it is not client-level (user-level) DP of
     a client's whole data set (docs/privacy.md). The methods are those of the
-    package (:mod:`fedgdp.methods`), run on the real-data backend:
+    package (`fedgdp.methods`), run on the real-data backend:
 
     - ``fednewton`` (default; Algorithm 4): FedAvg (one round of K noisy local steps)
       on half of each client's rows, then one private local Newton step, averaged;
@@ -312,7 +312,7 @@ class FederatedGLM(ClientsRouting):
     family : {"logistic", "multinomial", "poisson"}, default="logistic"
         Binary logistic, softmax or Poisson regression (canonical links).
     method : str, default="fednewton"
-        A real-data method of :data:`fedgdp.realdata.REGISTRY` other than
+        A real-data method of `fedgdp.realdata.REGISTRY` other than
         ``np_localfit``.
     mu : float, default=2
         mu-GDP budget of every client (``math.inf``: non-private, no clipping or noise;
@@ -325,15 +325,15 @@ class FederatedGLM(ClientsRouting):
         ``{"rule": "private_quantile", "q": 0.9, "share": 0.1}`` (a noisy histogram of
         each client's gradient norms spends 10% of mu^2). A number: a public bound B.
         ``"quantile"``: the paper's data-driven 0.9 quantile, which is not accounted
-        (a :class:`PrivacyLeakWarning`; refused in mode ``certified``). A dict: any rule
-        of :func:`fedgdp.privacy.check_clip`.
+        (a `PrivacyLeakWarning`; refused in mode ``certified``). A dict: any rule
+        of `fedgdp.privacy.check_clip`.
     hessian_clip : float, default=4
         Certified FedNewton's per-sample Hessian bound, as a multiple of ``tau1``.
     tau1 : float, default=0.5
         FedNewton's eigenvalue floor / ridge.
     method_settings : dict or None, default=None
         The method's settings over the real-data defaults (the method's real-data
-        preset, :attr:`fedgdp.methods.Method.presets`), e.g. ``{"K": 50, "eta": 0.5}`` for
+        preset, `fedgdp.methods.Method.presets`), e.g. ``{"K": 50, "eta": 0.5}`` for
         ``fednewton``, ``{"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}`` for
         ``fedhybrid``. (scikit-learn estimators take no ``**kwargs``, so the settings
         are one parameter.)
@@ -352,15 +352,15 @@ class FederatedGLM(ClientsRouting):
 
     Attributes
     ----------
-    theta_ : ndarray, shape (d, k)
-        The estimate in :mod:`fedgdp.glm`'s convention (intercept row first).
-    coef_ : ndarray, shape (1, p), (C, p) or (p,)
+    theta_ : ndarray of shape (d, k)
+        The estimate in `fedgdp.glm`'s convention (intercept row first).
+    coef_ : ndarray of shape (1, p), (C, p) or (p,)
     intercept_ : ndarray of shape (1,) or (C,), or float
-    classes_ : ndarray, shape (C,)
+    classes_ : ndarray of shape (C,)
         The class labels (classifiers only).
     privacy_ : PrivacyReport
         The ledger, each client's composed and certified mu, epsilon at a delta.
-    clients_ : ndarray, shape (m,)
+    clients_ : ndarray of shape (m,)
         The client labels, sorted; ``client_sizes_`` (m,) their rows.
     n_clients_ : int
     clip_bound_ : float
@@ -376,7 +376,7 @@ class FederatedGLM(ClientsRouting):
         ``converged`` warns (`fedgdp.diagnostics.ConvergenceWarning`); a non-finite
         estimate is refused.
     n_features_in_ : int
-    feature_names_in_ : ndarray of str, shape (p,)
+    feature_names_in_ : ndarray of str of shape (p,)
         Only when X had string column names.
 
     Notes
@@ -491,7 +491,7 @@ class FederatedGLM(ClientsRouting):
 
     # ------------------------------------------------------------ the fit
     def _resolved(self) -> dict:
-        """The real-data parameters of this fit (:func:`fedgdp.realdata.resolve`)."""
+        """The real-data parameters of this fit (`fedgdp.realdata.resolve`)."""
         from .realdata import REGISTRY, resolve
 
         if self.family not in FAMILIES:
@@ -522,9 +522,9 @@ class FederatedGLM(ClientsRouting):
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
+        X : array-like of shape (n, p)
             Features (finite numbers; a DataFrame's string column names are kept).
-        y : array-like, shape (n,)
+        y : array-like of shape (n,)
             Labels (``logistic``: two classes; ``multinomial``: two or more) or
             non-negative counts (``poisson``).
         clients : array-like of shape (n,), "single" or None
@@ -676,7 +676,7 @@ class FederatedGLM(ClientsRouting):
         return model.targets(codes), model
 
     def _warn_leaks(self, p: dict, meth, fd) -> None:
-        """A :class:`PrivacyLeakWarning` for a data-driven clipping bound or an uncertified release."""
+        """A `PrivacyLeakWarning` for a data-driven clipping bound or an uncertified release."""
         if not fd.private:
             return
         if p["clip"]["rule"] == "quantile":
@@ -745,11 +745,11 @@ class FederatedGLM(ClientsRouting):
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
+        X : array-like of shape (n, p)
 
         Returns
         -------
-        ndarray, shape (n,) (logistic, Poisson) or (n, C) (multinomial)
+        ndarray of shape (n,) (logistic, Poisson) or (n, C) (multinomial)
         """
         self._check_fitted()
         S = self._design(self._check_X(X, reset=False)) @ self.theta_
@@ -762,11 +762,11 @@ class FederatedGLM(ClientsRouting):
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
+        X : array-like of shape (n, p)
 
         Returns
         -------
-        ndarray, shape (n,) with two classes (the log-odds), else (n, C) (softmax scores)
+        ndarray of shape (n,) with two classes (the log-odds), else (n, C) (softmax scores)
         """
         S = self.linear_predictor(X)
         if S.ndim == 2 and S.shape[1] == 2:       # softmax over two classes: scikit-learn's binary shape
@@ -779,11 +779,11 @@ class FederatedGLM(ClientsRouting):
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
+        X : array-like of shape (n, p)
 
         Returns
         -------
-        ndarray, shape (n, C)
+        ndarray of shape (n, C)
             Columns in the order of ``classes_``; for logistic ``[1 - p, p]``.
         """
         S = self.linear_predictor(X)
@@ -812,11 +812,11 @@ class FederatedGLM(ClientsRouting):
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
+        X : array-like of shape (n, p)
 
         Returns
         -------
-        ndarray, shape (n,)
+        ndarray of shape (n,)
         """
         S = self.linear_predictor(X)
         if self.family == "poisson":
@@ -832,8 +832,8 @@ class FederatedGLM(ClientsRouting):
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
-        y : array-like, shape (n,)
+        X : array-like of shape (n, p)
+        y : array-like of shape (n,)
         sample_weight : array-like of shape (n,) or None, default=None
             Row weights of the score (None: equal); scikit-learn's scoring passes it.
 

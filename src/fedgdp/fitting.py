@@ -1,4 +1,4 @@
-"""``fedgdp fit``: a :class:`fedgdp.estimator.FederatedGLM` on a CSV or Parquet file.
+"""``fedgdp fit``: a `fedgdp.estimator.FederatedGLM` on a CSV or Parquet file.
 
 One row per record; one column holds the response (``--target``), one the client
 (``--client``), and the features are the columns named by ``--features`` (default:
@@ -8,8 +8,8 @@ Bad input (a missing column, a non-numeric feature, a missing value, a client wi
 too few rows for the method) raises ValueError with one line, which the command
 line prints and ends with exit status 2.
 
-:func:`add_parser` registers the command (:mod:`fedgdp.cli` calls it);
-:func:`fit_table` is the command without the parser.
+`add_parser` registers the command (`fedgdp.cli` calls it);
+`fit_table` is the command without the parser.
 """
 from __future__ import annotations
 
@@ -81,11 +81,11 @@ def _columns(df, target: str, client: str, features: list[str] | None) -> list[s
 
 
 def fit_table(df, *, target: str, client: str, features: list[str] | None = None, **params):
-    """Fit a :class:`~fedgdp.estimator.FederatedGLM` on a table.
+    """Fit a `FederatedGLM` on a table.
 
     Parameters
     ----------
-    df : pandas.DataFrame, shape (n, columns)
+    df : pandas.DataFrame of shape (n, columns)
     target, client : str
         The response's and the client label's columns.
     features : list of str or None
@@ -156,9 +156,9 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
     -------
     dict
         Keys ``data``, ``rows``, ``family``, ``method``, ``n_clients``, ``client_sizes``,
-        ``features``, ``coefficients`` (:func:`coefficient_rows`), ``communication``,
+        ``features``, ``coefficients`` (`coefficient_rows`), ``communication``,
         ``settings``, ``fit`` (the diagnosis, ``fit_info_``), ``privacy``
-        (:meth:`fedgdp.estimator.PrivacyReport.as_dict`) and, for classifiers, ``classes``.
+        (`fedgdp.estimator.PrivacyReport.as_dict`) and, for classifiers, ``classes``.
     """
     out = {"data": data, "rows": rows, "family": est.family, "method": est.method,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
@@ -177,7 +177,7 @@ def format_report(rep: dict) -> str:
     Parameters
     ----------
     rep : dict
-        The report (:func:`report`).
+        The report (`report`).
 
     Returns
     -------

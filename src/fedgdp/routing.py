@@ -50,7 +50,7 @@ def client_labels(clients, n: int, owner: str = "FederatedGLM") -> np.ndarray:
 
     Returns
     -------
-    ndarray, shape (n,)
+    ndarray of shape (n,)
         The labels (object labels as str).
 
     Raises

@@ -32,17 +32,17 @@ SUMMARY_COLUMNS = ["figure", "dataset", "method", "label", "x", "m", "n", "mu", 
 def summarise_runs(df):
     """Per (figure, dataset, method, x): median and range of the test accuracy over runs.
 
-    ``df`` holds run rows (:func:`fedgdp.nn.run.read_runs`); ``x`` is n (fig09) or m (fig10).
+    ``df`` holds run rows (`fedgdp.nn.run.read_runs`); ``x`` is n (fig09) or m (fig10).
 
     Parameters
     ----------
     df : pandas.DataFrame
-        Run rows (columns :data:`fedgdp.nn.run.COLUMNS`).
+        Run rows (columns `fedgdp.nn.run.COLUMNS`).
 
     Returns
     -------
     pandas.DataFrame
-        One row per (figure, dataset, method, label, x, mu), columns :data:`SUMMARY_COLUMNS`
+        One row per (figure, dataset, method, label, x, mu), columns `SUMMARY_COLUMNS`
         (``m`` or ``n`` is -1 where it varies within the group).
     """
     import pandas as pd
@@ -75,7 +75,7 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
     Parameters
     ----------
     summary : pandas.DataFrame
-        Rows of :func:`summarise_runs` (columns :data:`SUMMARY_COLUMNS`).
+        Rows of `summarise_runs` (columns `SUMMARY_COLUMNS`).
     figure : str
         ``fig09`` or ``fig10``.
     out : str or Path

@@ -1,15 +1,15 @@
 """Training a CNN with a method of the algorithm core: devices, client data, evaluation.
 
-The methods themselves are :mod:`fedgdp.methods` (FedSGD, FedAvg, FedHybrid and
-FedNewton-Iter, ``registry("nn")``) run on :class:`fedgdp.nn.backend.TorchBackend`;
-per-sample clipping is :mod:`fedgdp.nn.clipping`. :func:`train` puts them together for
+The methods themselves are `fedgdp.methods` (FedSGD, FedAvg, FedHybrid and
+FedNewton-Iter, ``registry("nn")``) run on `fedgdp.nn.backend.TorchBackend`;
+per-sample clipping is `fedgdp.nn.clipping`. `train` puts them together for
 one method of one run.
 
 Conventions
 -----------
 A model's parameters travel as a dict ``name -> tensor`` (``dict(model.named_parameters())``
 detached); a stack of S clients' parameters is ``name -> (S, *shape)``. Clients' images
-are padded to ``(S, L, C, H, W)`` with a 0/1 mask ``(S, L)`` (:meth:`ClientData.batch`).
+are padded to ``(S, L, C, H, W)`` with a 0/1 mask ``(S, L)`` (`ClientData.batch`).
 The head-only Newton step works on the flattened last layer, ``D = classes * (hidden +
 1)`` numbers laid out as ``[head.weight.flatten(), head.bias]``.
 
@@ -73,7 +73,7 @@ class ClientData:
     ----------
     x : list of Tensor, each (n_i, C, H, W)
     y : list of Tensor, each (n_i,)
-    n : ndarray, shape (m,)
+    n : ndarray of shape (m,)
     """
 
     x: list
@@ -98,11 +98,11 @@ class ClientData:
 
         Returns
         -------
-        X : torch.Tensor, shape (S, L, C, H, W)
+        X : torch.Tensor of shape (S, L, C, H, W)
             The images.
-        Y : torch.Tensor, shape (S, L)
+        Y : torch.Tensor of shape (S, L)
             The labels (int64; 0 in padding rows).
-        mask : torch.Tensor, shape (S, L)
+        mask : torch.Tensor of shape (S, L)
             1 for an image, 0 for a padding row, in the images' dtype.
         """
         from torch.nn.utils.rnn import pad_sequence
@@ -147,18 +147,18 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
         Initial weights, on the training device.
     clients : ClientData
     p : dict
-        Resolved run settings (:func:`fedgdp.nn.settings.resolve`).
+        Resolved run settings (`fedgdp.nn.settings.resolve`).
     rng : numpy.random.Generator
         Draws the clients of every round.
     gen : torch.Generator
         Draws the noise (on the training device).
     stack : bool, optional
-        Stack a round's clients (see :class:`fedgdp.nn.backend.TorchBackend`).
+        Stack a round's clients (see `fedgdp.nn.backend.TorchBackend`).
 
     Returns
     -------
     Trained
-        The trained parameters, what the backend counted (:class:`TrainInfo`), the
+        The trained parameters, what the backend counted (`TrainInfo`), the
         ledger and the releases each client made.
     """
     meth = get_method(method, CNN)
@@ -177,9 +177,9 @@ def evaluate(model, params: dict, x: torch.Tensor, y: torch.Tensor, *, batch: in
         The network whose forward pass is called with ``params`` (``functional_call``).
     params : dict name -> Tensor
         The parameters to evaluate.
-    x : torch.Tensor, shape (N, C, H, W)
+    x : torch.Tensor of shape (N, C, H, W)
         Images.
-    y : torch.Tensor, shape (N,)
+    y : torch.Tensor of shape (N,)
         Labels (int64).
     batch : int
         Images per forward pass.

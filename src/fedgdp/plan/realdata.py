@@ -24,7 +24,7 @@ class RealdataPart(PlanBase):
         return int(self.config["realdata"].get("workers", 1))
 
     def realdata_spec(self, wildcards=None) -> str:
-        """``fedgdp realdata --spec`` of the run's fits: :meth:`realdata_settings` as JSON (keys sorted).
+        """``fedgdp realdata --spec`` of the run's fits: `realdata_settings` as JSON (keys sorted).
 
         Parameters
         ----------

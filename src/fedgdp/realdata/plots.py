@@ -4,7 +4,7 @@ One panel per privacy level mu (largest first, as in the paper); in each panel o
 box per method over its m x S per-client values (fold averages): the five private
 methods at that mu, then, on a shaded background, the four non-private baselines
 (the same values in every panel, they do not depend on mu). The private methods
-keep the colours of the simulation figures (:data:`fedgdp.figures.METHOD_STYLE`);
+keep the colours of the simulation figures (`fedgdp.figures.METHOD_STYLE`);
 a non-private version of a private algorithm has the same colour, hatched.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ _TASK_TITLE = {"binary": "binary logistic regression (odd vs even digit)",
 
 
 def method_colors() -> dict[str, str]:
-    """Box colour of every real-data method (:data:`fedgdp.figures.METHOD_STYLE`)."""
+    """Box colour of every real-data method (`fedgdp.figures.METHOD_STYLE`)."""
     return {name: method_style(name)["color"] for name in REGISTRY}
 
 
@@ -41,7 +41,7 @@ def realdata_medians(df: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     df : pandas.DataFrame
-        Real-data rows (:data:`fedgdp.realdata.run.COLUMNS`); rows with a NaN ``value`` are
+        Real-data rows (`fedgdp.realdata.run.COLUMNS`); rows with a NaN ``value`` are
         left out.
 
     Returns
@@ -80,7 +80,7 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
     Parameters
     ----------
     df : DataFrame
-        Rows of :func:`fedgdp.realdata.run_split` (several splits concatenated).
+        Rows of `fedgdp.realdata.run_split` (several splits concatenated).
     task : {"binary", "multiclass"}
     pdf, png : paths to write (either or both)
     title : optional figure title (default: task, data set and layout)
