@@ -136,6 +136,12 @@ CASES = [
          ["none.parquet"], id="nn-plot-missing-file"),
     case("nn-fetch", ["nn-fetch", "--dataset", "digits", "--data-dir", "<file>"], ["is a file"],
          id="nn-fetch-dir-is-file"),
+    case("nn-readings", ["nn-readings", "<out>/none.yaml", "--runs-dir", "<out>/runs", "--out-dir", "<out>/rd"],
+         ["cannot read the readings config", "none.yaml"], id="nn-readings-missing-config"),
+    case("nn-readings", ["nn-readings", "<notyaml>", "--runs-dir", "<out>/runs", "--out-dir", "<out>/rd"],
+         ["not valid YAML"], id="nn-readings-not-yaml"),
+    case("nn-readings", ["nn-readings", "<emptylist>", "--runs-dir", "<out>/runs", "--out-dir", "<out>/rd"],
+         ["is a mapping"], id="nn-readings-not-a-mapping"),
     # fit
     case("fit", ["fit", "<out>/none.csv", "--target", "y", "--client", "c"], ["none.csv"], id="fit-missing-file"),
     case("fit", ["fit", "<notyaml>", "--target", "y", "--client", "c"], ["notyaml"], id="fit-not-a-table"),

@@ -102,7 +102,7 @@ def test_clone_and_pipeline_compose():
     c = clone(est)
     assert c.get_params() == est.get_params() and repr(c) == repr(est)
     pipe = make_pipeline(MinMaxScaler(), FederatedGLM(clip=2.0, random_state=0))
-    assert cross_val_score(pipe, X, y, cv=3).mean() > 0.6
+    assert cross_val_score(pipe, X, y, cv=3, params={"federatedglm__clients": clients}).mean() > 0.6
 
 
 # ----------------------------------------------------------- behaviour

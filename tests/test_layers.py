@@ -14,7 +14,8 @@ CORE = {"glm", "seeds", "compiled", "normals", "privacy", "methods", "solvers", 
         "datasets", "theory", "arguments", "__init__"}
 EXPERIMENTS = {"simulation", "realdata", "nn"}
 REPORTS = {"tables", "decomposition", "plots_decomposition", "claims", "sensitivity"}
-COMMANDS = {"plan", "cli", "audit", "empirical", "bench", "rundiff", "__main__", "estimator", "fitting"}
+COMMANDS = {"plan", "cli", "audit", "empirical", "bench", "rundiff", "__main__", "estimator", "fitting",
+            "diagnostics", "routing"}
 #: The one upward import allowed: the package's front door re-exports the estimator, lazily
 #: (a module ``__getattr__``), so ``import fedgdp`` imports none of it.
 PUBLIC_API = {("__init__", "estimator")}

@@ -1,8 +1,8 @@
 """What the command lines share: argument types, help that shows every default, the
 one-line error parser, the readers of ``--params`` files and ``--spec`` JSON (checked
-against a closed schema), and the one error path of every command (:func:`user_error`).
+against a closed schema), and the one error path of every command (`user_error`).
 
-Used by :mod:`fedgdp.cli` and :mod:`fedgdp.nn.commands`; imports nothing else of the
+Used by `fedgdp.cli` and `fedgdp.nn.commands`; imports nothing else of the
 package, so the two command modules do not import each other.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     The default is the parser's own, or, for an option whose default is applied
     later by a resolver (the parser keeps ``None`` so that flags can override a
-    ``--params`` file), the resolver's, attached by :func:`show_defaults` as
+    ``--params`` file), the resolver's, attached by `show_defaults` as
     ``action.fallback`` (a callable, only called when help is printed).
     """
 
@@ -71,7 +71,7 @@ def show_defaults(parser: argparse.ArgumentParser, lookup) -> None:
     ``lookup(dest)`` returns the default of the option with that ``dest`` (called only
     when help is printed, so the resolver's module is imported only then), or raises
     KeyError for an option it does not know. An option that already has a fallback
-    (a flag made by :func:`fedgdp.settings.add_flags`) keeps it.
+    (a flag made by `fedgdp.settings.add_flags`) keeps it.
 
     Parameters
     ----------
@@ -94,7 +94,7 @@ def show_defaults(parser: argparse.ArgumentParser, lookup) -> None:
 
 
 def _module_defaults(module: str, name: str = "DEFAULTS"):
-    """``lookup`` for :func:`show_defaults`: a key of a defaults dict of a module."""
+    """``lookup`` for `show_defaults`: a key of a defaults dict of a module."""
     def lookup(key):
         import importlib
 
@@ -250,7 +250,7 @@ def _yaml_problem(exc) -> str:
 
 def _spec(text: str, schema: dict | None = None, *, flag: str = "--spec", example: str = "") -> dict:
     """The ``--spec`` (or ``flag``) JSON object, checked against ``schema``
-    (:func:`check_spec`) when given."""
+    (`check_spec`) when given."""
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -4,11 +4,11 @@ its change beside the sensitivity its ledger records.
 For every private method (simulations: both GLMs, FedNewton in both privacy modes;
 real data: binary and softmax regression, every Newton solver; the private clipping
 rule's histogram; the CNN methods of the extra ``nn`` when torch imports),
-:func:`run_audit` searches for a pair of neighbouring client data sets (one record
+`run_audit` searches for a pair of neighbouring client data sets (one record
 replaced) that moves the release *before noise* the most, at a public state, by
-calling the package's own code paths (:class:`fedgdp.simulation.backend.ClientBlock`,
+calling the package's own code paths (`fedgdp.simulation.backend.ClientBlock`,
 its local steps, ``FedNewton.newton_update`` on each backend,
-:meth:`fedgdp.realdata.FoldData.gradient`, :func:`fedgdp.privacy.clip_histogram`).
+`fedgdp.realdata.FoldData.gradient`, `fedgdp.privacy.clip_histogram`).
 
 The search (docs/methods.md §2, "The audit"):
 
@@ -34,7 +34,7 @@ recorded sensitivity is too small (a privacy leak), a ratio at most 1 only says 
 the search found no leak; it cannot prove there is none. The certified releases'
 bounds are proved in docs/methods.md §2. ``config`` audits the releases of one run's
 settings (methods, privacy mode, tau1, H_c, clipping rule, Newton solver) instead of
-the defaults (:func:`audit_targets`).
+the defaults (`audit_targets`).
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ class AuditRow:
 class AuditTarget:
     """The settings of one audited method: ``kind`` ``simulation`` or ``realdata``,
     ``model`` (GLM or task), privacy mode, tau1, the Hessian clip factor, the clipping
-    rule (the audit holds B public: a fixed value, else :data:`AUDIT_B`) and, on real
+    rule (the audit holds B public: a fixed value, else `AUDIT_B`) and, on real
     data, the Newton solver settings."""
 
     kind: str
@@ -368,7 +368,7 @@ def _finish_row(search: _Search, rng, local_iters: int, target: AuditTarget, met
 
 
 #: The best pair of every release audited in this process: ``(target, stage) -> ((X, Y), (X', Y'))``
-#: (:func:`worst_pair`).
+#: (`worst_pair`).
 _PAIRS: dict = {}
 
 
@@ -542,11 +542,11 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
 # ------------------------------------------------------------------------- CNNs
 def _audit_nn(seed: int) -> list[AuditRow]:
     """The CNN methods' releases (extra ``nn``), on a tiny double-precision ConvNet: the
-    package's clipped mean gradient (:func:`fedgdp.nn.clipping.clipped_grad_sums`;
+    package's clipped mean gradient (`fedgdp.nn.clipping.clipped_grad_sums`;
     stage ``gradient``, and ``local step`` is ``lr`` times one) and the head-only Newton
-    step of Algorithm 5 (:func:`fedgdp.nn.backend.head_newton_step`; stage ``newton``),
+    step of Algorithm 5 (`fedgdp.nn.backend.head_newton_step`; stage ``newton``),
     at two public parameter points, against each method's plan
-    (:func:`fedgdp.nn.settings.release_plan`). Candidate images include float-maximum
+    (`fedgdp.nn.settings.release_plan`). Candidate images include float-maximum
     and NaN pixels; a non-finite change counts as inf."""
     import torch
 
@@ -626,7 +626,7 @@ def default_targets() -> list[AuditTarget]:
 
 
 def audit_targets(plan) -> list[AuditTarget]:
-    """The releases of one run's settings (a :class:`fedgdp.plan.Plan`): every
+    """The releases of one run's settings (a `fedgdp.plan.Plan`): every
     simulation study's models, methods, privacy mode, tau1 (``auto`` computed), Hessian
     clip and clipping rule (one target per distinct setting), and the real-data
     section's methods with its privacy mode, tau1, clipping rule and Newton solver.
@@ -718,7 +718,7 @@ def read_run_config(files: list) -> dict:
 
 
 def config_targets(config: dict) -> list[AuditTarget]:
-    """:func:`audit_targets` of a merged run config (:func:`read_run_config`).
+    """`audit_targets` of a merged run config (`read_run_config`).
 
     Parameters
     ----------
@@ -740,7 +740,7 @@ def config_targets(config: dict) -> list[AuditTarget]:
 
 def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] | None = None,
               histogram: bool = True, nn: bool = True) -> list[AuditRow]:
-    """Search every release of every target (:func:`default_targets` when None; see the
+    """Search every release of every target (`default_targets` when None; see the
     module docstring).
 
     ``quick``: smaller main clients and a shorter local search (the test suite). Rows in
@@ -755,7 +755,7 @@ def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] 
     seed : int, default=0
         Seed of every search.
     targets : list of AuditTarget or None, default=None
-        What to audit; None: :func:`default_targets`.
+        What to audit; None: `default_targets`.
     histogram : bool, default=True
         Also audit the private clipping rule's histogram (per simulation model of the
         targets; both models when there is none).
@@ -858,7 +858,7 @@ def as_dicts(rows: list[AuditRow]) -> list[dict]:
     Returns
     -------
     list of dict
-        One dict per row, keys the fields of :class:`AuditRow`; non-finite ``observed``,
+        One dict per row, keys the fields of `AuditRow`; non-finite ``observed``,
         ``recorded``, ``ratio`` and ``ratio_finite`` as ``'inf'`` or ``'nan'``.
     """
     out = []

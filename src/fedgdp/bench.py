@@ -1,14 +1,14 @@
 """``fedgdp bench --suite``: CPU seconds of every study's cells, and the timing helpers.
 
-Suite (:func:`run_suite`): every cell of every study of a config (``config.yaml``),
-each cell's replicates in one call of :func:`fedgdp.simulation.run.run_cell` as one simulate
+Suite (`run_suite`): every cell of every study of a config (``config.yaml``),
+each cell's replicates in one call of `fedgdp.simulation.run.run_cell` as one simulate
 job does, timed in CPU seconds per cell, per study and per method. Written as JSON
 so that the next change can be compared with this one.
 
 The fast code against the loop oracle on one cell (their CPU-time ratio) is
 ``scripts/speedup.py`` in the repository: the oracle is a test module
 (``tests/oracle.py``), and no module of the package imports it. That script uses
-:func:`timed`, :func:`versions` and :func:`write_json` from here.
+`timed`, `versions` and `write_json` from here.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def timed(func, *args, **kwargs):
 
 def write_json(result: dict, out: str | None) -> None:
     """Write ``result`` to the JSON file ``out`` atomically, as strict JSON
-    (:func:`fedgdp.io.dumps_strict`: infinity as ``"inf"``, NaN as null); nothing when
+    (`fedgdp.io.dumps_strict`: infinity as ``"inf"``, NaN as null); nothing when
     ``out`` is None.
 
     Parameters
@@ -78,7 +78,7 @@ def write_json(result: dict, out: str | None) -> None:
 # ------------------------------------------------------------------------ suite
 def suite_cells(config: dict, studies=None):
     """``(study, overrides)`` of every cell of the config's studies, for every model: the
-    workflow's own expansion (:meth:`fedgdp.plan.Plan.study_cells` and ``cell_overrides``).
+    workflow's own expansion (`fedgdp.plan.Plan.study_cells` and ``cell_overrides``).
 
     Parameters
     ----------
@@ -90,7 +90,7 @@ def suite_cells(config: dict, studies=None):
     Yields
     ------
     tuple of (str, dict)
-        Study name and the cell's parameters (:meth:`fedgdp.plan.Plan.cell_overrides`), per
+        Study name and the cell's parameters (`fedgdp.plan.Plan.cell_overrides`), per
         study, model and cell in grid order.
     """
     from .plan.simulation import SimulationPart
@@ -106,7 +106,7 @@ def suite_cells(config: dict, studies=None):
 
 @contextmanager
 def _cpu_method_clock():
-    """Let :func:`fedgdp.simulation.run.run_cell` time each method's fit (its ``elapsed_s``
+    """Let `fedgdp.simulation.run.run_cell` time each method's fit (its ``elapsed_s``
     per replicate) with the process CPU clock instead of the wall clock."""
     from .simulation import run as runner
 
@@ -140,7 +140,7 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
     -------
     dict
         ``config``, ``replicates``, ``cells`` (their number), ``total_cpu_s``, ``clock``,
-        the :func:`versions` keys, ``studies`` (per study: ``cells``, ``cpu_s``, ``wall_s``,
+        the `versions` keys, ``studies`` (per study: ``cells``, ``cpu_s``, ``wall_s``,
         ``methods_cpu_s``, ``data_cpu_s`` = cell time outside the methods' fits) and
         ``cell_times`` (one entry per cell: its study, model, sizes, m, mu, K, ``cpu_s``
         and ``methods_cpu_s``).

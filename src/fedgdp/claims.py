@@ -1,6 +1,6 @@
 """Which of the paper's conclusions the results support: the claims report.
 
-Each claim of paper sections 4-5 (:data:`CLAIMS`, C1 ... C6) is tested on the
+Each claim of paper sections 4-5 (`CLAIMS`, C1 ... C6) is tested on the
 pipeline's results, once per model (simulation claims C1-C4: logistic and Poisson
 regression), per task (real-data claim C5: Figures 7 and 8) or per dataset (CNN
 claim C6: Figures 9 and 10). A claim splits into *sub-claims* (e.g. "FedHybrid <
@@ -9,20 +9,20 @@ curve or group of cells; every check ends in one of three outcomes:
 
 - ``agree``: the data favour the claim beyond Monte Carlo error;
 - ``contradict``: the data favour the opposite beyond Monte Carlo error;
-- ``tie``: neither (a difference within :data:`Z_TIE` combined standard errors, or
+- ``tie``: neither (a difference within `Z_TIE` combined standard errors, or
   a confidence interval that covers both readings).
 
-Verdicts (:data:`VERDICTS`) follow from the counts by fixed rules
-(:func:`subclaim_verdict`, :func:`combine`), and every count and number they use
+Verdicts (`VERDICTS`) follow from the counts by fixed rules
+(`subclaim_verdict`, `combine`), and every count and number they use
 is written into the ``evidence`` of the report. The thresholds are module
-constants (:data:`THRESHOLDS`), chosen once, before the default run was read, and
+constants (`THRESHOLDS`), chosen once, before the default run was read, and
 printed in the report.
 
 Statistics used:
 
 - *difference of two means* (simulation cells): ``z = (mse_a - mse_b) /
   sqrt(se_a^2 + se_b^2)`` with the Monte Carlo standard errors of the summaries
-  (:mod:`fedgdp.simulation.summary`); a win needs ``|z| > Z_TIE``. The methods of a cell share
+  (`fedgdp.simulation.summary`); a win needs ``|z| > Z_TIE``. The methods of a cell share
   their replicate data, so their errors are positively correlated and this
   (independent-samples) standard error is conservative: a tie is called more often,
   never less.
@@ -30,7 +30,7 @@ Statistics used:
   a 95% confidence interval for the slope (t with ``points - 2`` degrees of
   freedom). With only two distinct x the trend is the difference of the two ends.
 - *difference of two medians* (real data): paired bootstrap over the clients
-  (the same clients and splits for every method), :data:`BOOT_REPS` resamples from
+  (the same clients and splits for every method), `BOOT_REPS` resamples from
   a fixed seed; ``z = (median_a - median_b) / sd_boot``.
 """
 from __future__ import annotations
@@ -128,7 +128,7 @@ CLAIMS = {
     },
     "C5": {
         "source": "5.1; Figs 7 (AUC), 8 (accuracy)",
-        "statement": ("FedNewton has the highest median client-level AUC / accuracy among the "
+        "statement": ("FedNewton has the highest median per-client AUC / accuracy among the "
                       "private methods; NP-LocalFit has the lowest of all methods. (Paper-mode FedNewton's "
                       "mu is nominal: its Newton step is uncertified, docs/methods.md §2.)"),
         "test": (f"Per privacy level: difference of medians over clients (fold-averaged, all splits), "
@@ -161,7 +161,7 @@ REALDATA_FIGURES = {"binary": "Fig 7 (AUC)", "multiclass": "Fig 8 (accuracy)"}
 # ------------------------------------------------------------------ checks and verdicts
 @dataclass(frozen=True)
 class Check:
-    """One comparison: its outcome (one of :data:`OUTCOMES`) and a short text with its numbers."""
+    """One comparison: its outcome (one of `OUTCOMES`) and a short text with its numbers."""
 
     outcome: str
     text: str
@@ -230,7 +230,7 @@ def compare_less(a: float, se_a: float, b: float, se_b: float) -> str:
     Returns
     -------
     str
-        One of :data:`OUTCOMES` (``tie`` when z is NaN).
+        One of `OUTCOMES` (``tie`` when z is NaN).
     """
     return _outcome(z_diff(a, se_a, b, se_b), sign=-1)
 
@@ -252,7 +252,7 @@ class Trend:
 
 
 def trend(x, y, y_se=None, *, log_y: bool = True) -> Trend:
-    """Slope of ``log y`` (or ``y``) on ``log x`` by OLS with a :data:`CI_LEVEL` CI.
+    """Slope of ``log y`` (or ``y``) on ``log x`` by OLS with a `CI_LEVEL` CI.
 
     With three or more distinct x: statsmodels OLS (t interval, ``points - 2`` df).
     With two: the slope through the two means at the ends; its SE from ``y_se`` by the
@@ -261,11 +261,11 @@ def trend(x, y, y_se=None, *, log_y: bool = True) -> Trend:
 
     Parameters
     ----------
-    x : array-like, shape (n,)
+    x : array-like of shape (n,)
         The x values (positive; others are dropped, with their y).
-    y : array-like, shape (n,)
+    y : array-like of shape (n,)
         The y values (positive when ``log_y``; others are dropped).
-    y_se : array-like, shape (n,), or None, default=None
+    y_se : array-like of shape (n,), or None, default=None
         Standard errors of ``y``, used only with two points (None: NaN SE and CI then).
     log_y : bool, default=True
         Regress ``log y``; False: ``y`` itself.
@@ -311,7 +311,7 @@ def _trend_outcome(t: Trend, direction: int) -> str:
 
 
 def subclaim_verdict(checks: list[Check]) -> str:
-    """Verdict of one sub-claim from its checks (rules in :data:`THRESHOLDS`).
+    """Verdict of one sub-claim from its checks (rules in `THRESHOLDS`).
 
     Parameters
     ----------
@@ -321,7 +321,7 @@ def subclaim_verdict(checks: list[Check]) -> str:
     Returns
     -------
     str
-        One of :data:`VERDICTS` (``not run`` when there are no checks).
+        One of `VERDICTS` (``not run`` when there are no checks).
     """
     if not checks:
         return "not run"
@@ -342,12 +342,12 @@ def combine(verdicts: list[str]) -> str:
     Parameters
     ----------
     verdicts : list of str
-        The sub-claims' verdicts (of :data:`VERDICTS`).
+        The sub-claims' verdicts (of `VERDICTS`).
 
     Returns
     -------
     str
-        One of :data:`VERDICTS`.
+        One of `VERDICTS`.
     """
     run = [v for v in verdicts if v != "not run"]
     if not run:
@@ -414,7 +414,7 @@ def claim_c1(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
     Parameters
     ----------
     summary : DataFrame
-        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
+        Study summaries (`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
         ``study``, ``method``, ``sizes``, ``m``, ``N_mean``, ``mse``, ``se``).
     model : str
         The model whose rows are tested.
@@ -424,7 +424,7 @@ def claim_c1(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
     Returns
     -------
     dict
-        One report row: the keys of :data:`CLAIM_COLUMNS`, ``evidence`` a list of str.
+        One report row: the keys of `CLAIM_COLUMNS`, ``evidence`` a list of str.
     """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
@@ -478,7 +478,7 @@ def claim_c2(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
     Parameters
     ----------
     summary : DataFrame
-        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
+        Study summaries (`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
         ``study``, ``method``, ``sizes``, ``m``, ``mu``, ``K``, ``mse``, ``se``).
     model : str
         The model whose rows are tested.
@@ -488,7 +488,7 @@ def claim_c2(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
     Returns
     -------
     dict
-        One report row: the keys of :data:`CLAIM_COLUMNS`, ``evidence`` a list of str.
+        One report row: the keys of `CLAIM_COLUMNS`, ``evidence`` a list of str.
     """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
@@ -539,7 +539,7 @@ def claim_c3(summary: pd.DataFrame, model: str, studies: list[str], *, mu_low: f
     Parameters
     ----------
     summary : DataFrame
-        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
+        Study summaries (`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
         ``study``, ``method``, ``sizes``, ``m``, ``mu``, ``K``, ``mse``, ``se``).
     model : str
         The model whose rows are tested.
@@ -555,7 +555,7 @@ def claim_c3(summary: pd.DataFrame, model: str, studies: list[str], *, mu_low: f
     Returns
     -------
     dict
-        One report row: the keys of :data:`CLAIM_COLUMNS`, ``evidence`` a list of str.
+        One report row: the keys of `CLAIM_COLUMNS`, ``evidence`` a list of str.
     """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
@@ -604,7 +604,7 @@ def claim_c4(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
     Parameters
     ----------
     summary : DataFrame
-        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
+        Study summaries (`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads ``model``,
         ``study``, ``method``, ``sizes``, ``m``, ``mse``, ``se``).
     model : str
         The model whose rows are tested.
@@ -614,7 +614,7 @@ def claim_c4(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
     Returns
     -------
     dict
-        One report row: the keys of :data:`CLAIM_COLUMNS`, ``evidence`` a list of str.
+        One report row: the keys of `CLAIM_COLUMNS`, ``evidence`` a list of str.
     """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
@@ -671,11 +671,11 @@ def median_diff_z(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tup
 
     Parameters
     ----------
-    a, b : ndarray, shape (n,)
+    a, b : ndarray of shape (n,)
         Paired values (the same clients in the same order); positions where either is not
         finite are dropped.
     rng : numpy.random.Generator
-        Draws the :data:`BOOT_REPS` resamples.
+        Draws the `BOOT_REPS` resamples.
 
     Returns
     -------
@@ -718,14 +718,14 @@ def claim_c5(real: pd.DataFrame) -> list[dict]:
     Parameters
     ----------
     real : DataFrame
-        Real-data rows (:data:`fedgdp.realdata.COLUMNS`; reads ``dataset``, ``task``,
+        Real-data rows (`fedgdp.realdata.COLUMNS`; reads ``dataset``, ``task``,
         ``metric``, ``method``, ``mu``, ``split``, ``client``, ``value`` and, when present,
         ``label``).
 
     Returns
     -------
     list of dict
-        Report rows (keys of :data:`CLAIM_COLUMNS`), one per (dataset, task).
+        Report rows (keys of `CLAIM_COLUMNS`), one per (dataset, task).
     """
     groups = real.groupby(["dataset", "task"], sort=False)
     return [_c5_row(dataset, task, df) for (dataset, task), df in groups]
@@ -764,18 +764,18 @@ def _c5_row(dataset: str, task: str, df: pd.DataFrame) -> dict:
 
 # ------------------------------------------------------------------ C6
 def claim_c6(nn: pd.DataFrame) -> list[dict]:
-    """C6: one row per dataset of the CNN summaries (:mod:`fedgdp.nn.plots`).
+    """C6: one row per dataset of the CNN summaries (`fedgdp.nn.plots`).
 
     Parameters
     ----------
     nn : DataFrame
-        CNN summaries (:data:`fedgdp.nn.plots.SUMMARY_COLUMNS`; reads ``dataset``, ``figure``,
+        CNN summaries (`fedgdp.nn.plots.SUMMARY_COLUMNS`; reads ``dataset``, ``figure``,
         ``method``, ``label``, ``x``, ``median_accuracy``, ``min_accuracy``, ``max_accuracy``).
 
     Returns
     -------
     list of dict
-        Report rows (keys of :data:`CLAIM_COLUMNS`), one per dataset.
+        Report rows (keys of `CLAIM_COLUMNS`), one per dataset.
     """
     out = []
     for dataset, df in nn.groupby("dataset", sort=False):
@@ -830,24 +830,24 @@ def _competitive(a: pd.Series, b: pd.Series, x) -> Check:
 # ------------------------------------------------------------------ the report
 def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: pd.DataFrame | None = None,
            spec: dict | None = None) -> pd.DataFrame:
-    """Every claim's rows (:data:`CLAIM_COLUMNS`); ``evidence`` is a list of lines.
+    """Every claim's rows (`CLAIM_COLUMNS`); ``evidence`` is a list of lines.
 
     Parameters
     ----------
     summary : DataFrame or None
-        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`), every model and study.
+        Study summaries (`fedgdp.simulation.summary.SUMMARY_COLUMNS`), every model and study.
     real : DataFrame or None
-        Real-data rows (:data:`fedgdp.realdata.COLUMNS`); None: C5 "not run".
+        Real-data rows (`fedgdp.realdata.COLUMNS`); None: C5 "not run".
     nn : DataFrame or None
-        CNN summaries (:data:`fedgdp.nn.plots.SUMMARY_COLUMNS`); None: C6 "not run".
+        CNN summaries (`fedgdp.nn.plots.SUMMARY_COLUMNS`); None: C6 "not run".
     spec : dict, optional
         ``models`` (default: those of the summaries, else logistic and Poisson) and
-        ``studies`` (claim -> list of studies; default :data:`DEFAULT_STUDIES`).
+        ``studies`` (claim -> list of studies; default `DEFAULT_STUDIES`).
 
     Returns
     -------
     DataFrame
-        Columns :data:`CLAIM_COLUMNS`: C1-C4 per model (in that order), then C5 per
+        Columns `CLAIM_COLUMNS`: C1-C4 per model (in that order), then C5 per
         (dataset, task) and C6 per dataset (one "not run" row each when absent).
     """
     spec = spec or {}
@@ -881,7 +881,7 @@ def write_csv(df: pd.DataFrame, path) -> None:
     Parameters
     ----------
     df : DataFrame
-        The report (:func:`assess`; columns :data:`CLAIM_COLUMNS`).
+        The report (`assess`; columns `CLAIM_COLUMNS`).
     path : str or path-like
         The CSV file (written atomically).
     """
@@ -905,7 +905,7 @@ def render_markdown(df: pd.DataFrame, *, title: str = TITLE,
     Parameters
     ----------
     df : DataFrame
-        The report (:func:`assess`; columns :data:`CLAIM_COLUMNS`, ``evidence`` lists of str).
+        The report (`assess`; columns `CLAIM_COLUMNS`, ``evidence`` lists of str).
     title : str, default=TITLE
         The level-1 heading.
     sources : str, default=""
@@ -945,16 +945,16 @@ def render_markdown(df: pd.DataFrame, *, title: str = TITLE,
 
 
 def write_markdown(df: pd.DataFrame, path, **kwargs) -> None:
-    """Write :func:`render_markdown` atomically.
+    """Write `render_markdown` atomically.
 
     Parameters
     ----------
     df : DataFrame
-        The report (:func:`assess`; columns :data:`CLAIM_COLUMNS`).
+        The report (`assess`; columns `CLAIM_COLUMNS`).
     path : str or path-like
         The Markdown file.
     **kwargs
-        ``title`` and ``sources`` of :func:`render_markdown`.
+        ``title`` and ``sources`` of `render_markdown`.
     """
     from .io import write_text
 

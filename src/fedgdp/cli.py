@@ -2,24 +2,24 @@
 
 Every bad argument ends the program with exit status 2 and one line on stderr that
 names the bad value, before any work starts and without writing a file. Output
-paths are checked when the arguments are parsed (:func:`output_path`): an existing
+paths are checked when the arguments are parsed (`output_path`): an existing
 folder, a missing parent that is a file, a folder that cannot be written in, or a
 name whose suffix is not the written format is refused. ``--spec`` objects are
-checked against a closed schema per command (:data:`SPECS`), and a simulation's
+checked against a closed schema per command (`SPECS`), and a simulation's
 memory is estimated from its sizes before any work. Ctrl-C (SIGINT) or SIGTERM ends
 a command with one line on stderr and exit status 130 or 143; writers rename a
 finished temporary file into place, so an interrupted command leaves no
 complete-looking output.
 
-One error path (:func:`main`): the package's own input errors (ValueError), parse
+One error path (`main`): the package's own input errors (ValueError), parse
 errors of YAML and JSON, unreadable or unwritable files (OSError), memory errors,
 missing optional extras (ImportError: which extra to install) and a closed output pipe
 are one line ``fedgdp: error: ...`` and exit status 2
-(:func:`fedgdp.arguments.user_error`); anything else is a bug in fedgdp: its traceback,
+(`fedgdp.arguments.user_error`); anything else is a bug in fedgdp: its traceback,
 a line saying so, exit status 1.
 
 To add a command: a ``_cmd_<name>(args) -> int`` function and its parser in
-:func:`build_parser` (or a ``_<name>_commands(sub)`` adder listed there); its errors
+`build_parser` (or a ``_<name>_commands(sub)`` adder listed there); its errors
 take the one path above without further work, and ``tests/test_careless.py`` lists
 its careless inputs.
 """
@@ -374,7 +374,7 @@ def _describe(sub) -> None:
 
 def _failed(exc: Exception) -> int:
     """Report an error: one line and status 2 for the user's input or environment
-    (:func:`fedgdp.arguments.user_error`), else the traceback, a line saying it is a
+    (`fedgdp.arguments.user_error`), else the traceback, a line saying it is a
     bug, and status 1."""
     message = user_error(exc)
     if message is None:
@@ -554,7 +554,7 @@ def _realdata_commands(sub) -> None:
 # ---------------------------------------------------------------- CNNs (docs/methods.md §6, extra nn)
 def _nn_commands(sub) -> None:
     """``nn-run``, ``nn-summarise``, ``nn-plot``, ``nn-fetch``, ``nn-bench`` (in
-    :mod:`fedgdp.nn.commands`; only the commands that train import torch)."""
+    `fedgdp.nn.commands`; only the commands that train import torch)."""
     from .nn.commands import add_parsers
 
     add_parsers(sub)

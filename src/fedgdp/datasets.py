@@ -9,8 +9,8 @@ Data sets
   ``train-labels-idx1-ubyte.gz``, ``t10k-images-idx3-ubyte.gz``,
   ``t10k-labels-idx1-ubyte.gz``; uncompressed copies without ``.gz`` also work) or
   one ``mnist.npz`` with arrays ``x_train, y_train, x_test, y_test`` (the Keras
-  layout). :func:`fetch_mnist` downloads the IDX files and checks their MD5 sums;
-  without a network, :func:`load_mnist` says which files to place where.
+  layout). `fetch_mnist` downloads the IDX files and checks their MD5 sums;
+  without a network, `load_mnist` says which files to place where.
 
 Features are the pixels scaled to [0, 1] (divided by 16 or 255) with an intercept
 column first, so ``d = 65`` (digits) or ``785`` (MNIST).
@@ -22,7 +22,7 @@ shared by Dirichlet(alpha, ..., alpha) proportions (largest-remainder rounding, 
 the sizes sum to N exactly). Within each client a random permutation splits the
 images into ``folds`` near-equal folds. Split ``s`` draws everything from
 ``default_rng(SeedSequence([base_seed, stable_hash(layout_key), s]))``, as the
-simulations draw replicates (:func:`fedgdp.seeds.derived_rng`).
+simulations draw replicates (`fedgdp.seeds.derived_rng`).
 """
 from __future__ import annotations
 
@@ -63,9 +63,9 @@ class Dataset:
     Attributes
     ----------
     name : str
-    X : ndarray, shape (N, d)
+    X : ndarray of shape (N, d)
         Intercept column first, then the pixels scaled to [0, 1].
-    labels : ndarray of int, shape (N,)
+    labels : ndarray of int of shape (N,)
         Digit 0..9.
     """
 
@@ -91,7 +91,7 @@ class Dataset:
 
         Returns
         -------
-        ndarray of int64, shape (N,)
+        ndarray of int64 of shape (N,)
             0/1 (binary) or the digit 0..9 (multiclass).
 
         Raises
@@ -112,7 +112,7 @@ def check_finite(X: np.ndarray, source: str) -> None:
 
     Parameters
     ----------
-    X : ndarray, shape (n, ...)
+    X : ndarray of shape (n, ...)
         The data, one row per sample.
     source : str
         Where the data came from (named in the error).
@@ -294,7 +294,7 @@ def fetch_mnist(folder: str | os.PathLike, *, mirrors=MNIST_MIRRORS, timeout: fl
     timeout : float, default=30.0
         Seconds per connection attempt.
     files : dict or None, default=None
-        File name -> MD5; None: :data:`MNIST_FILES`.
+        File name -> MD5; None: `MNIST_FILES`.
 
     Returns
     -------
@@ -345,7 +345,7 @@ DATASETS = ("digits", "mnist")
 
 
 def load_dataset(name: str, path: str | os.PathLike | None = None) -> Dataset:
-    """``digits`` (bundled) or ``mnist`` (from ``path``, see :func:`load_mnist`).
+    """``digits`` (bundled) or ``mnist`` (from ``path``, see `load_mnist`).
 
     Parameters
     ----------
@@ -379,12 +379,12 @@ class ClientLayout:
 
     Attributes
     ----------
-    order : ndarray of int, shape (N,)
+    order : ndarray of int of shape (N,)
         Image indices grouped by client; within a client, in the client's random
         permutation (so any contiguous part of it is a random subset).
-    sizes : ndarray of int, shape (m,)
+    sizes : ndarray of int of shape (m,)
         Images per client; client i owns ``order[offsets[i]:offsets[i + 1]]``.
-    fold : ndarray of int, shape (N,)
+    fold : ndarray of int of shape (N,)
         Fold of each image (indexed by image, like the data set's rows).
     folds : int
     """
@@ -421,7 +421,7 @@ class ClientLayout:
 
         Returns
         -------
-        ndarray of int, shape (sizes[i],)
+        ndarray of int of shape (sizes[i],)
         """
         off = self.offsets
         return self.order[off[i]:off[i + 1]]
@@ -440,7 +440,7 @@ class ClientLayout:
         Returns
         -------
         tuple of (ndarray of int, ndarray of int)
-            Training and test indices into the data set's rows; together, :meth:`members`.
+            Training and test indices into the data set's rows; together, `members`.
         """
         idx = self.members(i)
         in_test = self.fold[idx] == f
@@ -457,14 +457,14 @@ def allocate_total(total: int, weights: np.ndarray, n_floor: int) -> np.ndarray:
     ----------
     total : int
         Samples to share.
-    weights : ndarray, shape (m,)
+    weights : ndarray of shape (m,)
         Non-negative proportions (normalised here; not all zero).
     n_floor : int
         Samples every client gets first.
 
     Returns
     -------
-    ndarray of int64, shape (m,)
+    ndarray of int64 of shape (m,)
         Sizes, each at least ``n_floor``, summing to ``total``.
 
     Raises
@@ -567,7 +567,7 @@ def split_layout(base_seed: int, key: dict, split: int) -> ClientLayout:
     base_seed : int
         The run's base seed.
     key : dict
-        The layout's parameters (:func:`layout_key`).
+        The layout's parameters (`layout_key`).
     split : int
         The split index.
 

@@ -3,7 +3,7 @@ clipping bias and privacy noise (docs/methods.md §9; beyond the paper).
 
 Three studies run the same cells on the same replicate data (the data seeds leave out
 the release, mu and K), each with one value of the cell parameter ``release``
-(:data:`fedgdp.simulation.backend.RELEASES`): ``private`` (the algorithm), ``clip_only`` (the
+(`fedgdp.simulation.backend.RELEASES`): ``private`` (the algorithm), ``clip_only`` (the
 same clipping bound, no noise) and ``plain`` (neither). With ``e_r(K)`` the squared
 error of a replicate under release r at iteration budget K, and ``K_conv`` a budget at
 which the plain fit has converged:
@@ -20,12 +20,12 @@ to the private MSE. Each term's Monte Carlo standard error is that of the mean o
 per-replicate (paired) differences. A replicate counts for a (model, method, cell)
 only when all four squared errors are finite; the others are counted in ``dropped``.
 
-- :func:`paired` lines the rows of the three studies up by replicate (and checks they
+- `paired` lines the rows of the three studies up by replicate (and checks they
   share their data);
-- :func:`decompose` reduces them to one row per (model, method, sizes, m, K), and
-  :func:`ordered` sorts them;
-- :func:`write_csv`, :func:`write_markdown` write the table; the figure is
-  :func:`fedgdp.plots_decomposition.plot_decomposition`.
+- `decompose` reduces them to one row per (model, method, sizes, m, K), and
+  `ordered` sorts them;
+- `write_csv`, `write_markdown` write the table; the figure is
+  `fedgdp.plots_decomposition.plot_decomposition`.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ __all__ = ["TERMS", "ROLES", "COLUMNS", "read_rows", "paired", "decompose", "ord
 #: The releases the decomposition compares, each run by its own study.
 ROLES = ("private", "clip_only", "plain")
 
-#: Each term as a signed sum of per-replicate squared errors (the columns of :func:`paired`).
+#: Each term as a signed sum of per-replicate squared errors (the columns of `paired`).
 TERMS = {
     "statistical": (("plain_conv", 1),),
     "optimisation": (("plain", 1), ("plain_conv", -1)),
@@ -62,7 +62,7 @@ HEADERS = {"model": "Model", "method": "Method", "sizes": "Sizes", "m": "m", "K"
 
 
 def read_rows(paths) -> pd.DataFrame:
-    """The rows of the given cell files the decomposition reads (:data:`_READ`).
+    """The rows of the given cell files the decomposition reads (`_READ`).
 
     Parameters
     ----------
@@ -85,9 +85,9 @@ def paired(rows: pd.DataFrame, studies: dict, K_conv: int) -> pd.DataFrame:
     Parameters
     ----------
     rows : DataFrame
-        Cell rows (:data:`fedgdp.simulation.run.COLUMNS`, at least ``_READ``) of the three studies.
+        Cell rows (`fedgdp.simulation.run.COLUMNS`, at least ``_READ``) of the three studies.
     studies : dict
-        Role (:data:`ROLES`) -> study name.
+        Role (`ROLES`) -> study name.
     K_conv : int
         The converged budget: a K of the plain study.
 
@@ -140,7 +140,7 @@ def paired(rows: pd.DataFrame, studies: dict, K_conv: int) -> pd.DataFrame:
 
 def decompose(wide: pd.DataFrame) -> pd.DataFrame:
     """One row per (model, method, sizes, m, K): the private MSE and the four terms
-    (:data:`TERMS`), each with the Monte Carlo SE of its paired per-replicate values.
+    (`TERMS`), each with the Monte Carlo SE of its paired per-replicate values.
 
     ``replicates`` counts the replicates used (all four squared errors finite),
     ``dropped`` the others. The term means add up to ``mse_private`` (up to rounding).
@@ -149,12 +149,12 @@ def decompose(wide: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     wide : pandas.DataFrame
-        Paired squared errors (:func:`paired`).
+        Paired squared errors (`paired`).
 
     Returns
     -------
     pandas.DataFrame
-        The table, columns :data:`COLUMNS`.
+        The table, columns `COLUMNS`.
     """
     out = []
     for cell, g in wide.groupby(CELL, sort=False):
@@ -177,7 +177,7 @@ def ordered(table: pd.DataFrame, methods=None) -> pd.DataFrame:
     Parameters
     ----------
     table : pandas.DataFrame
-        A table of :func:`decompose`.
+        A table of `decompose`.
     methods : sequence of str or None
         The methods' order (methods not in it last); None: alphabetical.
 
@@ -220,7 +220,7 @@ def write_csv(df: pd.DataFrame, path) -> None:
     Parameters
     ----------
     df : pandas.DataFrame
-        The table (:data:`COLUMNS`).
+        The table (`COLUMNS`).
     path : str or path-like
         The file.
     """
@@ -233,12 +233,12 @@ def write_csv(df: pd.DataFrame, path) -> None:
 
 def write_markdown(df: pd.DataFrame, path, *, title: str = "", note: str = "") -> None:
     """The table as GitHub-flavoured Markdown, 3 significant digits, with a note
-    (:func:`fedgdp.tables.write_markdown` of the formatted text).
+    (`fedgdp.tables.write_markdown` of the formatted text).
 
     Parameters
     ----------
     df : pandas.DataFrame
-        The table (:data:`COLUMNS`).
+        The table (`COLUMNS`).
     path : str or path-like
         The file.
     title : str

@@ -2,10 +2,10 @@
 distinguish (docs/methods.md §2, "The empirical lower bound on mu").
 
 For each simulation method, on a small cell (one client holding the audit's worst
-pair of its most sensitive release, :func:`fedgdp.audit.worst_pair`, a public
-clipping bound, ``K`` steps, the nominal mu), :func:`empirical_mu`:
+pair of its most sensitive release, `fedgdp.audit.worst_pair`, a public
+clipping bound, ``K`` steps, the nominal mu), `empirical_mu`:
 
-1. runs the whole method (noise included, through :meth:`fedgdp.methods.Method.fit`)
+1. runs the whole method (noise included, through `fedgdp.methods.Method.fit`)
    ``calibration`` times on each data set D and D' and takes the direction ``v`` of
    the difference of the mean estimates and the threshold ``t`` on ``<theta, v>``
    that maximises the plug-in bound below;
@@ -139,14 +139,14 @@ def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, 
     Parameters
     ----------
     meth : fedgdp.methods.Method
-        A simulation method (:func:`fedgdp.simulation.backend.get_method`).
+        A simulation method (`fedgdp.simulation.backend.get_method`).
     s : dict
         Its method settings (``method_settings[name]`` of a resolved cell).
     pair : tuple
         ``((X, y), (X', y'))``: one client's data sets, ``X`` of shape (n, d) and ``y`` of
-        shape (n,), differing in one record (:func:`fedgdp.audit.worst_pair`).
+        shape (n,), differing in one record (`fedgdp.audit.worst_pair`).
     glm : fedgdp.glm.SingleOutput
-        The model (:func:`fedgdp.glm.get_model`).
+        The model (`fedgdp.glm.get_model`).
     mu : float
         The nominal mu-GDP budget the noise is calibrated on.
     B : float
@@ -218,14 +218,14 @@ def _robust_pair(meth, s, target, pair, glm, B):
 
 def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials: int = 2000,
                   calibration: int = 500, alpha: float = 0.05, seed: int = 0, B: float = 1.0) -> list[EmpiricalRow]:
-    """The distinguishing test of every simulation target (:class:`fedgdp.audit.AuditTarget`)
+    """The distinguishing test of every simulation target (`fedgdp.audit.AuditTarget`)
     on its worst pair: the audit of that target (client size ``n``) runs first, then
-    :func:`empirical_mu` on a one-client cell with K steps, public bound B and ``mu``.
+    `empirical_mu` on a one-client cell with K steps, public bound B and ``mu``.
 
     Parameters
     ----------
     targets : iterable of fedgdp.audit.AuditTarget
-        Targets; only simulation targets of a method in :data:`PAIR_RELEASE` are tested (a
+        Targets; only simulation targets of a method in `PAIR_RELEASE` are tested (a
         fixed clipping rule of value ``B`` replaces theirs).
     mu : float, default=2.0
         The nominal mu.
@@ -283,7 +283,7 @@ def write_rows(rows: list[EmpiricalRow], csv: str) -> None:
     rows : list of EmpiricalRow
         The rows (none: the header alone).
     csv : str
-        The CSV file; columns the fields of :class:`EmpiricalRow`.
+        The CSV file; columns the fields of `EmpiricalRow`.
     """
     from .io import write_text
 

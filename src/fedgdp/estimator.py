@@ -1,13 +1,13 @@
 """``FederatedGLM``: the package's federated methods as a scikit-learn style estimator.
 
-A statistician's entry point to the methods of :mod:`fedgdp.methods` on their own
+A statistician's entry point to the methods of `fedgdp.methods` on their own
 federated data: rows ``X``, a response ``y`` and one client label per row. ``fit``
-builds the real-data study's fold data (:class:`fedgdp.realdata.FoldData`) from the
+builds the real-data study's fold data (`fedgdp.realdata.FoldData`) from the
 clients' rows, takes the clipping bound from the real-data rule
-(:func:`fedgdp.realdata.clip_bound_real`) and runs the method's own ``fit_many`` on
-the real-data backend (:class:`fedgdp.realdata.RealBackend`): the code that makes
+(`fedgdp.realdata.clip_bound_real`) and runs the method's own ``fit_many`` on
+the real-data backend (`fedgdp.realdata.RealBackend`): the code that makes
 Figures 7-8, not a third implementation. Its settings are checked and completed by the
-real-data resolver (:func:`fedgdp.realdata.resolve`), so the defaults are those of the
+real-data resolver (`fedgdp.realdata.resolve`), so the defaults are those of the
 pipeline's real-data fits.
 
 Conventions
@@ -16,7 +16,7 @@ Conventions
 ``y`` (n,) 0/1-type labels (``logistic``), class labels (``multinomial``) or counts
 (``poisson``); ``clients`` (n,) one label per row. Internally the parameter is
 ``theta_`` (d, k) with ``d = p + 1`` (intercept row first) and ``k`` = 1 (logistic,
-Poisson) or the number of classes (softmax, :mod:`fedgdp.glm`'s convention). The
+Poisson) or the number of classes (softmax, `fedgdp.glm`'s convention). The
 fitted ``coef_`` and ``intercept_`` follow scikit-learn's shapes: ``(1, p)`` and
 ``(1,)`` for logistic, ``(C, p)`` and ``(C,)`` for multinomial, ``(p,)`` and a float
 for Poisson.
@@ -28,14 +28,14 @@ from the operating system's entropy at every ``fit``: the noise of a release on 
 data is secret. A fixed ``random_state`` reproduces an analysis, but anyone who knows it
 can regenerate the noise and remove it, so the privacy report marks the guarantee void
 while the seed is known (``privacy_.noise_secret`` is False; docs/privacy.md, "A release
-of your own data"). Every generator comes from :func:`fedgdp.seeds.derived_rng`. An int ``random_state``
+of your own data"). Every generator comes from `fedgdp.seeds.derived_rng`. An int ``random_state``
 ``r`` gives stream ``S`` the generator ``SeedSequence([r, stable_hash(ESTIMATOR_KEY),
-stable_hash(S)])``; a :class:`numpy.random.SeedSequence` ``q`` gives
+stable_hash(S)])``; a `numpy.random.SeedSequence` ``q`` gives
 ``SeedSequence([*q.entropy, stable_hash(S)])``, so ``random_state =
 fedgdp.seeds.seed_sequence(base_seed, key, split, fold)`` draws exactly what the
 pipeline's real-data fit of that split and fold draws. Streams: the method's noise
-(:attr:`fedgdp.methods.Method.noise_stream`), the private clipping histogram
-(:data:`fedgdp.seeds.CLIP_STREAM`) and the order of each client's rows (``row_order``).
+(`fedgdp.methods.Method.noise_stream`), the private clipping histogram
+(`fedgdp.seeds.CLIP_STREAM`) and the order of each client's rows (``row_order``).
 
 scikit-learn is not imported by this module: the estimator implements the
 estimator protocol itself (``get_params``, ``set_params``, ``__sklearn_tags__``,
@@ -51,12 +51,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import privacy
+from . import diagnostics, privacy
+from .diagnostics import ConvergenceWarning
 from .glm import POISSON, matrix_model
+from .routing import ClientsRouting, SingleClientWarning, client_labels
 from .seeds import CLIP_STREAM, derived_rng, stable_hash
 
-__all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "FAMILIES", "ESTIMATOR_KEY",
-           "estimator_rng"]
+__all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "ConvergenceWarning",
+           "FAMILIES", "ESTIMATOR_KEY", "FIT_SCOPE", "estimator_rng"]
 
 #: The model families: ``logistic`` (binary), ``multinomial`` (softmax), ``poisson`` (counts)
 FAMILIES = ("logistic", "multinomial", "poisson")
@@ -73,6 +75,10 @@ LABELS_FROM_DATA = "from data (not covered)"
 LABELS_UNACCOUNTED = ("label set: classes_ is np.unique(y), taken from the data and accounted by no ledger "
                       "(one record with a label nobody else has adds a class); pass classes=[...], a public "
                       "label domain")
+#: What a [`PrivacyReport`][fedgdp.estimator.PrivacyReport] covers (its ``scope``)
+FIT_SCOPE = ("one fit: the releases of this call to fit only. Every other fit on the same clients' rows (a "
+             "cross-validation fold, a grid-search candidate, the refit) spends its own budget, and a record's "
+             "budgets compose: sqrt(sum of mu^2) over the fits that used it (docs/real-data.md)")
 
 class PrivacyLeakWarning(UserWarning):
     """The fit's privacy guarantee is nominal: a release or the clipping bound is not
@@ -137,7 +143,10 @@ def estimator_rng(random_state, stream: str) -> np.random.Generator:
 
 @dataclass
 class PrivacyReport:
-    """What a fit released, per client: the ledger, its composed and certified mu.
+    """What one fit released, per client: the ledger, its composed and certified mu.
+
+    The report covers this fit only (``scope``): a grid search or a cross-validation
+    spends a budget on every fit it makes (docs/real-data.md shows the sum).
 
     Attributes
     ----------
@@ -148,10 +157,10 @@ class PrivacyReport:
     privacy_mode : str
         ``certified`` or ``paper``.
     clip : dict
-        The clipping rule (:func:`fedgdp.privacy.check_clip`).
+        The clipping rule (`fedgdp.privacy.check_clip`).
     clip_bound : float
         The clipping bound B the fit used (inf when non-private).
-    clients : ndarray, shape (m,)
+    clients : ndarray of shape (m,)
         The client labels, in the order of the ledger's columns.
     ledger : fedgdp.privacy.Ledger
         Every release of every client (arrays of shape (1, m)).
@@ -163,9 +172,9 @@ class PrivacyReport:
         ``"public"`` (classifiers given ``classes``), ``"from data (not covered)"``
         (classifiers without ``classes``: the label set is ``np.unique(y)``, a release no
         ledger accounts for, listed in the ledger's ``unaccounted``) or None (Poisson).
-    mu_composed : ndarray, shape (m,)
+    mu_composed : ndarray of shape (m,)
         Each client's composed (nominal) mu.
-    mu_certified : ndarray, shape (m,)
+    mu_certified : ndarray of shape (m,)
         ``mu_composed`` where every release is certified and nothing is unaccounted (the
         clipping bound public or private, the label domain public), inf otherwise.
 
@@ -198,6 +207,11 @@ class PrivacyReport:
         else:        # the plain fits: nothing released with noise
             self.mu_composed = np.full(m, math.inf)
             self.mu_certified = np.full(m, math.inf)
+
+    @property
+    def scope(self) -> str:
+        """What the report covers: this one fit ([`FIT_SCOPE`][fedgdp.estimator.FIT_SCOPE])."""
+        return FIT_SCOPE
 
     @property
     def certified(self) -> bool:
@@ -235,7 +249,7 @@ class PrivacyReport:
 
     def epsilon(self, delta: float = 1e-5, *, nominal: bool = False) -> float:
         """(epsilon, delta)-DP of the worst client: the certified mu converted
-        (:func:`fedgdp.privacy.gdp_epsilon`); inf when uncertified, unless ``nominal``
+        (`fedgdp.privacy.gdp_epsilon`); inf when uncertified, unless ``nominal``
         (the composed mu, which holds only under ``assumptions``). It is the
         mechanism's epsilon: a guarantee only while the noise is secret (``guarantee_holds``).
 
@@ -271,7 +285,8 @@ class PrivacyReport:
             Keys ``method``, ``mu``, ``privacy_mode``, ``clip``, ``clip_bound``, ``certified``,
             ``noise_secret``, ``label_domain``, ``guarantee_holds``, ``guarantee``,
             ``clients``, ``mu_composed``, ``mu_certified`` (lists, one per client), ``delta``,
-            ``epsilon``, ``epsilon_nominal``, ``assumptions`` and ``releases`` (list of dict).
+            ``epsilon``, ``epsilon_nominal``, ``assumptions``, ``releases`` (list of dict) and
+            ``scope`` (the report covers one fit).
         """
         def num(x):
             x = float(x)
@@ -288,7 +303,7 @@ class PrivacyReport:
             "mu_composed": [num(v) for v in self.mu_composed], "mu_certified": [num(v) for v in self.mu_certified],
             "delta": delta, "epsilon": num(self.epsilon(delta)),
             "epsilon_nominal": num(self.epsilon(delta, nominal=True)),
-            "assumptions": self.assumptions, "releases": releases,
+            "assumptions": self.assumptions, "releases": releases, "scope": self.scope,
         }
 
 
@@ -309,18 +324,26 @@ class _AvailableIf:
         return self.fn.__get__(obj, owner)
 
 
+def _available_if(check):
+    """Decorate a method that exists only when ``check(self)`` holds (scikit-learn's
+    ``available_if``); the method keeps its name, signature and docstring."""
+    return lambda fn: _AvailableIf(fn, check)
+
+
 def _is_classifier(est) -> bool:
     return est.family in ("logistic", "multinomial")
 
 
-class FederatedGLM:
+class FederatedGLM(ClientsRouting):
     """A generalised linear model fitted by a differentially private federated method.
 
-    The guarantee is record-level mu-GDP at each client, towards the server (federated
-    GDP, Definition 2.2 of Peng, Paul & Auddy): whatever a client sends is Gaussian-noised
-    and calibrated so that its releases compose to ``mu`` (``privacy_``), with fresh noise
-    (``random_state=None``) and a public label domain (``classes``). The methods are those of the
-    package (:mod:`fedgdp.methods`), run on the real-data backend:
+    The guarantee is record-level mu-GDP at each client, against everything that client
+    releases (federated GDP, Definition 2.2 of Peng, Paul & Auddy): whatever a client
+    sends is Gaussian-noised and calibrated so that its releases compose to ``mu`` for
+    one record of its data (`privacy_`), with fresh noise (``random_state=None``) and a
+    public label domain (``classes``); it is not client-level (user-level) DP of a
+    client's whole data set (docs/privacy.md). The methods are those of the
+    package (`fedgdp.methods`), run on the real-data backend:
 
     - ``fednewton`` (default; Algorithm 4): FedAvg (one round of K noisy local steps)
       on half of each client's rows, then one private local Newton step, averaged;
@@ -334,6 +357,13 @@ class FederatedGLM:
     - ``fedsgd`` (Algorithm 1), ``fedavg`` (Algorithm 3), ``fednewton_certified``,
       ``dp_scaffold``; the non-private ``np_fedavg``, ``np_scaffold``, ``np_pooled``
       (``mu=inf``).
+
+    The non-private baselines are not the MLE by default: ``np_pooled`` minimises the
+    mean loss plus ``ridge / 2 ||coef||^2`` with ``ridge = 1e-3`` (the intercept is not
+    penalised; the MLE need not exist, e.g. on images or separable data), and
+    ``method_settings={"ridge": 0}`` gives the MLE where it exists; ``np_fedavg`` and
+    ``np_scaffold`` run their rounds of gradient steps (``fit_info_`` says how far they
+    end from the pooled fit).
 
     Parameters
     ----------
@@ -352,7 +382,7 @@ class FederatedGLM:
         ``privacy_.label_domain`` is ``"from data (not covered)"`` and
         ``privacy_.certified`` is False). Refused with ``poisson``.
     method : str, default="fednewton"
-        A real-data method of :data:`fedgdp.realdata.REGISTRY` other than
+        A real-data method of `fedgdp.realdata.REGISTRY` other than
         ``np_localfit``.
     mu : float, default=2
         mu-GDP budget of every client (``math.inf``: non-private, no clipping or noise;
@@ -365,15 +395,15 @@ class FederatedGLM:
         ``{"rule": "private_quantile", "q": 0.9, "share": 0.1}`` (a noisy histogram of
         each client's gradient norms spends 10% of mu^2). A number: a public bound B.
         ``"quantile"``: the paper's data-driven 0.9 quantile, which is not accounted
-        (a :class:`PrivacyLeakWarning`; refused in mode ``certified``). A dict: any rule
-        of :func:`fedgdp.privacy.check_clip`.
+        (a `PrivacyLeakWarning`; refused in mode ``certified``). A dict: any rule
+        of `fedgdp.privacy.check_clip`.
     hessian_clip : float, default=4
         Certified FedNewton's per-sample Hessian bound, as a multiple of ``tau1``.
     tau1 : float, default=0.5
         FedNewton's eigenvalue floor / ridge.
     method_settings : dict or None, default=None
         The method's settings over the real-data defaults (the method's real-data
-        preset, :attr:`fedgdp.methods.Method.presets`), e.g. ``{"K": 50, "eta": 0.5}`` for
+        preset, `fedgdp.methods.Method.presets`), e.g. ``{"K": 50, "eta": 0.5}`` for
         ``fednewton``, ``{"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}`` for
         ``fedhybrid``. (scikit-learn estimators take no ``**kwargs``, so the settings
         are one parameter.)
@@ -397,23 +427,31 @@ class FederatedGLM:
 
     Attributes
     ----------
-    theta_ : ndarray, shape (d, k)
-        The estimate in :mod:`fedgdp.glm`'s convention (intercept row first).
-    coef_ : ndarray, shape (1, p), (C, p) or (p,)
+    theta_ : ndarray of shape (d, k)
+        The estimate in `fedgdp.glm`'s convention (intercept row first).
+    coef_ : ndarray of shape (1, p), (C, p) or (p,)
     intercept_ : ndarray of shape (1,) or (C,), or float
-    classes_ : ndarray, shape (C,)
+    classes_ : ndarray of shape (C,)
         The class labels (classifiers only).
     privacy_ : PrivacyReport
         The ledger, each client's composed and certified mu, epsilon at a delta.
-    clients_ : ndarray, shape (m,)
+    clients_ : ndarray of shape (m,)
         The client labels, sorted; ``client_sizes_`` (m,) their rows.
     n_clients_ : int
     clip_bound_ : float
         The clipping bound B used.
     communication_ : dict
         ``rounds``, ``floats_up``, ``floats_down`` of the fit.
+    fit_info_ : dict
+        Whether and how the fit converged ([`fedgdp.diagnostics.diagnose`][fedgdp.diagnostics.diagnose]):
+        ``status``, ``n_iter``, ``grad_norm`` and ``change`` over the last steps, read from
+        the released iterates (a statement about the noiseless part, costing no privacy),
+        ``advice`` (the setting to change); at mu = inf ``distance_to_mle`` (to the pooled
+        ridge fit); for ``np_pooled`` the ``ridge`` it used. A fit that is not
+        ``converged`` warns (`fedgdp.diagnostics.ConvergenceWarning`); a non-finite
+        estimate is refused.
     n_features_in_ : int
-    feature_names_in_ : ndarray of str, shape (p,)
+    feature_names_in_ : ndarray of str of shape (p,)
         Only when X had string column names.
 
     Notes
@@ -529,7 +567,7 @@ class FederatedGLM:
 
     # ------------------------------------------------------------ the fit
     def _resolved(self) -> dict:
-        """The real-data parameters of this fit (:func:`fedgdp.realdata.resolve`)."""
+        """The real-data parameters of this fit (`fedgdp.realdata.resolve`)."""
         from .realdata import REGISTRY, resolve
 
         if self.family not in FAMILIES:
@@ -565,13 +603,16 @@ class FederatedGLM:
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
+        X : array-like of shape (n, p)
             Features (finite numbers; a DataFrame's string column names are kept).
-        y : array-like, shape (n,)
+        y : array-like of shape (n,)
             Labels (``logistic``: two classes; ``multinomial``: two or more) or
             non-negative counts (``poisson``).
-        clients : array-like, shape (n,), or None
-            The client of each row (any labels). None: one client holding every row.
+        clients : array-like of shape (n,), "single" or None
+            The client of each row (any labels). ``"single"``: one client holding every
+            row; None: the same, with a `SingleClientWarning` (the guarantee is then of
+            the whole data set as one client). Through scikit-learn's tools: metadata
+            routing (`set_fit_request`) or the spellings of docs/real-data.md.
 
         Returns
         -------
@@ -592,7 +633,7 @@ class FederatedGLM:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         X = self._check_X(X, reset=True)
         y = _column_or_1d(y, len(X))
-        groups = _clients(clients, X.shape[0])
+        groups = client_labels(clients, X.shape[0], type(self).__name__)
         Y, model = self._targets(y)
 
         labels, index = np.unique(groups, return_inverse=True)
@@ -613,16 +654,18 @@ class FederatedGLM:
 
         mu = p["mu"][0]
         B = clip_bound_real(model, Xc, Yc, p["clip"], mu=mu, rng=estimator_rng(root, CLIP_STREAM))
+        self._default_steps(p, D.shape[1], B, Xc, Yc, model)
         fd = FoldData(model, Xc, Yc, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"],
                       clip=p["clip"])
         noise = estimator_rng(root, meth.noise_stream) if fd.private else None
         self._warn_leaks(p, meth, fd)
-        with np.errstate(over="ignore", under="ignore"):
+        fd.trace = []                     # the noisy iterates, for fit_info_ (fedgdp.diagnostics)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):    # a non-finite estimate is refused
             fit = meth.fit_many([fd], p["method_settings"][self.method], [noise])[0]
         theta = np.asarray(fit.theta, float)
-        if not np.all(np.isfinite(theta)):
-            warnings.warn(f"{self.method} diverged: its estimate is not finite (try a smaller step size in "
-                          "method_settings, or a larger mu)", RuntimeWarning, stacklevel=2)
+        diagnostics.check_finite(theta, self.method, p["method_settings"][self.method])
+        self.fit_info_ = self._fit_info(fd, fit, p, meth, model)
+        diagnostics.warn(self.fit_info_, self.method)
         self.theta_ = theta
         self.settings_ = p
         self.clients_, self.client_sizes_ = labels, np.array([len(r) for r in order], dtype=np.int64)
@@ -640,6 +683,54 @@ class FederatedGLM:
         else:
             self.coef_, self.intercept_ = theta[start:].T.copy(), np.array(intercept, dtype=float)
         return self
+
+    def _default_steps(self, p: dict, d: int, B: float, Xc: list, Yc: list, model) -> None:
+        """The estimator's default step sizes and steps for Poisson (in place; docs/real-data.md).
+
+        A Poisson step size the user did not set is ``1 / (B sqrt(d) + d)`` (d columns of
+        the design, the intercept included; B the clipping bound), and each step count
+        the user did not set is 4 times the real-data preset. The curvature of the mean
+        Poisson loss has largest eigenvalue at most ``E[mu ||x||^2]``; on standardised
+        features ``||x||^2`` is about d, and a mean count mu is at most ``|y - 1| + 1``,
+        whose ``||x||``-weighted quantile B bounds (B is public or a private release, so
+        the rule is post-processing). At mu = inf, where nothing is clipped, B is the
+        largest per-sample gradient norm at 0 (no privacy to spend). Logistic and
+        softmax keep the real-data presets (eta = 0.5: their curvature is at most 1/4,
+        resp. 1/2, of the largest eigenvalue of ``E[x x']``)."""
+        if self.family != "poisson":
+            return
+        if not math.isfinite(B):
+            zero = np.zeros((d, 1))
+            B = max(float(np.max(privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y))))
+                    for x, y in zip(Xc, Yc))
+        given, s = self.method_settings or {}, p["method_settings"][self.method]
+        eta = 1.0 / (max(B, 1.0) * math.sqrt(d) + d)
+        for key in ("eta", "eta1", "eta2"):
+            if key in s and key not in given:
+                s[key] = min(s[key], eta)
+        for key in ("K", "K1", "K2"):
+            if key in s and key not in given:
+                s[key] = 4 * s[key]
+
+    def _fit_info(self, fd, fit, p: dict, meth, model) -> dict:
+        """``fit_info_`` ([`fedgdp.diagnostics.diagnose`][fedgdp.diagnostics.diagnose]); at
+        mu = inf the comparison with the pooled ridge fit (no privacy to spend)."""
+        s = p["method_settings"][self.method]
+        if "ridge" in s:           # the plain ridge fits: Newton-CG to ||grad|| <= gtol
+            return {"status": "converged", "n_iter": 0, "basis": "exact (no noise)", "advice": "",
+                    "ridge": float(s["ridge"]), "gtol": float(s["gtol"]), "maxiter": int(s["maxiter"]),
+                    "objective": f"mean loss + ridge/2 ||coef||^2 with ridge {float(s['ridge']):g} (the MLE "
+                                 "only as ridge -> 0: method_settings={'ridge': ...})"}
+        reference = None
+        if not fd.private:
+            from .glm import product_design
+            from .realdata.solvers import ridge_fit
+
+            ref = resolve_np_pooled()
+            reference = ridge_fit(model, product_design(list(fd.X)), np.vstack(fd.Y), ridge=ref["ridge"],
+                                  maxiter=ref["maxiter"], gtol=ref["gtol"])
+        return diagnostics.diagnose(fd.trace, theta=np.asarray(fit.theta, float), weights=fd.weights,
+                                    ledger=fit.ledger, newton=bool(meth.solves_newton), reference=reference)
 
     def _targets(self, y: np.ndarray):
         """Responses Y (n, k) and the model of the family; sets ``classes_``."""
@@ -684,7 +775,7 @@ class FederatedGLM:
         return dataclasses.replace(ledger, unaccounted=[*ledger.unaccounted, LABELS_UNACCOUNTED])
 
     def _warn_leaks(self, p: dict, meth, fd) -> None:
-        """A :class:`PrivacyLeakWarning` for a data-driven clipping bound or an uncertified release."""
+        """A `PrivacyLeakWarning` for a data-driven clipping bound or an uncertified release."""
         if not fd.private:
             return
         if p["clip"]["rule"] == "quantile":
@@ -760,46 +851,45 @@ class FederatedGLM:
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
+        X : array-like of shape (n, p)
 
         Returns
         -------
-        ndarray, shape (n,) (logistic, Poisson) or (n, C) (multinomial)
+        ndarray of shape (n,) (logistic, Poisson) or (n, C) (multinomial)
         """
         self._check_fitted()
         S = self._design(self._check_X(X, reset=False)) @ self.theta_
         return S[:, 0] if S.shape[1] == 1 else S
 
-    def _decision_function(self, X) -> np.ndarray:
-        """Confidence scores (classifiers): positive for ``classes_[1]`` with two classes.
+    @_available_if(_is_classifier)
+    def decision_function(self, X) -> np.ndarray:
+        """Confidence scores, classifiers only (Poisson has none: `linear_predictor`):
+        positive for ``classes_[1]`` with two classes.
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
+        X : array-like of shape (n, p)
 
         Returns
         -------
-        ndarray, shape (n,) with two classes (the log-odds), else (n, C) (softmax scores)
+        ndarray of shape (n,) with two classes (the log-odds), else (n, C) (softmax scores)
         """
         S = self.linear_predictor(X)
         if S.ndim == 2 and S.shape[1] == 2:       # softmax over two classes: scikit-learn's binary shape
             return S[:, 1] - S[:, 0]
         return S
 
-    decision_function = _AvailableIf(_decision_function, _is_classifier)
-    """``decision_function(X)``, classifiers only: the log-odds (n,) with two classes, the
-    softmax scores (n, C) otherwise; Poisson has none (:meth:`linear_predictor`)."""
-
-    def _predict_proba(self, X) -> np.ndarray:
-        """Class probabilities.
+    @_available_if(_is_classifier)
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, classifiers only.
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
+        X : array-like of shape (n, p)
 
         Returns
         -------
-        ndarray, shape (n, C)
+        ndarray of shape (n, C)
             Columns in the order of ``classes_``; for logistic ``[1 - p, p]``.
         """
         S = self.linear_predictor(X)
@@ -808,28 +898,31 @@ class FederatedGLM:
             return np.column_stack([1.0 - p1, p1])
         return matrix_model("multiclass", len(self.classes_)).mean(S)
 
-    predict_proba = _AvailableIf(_predict_proba, _is_classifier)
-    """``predict_proba(X)``, classifiers only: class probabilities (n, C), columns in the
-    order of ``classes_`` (logistic: ``[1 - p, p]``)."""
+    @_available_if(_is_classifier)
+    def predict_log_proba(self, X) -> np.ndarray:
+        """The logarithm of `predict_proba`, classifiers only.
 
-    def _predict_log_proba(self, X) -> np.ndarray:
-        """The logarithm of :meth:`predict_proba`, shape (n, C)."""
+        Parameters
+        ----------
+        X : array-like of shape (n, p)
+
+        Returns
+        -------
+        ndarray of shape (n, C)
+        """
         with np.errstate(divide="ignore"):
-            return np.log(self._predict_proba(X))
-
-    predict_log_proba = _AvailableIf(_predict_log_proba, _is_classifier)
-    """``predict_log_proba(X)``, classifiers only: the logarithm of ``predict_proba``, (n, C)."""
+            return np.log(self.predict_proba(X))
 
     def predict(self, X) -> np.ndarray:
         """The predicted class (classifiers) or mean count (Poisson).
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
+        X : array-like of shape (n, p)
 
         Returns
         -------
-        ndarray, shape (n,)
+        ndarray of shape (n,)
         """
         S = self.linear_predictor(X)
         if self.family == "poisson":
@@ -840,13 +933,15 @@ class FederatedGLM:
             return self.classes_[(S[:, 1] - S[:, 0] > 0).astype(int)]
         return self.classes_[np.argmax(S, axis=1)]
 
-    def score(self, X, y) -> float:
+    def score(self, X, y, sample_weight=None) -> float:
         """Accuracy (classifiers) or the fraction of Poisson deviance explained, D^2 (Poisson).
 
         Parameters
         ----------
-        X : array-like, shape (n, p)
-        y : array-like, shape (n,)
+        X : array-like of shape (n, p)
+        y : array-like of shape (n,)
+        sample_weight : array-like of shape (n,) or None, default=None
+            Row weights of the score (None: equal); scikit-learn's scoring passes it.
 
         Returns
         -------
@@ -854,13 +949,23 @@ class FederatedGLM:
         """
         pred = self.predict(X)
         y = _column_or_1d(y, len(pred))
+        w = np.ones(len(pred)) if sample_weight is None else _numeric(_column_or_1d(sample_weight, len(pred)),
+                                                                       "sample_weight")
         if _is_classifier(self):
-            return float(np.mean(pred == y))
+            return float(np.average(pred == y, weights=w))
         y = _numeric(y, "y")
-        return 1.0 - _poisson_deviance(y, pred) / _poisson_deviance(y, np.full_like(pred, y.mean()))
+        null = np.full_like(pred, np.average(y, weights=w))
+        return 1.0 - _poisson_deviance(y, pred, w) / _poisson_deviance(y, null, w)
 
 
 # ------------------------------------------------------------------ helpers
+def resolve_np_pooled() -> dict:
+    """NP-Pooled's resolved settings (the reference of a mu = inf fit's ``fit_info_``)."""
+    from .realdata import resolve
+
+    return resolve({"methods": ["np_pooled"], "mu": [math.inf]})["method_settings"]["np_pooled"]
+
+
 def _clip_rule(clip):
     """The estimator's ``clip`` as a real-data clipping rule (checked by the resolver)."""
     if clip is None:
@@ -973,22 +1078,7 @@ def _column_or_1d(y, n: int) -> np.ndarray:
     return y
 
 
-def _clients(clients, n: int) -> np.ndarray:
-    if clients is None:
-        return np.zeros(n, dtype=np.int64)
-    c = np.asarray(clients)
-    if c.ndim != 1 or c.shape[0] != n:
-        raise ValueError(f"clients must hold one label per row: {n} rows, got clients of shape {c.shape}")
-    if c.dtype.kind == "f" and not np.all(np.isfinite(c)):
-        raise ValueError("clients contains NaN or infinity: every row needs a client label")
-    if c.dtype.kind == "O":
-        if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in c):
-            raise ValueError("clients contains missing labels: every row needs a client label")
-        c = c.astype(str)
-    return c
-
-
-def _poisson_deviance(y: np.ndarray, mean: np.ndarray) -> float:
+def _poisson_deviance(y: np.ndarray, mean: np.ndarray, w: np.ndarray | None = None) -> float:
     with np.errstate(divide="ignore", invalid="ignore"):
         term = np.where(y > 0, y * np.log(y / mean), 0.0)
-    return float(2 * np.sum(term - (y - mean)))
+    return float(2 * np.sum((term - (y - mean)) * (1.0 if w is None else w)))

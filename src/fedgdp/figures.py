@@ -1,13 +1,13 @@
 """What every figure shares: one colour and marker per method, the plotting backend,
 and how a figure is written.
 
-matplotlib is imported on first use (:func:`pyplot`), so importing this module costs
+matplotlib is imported on first use (`pyplot`), so importing this module costs
 nothing. The hues are the colour-blind safe Tableau palette. A method keeps its colour in every
-experiment: the simulation figures (:mod:`fedgdp.simulation.plots`), the real-data box plots
-(:mod:`fedgdp.realdata.plots`, where a non-private twin of a private algorithm has
-its colour, hatched) and the CNN curves (:mod:`fedgdp.nn.plots`, where the iterated
+experiment: the simulation figures (`fedgdp.simulation.plots`), the real-data box plots
+(`fedgdp.realdata.plots`, where a non-private twin of a private algorithm has
+its colour, hatched) and the CNN curves (`fedgdp.nn.plots`, where the iterated
 FedNewton has FedNewton's). A method missing here gets a derived fallback style
-(:func:`method_style`).
+(`method_style`).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ _FALLBACK_MARKERS = "vP*Xph<>"
 
 
 def method_style(name: str) -> dict[str, str]:
-    """The style of ``name``: its :data:`METHOD_STYLE` entry, or a fallback derived
+    """The style of ``name``: its `METHOD_STYLE` entry, or a fallback derived
     from the name (a matplotlib cycle colour ``C4``-``C9`` and a marker), so that a new
     method is drawn distinctly before it is given a style.
 
@@ -96,7 +96,7 @@ def rows_of(table, column: str, value, known, what: str):
 
 
 def save_figure(fig, pdf=None, png=None, *, title: str = "", about: str = "", **savefig) -> list:
-    """Write ``fig`` as PDF and/or PNG (150 dpi), each atomically (:func:`fedgdp.io.atomic_path`).
+    """Write ``fig`` as PDF and/or PNG (150 dpi), each atomically (`fedgdp.io.atomic_path`).
 
     The PDF carries no creation date, so a rerun writes the same bytes; ``title`` and
     ``about`` (e.g. the figure's JSON contents) go into the files' metadata. Extra

@@ -1,4 +1,4 @@
-"""``fedgdp fit``: a :class:`fedgdp.estimator.FederatedGLM` on a CSV or Parquet file.
+"""``fedgdp fit``: a `fedgdp.estimator.FederatedGLM` on a CSV or Parquet file.
 
 One row per record; one column holds the response (``--target``), one the client
 (``--client``), and the features are the columns named by ``--features`` (default:
@@ -6,14 +6,14 @@ every other column). The command prints the estimate and its privacy report, as 
 table or (``--json``) as JSON, and ``--out`` writes the coefficients (CSV or JSON).
 Without ``--seed`` the noise is fresh (the operating system's entropy); with it the fit
 is reproducible and the report says the guarantee is void while the seed is known.
-``--classes`` gives a classifier's public label domain (:func:`parse_classes`); without
+``--classes`` gives a classifier's public label domain (`parse_classes`); without
 it the label set is taken from the data and the report says it is not covered.
 Bad input (a missing column, a non-numeric feature, a missing value, a client with
 too few rows for the method) raises ValueError with one line, which the command
 line prints and ends with exit status 2.
 
-:func:`add_parser` registers the command (:mod:`fedgdp.cli` calls it);
-:func:`fit_table` is the command without the parser.
+`add_parser` registers the command (`fedgdp.cli` calls it);
+`fit_table` is the command without the parser.
 """
 from __future__ import annotations
 
@@ -137,11 +137,11 @@ def parse_classes(text: str | None, column=None) -> list | None:
 
 
 def fit_table(df, *, target: str, client: str, features: list[str] | None = None, **params):
-    """Fit a :class:`~fedgdp.estimator.FederatedGLM` on a table.
+    """Fit a `FederatedGLM` on a table.
 
     Parameters
     ----------
-    df : pandas.DataFrame, shape (n, columns)
+    df : pandas.DataFrame of shape (n, columns)
     target, client : str
         The response's and the client label's columns.
     features : list of str or None
@@ -212,14 +212,15 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
     -------
     dict
         Keys ``data``, ``rows``, ``family``, ``method``, ``n_clients``, ``client_sizes``,
-        ``features``, ``coefficients`` (:func:`coefficient_rows`), ``communication``,
-        ``settings``, ``privacy`` (:meth:`fedgdp.estimator.PrivacyReport.as_dict`) and, for
-        classifiers, ``classes``.
+        ``features``, ``coefficients`` (`coefficient_rows`), ``communication``,
+        ``settings``, ``fit`` (the diagnosis, ``fit_info_``), ``privacy``
+        (`fedgdp.estimator.PrivacyReport.as_dict`) and, for classifiers, ``classes``.
     """
     out = {"data": data, "rows": rows, "family": est.family, "method": est.method,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
            "features": [str(c) for c in est.feature_names_in_], "coefficients": coefficient_rows(est),
            "communication": est.communication_, "settings": est.settings_["method_settings"][est.method],
+           "fit": {k: _num(v) if isinstance(v, float) else v for k, v in est.fit_info_.items()},
            "privacy": est.privacy_.as_dict(delta)}
     if est.family != "poisson":
         out["classes"] = [_plain(c) for c in est.classes_]
@@ -232,7 +233,7 @@ def format_report(rep: dict) -> str:
     Parameters
     ----------
     rep : dict
-        The report (:func:`report`).
+        The report (`report`).
 
     Returns
     -------
@@ -265,6 +266,11 @@ def format_report(rep: dict) -> str:
                 f"{pv['clip_bound'] if isinstance(pv['clip_bound'], str) else format(pv['clip_bound'], '.6g')}"
               f" (rule {pv['clip']['rule']}); rounds {rep['communication']['rounds']}"]
     lines += [f"  not accounted / assumed: {a}" for a in pv["assumptions"]]
+    if "fit" in rep:
+        from .diagnostics import format_info
+
+        info = {k: float(v) if v in ("nan", "inf") else v for k, v in rep["fit"].items()}
+        lines.append(format_info(info))
     return "\n".join(lines)
 
 
@@ -331,7 +337,7 @@ def _cmd_fit(args) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est = fit_table(df, target=args.target, client=args.client, features=features, **params)
-    for w in caught:        # the leak warnings: one line each, on stderr
+    for w in caught:        # the leak and convergence warnings: one line each, on stderr
         sys.stderr.write(f"fedgdp fit: warning: {w.message}\n")
     rep = report(est, delta=args.delta, rows=len(df), data=args.data)
     if args.json:

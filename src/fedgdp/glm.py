@@ -2,19 +2,19 @@
 
 Conventions
 -----------
-One class, :class:`GLM`, writes the loss and its derivatives once for every family
-(:class:`Logistic`, :class:`Poisson`, :class:`Multinomial`); a family supplies only
+One class, `GLM`, writes the loss and its derivatives once for every family
+(`Logistic`, `Poisson`, `Multinomial`); a family supplies only
 its own pieces. Every method takes one client's (or one pooled) data:
 
 - ``X``: design, shape ``(n, d)`` (samples, then features); column 0 is the
   intercept (paper sections 4.1 and 5.1).
 - ``theta``: coefficients, shape ``(d, k)``, one column per output. The
   single-output families (logistic, Poisson; ``k = 1``) also take a coefficient
-  vector ``(d,)``, as the simulations do; :class:`Multinomial` takes ``(d, C)``
+  vector ``(d,)``, as the simulations do; `Multinomial` takes ``(d, C)``
   for ``C`` classes.
 - ``Y``: responses in the shape of the scores: ``(n,)`` with a vector ``theta``,
   ``(n, k)`` with a matrix: one column of 0/1 labels or counts, or one-hot rows
-  (:meth:`GLM.targets` builds it from labels).
+  (`GLM.targets` builds it from labels).
 - ``S = X @ theta``: scores (linear predictors ``eta``), ``(n, k)`` or ``(n,)``.
 - ``P = mean(S)``: the fitted mean ``b'(S)`` (probabilities for the logistic and
   softmax families), the shape of ``S``; residuals ``R = P - Y``.
@@ -30,11 +30,11 @@ theta, ``rho(x, y; theta) = A(s) - <y, s>`` with ``s = theta' x`` (k,) and ``A``
 the log-partition (the cumulant ``b`` for ``k = 1``, log-sum-exp for softmax).
 Its gradient is the outer product ``x r'`` with ``r = grad A(s) - y``, whose
 Frobenius norm ``||x|| ||r||`` makes clipping a matter of scaling ``r``
-(:mod:`fedgdp.privacy`), and its Hessian is ``x x'`` (Kronecker) ``W`` with
+(`fedgdp.privacy`), and its Hessian is ``x x'`` (Kronecker) ``W`` with
 ``W = Hess A(s)`` (``b''(eta)`` for ``k = 1``, ``diag(p) - p p'`` for softmax).
-:meth:`GLM.loss` and the rest average over the ``n`` rows.
+`GLM.loss` and the rest average over the ``n`` rows.
 
-The compiled simulation kernels (:mod:`fedgdp.simulation.kernels`) evaluate the same
+The compiled simulation kernels (`fedgdp.simulation.kernels`) evaluate the same
 logistic and Poisson residuals in their own features-first layout.
 """
 from __future__ import annotations
@@ -52,18 +52,18 @@ ROW_BLOCK, ROW_BLOCK_MIN = 256, 4096
 
 #: A design with more than ROW_BLOCK_MIN rows, at least SPARSE_MIN_COLUMNS columns and at
 #: most SPARSE_MAX_DENSITY of its entries nonzero is multiplied as a CSR matrix
-#: (:func:`product_design`): MNIST's pixels are 19% nonzero, and a CSR product streams
+#: (`product_design`): MNIST's pixels are 19% nonzero, and a CSR product streams
 #: about 12 bytes per nonzero instead of 8 per entry (``python scripts/profile_realdata.py
 #: --products``: 2-3x faster products for the pooled 56,000 x 785 fit). A client's few
 #: hundred rows are not made CSR: they fit in cache, where BLAS is as fast and scipy's
 #: per-call cost and row slicing made the local steps up to 2x slower (a wide client with
-#: blank columns goes through :class:`NonzeroColumns` instead). Narrower designs (the
+#: blank columns goes through `NonzeroColumns` instead). Narrower designs (the
 #: bundled digits, the simulations) are multiplied as they are.
 SPARSE_MIN_COLUMNS, SPARSE_MAX_DENSITY = 256, 0.3
 
 #: A client's dense design (at most ROW_BLOCK_MIN rows, at least SPARSE_MIN_COLUMNS
 #: columns) of which at least ZERO_COLUMNS_MIN of the columns are all zero is multiplied
-#: through its other columns only (:class:`NonzeroColumns`): a client's 600-800 MNIST
+#: through its other columns only (`NonzeroColumns`): a client's 600-800 MNIST
 #: images leave about 190 of the 784 pixels at zero, and its products take 21-25% less
 #: time (``python scripts/profile_realdata.py --products``).
 ZERO_COLUMNS_MIN = 0.1
@@ -76,16 +76,16 @@ class NonzeroColumns:
     and zero in the others, where ``Xc = X[:, cols]``. The terms left out are the exact
     zeros ``0 * v`` of the all-zero columns, so each product sums the same nonzero terms
     as the dense one, grouped otherwise by BLAS: the results agree to rounding (about
-    1e-16 relative), not bit for bit. It offers what the products of :class:`GLM` read
+    1e-16 relative), not bit for bit. It offers what the products of `GLM` read
     (``@``, ``.T @``, ``shape``, row slices); what needs the entries themselves reads
-    ``np.asarray(X)`` (:meth:`toarray`). Make one with :meth:`of`. The real-data folds
+    ``np.asarray(X)`` (`toarray`). Make one with `of`. The real-data folds
     keep only this of such a client (not a dense copy besides).
 
     Parameters
     ----------
-    Xc : ndarray, shape (n, c)
+    Xc : ndarray of shape (n, c)
         The columns ``cols`` of X, C-contiguous.
-    cols : ndarray of int, shape (c,)
+    cols : ndarray of int of shape (c,)
         X's columns that are not all zero, increasing.
     d : int
         X's number of columns.
@@ -101,7 +101,7 @@ class NonzeroColumns:
 
         Parameters
         ----------
-        X : ndarray, shape (n, d)
+        X : ndarray of shape (n, d)
             The design.
         cols : ndarray of int, optional
             The columns to keep (default: those not all zero).
@@ -137,7 +137,7 @@ class NonzeroColumns:
 
 
 class _TransposedColumns:
-    """``X.T`` of a :class:`NonzeroColumns` X: ``X.T @ C`` maps (n, ...) to (d, ...)."""
+    """``X.T`` of a `NonzeroColumns` X: ``X.T @ C`` maps (n, ...) to (d, ...)."""
 
     def __init__(self, X: NonzeroColumns):
         self.X = X
@@ -156,11 +156,11 @@ def _row_blocks(n: int):
 def product_design(X):
     """The matrix to multiply with in place of the dense design ``X`` (n, d): a
     ``scipy.sparse.csr_matrix`` with X's values when X is tall, wide and sparse
-    (:data:`ROW_BLOCK_MIN`, :data:`SPARSE_MIN_COLUMNS`, :data:`SPARSE_MAX_DENSITY`); a
-    :class:`NonzeroColumns` when X is short (a client), wide and has enough all-zero
-    columns (:data:`ZERO_COLUMNS_MIN`); else X itself.
+    (`ROW_BLOCK_MIN`, `SPARSE_MIN_COLUMNS`, `SPARSE_MAX_DENSITY`); a
+    `NonzeroColumns` when X is short (a client), wide and has enough all-zero
+    columns (`ZERO_COLUMNS_MIN`); else X itself.
 
-    Every product of :class:`GLM` (``X @ theta``, ``X.T @ R``) accepts each of them; a
+    Every product of `GLM` (``X @ theta``, ``X.T @ R``) accepts each of them; a
     sparse or column-subset product sums the same nonzero terms in another order, so its
     results agree with the dense ones to rounding (about 1e-16 relative), not bit for bit.
 
@@ -171,8 +171,8 @@ def product_design(X):
 
     Parameters
     ----------
-    X : ndarray, shape (n, d), or list of ndarray, shapes (n_i, d)
-        A design, or its row blocks in order (a block may be a :class:`NonzeroColumns`;
+    X : ndarray of shape (n, d), or list of ndarray, shapes (n_i, d)
+        A design, or its row blocks in order (a block may be a `NonzeroColumns`;
         so may X, which is then returned as it is).
 
     Returns
@@ -212,7 +212,7 @@ def product_design(X):
 
 def _blocked(X) -> bool:
     """Whether products with X go by blocks of rows: a dense design of more than
-    :data:`ROW_BLOCK_MIN` rows (a sparse one streams its nonzeros once either way)."""
+    `ROW_BLOCK_MIN` rows (a sparse one streams its nonzeros once either way)."""
     return X.shape[0] > ROW_BLOCK_MIN and isinstance(X, np.ndarray)
 
 
@@ -224,9 +224,9 @@ def _columns(a: np.ndarray) -> np.ndarray:
 class GLM:
     """A generalised linear model with canonical link (see the module's Conventions).
 
-    A family sets ``name`` and ``k`` (outputs) and supplies :meth:`targets`,
-    :meth:`log_partition_and_mean`, :meth:`mean`, :meth:`curvature` and
-    :meth:`curvature_bound`; the loss, gradients, residuals, Hessian,
+    A family sets ``name`` and ``k`` (outputs) and supplies `targets`,
+    `log_partition_and_mean`, `mean`, `curvature` and
+    `curvature_bound`; the loss, gradients, residuals, Hessian,
     Hessian-vector products and Hessian clipping are written here once.
     """
 
@@ -239,12 +239,12 @@ class GLM:
 
         Parameters
         ----------
-        labels : array_like, shape (n,)
+        labels : array_like of shape (n,)
             0/1 labels, counts or class indices.
 
         Returns
         -------
-        ndarray, shape (n, k)
+        ndarray of shape (n, k)
             The responses ``Y``.
         """
         raise NotImplementedError
@@ -255,14 +255,14 @@ class GLM:
 
         Parameters
         ----------
-        S : ndarray, shape (n, k)
+        S : ndarray of shape (n, k)
             The scores ``X @ theta``.
 
         Returns
         -------
-        A : ndarray, shape (n,)
+        A : ndarray of shape (n,)
             The log-partition of each row.
-        P : ndarray, shape (n, k)
+        P : ndarray of shape (n, k)
             The fitted mean.
         """
         raise NotImplementedError
@@ -273,7 +273,7 @@ class GLM:
         Parameters
         ----------
         S : ndarray
-            The scores, shape (n, k) (the single-output families: any shape, elementwise).
+            The scores of shape (n, k) (the single-output families: any shape, elementwise).
 
         Returns
         -------
@@ -288,14 +288,14 @@ class GLM:
 
         Parameters
         ----------
-        P : ndarray, shape (n, k)
+        P : ndarray of shape (n, k)
             The fitted means ``p_j``.
-        V : ndarray, shape (n, k)
+        V : ndarray of shape (n, k)
             The vectors ``v_j``, one per row.
 
         Returns
         -------
-        ndarray, shape (n, k)
+        ndarray of shape (n, k)
             ``W_j v_j``, row by row.
         """
         raise NotImplementedError
@@ -305,12 +305,12 @@ class GLM:
 
         Parameters
         ----------
-        P : ndarray, shape (n, k)
+        P : ndarray of shape (n, k)
             The fitted means.
 
         Returns
         -------
-        ndarray, shape (n,)
+        ndarray of shape (n,)
             The bounds ``c_j``.
         """
         raise NotImplementedError
@@ -322,14 +322,14 @@ class GLM:
 
         Parameters
         ----------
-        theta : ndarray, shape (d, k) or (d,)
+        theta : ndarray of shape (d, k) or (d,)
             Coefficients.
-        X : ndarray, shape (n, d)
+        X : ndarray of shape (n, d)
             Design.
 
         Returns
         -------
-        ndarray, shape (n, k) or (n,)
+        ndarray of shape (n, k) or (n,)
             The fitted mean ``P`` (``(n,)`` for a vector theta).
         """
         return self.mean(X @ theta)
@@ -338,25 +338,25 @@ class GLM:
         """Mean negative log-likelihood, its gradient ``X' (P - Y) / n`` (theta's
         shape) and ``P`` (Y's shape), from one product ``X @ theta``.
 
-        A dense X of more than :data:`ROW_BLOCK_MIN` rows goes by blocks of rows (the same sums,
-        reassociated); X may be sparse (:func:`product_design`).
+        A dense X of more than `ROW_BLOCK_MIN` rows goes by blocks of rows (the same sums,
+        reassociated); X may be sparse (`product_design`).
 
         Parameters
         ----------
-        theta : ndarray, shape (d, k) or (d,)
+        theta : ndarray of shape (d, k) or (d,)
             Coefficients.
-        X : ndarray or scipy.sparse.csr_matrix, shape (n, d)
+        X : ndarray or scipy.sparse.csr_matrix of shape (n, d)
             Design.
-        Y : ndarray, shape (n, k) or (n,)
+        Y : ndarray of shape (n, k) or (n,)
             Responses, in the shape of the scores.
 
         Returns
         -------
         loss : float
             The mean negative log-likelihood.
-        gradient : ndarray, shape (d, k) or (d,)
+        gradient : ndarray of shape (d, k) or (d,)
             Its gradient, theta's shape.
-        P : ndarray, shape (n, k) or (n,)
+        P : ndarray of shape (n, k) or (n,)
             The fitted mean, Y's shape.
         """
         T, Yc = _columns(theta), _columns(Y)
@@ -383,11 +383,11 @@ class GLM:
 
         Parameters
         ----------
-        theta : ndarray, shape (d, k) or (d,)
+        theta : ndarray of shape (d, k) or (d,)
             Coefficients.
-        X : ndarray, shape (n, d)
+        X : ndarray of shape (n, d)
             Design.
-        Y : ndarray, shape (n, k) or (n,)
+        Y : ndarray of shape (n, k) or (n,)
             Responses.
 
         Returns
@@ -398,20 +398,20 @@ class GLM:
         return self.loss_gradient(theta, X, Y)[0]
 
     def gradient(self, theta, X, Y) -> np.ndarray:
-        """Gradient of :meth:`loss`, ``X' (P - Y) / n``, theta's shape.
+        """Gradient of `loss`, ``X' (P - Y) / n``, theta's shape.
 
         Parameters
         ----------
-        theta : ndarray, shape (d, k) or (d,)
+        theta : ndarray of shape (d, k) or (d,)
             Coefficients.
-        X : ndarray, shape (n, d)
+        X : ndarray of shape (n, d)
             Design.
-        Y : ndarray, shape (n, k) or (n,)
+        Y : ndarray of shape (n, k) or (n,)
             Responses.
 
         Returns
         -------
-        ndarray, shape (d, k) or (d,)
+        ndarray of shape (d, k) or (d,)
             The gradient.
         """
         return self.loss_gradient(theta, X, Y)[1]
@@ -421,16 +421,16 @@ class GLM:
 
         Parameters
         ----------
-        theta : ndarray, shape (d, k) or (d,)
+        theta : ndarray of shape (d, k) or (d,)
             Coefficients.
-        X : ndarray, shape (n, d)
+        X : ndarray of shape (n, d)
             Design.
-        Y : ndarray, shape (n, k) or (n,)
+        Y : ndarray of shape (n, k) or (n,)
             Responses.
 
         Returns
         -------
-        ndarray, shape (n, k) or (n,)
+        ndarray of shape (n, k) or (n,)
             The residuals.
         """
         return self.predict(theta, X) - Y
@@ -441,35 +441,35 @@ class GLM:
 
         Parameters
         ----------
-        theta : ndarray, shape (d, k) or (d,)
+        theta : ndarray of shape (d, k) or (d,)
             Coefficients.
-        X : ndarray, shape (n, d)
+        X : ndarray of shape (n, d)
             Design.
-        Y : ndarray, shape (n, k) or (n,)
+        Y : ndarray of shape (n, k) or (n,)
             Responses.
 
         Returns
         -------
-        ndarray, shape (n, d, k) or (n, d)
+        ndarray of shape (n, d, k) or (n, d)
             One gradient per observation.
         """
         R = _columns(self.residuals(theta, X, Y))
         return (X[:, :, None] * R[:, None, :]).reshape((X.shape[0],) + theta.shape)
 
     def hvp(self, theta, X, V, scale: np.ndarray | None = None) -> np.ndarray:
-        """Hessian of :meth:`loss` at theta applied to ``V`` (theta's shape), without forming it.
+        """Hessian of `loss` at theta applied to ``V`` (theta's shape), without forming it.
 
-        ``scale`` (n,): per-sample Hessian weights (:meth:`hessian_scale`), or None.
+        ``scale`` (n,): per-sample Hessian weights (`hessian_scale`), or None.
 
         Parameters
         ----------
-        theta : ndarray, shape (d, k) or (d,)
+        theta : ndarray of shape (d, k) or (d,)
             Coefficients.
-        X : ndarray, shape (n, d)
+        X : ndarray of shape (n, d)
             Design.
-        V : ndarray, shape (d, k) or (d,)
+        V : ndarray of shape (d, k) or (d,)
             The direction, theta's shape.
-        scale : ndarray, shape (n,), optional
+        scale : ndarray of shape (n,), optional
             Per-sample Hessian weights.
 
         Returns
@@ -480,18 +480,18 @@ class GLM:
         return self.hvp_at(self.predict(theta, X), X, V, scale)
 
     def hvp_at(self, P, X, V, scale: np.ndarray | None = None) -> np.ndarray:
-        """:meth:`hvp` given the fitted mean ``P`` at theta (a dense X by blocks of rows for n
-        above :data:`ROW_BLOCK_MIN`; X may be sparse).
+        """`hvp` given the fitted mean ``P`` at theta (a dense X by blocks of rows for n
+        above `ROW_BLOCK_MIN`; X may be sparse).
 
         Parameters
         ----------
-        P : ndarray, shape (n, k) or (n,)
+        P : ndarray of shape (n, k) or (n,)
             The fitted mean at theta.
-        X : ndarray or scipy.sparse.csr_matrix, shape (n, d)
+        X : ndarray or scipy.sparse.csr_matrix of shape (n, d)
             Design.
-        V : ndarray, shape (d, k) or (d,)
+        V : ndarray of shape (d, k) or (d,)
             The direction.
-        scale : ndarray, shape (n,), optional
+        scale : ndarray of shape (n,), optional
             Per-sample Hessian weights.
 
         Returns
@@ -515,24 +515,24 @@ class GLM:
         return X.T @ C
 
     def hessian(self, theta, X, scale: np.ndarray | None = None, P: np.ndarray | None = None) -> np.ndarray:
-        """Dense Hessian of :meth:`loss`, ``mean_j x_j x_j' (Kronecker) W_j``, shape
-        (d k, d k) in row-major order ((d, d) for k = 1; ``scale`` as in :meth:`hvp`;
+        """Dense Hessian of `loss`, ``mean_j x_j x_j' (Kronecker) W_j``, shape
+        (d k, d k) in row-major order ((d, d) for k = 1; ``scale`` as in `hvp`;
         ``P`` (n, k): the fitted means, when given, instead of ``mean(X theta)``).
 
         Parameters
         ----------
-        theta : ndarray, shape (d, k) or (d,)
+        theta : ndarray of shape (d, k) or (d,)
             Coefficients.
-        X : ndarray, shape (n, d)
+        X : ndarray of shape (n, d)
             Design.
-        scale : ndarray, shape (n,), optional
-            Per-sample Hessian weights (:meth:`hessian_scale`).
-        P : ndarray, shape (n, k) or (n,), optional
+        scale : ndarray of shape (n,), optional
+            Per-sample Hessian weights (`hessian_scale`).
+        P : ndarray of shape (n, k) or (n,), optional
             The fitted means at theta.
 
         Returns
         -------
-        ndarray, shape (d k, d k)
+        ndarray of shape (d k, d k)
             The Hessian, row-major in ``(d, k)``.
         """
         T = _columns(theta)
@@ -550,21 +550,21 @@ class GLM:
 
     def hessian_scale(self, theta, X, bound: float) -> np.ndarray:
         """Per-sample factors ``min(1, H_c / (c_j ||x_j||^2))``, shape (n,), that clip
-        every per-sample Hessian (``c_j`` from :meth:`curvature_bound`) to operator
+        every per-sample Hessian (``c_j`` from `curvature_bound`) to operator
         norm at most ``H_c = bound`` (certified FedNewton, docs/methods.md §2).
 
         Parameters
         ----------
-        theta : ndarray, shape (d, k) or (d,)
+        theta : ndarray of shape (d, k) or (d,)
             Coefficients.
-        X : ndarray, shape (n, d)
+        X : ndarray of shape (n, d)
             Design.
         bound : float
             The clip ``H_c``.
 
         Returns
         -------
-        ndarray, shape (n,)
+        ndarray of shape (n,)
             The factors, at most 1.
         """
         h = self.curvature_bound(_columns(self.predict(theta, X))) * np.einsum("nd,nd->n", X, X)
@@ -575,9 +575,9 @@ class GLM:
 class SingleOutput(GLM):
     """A family with one output (``k = 1``) given by its cumulant ``b``.
 
-    A subclass supplies :meth:`cumulant` ``b``, :meth:`mean` ``b'`` and
-    :meth:`variance_function` ``V`` with ``b'' = V(b')``, each elementwise, and
-    :meth:`sample`.
+    A subclass supplies `cumulant` ``b``, `mean` ``b'`` and
+    `variance_function` ``V`` with ``b'' = V(b')``, each elementwise, and
+    `sample`.
     """
 
     k = 1
@@ -619,12 +619,12 @@ class SingleOutput(GLM):
         ----------
         rng : numpy.random.Generator
             The generator.
-        eta : ndarray, shape (n,)
+        eta : ndarray of shape (n,)
             Linear predictors.
 
         Returns
         -------
-        ndarray, shape (n,)
+        ndarray of shape (n,)
             The responses (float).
         """
         raise NotImplementedError
@@ -649,61 +649,61 @@ class SingleOutput(GLM):
 
         Parameters
         ----------
-        labels : array_like, shape (n,)
+        labels : array_like of shape (n,)
             0/1 labels or counts.
 
         Returns
         -------
-        ndarray, shape (n, 1)
+        ndarray of shape (n, 1)
             The responses.
         """
         return np.asarray(labels, dtype=float).reshape(-1, 1)
 
     def log_partition_and_mean(self, S):
-        """``b(s_j)`` and ``b'(s_j)`` of each row (see :meth:`GLM.log_partition_and_mean`).
+        """``b(s_j)`` and ``b'(s_j)`` of each row (see `GLM.log_partition_and_mean`).
 
         Parameters
         ----------
-        S : ndarray, shape (n, 1)
+        S : ndarray of shape (n, 1)
             The scores.
 
         Returns
         -------
-        A : ndarray, shape (n,)
+        A : ndarray of shape (n,)
             The cumulant of each row.
-        P : ndarray, shape (n, 1)
+        P : ndarray of shape (n, 1)
             The fitted mean.
         """
         return self.cumulant(S[:, 0]), self.mean(S)
 
     def curvature(self, P, V):
-        """``b''(s_j) v_j = V(p_j) v_j``, elementwise (see :meth:`GLM.curvature`).
+        """``b''(s_j) v_j = V(p_j) v_j``, elementwise (see `GLM.curvature`).
 
         Parameters
         ----------
-        P : ndarray, shape (n, 1)
+        P : ndarray of shape (n, 1)
             The fitted means.
-        V : ndarray, shape (n, 1)
+        V : ndarray of shape (n, 1)
             The vectors.
 
         Returns
         -------
-        ndarray, shape (n, 1)
+        ndarray of shape (n, 1)
             The products.
         """
         return self.variance_function(P) * V
 
     def curvature_bound(self, P):
-        """``W_j = V(p_j)`` itself (see :meth:`GLM.curvature_bound`).
+        """``W_j = V(p_j)`` itself (see `GLM.curvature_bound`).
 
         Parameters
         ----------
-        P : ndarray, shape (n, 1)
+        P : ndarray of shape (n, 1)
             The fitted means.
 
         Returns
         -------
-        ndarray, shape (n,)
+        ndarray of shape (n,)
             ``V(p_j)``.
         """
         return self.variance_function(P[:, 0])
@@ -772,12 +772,12 @@ class Logistic(SingleOutput):
         ----------
         rng : numpy.random.Generator
             The generator.
-        eta : ndarray, shape (n,)
+        eta : ndarray of shape (n,)
             Linear predictors.
 
         Returns
         -------
-        ndarray, shape (n,)
+        ndarray of shape (n,)
             0/1 responses (float).
         """
         return (rng.random(eta.shape) < _sigmoid(eta)).astype(np.float64)
@@ -840,12 +840,12 @@ class Poisson(SingleOutput):
         ----------
         rng : numpy.random.Generator
             The generator.
-        eta : ndarray, shape (n,)
+        eta : ndarray of shape (n,)
             Linear predictors.
 
         Returns
         -------
-        ndarray, shape (n,)
+        ndarray of shape (n,)
             The counts (float).
         """
         return rng.poisson(np.exp(eta)).astype(np.float64)
@@ -872,12 +872,12 @@ class Multinomial(GLM):
 
         Parameters
         ----------
-        labels : array_like, shape (n,)
+        labels : array_like of shape (n,)
             Class indices.
 
         Returns
         -------
-        ndarray, shape (n, C)
+        ndarray of shape (n, C)
             One-hot rows.
         """
         labels = np.asarray(labels, dtype=np.int64)
@@ -893,14 +893,14 @@ class Multinomial(GLM):
 
         Parameters
         ----------
-        S : ndarray, shape (n, C)
+        S : ndarray of shape (n, C)
             The scores.
 
         Returns
         -------
-        A : ndarray, shape (n,)
+        A : ndarray of shape (n,)
             ``log sum_c e^(s_c)`` of each row.
-        P : ndarray, shape (n, C)
+        P : ndarray of shape (n, C)
             The class probabilities.
         """
         top = S.max(axis=1, keepdims=True)
@@ -915,12 +915,12 @@ class Multinomial(GLM):
 
         Parameters
         ----------
-        S : ndarray, shape (n, C)
+        S : ndarray of shape (n, C)
             The scores.
 
         Returns
         -------
-        ndarray, shape (n, C)
+        ndarray of shape (n, C)
             The class probabilities.
         """
         return self.log_partition_and_mean(S)[1]
@@ -931,14 +931,14 @@ class Multinomial(GLM):
 
         Parameters
         ----------
-        P : ndarray, shape (n, C)
+        P : ndarray of shape (n, C)
             The class probabilities.
-        V : ndarray, shape (n, C)
+        V : ndarray of shape (n, C)
             The vectors.
 
         Returns
         -------
-        ndarray, shape (n, C)
+        ndarray of shape (n, C)
             The products.
         """
         PV = P * V
@@ -950,12 +950,12 @@ class Multinomial(GLM):
 
         Parameters
         ----------
-        P : ndarray, shape (n, C)
+        P : ndarray of shape (n, C)
             The class probabilities.
 
         Returns
         -------
-        ndarray, shape (n,)
+        ndarray of shape (n,)
             The bounds.
         """
         return P.max(axis=1)
@@ -1001,7 +1001,7 @@ def matrix_model(task: str, n_classes: int = 10) -> GLM:
     Returns
     -------
     GLM
-        :data:`BINARY_LOGISTIC` or a :class:`Multinomial`.
+        `BINARY_LOGISTIC` or a `Multinomial`.
     """
     if task == "binary":
         return BINARY_LOGISTIC
@@ -1022,7 +1022,7 @@ def population_hessian(model: str, beta_true, sigma_c: float, *, nodes: int = 80
     ----------
     model : str
         ``logistic`` or ``poisson``.
-    beta_true : array_like, shape (p,)
+    beta_true : array_like of shape (p,)
         The true coefficients, intercept first.
     sigma_c : float
         The covariates' standard deviation.
@@ -1031,7 +1031,7 @@ def population_hessian(model: str, beta_true, sigma_c: float, *, nodes: int = 80
 
     Returns
     -------
-    ndarray, shape (p, p)
+    ndarray of shape (p, p)
         The population Hessian.
     """
     beta = np.asarray(beta_true, dtype=float)
@@ -1051,7 +1051,7 @@ def population_hessian(model: str, beta_true, sigma_c: float, *, nodes: int = 80
 
 
 def population_min_eigenvalue(model: str, beta_true, sigma_c: float) -> float:
-    """Smallest eigenvalue of :func:`population_hessian` (docs/methods.md §2, ``tau1: auto``).
+    """Smallest eigenvalue of `population_hessian` (docs/methods.md §2, ``tau1: auto``).
 
     A fixed-seed Monte Carlo estimate would do; the one-dimensional quadrature computes
     the same expectation without Monte Carlo error (tests compare the two).
@@ -1060,7 +1060,7 @@ def population_min_eigenvalue(model: str, beta_true, sigma_c: float) -> float:
     ----------
     model : str
         ``logistic`` or ``poisson``.
-    beta_true : array_like, shape (p,)
+    beta_true : array_like of shape (p,)
         The true coefficients, intercept first.
     sigma_c : float
         The covariates' standard deviation.

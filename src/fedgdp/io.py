@@ -2,11 +2,11 @@
 
 Every file the package writes (cell, summary, real-data and CNN Parquet files, tables,
 figures, downloads) is written under a temporary name beside its target and renamed
-into place only when complete (:func:`atomic_path`), so a killed job never leaves a
-complete-looking file. Parquet files carry provenance metadata (:func:`write_parquet`);
+into place only when complete (`atomic_path`), so a killed job never leaves a
+complete-looking file. Parquet files carry provenance metadata (`write_parquet`);
 each file kind keeps its own schema (``simulation.run.COLUMNS``, ``realdata.COLUMNS``,
 ``nn.run.COLUMNS``, ``simulation.summary.SUMMARY_COLUMNS``) and is read back, with a clear error
-naming a damaged file or a missing column, by :func:`read_parquet_files`.
+naming a damaged file or a missing column, by `read_parquet_files`.
 
 This module imports no estimator, so writing a CNN or real-data result costs only
 pyarrow.
@@ -55,12 +55,12 @@ def strict_json(value):
 
 
 def dumps_strict(value, **kwargs) -> str:
-    """``json.dumps`` of :func:`strict_json` ``(value)``; never writes Infinity or NaN.
+    """``json.dumps`` of `strict_json` ``(value)``; never writes Infinity or NaN.
 
     Parameters
     ----------
     value : object
-        A JSON-like value (:func:`strict_json`).
+        A JSON-like value (`strict_json`).
     **kwargs
         Passed to ``json.dumps`` (``sort_keys``, ``default``, ``indent``, ...).
 
@@ -100,7 +100,7 @@ def atomic_path(path):
 
 
 def write_text(path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (:func:`atomic_path`).
+    """Write ``text`` to ``path`` atomically (`atomic_path`).
 
     Parameters
     ----------
@@ -125,7 +125,7 @@ def git_commit() -> str:
 
 def write_parquet(table, out: str | os.PathLike, params) -> None:
     """Write a pyarrow Table atomically with provenance metadata: package version, git
-    commit, the resolved parameters (strict JSON, :func:`dumps_strict`: mu = inf is
+    commit, the resolved parameters (strict JSON, `dumps_strict`: mu = inf is
     ``"inf"``), the SLURM job id if any; metadata already on
     the table is kept.
 

@@ -1,6 +1,6 @@
 """The algorithm core: every federated method written once, and the one registry.
 
-Methods (paper section 3, docs/methods.md §2-5), one class each, in :data:`REGISTRY`:
+Methods (paper section 3, docs/methods.md §2-5), one class each, in `REGISTRY`:
 
 - ``fedsgd``      Algorithm 1: K server steps on noisy clipped client gradients.
 - ``fedavg``      Algorithm 3: R rounds of K noisy local steps, averaged.
@@ -13,18 +13,18 @@ Methods (paper section 3, docs/methods.md §2-5), one class each, in :data:`REGI
   one private head-only Newton round on the network's last layer.
 - ``dp_scaffold`` SCAFFOLD (option II control variates) with FedAvg's noise; the control
   variates are post-processing of released iterates (real data only).
-- ``np_scaffold``, ``np_fedavg`` the same algorithms at mu = inf (:class:`NonPrivate`).
+- ``np_scaffold``, ``np_fedavg`` the same algorithms at mu = inf (`NonPrivate`).
 - ``np_localfit``, ``np_pooled`` the two plain ridge fits (real data only).
 
-A method is written against a *backend* (:class:`Backend`): the data of one fit and
+A method is written against a *backend* (`Backend`): the data of one fit and
 its noise. Three backends implement it: the simulation's
-(:class:`fedgdp.simulation.backend.SimBackend`: a block of replicates in the fused kernels'
+(`fedgdp.simulation.backend.SimBackend`: a block of replicates in the fused kernels'
 layout, noise pre-drawn per replicate) and the real data's
-(:class:`fedgdp.realdata.backend.RealBackend`: per-client matrices, J privacy levels
+(`fedgdp.realdata.backend.RealBackend`: per-client matrices, J privacy levels
 stacked, noise drawn from one generator in the order the computation asks for it)
-and the CNNs' (:class:`fedgdp.nn.backend.TorchBackend`: a network's parameters, client
+and the CNNs' (`fedgdp.nn.backend.TorchBackend`: a network's parameters, client
 sampling and a server learning rate, noise from a ``torch.Generator``).
-A method's ``backends`` names the ones it runs on; :func:`get_method` checks it.
+A method's ``backends`` names the ones it runs on; `get_method` checks it.
 
 Conventions
 -----------
@@ -35,18 +35,18 @@ noise sds are ``(b, m)``. ``dk`` is the number of floats of one parameter.
 
 Settings
 --------
-A method declares its settings once: ``settings_class``, a :mod:`fedgdp.settings`
+A method declares its settings once: ``settings_class``, a `fedgdp.settings`
 dataclass (each field's check and help), and ``presets``, the defaults per experiment
 (``realdata``: the real-data study's; the simulation's come from the cell, e.g. K, by
-:meth:`Method.simulation_preset`). :meth:`Method.resolve_settings` is the one resolution:
+`Method.simulation_preset`). `Method.resolve_settings` is the one resolution:
 defaults, then the user's values (an unknown key is refused with a "did you mean"),
 then derived values, each value checked by its field. ``settings_parent`` names the
 method whose resolved real-data settings a method starts from (the non-private
 versions, the certified FedNewton, DP-SCAFFOLD on FedAvg's schedule).
 
-Adding a method: subclass :class:`Method`, write :meth:`Method.plan` (its releases)
-and :meth:`Method.run` (the algorithm, with backend operations), declare its settings,
-and add one line to :data:`REGISTRY` (docs/ARCHITECTURE.md, "Adding a method").
+Adding a method: subclass `Method`, write `Method.plan` (its releases)
+and `Method.run` (the algorithm, with backend operations), declare its settings,
+and add one line to `REGISTRY` (docs/ARCHITECTURE.md, "Adding a method").
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ GRADIENT_METHODS = BOTH | {CNN}       # FedSGD, FedAvg, FedHybrid also train the
 # ------------------------------------------------------------------------ noise
 class PreDrawnNoise:
     """Noise drawn before the fit (simulation): one standard-normal array per name,
-    replicate axis first (shapes: :meth:`Method.noise_shapes`); None values when
+    replicate axis first (shapes: `Method.noise_shapes`); None values when
     non-private. ``take(name, *index)`` is the array indexed after the replicate axis."""
 
     def __init__(self, arrays: dict):
@@ -84,7 +84,7 @@ class PreDrawnNoise:
         Parameters
         ----------
         name : str
-            The array's name (a key of :meth:`Method.noise_shapes`).
+            The array's name (a key of `Method.noise_shapes`).
         *index : int
             Indices after the replicate axis (e.g. the round).
 
@@ -101,7 +101,7 @@ class StreamNoise:
     """Noise drawn from one generator in the order the computation asks (real data).
 
     ``take`` returns this stream (None when non-private); a backend operation then
-    calls :meth:`draw` once per client and step, in its own fixed order.
+    calls `draw` once per client and step, in its own fixed order.
     """
 
     def __init__(self, rng: np.random.Generator | None):
@@ -120,7 +120,7 @@ class StreamNoise:
         Returns
         -------
         StreamNoise or None
-            The stream to :meth:`draw` from.
+            The stream to `draw` from.
         """
         return None if self.rng is None else self
 
@@ -144,9 +144,9 @@ class StreamNoise:
 class Backend(Protocol):
     """What a method may ask of the data of one fit (see the module's conventions).
 
-    ``kind`` (``simulation`` | ``realdata``), ``data`` (what :meth:`Method.plan` reads:
+    ``kind`` (``simulation`` | ``realdata``), ``data`` (what `Method.plan` reads:
     ``plan_B``, ``plan_n``, ``plan_halves()``, ``tau1``, ``privacy``), ``m``, ``dk``, and
-    ``noise`` (:class:`PreDrawnNoise` or :class:`StreamNoise`).
+    ``noise`` (`PreDrawnNoise` or `StreamNoise`).
     """
 
     kind: str
@@ -160,7 +160,7 @@ class Backend(Protocol):
         Parameters
         ----------
         method : Method
-            The method (its :meth:`Method.plan` is calibrated).
+            The method (its `Method.plan` is calibrated).
         s : dict
             The method's settings.
 
@@ -336,7 +336,7 @@ class Backend(Protocol):
         ledgers : list
             One ledger per privacy level.
         comm : dict
-            The communication (:meth:`Method.comm`).
+            The communication (`Method.comm`).
 
         Returns
         -------
@@ -475,15 +475,16 @@ class IterSettings(MethodSettings):
 class RidgeSettings(MethodSettings):
     """The plain ridge fits: penalty, Newton iterations, gradient tolerance."""
 
-    ridge: float = setting(1.0e-3, "ridge penalty (the MLE need not exist on images)", parse=_POSITIVE)
+    ridge: float = setting(1.0e-3, "ridge penalty on the coefficients, not the intercept (the MLE need not exist "
+                           "on images); 0: the MLE, where it exists", parse=number(0, closed="low", keep=True))
     maxiter: int = setting(200, "Newton iterations", parse=_steps())
     gtol: float = setting(1.0e-8, "stop at ||gradient||_F <= gtol", parse=_POSITIVE)
 
 
 # ---------------------------------------------------------------------- methods
 class Method:
-    """One estimator. Subclasses set the class attributes and write :meth:`plan` and
-    :meth:`run`; the simulation also needs :meth:`settings` and :meth:`noise_shapes`.
+    """One estimator. Subclasses set the class attributes and write `plan` and
+    `run`; the simulation also needs `settings` and `noise_shapes`.
 
     ``private`` methods run at every configured mu, the others once at mu = inf;
     ``stacks_levels``: the real-data backend may fit all mu levels in one pass.
@@ -496,9 +497,9 @@ class Method:
     backends = BOTH
     stacks_levels = True
     per_round = 1
-    #: the settings (:class:`MethodSettings` dataclass): their names, checks and help
+    #: the settings (`MethodSettings` dataclass): their names, checks and help
     settings_class: type[MethodSettings] | None = None
-    #: defaults per experiment, in the resolved order (the simulation's: :meth:`simulation_preset`)
+    #: defaults per experiment, in the resolved order (the simulation's: `simulation_preset`)
     presets: dict[str, dict] = {}
     #: the method whose resolved real-data settings this one starts from (None: its own preset)
     settings_parent: str | None = None
@@ -509,15 +510,15 @@ class Method:
     #: local-step release is searched with
     drifts = False
     #: the row of the paper's Table 1 whose MSE bound the method has
-    #: (:func:`fedgdp.theory.upper_bound`); None: no bound
+    #: (`fedgdp.theory.upper_bound`); None: no bound
     theory_bound: str | None = None
     #: what to use instead where the method's plan has an uncertified release (the
-    #: privacy-leak warning of :class:`fedgdp.estimator.FederatedGLM`)
+    #: privacy-leak warning of `fedgdp.estimator.FederatedGLM`)
     certified_alternatives = "privacy_mode='certified'"
     #: the release (a stage of its plan) whose worst pair the empirical distinguishing
-    #: test (:mod:`fedgdp.empirical`) runs the method on, its most sensitive one; None: untested
+    #: test (`fedgdp.empirical`) runs the method on, its most sensitive one; None: untested
     tested_release: str | None = None
-    #: the fit is one model per client (:attr:`Fit.local`), not one global estimate
+    #: the fit is one model per client (`Fit.local`), not one global estimate
     per_client = False
     #: the releases solve a Newton system with the configured solver (``newton``: cg,
     #: ridge or floor), so the solver's settings matter to it (checks, the audit's solvers)
@@ -550,7 +551,7 @@ class Method:
 
     def settings_schema(self) -> dict:
         """The JSON schema of the method's settings in a config (``method_settings.<name>``):
-        its ``settings_class`` fields, their types, bounds and help (:meth:`Settings.json_schema`).
+        its ``settings_class`` fields, their types, bounds and help (`Settings.json_schema`).
 
         Returns
         -------
@@ -565,7 +566,7 @@ class Method:
         """The method's settings: ``defaults`` updated by ``given`` (an unknown key: ValueError
         with a "did you mean"), then ``derive(s)`` filling derived values, then every value
         checked by its field (ValueError naming ``method.key`` and the value), then the
-        cross-field :meth:`check_settings`.
+        cross-field `check_settings`.
 
         Parameters
         ----------
@@ -704,7 +705,7 @@ class Method:
         raise NotImplementedError
 
     def draw_noise(self, rng: np.random.Generator, s: dict, m: int, d: int, private: bool) -> dict:
-        """One replicate's noise, in the order of :meth:`noise_shapes` (None if non-private).
+        """One replicate's noise, in the order of `noise_shapes` (None if non-private).
 
         Parameters
         ----------
@@ -736,7 +737,7 @@ class Method:
         Parameters
         ----------
         p : dict
-            Resolved CNN run settings (:class:`fedgdp.nn.settings.NNSettings`).
+            Resolved CNN run settings (`fedgdp.nn.settings.NNSettings`).
 
         Returns
         -------
@@ -755,13 +756,13 @@ class Method:
         """
 
     def cnn_settings(self, p: dict) -> dict:
-        """The method's settings on a CNN run ``p``: its :meth:`cnn_preset`, each value
-        checked by its field, then :meth:`check_settings` (:meth:`resolve_settings`).
+        """The method's settings on a CNN run ``p``: its `cnn_preset`, each value
+        checked by its field, then `check_settings` (`resolve_settings`).
 
         Parameters
         ----------
         p : dict
-            Resolved CNN run settings (:class:`fedgdp.nn.settings.NNSettings`).
+            Resolved CNN run settings (`fedgdp.nn.settings.NNSettings`).
 
         Returns
         -------
@@ -787,7 +788,7 @@ class Method:
         raise NotImplementedError
 
     def comm(self, s: dict, m: int, dk: int) -> dict:
-        """Communication of a fit (:func:`comm_counts` at :meth:`rounds`).
+        """Communication of a fit (`comm_counts` at `rounds`).
 
         Parameters
         ----------
@@ -825,7 +826,7 @@ class Method:
         return sum(int(spec.count) for spec in self.plan(getattr(be, "data", be), s))
 
     def weights(self, be: Backend, s: dict):
-        """The aggregation weights of the fit (``be.weights`` at :meth:`release_count`).
+        """The aggregation weights of the fit (``be.weights`` at `release_count`).
 
         Parameters
         ----------
@@ -842,7 +843,7 @@ class Method:
         return be.weights(releases=self.release_count(be, s))
 
     def plan(self, data, s: dict) -> tuple:
-        """The releases (:class:`fedgdp.privacy.ReleaseSpec`) on ``data``.
+        """The releases (`fedgdp.privacy.ReleaseSpec`) on ``data``.
 
         Parameters
         ----------
@@ -860,7 +861,7 @@ class Method:
         raise NotImplementedError
 
     def run(self, be: Backend, s: dict) -> list[Fit]:
-        """The algorithm on backend ``be``; one :class:`Fit` per privacy level.
+        """The algorithm on backend ``be``; one `Fit` per privacy level.
 
         Parameters
         ----------
@@ -882,8 +883,8 @@ class Method:
         Parameters
         ----------
         data : object
-            :class:`fedgdp.simulation.backend.FitData` (with pre-drawn noise arrays) or
-            :class:`fedgdp.realdata.FoldData` (with a generator or None).
+            `fedgdp.simulation.backend.FitData` (with pre-drawn noise arrays) or
+            `fedgdp.realdata.FoldData` (with a generator or None).
         s : dict
             The method's settings.
         noise : dict or numpy.random.Generator or None
@@ -898,7 +899,7 @@ class Method:
         return check_finite_release(self.name, data, self.run(data.backend(noise), s))[0]
 
     def fit_many(self, data: list, s: dict, noises: list) -> list[Fit]:
-        """:meth:`fit` at J privacy levels on the same data, each with its noise; one
+        """`fit` at J privacy levels on the same data, each with its noise; one
         pass over stacked parameters when the method and the backend allow it.
 
         Parameters
@@ -1048,7 +1049,7 @@ class FedSGD(Method):
         return s["K"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 1 (:func:`fedgdp.privacy.plan_fedsgd`): K clipped gradients per client.
+        """The releases of Algorithm 1 (`fedgdp.privacy.plan_fedsgd`): K clipped gradients per client.
 
         Parameters
         ----------
@@ -1065,7 +1066,7 @@ class FedSGD(Method):
         return privacy.plan_fedsgd(B=data.plan_B, n=data.plan_n, K=s["K"])
 
     def run(self, be, s):
-        """Algorithm 1: K server steps from :meth:`Backend.start` on the weighted noisy clipped gradients.
+        """Algorithm 1: K server steps from `Backend.start` on the weighted noisy clipped gradients.
 
         Parameters
         ----------
@@ -1109,7 +1110,7 @@ class FedAvg(Method):
     presets = {REALDATA: {"R": 2, "K": 50, "eta": 0.5}}
 
     def simulation_preset(self, params):
-        """The simulation's defaults: ``R = 2``, ``eta = 0.5`` (K is derived: :meth:`derive_simulation`).
+        """The simulation's defaults: ``R = 2``, ``eta = 0.5`` (K is derived: `derive_simulation`).
 
         Parameters
         ----------
@@ -1171,7 +1172,7 @@ class FedAvg(Method):
         return s["R"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 3 (:func:`fedgdp.privacy.plan_fedavg`): R K noisy local iterates per client.
+        """The releases of Algorithm 3 (`fedgdp.privacy.plan_fedavg`): R K noisy local iterates per client.
 
         Parameters
         ----------
@@ -1248,7 +1249,7 @@ class FedHybrid(Method):
     presets = {REALDATA: {"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}}
 
     def simulation_preset(self, params):
-        """The simulation's defaults: ``eta1 = eta2 = 0.5`` and ``share1`` (K1, K2: :meth:`derive_simulation`).
+        """The simulation's defaults: ``eta1 = eta2 = 0.5`` and ``share1`` (K1, K2: `derive_simulation`).
 
         Parameters
         ----------
@@ -1380,7 +1381,7 @@ class FedHybrid(Method):
         return self.stage1_rounds(s) + s["K2"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 2 (:func:`fedgdp.privacy.plan_fedhybrid`): ``R1 K1`` local iterates, then K2
+        """The releases of Algorithm 2 (`fedgdp.privacy.plan_fedhybrid`): ``R1 K1`` local iterates, then K2
         clipped gradients per client.
 
         Parameters
@@ -1426,7 +1427,7 @@ class FedHybrid(Method):
 class FedNewton(Method):
     """Algorithm 4. In privacy mode ``paper`` as printed (eigenvalue floor, the Newton
     release calibrated on ``8B/(tau1 n)``, uncertified); in mode ``certified`` with
-    clipped per-sample Hessians and the ridge solve (:func:`fedgdp.privacy.plan_fednewton`).
+    clipped per-sample Hessians and the ridge solve (`fedgdp.privacy.plan_fednewton`).
 
     Stage 1 is kept by backends that keep results (the simulation's block) and reused
     by the other FedNewton variant when every input is equal (checked, not assumed):
@@ -1496,7 +1497,7 @@ class FedNewton(Method):
         return 2
 
     def privacy_modes(self) -> tuple[str, ...]:
-        """Both modes, unless certified in every mode (:class:`FedNewtonCertified`).
+        """Both modes, unless certified in every mode (`FedNewtonCertified`).
 
         Returns
         -------
@@ -1536,7 +1537,7 @@ class FedNewton(Method):
         return float(data.privacy["hessian_clip"]) * data.tau1 if self.certified(data) else None
 
     def plan(self, data, s):
-        """The releases of Algorithm 4 (:func:`fedgdp.privacy.plan_fednewton`): K local iterates on half 1, then
+        """The releases of Algorithm 4 (`fedgdp.privacy.plan_fednewton`): K local iterates on half 1, then
         one Newton release.
 
         Parameters
@@ -1563,12 +1564,12 @@ class FedNewton(Method):
         ----------
         be : Backend
             The backend of the fit.
-        theta1 : ndarray, shape (b, P)
+        theta1 : ndarray of shape (b, P)
             The stage-1 global parameter.
 
         Returns
         -------
-        ndarray, shape (b, m, P)
+        ndarray of shape (b, m, P)
             The releases before noise.
         """
         return be.newton_release(theta1, hessian_bound=self.hessian_bound(be.data))
@@ -1621,7 +1622,7 @@ class FedNewtonIter(Method):
     FedAvg rounds, then one round in which every drawn client releases a noisy
     head-only Newton step ``head - alpha (h + lambda I)^{-1} gbar`` of the last layer
     (clipped per-sample head gradients, empirical Fisher ``h``; calibration
-    :func:`fedgdp.privacy.plan_fednewton_iter`)."""
+    `fedgdp.privacy.plan_fednewton_iter`)."""
 
     name, label, algorithm = "fednewton_iter", "FedNewton-Iter", "Algorithm 5"
     backends = frozenset({CNN})
@@ -1672,7 +1673,7 @@ class FedNewtonIter(Method):
         return s["R"] + s["cycles"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 5 (:func:`fedgdp.privacy.plan_fednewton_iter`).
+        """The releases of Algorithm 5 (`fedgdp.privacy.plan_fednewton_iter`).
 
         Parameters
         ----------
@@ -1748,7 +1749,7 @@ class DPScaffold(Method):
         return s["R"]
 
     def plan(self, data, s):   # FedAvg's releases: the control variates are post-processing
-        """FedAvg's releases (:func:`fedgdp.privacy.plan_fedavg`): the control variates are post-processing.
+        """FedAvg's releases (`fedgdp.privacy.plan_fedavg`): the control variates are post-processing.
 
         Parameters
         ----------
@@ -1838,7 +1839,7 @@ class NonPrivate(Method):
         Returns
         -------
         float
-            As :meth:`Method.local_step_size` of the base method.
+            As `Method.local_step_size` of the base method.
         """
         return self.base.local_step_size(s)
 
@@ -1922,7 +1923,7 @@ class NPPooled(Method):
 
 _SCAFFOLD, _FEDAVG = DPScaffold(), FedAvg()
 
-#: Every method, by name. A backend's methods: :func:`registry`.
+#: Every method, by name. A backend's methods: `registry`.
 REGISTRY: dict[str, Method] = {M.name: M for M in (
     FedSGD(), _FEDAVG, FedHybrid(), FedNewton(), FedNewtonCertified(), FedNewtonIter(), _SCAFFOLD,
     NonPrivate(_SCAFFOLD, "np_scaffold", "NP-SCAFFOLD", "SCAFFOLD"),
@@ -1931,7 +1932,7 @@ REGISTRY: dict[str, Method] = {M.name: M for M in (
 
 
 class RegistryView(Mapping):
-    """The methods of :data:`REGISTRY` that run on one backend, in registry order; a
+    """The methods of `REGISTRY` that run on one backend, in registry order; a
     live, read-only view (a method registered later appears in it)."""
 
     def __init__(self, kind: str | None):
@@ -1961,7 +1962,7 @@ def registry(kind: str | None = None) -> RegistryView:
     Returns
     -------
     RegistryView
-        A live, read-only view of :data:`REGISTRY`.
+        A live, read-only view of `REGISTRY`.
     """
     return RegistryView(kind)
 

@@ -8,9 +8,9 @@ numpy's 8.0-8.7 on the runs' shapes (``python scripts/profile_draws.py``). Every
 covariates, the privacy noise) and of the real-data fits' noise is drawn here; the tests
 check the identity on millions of draws, tail and wedge samples included
 (``tests/test_normals.py``), and every process checks it once on first use
-(:data:`CHECK_DRAWS`), falling back to numpy where an installation differs.
+(`CHECK_DRAWS`), falling back to numpy where an installation differs.
 
-Small draws (fewer than :data:`COMPILED_FROM` numbers) go to numpy itself: handing the
+Small draws (fewer than `COMPILED_FROM` numbers) go to numpy itself: handing the
 generator to compiled code costs a few microseconds a call. numba's ``Generator.poisson``
 is not used: its PTRS branch (means >= 10) truncates where numpy floors, so its counts
 differ from numpy's.
@@ -36,7 +36,7 @@ def _filler():
     """The compiled ``out[i] = rng.standard_normal()`` loop (compiled, or loaded from the
     disk cache, on first use), or None when it does not reproduce numpy here.
 
-    On first use it draws :data:`CHECK_DRAWS` numbers both ways from one seed (tail and
+    On first use it draws `CHECK_DRAWS` numbers both ways from one seed (tail and
     wedge samples included) and keeps the compiled loop only if they are identical, so a
     numba or numpy release whose ziggurats differ falls back to numpy (with a warning)
     instead of changing a number.

@@ -1,7 +1,7 @@
-"""The error decomposition figure (:mod:`fedgdp.decomposition`, docs/methods.md §9).
+"""The error decomposition figure (`fedgdp.decomposition`, docs/methods.md §9).
 
 A panel per (model, K): for every method a group of bars, one per m; each bar stacks
-the four terms of :data:`fedgdp.decomposition.TERMS` with their signs (positive terms
+the four terms of `fedgdp.decomposition.TERMS` with their signs (positive terms
 upwards from zero, negative ones downwards), and a black diamond marks the private MSE
 (their sum) with +-2 Monte Carlo standard errors.
 """
@@ -48,7 +48,7 @@ def _stack(ax, x: float, row: pd.Series, width: float) -> int:
 
 def plot_decomposition(table: pd.DataFrame, spec: dict, pdf: str | os.PathLike | None = None,
                        png: str | os.PathLike | None = None):
-    """Draw the decomposition of ``table`` (:func:`fedgdp.decomposition.decompose`).
+    """Draw the decomposition of ``table`` (`fedgdp.decomposition.decompose`).
 
     Parameters
     ----------

@@ -12,9 +12,9 @@ Following the paper's sections 2.2-3:
 - ``mu = inf`` means non-private: no clipping and no noise.
 
 Calibration core: each method declares its releases once as a *plan*, a tuple of
-:class:`ReleaseSpec` (stage, count, sensitivity, share of mu^2, certified or the
-assumption it rests on); :func:`calibrate` turns a plan and mu into the noise sds and
-the :class:`Ledger`. The simulations, the real-data methods and the CNN methods all
+`ReleaseSpec` (stage, count, sensitivity, share of mu^2, certified or the
+assumption it rests on); `calibrate` turns a plan and mu into the noise sds and
+the `Ledger`. The simulations, the real-data methods and the CNN methods all
 use it, so a method's privacy is written in one place.
 
 Clipping-bound rules: ``quantile`` (paper section 4.1: the q-th quantile of each
@@ -22,7 +22,7 @@ client's per-sample gradient norms at theta = 0, maximised over clients) uses th
 data and is outside the ledger, so a ledger that uses it is not certified (its mu is
 nominal); ``fixed`` is a public bound; ``private_quantile`` releases a noisy
 histogram per client on a public grid, spends a stated share of mu^2 and is recorded
-in the ledger (:func:`private_clip_bound`).
+in the ledger (`private_clip_bound`).
 """
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ def adds_noise(mu: float, release: str = "private") -> bool:
     """Whether a fit's releases carry privacy noise: a finite target ``mu`` and release
     ``private`` (``clip_only`` and ``plain`` add none; docs/methods.md §9).
 
-    The one rule behind every noise draw (:func:`fedgdp.simulation.run.draw_noises`,
-    :attr:`fedgdp.simulation.backend.FitData.private`, the real-data fold data).
+    The one rule behind every noise draw (`fedgdp.simulation.run.draw_noises`,
+    `fedgdp.simulation.backend.FitData.private`, the real-data fold data).
 
     Parameters
     ----------
@@ -76,8 +76,8 @@ def clips(mu: float, release: str = "private") -> bool:
     """Whether per-sample gradients are clipped to a bound B: a finite target ``mu`` and
     release not ``plain`` (``clip_only`` clips to the bound of ``private``; docs/methods.md §9).
 
-    The one rule behind every clipping bound (:func:`fedgdp.simulation.run.clip_bounds`,
-    :attr:`fedgdp.simulation.backend.FitData.clipped`, the real-data fold data).
+    The one rule behind every clipping bound (`fedgdp.simulation.run.clip_bounds`,
+    `fedgdp.simulation.backend.FitData.clipped`, the real-data fold data).
 
     Parameters
     ----------
@@ -102,18 +102,18 @@ def row_norms(X: np.ndarray, plain: np.ndarray | None = None) -> np.ndarray:
     squares overflow or underflow are scaled by their largest entry before squaring
     (``a sqrt(sum (x/a)^2)``), so a row of entries near the float maximum gets a finite
     norm when that norm is representable (inf otherwise). A row holding a non-finite
-    entry has norm inf or NaN (the clipping rule, :func:`clip_factors`, zeroes it).
+    entry has norm inf or NaN (the clipping rule, `clip_factors`, zeroes it).
 
     Parameters
     ----------
-    X : ndarray, shape (n, d)
+    X : ndarray of shape (n, d)
         The rows.
-    plain : ndarray or None, shape (n,)
+    plain : ndarray or None of shape (n,)
         The caller's plain norms, used where finite and normal.
 
     Returns
     -------
-    ndarray, shape (n,)
+    ndarray of shape (n,)
         The norms.
     """
     X = np.asarray(X, dtype=float)
@@ -155,18 +155,18 @@ def clip_factors(norms: np.ndarray, B: float) -> np.ndarray:
 
 def clip_rows(G: np.ndarray, B: float) -> np.ndarray:
     """Clip each row of ``G`` (shape ``(n, d)``) to L2 norm at most ``B``; a row that is
-    not finite becomes zero (:func:`clip_factors`).
+    not finite becomes zero (`clip_factors`).
 
     Parameters
     ----------
-    G : ndarray, shape (n, d)
+    G : ndarray of shape (n, d)
         Per-sample gradients.
     B : float
         The clipping bound.
 
     Returns
     -------
-    ndarray, shape (n, d)
+    ndarray of shape (n, d)
         The clipped rows.
     """
     if not np.isfinite(B):
@@ -199,7 +199,7 @@ def bound_of_rule(rule: dict, norms, *, mu: float = math.inf, rng=None, max_quan
     ----------
     rule : dict
         ``{"rule": "fixed", "value": B}``: B; ``{"rule": "private_quantile", ...}``:
-        :func:`private_clip_bound` of the norms; otherwise (``quantile``, ``q``) the max
+        `private_clip_bound` of the norms; otherwise (``quantile``, ``q``) the max
         over clients of the q-quantile of their per-sample gradient norms.
     norms : callable
         ``norms()`` -> list of ndarray, one per client: the per-sample gradient norms at
@@ -225,7 +225,7 @@ def bound_of_rule(rule: dict, norms, *, mu: float = math.inf, rng=None, max_quan
 
 
 def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float:
-    """The clipping bound B of one replicate (:func:`bound_of_rule`).
+    """The clipping bound B of one replicate (`bound_of_rule`).
 
     Parameters
     ----------
@@ -234,7 +234,7 @@ def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float
     rule : dict
         ``{"rule": "quantile", "q": 0.9}``: max over clients of the q-quantile of the
         per-sample gradient norms at theta = 0; ``{"rule": "fixed", "value": B}``;
-        ``{"rule": "private_quantile", ...}``: :func:`private_clip_bound`.
+        ``{"rule": "private_quantile", ...}``: `private_clip_bound`.
     mu, rng : the privacy level and noise generator of ``private_quantile``.
 
     Returns
@@ -251,7 +251,7 @@ def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float
 
 # ------------------------------------------------------------------ calibration core
 # Every private method of the package (simulations, real data, CNNs) declares its
-# releases as a tuple of ReleaseSpec (a *plan*); :func:`calibrate` is the one place
+# releases as a tuple of ReleaseSpec (a *plan*); `calibrate` is the one place
 # that turns a plan and mu into noise sds and a Ledger.
 
 #: The condition under which the paper's Newton calibration (Lemma 3.8) holds.
@@ -311,14 +311,14 @@ class ReleaseSpec:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Output of :func:`calibrate`: one noise sd array per spec of the plan, and the ledger."""
+    """Output of `calibrate`: one noise sd array per spec of the plan, and the ledger."""
 
     sigmas: tuple
     ledger: Ledger
 
 
 def calibrate(plan, *, mu: float, unaccounted=()) -> Calibration:
-    """Noise sds and ledger of a plan (a sequence of :class:`ReleaseSpec`).
+    """Noise sds and ledger of a plan (a sequence of `ReleaseSpec`).
 
     Spec j spends ``share_j mu^2`` over its ``count_j`` releases, so one release is
     ``mu sqrt(share_j / count_j)``-GDP and its sd is
@@ -371,9 +371,9 @@ def calibrate_schedule(plan, *, mu: float, counts: dict) -> Calibration:
     ``share_ij = share_j / S_i`` with ``S_i = sum_{j: c_ij > 0} share_j``, so one release
     is ``mu sqrt(share_ij / c_ij)``-GDP and ``sigma_ij = scale_j sqrt(c_ij / share_ij) /
     (mu n_ij)``; its releases compose to ``sqrt(sum_j c_ij share_ij mu^2) = mu``. Under
-    :func:`calibrate` the same client is calibrated for ``count_j >= c_ij`` releases (every
+    `calibrate` the same client is calibrated for ``count_j >= c_ij`` releases (every
     round). A client never drawn makes no release and spends nothing (its count is 0; its
-    sd is :func:`calibrate`'s, never used). The schedule does not depend on the data, so
+    sd is `calibrate`'s, never used). The schedule does not depend on the data, so
     the guarantee holds given any schedule, and hence unconditionally (docs/methods.md §6,
     "Schedule-aware accounting").
 
@@ -382,7 +382,7 @@ def calibrate_schedule(plan, *, mu: float, counts: dict) -> Calibration:
     plan : sequence of ReleaseSpec
         The method's releases, one spec per stage.
     mu : float
-        The target mu per client (inf: :func:`calibrate`'s non-private ledger).
+        The target mu per client (inf: `calibrate`'s non-private ledger).
     counts : dict stage -> ndarray of int, broadcastable to (n_rep, m)
         Each client's releases of each stage under the schedule; a stage absent counts 0.
 
@@ -745,10 +745,10 @@ class Release:
     ----------
     stage : str
         What is released (e.g. ``"gradient"``, ``"local step"``, ``"newton"``).
-    count : int or ndarray of int, shape (n_rep, m)
+    count : int or ndarray of int of shape (n_rep, m)
         Releases per client: the same for every client, or each client's own count
         under a published participation schedule ([`calibrate_schedule`][fedgdp.privacy.calibrate_schedule]).
-    sensitivity, sigma : ndarray, shape (n_rep, m)
+    sensitivity, sigma : ndarray of shape (n_rep, m)
         Per replicate and client. ``sigma = 0`` with ``sensitivity = inf`` is a
         non-private release (mu = inf).
     certified : bool
@@ -774,7 +774,8 @@ class Release:
 
 #: What a ledger's mu means, printed with every client's report (docs/methods.md §2,
 #: "What is guaranteed, exactly").
-GUARANTEE = ("mu-GDP of this client towards the server for this one fit (mu_certified; mu is nominal when "
+GUARANTEE = ("record-level mu-GDP at each client, against everything that client releases, in this one fit "
+             "(one record of this client's data is protected, not its whole data set; mu_certified; mu is nominal when "
              "mu_certified is inf); not across fits: FedNewton and certified FedNewton share noise, fits at "
              "different mu reuse it, a real-data record enters several CV fits; test metrics are released "
              "without noise; float64 sampling (Mironov 2012) is not covered")
@@ -786,7 +787,7 @@ class Ledger:
 
     ``unaccounted`` lists data-dependent choices outside the ledger (e.g. a clipping
     bound computed from the clients' data): with any, or with an uncertified release,
-    the composed mu is nominal only and :meth:`certified_mu` is inf.
+    the composed mu is nominal only and `certified_mu` is inf.
     """
 
     releases: list[Release] = field(default_factory=list)
@@ -835,7 +836,7 @@ class Ledger:
         """Composed mu of the releases actually made: ``counts`` maps a stage to how many
         of its releases each client made (broadcastable to (n_rep, m)); a ledger allows
         for every release a client could make (e.g. every round under client sampling),
-        so this is at most :meth:`composed_mu`.
+        so this is at most `composed_mu`.
 
         Parameters
         ----------
@@ -846,7 +847,7 @@ class Ledger:
         Returns
         -------
         ndarray
-            The composed mu, shape (n_rep, m) (or the broadcast shape of the counts).
+            The composed mu of shape (n_rep, m) (or the broadcast shape of the counts).
         """
         total: float | np.ndarray = 0.0
         for rel in self.releases:
@@ -855,7 +856,7 @@ class Ledger:
         return np.sqrt(total)
 
     def certified_mu(self) -> np.ndarray:
-        """:meth:`composed_mu` where the ledger is certified, inf otherwise, shape (n_rep, m)."""
+        """`composed_mu` where the ledger is certified, inf otherwise, shape (n_rep, m)."""
         mu = self.composed_mu()
         return mu if self.certified else np.full_like(np.asarray(mu, float), np.inf)
 
@@ -889,7 +890,7 @@ class Ledger:
 
 
 def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
-    """:func:`calibrate` for a method whose clipping bound came from rule ``clip``.
+    """`calibrate` for a method whose clipping bound came from rule ``clip``.
 
     A ``private_quantile`` rule's histogram release (sizes ``n``) comes first in the
     ledger, with its ``share`` of mu^2, and the method's releases share the rest; a
@@ -931,7 +932,7 @@ def histogram_grid(rule: dict) -> np.ndarray:
 
     Returns
     -------
-    ndarray, shape (bins + 1,)
+    ndarray of shape (bins + 1,)
         The edges.
     """
     lo, hi, bins = rule["grid"]
@@ -945,14 +946,14 @@ def clip_histogram(norms: np.ndarray, rule: dict) -> np.ndarray:
 
     Parameters
     ----------
-    norms : ndarray, shape (n,)
+    norms : ndarray of shape (n,)
         The client's per-sample gradient norms.
     rule : dict
         The ``private_quantile`` rule (its ``grid``).
 
     Returns
     -------
-    ndarray, shape (bins,)
+    ndarray of shape (bins,)
         The normalised histogram (sums to one).
     """
     edges = histogram_grid(rule)
@@ -966,8 +967,8 @@ def private_clip_bound(norms: list, rule: dict, *, mu: float, rng: np.random.Gen
     per-sample gradient norms at theta = 0 (a list of m arrays).
 
     Client i releases its normalised histogram over the public grid
-    (:func:`histogram_grid`; norms outside it fall into the end bins) plus Gaussian
-    noise calibrated by :func:`plan_clip_histogram` on ``share mu^2``; the server
+    (`histogram_grid`; norms outside it fall into the end bins) plus Gaussian
+    noise calibrated by `plan_clip_histogram` on ``share mu^2``; the server
     takes the upper edge of the first bin where the client's noisy cumulative
     histogram reaches q, and B is the largest over clients (post-processing).
     Noise: one ``rng.standard_normal((m, bins))`` draw.
@@ -1084,7 +1085,7 @@ def gdp_delta(mu: float, epsilon: float) -> float:
     Returns
     -------
     float
-        delta (computed in log space, :func:`_gdp_log_delta`).
+        delta (computed in log space, `_gdp_log_delta`).
     """
     if not mu > 0:
         raise ValueError(f"mu must be positive, got mu={mu}")
@@ -1098,8 +1099,8 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
     The root is found in ``a = mu/2 - epsilon/mu`` on the bracket ``[Phi^-1(delta),
     mu/2]`` (delta <= Phi(a), so delta(a) <= delta at its left end; epsilon = 0 at its
-    right end) with delta in log space (:func:`_gdp_log_delta`), then ``epsilon = mu
-    (mu/2 - a)``: finite for every mu up to :data:`MU_MAX` (about ``mu^2/2`` for large mu).
+    right end) with delta in log space (`_gdp_log_delta`), then ``epsilon = mu
+    (mu/2 - a)``: finite for every mu up to `MU_MAX` (about ``mu^2/2`` for large mu).
 
     Parameters
     ----------
@@ -1164,14 +1165,14 @@ PRIVACY_MODES = ("paper", "certified")
 #: gives sigma = inf, a release that is not finite), and no study needs it.
 MU_FLOOR = 1e-6
 
-#: The largest finite mu accepted: its epsilon (about mu^2/2, :func:`gdp_epsilon`) and the
+#: The largest finite mu accepted: its epsilon (about mu^2/2, `gdp_epsilon`) and the
 #: composition's sum of squares stay finite in float64 (they overflow near mu = 1.3e154);
 #: any mu above about 40 is already a guarantee of epsilon > 900 at delta = 1e-5.
 MU_MAX = 1e100
 
 
 def parse_mu(value) -> float:
-    """:data:`MU_FLOOR` (1e-6) <= mu <= :data:`MU_MAX` (1e100), or ``inf``; ValueError naming
+    """`MU_FLOOR` (1e-6) <= mu <= `MU_MAX` (1e100), or ``inf``; ValueError naming
     the bad value otherwise.
 
     Parameters

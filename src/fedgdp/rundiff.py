@@ -5,7 +5,7 @@ and after it and comparing the two output trees file by file:
 
 - Parquet data (``results/<run>/**.parquet``): the Arrow tables must be equal, schema and
   values, exactly (``pyarrow.Table.equals``) once the columns that measure time
-  (:func:`volatile`: ``elapsed_s`` and the summaries' ``*_elapsed_s``) are dropped.
+  (`volatile`: ``elapsed_s`` and the summaries' ``*_elapsed_s``) are dropped.
   File metadata (package version, git commit) is not data
   and is not compared. Cell files are compared as one table of rows sorted by cell,
   replicate and method, since how cells are grouped into files (``cells_per_job``) is
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: Columns that record run time, different on every run by nature (and, in summaries,
-#: any column whose name ends in ``_elapsed_s``, see :func:`volatile`).
+#: any column whose name ends in ``_elapsed_s``, see `volatile`).
 VOLATILE = frozenset({"elapsed_s"})
 
 
@@ -127,7 +127,7 @@ CELL_KEYS = ["model", "study", "sizes", "m", "mu", "K", "replicate", "method"]
 
 
 def _cell_rows(root: Path):
-    """Every cell file's rows under ``root`` as one table sorted by :data:`CELL_KEYS`."""
+    """Every cell file's rows under ``root`` as one table sorted by `CELL_KEYS`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -159,7 +159,7 @@ def compare_trees(before: str | Path, after: str | Path, run: str = "paper") -> 
     Returns
     -------
     (files compared, differences) : every file of ``before`` is looked for in ``after``;
-    the cell files count as one (all their rows, :func:`_cell_rows`).
+    the cell files count as one (all their rows, `_cell_rows`).
     """
     before, after = Path(before), Path(after)
     cells = before / "results" / run / "cells"

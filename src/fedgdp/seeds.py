@@ -68,7 +68,7 @@ def seed_sequence(base_seed: int, key, *indices: int, stream: str | None = None)
 
 
 def derived_rng(base_seed: int, key, *indices: int, stream: str | None = None) -> np.random.Generator:
-    """The generator of :func:`seed_sequence`.
+    """The generator of `seed_sequence`.
 
     Parameters
     ----------

@@ -5,19 +5,19 @@ The sensitivity study (config section ``sensitivity``, docs/methods.md §8) runs
 size of beta_true, sigma_c, tau1, certified FedNewton's Hessian bound; for real data
 tau1, eta and K) on a reduced *design* per claim, as ordinary studies named
 ``sens_<variant>_<claim>``. This module tests the claims on each variant's results
-with the functions of :mod:`fedgdp.claims` (the same tests and thresholds as the
+with the functions of `fedgdp.claims` (the same tests and thresholds as the
 claims report) and assembles the verdicts into a map:
 
 - one row per claim, model, FedNewton version and variant, at the claim level and per
   sub-claim (the sub-claim verdicts are read from the claim's evidence lines, which
-  :mod:`fedgdp.claims` writes as ``"<sub-claim>: <verdict> (<tally>)..."``);
+  `fedgdp.claims` writes as ``"<sub-claim>: <verdict> (<tally>)..."``);
 - C2 and C4 a second time with certified FedNewton in FedNewton's place (``newton =
   certified``), so the Hessian-bound variants have something to change;
 - a key statistic per row (median MSE per method for C2, log-log slopes for C1 and C4,
-  median AUC / accuracy for C5), computed with :func:`fedgdp.claims.trend`.
+  median AUC / accuracy for C5), computed with `fedgdp.claims.trend`.
 
-Outputs: :func:`write_csv` (:data:`MAP_COLUMNS`), :func:`write_markdown` and
-:func:`draw` (a claims x variants grid, verdict colour and text in every cell).
+Outputs: `write_csv` (`MAP_COLUMNS`), `write_markdown` and
+`draw` (a claims x variants grid, verdict colour and text in every cell).
 """
 from __future__ import annotations
 
@@ -128,24 +128,24 @@ def _rows_of(claim, model, newton, variant, changes, row, stat) -> list[dict]:
 
 # ------------------------------------------------------------------ the map
 def claims_map(summary: pd.DataFrame | None, real: dict | None, spec: dict) -> pd.DataFrame:
-    """Every verdict of the sensitivity study (:data:`MAP_COLUMNS`).
+    """Every verdict of the sensitivity study (`MAP_COLUMNS`).
 
     Parameters
     ----------
     summary : DataFrame or None
-        Summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`) of the generated studies.
+        Summaries (`fedgdp.simulation.summary.SUMMARY_COLUMNS`) of the generated studies.
     real : dict or None
-        ``(variant, dataset) -> real-data rows`` (:data:`fedgdp.realdata.COLUMNS`).
+        ``(variant, dataset) -> real-data rows`` (`fedgdp.realdata.COLUMNS`).
     spec : dict
         ``designs``: generated study -> {variant, claim, models}; ``variants`` and
         ``realdata_variants``: name -> settings (what each changes); ``skipped``: notes
-        on datasets not run. See :meth:`fedgdp.plan.Plan.sensitivity_map_spec`.
+        on datasets not run. See `fedgdp.plan.Plan.sensitivity_map_spec`.
 
     Returns
     -------
     pandas.DataFrame
         One row per claim (and sub-claim), model, FedNewton version and variant; columns
-        :data:`MAP_COLUMNS`.
+        `MAP_COLUMNS`.
     """
     rows = []
     variants = spec.get("variants", {})
@@ -188,7 +188,7 @@ def where_holds(df: pd.DataFrame, claim: str) -> list[tuple[str, str, str]]:
     Parameters
     ----------
     df : pandas.DataFrame
-        The map (:func:`claims_map`).
+        The map (`claims_map`).
     claim : str
         ``C1`` ... ``C5``.
 
@@ -208,7 +208,7 @@ def _row_label(claim, model, newton, subclaim) -> str:
 
 def _grid(df: pd.DataFrame, spec: dict) -> tuple[list[tuple], list[str], dict]:
     """(row keys, variant columns, (row key, variant) -> verdict) in map order; sub-claim
-    rows for :data:`GRID_SUBCLAIMS` and the paper's FedNewton only."""
+    rows for `GRID_SUBCLAIMS` and the paper's FedNewton only."""
     keys = list(dict.fromkeys((r.claim, r.model, r.newton, r.subclaim) for r in df.itertuples()
                               if not (r.subclaim and (r.newton == "certified" or r.claim not in GRID_SUBCLAIMS))))
     keys.sort(key=lambda k: (k[0], k[1], k[2] != "paper"))   # stable: sub-claims stay under their claim
@@ -230,9 +230,9 @@ def render_markdown(df: pd.DataFrame, spec: dict) -> str:
     Parameters
     ----------
     df : pandas.DataFrame
-        The map (:func:`claims_map`).
+        The map (`claims_map`).
     spec : dict
-        The map's spec (as in :func:`claims_map`; also ``title``, ``provenance``, ``replicates``, ``order``).
+        The map's spec (as in `claims_map`; also ``title``, ``provenance``, ``replicates``, ``order``).
 
     Returns
     -------
@@ -281,12 +281,12 @@ def render_markdown(df: pd.DataFrame, spec: dict) -> str:
 
 
 def write_markdown(df: pd.DataFrame, path, spec: dict) -> None:
-    """Write :func:`render_markdown` of the map to ``path`` (atomically).
+    """Write `render_markdown` of the map to ``path`` (atomically).
 
     Parameters
     ----------
     df : pandas.DataFrame
-        The map (:func:`claims_map`).
+        The map (`claims_map`).
     path : str or path-like
         The file.
     spec : dict
@@ -298,12 +298,12 @@ def write_markdown(df: pd.DataFrame, path, spec: dict) -> None:
 
 
 def write_csv(df: pd.DataFrame, path) -> None:
-    """Write the map as CSV (:func:`fedgdp.tables.write_csv`).
+    """Write the map as CSV (`fedgdp.tables.write_csv`).
 
     Parameters
     ----------
     df : pandas.DataFrame
-        The map (:data:`MAP_COLUMNS`).
+        The map (`MAP_COLUMNS`).
     path : str or path-like
         The file.
     """
@@ -314,12 +314,12 @@ def write_csv(df: pd.DataFrame, path) -> None:
 
 def draw(df: pd.DataFrame, spec: dict, pdf=None, png=None) -> None:
     """The claims map as a grid: rows claims (and C2, C4, C5 sub-claims), columns variants,
-    each cell coloured by its verdict (:data:`VERDICT_COLOURS`) with the verdict written in it.
+    each cell coloured by its verdict (`VERDICT_COLOURS`) with the verdict written in it.
 
     Parameters
     ----------
     df : pandas.DataFrame
-        The map (:func:`claims_map`).
+        The map (`claims_map`).
     spec : dict
         The map's spec (``title``, ``caption``, ``order``, ``variants``, ``realdata_variants``).
     pdf, png : str, path-like or None

@@ -1,21 +1,21 @@
 """One settings mechanism for every experiment: frozen dataclasses built from a mapping.
 
 An experiment declares its settings once, as a frozen dataclass whose fields are made
-by :func:`setting`: a default, a one-line help, how a given value is checked and
+by `setting`: a default, a one-line help, how a given value is checked and
 converted (``parse``: one of the checkers below or any callable), and whether a
-subcommand exposes it as a flag. :class:`Settings` then gives
+subcommand exposes it as a flag. `Settings` then gives
 
-- :meth:`Settings.build`: the settings from a mapping of overrides, each value checked
+- `Settings.build`: the settings from a mapping of overrides, each value checked
   (ValueError naming the key and the value; an unknown key gets a "did you mean"),
-  then the class's cross-field checks and derived values (:meth:`Settings.finish`);
-- :meth:`Settings.as_dict`: the plain dict (fields in declaration order) that the rest
+  then the class's cross-field checks and derived values (`Settings.finish`);
+- `Settings.as_dict`: the plain dict (fields in declaration order) that the rest
   of the code, the seeds and the Parquet metadata use;
-- :meth:`Settings.defaults`: that dict of the defaults;
-- :func:`add_flags`: ``--name`` flags generated from the fields, whose help ends with
-  the default (:func:`flag_values` reads them back into overrides).
+- `Settings.defaults`: that dict of the defaults;
+- `add_flags`: ``--name`` flags generated from the fields, whose help ends with
+  the default (`flag_values` reads them back into overrides).
 
-Used by :mod:`fedgdp.simulation.params` (simulation cells), :mod:`fedgdp.realdata.parameters` (real-data
-fits) and :mod:`fedgdp.nn.settings` (CNN runs). Imports nothing else of the package.
+Used by `fedgdp.simulation.params` (simulation cells), `fedgdp.realdata.parameters` (real-data
+fits) and `fedgdp.nn.settings` (CNN runs). Imports nothing else of the package.
 """
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def number(low: float | None = None, high: float | None = None, *, closed: str =
 def _described(parse: Callable, schema: dict) -> Callable:
     """``parse`` with the JSON schema of the values it accepts (``parse.json_schema``: the
     type and bounds, looser where JSON cannot say more, e.g. inf; the checker has the last
-    word) for the config schema (:meth:`Settings.json_schema`)."""
+    word) for the config schema (`Settings.json_schema`)."""
     setattr(parse, "json_schema", schema)  # noqa: B010  # an attribute of a function: mypy would refuse the dot
     return parse
 
@@ -211,7 +211,7 @@ def anything(key, value):
 # ------------------------------------------------------------------ fields
 def setting(default: Any = None, help: str = "", *, parse: Callable = anything, flag: type | None = None,
             factory: Callable | None = None):
-    """A field of a :class:`Settings` dataclass.
+    """A field of a `Settings` dataclass.
 
     Parameters
     ----------
@@ -219,7 +219,7 @@ def setting(default: Any = None, help: str = "", *, parse: Callable = anything, 
     help : one line for ``--help`` and the docs
     parse : ``parse(key, value)`` -> the checked value (ValueError naming key and value)
     flag : the argparse ``type`` of the field's ``--name`` flag where a subcommand
-        exposes the fields (:func:`add_flags`); None: no flag
+        exposes the fields (`add_flags`); None: no flag
     factory : a function making the default (a fresh list or dict each time)
 
     Returns
@@ -327,7 +327,7 @@ class Settings:
 
     @classmethod
     def defaults(cls) -> dict:
-        """The defaults as a plain dict (unchecked, before :meth:`finish`).
+        """The defaults as a plain dict (unchecked, before `finish`).
 
         Returns
         -------
@@ -363,7 +363,7 @@ def add_flags(group, cls: type[Settings], shown: Callable | None = None) -> list
     Returns
     -------
     list of str
-        The fields' names (see :func:`flag_values`).
+        The fields' names (see `flag_values`).
     """
     names = []
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
@@ -377,7 +377,7 @@ def add_flags(group, cls: type[Settings], shown: Callable | None = None) -> list
 
 
 def flag_values(args, cls: type[Settings]) -> dict:
-    """The flags of :func:`add_flags` that were given, as overrides.
+    """The flags of `add_flags` that were given, as overrides.
 
     Parameters
     ----------

@@ -1,8 +1,8 @@
 """The linear solves of FedNewton's step, shared by the simulation and real-data backends.
 
-- :func:`floored_solve`  ``H_floor s = g`` with H's eigenvalues floored at tau1 (Algorithm 4 as printed).
-- :func:`ridge_solve`    ``(H + tau1 I) s = g`` densely (certified FedNewton).
-- :func:`cg_solve`       conjugate gradients on a matrix-free operator (the real-data ridge solve).
+- `floored_solve`  ``H_floor s = g`` with H's eigenvalues floored at tau1 (Algorithm 4 as printed).
+- `ridge_solve`    ``(H + tau1 I) s = g`` densely (certified FedNewton).
+- `cg_solve`       conjugate gradients on a matrix-free operator (the real-data ridge solve).
 
 All keep ``||s|| <= ||g|| / tau1``, the bound FedNewton's calibration assumes
 (docs/methods.md §2). Batched solves take ``H`` (..., d, d) and ``g`` (..., d).
@@ -10,8 +10,8 @@ All keep ``||s|| <= ||g|| / tau1``, the bound FedNewton's calibration assumes
 Certified FedNewton's CG solve (docs/methods.md §2, "The certified solve"): a truncated
 CG solve is not ``(1/tau1)``-Lipschitz in g, so the certified mode records the exact
 solve's sensitivity plus ``2 cg_tol B / tau1`` and checks the true residual
-``||g - A s|| <= cg_tol ||g||`` of every solve (:func:`certified_residual_check`);
-:func:`check_certified_cg` refuses settings the proof does not cover.
+``||g - A s|| <= cg_tol ||g||`` of every solve (`certified_residual_check`);
+`check_certified_cg` refuses settings the proof does not cover.
 """
 from __future__ import annotations
 
@@ -35,16 +35,16 @@ def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
 
     Parameters
     ----------
-    H : ndarray, shape (..., d, d)
+    H : ndarray of shape (..., d, d)
         Symmetric matrices.
-    g : ndarray, shape (..., d)
+    g : ndarray of shape (..., d)
         Right-hand sides.
     tau1 : float
         The eigenvalue floor.
 
     Returns
     -------
-    ndarray, shape (..., d)
+    ndarray of shape (..., d)
         The solutions ``s``; NaN for a client whose H or g is not finite.
     """
     bad = _diverged(H, g)
@@ -66,16 +66,16 @@ def ridge_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
 
     Parameters
     ----------
-    H : ndarray, shape (..., d, d)
+    H : ndarray of shape (..., d, d)
         Symmetric PSD matrices.
-    g : ndarray, shape (..., d)
+    g : ndarray of shape (..., d)
         Right-hand sides.
     tau1 : float
         The ridge.
 
     Returns
     -------
-    ndarray, shape (..., d)
+    ndarray of shape (..., d)
         The solutions ``s``.
     """
     bad = _diverged(H, g)
@@ -167,7 +167,7 @@ def certified_cg_iterations(tol: float, hessian_clip: float) -> int:
 def check_certified_cg(cg_tol, cg_maxiter, hessian_clip) -> None:
     """Refuse CG settings that certified FedNewton's proof does not cover: ``cg_tol``
     must lie in (0, 1) (the recorded sensitivity adds ``2 cg_tol B / tau1``) and
-    ``cg_maxiter`` must allow :func:`certified_cg_iterations` iterations (the
+    ``cg_maxiter`` must allow `certified_cg_iterations` iterations (the
     exact-arithmetic bound; the true residual is still checked at every solve).
 
     Parameters

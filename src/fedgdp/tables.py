@@ -1,17 +1,17 @@
 """Tables from study summaries: the paper's Table 1 and the rates table (docs/methods.md §4).
 
-- :func:`table1`: rounds, total communication and error-bound order of each method
-  (:data:`fedgdp.theory.TABLE1`) beside what the simulation measured at one
+- `table1`: rounds, total communication and error-bound order of each method
+  (`fedgdp.theory.TABLE1`) beside what the simulation measured at one
   reference cell: rounds, floats sent up and down, empirical MSE and its Monte
   Carlo standard error.
-- :func:`rates`: fitted log-log slopes of empirical MSE against m or N
+- `rates`: fitted log-log slopes of empirical MSE against m or N
   (statsmodels OLS of log MSE on log x over the cells of a group, with a 95%
   confidence interval) beside the exponent the method's bound predicts over the
-  same cells (:func:`fedgdp.theory.local_exponent` of
-  :func:`fedgdp.simulation.summary.theory_bounds`), by default in the K-explicit form of
+  same cells (`fedgdp.theory.local_exponent` of
+  `fedgdp.simulation.summary.theory_bounds`), by default in the K-explicit form of
   Remark 3.4 with the iteration counts the study ran (column ``bound_form``).
 
-Writers: :func:`write_csv`, :func:`write_markdown`, :func:`write_latex`.
+Writers: `write_csv`, `write_markdown`, `write_latex`.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def table1(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
     Parameters
     ----------
     summary : DataFrame
-        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads
+        Study summaries (`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads
         ``model``, ``study``, ``method``, the cell's keys, ``rounds``, ``floats_up``,
         ``floats_down``, ``mse``, ``se``, ``replicates``, ``diverged``).
     spec : dict
@@ -48,7 +48,7 @@ def table1(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
         One row per method, columns ``method`` (label), ``algorithm``, ``rounds_theory``,
         ``communication_theory``, ``bound_theory``, ``rounds``, ``floats_up``,
         ``floats_down``, ``mse``, ``se``, ``replicates``, ``diverged`` (headers:
-        :data:`TABLE1_HEADERS`); a method absent from the cell has empty measurements.
+        `TABLE1_HEADERS`); a method absent from the cell has empty measurements.
 
     Raises
     ------
@@ -105,7 +105,7 @@ def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
     Parameters
     ----------
     summary : DataFrame
-        Study summaries (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads
+        Study summaries (`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads
         ``model``, ``study``, ``method``, ``m``, ``N_mean``, ``K``, ``mse`` and the ``by`` axes).
     spec : dict
         ``fits``: list of ``{study, x, by, label}`` where ``x`` is ``m`` or ``N`` (the
@@ -181,7 +181,7 @@ _FORM_NAMES = {"table1": "Table 1", "k_explicit": "K-explicit (Remark 3.4)"}
 
 def _bound_form(cells, method, spec, study_cfg) -> str:
     """Which bound a row's prediction uses: the form, its privacy term
-    (:data:`fedgdp.theory.BOUND_TERMS`) and the iteration counts of the cells."""
+    (`fedgdp.theory.BOUND_TERMS`) and the iteration counts of the cells."""
     from .simulation.backend import REGISTRY
     from .theory import BOUND_TERMS
 
@@ -219,7 +219,7 @@ _DIGITS = {"display": {"sci": 2, "fixed": 3}, "csv": {"sci": 6, "fixed": 6}}
 
 def column_styles(df: pd.DataFrame) -> dict:
     """One number style per column: ``"sci"``, ``"fixed"`` or ``"auto"`` (integers, text,
-    yes/no). A float column not in :data:`SCIENTIFIC` or :data:`FIXED` is fixed point when
+    yes/no). A float column not in `SCIENTIFIC` or `FIXED` is fixed point when
     every finite non-zero value lies in ``[0.01, 1e5)``, scientific otherwise.
 
     Parameters
@@ -246,7 +246,7 @@ def column_styles(df: pd.DataFrame) -> dict:
 
 
 def _fmt(value, style: str = "auto", digits: str = "display") -> str:
-    """One cell as text in the column's ``style`` (:func:`column_styles`)."""
+    """One cell as text in the column's ``style`` (`column_styles`)."""
     if value is None or value is pd.NA:
         return ""
     if isinstance(value, (bool, np.bool_)):
@@ -274,7 +274,7 @@ def _tex_number(text: str) -> str:
 
 def write_csv(df: pd.DataFrame, path) -> None:
     """Machine-readable table: raw column names; numbers in their column's style
-    (:func:`column_styles`) with 7 significant digits (scientific) or 6 decimals.
+    (`column_styles`) with 7 significant digits (scientific) or 6 decimals.
 
     Parameters
     ----------
@@ -338,7 +338,7 @@ def _tex_math(s: str) -> str:
 def write_latex(df: pd.DataFrame, path, headers: dict, *, math_cols=(), caption: str = "",
                 label: str = "") -> None:
     """A booktabs ``table`` environment; ``math_cols`` are typeset in math mode, numbers in
-    their column's style (:func:`column_styles`), scientific ones as ``$a \\times 10^{b}$``.
+    their column's style (`column_styles`), scientific ones as ``$a \\times 10^{b}$``.
 
     Parameters
     ----------

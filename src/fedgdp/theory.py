@@ -38,7 +38,7 @@ BOUND_TERMS = {
 def upper_bound(method: str, n, *, d: int, mu: float, K: int = 50, R: int = 2, K2: int | None = None,
                 form: str = "table1") -> float:
     """Order of the MSE bound of ``method``, constants set to one: ``d/N`` plus the term
-    :data:`BOUND_TERMS` names for ``form``.
+    `BOUND_TERMS` names for ``form``.
 
     ``form="table1"`` (Table 1; the iteration counts at the orders the theory picks,
     K = Theta(log N) for FedSGD and K2 = Theta(log m) for FedHybrid):
@@ -63,7 +63,7 @@ def upper_bound(method: str, n, *, d: int, mu: float, K: int = 50, R: int = 2, K
     ----------
     method : str
         ``fedsgd``, ``fedhybrid``, ``fedavg`` or ``fednewton`` (ValueError otherwise).
-    n : int or array_like, shape (m,)
+    n : int or array_like of shape (m,)
         Client sizes (an int: one client).
     d : int
         Parameter dimension.
@@ -76,7 +76,7 @@ def upper_bound(method: str, n, *, d: int, mu: float, K: int = 50, R: int = 2, K
     K2 : int or None
         FedHybrid's stage-2 steps (required for ``k_explicit``).
     form : str
-        ``table1`` or ``k_explicit`` (:data:`BOUND_FORMS`).
+        ``table1`` or ``k_explicit`` (`BOUND_FORMS`).
 
     Returns
     -------
@@ -137,12 +137,12 @@ def lower_bound(n, *, d: int, mu: float) -> float:
     """Minimax lower bound of Theorem 3.10, constants set to one:
     ``d / sum_i min(n_i, n_i^2 mu^2 log(1/mu) / d)``, stated for ``0 < mu < 1``.
 
-    For ``mu >= 1`` (see :func:`lower_bound_holds`) the privacy term is not covered by
+    For ``mu >= 1`` (see `lower_bound_holds`) the privacy term is not covered by
     the theorem; the function then returns the non-private ``d / N``.
 
     Parameters
     ----------
-    n : int or array_like, shape (m,)
+    n : int or array_like of shape (m,)
         Client sizes.
     d : int
         Parameter dimension.
@@ -180,9 +180,9 @@ def local_exponent(xs, ys) -> float:
 
     Parameters
     ----------
-    xs : array_like, shape (k,)
+    xs : array_like of shape (k,)
         Grid values (positive).
-    ys : array_like, shape (k,)
+    ys : array_like of shape (k,)
         The bound or the MSE at them (positive).
 
     Returns

@@ -1,31 +1,31 @@
 """The CNN backend of the algorithm core: a network's parameters, client sampling, torch.
 
-:class:`TorchBackend` implements :class:`fedgdp.methods.Backend` for the methods that
+`TorchBackend` implements `fedgdp.methods.Backend` for the methods that
 train the CNNs (``registry("nn")``: FedSGD, FedAvg, FedHybrid and FedNewton-Iter), so
 the CNNs run the same ``Method.run`` as the simulations and the real-data study.
 
 What differs from the GLM backends, and lives here:
 
 - the global parameter is the network's parameter dict ``name -> Tensor`` and every
-  method starts at the seeded initial weights (:meth:`TorchBackend.start`);
-- every round draws ``round(q m)`` clients (:func:`sample_clients`); a round's
+  method starts at the seeded initial weights (`TorchBackend.start`);
+- every round draws ``round(q m)`` clients (`sample_clients`); a round's
   local steps, server steps and Newton releases run on the drawn clients only, and
   the aggregation weights ``n_i / sum_S n`` are renormalised over them;
 - the server moves by ``server_lr`` times the weighted mean update (FedAvg rounds) or
   steps by ``server_lr * eta`` (FedSGD steps); the head-only Newton round is a plain
   weighted average (Algorithm 5);
-- noise comes from a ``torch.Generator`` on the training device (:class:`TorchNoise`),
+- noise comes from a ``torch.Generator`` on the training device (`TorchNoise`),
   drawn in the order of the computation: a local step's noise after every step, one
   draw per parameter tensor for all drawn clients; a server step's after the clients'
   gradients; a Newton round's client by client.
 
 The ledger allows for every round (no amplification by subsampling): each client's
 ledger composes to exactly mu; what a client spent, given how often it was drawn, is
-:attr:`TorchBackend.counts` through :meth:`fedgdp.privacy.Ledger.spent_mu`.
+`TorchBackend.counts` through `fedgdp.privacy.Ledger.spent_mu`.
 
 Nothing here synchronises the host with the device inside a round: the clients are
 drawn by numpy, the noise sds are numpy arrays decided before the round, and the
-clipped counts stay on the device until :meth:`finish`.
+clipped counts stay on the device until `finish`.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ __all__ = ["TorchBackend", "ScheduleDraw", "TorchNoise", "Locals", "TrainInfo", 
            "set_head_vector", "newton_direction", "head_newton_step"]
 
 #: numbers of working memory of one stacked clipped-gradient call
-#: (:func:`fedgdp.nn.clipping.floats_per_image` times the padded images); a round's
+#: (`fedgdp.nn.clipping.floats_per_image` times the padded images); a round's
 #: clients are split into stacks below it (1 GiB in float32)
 MAX_STACK = 1 << 28
 #: on a CPU, stack a round's clients only when a client's stack is at most this large:
@@ -72,7 +72,7 @@ def sample_clients(rng: np.random.Generator, m: int, q: float) -> np.ndarray:
 
     Returns
     -------
-    ndarray, shape (k,), int
+    ndarray of shape (k,), int
         The drawn clients, increasing, ``k = max(1, min(m, round(q m)))``.
     """
     k = max(1, min(m, int(round(q * m))))
@@ -81,7 +81,7 @@ def sample_clients(rng: np.random.Generator, m: int, q: float) -> np.ndarray:
 
 class TorchNoise:
     """Standard normals from a ``torch.Generator`` (None-like when non-private):
-    ``take`` returns this stream, :meth:`draw` one tensor."""
+    ``take`` returns this stream, `draw` one tensor."""
 
     def __init__(self, gen: torch.Generator | None):
         self.gen = gen
@@ -99,7 +99,7 @@ class TorchNoise:
         Returns
         -------
         TorchNoise or None
-            The stream to :meth:`draw` from.
+            The stream to `draw` from.
         """
         return None if self.gen is None else self
 
@@ -163,20 +163,20 @@ def head_vector(params: dict) -> torch.Tensor:
 
     Returns
     -------
-    torch.Tensor, shape (D,)
+    torch.Tensor of shape (D,)
         ``D = classes (hidden + 1)``, in the head's dtype.
     """
     return torch.cat([params[f"{HEAD}.weight"].flatten(), params[f"{HEAD}.bias"]])
 
 
 def set_head_vector(params: dict, vec: torch.Tensor) -> dict:
-    """A copy of ``params`` with the head replaced by ``vec`` (layout of :func:`head_vector`).
+    """A copy of ``params`` with the head replaced by ``vec`` (layout of `head_vector`).
 
     Parameters
     ----------
     params : dict name -> Tensor
         A ConvNet's parameters (not modified).
-    vec : torch.Tensor, shape (D,)
+    vec : torch.Tensor of shape (D,)
         The new head, ``[weight.flatten(), bias]``; cast to the head's dtype.
 
     Returns
@@ -201,14 +201,14 @@ def newton_direction(G: torch.Tensor, lam: float) -> torch.Tensor:
 
     Parameters
     ----------
-    G : torch.Tensor, shape (n, D)
+    G : torch.Tensor of shape (n, D)
         Per-sample (clipped) head gradients.
     lam : float
         Ridge ``lambda > 0``.
 
     Returns
     -------
-    torch.Tensor, shape (D,), float64
+    torch.Tensor of shape (D,), float64
         The direction ``(h + lam I)^{-1} gbar``.
     """
     G = G.to(torch.float64)
@@ -227,8 +227,8 @@ def head_newton_step(params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float
                      alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Algorithm 5's local step on the head, ``alpha (h + lam I)^{-1} gbar`` (no noise).
 
-    The per-sample head gradients (:func:`fedgdp.nn.clipping.head_grads`) are clipped at
-    ``B`` (the non-finite rule of :mod:`fedgdp.nn.clipping` included) before the
+    The per-sample head gradients (`fedgdp.nn.clipping.head_grads`) are clipped at
+    ``B`` (the non-finite rule of `fedgdp.nn.clipping` included) before the
     empirical Fisher ``h`` and the mean ``gbar`` are formed. Returns the step (float64,
     shape (D,)) and the number of clipped images (a 0-d tensor on the device).
 
@@ -236,9 +236,9 @@ def head_newton_step(params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float
     ----------
     params : dict name -> Tensor
         The ConvNet's parameters (the body is held fixed).
-    x : torch.Tensor, shape (n, C, H, W)
+    x : torch.Tensor of shape (n, C, H, W)
         The client's images.
-    y : torch.Tensor, shape (n,)
+    y : torch.Tensor of shape (n,)
         Its labels (int64).
     B : float
         Clipping bound of the per-sample head gradients (inf: no clipping).
@@ -249,9 +249,9 @@ def head_newton_step(params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float
 
     Returns
     -------
-    step : torch.Tensor, shape (D,), float64
+    step : torch.Tensor of shape (D,), float64
         ``alpha (h + lam I)^{-1} gbar``.
-    clipped : torch.Tensor, shape (), int64
+    clipped : torch.Tensor of shape (), int64
         The number of images whose head gradient was clipped (or zeroed, non-finite).
     """
     G = head_grads(params, x, y)
@@ -269,17 +269,17 @@ class TorchBackend:
     Parameters
     ----------
     params0 : dict name -> Tensor
-        Initial weights (:func:`fedgdp.nn.models.build_model`), on the training device.
+        Initial weights (`fedgdp.nn.models.build_model`), on the training device.
     clients : fedgdp.nn.train.ClientData
     p : dict
-        Resolved run settings (:func:`fedgdp.nn.settings.resolve`): ``mu``, ``clip``,
+        Resolved run settings (`fedgdp.nn.settings.resolve`): ``mu``, ``clip``,
         ``q``, ``server_lr``.
     rng : numpy.random.Generator
         Draws the clients of every round.
     gen : torch.Generator, optional
         Draws the noise (None when non-private).
     stack : bool
-        Run a round's clients as one stack (:func:`fedgdp.nn.clipping.clipped_grad_sums`,
+        Run a round's clients as one stack (`fedgdp.nn.clipping.clipped_grad_sums`,
         a grouped convolution over clients; the default on CUDA and for small networks)
         or one client at a time.
     progress : callable, optional
@@ -331,12 +331,12 @@ class TorchBackend:
 
     # -- Backend operations
     def calibrate(self, method, s):
-        """The noise sds of the method's plan (clients of sizes :attr:`plan_n`) and its ledger.
+        """The noise sds of the method's plan (clients of sizes `plan_n`) and its ledger.
 
         Parameters
         ----------
         method : fedgdp.methods.Method
-            The method (its :meth:`fedgdp.methods.Method.plan` is calibrated to ``mu``).
+            The method (its `fedgdp.methods.Method.plan` is calibrated to ``mu``).
         s : dict
             The method's settings.
 
@@ -358,7 +358,7 @@ class TorchBackend:
 
     def _schedule(self, method, s) -> dict:
         """Every client's releases of each stage under the participation schedule: the
-        method run on a :class:`ScheduleDraw` with a copy of this backend's client
+        method run on a `ScheduleDraw` with a copy of this backend's client
         generator, which then draws the same clients in the same rounds. It reads no
         image, so the schedule does not depend on the data.
 
@@ -389,7 +389,7 @@ class TorchBackend:
 
         Returns
         -------
-        ndarray, shape (m,)
+        ndarray of shape (m,)
             The weights, summing to one.
         """
         return self.clients.n / self.clients.n.sum()
@@ -433,7 +433,7 @@ class TorchBackend:
         return {k: torch.cat([o[k] for o in out]) for k in out[0]}
 
     def _batch(self, clients: np.ndarray):
-        """The padded images of ``clients`` (:meth:`ClientData.batch`), kept for the rest
+        """The padded images of ``clients`` (`ClientData.batch`), kept for the rest
         of the round (its K local steps)."""
         key = tuple(int(i) for i in clients)
         if key not in self._batches:
@@ -453,7 +453,7 @@ class TorchBackend:
             Local steps.
         eta : float
             Step size.
-        sigma : ndarray, shape (m,)
+        sigma : ndarray of shape (m,)
             Noise sds per client (the drawn clients' are used).
         noise : TorchNoise or None
             The noise stream, None when non-private.
@@ -494,7 +494,7 @@ class TorchBackend:
         Parameters
         ----------
         w : ndarray
-            The weights of :meth:`weights` (unused: renormalised over the drawn clients).
+            The weights of `weights` (unused: renormalised over the drawn clients).
         local : Locals
             The round's local results (``params`` or ``head`` (S, D)).
 
@@ -523,12 +523,12 @@ class TorchBackend:
         theta : dict name -> Tensor
             The global parameters.
         w : ndarray
-            The weights of :meth:`weights` (unused: renormalised over each step's clients).
+            The weights of `weights` (unused: renormalised over each step's clients).
         K : int
             Server steps (one round each).
         eta : float
             Step size.
-        sigma : ndarray, shape (m,)
+        sigma : ndarray of shape (m,)
             Noise sds per client.
         noise : TorchNoise or None
             The noise stream, None when non-private.
@@ -594,7 +594,7 @@ class TorchBackend:
         ----------
         local : Locals
             A Newton round's releases (``head`` (S, D)).
-        sigma : ndarray, shape (m,)
+        sigma : ndarray of shape (m,)
             Noise sds per client (the drawn clients' are used).
         noise : TorchNoise or None
             The noise stream, None when non-private.
@@ -630,7 +630,7 @@ class TorchBackend:
         return compute()
 
     def finish(self, theta, ledgers, comm):
-        """The fit; its rounds and communication are the counts of :attr:`info`
+        """The fit; its rounds and communication are the counts of `info`
         (drawn clients only), which also receives the clipped count.
 
         Parameters
@@ -638,7 +638,7 @@ class TorchBackend:
         theta : dict name -> Tensor
             The final global parameters.
         ledgers : list of fedgdp.privacy.Ledger
-            The one ledger of :meth:`calibrate`.
+            The one ledger of `calibrate`.
         comm : dict
             The method's nominal communication (unused).
 
@@ -661,8 +661,8 @@ class TorchBackend:
 
 class ScheduleDraw(TorchBackend):
     """A CNN method's rounds without training: each round draws its clients (as
-    :class:`TorchBackend` does, from the same generator) and counts their releases; no
-    image is read and no parameter moves. :meth:`TorchBackend.calibrate` runs a method on
+    `TorchBackend` does, from the same generator) and counts their releases; no
+    image is read and no parameter moves. `TorchBackend.calibrate` runs a method on
     it to publish the schedule of ``accounting: schedule``."""
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
@@ -690,7 +690,7 @@ class ScheduleDraw(TorchBackend):
         Parameters
         ----------
         w, local
-            As :meth:`TorchBackend.average`.
+            As `TorchBackend.average`.
 
         Returns
         -------
@@ -707,7 +707,7 @@ class ScheduleDraw(TorchBackend):
         theta : dict name -> Tensor
             The global parameters (returned unchanged).
         w, K, eta, sigma, noise
-            As :meth:`TorchBackend.server_steps` (only K is read).
+            As `TorchBackend.server_steps` (only K is read).
 
         Returns
         -------
@@ -742,7 +742,7 @@ class ScheduleDraw(TorchBackend):
         Parameters
         ----------
         local, sigma, noise
-            As :meth:`TorchBackend.add_noise`.
+            As `TorchBackend.add_noise`.
 
         Returns
         -------
@@ -754,7 +754,7 @@ class ScheduleDraw(TorchBackend):
 
 def _stacks(n: np.ndarray, per_image: int) -> list[np.ndarray]:
     """Consecutive groups of the drawn clients whose padded stack ``len(g) max(n_g)
-    per_image`` stays within :data:`MAX_STACK` numbers (at least one client per group)."""
+    per_image`` stays within `MAX_STACK` numbers (at least one client per group)."""
     groups: list = []
     cur: list = []
     for j, nj in enumerate(n):

@@ -5,7 +5,7 @@ random images of the network's shape, one process times:
 
 - ``plain``: the ordinary full-batch gradient of the mean loss (one autograd
   ``backward``; no clipping): the reference every ratio divides by;
-- ``fedgdp``: the package's clipped mean gradient (:func:`fedgdp.nn.clipping.clipped_grad_sums`,
+- ``fedgdp``: the package's clipped mean gradient (`fedgdp.nn.clipping.clipped_grad_sums`,
   book-keeping clipping: no per-sample gradient of a Linear layer is formed);
 - ``vmap``: per-sample gradients materialised with ``torch.func.vmap(grad)``, clipped
   and averaged (the package's former path; ``tests/nn_oracle.py``);
@@ -19,7 +19,7 @@ Each time is the minimum over ``repeats`` calls after one warm-up, measured in t
 slows every method alike; the ratios to ``plain`` are the result, the seconds depend on
 the machine. Each method's clipped mean is compared with ``fedgdp``'s (largest relative
 difference, float32). ``run_s`` extrapolates a paper-scale run from the measured step
-(see :func:`estimate_runs`).
+(see `estimate_runs`).
 """
 from __future__ import annotations
 
@@ -58,10 +58,10 @@ def step_methods(dataset: str, x, y, B: float) -> dict:
     Parameters
     ----------
     dataset : str
-        The network (:func:`fedgdp.nn.models.build_model`, seed 0).
-    x : torch.Tensor, shape (n, C, H, W)
+        The network (`fedgdp.nn.models.build_model`, seed 0).
+    x : torch.Tensor of shape (n, C, H, W)
         The client's images, on the device to time.
-    y : torch.Tensor, shape (n,)
+    y : torch.Tensor of shape (n,)
         Its labels (int64).
     B : float
         Clipping bound.
@@ -203,7 +203,7 @@ def format_markdown(result: dict) -> str:
     Parameters
     ----------
     result : dict
-        The result of :func:`run_nn_bench`.
+        The result of `run_nn_bench`.
 
     Returns
     -------
@@ -247,13 +247,13 @@ def run_nn_bench(*, datasets=("mnist", "cifar10"), sizes=(100, 600), repeats: in
     out : str, optional
         A JSON file to write the result to.
     md : str, optional
-        A Markdown file to write :func:`format_markdown` of the result to.
+        A Markdown file to write `format_markdown` of the result to.
 
     Returns
     -------
     dict
         The result: the machine, and per network its parameter count, per n the seconds,
-        ratios to ``plain`` and differences to ``fedgdp``, and :func:`estimate_runs`.
+        ratios to ``plain`` and differences to ``fedgdp``, and `estimate_runs`.
     """
     import torch
 

@@ -6,7 +6,7 @@ Conventions
 ``S`` clients are processed together, each with its own parameters (``name -> (S,
 *shape)``; the clients of one FedAvg round) or one shared copy (``shared=True``;
 FedSGD). Their images are padded to ``X (S, L, C, H, W)`` with a 0/1 ``mask (S, L)``
-(:meth:`fedgdp.nn.train.ClientData.batch`). Inside, the conv activations are laid out
+(`fedgdp.nn.train.ClientData.batch`). Inside, the conv activations are laid out
 ``(L, S C, H, W)``: client ``s``'s channels are a group of a grouped convolution
 (``groups = S``), so one convolution serves every client; the fully connected layers
 are batched matrix products ``(S, L, in) @ (S, in, out)``. With ``S = 1`` these are the
@@ -75,7 +75,7 @@ def layer_names(params: dict) -> list[str]:
 
 
 def floats_per_image(params: dict, image_shape: tuple) -> int:
-    """Working memory of :func:`clipped_grad_sums` per image, in numbers: every conv
+    """Working memory of `clipped_grad_sums` per image, in numbers: every conv
     layer's output, its ReLU and gradient (3 C_out H W), its per-sample weight gradient
     (C_out C_in 9), and the Linear layers' inputs and outputs.
 
@@ -173,10 +173,10 @@ def clipped_grad_sums(params: dict, X: torch.Tensor, Y: torch.Tensor, mask: torc
     params : dict name -> Tensor
         The ConvNet's parameters (``convs.i.*``, ``fc.*``, ``head.*``), ``(S, *shape)``,
         or ``(*shape)`` with ``shared=True``.
-    X : Tensor, shape (S, L, C, H, W)
-    Y : Tensor, shape (S, L)
+    X : Tensor of shape (S, L, C, H, W)
+    Y : Tensor of shape (S, L)
         Labels (int64).
-    mask : Tensor, shape (S, L)
+    mask : Tensor of shape (S, L)
         1 for an image, 0 for a padding row (which contributes nothing).
     B : float
         Clipping bound; ``inf``: the plain sums (still with the non-finite rule).
@@ -186,9 +186,9 @@ def clipped_grad_sums(params: dict, X: torch.Tensor, Y: torch.Tensor, mask: torc
 
     Returns
     -------
-    total : dict name -> Tensor, shape (S, *shape)
+    total : dict name -> Tensor of shape (S, *shape)
         The clipped sums; divided by ``mask.sum(1)`` they are the clipped mean gradients.
-    factors : Tensor, shape (S, L)
+    factors : Tensor of shape (S, L)
         ``mask_j c_j``; an image is clipped where ``factors < mask``.
     """
     S, L = Y.shape
@@ -241,14 +241,14 @@ def head_grads(params: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     ----------
     params : dict name -> Tensor
         The ConvNet's parameters, ``(*shape)`` (one copy).
-    x : torch.Tensor, shape (n, C, H, W)
+    x : torch.Tensor of shape (n, C, H, W)
         Images.
-    y : torch.Tensor, shape (n,)
+    y : torch.Tensor of shape (n,)
         Labels (int64).
 
     Returns
     -------
-    torch.Tensor, shape (n, D)
+    torch.Tensor of shape (n, D)
         Row j is image j's head gradient ``[weight.flatten(), bias]``, ``D = classes (hidden + 1)``.
     """
     names = layer_names(params)

@@ -18,7 +18,7 @@ Datasets
 ``mnist``
     The four original IDX files (``train-images-idx3-ubyte.gz`` ...), gzipped or not,
     or a Keras-style ``mnist.npz``, in ``<data_dir>/mnist/`` (the folder layout and
-    reader of :mod:`fedgdp.datasets`, shared with the real-data study): 60,000
+    reader of `fedgdp.datasets`, shared with the real-data study): 60,000
     training and 10,000 test images, 28x28.
 ``cifar10``
     The python version's pickled batches in
@@ -26,10 +26,10 @@ Datasets
     ``test_batch``), or the archive ``cifar-10-python.tar.gz`` in
     ``<data_dir>/cifar10/`` (unpacked on first use): 50,000 + 10,000 images, 3x32x32.
 
-:func:`fetch` downloads MNIST (through :func:`fedgdp.datasets.fetch_mnist`) or
+`fetch` downloads MNIST (through `fedgdp.datasets.fetch_mnist`) or
 CIFAR-10 and verifies the published MD5 checksums;
-without a network it raises :class:`DataUnavailable` naming the files to place and
-where. :func:`load_images` never downloads.
+without a network it raises `DataUnavailable` naming the files to place and
+where. `load_images` never downloads.
 """
 from __future__ import annotations
 
@@ -75,10 +75,10 @@ class ImageData:
     Attributes
     ----------
     name : str
-    x_train : ndarray, shape (N, C, H, W), float32
-    y_train : ndarray, shape (N,), int64
-    x_test : ndarray, shape (N_test, C, H, W), float32
-    y_test : ndarray, shape (N_test,), int64
+    x_train : ndarray of shape (N, C, H, W), float32
+    y_train : ndarray of shape (N,), int64
+    x_test : ndarray of shape (N_test, C, H, W), float32
+    y_test : ndarray of shape (N_test,), int64
     classes : int
     """
 
@@ -188,7 +188,7 @@ def load_images(name: str, data_dir: str | os.PathLike = "data") -> ImageData:
     Parameters
     ----------
     name : str
-        ``digits``, ``mnist`` or ``cifar10`` (:data:`DATASETS`).
+        ``digits``, ``mnist`` or ``cifar10`` (`DATASETS`).
     data_dir : str or path
         The folder holding ``mnist/`` and ``cifar10/`` (unused for ``digits``).
 
@@ -237,7 +237,7 @@ def fetch(name: str, data_dir: str | os.PathLike = "data", *, timeout: float = 3
     """Download MNIST or CIFAR-10 into ``data_dir`` and verify the MD5 checksums.
 
     Files already present with the right checksum are kept. Returns the dataset's
-    folder. Raises :class:`DataUnavailable` when the network cannot be reached (the
+    folder. Raises `DataUnavailable` when the network cannot be reached (the
     message says which files to place where) or a checksum does not match.
 
     Parameters

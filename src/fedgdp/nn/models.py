@@ -68,12 +68,12 @@ class ConvNet(nn.Module):
 
         Parameters
         ----------
-        x : torch.Tensor, shape (n, C, H, W)
+        x : torch.Tensor of shape (n, C, H, W)
             Images.
 
         Returns
         -------
-        torch.Tensor, shape (n, hidden)
+        torch.Tensor of shape (n, hidden)
             The ReLU outputs of the hidden fully connected layer.
         """
         for conv in self.convs:
@@ -85,12 +85,12 @@ class ConvNet(nn.Module):
 
         Parameters
         ----------
-        x : torch.Tensor, shape (n, C, H, W)
+        x : torch.Tensor of shape (n, C, H, W)
             Images.
 
         Returns
         -------
-        torch.Tensor, shape (n, classes)
+        torch.Tensor of shape (n, classes)
             Log-softmax of the head's outputs.
         """
         return F.log_softmax(self.head(self.features(x)), dim=-1)
@@ -107,7 +107,7 @@ def build_model(dataset: str, *, seed: int, classes: int = 10) -> ConvNet:
     Parameters
     ----------
     dataset : str
-        A key of :data:`ARCHITECTURES` (``mnist``, ``cifar10``, ``digits``).
+        A key of `ARCHITECTURES` (``mnist``, ``cifar10``, ``digits``).
     seed : int
         Seeds the initial weights.
     classes : int

@@ -19,7 +19,7 @@ __all__ = ["summarise_runs", "plot_nn_figure", "SUMMARY_COLUMNS"]
 _DATASET_TITLES = {"cifar10": "CIFAR-10", "mnist": "MNIST", "digits": "digits (8x8, offline smoke test)"}
 #: said under a figure with a digits panel: what that panel is not
 SMOKE_NOTE = ("digits is the offline smoke test of the CNN pipeline (1,437 images of 8x8 pixels): under "
-              "client-level noise its accuracies are dominated by the privacy noise and show none of the "
+              "the noise each client adds its accuracies are dominated by the privacy noise and show none of the "
               "paper's trends; the MNIST panels are config/nn-mnist.yaml.")
 _DATASET_ORDER = ["cifar10", "mnist", "digits"]
 _XLABEL = {"fig09": "Samples per client", "fig10": "Number of clients"}
@@ -32,17 +32,17 @@ SUMMARY_COLUMNS = ["figure", "dataset", "method", "label", "x", "m", "n", "mu", 
 def summarise_runs(df):
     """Per (figure, dataset, method, x): median and range of the test accuracy over runs.
 
-    ``df`` holds run rows (:func:`fedgdp.nn.run.read_runs`); ``x`` is n (fig09) or m (fig10).
+    ``df`` holds run rows (`fedgdp.nn.run.read_runs`); ``x`` is n (fig09) or m (fig10).
 
     Parameters
     ----------
     df : pandas.DataFrame
-        Run rows (columns :data:`fedgdp.nn.run.COLUMNS`).
+        Run rows (columns `fedgdp.nn.run.COLUMNS`).
 
     Returns
     -------
     pandas.DataFrame
-        One row per (figure, dataset, method, label, x, mu), columns :data:`SUMMARY_COLUMNS`
+        One row per (figure, dataset, method, label, x, mu), columns `SUMMARY_COLUMNS`
         (``m`` or ``n`` is -1 where it varies within the group).
     """
     import pandas as pd
@@ -75,7 +75,7 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
     Parameters
     ----------
     summary : pandas.DataFrame
-        Rows of :func:`summarise_runs` (columns :data:`SUMMARY_COLUMNS`).
+        Rows of `summarise_runs` (columns `SUMMARY_COLUMNS`).
     figure : str
         ``fig09`` or ``fig10``.
     out : str or Path

@@ -8,11 +8,11 @@ point, run): one ``fedgdp nn-run`` of every method, one Parquet file
 ``<runs_dir>/<reading>/<figure>-<x>-run<run>.parquet``. Pieces already on disk are kept,
 so a stopped map resumes where it stopped, and committed pieces restore it.
 
-The table (:func:`collect`, ``readings.csv``) has one row per (reading, point, run,
+The table (`collect`, ``readings.csv``) has one row per (reading, point, run,
 method) with the test accuracy and the privacy the run really gives: its certified mu
 (record-level mu-GDP at each client, against everything that client releases) where it
 adds calibrated noise, inf and the reason otherwise. Imports numpy, pandas and yaml only;
-running a piece needs torch (:func:`run_missing`).
+running a piece needs torch (`run_missing`).
 """
 from __future__ import annotations
 
@@ -58,6 +58,8 @@ def load_readings(path: str | os.PathLike) -> dict:
         cfg = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
         raise ValueError(f"cannot read the readings config {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"the readings config {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{path}: a readings config is a mapping, got {type(cfg).__name__}")
     unknown = set(cfg) - _KEYS
@@ -99,7 +101,7 @@ def pieces(cfg: dict) -> list[tuple]:
     Parameters
     ----------
     cfg : dict
-        A config of :func:`load_readings`.
+        A config of `load_readings`.
 
     Returns
     -------
@@ -135,7 +137,7 @@ def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto",
     Parameters
     ----------
     cfg : dict
-        A config of :func:`load_readings`.
+        A config of `load_readings`.
     runs_dir : str or path
         The map's folder of pieces.
     device : str
@@ -199,14 +201,14 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
     Parameters
     ----------
     cfg : dict
-        A config of :func:`load_readings`.
+        A config of `load_readings`.
     runs_dir : str or path
         The map's folder of pieces.
 
     Returns
     -------
     pandas.DataFrame
-        Columns :data:`TABLE_COLUMNS`, in the config's order of readings and points.
+        Columns `TABLE_COLUMNS`, in the config's order of readings and points.
     missing : list of tuple
         The (reading, figure, x, run) not yet on disk.
     """
@@ -238,7 +240,7 @@ def plot_readings(table, cfg: dict, out: str | os.PathLike) -> list:
     Parameters
     ----------
     table : pandas.DataFrame
-        :func:`collect`'s table.
+        `collect`'s table.
     cfg : dict
         The config (its readings' order and ``band``).
     out : str or path

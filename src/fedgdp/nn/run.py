@@ -1,6 +1,6 @@
 """One CNN run (every method on one partition) and its Parquet file.
 
-Seeds (:mod:`fedgdp.seeds`, as in the simulations, docs/methods.md §1): a run uses
+Seeds (`fedgdp.seeds`, as in the simulations, docs/methods.md §1): a run uses
 ``SeedSequence([base_seed, stable_hash(data_key), run])`` for its partition and
 initial weights (shared by all methods: common random numbers), and method ``M``
 uses ``SeedSequence([base_seed, stable_hash(data_key), run, stable_hash(M)])`` for
@@ -51,7 +51,7 @@ def run_seeds(p: dict, method: str | None = None) -> np.random.SeedSequence:
     Parameters
     ----------
     p : dict
-        Resolved run settings (``base_seed``, ``run`` and :func:`fedgdp.nn.settings.data_key`).
+        Resolved run settings (``base_seed``, ``run`` and `fedgdp.nn.settings.data_key`).
     method : str, optional
         A method's name: its own stream; None: the run's (partition and initial weights).
 
@@ -106,20 +106,20 @@ def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
 
 def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: ImageData | None = None,
            data_dir: str = "data", return_ledgers: bool = False, progress: bool = False):
-    """Train every method of ``p`` on one partition; one row per method (keys :data:`COLUMNS`).
+    """Train every method of ``p`` on one partition; one row per method (keys `COLUMNS`).
 
     Parameters
     ----------
     p : dict
-        Resolved settings (:func:`fedgdp.nn.settings.resolve`).
+        Resolved settings (`fedgdp.nn.settings.resolve`).
     device : str
         ``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
     threads : int, optional
         torch CPU threads (``torch.set_num_threads``).
     data : ImageData, optional
-        Already loaded data (else :func:`fedgdp.nn.data.load_images`).
+        Already loaded data (else `fedgdp.nn.data.load_images`).
     data_dir : str
-        Where :func:`fedgdp.nn.data.load_images` looks when ``data`` is None.
+        Where `fedgdp.nn.data.load_images` looks when ``data`` is None.
     return_ledgers : bool
         Also return every method's ledger.
     progress : bool
@@ -129,7 +129,7 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     Returns
     -------
     rows : list of dict
-        One row per method of ``p["methods"]``, keys :data:`COLUMNS`.
+        One row per method of ``p["methods"]``, keys `COLUMNS`.
     ledgers : dict method -> fedgdp.privacy.Ledger
         Only with ``return_ledgers``: then ``(rows, ledgers)`` is returned.
     """
@@ -242,7 +242,7 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
     Parameters
     ----------
     rows : list of dict
-        The rows of :func:`run_nn` (keys :data:`COLUMNS`).
+        The rows of `run_nn` (keys `COLUMNS`).
     p : dict
         The run's resolved settings.
     out : str or path
@@ -273,12 +273,12 @@ def read_runs(paths) -> pandas.DataFrame:
     Parameters
     ----------
     paths : str, path or sequence of them
-        Run files written by :func:`write_runs`.
+        Run files written by `write_runs`.
 
     Returns
     -------
     pandas.DataFrame
-        Their rows (at least the columns :data:`COLUMNS`).
+        Their rows (at least the columns `COLUMNS`).
     """
     from ..io import read_parquet_files
 

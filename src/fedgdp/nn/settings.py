@@ -6,7 +6,7 @@ and every method trains on the same partition from the same initial weights
 
 Paper settings (docs/methods.md §6, paper section 5.2.2) are the ``mnist`` and ``cifar10``
 defaults. The offline ``digits`` defaults are scaled down so that the default
-Figures 9 and 10 run in minutes on two CPU cores (see :data:`DEFAULT_GRID`):
+Figures 9 and 10 run in minutes on two CPU cores (see `DEFAULT_GRID`):
 
 - q = 0.5 instead of 0.1, so that a round still draws a few of the 5-40 clients;
 - lr 0.3 instead of 0.01 (tiny network, 8x8 inputs; with lr 0.01 the 100 local
@@ -43,7 +43,7 @@ ACCOUNTINGS = ("printed", "schedule")
 #: (``fedgdp.methods.registry("nn")``), in the paper's order (by algorithm number:
 #: FedSGD, FedHybrid, FedAvg, FedNewton-Iter), the legend order of Figures 9-10
 METHODS = tuple(sorted(registry(CNN), key=_algorithm_number))
-#: their legend labels (the core's label with "DP-"; "NP-" at mu = inf: :func:`label`)
+#: their legend labels (the core's label with "DP-"; "NP-" at mu = inf: `label`)
 LABELS = {name: "DP-" + m.label for name, m in registry(CNN).items()}
 
 
@@ -54,11 +54,11 @@ def label(method: str, mu: float, release: str = "private") -> str:
     Parameters
     ----------
     method : str
-        A CNN method (a name of :data:`METHODS`).
+        A CNN method (a name of `METHODS`).
     mu : float
         The privacy parameter (inf: non-private).
     release : str
-        ``private``, ``clip_only`` or ``plain`` (:data:`fedgdp.privacy.RELEASES`).
+        ``private``, ``clip_only`` or ``plain`` (`fedgdp.privacy.RELEASES`).
 
     Returns
     -------
@@ -72,17 +72,17 @@ def label(method: str, mu: float, release: str = "private") -> str:
 
 def release_plan(method: str, p: dict, n) -> tuple:
     """The releases of CNN ``method`` under run settings ``p`` for clients of ``n``
-    training images: its plan in :mod:`fedgdp.methods` (a tuple of
-    :class:`fedgdp.privacy.ReleaseSpec`, arrays shaped (1, m)); ``fedgdp.privacy.calibrate``
-    turns it into noise sds and the ledger, as :class:`fedgdp.nn.backend.TorchBackend` does.
+    training images: its plan in `fedgdp.methods` (a tuple of
+    `fedgdp.privacy.ReleaseSpec`, arrays shaped (1, m)); ``fedgdp.privacy.calibrate``
+    turns it into noise sds and the ledger, as `fedgdp.nn.backend.TorchBackend` does.
 
     Parameters
     ----------
     method : str
-        A CNN method (a name of :data:`METHODS`).
+        A CNN method (a name of `METHODS`).
     p : dict
-        Resolved run settings (:func:`resolve`; ``clip`` and the method's settings are read).
-    n : array_like, shape (m,)
+        Resolved run settings (`resolve`; ``clip`` and the method's settings are read).
+    n : array_like of shape (m,)
         Training images per client.
 
     Returns
@@ -127,10 +127,10 @@ _POSITIVE = number(0, finite=True)
 
 @dataclass(frozen=True)
 class NNSettings(Settings):
-    """The settings of one CNN run (docs/methods.md §6 unless noted); :func:`resolve`.
+    """The settings of one CNN run (docs/methods.md §6 unless noted); `resolve`.
 
     The defaults of ``lr``, ``server_lr``, ``clip``, ``local_epochs`` and ``q`` depend on
-    the data set (:data:`DATASET_DEFAULTS`).
+    the data set (`DATASET_DEFAULTS`).
     """
 
     WHAT: ClassVar[str] = "nn setting"
@@ -172,7 +172,7 @@ class NNSettings(Settings):
 
     @classmethod
     def preset(cls, mapping: dict) -> dict:
-        """The data set's defaults (:data:`DATASET_DEFAULTS`), below the mapping.
+        """The data set's defaults (`DATASET_DEFAULTS`), below the mapping.
 
         Parameters
         ----------
@@ -239,7 +239,7 @@ PAPER_GRID = {
 
 def resolve(overrides: dict | None = None) -> dict:
     """Defaults, then the dataset's defaults, then ``overrides``; validated
-    (:class:`NNSettings`). Raises ValueError naming the bad key and value.
+    (`NNSettings`). Raises ValueError naming the bad key and value.
 
     Parameters
     ----------
@@ -249,7 +249,7 @@ def resolve(overrides: dict | None = None) -> dict:
     Returns
     -------
     dict
-        Every setting of :class:`NNSettings`, by name.
+        Every setting of `NNSettings`, by name.
     """
     return NNSettings.build(overrides).as_dict()
 

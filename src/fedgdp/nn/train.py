@@ -1,15 +1,15 @@
 """Training a CNN with a method of the algorithm core: devices, client data, evaluation.
 
-The methods themselves are :mod:`fedgdp.methods` (FedSGD, FedAvg, FedHybrid and
-FedNewton-Iter, ``registry("nn")``) run on :class:`fedgdp.nn.backend.TorchBackend`;
-per-sample clipping is :mod:`fedgdp.nn.clipping`. :func:`train` puts them together for
+The methods themselves are `fedgdp.methods` (FedSGD, FedAvg, FedHybrid and
+FedNewton-Iter, ``registry("nn")``) run on `fedgdp.nn.backend.TorchBackend`;
+per-sample clipping is `fedgdp.nn.clipping`. `train` puts them together for
 one method of one run.
 
 Conventions
 -----------
 A model's parameters travel as a dict ``name -> tensor`` (``dict(model.named_parameters())``
 detached); a stack of S clients' parameters is ``name -> (S, *shape)``. Clients' images
-are padded to ``(S, L, C, H, W)`` with a 0/1 mask ``(S, L)`` (:meth:`ClientData.batch`).
+are padded to ``(S, L, C, H, W)`` with a 0/1 mask ``(S, L)`` (`ClientData.batch`).
 The head-only Newton step works on the flattened last layer, ``D = classes * (hidden +
 1)`` numbers laid out as ``[head.weight.flatten(), head.bias]``.
 
@@ -107,7 +107,7 @@ class Progress:
     method : str
         The method's name, first on every line.
     total : int
-        The method's rounds (:meth:`fedgdp.methods.Method.rounds`).
+        The method's rounds (`fedgdp.methods.Method.rounds`).
     stream : file, optional
         Where the lines go (default: standard error, which a Snakemake job logs).
     """
@@ -118,7 +118,7 @@ class Progress:
     start: float = field(default_factory=time.perf_counter)
 
     def __call__(self, done: int) -> None:
-        """Report that ``done`` of :attr:`total` rounds have finished.
+        """Report that ``done`` of `total` rounds have finished.
 
         Parameters
         ----------
@@ -139,7 +139,7 @@ class ClientData:
     ----------
     x : list of Tensor, each (n_i, C, H, W)
     y : list of Tensor, each (n_i,)
-    n : ndarray, shape (m,)
+    n : ndarray of shape (m,)
     """
 
     x: list
@@ -164,11 +164,11 @@ class ClientData:
 
         Returns
         -------
-        X : torch.Tensor, shape (S, L, C, H, W)
+        X : torch.Tensor of shape (S, L, C, H, W)
             The images.
-        Y : torch.Tensor, shape (S, L)
+        Y : torch.Tensor of shape (S, L)
             The labels (int64; 0 in padding rows).
-        mask : torch.Tensor, shape (S, L)
+        mask : torch.Tensor of shape (S, L)
             1 for an image, 0 for a padding row, in the images' dtype.
         """
         from torch.nn.utils.rnn import pad_sequence
@@ -214,13 +214,13 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
         Initial weights, on the training device.
     clients : ClientData
     p : dict
-        Resolved run settings (:func:`fedgdp.nn.settings.resolve`).
+        Resolved run settings (`fedgdp.nn.settings.resolve`).
     rng : numpy.random.Generator
         Draws the clients of every round.
     gen : torch.Generator
         Draws the noise (on the training device).
     stack : bool, optional
-        Stack a round's clients (see :class:`fedgdp.nn.backend.TorchBackend`).
+        Stack a round's clients (see `fedgdp.nn.backend.TorchBackend`).
     progress : bool or callable
         True: a [`Progress`][fedgdp.nn.train.Progress] line on standard error after every
         round; a callable is called with the rounds done; False: silent.
@@ -228,7 +228,7 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
     Returns
     -------
     Trained
-        The trained parameters, what the backend counted (:class:`TrainInfo`), the
+        The trained parameters, what the backend counted (`TrainInfo`), the
         ledger and the releases each client made.
     """
     meth = get_method(method, CNN)
@@ -249,9 +249,9 @@ def evaluate(model, params: dict, x: torch.Tensor, y: torch.Tensor, *, batch: in
         The network whose forward pass is called with ``params`` (``functional_call``).
     params : dict name -> Tensor
         The parameters to evaluate.
-    x : torch.Tensor, shape (N, C, H, W)
+    x : torch.Tensor of shape (N, C, H, W)
         Images.
-    y : torch.Tensor, shape (N,)
+    y : torch.Tensor of shape (N,)
         Labels (int64).
     batch : int
         Images per forward pass.

@@ -1,18 +1,18 @@
 """The workflow's plan: every decision of the Snakemake pipeline as plain Python.
 
-The rules in ``workflow/rules/*.smk`` are thin wrappers around one :class:`Plan`,
-built from the merged config by :func:`load`. The plan holds what Snakemake would
+The rules in ``workflow/rules/*.smk`` are thin wrappers around one `Plan`,
+built from the merged config by `load`. The plan holds what Snakemake would
 otherwise hide in rule files, so it can be unit-tested without Snakemake
 (``tests/test_plan.py``):
 
-- config checks: the closed schema (:func:`validate`, every unknown key named with the
-  nearest known one) and the checks a schema cannot express (:meth:`Plan.check`);
-- the run name (:func:`run_name`) and the output tree of a run, so that two configs
+- config checks: the closed schema (`validate`, every unknown key named with the
+  nearest known one) and the checks a schema cannot express (`Plan.check`);
+- the run name (`run_name`) and the output tree of a run, so that two configs
   never write to the same files;
 - the cells of every study, the jobs that run them (groups of cells x seed blocks),
-  the named targets (:meth:`Plan.targets`);
+  the named targets (`Plan.targets`);
 - per-job specs (the JSON each ``fedgdp`` command receives), report captions, and the
-  resources a cluster job asks for (:meth:`Plan.cell_runtime` and friends).
+  resources a cluster job asks for (`Plan.cell_runtime` and friends).
 
 Output tree of a run named ``R``::
 
@@ -43,7 +43,7 @@ Modules, lower ones first (a module imports only those above it)::
     core           Plan (all the parts) and load
 
 Each part is a class over the parts it uses (``class ClaimsPart(TargetsPart, NNPart)``),
-so a part's methods call only what its bases provide; :class:`Plan` combines them all.
+so a part's methods call only what its bases provide; `Plan` combines them all.
 
 Snakemake itself is never imported here.
 """

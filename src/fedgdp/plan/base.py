@@ -1,5 +1,5 @@
 """What every part of the plan shares: figure kinds and path forms, wildcard
-alternatives, MNIST's file names, and :class:`PlanBase` (the config, run name, hash and
+alternatives, MNIST's file names, and `PlanBase` (the config, run name, hash and
 output tree of a run; its figures; provenance text)."""
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def mnist_files(folder: str) -> list[str]:
 
 class PlanBase:
     """The run a plan is for: ``config``, ``run`` (its name), ``sha`` (the config hash)
-    and ``paths`` (its output tree); the parts of :class:`fedgdp.plan.Plan` build on it."""
+    and ``paths`` (its output tree); the parts of `fedgdp.plan.Plan` build on it."""
 
     def __init__(self, config: dict, run: str | None = None):
         self.config = config

@@ -1,4 +1,4 @@
-"""The config checks a schema cannot express (:meth:`ChecksPart.check`): methods exist,
+"""The config checks a schema cannot express (`ChecksPart.check`): methods exist,
 schemes parse, references resolve, layouts fit their data, the decomposition's studies
 pair. Each raises a ConfigError naming the key."""
 from __future__ import annotations

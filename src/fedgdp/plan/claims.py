@@ -29,7 +29,7 @@ class ClaimsPart(TargetsPart, NNPart):
         Returns
         -------
         list of str
-            One summary per study of :meth:`claims_studies` and model it runs.
+            One summary per study of `claims_studies` and model it runs.
         """
         studies = dict.fromkeys(s for ss in self.claims_studies().values() for s in ss)
         return [self.summary_file(model, s) for s in studies for model in self.config["studies"][s]["models"]]
@@ -83,7 +83,7 @@ class ClaimsPart(TargetsPart, NNPart):
         -------
         str
             JSON with keys ``models`` (every model of the studies, in order), ``studies``
-            (:meth:`claims_studies`) and ``title``.
+            (`claims_studies`) and ``title``.
         """
         models = list(dict.fromkeys(m for s in self.config["studies"].values() for m in s["models"]))
         return json.dumps({"models": models, "studies": self.claims_studies(),

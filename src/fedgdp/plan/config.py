@@ -118,7 +118,7 @@ REQUEST_KEYS = (("nn", "gpus"),)
 
 def config_sha(config: dict) -> str:
     """SHA-256 of the canonical JSON of ``config`` without its ``run`` key, the
-    :data:`LAYOUT_KEYS` and the :data:`REQUEST_KEYS` (8 hex digits).
+    `LAYOUT_KEYS` and the `REQUEST_KEYS` (8 hex digits).
 
     Parameters
     ----------
@@ -145,7 +145,7 @@ def run_name(config: dict, overrides: list[dict]) -> str:
     ``--configfile`` and the ``--config`` settings) names its run; otherwise that name
     plus the hash of the resolved config (``paper-1a2b3c4d``): settings changed without
     a new name never land on the outputs of the named config. An override of
-    :data:`LAYOUT_KEYS` alone (``--config cells_per_job=1``) changes no number, so it
+    `LAYOUT_KEYS` alone (``--config cells_per_job=1``) changes no number, so it
     keeps the name.
 
     Parameters
@@ -153,7 +153,7 @@ def run_name(config: dict, overrides: list[dict]) -> str:
     config : dict
         The resolved config (with its ``run``).
     overrides : list of dict
-        What the invocation changed (:func:`invocation_overrides`); a None or empty entry
+        What the invocation changed (`invocation_overrides`); a None or empty entry
         counts as one that names no run.
 
     Returns
@@ -168,7 +168,7 @@ def run_name(config: dict, overrides: list[dict]) -> str:
 
 def invocation_overrides(configfiles, config_args) -> list[dict]:
     """What one invocation changes on top of config.yaml: each ``--configfile`` (read
-    here), then the ``--config`` settings (when any). Input of :func:`run_name`.
+    here), then the ``--config`` settings (when any). Input of `run_name`.
 
     Parameters
     ----------

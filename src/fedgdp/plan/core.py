@@ -1,4 +1,4 @@
-"""The plan of a run: :class:`Plan`, assembled from its parts, and :func:`load`."""
+"""The plan of a run: `Plan`, assembled from its parts, and `load`."""
 from __future__ import annotations
 
 from .checks import ChecksPart
@@ -16,14 +16,14 @@ class Plan(ClaimsPart, TablesPart, ResourcesPart, ChecksPart):
     Methods that take ``wildcards`` read its attributes, so they serve directly as
     Snakemake input, params and resources functions (tests pass a SimpleNamespace).
 
-    Each part of the plan is a module of :mod:`fedgdp.plan` (see its docstring).
+    Each part of the plan is a module of `fedgdp.plan` (see its docstring).
 
     Parameters
     ----------
     config : dict
-        The merged config, validated and with defaults (:func:`validate`).
+        The merged config, validated and with defaults (`validate`).
     run : str or None, default=None
-        The run name (:func:`run_name`; None: ``config["run"]``).
+        The run name (`run_name`; None: ``config["run"]``).
     """
 
 
@@ -39,8 +39,8 @@ def load(config: dict, schema_path, overrides: list[dict] | None = None) -> Plan
     schema_path : str or path-like
         The config's JSON schema (workflow/schemas/config.schema.yaml).
     overrides : list of dict or None, default=None
-        What the invocation changed (:func:`fedgdp.plan.config.invocation_overrides`), for
-        :func:`run_name`; None: none.
+        What the invocation changed (`fedgdp.plan.config.invocation_overrides`), for
+        `run_name`; None: none.
 
     Returns
     -------

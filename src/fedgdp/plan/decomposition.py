@@ -1,5 +1,5 @@
 """The error decomposition (target ``decompose``): its files, the cells it reads, its
-spec and caption (its config check is in :mod:`fedgdp.plan.checks`)."""
+spec and caption (its config check is in `fedgdp.plan.checks`)."""
 from __future__ import annotations
 
 import json

@@ -118,7 +118,7 @@ class NNPart(PlanBase):
         Returns
         -------
         str
-            JSON (keys sorted) of :meth:`nn_settings`.
+            JSON (keys sorted) of `nn_settings`.
 
         Raises
         ------
@@ -166,7 +166,7 @@ class NNPart(PlanBase):
         return [os.path.join(folder, f) for f in MNIST_FILES]
 
     def nn_summary_inputs(self, wildcards) -> list[str]:
-        """The run files a CNN summary reads (:meth:`nn_run_files`).
+        """The run files a CNN summary reads (`nn_run_files`).
 
         Parameters
         ----------
@@ -204,7 +204,7 @@ class NNPart(PlanBase):
         Returns
         -------
         str
-            ``"fig09"`` or ``"fig10"`` (:data:`NN_X`).
+            ``"fig09"`` or ``"fig10"`` (`NN_X`).
         """
         return NN_X[self.figure(wildcards.fig)["x"]]
 

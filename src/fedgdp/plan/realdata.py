@@ -24,7 +24,7 @@ class RealdataPart(PlanBase):
         return int(self.config["realdata"].get("workers", 1))
 
     def realdata_spec(self, wildcards=None) -> str:
-        """``fedgdp realdata --spec`` of the run's fits: :meth:`realdata_settings` as JSON (keys sorted).
+        """``fedgdp realdata --spec`` of the run's fits: `realdata_settings` as JSON (keys sorted).
 
         Parameters
         ----------
@@ -153,7 +153,7 @@ class RealdataPart(PlanBase):
         s = resolve_realdata(dict(self.realdata_settings(), task=task))
         metric = {"binary": "AUC (label 1 = odd digit)", "multiclass": "accuracy (10 classes)"}[task]
         settings = "; ".join(f"{name} {json.dumps(v, sort_keys=True)}" for name, v in s["method_settings"].items())
-        return (f"{self.figure(fig).get('title', fig)}. Client-level out-of-fold {metric}, averaged "
+        return (f"{self.figure(fig).get('title', fig)}. Per-client out-of-fold {metric}, averaged "
                 f"over {s['folds']} folds within each client; boxes over the m x S = {s['m']} x "
                 f"{rd['splits']} client values per method, one panel per mu "
                 f"({', '.join(f'{mu:g}' for mu in s['mu'])}), non-private baselines shaded. Data "

@@ -69,7 +69,7 @@ def validate(config: dict, schema: dict) -> None:
     config : dict
         The merged config; its defaults are filled in in place.
     schema : dict
-        The closed schema (:func:`load_schema`).
+        The closed schema (`load_schema`).
 
     Raises
     ------
@@ -91,7 +91,7 @@ METHOD_SETTINGS_AT = ((("defaults", "method_settings"), "simulation"), (("realda
 def fill_method_settings(schema: dict) -> None:
     """Close the config's ``method_settings`` maps (in place) over the registry: one entry
     per method of the experiment, its settings' keys, types and bounds from the method's
-    settings dataclass (:meth:`fedgdp.methods.Method.settings_schema`), so the schema
+    settings dataclass (`fedgdp.methods.Method.settings_schema`), so the schema
     restates none of them.
 
     Parameters

@@ -1,6 +1,6 @@
 """The sensitivity study (target ``sensitivity``, the claims map): the expansion of the
-config's ``sensitivity`` section into ordinary studies (:func:`add_sensitivity_studies`,
-done by :func:`fedgdp.plan.load`), its schema, its errors renamed to the keys they come
+config's ``sensitivity`` section into ordinary studies (`add_sensitivity_studies`,
+done by `fedgdp.plan.load`), its schema, its errors renamed to the keys they come
 from, and the plan methods of its real-data fits, files, spec and caption."""
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def sensitivity_study_name(variant: str, claim: str) -> str:
     variant : str
         A variant name (``base`` included).
     claim : str
-        A claim of :data:`SENSITIVITY_CLAIMS`.
+        A claim of `SENSITIVITY_CLAIMS`.
 
     Returns
     -------
@@ -131,7 +131,7 @@ def sensitivity_studies(config: dict) -> dict[str, dict]:
 
     Each takes its design's study (methods, schedule, settings), the design's reduced
     grid and the section's replicates; the variant's mu or K replaces that grid axis and
-    its other settings lie over the study's settings (:func:`merge_settings`).
+    its other settings lie over the study's settings (`merge_settings`).
 
     Parameters
     ----------
@@ -284,9 +284,9 @@ class SensitivityPart(SimulationPart, RealdataPart):
         Parameters
         ----------
         variant : str
-            A real-data variant (:meth:`sensitivity_realdata_variants`).
+            A real-data variant (`sensitivity_realdata_variants`).
         dataset : str
-            A dataset that runs (:meth:`sensitivity_datasets`).
+            A dataset that runs (`sensitivity_datasets`).
         task : str
             A task of the variant.
         split : int
@@ -314,7 +314,7 @@ class SensitivityPart(SimulationPart, RealdataPart):
         return out
 
     def sensitivity_realdata_files(self, wildcards=None) -> list[str]:
-        """Every real-data fit file of the sensitivity section (:meth:`sensitivity_realdata_runs`), in order.
+        """Every real-data fit file of the sensitivity section (`sensitivity_realdata_runs`), in order.
 
         Parameters
         ----------

@@ -43,7 +43,7 @@ class SimulationPart(PlanBase):
         -------
         dict
             ``{"sizes": [str], "m": [int], "mu": [str], "K": [int]}``: canonical size texts,
-            client counts, mu in path form (:func:`fmt_mu`) and K.
+            client counts, mu in path form (`fmt_mu`) and K.
         """
         from ..simulation.data import parse_sizes
 
@@ -67,7 +67,7 @@ class SimulationPart(PlanBase):
         Returns
         -------
         list of dict
-            The product of :meth:`study_axes` in grid order (the last axis, K, fastest).
+            The product of `study_axes` in grid order (the last axis, K, fastest).
         """
         axes = self.study_axes(study)
         return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
@@ -115,12 +115,12 @@ class SimulationPart(PlanBase):
         Returns
         -------
         dict
-            A new dict (:func:`fedgdp.plan.config.merge_settings`).
+            A new dict (`fedgdp.plan.config.merge_settings`).
         """
         return merge_settings(self.config["defaults"], self.config["studies"][study].get("settings", {}))
 
     def cell_groups(self, study: str) -> list[tuple[int, int]]:
-        """(first, last) index into :meth:`study_cells` of the cells of every simulate job.
+        """(first, last) index into `study_cells` of the cells of every simulate job.
 
         A job runs up to ``cells_per_job`` consecutive cells of one study (and one model)
         in one process: ``ceil(n / cells_per_job)`` groups whose sizes differ by at most
@@ -152,7 +152,7 @@ class SimulationPart(PlanBase):
         study : str
             A study name (a key of ``config["studies"]``).
         cell : dict
-            One cell of :meth:`study_cells` (``sizes``, ``m``, ``mu``, ``K``).
+            One cell of `study_cells` (``sizes``, ``m``, ``mu``, ``K``).
 
         Returns
         -------
@@ -171,7 +171,7 @@ class SimulationPart(PlanBase):
         return p
 
     def group_file(self, model: str, study: str, group, block) -> str:
-        """The file of one simulate job: a group of cells (:meth:`cell_groups`) x a seed block.
+        """The file of one simulate job: a group of cells (`cell_groups`) x a seed block.
 
         Parameters
         ----------
@@ -180,9 +180,9 @@ class SimulationPart(PlanBase):
         study : str
             A study name.
         group : tuple of (int, int)
-            First and last cell index of the group (one of :meth:`cell_groups`).
+            First and last cell index of the group (one of `cell_groups`).
         block : tuple of (int, int)
-            First and last replicate (one of :meth:`seed_blocks`).
+            First and last replicate (one of `seed_blocks`).
 
         Returns
         -------
@@ -202,9 +202,9 @@ class SimulationPart(PlanBase):
         study : str
             A study name.
         cell : dict
-            One cell of :meth:`study_cells` (ValueError if it is not one).
+            One cell of `study_cells` (ValueError if it is not one).
         block : tuple of (int, int)
-            First and last replicate (one of :meth:`seed_blocks`).
+            First and last replicate (one of `seed_blocks`).
 
         Returns
         -------
@@ -259,12 +259,12 @@ class SimulationPart(PlanBase):
         Returns
         -------
         str
-            JSON list of :meth:`cell_overrides` dicts (keys sorted).
+            JSON list of `cell_overrides` dicts (keys sorted).
 
         Raises
         ------
         ValueError
-            The config has no such job (:meth:`_group_of`).
+            The config has no such job (`_group_of`).
         """
         cells = self._group_of(wildcards)
         return json.dumps([self.cell_overrides(wildcards.model, wildcards.study, c) for c in cells],
@@ -348,7 +348,7 @@ class SimulationPart(PlanBase):
         return [(sz, m) for sz in sizes for m in ms]
 
     def render_title(self, text: str, study_cells: list[tuple[str, list]], key: str) -> str:
-        """``text`` with its placeholders (:data:`TITLE_FIELDS`) filled in from the cells
+        """``text`` with its placeholders (`TITLE_FIELDS`) filled in from the cells
         drawn, given as (study, [(sizes, m), ...]); ConfigError naming ``key`` for an
         unknown placeholder or a brace that is not one.
 
@@ -357,7 +357,7 @@ class SimulationPart(PlanBase):
         text : str
             A title or label, perhaps with ``{mean_n}`` or ``{N}``.
         study_cells : list of tuple of (str, list of tuple of (str, int))
-            (study, :meth:`drawn_cells` of it) for each part the text describes.
+            (study, `drawn_cells` of it) for each part the text describes.
         key : str
             The config key of ``text``, for errors.
 
@@ -395,7 +395,7 @@ class SimulationPart(PlanBase):
 
     def figure_title(self, fig: str) -> str:
         """A simulation figure's title (default: its name), placeholders filled in from
-        the cells its panels draw (:meth:`render_title`).
+        the cells its panels draw (`render_title`).
 
         Parameters
         ----------
@@ -414,7 +414,7 @@ class SimulationPart(PlanBase):
     def rates_fits(self) -> list[dict]:
         """The rates table's fits (here, beside the titles, so that the config checks use it),
         each label's placeholders (``{mean_n}``, ``{N}``) filled
-        in from the cells of its study (:meth:`render_title`)."""
+        in from the cells of its study (`render_title`)."""
         out = []
         for i, fit in enumerate(self.config["tables"]["rates"]["fits"]):
             fit = dict(fit)

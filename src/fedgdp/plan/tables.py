@@ -84,7 +84,7 @@ class TablesPart(SimulationPart):
         Returns
         -------
         str
-            JSON (keys sorted) of ``tables.rates`` with ``fits`` (:meth:`rates_fits`),
+            JSON (keys sorted) of ``tables.rates`` with ``fits`` (`rates_fits`),
             ``studies`` (entries with their ``method_settings``), ``d`` (model -> length of
             beta_true), ``method_settings`` (of ``defaults``) and ``note``.
         """
@@ -101,7 +101,7 @@ class TablesPart(SimulationPart):
         return json.dumps(spec, sort_keys=True)
 
     def table1_caption(self, wildcards=None) -> str:
-        """Report caption of Table 1 (:meth:`table_caption`).
+        """Report caption of Table 1 (`table_caption`).
 
         Parameters
         ----------
@@ -115,7 +115,7 @@ class TablesPart(SimulationPart):
         return self.table_caption("table1")
 
     def rates_caption(self, wildcards=None) -> str:
-        """Report caption of the rates table (:meth:`table_caption`).
+        """Report caption of the rates table (`table_caption`).
 
         Parameters
         ----------

@@ -1,5 +1,5 @@
 """What a run makes: the files of every figure and table, the named targets
-(:meth:`TargetsPart.targets`), the figure-name constraints and the report labels."""
+(`TargetsPart.targets`), the figure-name constraints and the report labels."""
 from __future__ import annotations
 
 import re
@@ -118,7 +118,7 @@ class TargetsPart(SensitivityPart, DecompositionPart):
 
     # ------------------------------------------------------- the invocation's request
     def gallery_allowed(self) -> bool:
-        """Only run :data:`GALLERY_RUN` may write docs/gallery/ (the README says the gallery shows it)."""
+        """Only run `GALLERY_RUN` may write docs/gallery/ (the README says the gallery shows it)."""
         return self.run == GALLERY_RUN
 
     def check_request(self, targets, *, rule_names=(), dry_run: bool = False, torch: bool = True,
@@ -141,7 +141,7 @@ class TargetsPart(SensitivityPart, DecompositionPart):
         Raises
         ------
         RequestError
-            An unknown target, the gallery asked of another run than :data:`GALLERY_RUN`, or
+            An unknown target, the gallery asked of another run than `GALLERY_RUN`, or
             CNN targets without PyTorch (outside a dry run and ``--sdm conda``).
         """
         named = self.targets()

@@ -1,4 +1,4 @@
-"""Real-data federated logistic regression: nine methods, client-level metrics (docs/methods.md §5).
+"""Real-data federated logistic regression: nine methods, per-client metrics (docs/methods.md §5).
 
 Paper section 5.1 (Figures 7 and 8): binary (odd vs even digit) and 10-class softmax
 regression on images split over m clients, 5 folds within each client, S client
@@ -6,7 +6,7 @@ splits. For every split and fold, each method trains on the training folds of al
 clients and every client scores the result on its own test fold (AUC for binary,
 accuracy for multiclass); a client's value is the average over its folds.
 
-Methods (:data:`REGISTRY`, the real-data view of :data:`fedgdp.methods.REGISTRY`)
+Methods (`REGISTRY`, the real-data view of `fedgdp.methods.REGISTRY`)
 -------------------------------------------------------------------------------
 Private (mu-GDP per client, the noise of the table of docs/methods.md §2):
 
@@ -36,14 +36,14 @@ Non-private baselines (mu = inf: no clipping, no noise; run once, stored with mu
 - ``np_localfit`` each client fits alone on its own training folds.
 - ``np_pooled``   one fit on the pooled training folds of all clients.
   Both minimise the mean negative log-likelihood plus ``ridge/2 ||Theta||^2`` (the
-  intercept row unpenalised) by trust-region Newton-CG (:func:`ridge_fit`, to a
+  intercept row unpenalised) by trust-region Newton-CG (`ridge_fit`, to a
   gradient norm of 1e-8): on images the unpenalised MLE often does not exist
   (separable data, and softmax's redundant parameterisation).
 
 Conventions
 -----------
 ``m`` clients; client i holds ``X_i`` (n_i, d) and targets ``Y_i`` (n_i, k)
-(:mod:`fedgdp.glm`, in its matrix form); parameters are ``Theta`` (d, k). Aggregation
+(`fedgdp.glm`, in its matrix form); parameters are ``Theta`` (d, k). Aggregation
 weights are ``w_i = n_i / N`` over training sizes. All methods start at 0.
 
 Privacy: the clipping bound B of a fold follows the configured rule on that fold's
@@ -51,13 +51,13 @@ training data: the paper's q-quantile of per-sample gradient norms at Theta = 0,
 over clients (data-driven: recorded as unaccounted, so ``mu_certified`` is inf), a
 fixed public value, or the private quantile (noisy histograms, recorded in the
 ledger; its noise from the stream ``clip_histogram``, and B then depends on mu).
-Every method declares its releases as a plan (:mod:`fedgdp.privacy`); ``privacy:
+Every method declares its releases as a plan (`fedgdp.privacy`); ``privacy:
 {mode: certified}`` makes FedNewton clip per-sample Hessians (``fednewton_certified``
 does so in every mode). tau1 is a configured number here: the population Hessian of
 image data is singular (constant pixels), so the simulations' ``auto`` rule gives 0.
 
 Cost: FedSGD, FedAvg, FedHybrid and (DP-/NP-)SCAFFOLD fit every configured mu in one
-pass (:meth:`fedgdp.methods.Method.fit_many` on :class:`~fedgdp.realdata.backend.RealBackend`):
+pass (`fedgdp.methods.Method.fit_many` on `RealBackend`):
 the J parameters are stacked, each client computes
 the scores of all J from one product ``X [Theta_1 ... Theta_J]`` (softmax; binary
 computes them one by one, matrix-vector products being faster), clips with each
@@ -65,16 +65,16 @@ level's bound, and one noise draw per step serves all J levels, which is what J
 separate runs draw, their generators being seeded alike. NP-LocalFit and NP-Pooled
 evaluate loss, gradient and probabilities from one product ``X Theta``.
 
-Seeds: the layout of split s comes from :func:`fedgdp.datasets.split_layout`; the
+Seeds: the layout of split s comes from `fedgdp.datasets.split_layout`; the
 noise of method M in split s, fold f from ``SeedSequence([base_seed,
 stable_hash(layout_key + task), s, f, stable_hash(M)])``, the same for every mu
 (common random numbers across privacy levels).
 
 Modules
 -------
-``parameters`` (defaults, the methods' settings, :func:`resolve`), ``folds`` (fold data,
+``parameters`` (defaults, the methods' settings, `resolve`), ``folds`` (fold data,
 clipped gradients, the clipping bound), ``solvers`` (the Newton step, the ridge MLE),
-``backend`` (the operations the methods of :mod:`fedgdp.methods` ask of the data),
+``backend`` (the operations the methods of `fedgdp.methods` ask of the data),
 ``metrics`` (AUC, accuracy), ``run`` (one split: the run loop, its rows and file).
 """
 

@@ -1,13 +1,13 @@
 """The real-data backend of the algorithm core: per-client matrices, J privacy levels in one pass.
 
-:class:`RealBackend` implements :class:`fedgdp.methods.Backend` on J
-:class:`~fedgdp.realdata.folds.FoldData` with the same data (one per mu; the batch
+`RealBackend` implements `fedgdp.methods.Backend` on J
+`FoldData` with the same data (one per mu; the batch
 axis is the level): parameters (J, d, k) and per client (J, m, d, k). Noise comes
-from one generator (:class:`fedgdp.methods.StreamNoise`), drawn in a fixed order:
+from one generator (`fedgdp.methods.StreamNoise`), drawn in a fixed order:
 local steps client by client, each client's K steps in turn; server steps step by
 step, each step's clients in turn; one draw (d, k) serves all J levels, which is what
 J separate runs draw, their generators being seeded alike (common random numbers
-across mu). Gradients of the J levels come from one product (:func:`stacked_gradients`).
+across mu). Gradients of the J levels come from one product (`stacked_gradients`).
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def _draw(noise, shape):
 
 
 def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas, noise,
-                       rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
+                       rows: slice = slice(None), drift: np.ndarray | None = None,
+                       trace: list | None = None) -> np.ndarray:
     """K noisy local steps of client i at J privacy levels: ``Theta <- Theta - eta
     (g(Theta) + drift) + sigma_j Z`` (``fds``, ``sigmas`` (J,), ``Theta0`` and ``drift``
     (J, d, k)), one draw Z (d, k) per step from ``noise`` (None: no noise).
@@ -37,29 +38,37 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
         The folds (same data; one per privacy level, bound ``fds[j].bound``).
     i : int
         The client.
-    Theta0 : ndarray, shape (J, d, k)
+    Theta0 : ndarray of shape (J, d, k)
         The start, one per level (not modified).
     K : int
         Local steps.
     eta : float
         Step size.
-    sigmas : array_like, shape (J,)
+    sigmas : array_like of shape (J,)
         Client i's noise sd at each level.
     noise : fedgdp.methods.StreamNoise or None
         The noise stream, None when non-private.
     rows : slice
         The client's rows to use (``slice(None)``: all).
-    drift : ndarray, shape (J, d, k), optional
+    drift : ndarray of shape (J, d, k), optional
         Added to every step's gradient (SCAFFOLD's correction).
+    trace : list or None
+        When a list, each noisy iterate is appended as ``("local", i, step, eta, Theta,
+        noise2)``, ``noise2`` (J,) the expected squared norm of the step's noise (what
+        [`fedgdp.diagnostics`][fedgdp.diagnostics] reads; the iterates are releases the
+        ledger accounts for).
 
     Returns
     -------
-    ndarray, shape (J, d, k)
+    ndarray of shape (J, d, k)
         Client i's parameters after the K steps.
     """
     Theta = Theta0.copy()
     sig = np.asarray(sigmas, dtype=float)[:, None, None]
-    for _ in range(K):
+    if trace is not None:
+        noise2 = (sig[:, 0, 0] ** 2 if noise is not None else np.zeros(len(sig))) * Theta[0].size
+        trace.append(("local", i, 0, eta, Theta.copy(), noise2))
+    for t in range(K):
         step = stacked_gradients(fds, i, Theta, rows)
         if drift is not None:
             step += drift
@@ -67,12 +76,14 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
         Z = _draw(noise, Theta.shape[1:])
         if Z is not None:
             Theta += sig * Z
+        if trace is not None:
+            trace.append(("local", i, t + 1, eta, Theta.copy(), noise2))
     return Theta
 
 
 def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
                   rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
-    """:func:`local_descent_many` at one level on the fold ``fd`` (:class:`~fedgdp.realdata.folds.FoldData`):
+    """`local_descent_many` at one level on the fold ``fd`` (`FoldData`):
     Theta0 and drift (d, k), noise from ``rng``.
 
     Parameters
@@ -81,7 +92,7 @@ def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
         The fold.
     i : int
         The client.
-    Theta0 : ndarray, shape (d, k)
+    Theta0 : ndarray of shape (d, k)
         The start.
     K : int
         Local steps.
@@ -93,12 +104,12 @@ def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
         Draws the noise (None: no noise).
     rows : slice
         The client's rows to use.
-    drift : ndarray, shape (d, k), optional
+    drift : ndarray of shape (d, k), optional
         Added to every step's gradient.
 
     Returns
     -------
-    ndarray, shape (d, k)
+    ndarray of shape (d, k)
         Client i's parameter after the K steps.
     """
     return local_descent_many([fd], i, Theta0[None], K=K, eta=eta, sigmas=np.array([sigma]),
@@ -106,7 +117,8 @@ def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
                               drift=None if drift is None else drift[None])[0]
 
 
-def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.ndarray, noise) -> np.ndarray:
+def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.ndarray, noise,
+                        trace: list | None = None) -> np.ndarray:
     """K FedSGD steps at J levels: ``Theta <- Theta - eta sum_i w_i (g_i(Theta) + sigma_i Z_i)``
     (``sigmas`` (J, m), ``Theta0`` (J, d, k)), one draw per client and step.
 
@@ -114,27 +126,34 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
     ----------
     fds : list of FoldData, length J
         The folds (same data; one per privacy level).
-    Theta0 : ndarray, shape (J, d, k)
+    Theta0 : ndarray of shape (J, d, k)
         The start (not modified).
-    w : ndarray, shape (m,)
+    w : ndarray of shape (m,)
         Aggregation weights.
     K : int
         Server steps.
     eta : float
         Step size.
-    sigmas : ndarray, shape (J, m)
+    sigmas : ndarray of shape (J, m)
         Noise sds per level and client.
     noise : fedgdp.methods.StreamNoise or None
         The noise stream, None when non-private.
+    trace : list or None
+        When a list, each global iterate is appended as ``("server", -1, step, eta,
+        Theta, noise2)`` (`local_descent_many`).
 
     Returns
     -------
-    ndarray, shape (J, d, k)
+    ndarray of shape (J, d, k)
         The global parameters after the K steps.
     """
     Theta = Theta0.copy()
     sig = np.asarray(sigmas, dtype=float)
-    for _ in range(K):
+    if trace is not None:
+        w_ = np.broadcast_to(np.asarray(w, float), sig.shape[-1:])
+        noise2 = (eta ** 2 * (sig ** 2 @ w_ ** 2) if noise is not None else np.zeros(len(sig))) * Theta[0].size
+        trace.append(("server", -1, 0, eta, Theta.copy(), noise2))
+    for t in range(K):
         total = np.zeros_like(Theta)
         for i in range(fds[0].m):
             g = stacked_gradients(fds, i, Theta)
@@ -143,6 +162,8 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
                 g += sig[:, i, None, None] * Z
             total += w[i] * g
         Theta -= eta * total
+        if trace is not None:
+            trace.append(("server", -1, t + 1, eta, Theta.copy(), noise2))
     return Theta
 
 
@@ -173,9 +194,9 @@ class RealBackend:
     Parameters
     ----------
     fds : list of FoldData, length J
-        The folds; ``fds[0]`` is :attr:`data` (what a method's plan reads).
+        The folds; ``fds[0]`` is `data` (what a method's plan reads).
     rng : numpy.random.Generator or None
-        Draws the noise (:class:`fedgdp.methods.StreamNoise`).
+        Draws the noise (`fedgdp.methods.StreamNoise`).
     """
 
     kind = REALDATA
@@ -183,6 +204,7 @@ class RealBackend:
     def __init__(self, fds: list, rng: np.random.Generator | None):
         self.fds, self.data, self.noise = fds, fds[0], StreamNoise(rng)
         self.m, self.dk = self.data.m, self.data.d * self.data.k
+        self.trace = getattr(self.data, "trace", None)      # FoldData.trace: the iterates, for diagnostics
 
     def calibrate(self, method, s):
         """The noise sds of the method's plan at every level, and the ledgers.
@@ -190,7 +212,7 @@ class RealBackend:
         Parameters
         ----------
         method : fedgdp.methods.Method
-            The method (its plan is calibrated on each fold, :meth:`FoldData.calibrate`).
+            The method (its plan is calibrated on each fold, `FoldData.calibrate`).
         s : dict
             The method's settings.
 
@@ -215,7 +237,7 @@ class RealBackend:
 
         Returns
         -------
-        ndarray, shape (m,)
+        ndarray of shape (m,)
             The weights, summing to one.
         """
         return self.data.weights
@@ -236,33 +258,34 @@ class RealBackend:
         raise ValueError(f"unknown part {part!r}; use full or half1")
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
-        """K noisy local steps of every client from ``start`` (:func:`local_descent_many`),
+        """K noisy local steps of every client from ``start`` (`local_descent_many`),
         client by client.
 
         Parameters
         ----------
-        start : ndarray, shape (J, d, k)
+        start : ndarray of shape (J, d, k)
             The global parameters.
         K : int
             Local steps.
         eta : float
             Step size.
-        sigma : ndarray, shape (J, m)
+        sigma : ndarray of shape (J, m)
             Noise sds.
         noise : fedgdp.methods.StreamNoise or None
             The noise stream, None when non-private.
         part : str
             ``full`` (all rows) or ``half1`` (each client's first ``floor(n_i / 2)`` rows).
-        drift : ndarray, shape (J, m, d, k), optional
+        drift : ndarray of shape (J, m, d, k), optional
             Per-client drift.
 
         Returns
         -------
-        ndarray, shape (J, m, d, k)
+        ndarray of shape (J, m, d, k)
             Per-client parameters.
         """
         return np.stack([local_descent_many(self.fds, i, start, K=K, eta=eta, sigmas=sigma[:, i], noise=noise,
-                                            rows=rows, drift=None if drift is None else drift[:, i])
+                                            rows=rows, drift=None if drift is None else drift[:, i],
+                                            trace=self.trace)
                          for i, rows in enumerate(self._rows(part))], axis=1)
 
     def average(self, w, local):
@@ -270,51 +293,51 @@ class RealBackend:
 
         Parameters
         ----------
-        w : ndarray, shape (m,)
+        w : ndarray of shape (m,)
             Weights.
-        local : ndarray, shape (J, m, d, k)
+        local : ndarray of shape (J, m, d, k)
             Per-client parameters.
 
         Returns
         -------
-        ndarray, shape (J, d, k)
+        ndarray of shape (J, d, k)
             The global parameters.
         """
         return sum(w[i] * local[:, i] for i in range(self.m))
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
-        """K FedSGD steps (:func:`server_descent_many`).
+        """K FedSGD steps (`server_descent_many`).
 
         Parameters
         ----------
-        theta : ndarray, shape (J, d, k)
+        theta : ndarray of shape (J, d, k)
             The global parameters.
-        w : ndarray, shape (m,)
+        w : ndarray of shape (m,)
             Weights.
         K : int
             Server steps.
         eta : float
             Step size.
-        sigma : ndarray, shape (J, m)
+        sigma : ndarray of shape (J, m)
             Noise sds.
         noise : fedgdp.methods.StreamNoise or None
             The noise stream, None when non-private.
 
         Returns
         -------
-        ndarray, shape (J, d, k)
+        ndarray of shape (J, d, k)
             The global parameters.
         """
-        return server_descent_many(self.fds, theta, w, K=K, eta=eta, sigmas=sigma, noise=noise)
+        return server_descent_many(self.fds, theta, w, K=K, eta=eta, sigmas=sigma, noise=noise, trace=self.trace)
 
     def newton_release(self, theta1, *, hessian_bound):
         """Every client's pre-noise Newton release ``theta1 - s_i`` at every level: s_i is
-        :func:`fedgdp.realdata.solvers.newton_step` with the Hessian of its half 1 (its
+        `fedgdp.realdata.solvers.newton_step` with the Hessian of its half 1 (its
         first ``floor(n_i / 2)`` rows) and the clipped gradient of its half 2, at theta1.
 
         Parameters
         ----------
-        theta1 : ndarray, shape (J, d, k)
+        theta1 : ndarray of shape (J, d, k)
             The stage-1 global parameters.
         hessian_bound : float or None
             Clips per-sample Hessians (certified FedNewton), None: the uncertified step
@@ -322,7 +345,7 @@ class RealBackend:
 
         Returns
         -------
-        ndarray, shape (J, m, d, k)
+        ndarray of shape (J, m, d, k)
             The releases.
         """
         h1, nw = self.data.half_sizes(), self.data.newton
@@ -344,16 +367,16 @@ class RealBackend:
 
         Parameters
         ----------
-        local : ndarray, shape (J, m, d, k)
+        local : ndarray of shape (J, m, d, k)
             Per-client releases (modified in place).
-        sigma : ndarray, shape (J, m)
+        sigma : ndarray of shape (J, m)
             Noise sds.
         noise : fedgdp.methods.StreamNoise or None
             The noise stream, None when non-private.
 
         Returns
         -------
-        ndarray, shape (J, m, d, k)
+        ndarray of shape (J, m, d, k)
             ``local``, with the noise added.
         """
         for i in range(self.m):
@@ -386,12 +409,12 @@ class RealBackend:
 
         Parameters
         ----------
-        theta : ndarray, shape (J, d, k)
+        theta : ndarray of shape (J, d, k)
             The final global parameters.
         ledgers : list of fedgdp.privacy.Ledger, length J
             One ledger per level.
         comm : dict
-            ``rounds``, ``floats_up``, ``floats_down`` (:meth:`fedgdp.methods.Method.comm`).
+            ``rounds``, ``floats_up``, ``floats_down`` (`fedgdp.methods.Method.comm`).
 
         Returns
         -------
@@ -408,11 +431,11 @@ class RealBackend:
         ----------
         s : dict
             The fit's settings: ``ridge``, ``maxiter`` and optionally ``gtol``
-            (:func:`fedgdp.realdata.solvers.ridge_fit`).
+            (`fedgdp.realdata.solvers.ridge_fit`).
 
         Returns
         -------
-        ndarray, shape (m, d, k)
+        ndarray of shape (m, d, k)
             Client i's fit in row i.
         """
         fd = self.data
@@ -429,7 +452,7 @@ class RealBackend:
 
         Returns
         -------
-        Theta : ndarray, shape (d, k)
+        Theta : ndarray of shape (d, k)
             The fit.
         floats_up : int
             Numbers in the pooled X and Y.

@@ -1,8 +1,8 @@
 """Per-sample clipping on matrix models, and the real-data clipping bound.
 
 A per-sample gradient of a matrix model is the outer product ``x_j r_j'`` (d, k) of the
-row and its residual (:mod:`fedgdp.glm`), with Frobenius norm ``||x_j|| ||r_j||``, so
-clipping it to norm B scales the residual row ``r_j`` (:func:`clip_residuals`).
+row and its residual (`fedgdp.glm`), with Frobenius norm ``||x_j|| ||r_j||``, so
+clipping it to norm B scales the residual row ``r_j`` (`clip_residuals`).
 """
 from __future__ import annotations
 
@@ -26,20 +26,20 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
     ----------
     model : fedgdp.glm.GLM
         The model.
-    Theta : ndarray, shape (d, k)
+    Theta : ndarray of shape (d, k)
         The parameter.
-    X : ndarray, shape (n, d)
+    X : ndarray of shape (n, d)
         The rows.
-    Y : ndarray, shape (n, k)
+    Y : ndarray of shape (n, k)
         The targets.
     B : float
         The clipping bound.
-    xnorm : ndarray or None, shape (n,)
+    xnorm : ndarray or None of shape (n,)
         The row norms of X, when computed already.
 
     Returns
     -------
-    ndarray, shape (d, k)
+    ndarray of shape (d, k)
         The mean clipped gradient.
     """
     with np.errstate(over="ignore", invalid="ignore"):
@@ -51,13 +51,13 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
 def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float) -> None:
     """Scale the rows of the residuals Res (n, k) in place so that ``||x_j|| ||r_j|| <= B``;
     a per-sample gradient whose norm is not finite (a NaN or overflowed residual, or a
-    row norm that overflows) becomes zero (:func:`fedgdp.privacy.clip_factors`).
+    row norm that overflows) becomes zero (`fedgdp.privacy.clip_factors`).
 
     Parameters
     ----------
-    Res : ndarray, shape (n, k)
+    Res : ndarray of shape (n, k)
         Residuals, scaled in place.
-    xnorm : ndarray, shape (n,)
+    xnorm : ndarray of shape (n,)
         Row norms of X.
     B : float
         The clipping bound.
@@ -73,7 +73,7 @@ def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float) -> None:
 def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
     """Client i's clipped gradients at J parameters at once, shape (J, d, k).
 
-    ``fds``: J :class:`FoldData` on the same data (one per mu; bound ``fds[j].bound``);
+    ``fds``: J `FoldData` on the same data (one per mu; bound ``fds[j].bound``);
     ``Thetas`` (J, d, k). For softmax (k > 1) and J > 1 the scores of all J come from
     one product ``X [Theta_1 ... Theta_J]`` and the gradients from one ``X' [Res_1 ...
     Res_J]``: a wider product reads X once for J models (about 1.6x faster for J = 2,
@@ -86,14 +86,14 @@ def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice
         J fold data on the same clients.
     i : int
         The client.
-    Thetas : ndarray, shape (J, d, k)
+    Thetas : ndarray of shape (J, d, k)
         The parameters.
     rows : slice
         The client's rows to use.
 
     Returns
     -------
-    ndarray, shape (J, d, k)
+    ndarray of shape (J, d, k)
         The clipped gradients.
     """
     fd = fds[0]
@@ -115,8 +115,8 @@ def clip_bound_real(model: GLM, X: list, Y: list, rule: dict, *, mu: float = mat
                     rng=None) -> float:
     """The clipping bound on real data: max over clients of the q-quantile of the
     per-sample gradient norms at Theta = 0 (``quantile``), the fixed value, or the
-    private quantile (:func:`fedgdp.privacy.private_clip_bound`, needs mu and rng); the
-    rules are dispatched by :func:`fedgdp.privacy.bound_of_rule`.
+    private quantile (`fedgdp.privacy.private_clip_bound`, needs mu and rng); the
+    rules are dispatched by `fedgdp.privacy.bound_of_rule`.
 
     Parameters
     ----------

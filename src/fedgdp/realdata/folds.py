@@ -1,6 +1,6 @@
 """The training data of one fold, split by client: clipped gradients and the clipping bound.
 
-Client i holds ``X_i`` (n_i, d) and targets ``Y_i`` (n_i, k) (:mod:`fedgdp.glm`, matrix
+Client i holds ``X_i`` (n_i, d) and targets ``Y_i`` (n_i, k) (`fedgdp.glm`, matrix
 models); parameters are ``Theta`` (d, k). Clipping a per-sample gradient ``x_j r_j'``
 to Frobenius norm B scales its residual row ``r_j`` (the norm is ``||x_j|| ||r_j||``).
 """
@@ -31,15 +31,17 @@ class FoldData:
     model : GLM
     X, Y : list of ndarray
         Client i's design (n_i, d) and targets (n_i, k), rows in random order; a design
-        may be a :class:`fedgdp.glm.NonzeroColumns` (a split's wide clients: what needs
+        may be a `fedgdp.glm.NonzeroColumns` (a split's wide clients: what needs
         the entries reads ``np.asarray``).
     mu : float          target mu per client (inf: non-private)
     B : float           clipping bound (ignored, no clipping, when mu = inf)
     tau1 : float        FedNewton's eigenvalue floor / ridge
     newton : dict       solver settings (``solver``, ``cg_tol``, ``cg_maxiter``)
     products : list     what the products read: each X_i, or its CSR copy when wide and
-                        sparse (:func:`fedgdp.glm.product_design`; made when not given)
+                        sparse (`fedgdp.glm.product_design`; made when not given)
     xnorm : list        each client's row norms (n_i,) (made when not given)
+    trace : list | None a list to collect the noisy iterates of the gradient steps in
+                        (``fedgdp.diagnostics``); None (the pipeline) keeps none
     """
 
     model: GLM
@@ -53,6 +55,7 @@ class FoldData:
     clip: dict = field(default_factory=lambda: dict(DEFAULTS["clip"]))
     products: list | None = field(default=None, repr=False)
     xnorm: list | None = field(default=None, repr=False)
+    trace: list | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         # what the products read (a CSR copy of a wide sparse design, fedgdp.glm.product_design)
@@ -64,7 +67,7 @@ class FoldData:
 
     @property
     def private(self) -> bool:
-        """Whether the releases carry privacy noise (:func:`fedgdp.privacy.adds_noise`; real
+        """Whether the releases carry privacy noise (`fedgdp.privacy.adds_noise`; real
         data have no ``release`` setting, so: finite mu)."""
         return privacy.adds_noise(self.mu)
 
@@ -91,7 +94,7 @@ class FoldData:
 
     @property
     def bound(self) -> float:
-        """The clipping bound in force: B, or inf when non-private (:func:`fedgdp.privacy.clips`)."""
+        """The clipping bound in force: B, or inf when non-private (`fedgdp.privacy.clips`)."""
         return float(self.B) if privacy.clips(self.mu) else math.inf
 
     def design(self, i: int, rows: slice = slice(None)):
@@ -106,8 +109,8 @@ class FoldData:
 
         Returns
         -------
-        ndarray or scipy.sparse.csr_matrix, shape (rows, d)
-            The rows of :attr:`products` ``[i]``.
+        ndarray or scipy.sparse.csr_matrix of shape (rows, d)
+            The rows of `products` ``[i]``.
         """
         X = self.products[i]  # type: ignore[index]
         return X if rows == slice(None) else X[rows]
@@ -119,15 +122,15 @@ class FoldData:
         ----------
         i : int
             The client.
-        Theta : ndarray, shape (d, k)
+        Theta : ndarray of shape (d, k)
             The parameter.
         rows : slice
             The client's rows to use (``slice(None)``: all).
 
         Returns
         -------
-        ndarray, shape (d, k)
-            The mean of the per-sample gradients clipped to :attr:`bound`.
+        ndarray of shape (d, k)
+            The mean of the per-sample gradients clipped to `bound`.
         """
         return clipped_gradient(self.model, Theta, self.design(i, rows), self.Y[i][rows], self.bound,
                                 self.xnorm[i][rows])  # type: ignore[index]
@@ -135,7 +138,7 @@ class FoldData:
     def calibrate(self, plan: tuple) -> tuple[list, Ledger]:
         """Per-client noise sds (one (m,) array per spec) and the ledger of a plan
         built with ``B = self.B`` and ``n`` of shape (1, m)
-        (:func:`fedgdp.privacy.calibrate_with_clip`).
+        (`fedgdp.privacy.calibrate_with_clip`).
 
         Parameters
         ----------
@@ -184,7 +187,7 @@ class FoldData:
         return h1[None, :].astype(float), (self.sizes - h1)[None, :].astype(float)
 
     def backend(self, rng: np.random.Generator | None):
-        """This fold with its noise generator (:class:`fedgdp.realdata.backend.RealBackend`).
+        """This fold with its noise generator (`fedgdp.realdata.backend.RealBackend`).
 
         Parameters
         ----------
@@ -208,7 +211,7 @@ class FoldData:
         fds : list of FoldData, length J
             The folds.
         rngs : list of numpy.random.Generator or None, length J
-            Their noise generators (:func:`fedgdp.realdata.backend.same_stream`).
+            Their noise generators (`fedgdp.realdata.backend.same_stream`).
 
         Returns
         -------

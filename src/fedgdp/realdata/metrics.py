@@ -1,4 +1,4 @@
-"""Client-level metrics of the real-data study: AUC (binary) and accuracy (multiclass)."""
+"""Per-client metrics of the real-data study: AUC (binary) and accuracy (multiclass)."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,9 +13,9 @@ def auc(scores: np.ndarray, y: np.ndarray) -> float:
 
     Parameters
     ----------
-    scores : ndarray, shape (n,)
+    scores : ndarray of shape (n,)
         Scores (higher: more likely positive).
-    y : ndarray, shape (n,)
+    y : ndarray of shape (n,)
         Labels, 0/1 or bool.
 
     Returns
@@ -38,9 +38,9 @@ def accuracy(P: np.ndarray, labels: np.ndarray) -> float:
 
     Parameters
     ----------
-    P : ndarray, shape (n, k)
+    P : ndarray of shape (n, k)
         Class probabilities.
-    labels : ndarray, shape (n,)
+    labels : ndarray of shape (n,)
         Class indices in ``0..k-1``.
 
     Returns
@@ -60,11 +60,11 @@ def client_metric(task: str, model: GLM, Theta, X, labels) -> float:
         ``binary`` (AUC of the first column of the fitted means), else multiclass (accuracy).
     model : fedgdp.glm.GLM
         The model.
-    Theta : ndarray, shape (d, k)
+    Theta : ndarray of shape (d, k)
         The estimate.
-    X : ndarray, shape (n, d)
+    X : ndarray of shape (n, d)
         The client's test rows.
-    labels : ndarray, shape (n,)
+    labels : ndarray of shape (n,)
         0/1 labels (binary) or class indices.
 
     Returns

@@ -1,7 +1,7 @@
-"""Real-data parameters (Figures 7-8, docs/methods.md §3, §5): :class:`RealdataSettings`
-(a :mod:`fedgdp.settings` dataclass: defaults, checks, help) and :func:`resolve`,
+"""Real-data parameters (Figures 7-8, docs/methods.md §3, §5): `RealdataSettings`
+(a `fedgdp.settings` dataclass: defaults, checks, help) and `resolve`,
 which builds the settings and then each method's (declared on the method:
-:meth:`fedgdp.methods.Method.realdata_settings`). The defaults are the digits layout (the offline run);
+`fedgdp.methods.Method.realdata_settings`). The defaults are the digits layout (the offline run);
 config/mnist.yaml holds the paper's.
 """
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _newton(key, value) -> dict:
 @dataclass(frozen=True)
 class RealdataSettings(Settings):
     """Every real-data parameter; ``methods`` and ``method_settings`` are checked against
-    the methods' registry by :func:`resolve`."""
+    the methods' registry by `resolve`."""
 
     WHAT: ClassVar[str] = "realdata parameter"
 
@@ -86,7 +86,7 @@ class RealdataSettings(Settings):
     @classmethod
     def finish(cls, p: dict) -> dict:
         """Cross-field checks, on the checked values (in place): ``privacy`` is checked
-        against ``clip`` (:func:`fedgdp.privacy.check_privacy`), and ``mnist`` needs ``path``.
+        against ``clip`` (`fedgdp.privacy.check_privacy`), and ``mnist`` needs ``path``.
 
         Parameters
         ----------
@@ -112,7 +112,7 @@ EXTRA_PRIVATE = ["fednewton_certified"]
 #: the defaults (RealdataSettings): the digits layout (offline run); config/mnist.yaml holds the paper's
 DEFAULTS: dict = RealdataSettings.defaults()
 
-#: The methods of the real-data study (a view of :data:`fedgdp.methods.REGISTRY`).
+#: The methods of the real-data study (a view of `fedgdp.methods.REGISTRY`).
 REGISTRY = registry(REALDATA)
 
 
@@ -139,13 +139,13 @@ def resolve(overrides: dict | None = None) -> dict:
     Parameters
     ----------
     overrides : dict or None
-        Real-data parameters over the defaults (:class:`RealdataSettings` fields).
+        Real-data parameters over the defaults (`RealdataSettings` fields).
 
     Returns
     -------
     dict
         Every parameter, ``method_settings`` holding each listed method's resolved
-        settings (:meth:`fedgdp.methods.Method.realdata_settings`).
+        settings (`fedgdp.methods.Method.realdata_settings`).
     """
     p = RealdataSettings.build(overrides).as_dict()      # every parameter but the methods'
     if p["methods"] in (["all"], "all"):
@@ -167,8 +167,8 @@ def resolve(overrides: dict | None = None) -> dict:
 
 def _check_newton(p: dict) -> None:
     """What certified FedNewton's proof needs of the settings (docs/methods.md §2): a
-    solve whose error enters the recorded sensitivity (:func:`fedgdp.solvers.check_certified_cg`).
-    (Both halves non-empty depends on the data's layout: :meth:`FoldData.half_sizes` checks it.)"""
+    solve whose error enters the recorded sensitivity (`fedgdp.solvers.check_certified_cg`).
+    (Both halves non-empty depends on the data's layout: `FoldData.half_sizes` checks it.)"""
     from ..solvers import check_certified_cg
 
     newton = [name for name in p["methods"] if get_method(name).solves_newton]

@@ -1,10 +1,10 @@
-"""Figures 7 and 8: client-level AUC / accuracy of the nine real-data methods (docs/methods.md §5).
+"""Figures 7 and 8: per-client AUC / accuracy of the nine real-data methods (docs/methods.md §5).
 
 One panel per privacy level mu (largest first, as in the paper); in each panel one
-box per method over its m x S client-level values (fold averages): the five private
+box per method over its m x S per-client values (fold averages): the five private
 methods at that mu, then, on a shaded background, the four non-private baselines
 (the same values in every panel, they do not depend on mu). The private methods
-keep the colours of the simulation figures (:data:`fedgdp.figures.METHOD_STYLE`);
+keep the colours of the simulation figures (`fedgdp.figures.METHOD_STYLE`);
 a non-private version of a private algorithm has the same colour, hatched.
 """
 from __future__ import annotations
@@ -20,19 +20,19 @@ from .parameters import METRICS, NONPRIVATE, PRIVATE, REGISTRY
 
 __all__ = ["plot_realdata", "method_colors", "realdata_medians"]
 
-_YLABEL = {"auc": "client-level AUC (out-of-fold)", "accuracy": "client-level accuracy (out-of-fold)"}
+_YLABEL = {"auc": "per-client AUC (out-of-fold)", "accuracy": "per-client accuracy (out-of-fold)"}
 _METRIC_NAME = {"auc": "AUC", "accuracy": "accuracy"}
 _TASK_TITLE = {"binary": "binary logistic regression (odd vs even digit)",
                "multiclass": "10-class softmax regression"}
 
 
 def method_colors() -> dict[str, str]:
-    """Box colour of every real-data method (:data:`fedgdp.figures.METHOD_STYLE`)."""
+    """Box colour of every real-data method (`fedgdp.figures.METHOD_STYLE`)."""
     return {name: method_style(name)["color"] for name in REGISTRY}
 
 
 def realdata_medians(df: pd.DataFrame) -> pd.DataFrame:
-    """Median, quartiles and count of the client-level values per (task, method, mu).
+    """Median, quartiles and count of the per-client values per (task, method, mu).
 
     ``mu`` is the nominal target; ``mu_certified`` is the largest certified mu of the
     group's rows (inf when a release or the clipping bound is not certified, and for
@@ -41,7 +41,7 @@ def realdata_medians(df: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     df : pandas.DataFrame
-        Real-data rows (:data:`fedgdp.realdata.run.COLUMNS`); rows with a NaN ``value`` are
+        Real-data rows (`fedgdp.realdata.run.COLUMNS`); rows with a NaN ``value`` are
         left out.
 
     Returns
@@ -80,7 +80,7 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
     Parameters
     ----------
     df : DataFrame
-        Rows of :func:`fedgdp.realdata.run_split` (several splits concatenated).
+        Rows of `fedgdp.realdata.run_split` (several splits concatenated).
     task : {"binary", "multiclass"}
     pdf, png : paths to write (either or both)
     title : optional figure title (default: task, data set and layout)
@@ -150,7 +150,7 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
               f"{int(rows['folds'].iloc[0])}-fold out-of-fold {_METRIC_NAME[metric]}")
     title = f"{_TASK_TITLE[task]} on {layout}" if title is None else f"{title}\n{layout}"
     fig.suptitle(title, fontsize=11)
-    fig.text(0.5, 0.01, "boxes: quartiles and median of the client-level values (fold averages) over "
+    fig.text(0.5, 0.01, "boxes: quartiles and median of the per-client values (fold averages) over "
              "all clients and splits; whiskers 1.5 IQR; non-private baselines repeated in every panel",
              ha="center", va="bottom", fontsize=8, color="0.3")
     fig.tight_layout(rect=(0, 0.04, 1, 1))

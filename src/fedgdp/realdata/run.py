@@ -28,7 +28,7 @@ __all__ = ["COLUMNS", "CLIP_STREAM", "noise_rng", "run_split", "write_rows", "re
 #   non-private), tau1, mu_composed (largest composed mu of the client's ledger over
 #   folds; inf when non-private), rounds, floats_up, floats_down (communication of one
 #   fit), elapsed_s (the method's fit time summed over the folds; a method fitting all mu
-#   in one pass, :meth:`fedgdp.methods.Method.fit_many`, shares its time equally), mu_certified (as
+#   in one pass, `fedgdp.methods.Method.fit_many`, shares its time equally), mu_certified (as
 #   mu_composed when every release is certified and the clipping bound is public or
 #   private, inf otherwise: mu and mu_composed are nominal), privacy_mode.
 COLUMNS = ["task", "dataset", "method", "label", "private", "mu", "split", "client", "n_client",
@@ -44,13 +44,13 @@ def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.rand
     p : dict
         Resolved real-data parameters (``base_seed``, ``task``).
     key : dict
-        The split layout's key (:func:`fedgdp.datasets.layout_key`).
+        The split layout's key (`fedgdp.datasets.layout_key`).
     split : int
         The split.
     fold : int
         The fold.
     method : str
-        The stream: a method's ``noise_stream``, or :data:`CLIP_STREAM` for the clipping bound.
+        The stream: a method's ``noise_stream``, or `CLIP_STREAM` for the clipping bound.
 
     Returns
     -------
@@ -64,7 +64,7 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int
     """Every configured method (private ones at every mu) on every fold of one split.
 
     The fits of one method on one fold are independent of every other (their own noise
-    stream, :func:`noise_rng`; the fold's clipping bounds from their own stream), so
+    stream, `noise_rng`; the fold's clipping bounds from their own stream), so
     ``workers > 1`` shares the (fold, method) fits among that many forked processes;
     the rows are the same, bit for bit, for any number of workers (only ``elapsed_s``,
     a time, differs).
@@ -72,7 +72,7 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int
     Parameters
     ----------
     p : dict
-        Resolved real-data parameters (:func:`fedgdp.realdata.resolve`).
+        Resolved real-data parameters (`fedgdp.realdata.resolve`).
     data : fedgdp.datasets.Dataset
         The images.
     split : int
@@ -85,7 +85,7 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int
     Returns
     -------
     list of dict
-        One row per (method, mu, client), keys :data:`COLUMNS`.
+        One row per (method, mu, client), keys `COLUMNS`.
     """
     split_ = _Split(p, data, split)
     tasks = [(f, name) for f in range(p["folds"]) for name in p["methods"]]
@@ -133,9 +133,9 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int
 
 
 class _Split:
-    """One split's layout and runs, and the fits of one method on one fold (:meth:`fit`);
+    """One split's layout and runs, and the fits of one method on one fold (`fit`);
     the training data of the last fold asked for is kept (one fold at a time), or of
-    every fold after :meth:`prepare` (before forking workers, which then share it)."""
+    every fold after `prepare` (before forking workers, which then share it)."""
 
     def __init__(self, p: dict, data: Dataset, split: int):
         self.p, self.data, self.split = p, data, split
@@ -167,8 +167,8 @@ class _Split:
             self._folds.update(zip(folds, pool.map(self._fold, folds)))
 
     def _setup(self, f: int) -> tuple:
-        """Fold f's set-up (:meth:`_fold`), kept until another fold is asked for (or for
-        good after :meth:`prepare`)."""
+        """Fold f's set-up (`_fold`), kept until another fold is asked for (or for
+        good after `prepare`)."""
         if f not in self._folds:
             if not self.keep_all:
                 self._folds.clear()                             # free the last fold first
@@ -191,7 +191,7 @@ class _Split:
         return (f, parts, Xtr, Ytr, shared, fold_bounds)
 
     def fit(self, f: int, name: str) -> tuple[dict, dict]:
-        """Method ``name`` at all its mu on fold f (one :meth:`fedgdp.methods.Method.fit_many` call).
+        """Method ``name`` at all its mu on fold f (one `fedgdp.methods.Method.fit_many` call).
 
         Parameters
         ----------
@@ -298,13 +298,13 @@ def _schema():
 
 
 def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
-    """Write rows (:data:`COLUMNS`) atomically with provenance metadata
-    (:func:`fedgdp.io.write_parquet`).
+    """Write rows (`COLUMNS`) atomically with provenance metadata
+    (`fedgdp.io.write_parquet`).
 
     Parameters
     ----------
     rows : list of dict
-        Rows of :func:`run_split`.
+        Rows of `run_split`.
     p : dict
         The resolved parameters (written into the metadata).
     out : str or path
@@ -324,12 +324,12 @@ def read_rows(paths):
     Parameters
     ----------
     paths : str, path or sequence of them
-        Files written by :func:`write_rows`.
+        Files written by `write_rows`.
 
     Returns
     -------
     pandas.DataFrame
-        Their rows (at least the columns :data:`COLUMNS`).
+        Their rows (at least the columns `COLUMNS`).
     """
     from ..io import read_parquet_files
 

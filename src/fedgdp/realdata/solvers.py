@@ -20,7 +20,7 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
     the simulations; dense, for small d k). All satisfy ``||s|| <= ||g|| / tau1``.
 
     ``hessian_bound = H_c`` (certified FedNewton): every per-sample Hessian is clipped
-    to operator norm H_c (:func:`clipped_hessian_rows`) and the system is
+    to operator norm H_c (`clipped_hessian_rows`) and the system is
     the ridge one, ``(H + tau1 I) s = g`` (``floor`` is not used: the ridge inverse is
     what the certified sensitivity needs; ``cg`` solves it to ``cg_tol`` and checks the
     true residual, whose bound enters the recorded sensitivity: docs/methods.md §2).
@@ -29,11 +29,11 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
     ----------
     model : fedgdp.glm.GLM
         The model.
-    Theta : ndarray, shape (d, k)
+    Theta : ndarray of shape (d, k)
         Where the Hessian is taken.
-    X1 : ndarray, shape (n1, d)
+    X1 : ndarray of shape (n1, d)
         The rows of the Hessian (the client's half 1).
-    g : ndarray, shape (d, k)
+    g : ndarray of shape (d, k)
         The right-hand side (the clipped half-2 gradient).
     tau1 : float
         The eigenvalue floor / ridge.
@@ -48,7 +48,7 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
 
     Returns
     -------
-    ndarray, shape (d, k)
+    ndarray of shape (d, k)
         The step s. ValueError for an unknown solver.
     """
     certified = hessian_bound is not None
@@ -82,7 +82,7 @@ def clipped_hessian_rows(model: GLM, Theta: np.ndarray, X1: np.ndarray, bound: f
     """The rows and fitted means of certified FedNewton's clipped Hessian, in finite arithmetic.
 
     Row j is scaled by ``a_j = min(1, sqrt(H_c / c_j) / ||x_j||)`` (``c_j`` the
-    curvature bound of :meth:`fedgdp.glm.GLM.curvature_bound`, ``||x_j||`` without
+    curvature bound of `fedgdp.glm.GLM.curvature_bound`, ``||x_j||`` without
     overflow), so its per-sample Hessian ``c_j a_j^2 x_j x_j'`` has norm <= H_c; a row
     whose fitted mean or factor is not finite (a row of huge entries), or whose curvature
     is 0 (its Hessian is zero anyway, and ``0 * inf`` must not arise in ``x_j' V``), gets
@@ -93,18 +93,18 @@ def clipped_hessian_rows(model: GLM, Theta: np.ndarray, X1: np.ndarray, bound: f
     ----------
     model : fedgdp.glm.GLM
         The model.
-    Theta : ndarray, shape (d, k)
+    Theta : ndarray of shape (d, k)
         Where the Hessian is taken.
-    X1 : ndarray or fedgdp.glm.NonzeroColumns, shape (n, d)
+    X1 : ndarray or fedgdp.glm.NonzeroColumns of shape (n, d)
         The rows.
     bound : float
         ``H_c``, the bound on each per-sample Hessian's operator norm.
 
     Returns
     -------
-    aX1 : ndarray, shape (n, d)
+    aX1 : ndarray of shape (n, d)
         The scaled rows ``a_j x_j``.
-    P : ndarray, shape (n, k)
+    P : ndarray of shape (n, k)
         The fitted means (0 in the zeroed rows).
     """
     from ..privacy import row_norms
@@ -126,7 +126,7 @@ def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter
     """Minimise ``f(Theta) = loss + ridge/2 ||Theta[1:]||^2`` (intercept row free).
 
     Trust-region Newton-CG (scipy's ``trust-ncg``) on exact Hessian-vector products
-    (:meth:`fedgdp.glm.GLM.hvp_at`), stopping when ``||grad f||_F <= gtol`` or
+    (`fedgdp.glm.GLM.hvp_at`), stopping when ``||grad f||_F <= gtol`` or
     after ``maxiter`` Newton iterations. One evaluation is one product ``X Theta``
     (loss, gradient and probabilities together); one Hessian-vector product is two
     products with X. f is strongly convex with modulus at least ``ridge`` on the
@@ -140,9 +140,9 @@ def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter
     ----------
     model : fedgdp.glm.GLM
         The model.
-    X : ndarray, shape (n, d)
+    X : ndarray of shape (n, d)
         The rows (column 0 the intercept).
-    Y : ndarray, shape (n, k)
+    Y : ndarray of shape (n, k)
         The targets.
     ridge : float
         The penalty on rows 1.. of Theta.
@@ -150,12 +150,12 @@ def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter
         Newton iterations at most.
     gtol : float
         Stop when ``||grad f||`` is at most this.
-    Theta0 : ndarray, shape (d, k), optional
+    Theta0 : ndarray of shape (d, k), optional
         The start (default 0).
 
     Returns
     -------
-    ndarray, shape (d, k)
+    ndarray of shape (d, k)
         The minimiser found.
     """
     from scipy.optimize import minimize

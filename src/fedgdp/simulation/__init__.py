@@ -4,15 +4,15 @@ tables drawn from the results.
 
 Modules, lower first (each imports only the ones above it, and the shared core):
 
-- :mod:`~fedgdp.simulation.data`: size schemes, :class:`Replicate`, ``simulate_replicate``,
+- `data`: size schemes, `Replicate`, ``simulate_replicate``,
   the replicate's data and noise generators;
-- :mod:`~fedgdp.simulation.kernels`: the fused numba kernels of the gradient steps;
-- :mod:`~fedgdp.simulation.backend`: ``ClientBlock``, ``FitData`` and ``SimBackend``, the
+- `kernels`: the fused numba kernels of the gradient steps;
+- `backend`: ``ClientBlock``, ``FitData`` and ``SimBackend``, the
   methods' simulation backend; ``REGISTRY``, the simulation's view of the methods;
-- :mod:`~fedgdp.simulation.params`: ``CellSettings`` and ``resolve`` (a cell's parameters);
-- :mod:`~fedgdp.simulation.run`: ``run_cell`` and the cell file (its schema, writer, reader);
-- :mod:`~fedgdp.simulation.summary`: cell files -> one row per (cell, method);
-- :mod:`~fedgdp.simulation.plots`: every simulation figure from summaries.
+- `params`: ``CellSettings`` and ``resolve`` (a cell's parameters);
+- `run`: ``run_cell`` and the cell file (its schema, writer, reader);
+- `summary`: cell files -> one row per (cell, method);
+- `plots`: every simulation figure from summaries.
 
 Nothing is imported here, so ``import fedgdp.simulation.data`` costs only that module.
 """

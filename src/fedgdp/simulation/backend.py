@@ -1,17 +1,17 @@
 """The simulation backend of the algorithm core: a block of replicates in the kernels' layout.
 
 The methods themselves (FedSGD, FedHybrid, FedAvg, FedNewton and the certified
-FedNewton, paper Algorithms 1-4) live in :mod:`fedgdp.methods`; this module holds the
+FedNewton, paper Algorithms 1-4) live in `fedgdp.methods`; this module holds the
 data they run on in the simulations and the operations they ask of it
-(:class:`SimBackend`, an implementation of :class:`fedgdp.methods.Backend`):
+(`SimBackend`, an implementation of `fedgdp.methods.Backend`):
 
-- :class:`ClientBlock` the clients of a block of replicates, rows-contiguous and
+- `ClientBlock` the clients of a block of replicates, rows-contiguous and
   features-first, with the fused kernels' gradients, local and server steps, Hessians;
-- :class:`FitData` a block plus its privacy setting (clipping bounds, mu, tau1,
+- `FitData` a block plus its privacy setting (clipping bounds, mu, tau1,
   weights rule, privacy mode) and the calibration of a method's plan;
-- :func:`aggregation_weights` the server weights (size or optimal).
+- `aggregation_weights` the server weights (size or optimal).
 
-:data:`REGISTRY` and :func:`get_method` are the simulation's view of the one registry.
+`REGISTRY` and `get_method` are the simulation's view of the one registry.
 
 Conventions
 -----------
@@ -20,9 +20,9 @@ Conventions
 sds are ``(n_rep, m)`` or ``(n_rep,)``; standard-normal noise arrays carry the replicate axis
 first, e.g. ``(n_rep, K, m, d)``. All methods start at theta = 0.
 
-Speed: :class:`ClientBlock` stores the clients of a block of replicates rows-contiguous
+Speed: `ClientBlock` stores the clients of a block of replicates rows-contiguous
 and features-first, and the gradient steps run in the fused compiled kernels of
-:mod:`fedgdp.simulation.kernels` (one pass over a client's rows per step; clipping a per-sample
+`fedgdp.simulation.kernels` (one pass over a client's rows per step; clipping a per-sample
 gradient ``r_j x_j`` is clipping the scalar ``r_j`` to ``B/||x_j||``). Every client is
 computed on its own, so a replicate's numbers do not depend on which replicates share
 its block.
@@ -51,7 +51,7 @@ _NO_CLIP = np.zeros(0)               # residual clips of a non-private run (neve
 
 
 class ClientBlock:
-    """The clients of a block of replicates in the layout of :mod:`fedgdp.simulation.kernels`.
+    """The clients of a block of replicates in the layout of `fedgdp.simulation.kernels`.
 
     Parameters
     ----------
@@ -62,11 +62,11 @@ class ClientBlock:
 
     Attributes
     ----------
-    XT : ndarray, shape (d, N)   all rows, features first, client after client
-    y, inv_norm : ndarray, shape (N,)   responses and ``1/||x_j||``
-    offsets : ndarray, shape (n_rep m + 1,)   client ``c = r m + i`` owns ``offsets[c]:offsets[c+1]``
-    groups : ndarray   groups of clients of the local steps (:func:`fedgdp.simulation.kernels.client_groups`)
-    sizes : ndarray, shape (n_rep, m)
+    XT : ndarray of shape (d, N)   all rows, features first, client after client
+    y, inv_norm : ndarray of shape (N,)   responses and ``1/||x_j||``
+    offsets : ndarray of shape (n_rep m + 1,)   client ``c = r m + i`` owns ``offsets[c]:offsets[c+1]``
+    groups : ndarray   groups of clients of the local steps (`fedgdp.simulation.kernels.client_groups`)
+    sizes : ndarray of shape (n_rep, m)
     """
 
     def __init__(self, reps: list[Replicate], glm: GLM):
@@ -99,16 +99,16 @@ class ClientBlock:
 
     def clip_bounds(self, B: np.ndarray | None) -> np.ndarray | None:
         """The clip of every row's residual, ``B_r / ||x_j||``, shape ``(N,)`` (B: one
-        bound per replicate, shape (n_rep,)), or None (no clipping).
+        bound per replicate of shape (n_rep,)), or None (no clipping).
 
         Parameters
         ----------
-        B : ndarray, shape (n_rep,), or None
+        B : ndarray of shape (n_rep,), or None
             The clipping bound of each replicate (None: no clipping).
 
         Returns
         -------
-        ndarray, shape (N,), or None
+        ndarray of shape (N,), or None
             The residual clip of every row of the block.
         """
         if B is None:
@@ -127,12 +127,12 @@ class ClientBlock:
 
         Parameters
         ----------
-        theta : ndarray, shape (n_rep, m, d)
-        bounds : from :meth:`clip_bounds`
+        theta : ndarray of shape (n_rep, m, d)
+        bounds : from `clip_bounds`
 
         Returns
         -------
-        ndarray, shape (n_rep, m, d)
+        ndarray of shape (n_rep, m, d)
         """
         from . import kernels
 
@@ -144,26 +144,26 @@ class ClientBlock:
 
     def local_steps(self, theta, *, K, eta, bounds, sigma, Z) -> np.ndarray:
         """K noisy local steps of every client from ``theta`` (n_rep, m, d); see
-        :func:`fedgdp.simulation.kernels.local_descent`. Returns a new (n_rep, m, d) array.
+        `fedgdp.simulation.kernels.local_descent`. Returns a new (n_rep, m, d) array.
 
         Parameters
         ----------
-        theta : ndarray, shape (n_rep, m, d)
+        theta : ndarray of shape (n_rep, m, d)
             Every client's start (not changed).
         K : int
             Local steps.
         eta : float
             Step size.
-        bounds : ndarray, shape (N,), or None
-            Residual clips (:meth:`clip_bounds`), None: no clipping.
+        bounds : ndarray of shape (N,), or None
+            Residual clips (`clip_bounds`), None: no clipping.
         sigma : float or ndarray
             Noise sds, broadcastable to (n_rep, m).
-        Z : ndarray, shape (n_rep, K, m, d), or None
+        Z : ndarray of shape (n_rep, K, m, d), or None
             Standard normals (None: no noise).
 
         Returns
         -------
-        ndarray, shape (n_rep, m, d)
+        ndarray of shape (n_rep, m, d)
             The clients' parameters after K steps.
         """
         from . import kernels
@@ -177,28 +177,28 @@ class ClientBlock:
 
     def server_steps(self, theta, w, *, K, eta, bounds, sigma, Z) -> np.ndarray:
         """K FedSGD steps of every replicate from the global ``theta`` (n_rep, d); see
-        :func:`fedgdp.simulation.kernels.server_descent`. Returns a new (n_rep, d) array.
+        `fedgdp.simulation.kernels.server_descent`. Returns a new (n_rep, d) array.
 
         Parameters
         ----------
-        theta : ndarray, shape (n_rep, d)
+        theta : ndarray of shape (n_rep, d)
             The global start (not changed).
-        w : ndarray, shape (n_rep, m)
+        w : ndarray of shape (n_rep, m)
             Aggregation weights.
         K : int
             Server steps.
         eta : float
             Step size.
-        bounds : ndarray, shape (N,), or None
-            Residual clips (:meth:`clip_bounds`), None: no clipping.
+        bounds : ndarray of shape (N,), or None
+            Residual clips (`clip_bounds`), None: no clipping.
         sigma : float or ndarray
             Noise sds, broadcastable to (n_rep, m).
-        Z : ndarray, shape (n_rep, K, m, d), or None
+        Z : ndarray of shape (n_rep, K, m, d), or None
             Standard normals (None: no noise).
 
         Returns
         -------
-        ndarray, shape (n_rep, d)
+        ndarray of shape (n_rep, d)
             The global parameter after K steps.
         """
         from . import kernels
@@ -221,14 +221,14 @@ class ClientBlock:
 
         Parameters
         ----------
-        theta : ndarray, shape (n_rep, m, d)
+        theta : ndarray of shape (n_rep, m, d)
             Every client's parameter.
         bound : float or None
             The per-sample Hessian clip ``H_c`` (None: unclipped).
 
         Returns
         -------
-        ndarray, shape (n_rep, m, d, d)
+        ndarray of shape (n_rep, m, d, d)
             The clients' mean Hessians.
         """
         from . import kernels
@@ -250,11 +250,11 @@ def aggregation_weights(sizes: np.ndarray, rule: str, *, B=None, mu=np.inf, rele
 
     Parameters
     ----------
-    sizes : ndarray, shape (n_rep, m)
+    sizes : ndarray of shape (n_rep, m)
         Client sizes ``n_i``.
     rule : str
         ``size`` or ``optimal`` (ValueError otherwise); ``size`` whenever mu is inf.
-    B : float or ndarray, shape (n_rep,)
+    B : float or ndarray of shape (n_rep,)
         Clipping bound per replicate (``optimal`` only).
     mu : float
         The target mu.
@@ -265,7 +265,7 @@ def aggregation_weights(sizes: np.ndarray, rule: str, *, B=None, mu=np.inf, rele
 
     Returns
     -------
-    ndarray, shape (n_rep, m)
+    ndarray of shape (n_rep, m)
         The weights.
     """
     n = sizes.astype(float)
@@ -287,13 +287,13 @@ class FitData:
     ----------
     reps : list of Replicate
     glm : GLM
-    B : ndarray, shape (n_rep,)   clipping bound per replicate (inf when mu = inf)
+    B : ndarray of shape (n_rep,)   clipping bound per replicate (inf when mu = inf)
     mu : float                target mu (inf: non-private)
     tau1 : float              eigenvalue floor of FedNewton
     weights : str             ``size`` or ``optimal``
     privacy : dict            ``{"mode": "paper" | "certified", "hessian_clip": factor of tau1}``
     clip : dict               the clipping rule that gave B (its share of mu^2, ledger notes)
-    release : str             what the fit releases (:data:`fedgdp.privacy.RELEASES`, docs/methods.md §9):
+    release : str             what the fit releases (`fedgdp.privacy.RELEASES`, docs/methods.md §9):
                               ``private`` clipped and noisy (the algorithms); ``clip_only``
                               clipped to the same B, no noise (ledger of mu = inf); ``plain``
                               neither (sets mu = inf: the non-private fit, bit for bit)
@@ -317,12 +317,12 @@ class FitData:
 
     @property
     def private(self) -> bool:
-        """Whether the releases carry privacy noise (:func:`fedgdp.privacy.adds_noise`)."""
+        """Whether the releases carry privacy noise (`fedgdp.privacy.adds_noise`)."""
         return privacy.adds_noise(self.mu, self.release)
 
     @property
     def clipped(self) -> bool:
-        """Whether per-sample gradients are clipped to B (:func:`fedgdp.privacy.clips`)."""
+        """Whether per-sample gradients are clipped to B (`fedgdp.privacy.clips`)."""
         return privacy.clips(self.mu, self.release)
 
     @cached_property
@@ -344,17 +344,17 @@ class FitData:
         Parameters
         ----------
         data : ClientBlock
-            :attr:`full` or one of :attr:`halves`.
+            `full` or one of `halves`.
 
         Returns
         -------
-        ndarray, shape (N,), or None
-            :meth:`ClientBlock.clip_bounds` at ``B``.
+        ndarray of shape (N,), or None
+            `ClientBlock.clip_bounds` at ``B``.
         """
         return data.clip_bounds(self.B if self.clipped else None)
 
     def calibrate(self, plan: tuple) -> tuple[tuple, Ledger]:
-        """Noise sds of a method's plan and its ledger (:func:`fedgdp.privacy.calibrate`).
+        """Noise sds of a method's plan and its ledger (`fedgdp.privacy.calibrate`).
 
         A ``private_quantile`` clipping rule's histogram release comes first in the
         ledger and the method's releases share the rest of mu^2; a data-driven
@@ -398,7 +398,7 @@ class FitData:
         return h1.sizes.astype(float), h2.sizes.astype(float)
 
     def backend(self, noise: dict) -> SimBackend:
-        """This block with one method's stacked noise arrays (:class:`SimBackend`).
+        """This block with one method's stacked noise arrays (`SimBackend`).
 
         Parameters
         ----------
@@ -420,9 +420,9 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 class SimBackend:
-    """The simulation backend of :class:`fedgdp.methods.Backend`: a block of n_rep
+    """The simulation backend of `fedgdp.methods.Backend`: a block of n_rep
     replicates (the batch axis), parameters (n_rep, d) and (n_rep, m, d), noise pre-drawn
-    (:class:`fedgdp.methods.PreDrawnNoise`), steps in the compiled kernels."""
+    (`fedgdp.methods.PreDrawnNoise`), steps in the compiled kernels."""
 
     kind = SIMULATION
 
@@ -431,7 +431,7 @@ class SimBackend:
         self.m, self.dk = fd.full.m, fd.full.d
 
     def calibrate(self, method, s):
-        """The sds of ``method``'s plan on this block and its one ledger (:meth:`FitData.calibrate`).
+        """The sds of ``method``'s plan on this block and its one ledger (`FitData.calibrate`).
 
         Parameters
         ----------
@@ -449,7 +449,7 @@ class SimBackend:
         return sigmas, [ledger]
 
     def weights(self, releases):
-        """The block's aggregation weights (:func:`aggregation_weights` at the block's rule, B and mu).
+        """The block's aggregation weights (`aggregation_weights` at the block's rule, B and mu).
 
         Parameters
         ----------
@@ -458,7 +458,7 @@ class SimBackend:
 
         Returns
         -------
-        ndarray, shape (n_rep, m)
+        ndarray of shape (n_rep, m)
             The weights.
         """
         fd = self.data
@@ -483,15 +483,15 @@ class SimBackend:
 
         Parameters
         ----------
-        start : ndarray, shape (n_rep, d)
+        start : ndarray of shape (n_rep, d)
             The global parameter.
         K : int
             Local steps.
         eta : float
             Step size.
-        sigma : ndarray, shape (n_rep, m)
+        sigma : ndarray of shape (n_rep, m)
             Noise sds.
-        noise : ndarray, shape (n_rep, K, m, d), or None
+        noise : ndarray of shape (n_rep, K, m, d), or None
             Standard normals.
         part : str
             ``full`` or ``half1``.
@@ -500,7 +500,7 @@ class SimBackend:
 
         Returns
         -------
-        ndarray, shape (n_rep, m, d)
+        ndarray of shape (n_rep, m, d)
             Per-client parameters.
         """
         if drift is not None:
@@ -514,39 +514,39 @@ class SimBackend:
 
         Parameters
         ----------
-        w : ndarray, shape (n_rep, m)
+        w : ndarray of shape (n_rep, m)
             Weights.
-        local : ndarray, shape (n_rep, m, d)
+        local : ndarray of shape (n_rep, m, d)
             Per-client parameters.
 
         Returns
         -------
-        ndarray, shape (n_rep, d)
+        ndarray of shape (n_rep, d)
             The global parameter.
         """
         return np.einsum("rm,rmd->rd", w, local)
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
-        """K FedSGD steps on the full block (:meth:`ClientBlock.server_steps`).
+        """K FedSGD steps on the full block (`ClientBlock.server_steps`).
 
         Parameters
         ----------
-        theta : ndarray, shape (n_rep, d)
+        theta : ndarray of shape (n_rep, d)
             The global parameter.
-        w : ndarray, shape (n_rep, m)
+        w : ndarray of shape (n_rep, m)
             Weights.
         K : int
             Server steps.
         eta : float
             Step size.
-        sigma : ndarray, shape (n_rep, m)
+        sigma : ndarray of shape (n_rep, m)
             Noise sds.
-        noise : ndarray, shape (n_rep, K, m, d), or None
+        noise : ndarray of shape (n_rep, K, m, d), or None
             Standard normals.
 
         Returns
         -------
-        ndarray, shape (n_rep, d)
+        ndarray of shape (n_rep, d)
             The global parameter.
         """
         data = self.data.full
@@ -558,14 +558,14 @@ class SimBackend:
 
         Parameters
         ----------
-        theta1 : ndarray, shape (n_rep, d)
+        theta1 : ndarray of shape (n_rep, d)
             The stage-1 global parameter.
         hessian_bound : float or None
             The per-sample Hessian clip (certified), None: the floor.
 
         Returns
         -------
-        ndarray, shape (n_rep, m, d)
+        ndarray of shape (n_rep, m, d)
             The releases before noise.
         """
         fd = self.data
@@ -581,16 +581,16 @@ class SimBackend:
 
         Parameters
         ----------
-        local : ndarray, shape (n_rep, m, d)
+        local : ndarray of shape (n_rep, m, d)
             Per-client parameters (modified in place).
-        sigma : ndarray, shape (n_rep, m)
+        sigma : ndarray of shape (n_rep, m)
             Noise sds.
-        noise : ndarray, shape (n_rep, m, d), or None
+        noise : ndarray of shape (n_rep, m, d), or None
             Standard normals.
 
         Returns
         -------
-        ndarray, shape (n_rep, m, d)
+        ndarray of shape (n_rep, m, d)
             ``local``.
         """
         if noise is not None:
@@ -598,7 +598,7 @@ class SimBackend:
         return local
 
     def memo(self, key, inputs, compute):
-        """Results kept on the block (:class:`FitData`), reused for equal inputs.
+        """Results kept on the block (`FitData`), reused for equal inputs.
 
         Parameters
         ----------
@@ -626,7 +626,7 @@ class SimBackend:
 
         Parameters
         ----------
-        theta : ndarray, shape (n_rep, d)
+        theta : ndarray of shape (n_rep, d)
             The final estimates.
         ledgers : list of fedgdp.privacy.Ledger
             One ledger (the block's).
@@ -641,7 +641,7 @@ class SimBackend:
         return [Fit(theta, ledgers[0], **comm)]
 
 
-#: The methods the simulations run (a view of :data:`fedgdp.methods.REGISTRY`).
+#: The methods the simulations run (a view of `fedgdp.methods.REGISTRY`).
 REGISTRY = registry(SIMULATION)
 
 

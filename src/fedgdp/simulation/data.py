@@ -6,7 +6,7 @@ One replicate holds ``X`` of shape ``(N, d)`` (intercept first), ``y`` of shape
 ``(N,)`` and client sizes ``sizes`` of shape ``(m,)``; client ``i`` owns the
 contiguous rows ``offsets[i]:offsets[i+1]``. Sizes are redrawn in every replicate.
 
-Seeds (:mod:`fedgdp.seeds`): replicate ``r`` of a cell uses
+Seeds (`fedgdp.seeds`): replicate ``r`` of a cell uses
 ``default_rng(SeedSequence([base_seed, stable_hash(data_key), r]))`` for its data,
 where ``data_key`` holds the parameters that define the data (model, sizes scheme,
 m, p, sigma_c, beta_true). Cells that differ only in mu, K or the methods therefore
@@ -34,7 +34,7 @@ __all__ = [
 
 
 def replicate_rng(base_seed: int, data_key: dict, replicate: int) -> np.random.Generator:
-    """The data generator of one replicate (:func:`fedgdp.seeds.derived_rng`).
+    """The data generator of one replicate (`fedgdp.seeds.derived_rng`).
 
     Parameters
     ----------
@@ -120,7 +120,7 @@ class SizeScheme:
 
         Returns
         -------
-        ndarray of int64, shape (m,)
+        ndarray of int64 of shape (m,)
             The sizes.
         """
         if self.kind == "equal":
@@ -144,7 +144,7 @@ class SizeScheme:
 
         Returns
         -------
-        ndarray, shape (m,)
+        ndarray of shape (m,)
             Positive weights (ValueError for a ``total`` scheme).
         """
         if self.kind == "equal":
@@ -263,12 +263,12 @@ def size_slug(text: str) -> str:
 
 
 def parse_size_slug(slug: str) -> str:
-    """Inverse of :func:`size_slug` for the schemes it produces.
+    """Inverse of `size_slug` for the schemes it produces.
 
     Parameters
     ----------
     slug : str
-        A slug from :func:`size_slug`.
+        A slug from `size_slug`.
 
     Returns
     -------
@@ -290,9 +290,9 @@ class Replicate:
 
     Attributes
     ----------
-    X : ndarray, shape (N, d)
-    y : ndarray, shape (N,)
-    sizes : ndarray of int, shape (m,)
+    X : ndarray of shape (N, d)
+    y : ndarray of shape (N,)
+    sizes : ndarray of int of shape (m,)
     """
 
     X: np.ndarray
@@ -314,9 +314,9 @@ class Replicate:
 
         Returns
         -------
-        X_i : ndarray, shape (n_i, d)
+        X_i : ndarray of shape (n_i, d)
             Its design rows (a view).
-        y_i : ndarray, shape (n_i,)
+        y_i : ndarray of shape (n_i,)
             Its responses (a view).
         """
         a, b = self.offsets[i], self.offsets[i + 1]
@@ -342,14 +342,14 @@ def simulate_replicate(rng: np.random.Generator, *, model: str, scheme: SizeSche
     Parameters
     ----------
     rng : numpy.random.Generator
-        The replicate's own generator (:func:`replicate_rng`).
+        The replicate's own generator (`replicate_rng`).
     model : str
         ``logistic`` or ``poisson``.
     scheme : SizeScheme
         The client sizes' scheme.
     m : int
         Clients.
-    beta_true : ndarray, shape (p,)
+    beta_true : ndarray of shape (p,)
         True coefficients, intercept first.
     sigma_c : float
         The covariates' standard deviation.

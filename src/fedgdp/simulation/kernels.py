@@ -12,24 +12,24 @@ owns columns ``offsets[c]:offsets[c + 1]``. Parameters are ``(C, d)`` per client
 
 One pass per gradient step
 --------------------------
-Rows are processed in chunks of :data:`CHUNK` consecutive rows: the linear predictor
+Rows are processed in chunks of `CHUNK` consecutive rows: the linear predictor
 (d vectorised multiply-adds per row, with each row's own client parameter), the mean
-``b'(eta)`` through a vectorisable ``exp`` (:func:`_exp`), the residual
+``b'(eta)`` through a vectorisable ``exp`` (`_exp`), the residual
 ``r_j = b'(eta_j) - y_j`` clipped to ``[-lim_j, lim_j]`` (clipping the per-sample
 gradient ``r_j x_j`` to norm B), and the sums of ``r_j x_j`` while the chunk is in
 the L1 cache. A chunk may span several small clients, so short clients do not pay a
 loop set-up per client and pass; it ends early where a client with at least
-:data:`SPLIT_ROWS` rows in it ends, so larger clients use one parameter per chunk.
+`SPLIT_ROWS` rows in it ends, so larger clients use one parameter per chunk.
 
 Local steps (Algorithms 2-4) run on groups of consecutive clients of one replicate
-(at most :data:`GROUP_ROWS` rows, or one larger client), all K steps of a group
+(at most `GROUP_ROWS` rows, or one larger client), all K steps of a group
 before the next, so its rows stay in cache; server steps (Algorithms 1-2) run
 replicate by replicate, the server's weighted sum of the client means taken row by
 row (``sum_j w_i/n_i r_j x_j``). Groups and chunks start at a replicate's (group's)
 first row and depend only on its own sizes, so a replicate's numbers do not depend
 on which replicates share its block.
 
-Compilation is cached on disk (:mod:`fedgdp.compiled`: next to this file, else in the
+Compilation is cached on disk (`fedgdp.compiled`: next to this file, else in the
 user's cache directory, or in ``NUMBA_CACHE_DIR``), so only the first process
 compiles; where no cache location is writable the kernels compile in every process.
 """
@@ -140,7 +140,7 @@ def _eta_one(buf, XT, th, sign, s, L, ones):
 @_njit(_EXACT)
 def _eta_rows(buf, XT, tb, s, L, ones):
     """``buf[j] = sum_k XT[k, s+j] tb[k, j]``: the linear predictor with each row's own
-    (signed) parameter ``tb[:, j]`` (``ones``: as in :func:`_eta_one`)."""
+    (signed) parameter ``tb[:, j]`` (``ones``: as in `_eta_one`)."""
     d = XT.shape[0]
     if ones:
         for j in range(L):
@@ -193,7 +193,7 @@ def _residuals(buf, y, lim, s, L, model, clip):
 
 @_njit(_SUMS)
 def _segment_sum(g, buf, XT, s, a, b, ones):
-    """``g += XT[:, s+a:s+b] @ buf[a:b]`` (``ones``: as in :func:`_eta_one`; the sums keep
+    """``g += XT[:, s+a:s+b] @ buf[a:b]`` (``ones``: as in `_eta_one`; the sums keep
     their four-feature blocks, so they add the same terms in the same order)."""
     d = XT.shape[0]
     k = 0
@@ -290,14 +290,14 @@ def client_groups(sizes: np.ndarray, max_rows: int = GROUP_ROWS) -> np.ndarray:
 
     Parameters
     ----------
-    sizes : ndarray of int, shape (n_rep, m)
+    sizes : ndarray of int of shape (n_rep, m)
         Client sizes.
     max_rows : int
         The most rows of a group (unless one client has more).
 
     Returns
     -------
-    ndarray of int64, shape (G + 1,)
+    ndarray of int64 of shape (G + 1,)
         Group boundaries in flat client indices, from 0 to ``n_rep m``.
     """
     n_rep, m = sizes.shape
@@ -319,9 +319,9 @@ def gradients(XT, y, lim, offsets, groups, theta, model, clip, out, ones=False):
 
     Parameters
     ----------
-    XT : (d, N); y, lim : (N,); offsets : (C + 1,) int64; groups : from :func:`client_groups`
+    XT : (d, N); y, lim : (N,); offsets : (C + 1,) int64; groups : from `client_groups`
     theta : (C, d)            parameter of each client
-    model : int               :data:`MODEL_CODES`
+    model : int               `MODEL_CODES`
     clip : bool               clip residuals to ``lim`` (False: non-private)
     out : (C, d)              written in place
     ones : bool               row 0 of XT is all ones (the intercept; then not read)
@@ -338,35 +338,35 @@ def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, si
     ``theta_c <- theta_c - eta * mean_j clip(g_j) + sigma_c Z[r, t, i]``.
 
     theta : (C, d) with ``C = n_rep m``; sigma : (C,); Z : (n_rep, K, m, d), read only when
-    ``noisy``; groups : from :func:`client_groups`.
+    ``noisy``; groups : from `client_groups`.
 
     Parameters
     ----------
-    XT : ndarray, shape (d, N)
+    XT : ndarray of shape (d, N)
         All rows, features first.
-    y : ndarray, shape (N,)
+    y : ndarray of shape (N,)
         Responses.
-    lim : ndarray, shape (N,)
+    lim : ndarray of shape (N,)
         Residual clips (read only when ``clip``).
-    offsets : ndarray of int64, shape (C + 1,)
+    offsets : ndarray of int64 of shape (C + 1,)
         Client row offsets.
-    groups : ndarray of int64, shape (G + 1,)
-        From :func:`client_groups`.
+    groups : ndarray of int64 of shape (G + 1,)
+        From `client_groups`.
     m : int
         Clients per replicate.
-    theta : ndarray, shape (C, d)
+    theta : ndarray of shape (C, d)
         Each client's parameter, updated in place.
     K : int
         Local steps.
     eta : float
         Step size.
     model : int
-        :data:`MODEL_CODES`.
+        `MODEL_CODES`.
     clip : bool
         Clip residuals to ``lim`` (False: non-private).
-    sigma : ndarray, shape (C,)
+    sigma : ndarray of shape (C,)
         Noise sds.
-    Z : ndarray, shape (n_rep, K, m, d)
+    Z : ndarray of shape (n_rep, K, m, d)
         Standard normals (read only when ``noisy``).
     noisy : bool
         Add the noise.
@@ -399,33 +399,33 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
 
     Parameters
     ----------
-    XT : ndarray, shape (d, N)
+    XT : ndarray of shape (d, N)
         All rows, features first.
-    y : ndarray, shape (N,)
+    y : ndarray of shape (N,)
         Responses.
-    lim : ndarray, shape (N,)
+    lim : ndarray of shape (N,)
         Residual clips (read only when ``clip``).
-    offsets : ndarray of int64, shape (C + 1,)
+    offsets : ndarray of int64 of shape (C + 1,)
         Client row offsets.
     m : int
         Clients per replicate.
-    theta : ndarray, shape (n_rep, d)
+    theta : ndarray of shape (n_rep, d)
         Each replicate's global parameter, updated in place.
-    wrow : ndarray, shape (N,)
+    wrow : ndarray of shape (N,)
         Each row's weight ``w_ri / n_i``.
-    w : ndarray, shape (n_rep, m)
+    w : ndarray of shape (n_rep, m)
         Aggregation weights.
     K : int
         Server steps.
     eta : float
         Step size.
     model : int
-        :data:`MODEL_CODES`.
+        `MODEL_CODES`.
     clip : bool
         Clip residuals to ``lim`` (False: non-private).
-    sigma : ndarray, shape (C,)
+    sigma : ndarray of shape (C,)
         Noise sds.
-    Z : ndarray, shape (n_rep, K, m, d)
+    Z : ndarray of shape (n_rep, K, m, d)
         Standard normals (read only when ``noisy``).
     noisy : bool
         Add the noise.
@@ -466,19 +466,19 @@ def hessians(XT, inv_norm, offsets, theta, model, bound, out):
 
     Parameters
     ----------
-    XT : ndarray, shape (d, N)
+    XT : ndarray of shape (d, N)
         All rows, features first.
-    inv_norm : ndarray, shape (N,)
+    inv_norm : ndarray of shape (N,)
         ``1/||x_j||`` of each row.
-    offsets : ndarray of int64, shape (C + 1,)
+    offsets : ndarray of int64 of shape (C + 1,)
         Client row offsets.
-    theta : ndarray, shape (C, d)
+    theta : ndarray of shape (C, d)
         Each client's parameter.
     model : int
-        :data:`MODEL_CODES`.
+        `MODEL_CODES`.
     bound : float
         The per-sample Hessian clip ``H_c`` (inf: none).
-    out : ndarray, shape (C, d, d)
+    out : ndarray of shape (C, d, d)
         Written in place: each client's mean Hessian.
     """
     d = XT.shape[0]

@@ -1,7 +1,7 @@
 """Cell parameters: docs/methods.md §3 defaults, resolution and validation.
 
 A *cell* is one point of a study grid (model, sizes, m, mu, K). Its parameters are the
-fields of :class:`CellSettings` (:mod:`fedgdp.settings`: defaults, checks, flags);
+fields of `CellSettings` (`fedgdp.settings`: defaults, checks, flags);
 ``resolve`` builds them from user overrides (ValueError naming the bad value) and fills
 derived values (``tau1`` when ``auto``, each method's settings).
 """
@@ -72,7 +72,7 @@ def check_halves(methods: list, scheme) -> None:
 
 @dataclass(frozen=True)
 class CellSettings(Settings):
-    """The parameters of one simulation cell (docs/methods.md §3); :func:`resolve`."""
+    """The parameters of one simulation cell (docs/methods.md §3); `resolve`."""
 
     WHAT: ClassVar[str] = "parameter"
 
@@ -105,7 +105,7 @@ class CellSettings(Settings):
 
     @classmethod
     def finish(cls, p: dict) -> dict:
-        """The cell's cross-field checks and derived values (see :meth:`fedgdp.settings.Settings.finish`): the
+        """The cell's cross-field checks and derived values (see `fedgdp.settings.Settings.finish`): the
         sizes scheme checked for m and FedNewton's halves and canonicalised, ``beta_true`` filled and checked,
         the privacy mode checked against the clip rule, ``tau1: auto`` computed.
 
@@ -172,13 +172,13 @@ def _tau1_auto(model: str, beta: tuple, sigma_c: float) -> float:
 
 
 def resolve(overrides: dict | None = None) -> dict:
-    """Fully resolved parameters of one cell (a new dict): :class:`CellSettings` from
+    """Fully resolved parameters of one cell (a new dict): `CellSettings` from
     ``overrides``, then each method's settings (``method_settings``, checked).
 
     Parameters
     ----------
     overrides : dict or None
-        Cell parameters over the defaults (:class:`CellSettings` fields).
+        Cell parameters over the defaults (`CellSettings` fields).
 
     Returns
     -------

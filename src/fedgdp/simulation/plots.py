@@ -13,7 +13,7 @@ against one axis, one line per value of another axis (docs/methods.md §4):
 
 A figure *spec* (a figure entry of ``config.yaml`` with the studies it reads) says
 which layout, which model and study, and what each panel fixes; see
-:func:`plot_figure`. Method colours and markers come from :data:`fedgdp.figures.METHOD_STYLE`
+`plot_figure`. Method colours and markers come from `fedgdp.figures.METHOD_STYLE`
 and are the same in every figure.
 """
 from __future__ import annotations
@@ -164,7 +164,7 @@ def panel_rows(summary: pd.DataFrame, spec: dict, panel: dict) -> pd.DataFrame:
     Parameters
     ----------
     summary : pandas.DataFrame
-        Summary rows (:data:`fedgdp.simulation.summary.SUMMARY_COLUMNS`).
+        Summary rows (`fedgdp.simulation.summary.SUMMARY_COLUMNS`).
     spec : dict
         The figure (``model``, ``layout``, optional ``study`` and ``name``).
     panel : dict
@@ -255,14 +255,14 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     Parameters
     ----------
     spec : dict
-        ``layout`` (a key of :data:`LAYOUTS`), ``model``, ``study`` (default for the
+        ``layout`` (a key of `LAYOUTS`), ``model``, ``study`` (default for the
         panels), ``panels`` (list of dicts fixing ``study``/``method``/``sizes``/``mu``/
         ``K``, optional ``title``), optional ``title``, ``ncols``, ``theory`` (bool:
-        dashed bound of :mod:`fedgdp.theory`, scaled to each line), ``studies`` (the
+        dashed bound of `fedgdp.theory`, scaled to each line), ``studies`` (the
         studies' config entries: line order, schedule), ``d`` and
         ``method_settings`` (for the theory overlay), ``name``.
     summary : DataFrame
-        Rows of :func:`fedgdp.simulation.summary.summarise` (several studies may be concatenated).
+        Rows of `fedgdp.simulation.summary.summarise` (several studies may be concatenated).
     pdf, png : str, path-like or None
         Where to write the figure (None: not in that format).
 
@@ -445,7 +445,7 @@ def _lower(line: pd.DataFrame, spec: dict, skipped: set):
     None without ``spec["d"]`` or where the theorem does not cover a cell's mu (then the
     mu is added to ``skipped``, for the caption). Each cell's clients are taken to hold
     ``N_mean / m`` samples each, as for the upper bounds
-    (:func:`fedgdp.simulation.summary.theory_bounds`).
+    (`fedgdp.simulation.summary.theory_bounds`).
     """
     from ..theory import lower_bound, lower_bound_holds
 

@@ -1,6 +1,6 @@
 """Run one cell (all its methods, a block of replicates) and write its Parquet file.
 
-The cell file has one row per (replicate, method); see :data:`COLUMNS`. ``mu`` is
+The cell file has one row per (replicate, method); see `COLUMNS`. ``mu`` is
 the nominal privacy level and ``mu_composed`` the ledger's composition of it;
 ``mu_certified`` is that composed mu when every release's sensitivity holds for all
 inputs and the clipping bound is public or privately released, inf otherwise;
@@ -29,7 +29,7 @@ __all__ = ["run_cell", "simulate_block", "write_cell", "read_cell", "COLUMNS", "
 
 #: Rows of a block of replicates fitted together (about 56 MB of data; at least one replicate).
 #: Larger blocks share the Python work of a fit among more replicates; the numbers of a
-#: replicate do not depend on its block (:mod:`fedgdp.simulation.kernels`).
+#: replicate do not depend on its block (`fedgdp.simulation.kernels`).
 BLOCK_ROWS = 250_000
 
 COLUMNS = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N", "n_min", "n_max",
@@ -78,7 +78,7 @@ def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dic
     Returns
     -------
     list of dict
-        Per replicate, name -> standard normals of :meth:`fedgdp.methods.Method.noise_shapes` (or None).
+        Per replicate, name -> standard normals of `fedgdp.methods.Method.noise_shapes` (or None).
     """
     meth, s = get_method(method), p["method_settings"][method]
     key = data_key(p)
@@ -89,11 +89,11 @@ def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dic
 
 def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_bound) -> np.ndarray:
     """The clipping bound of each replicate, shape (R,) (inf when mu = inf or the
-    release is ``plain``), by the rule ``bound`` (:func:`fedgdp.privacy.clip_bound`, or
+    release is ``plain``), by the rule ``bound`` (`fedgdp.privacy.clip_bound`, or
     the loop oracle's); release ``clip_only`` gets the bound of ``private``.
 
     ``private_quantile`` draws each replicate's histogram noise from its own
-    generator, :func:`fedgdp.simulation.data.noise_rng` with the name :data:`CLIP_STREAM`.
+    generator, `fedgdp.simulation.data.noise_rng` with the name `CLIP_STREAM`.
 
     Parameters
     ----------
@@ -110,7 +110,7 @@ def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_boun
 
     Returns
     -------
-    ndarray, shape (R,)
+    ndarray of shape (R,)
         One bound per replicate of ``reps``.
     """
     if not clips(p["mu"], p.get("release", "private")):
@@ -147,10 +147,10 @@ def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = BLOCK_ROWS
     """Bytes the largest block of a cell needs, roughly (an upper-side estimate).
 
     Used to refuse, before any work, a cell that cannot fit in memory (``fedgdp
-    simulate --m 10**9``). A block holds :func:`block_size` replicates (at least one),
+    simulate --m 10**9``). A block holds `block_size` replicates (at least one),
     each ``m * mean_n`` rows of ``d`` features: the rows in two layouts plus per-row
     values (about ``8 (4 d + 8)`` bytes a row), and each method's pre-drawn noise
-    (the doubles of its :meth:`fedgdp.methods.Method.noise_shapes`).
+    (the doubles of its `fedgdp.methods.Method.noise_shapes`).
 
     Parameters
     ----------
@@ -159,7 +159,7 @@ def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = BLOCK_ROWS
     n_replicates : int
         Replicates of the cell.
     rows_per_block : int
-        As in :func:`run_cell`.
+        As in `run_cell`.
 
     Returns
     -------
@@ -191,7 +191,7 @@ def fast_fit(name: str, fd: FitData, s: dict, noises: list[dict]):
 
     Returns
     -------
-    theta : ndarray, shape (R, d)
+    theta : ndarray of shape (R, d)
         The estimates of the block's R replicates.
     ledger : fedgdp.privacy.Ledger
         The block's ledger.
@@ -207,16 +207,16 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
     Parameters
     ----------
     p : dict
-        Resolved parameters (:func:`fedgdp.simulation.params.resolve`).
+        Resolved parameters (`fedgdp.simulation.params.resolve`).
     replicates : list of int
     fit : callable
         ``fit(name, fd, settings, noises) -> (theta (R, d), ledger or None)`` for a block
-        (:class:`fedgdp.simulation.backend.FitData` ``fd``, one noise dict per replicate);
-        default :func:`fast_fit`. The tests and ``scripts/speedup.py`` pass the loop
+        (`fedgdp.simulation.backend.FitData` ``fd``, one noise dict per replicate);
+        default `fast_fit`. The tests and ``scripts/speedup.py`` pass the loop
         oracle here (``ORACLE`` of ``tests/oracle.py``, outside the package); a fit
         without a ledger leaves the composed mu columns NaN.
     bound : callable
-        The clipping-bound rule of one replicate (see :func:`clip_bounds`).
+        The clipping-bound rule of one replicate (see `clip_bounds`).
     rows_per_block : int
         Replicates are fitted in blocks of about this many rows (at least one replicate).
     return_ledgers : bool
@@ -225,7 +225,7 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
     Returns
     -------
     rows : list of dict
-        One per (replicate, method), keys :data:`COLUMNS`.
+        One per (replicate, method), keys `COLUMNS`.
     ledgers : dict, only if ``return_ledgers``
         method -> list of (replicate, Ledger of its block, index in block).
     """
@@ -303,13 +303,13 @@ def _schema():
 
 
 def write_cell(rows: list[dict], p: dict | list[dict], out: str | os.PathLike) -> None:
-    """Write a cell's rows (:data:`COLUMNS`) with :func:`fedgdp.io.write_parquet`; a file of
+    """Write a cell's rows (`COLUMNS`) with `fedgdp.io.write_parquet`; a file of
     several cells (one simulate job) has their rows in turn and ``p`` a list.
 
     Parameters
     ----------
     rows : list of dict
-        The rows, keys :data:`COLUMNS`.
+        The rows, keys `COLUMNS`.
     p : dict or list of dict
         Resolved parameters (stored in the metadata as JSON).
     out : str or path-like
@@ -383,6 +383,6 @@ def read_cell(path: str | os.PathLike):
     Returns
     -------
     pandas.DataFrame
-        The rows, columns :data:`COLUMNS`.
+        The rows, columns `COLUMNS`.
     """
     return read_parquet_files(path, COLUMNS, "cell")

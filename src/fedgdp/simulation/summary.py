@@ -1,16 +1,16 @@
 """Cell files to study summaries: one row per (cell, method).
 
 A *cell* is one point of a study grid: ``(model, study, sizes, m, mu, K)``; its
-files (one per block of replicates, :mod:`fedgdp.simulation.run`) hold one row per
-``(replicate, method)``. :func:`summarise` reduces them to the quantities every
-figure and table reads (:data:`SUMMARY_COLUMNS`):
+files (one per block of replicates, `fedgdp.simulation.run`) hold one row per
+``(replicate, method)``. `summarise` reduces them to the quantities every
+figure and table reads (`SUMMARY_COLUMNS`):
 
 - ``mse``: mean of ``||beta_hat - beta_true||^2`` over the replicates whose estimate
   is finite (``n_ok`` of them); ``se`` its Monte Carlo standard error
   ``sd / sqrt(n_ok)``; ``median`` the median over the same replicates.
   ``replicates`` counts all of them and ``diverged`` those flagged by the run
   (a non-finite estimate, or one farther than ``diverge_factor * max(1,
-  ||beta_true||)`` from the truth; see :func:`fedgdp.simulation.run.run_cell`). Flagged but
+  ||beta_true||)`` from the truth; see `fedgdp.simulation.run.run_cell`). Flagged but
   finite estimates stay in the mean: leaving them out would make a method that
   often fails look better than it is.
 - ``rounds``, ``floats_up``, ``floats_down``: mean communication per replicate
@@ -133,12 +133,12 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     rows : pandas.DataFrame
-        Cell rows (:func:`read_cells`).
+        Cell rows (`read_cells`).
 
     Returns
     -------
     pandas.DataFrame
-        One row per (cell, method), columns :data:`SUMMARY_COLUMNS`.
+        One row per (cell, method), columns `SUMMARY_COLUMNS`.
     """
     df = rows.copy()
     for col, value in _OPTIONAL.items():
@@ -173,12 +173,12 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
 
 def write_summary(summary: pd.DataFrame, out: str | os.PathLike, sources=()) -> None:
     """Write a summary as Parquet, atomically and with provenance metadata
-    (:func:`fedgdp.io.write_parquet`; ``params`` lists the cell files read).
+    (`fedgdp.io.write_parquet`; ``params`` lists the cell files read).
 
     Parameters
     ----------
     summary : pandas.DataFrame
-        A summary (:func:`summarise`).
+        A summary (`summarise`).
     out : str or path-like
         The file.
     sources : iterable
@@ -228,13 +228,13 @@ def read_summaries(paths) -> pd.DataFrame:
 
 def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "paper",
                   method_settings: dict | None = None, form: str = "table1") -> np.ndarray:
-    """:func:`fedgdp.theory.upper_bound` of ``method`` at every summary row.
+    """`fedgdp.theory.upper_bound` of ``method`` at every summary row.
 
     Each row is a cell; its clients are taken to hold ``N_mean / m`` samples each
     (the bounds of Table 1 depend on the sizes only through ``m`` and ``N``).
     FedAvg's rounds ``R`` and local steps per round come from the method's own
     settings for the row's ``K`` and ``schedule`` (as the simulation ran it), and so do
-    FedHybrid's ``K2`` for ``form="k_explicit"`` (:func:`fedgdp.theory.upper_bound`).
+    FedHybrid's ``K2`` for ``form="k_explicit"`` (`fedgdp.theory.upper_bound`).
 
     Parameters
     ----------
@@ -249,11 +249,11 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
     method_settings : dict or None
         The study's ``method_settings``.
     form : str
-        The bound's form (:func:`fedgdp.theory.upper_bound`: ``table1`` or ``k_explicit``).
+        The bound's form (`fedgdp.theory.upper_bound`: ``table1`` or ``k_explicit``).
 
     Returns
     -------
-    ndarray, shape (len(rows),)
+    ndarray of shape (len(rows),)
         The bound at every row.
     """
     from ..theory import upper_bound
