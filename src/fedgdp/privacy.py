@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "PRIVACY_MODES", "MU_FLOOR", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips",
+    "PRIVACY_MODES", "MU_FLOOR", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX", "NOISE_BOUND",
+    "check_release_bound", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips",
     "clip_rows", "row_norms", "clip_factors", "clip_bound", "bound_of_rule", "Release", "Ledger", "ReleaseSpec",
     "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
@@ -1058,6 +1059,49 @@ PRIVACY_MODES = ("paper", "certified")
 #: gives sigma = inf, a release that is not finite), and no study needs it.
 MU_FLOOR = 1e-6
 
+#: The largest clipping bound B accepted (a fixed value, or a private quantile grid's top):
+#: B^2, the scale of CG's inner products on a gradient of norm <= B, stays below 1e200,
+#: far under the float64 maximum 1.8e308 (B = 1e200 overflowed inside CG on some data and
+#: not on a neighbour; docs/methods.md §2, "The certified solve").
+CLIP_MAX = 1e100
+
+#: The accepted range of certified FedNewton's ``hessian_clip`` (a multiple of tau1): the
+#: condition number ``kappa = 1 + hessian_clip`` of ``H + tau1 I`` gives CG's rate
+#: ``rho = (sqrt(kappa) - 1) / (sqrt(kappa) + 1)`` strictly inside (0, 1) in float64 (1e-300
+#: and 1e300 made it 0 and 1: a ZeroDivisionError), and ``2^-53 kappa <= 1.2e-8``.
+HESSIAN_CLIP_RANGE = (1e-8, 1e8)
+
+#: The largest entry a certified release may reach by its public bound
+#: (:func:`check_release_bound`): ``2^1000``, a margin of ``2^24`` below the float64
+#: maximum for the rounding of the sums that make it.
+RELEASE_MAX = 2.0 ** 1000
+
+#: A bound on every standard normal the noise streams draw (numpy's ziggurat, which
+#: :mod:`fedgdp.normals` reproduces): a draw is a layer point (``|z| <= r = 3.6542``) or a
+#: tail point ``r + (-log(1 - U)) / r`` with U a 53-bit double below 1, so
+#: ``|z| <= 3.6542 + 53 log(2) / 3.6542 < 13.71``.
+NOISE_BOUND = 14.0
+
+
+def check_release_bound(name: str, bound, fix: str) -> None:
+    """Refuse a certified fit whose release could overflow: ValueError unless the
+    public bound ``bound`` (an array or float: the largest entry any release can take,
+    from public inputs only) is at most :data:`RELEASE_MAX` (docs/methods.md §2).
+
+    Parameters
+    ----------
+    name : str
+        The method (for the message).
+    bound : float or ndarray
+        The bound (its maximum is checked).
+    fix : str
+        The settings that lower it, with their values (for the message).
+    """
+    top = float(np.max(bound))
+    if not top <= RELEASE_MAX:
+        raise ValueError(f"method {name}: a release could reach {top:.3g}, above {RELEASE_MAX:.3g} (float64 "
+                         f"overflow); lower or raise the settings that set it: {fix}")
+
 
 def parse_mu(value) -> float:
     """mu >= :data:`MU_FLOOR` (1e-6) or ``inf``; ValueError naming the bad value otherwise.
@@ -1111,8 +1155,9 @@ def check_clip(clip) -> dict:
         raise ValueError(f"clip rule must be 'quantile', 'fixed' or 'private_quantile', got {rule!r}")
     if rule in ("quantile", "private_quantile") and not 0 < float(clip.get("q", -1)) <= 1:
         raise ValueError(f"clip q must lie in (0, 1], got q={clip.get('q')!r}")
-    if rule == "fixed" and not float(clip.get("value", -1)) > 0:
-        raise ValueError(f"fixed clip value must be > 0, got {clip.get('value')!r}")
+    if rule == "fixed" and not 0 < float(clip.get("value", -1)) <= CLIP_MAX:
+        raise ValueError(f"fixed clip value must be a number in (0, {CLIP_MAX:g}] (docs/methods.md §2), "
+                         f"got clip={clip.get('value')!r}")
     if rule == "private_quantile":
         clip = {"share": 0.1, "grid": [0.01, 100.0, 64]} | dict(clip)
         if not 0 < float(clip["share"]) < 1:
@@ -1121,10 +1166,10 @@ def check_clip(clip) -> dict:
         ok = isinstance(grid, (list, tuple)) and len(grid) == 3
         if ok:
             lo, hi, bins = grid
-            ok = float(lo) > 0 and float(hi) > float(lo) and isinstance(bins, int) and bins >= 1
+            ok = 0 < float(lo) < float(hi) <= CLIP_MAX and isinstance(bins, int) and bins >= 1
         if not ok:
-            raise ValueError(f"clip grid must be [lo, hi, bins] with 0 < lo < hi and an integer bins >= 1, "
-                             f"got grid={grid!r}")
+            raise ValueError(f"clip grid must be [lo, hi, bins] with 0 < lo < hi <= {CLIP_MAX:g} and an integer "
+                             f"bins >= 1, got grid={grid!r}")
         clip["q"], clip["share"] = float(clip["q"]), float(clip["share"])
         clip["grid"] = [float(grid[0]), float(grid[1]), int(grid[2])]
     return clip
@@ -1163,8 +1208,9 @@ def check_privacy(privacy, clip: dict) -> dict:
         out["hessian_clip"] = float(out["hessian_clip"])
     except (TypeError, ValueError):
         out["hessian_clip"] = -1.0
-    if not out["hessian_clip"] > 0 or not math.isfinite(out["hessian_clip"]):
-        raise ValueError(f"privacy hessian_clip must be a finite number > 0, got "
+    low, high = HESSIAN_CLIP_RANGE
+    if not low <= out["hessian_clip"] <= high:
+        raise ValueError(f"privacy hessian_clip must be a number in [{low:g}, {high:g}] (docs/methods.md §2), got "
                          f"hessian_clip={privacy.get('hessian_clip')!r}")
     if out["mode"] == "certified" and clip["rule"] == "quantile":
         raise ValueError("privacy mode 'certified' needs a public or private clipping bound: set clip to "
