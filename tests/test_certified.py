@@ -214,3 +214,38 @@ def test_neighbours_both_release_or_both_refuse_on_every_accepted_extreme(monkey
             for name, (X2, y2) in neighbours.items():
                 assert _released(X2, y2, clients, seed, **params) == base, (name, params, seed)
     assert len(checks) > 1000 and all(checks)
+
+
+@pytest.mark.parametrize("task", ["binary", "multiclass"])
+def test_the_fallback_never_runs_on_the_shipped_settings(task, monkeypatch):
+    """The exact-solve fallback is for settings at the edges: on digits (the default
+    run's data) with the shipped Newton settings (config.yaml: tau1 0.5, cg_tol 1e-8,
+    cg_maxiter 500, K 50, eta 0.5) and the shipped hessian_clip values (2, 4, 16), with the
+    shipped public clip 3 and the private quantile, every certified CG solve meets its
+    true residual, so the certified numbers are CG's, unchanged."""
+    import warnings
+    from pathlib import Path
+
+    import yaml
+
+    import fedgdp.realdata.solvers as rs
+    from fedgdp import FederatedGLM
+    from fedgdp.datasets import load_digits
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    real = config["realdata"]
+    checks = []
+    real_ok = rs.certified_residual_ok
+    monkeypatch.setattr(rs, "certified_residual_ok", lambda *a: checks.append(real_ok(*a)) or checks[-1])
+    data = load_digits()
+    X, labels = data.X[:, 1:], data.targets(task)
+    clients = np.arange(len(labels)) % real["m"]
+    for hc in (2.0, config["defaults"]["privacy"]["hessian_clip"], 16.0):
+        for clip in (3.0, None):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                FederatedGLM(family="logistic" if task == "binary" else "multinomial", method="fednewton_certified",
+                             mu=2.0, clip=clip, hessian_clip=hc, tau1=real["tau1"], newton=real["newton"],
+                             method_settings=real["method_settings"]["fednewton"], random_state=0
+                             ).fit(X, labels, clients)
+    assert len(checks) == 6 * real["m"] and all(checks)

@@ -35,7 +35,7 @@ import numpy as np
 
 __all__ = [
     "PRIVACY_MODES", "MU_FLOOR", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX", "NOISE_BOUND",
-    "check_release_bound", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips",
+    "check_release_bound", "parse_mu", "check_clip", "check_clip_bound", "check_privacy", "RELEASES", "adds_noise", "clips",
     "clip_rows", "row_norms", "clip_factors", "clip_bound", "bound_of_rule", "Release", "Ledger", "ReleaseSpec",
     "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
@@ -486,7 +486,8 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0
                              assumption=NEWTON_ASSUMPTION)
     else:
         n1, n2 = np.asarray(n1, float), np.asarray(n2, float)
-        delta = np.maximum(2.0 * B / (tau1 * n2), hessian_bound * B / (tau1 ** 2 * n1))
+        with np.errstate(over="ignore", divide="ignore"):    # inf for a tiny tau1: refused by the release bound
+            delta = np.maximum(2.0 * B / (tau1 * n2), hessian_bound * B / (tau1 ** 2 * n1))
         if solve_tol:
             delta = delta + 2.0 * solve_tol * B / tau1
         newton = ReleaseSpec("newton", 1, delta, 1.0, half)
@@ -1155,9 +1156,8 @@ def check_clip(clip) -> dict:
         raise ValueError(f"clip rule must be 'quantile', 'fixed' or 'private_quantile', got {rule!r}")
     if rule in ("quantile", "private_quantile") and not 0 < float(clip.get("q", -1)) <= 1:
         raise ValueError(f"clip q must lie in (0, 1], got q={clip.get('q')!r}")
-    if rule == "fixed" and not 0 < float(clip.get("value", -1)) <= CLIP_MAX:
-        raise ValueError(f"fixed clip value must be a number in (0, {CLIP_MAX:g}] (docs/methods.md §2), "
-                         f"got clip={clip.get('value')!r}")
+    if rule == "fixed" and not float(clip.get("value", -1)) > 0:
+        raise ValueError(f"fixed clip value must be > 0, got {clip.get('value')!r}")
     if rule == "private_quantile":
         clip = {"share": 0.1, "grid": [0.01, 100.0, 64]} | dict(clip)
         if not 0 < float(clip["share"]) < 1:
@@ -1166,16 +1166,34 @@ def check_clip(clip) -> dict:
         ok = isinstance(grid, (list, tuple)) and len(grid) == 3
         if ok:
             lo, hi, bins = grid
-            ok = 0 < float(lo) < float(hi) <= CLIP_MAX and isinstance(bins, int) and bins >= 1
+            ok = float(lo) > 0 and float(hi) > float(lo) and isinstance(bins, int) and bins >= 1
         if not ok:
-            raise ValueError(f"clip grid must be [lo, hi, bins] with 0 < lo < hi <= {CLIP_MAX:g} and an integer "
-                             f"bins >= 1, got grid={grid!r}")
+            raise ValueError(f"clip grid must be [lo, hi, bins] with 0 < lo < hi and an integer bins >= 1, "
+                             f"got grid={grid!r}")
         clip["q"], clip["share"] = float(clip["q"]), float(clip["share"])
         clip["grid"] = [float(grid[0]), float(grid[1]), int(grid[2])]
     return clip
 
 
-def check_privacy(privacy, clip: dict) -> dict:
+def check_clip_bound(clip: dict) -> None:
+    """Refuse a clipping bound a private fit cannot use in finite arithmetic: a fixed
+    value, or a private quantile grid's top, above :data:`CLIP_MAX` (or ``inf``, or NaN).
+    (The ``clip_only`` decomposition, which adds no noise, may use ``inf``.)
+
+    Parameters
+    ----------
+    clip : dict
+        A rule checked by :func:`check_clip`.
+    """
+    if clip["rule"] == "fixed" and not float(clip["value"]) <= CLIP_MAX:
+        raise ValueError(f"fixed clip value must be a number in (0, {CLIP_MAX:g}] (docs/methods.md §2), "
+                         f"got clip={clip['value']!r}")
+    if clip["rule"] == "private_quantile" and not float(clip["grid"][1]) <= CLIP_MAX:
+        raise ValueError(f"clip grid's top must be at most {CLIP_MAX:g} (docs/methods.md §2), "
+                         f"got grid={clip['grid']!r}")
+
+
+def check_privacy(privacy, clip: dict, release: str = "private") -> dict:
     """The privacy setting ``{"mode": "paper" | "certified", "hessian_clip": c}``.
 
     ``paper``: the algorithms as printed; releases whose sensitivity rests on an
@@ -1189,7 +1207,10 @@ def check_privacy(privacy, clip: dict) -> dict:
     privacy : dict
         ``mode`` and ``hessian_clip``.
     clip : dict
-        The clipping rule (certified mode needs a public or private bound).
+        The clipping rule (certified mode needs a public or private bound; a private
+        fit's bound must lie in ``(0, CLIP_MAX]``: :func:`check_clip_bound`).
+    release : str
+        What the fits release (:data:`RELEASES`); ``private`` checks the bound's range.
 
     Returns
     -------
@@ -1208,6 +1229,8 @@ def check_privacy(privacy, clip: dict) -> dict:
         out["hessian_clip"] = float(out["hessian_clip"])
     except (TypeError, ValueError):
         out["hessian_clip"] = -1.0
+    if release == "private":
+        check_clip_bound(clip)
     low, high = HESSIAN_CLIP_RANGE
     if not low <= out["hessian_clip"] <= high:
         raise ValueError(f"privacy hessian_clip must be a number in [{low:g}, {high:g}] (docs/methods.md §2), got "
