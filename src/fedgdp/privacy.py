@@ -35,7 +35,8 @@ import numpy as np
 
 __all__ = [
     "PRIVACY_MODES", "MU_FLOOR", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX", "NOISE_BOUND",
-    "check_release_bound", "parse_mu", "check_clip", "check_clip_bound", "check_privacy", "RELEASES", "adds_noise", "clips",
+    "check_release_bound", "parse_mu", "check_clip", "check_clip_bound", "check_privacy", "RELEASES",
+    "adds_noise", "clips",
     "clip_rows", "row_norms", "clip_factors", "clip_bound", "bound_of_rule", "Release", "Ledger", "ReleaseSpec",
     "Calibration",
     "calibrate", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
