@@ -161,6 +161,15 @@ CASES = [
          ["needs exactly 2 classes", "classes=[1]"], id="fit-one-class"),
     case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--classes", "0,1", "--family", "poisson"],
          ["classes is for the classifiers"], id="fit-classes-with-poisson"),
+    # issue 30: the certified solve's accepted ranges (docs/methods.md §2), refused before any work
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--hessian-clip", "1e-300"],
+         ["hessian_clip", "1e-300", "[1e-08, 1e+08]"], id="fit-hessian-clip-tiny"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--hessian-clip", "1e300"],
+         ["hessian_clip", "1e+300"], id="fit-hessian-clip-huge"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--clip", "inf"],
+         ["clip=inf", "(0, 1e+100]"], id="fit-clip-inf"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--clip", "1e200"],
+         ["clip=1e+200"], id="fit-clip-huge"),
     # fedgdp itself
     case("fedgdp", ["simulat"], ["invalid choice: 'simulat'", "did you mean 'simulate'"], id="unknown-command"),
     case("fedgdp", [], ["COMMAND"], id="no-command"),

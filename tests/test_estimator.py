@@ -176,6 +176,11 @@ def test_leaking_bounds_warn_naming_the_certified_alternatives():
     ({"method": "fedsgd", "method_settings": {"K1": 3}}, None, "unknown setting 'K1' .* for method fedsgd"),
     ({"family": "gamma"}, None, "family must be one of"),
     ({"mu": 0}, None, "mu must be > 0"),
+    ({"hessian_clip": 1e-300}, None, r"hessian_clip must be a number in \[1e-08, 1e\+08\].*hessian_clip=1e-300"),
+    ({"hessian_clip": 1e300}, None, r"hessian_clip=1e\+300"),
+    ({"clip": math.inf}, None, r"clip value must be a number in \(0, 1e\+100\].*clip=inf"),
+    ({"newton": {"cg_tol": 2e-16}}, None, r"newton.cg_tol in \[4.55e-12, 1\).*cg_tol=2e-16"),
+    ({"method": "fednewton_certified", "clip": 1.0, "tau1": 1e-300}, None, "a release could reach .* tau1=1e-300"),
     ({}, "three_classes", "Only binary classification is supported"),
     ({}, "short_clients", "clients must hold one label per row"),
 ])

@@ -393,12 +393,15 @@ class FederatedGLM(ClientsRouting):
     clip : None, float, str or dict, default=None
         The clipping rule of per-sample gradients. None: the private quantile
         ``{"rule": "private_quantile", "q": 0.9, "share": 0.1}`` (a noisy histogram of
-        each client's gradient norms spends 10% of mu^2). A number: a public bound B.
+        each client's gradient norms spends 10% of mu^2). A number: a public bound B in
+        ``(0, 1e100]`` (`fedgdp.privacy.CLIP_MAX`; ``inf`` is refused, as is a
+        private quantile grid reaching above 1e100).
         ``"quantile"``: the paper's data-driven 0.9 quantile, which is not accounted
         (a `PrivacyLeakWarning`; refused in mode ``certified``). A dict: any rule
         of `fedgdp.privacy.check_clip`.
     hessian_clip : float, default=4
-        Certified FedNewton's per-sample Hessian bound, as a multiple of ``tau1``.
+        Certified FedNewton's per-sample Hessian bound, as a multiple of ``tau1``, in
+        ``[1e-8, 1e8]`` (`fedgdp.privacy.HESSIAN_CLIP_RANGE`).
     tau1 : float, default=0.5
         FedNewton's eigenvalue floor / ridge.
     method_settings : dict or None, default=None
@@ -409,7 +412,12 @@ class FederatedGLM(ClientsRouting):
         are one parameter.)
     newton : dict or None, default=None
         FedNewton's solver over the defaults ``{"solver": "cg", "cg_tol": 1e-8,
-        "cg_maxiter": 500}``.
+        "cg_maxiter": 500}``. Certified, ``cg_tol`` lies in ``[2^-40 (1 + hessian_clip),
+        1)`` (`fedgdp.solvers.cg_tol_floor`), and a CG solve that misses it releases
+        the exact solve instead. No certified fit refuses one data set and releases on a
+        neighbour: every refusal names a setting, decided from public inputs
+        (docs/methods.md §2, "No refusal depends on a record"), e.g. a ``tau1`` so small
+        that a release could overflow.
     fit_intercept : bool, default=True
         Add an intercept column (first) to X.
     shuffle : bool, default=True

@@ -1557,6 +1557,31 @@ class FedNewton(Method):
         return privacy.plan_fednewton(B=data.plan_B, n1=n1, n2=n2, eta=s["eta"], K=s["K"], tau1=data.tau1,
                                       hessian_bound=bound, solve_tol=0.0 if bound is None else data.solve_tol)
 
+    def check_release_bound(self, data, s, s1, s2) -> None:
+        """Refuse a certified fit whose releases could overflow, from public inputs only
+        (docs/methods.md §2, "The certified solve"): every entry of a client's stage-1
+        iterate is at most ``K (eta B + z s1)`` (a clipped gradient has norm <= B, a noise
+        draw at most ``z = NOISE_BOUND``), of the step ``s`` at most ``B / tau1``
+        (``||(H + tau1 I)^{-1}|| <= 1/tau1``) and of the Newton release at most their sum
+        plus ``z s2``; the Hessian's entries are at most ``(1 + hessian_clip) tau1``. Both
+        must be at most `fedgdp.privacy.RELEASE_MAX`.
+
+        Parameters
+        ----------
+        data : object
+            A backend's data (``plan_B``, ``tau1``, ``privacy``).
+        s : dict
+            The method's settings (``K``, ``eta``).
+        s1, s2 : ndarray
+            The noise sds of the local steps and of the Newton release.
+        """
+        B, tau1, z = np.asarray(data.plan_B, float), float(data.tau1), privacy.NOISE_BOUND
+        with np.errstate(over="ignore", invalid="ignore"):
+            bound = s["K"] * (s["eta"] * B + z * np.asarray(s1)) + B / tau1 + z * np.asarray(s2)
+            bound = np.maximum(np.max(bound), (1.0 + float(data.privacy["hessian_clip"])) * tau1)
+        privacy.check_release_bound(self.name, bound, f"clip B={float(np.max(B)):g}, tau1={tau1:g}, "
+                                                      f"K={s['K']}, eta={s['eta']:g}, mu, hessian_clip")
+
     def newton_update(self, be: Backend, theta1: np.ndarray) -> np.ndarray:
         """Every client's pre-noise Newton release ``theta1 - s`` (b, m, P).
 
@@ -1591,6 +1616,8 @@ class FedNewton(Method):
         """
         K, eta = s["K"], s["eta"]
         (s1, s2), ledgers = be.calibrate(self, s)
+        if be.data.private and self.certified(be.data):
+            self.check_release_bound(be.data, s, s1, s2)
         w = self.weights(be, s)
         Z1 = be.noise.take("Z1")
         theta1 = be.memo("_newton_stage1", (K, eta, w, s1, Z1), lambda: be.average(

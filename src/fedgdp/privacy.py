@@ -34,7 +34,9 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "parse_mu", "check_clip", "check_privacy", "RELEASES", "adds_noise", "clips",
+    "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX", "NOISE_BOUND",
+    "check_release_bound", "parse_mu", "check_clip", "check_clip_bound", "check_privacy", "RELEASES",
+    "adds_noise", "clips",
     "clip_rows", "row_norms", "clip_factors", "clip_bound", "bound_of_rule", "Release", "Ledger", "ReleaseSpec",
     "Calibration",
     "calibrate", "calibrate_schedule", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
@@ -539,7 +541,8 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0
                              assumption=NEWTON_ASSUMPTION)
     else:
         n1, n2 = np.asarray(n1, float), np.asarray(n2, float)
-        delta = np.maximum(2.0 * B / (tau1 * n2), hessian_bound * B / (tau1 ** 2 * n1))
+        with np.errstate(over="ignore", divide="ignore"):    # inf for a tiny tau1: refused by the release bound
+            delta = np.maximum(2.0 * B / (tau1 * n2), hessian_bound * B / (tau1 ** 2 * n1))
         if solve_tol:
             delta = delta + 2.0 * solve_tol * B / tau1
         newton = ReleaseSpec("newton", 1, delta, 1.0, half)
@@ -1169,6 +1172,48 @@ MU_FLOOR = 1e-6
 #: composition's sum of squares stay finite in float64 (they overflow near mu = 1.3e154);
 #: any mu above about 40 is already a guarantee of epsilon > 900 at delta = 1e-5.
 MU_MAX = 1e100
+#: The largest clipping bound B accepted (a fixed value, or a private quantile grid's top):
+#: B^2, the scale of CG's inner products on a gradient of norm <= B, stays below 1e200,
+#: far under the float64 maximum 1.8e308 (B = 1e200 overflowed inside CG on some data and
+#: not on a neighbour; docs/methods.md §2, "The certified solve").
+CLIP_MAX = 1e100
+
+#: The accepted range of certified FedNewton's ``hessian_clip`` (a multiple of tau1): the
+#: condition number ``kappa = 1 + hessian_clip`` of ``H + tau1 I`` gives CG's rate
+#: ``rho = (sqrt(kappa) - 1) / (sqrt(kappa) + 1)`` strictly inside (0, 1) in float64 (1e-300
+#: and 1e300 made it 0 and 1: a ZeroDivisionError), and ``2^-53 kappa <= 1.2e-8``.
+HESSIAN_CLIP_RANGE = (1e-8, 1e8)
+
+#: The largest entry a certified release may reach by its public bound
+#: (`check_release_bound`): ``2^1000``, a margin of ``2^24`` below the float64
+#: maximum for the rounding of the sums that make it.
+RELEASE_MAX = 2.0 ** 1000
+
+#: A bound on every standard normal the noise streams draw (numpy's ziggurat, which
+#: `fedgdp.normals` reproduces): a draw is a layer point (``|z| <= r = 3.6542``) or a
+#: tail point ``r + (-log(1 - U)) / r`` with U a 53-bit double below 1, so
+#: ``|z| <= 3.6542 + 53 log(2) / 3.6542 < 13.71``.
+NOISE_BOUND = 14.0
+
+
+def check_release_bound(name: str, bound, fix: str) -> None:
+    """Refuse a certified fit whose release could overflow: ValueError unless the
+    public bound ``bound`` (an array or float: the largest entry any release can take,
+    from public inputs only) is at most `RELEASE_MAX` (docs/methods.md §2).
+
+    Parameters
+    ----------
+    name : str
+        The method (for the message).
+    bound : float or ndarray
+        The bound (its maximum is checked).
+    fix : str
+        The settings that lower it, with their values (for the message).
+    """
+    top = float(np.max(bound))
+    if not top <= RELEASE_MAX:
+        raise ValueError(f"method {name}: a release could reach {top:.3g}, above {RELEASE_MAX:.3g} (float64 "
+                         f"overflow); lower or raise the settings that set it: {fix}")
 
 
 def parse_mu(value) -> float:
@@ -1246,7 +1291,25 @@ def check_clip(clip) -> dict:
     return clip
 
 
-def check_privacy(privacy, clip: dict) -> dict:
+def check_clip_bound(clip: dict) -> None:
+    """Refuse a clipping bound a private fit cannot use in finite arithmetic: a fixed
+    value, or a private quantile grid's top, above `CLIP_MAX` (or ``inf``, or NaN).
+    (The ``clip_only`` decomposition, which adds no noise, may use ``inf``.)
+
+    Parameters
+    ----------
+    clip : dict
+        A rule checked by `check_clip`.
+    """
+    if clip["rule"] == "fixed" and not float(clip["value"]) <= CLIP_MAX:
+        raise ValueError(f"fixed clip value must be a number in (0, {CLIP_MAX:g}] (docs/methods.md §2), "
+                         f"got clip={clip['value']!r}")
+    if clip["rule"] == "private_quantile" and not float(clip["grid"][1]) <= CLIP_MAX:
+        raise ValueError(f"clip grid's top must be at most {CLIP_MAX:g} (docs/methods.md §2), "
+                         f"got grid={clip['grid']!r}")
+
+
+def check_privacy(privacy, clip: dict, release: str = "private") -> dict:
     """The privacy setting ``{"mode": "paper" | "certified", "hessian_clip": c}``.
 
     ``paper``: the algorithms as printed; releases whose sensitivity rests on an
@@ -1260,7 +1323,10 @@ def check_privacy(privacy, clip: dict) -> dict:
     privacy : dict
         ``mode`` and ``hessian_clip``.
     clip : dict
-        The clipping rule (certified mode needs a public or private bound).
+        The clipping rule (certified mode needs a public or private bound; a private
+        fit's bound must lie in ``(0, CLIP_MAX]``: `check_clip_bound`).
+    release : str
+        What the fits release (`RELEASES`); ``private`` checks the bound's range.
 
     Returns
     -------
@@ -1279,8 +1345,11 @@ def check_privacy(privacy, clip: dict) -> dict:
         out["hessian_clip"] = float(out["hessian_clip"])
     except (TypeError, ValueError):
         out["hessian_clip"] = -1.0
-    if not out["hessian_clip"] > 0 or not math.isfinite(out["hessian_clip"]):
-        raise ValueError(f"privacy hessian_clip must be a finite number > 0, got "
+    if release == "private":
+        check_clip_bound(clip)
+    low, high = HESSIAN_CLIP_RANGE
+    if not low <= out["hessian_clip"] <= high:
+        raise ValueError(f"privacy hessian_clip must be a number in [{low:g}, {high:g}] (docs/methods.md §2), got "
                          f"hessian_clip={privacy.get('hessian_clip')!r}")
     if out["mode"] == "certified" and clip["rule"] == "quantile":
         raise ValueError("privacy mode 'certified' needs a public or private clipping bound: set clip to "

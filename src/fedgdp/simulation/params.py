@@ -128,7 +128,7 @@ class CellSettings(Settings):
         p["beta_true"] = [float(b) for b in p["beta_true"]]
         if len(p["beta_true"]) < 2:
             raise ValueError(f"beta_true needs an intercept and at least one slope, got {p['beta_true']}")
-        p["privacy"] = check_privacy(p["privacy"], p["clip"])
+        p["privacy"] = check_privacy(p["privacy"], p["clip"], p["release"])
         if p["tau1"] == "auto":
             p["tau1"] = float(_tau1_auto(p["model"], tuple(p["beta_true"]), float(p["sigma_c"])))
         return p
