@@ -61,6 +61,8 @@ def test_readings_command_runs_resumes_and_tabulates(tmp_path):
                  "--device", "cpu"]) == 0
     table = pd.read_csv(out / "readings.csv")
     assert len(table) == 3 * 4 and (out / "readings.png").stat().st_size > 1000
+    md = (out / "readings.md").read_text()
+    assert "| plain | Fig. 9, n = 20 |" in md and "| schedule | Fig. 9, n = 20 |" in md
     by = table.groupby("reading")
     assert set(by["certified_mu"].max()) == {math.inf, 2.0}
     sched = table[table["reading"] == "schedule"]

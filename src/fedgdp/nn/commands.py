@@ -59,7 +59,7 @@ def _cmd_nn_run(args) -> int:
 
 
 def _cmd_nn_readings(args) -> int:
-    from .readings import collect, load_readings, plot_readings, run_missing
+    from .readings import collect, load_readings, medians_markdown, plot_readings, run_missing
 
     cfg = load_readings(args.config)
     if args.run:
@@ -80,6 +80,8 @@ def _cmd_nn_readings(args) -> int:
         table.to_csv(tmp, index=False)
     if len(table):
         plot_readings(table, cfg, out / "readings.png")
+        with atomic_path(out / "readings.md") as tmp:
+            Path(tmp).write_text(medians_markdown(table, cfg))
     print(f"{len(table)} rows from {len(table.groupby(['reading', 'figure', 'x', 'run']))} pieces; "
           f"{len(missing)} pieces missing" + (f" (first: {missing[0]})" if missing else ""))
     return 0
@@ -178,7 +180,7 @@ def add_parsers(sub) -> None:
     rd.add_argument("config", help="readings config (YAML), e.g. config/nn-readings.yaml")
     rd.add_argument("--runs-dir", default="results/nn-readings/runs", help="folder of the pieces (one Parquet each)")
     rd.add_argument("--out-dir", default="results/nn-readings", type=output_dir,
-                    help="where readings.csv and readings.png go")
+                    help="where readings.csv, readings.md and readings.png go")
     rd.add_argument("--run", action="store_true", help="run the pieces not yet in --runs-dir first (needs torch)")
     rd.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
     rd.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")

@@ -24,8 +24,8 @@ import numpy as np
 
 from .settings import resolve
 
-__all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "plot_readings", "TABLE_COLUMNS",
-           "privacy_of"]
+__all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "plot_readings", "medians_markdown",
+           "TABLE_COLUMNS", "privacy_of"]
 
 #: the columns of ``readings.csv`` (the first eight are the map's; the rest say how)
 TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "certified_mu", "privacy",
@@ -231,6 +231,42 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
                          "clipped_frac": r["clipped_frac"], "mu_spent_min": r["mu_spent_min"],
                          "mu_spent_max": r["mu_spent_max"], "elapsed_s": r["elapsed_s"]})
     return pd.DataFrame(rows, columns=TABLE_COLUMNS), missing
+
+
+def medians_markdown(table, cfg: dict) -> str:
+    """A Markdown table of the median accuracy over runs: a row per (reading, point), a
+    column per method, then the runs, the certified mu and the share of per-sample
+    gradients clipped.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        :func:`collect`'s table.
+    cfg : dict
+        The config (its order of readings and points).
+
+    Returns
+    -------
+    str
+        The table (with a header line saying what it is).
+    """
+    from .settings import LABELS, METHODS
+
+    head = ["reading", "point", *[LABELS[m].replace("DP-", "") for m in METHODS], "runs", "certified mu",
+            "clipped"]
+    lines = ["Median test accuracy over runs (`readings.csv`; certified mu: inf = not private as run).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for pt in cfg["points"]:
+        for name in cfg["readings"]:
+            g = table[(table["reading"] == name) & (table["figure"] == pt["figure"]) & (table["x"] == pt["x"])]
+            if g.empty:
+                continue
+            med = g.groupby("method")["accuracy"].median()
+            cells = [f"{med[m]:.3f}" if m in med else "" for m in METHODS]
+            point = f"{'Fig. 9, n' if pt['figure'] == 'fig09' else 'Fig. 10, m'} = {pt['x']}"
+            lines.append(f"| {name} | {point} | " + " | ".join(cells) +
+                         f" | {g['run'].nunique()} | {g['certified_mu'].max():g} | {g['clipped_frac'].mean():.2f} |")
+    return "\n".join(lines) + "\n"
 
 
 def plot_readings(table, cfg: dict, out: str | os.PathLike) -> list:
