@@ -205,7 +205,7 @@ def _cmd_audit(args) -> int:
 
     config = read_run_config(args.configfile) if args.configfile else None
     targets = config_targets(config) if config else None
-    rows = run_audit(quick=args.quick, targets=targets, nn=not args.configfile, seed=args.seed)
+    rows = run_audit(quick=args.quick, targets=targets, seed=args.seed)
     if args.table:
         write_audit(rows, args.table)
     if args.empirical:
