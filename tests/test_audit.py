@@ -246,3 +246,20 @@ def test_nn_methods_are_audited_when_torch_imports():
     assert newton.ratio >= 0.999 and "50/50" in newton.pair
     bad = [r for r in nn_rows + small if r.certified and r.ratio > 1]
     assert not bad, bad
+
+
+@pytest.mark.slow
+def test_empirical_points_of_dp_scaffold_and_the_cnns(tmp_path):
+    """DP-SCAFFOLD (real data, its audited worst pair) and a CNN method (a tiny network's
+    whole training on a relabelled image) get their points: certified, below nominal mu
+    (with probability 95% each; seed 0 is fixed, so the test is deterministic), drawn."""
+    pytest.importorskip("torch")
+    from fedgdp.empirical import plot_empirical, run_empirical
+
+    targets = [AuditTarget("realdata", "dp_scaffold", "binary", "paper", 0.5, newton=NEWTON_CG),
+               next(t for t in nn_targets() if t.method == "fedavg")]
+    rows = run_empirical(targets, trials=300, calibration=100, nn_trials=60)
+    assert [(r.method, r.model, r.trials) for r in rows] == [("dp_scaffold", "binary", 300), ("nn:fedavg", "cnn", 60)]
+    assert all(r.certified and 0 <= r.mu_lower <= r.mu_nominal for r in rows)
+    plot_empirical(rows, tmp_path / "audit.pdf", tmp_path / "audit.png")
+    assert (tmp_path / "audit.png").stat().st_size > 10_000
