@@ -46,7 +46,8 @@ import numpy as np
 from . import privacy
 
 __all__ = ["AuditRow", "AuditTarget", "run_audit", "audit_targets", "default_targets", "change", "read_run_config",
-           "config_targets", "nn_targets", "nn_settings_of", "audit_nn", "NN_KEYS", "write_audit", "format_table", "as_dicts", "worst_pair"]
+           "config_targets", "nn_targets", "nn_settings_of", "audit_nn", "NN_KEYS", "write_audit", "format_table",
+           "as_dicts", "worst_pair"]
 
 BIG = float(np.finfo(float).max)
 #: Row norms the adversary tries, up to the float maximum.

@@ -259,8 +259,10 @@ def _real_row(t, *, mu, trials, calibration, alpha, seed, B, n) -> EmpiricalRow:
         audited = audit_real(t, n, seed, local_iters=10)
     stage = audited[0].release
     model = _real_client(t.model, 2, np.random.default_rng(0))[0]
-    folds = [FoldData(model, [np.asarray(X, float)], [np.asarray(Y, float)], mu=mu, B=B, tau1=float(t.tau1 or 0.5),
-                      privacy={"mode": t.mode, "hessian_clip": t.hessian_clip}, newton=dict(t.newton or NEWTON_CG), clip={"rule": "fixed", "value": B}) for X, Y in worst_pair(t, stage)]
+    kw = dict(mu=mu, B=B, tau1=float(t.tau1 or 0.5), privacy={"mode": t.mode, "hessian_clip": t.hessian_clip},
+              newton=dict(t.newton or NEWTON_CG), clip={"rule": "fixed", "value": B})
+    folds = [FoldData(model, [np.asarray(X, float)], [np.asarray(Y, float)], **kw)
+             for X, Y in worst_pair(t, stage)]
 
     def run(which, k, rng):
         with np.errstate(all="ignore"):
@@ -301,7 +303,8 @@ def _nn_row(t, *, mu, trials, calibration, alpha, seed) -> EmpiricalRow:
         out = []
         for _ in range(k):
             a, b = (int(v) for v in rng.integers(0, 2 ** 62, size=2))
-            fit = train(t.method, params0, clients[which], p, np.random.default_rng(a), torch.Generator().manual_seed(b))
+            fit = train(t.method, params0, clients[which], p, np.random.default_rng(a),
+                        torch.Generator().manual_seed(b))
             out.append(torch.cat([v.flatten() for v in fit.params.values()]).double().numpy())
         return np.array(out)
     low, fp, fn = distinguish(run, trials=trials, calibration=calibration, alpha=alpha, seed=seed)

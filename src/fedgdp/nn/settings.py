@@ -183,7 +183,8 @@ class NNSettings(Settings):
     base_seed: int = setting(2026, "base seed", parse=integer(0, strict=False), flag=int)
     methods: list = setting(help="comma-separated: " + ",".join(METHODS), parse=_methods, flag=str,
                             factory=lambda: list(METHODS))
-    mu: float = setting(2.0, f"privacy parameter mu >= {privacy.MU_FLOOR:g}, or inf", parse=number(privacy.MU_FLOOR, closed="low"), flag=float)
+    mu: float = setting(2.0, f"privacy parameter mu >= {privacy.MU_FLOOR:g}, or inf",
+                        parse=number(privacy.MU_FLOOR, closed="low"), flag=float)
     q: float = setting(0.1, "fraction of clients drawn per round", parse=number(0, 1, closed="high"), flag=float)
     rounds: int = setting(10, "base global rounds R", parse=integer(1, strict=False), flag=int)
     local_epochs: int = setting(10, "full-batch local steps per round K", parse=integer(1, strict=False), flag=int)
