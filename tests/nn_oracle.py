@@ -8,6 +8,11 @@ one by one; the four methods are phases of rounds run by one loop, with their no
 sds from the formulas the old calibration wrote out (each release kind ``1/k`` of
 mu^2). No module of ``fedgdp`` imports this file; the tests compare the package with it
 (``tests/test_nn_clipping.py``, ``tests/test_nn.py``).
+
+The clip margin ``kappa`` (``fedgdp.nn.clipping.clip_margin``) is part of the clipping
+rule, ``c = min(1, (1 - kappa) B / ||g||)``, so the oracle applies the same rule to its
+materialised gradients (``kappa`` is below 2e-10 in float64; the book-keeping
+computation, not the constant, is what the comparisons test).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from torch.func import functional_call, grad, vmap
 from torch.nn import functional as F
 
 from fedgdp.nn.backend import head_vector, newton_direction, set_head_vector  # unchanged by the move
+from fedgdp.nn.clipping import clip_margin  # the rule's constant: c = min(1, (1 - kappa) B / ||g||)
 from fedgdp.nn.models import HEAD
 
 MAX_FLOATS = 1 << 25
@@ -101,7 +107,7 @@ def clipped_mean_grad(model, params: dict, x: torch.Tensor, y: torch.Tensor, B: 
     for s in range(0, n, chunk):
         g = per_sample_grads(model, params, x[s:s + chunk], y[s:s + chunk])
         sq = sum(v.flatten(1).pow(2).sum(1) for v in g.values())
-        factor = torch.clamp(B / sq.sqrt().clamp_min(1e-30), max=1.0)
+        factor = torch.clamp((1 - clip_margin(size, sq.dtype)) * B / sq.sqrt().clamp_min(1e-30), max=1.0)
         clipped += int((factor < 1).sum())
         for k, v in g.items():
             total[k] += torch.tensordot(factor, v, dims=1)
@@ -146,8 +152,8 @@ def batched_clipped_mean_grads(model, params: dict, X: torch.Tensor, Y: torch.Te
         g = outer(params, X[:, s:s + chunk], Y[:, s:s + chunk])
         norm = sum(v.flatten(2).pow(2).sum(2) for v in g.values()).sqrt()       # (S, c)
         w = mask[:, s:s + chunk]
-        factor = torch.clamp(B / norm.clamp_min(1e-30), max=1.0) * w
-        clipped += int(((norm > B) & (w > 0)).sum())
+        factor = torch.clamp((1 - clip_margin(size, norm.dtype)) * B / norm.clamp_min(1e-30), max=1.0) * w
+        clipped += int(((factor < w) & (w > 0)).sum())
         for k, v in g.items():
             total[k] += (factor[:, :, None] * v.flatten(2)).sum(1).view_as(total[k])
     return {k: v / n.view(S, *[1] * (v.dim() - 1)) for k, v in total.items()}, clipped
@@ -222,7 +228,7 @@ def head_newton_step(model, params: dict, x: torch.Tensor, y: torch.Tensor, *, B
     clipped = 0
     if np.isfinite(B):
         norms = G.norm(dim=1)
-        factor = torch.clamp(B / norms.clamp_min(1e-30), max=1.0)
+        factor = torch.clamp((1 - clip_margin(G.shape[1], torch.float64)) * B / norms.clamp_min(1e-30), max=1.0)
         clipped = int((factor < 1).sum())
         G = G * factor[:, None]
     return alpha * newton_direction(G, lam), clipped

@@ -46,7 +46,8 @@ import numpy as np
 from . import privacy
 
 __all__ = ["AuditRow", "AuditTarget", "run_audit", "audit_targets", "default_targets", "change", "read_run_config",
-           "config_targets", "write_audit", "format_table", "as_dicts", "worst_pair"]
+           "config_targets", "nn_targets", "nn_settings_of", "audit_nn", "NN_KEYS", "write_audit", "format_table",
+           "as_dicts", "worst_pair"]
 
 BIG = float(np.finfo(float).max)
 #: Row norms the adversary tries, up to the float maximum.
@@ -80,10 +81,11 @@ class AuditRow:
 
 @dataclass(frozen=True)
 class AuditTarget:
-    """The settings of one audited method: ``kind`` ``simulation`` or ``realdata``,
-    ``model`` (GLM or task), privacy mode, tau1, the Hessian clip factor, the clipping
-    rule (the audit holds B public: a fixed value, else `AUDIT_B`) and, on real
-    data, the Newton solver settings."""
+    """The settings of one audited method: ``kind`` ``simulation``, ``realdata`` or
+    ``nn``, ``model`` (GLM or task; ``cnn``), privacy mode, tau1, the Hessian clip
+    factor, the clipping rule (the audit holds B public: a fixed value, else
+    `AUDIT_B`), on real data the Newton solver settings, and for a CNN method its
+    run settings (``nn``, the keys `NN_KEYS`)."""
 
     kind: str
     method: str
@@ -93,6 +95,7 @@ class AuditTarget:
     hessian_clip: float = 4.0
     clip: dict = field(default_factory=lambda: {"rule": "quantile", "q": 0.9})
     newton: dict | None = None
+    nn: dict | None = None
 
     @property
     def B(self) -> float | None:
@@ -100,7 +103,10 @@ class AuditTarget:
         return float(self.clip["value"]) if self.clip.get("rule") == "fixed" else None
 
     def label(self) -> str:
-        """The settings audited, as text (tau1, H_c, clipping rule and, on real data, the solver)."""
+        """The settings audited, as text (tau1, H_c, clipping rule and, on real data, the
+        solver; a CNN target's settings of `NN_KEYS`)."""
+        if self.kind == "nn":
+            return ", ".join(f"{k}={v:g}" for k, v in (self.nn or {}).items())
         parts = [f"tau1={self.tau1:g}", f"H_c={self.hessian_clip:g} tau1", f"clip={self.clip.get('rule')}"]
         if self.newton:
             parts.append(f"solver={self.newton['solver']}")
@@ -540,64 +546,179 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
         rows.append(_finish_row(search, rng, local_iters, target, meth, spec))
     return rows
 # ------------------------------------------------------------------------- CNNs
-def _audit_nn(seed: int) -> list[AuditRow]:
-    """The CNN methods' releases (extra ``nn``), on a tiny double-precision ConvNet: the
-    package's clipped mean gradient (`fedgdp.nn.clipping.clipped_grad_sums`;
-    stage ``gradient``, and ``local step`` is ``lr`` times one) and the head-only Newton
-    step of Algorithm 5 (`fedgdp.nn.backend.head_newton_step`; stage ``newton``),
-    at two public parameter points, against each method's plan
-    (`fedgdp.nn.settings.release_plan`). Candidate images include float-maximum
-    and NaN pixels; a non-finite change counts as inf."""
+#: The CNN settings an audit reads (those its releases and plans depend on).
+NN_KEYS = ("mu", "clip", "lr", "server_lr", "ridge", "damping", "rounds", "local_epochs", "hybrid_local_share",
+           "newton_cycles")
+
+
+def _nn_states(seed: int, torch) -> list:
+    """Public parameter points ``(label, params, classes)``: two random tiny ConvNets (3
+    classes) and one whose zero head splits every image 50/50 between 2 classes (there a
+    label flip reverses an image's head gradient: the Newton release's worst case)."""
+    from .nn.models import ConvNet
+
+    out = []
+    for label, s, classes in (("random 0", seed, 3), ("random 1", seed + 1, 3), ("50/50 head", seed + 2, 2)):
+        torch.manual_seed(s)
+        net = ConvNet(in_shape=(1, 4, 4), channels=(2,), hidden=3, classes=classes)
+        params = {k: v.detach().clone() for k, v in net.named_parameters()}
+        if classes == 2:
+            params["head.weight"].zero_()
+            params["head.bias"].zero_()
+        out.append((label, params, classes))
+    return out
+
+
+def _nn_search(p: dict, seed: int, n: int) -> dict:
+    """The worst neighbouring pair of each CNN release at settings ``p``: ``stage ->
+    _Search`` of ratios ``change / recorded`` (recorded at the client's size).
+
+    Releases: the clipped mean gradient (`fedgdp.nn.clipping.clipped_grad_sums`;
+    ``gradient``, and ``local step`` is ``lr`` times it) and the head-only Newton step of
+    Algorithm 5 (`fedgdp.nn.backend.head_newton_step`; ``newton``), on bases of
+    random or identical images, client sizes ``n``, 2 and 1, in float64 and (size 1: one
+    image's contribution, no sum to round) float32. Replaced records: zero, NaN,
+    float-maximum and scaled images, every label, and the base's own image relabelled."""
     import torch
 
     from .nn.backend import head_newton_step
     from .nn.clipping import clipped_grad_sums
-    from .nn.models import ConvNet
-    from .nn.settings import METHODS, release_plan
+    from .nn.settings import release_plan
 
-    n, classes = 30, 3
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn((n, 1, 4, 4), generator=gen, dtype=torch.float64)
-    y = torch.randint(0, classes, (n,), generator=gen)
-    p = {"mu": 1.0, "clip": 0.5, "lr": 0.3, "ridge": 0.1, "damping": 1.0, "rounds": 4, "local_epochs": 2,
-         "hybrid_local_share": 0.5, "newton_cycles": 2}
-    states = []
-    for s in (seed, seed + 1):
-        torch.manual_seed(s)
-        net = ConvNet(in_shape=(1, 4, 4), channels=(2,), hidden=3, classes=classes).double()
-        states.append({k: v.detach() for k, v in net.named_parameters()})
+    B, lr, lam, alpha = float(p["clip"]), float(p["lr"]), float(p["ridge"]), float(p["damping"])
+    sens = {}
+    for size in (n, 2, 1):
+        for spec in release_plan("fedhybrid", p, np.array([float(size)])) + release_plan("fednewton_iter", p,
+                                                                                          np.array([float(size)])):
+            sens[(spec.stage, size)] = float(spec.sensitivity[0, 0])
 
     def releases(params, xs, ys):
-        """The computed releases by ledger stage (a local step is ``lr`` times a gradient)."""
-        ones = torch.ones((1, n), dtype=torch.float64)
-        total, _ = clipped_grad_sums(params, xs[None], ys[None], ones, p["clip"], shared=True)
-        g = torch.cat([v[0].flatten() for v in total.values()]) / n
-        newton, _ = head_newton_step(params, xs, ys, B=p["clip"], lam=p["ridge"], alpha=p["damping"])
-        return {"gradient": g, "local step": p["lr"] * g, "newton": newton}
+        total, _ = clipped_grad_sums(params, xs[None], ys[None], torch.ones((1, len(ys)), dtype=xs.dtype), B,
+                                     shared=True)
+        g = torch.cat([v[0].flatten() for v in total.values()]).double() / len(ys)
+        step, _ = head_newton_step(params, xs, ys, B=B, lam=lam, alpha=alpha)
+        return {"gradient": g, "local step": lr * g, "newton": step}
 
-    rng = np.random.default_rng(seed)
-    images = [torch.zeros((1, 4, 4), dtype=torch.float64), torch.full((1, 4, 4), float("nan"), dtype=torch.float64),
-              torch.full((1, 4, 4), np.finfo(float).max, dtype=torch.float64)]
-    for c in (1.0, 10.0, 1e3):
-        images += [c * torch.ones((1, 4, 4), dtype=torch.float64),
-                   c * torch.from_numpy(rng.standard_normal((1, 4, 4)))]
-    worst = {"gradient": 0.0, "local step": 0.0, "newton": 0.0}
-    for params in states:
-        base = releases(params, x, y)
-        for img in images:
-            for label in range(classes):
-                xs, ys = x.clone(), y.clone()
-                xs[0], ys[0] = img, label
-                new = releases(params, xs, ys)
-                for stage in worst:
-                    change = float((new[stage] - base[stage]).norm())
-                    worst[stage] = max(worst[stage], change if math.isfinite(change) else math.inf)
+    gen = torch.Generator().manual_seed(seed)
+    searches = {stage: _Search() for stage in ("gradient", "local step", "newton")}
+    for dtype in (torch.float64, torch.float32):
+        big = float(torch.finfo(dtype).max)
+        for slabel, params64, classes in _nn_states(seed, torch):
+            params = {k: v.to(dtype) for k, v in params64.items()}
+            for size in ((n, 2, 1) if dtype == torch.float64 else (1,)):
+                for blabel in ("random", "identical"):
+                    x = torch.randn((size, 1, 4, 4), generator=gen).to(dtype)
+                    y = torch.randint(0, classes, (size,), generator=gen)
+                    if blabel == "identical":
+                        x, y = x[:1].expand_as(x).clone(), torch.zeros_like(y)
+                    base = releases(params, x, y)
+                    images = [("base image", x[0]), ("zeros", torch.zeros_like(x[0])),
+                              ("NaN", torch.full_like(x[0], float("nan"))), ("float max", torch.full_like(x[0], big))]
+                    for c in (1.0, 10.0, 1e3):
+                        images += [(f"{c:g} ones", torch.full_like(x[0], c)),
+                                   (f"{c:g} random", c * torch.randn(x[0].shape, generator=gen).to(dtype))]
+                    for ilabel, img in images:
+                        for label in range(classes):
+                            xs, ys = x.clone(), y.clone()
+                            xs[0], ys[0] = img, label
+                            new = releases(params, xs, ys)
+                            pair = (f"{slabel} state, {blabel} base n={size}, {str(dtype)[6:]}: record 0 -> "
+                                    f"{ilabel}, y={label}")
+                            for stage, search in searches.items():
+                                moved = float((new[stage] - base[stage]).norm())
+                                moved = moved if math.isfinite(moved) else math.inf
+                                search.see(moved / sens[(stage, size)], pair, (size, moved))
+    return searches
+
+
+def nn_settings_of(config: dict | None) -> list[dict]:
+    """The distinct private CNN settings of a run config's ``nn`` section (each data
+    set's, `NN_KEYS`), with its methods; the digits defaults when there is none.
+
+    Parameters
+    ----------
+    config : dict or None
+        A merged run config (`read_run_config`); None: the default settings.
+
+    Returns
+    -------
+    list of dict
+        Resolved CNN settings (`fedgdp.nn.settings.resolve`), non-private ones skipped.
+    """
+    from .nn.settings import resolve
+
+    nn = (config or {}).get("nn")
+    if config is not None and not nn:
+        return []
+    nn = nn or {}
+    out = []
+    for dataset in nn.get("datasets", ["digits"]):
+        over = dict(nn.get("settings", {}))
+        over.update(nn.get("dataset_settings", {}).get(dataset) or {})
+        over.update(dataset=dataset, n=30)
+        if "methods" in nn:
+            over["methods"] = nn["methods"]
+        p = resolve(over)
+        if math.isfinite(p["mu"]) and p not in out:
+            out.append(p)
+    return out
+
+
+def nn_targets(config: dict | None = None) -> list[AuditTarget]:
+    """One target per CNN method and distinct setting of `nn_settings_of`.
+
+    Parameters
+    ----------
+    config : dict or None
+        A merged run config; None: the default settings.
+
+    Returns
+    -------
+    list of AuditTarget
+        ``kind="nn"``, ``model="cnn"``, the settings of `NN_KEYS` in ``nn``.
+    """
+    out = []
+    for p in nn_settings_of(config):
+        keep = {k: p[k] for k in NN_KEYS}
+        out += [AuditTarget("nn", method, "cnn", nn=keep) for method in p["methods"]]
+    return out
+
+
+def audit_nn(targets: list[AuditTarget], seed: int, *, n: int = 20) -> list[AuditRow]:
+    """Search every release of CNN targets (``kind="nn"``; one search per distinct
+    setting, `_nn_search`) against each method's plan
+    (`fedgdp.nn.settings.release_plan`). A non-finite change counts as inf.
+
+    Parameters
+    ----------
+    targets : list of AuditTarget
+        CNN targets (`nn_targets`).
+    seed : int
+        Seed of the images and the networks.
+    n : int, default=20
+        Size of the main client (the tiny clients 2 and 1 are searched too).
+
+    Returns
+    -------
+    list of AuditRow
+        One row per release of each target's plan.
+    """
+    from .nn.settings import release_plan
+
+    done: dict = {}
     rows = []
-    for method in METHODS:
-        for spec in release_plan(method, p, np.array([float(n)])):
+    for t in targets:
+        p = dict(t.nn or {})
+        key = repr(sorted(p.items()))
+        if key not in done:
+            done[key] = _nn_search(p, seed, n)
+        for stage in {spec.stage for spec in release_plan(t.method, p, np.ones(1))}:
+            search = done[key][stage]
+            size, moved = search.record
+            (spec,) = [sp for sp in release_plan(t.method, p, np.array([float(size)])) if sp.stage == stage]
             recorded = float(spec.sensitivity[0, 0])
-            rows.append(AuditRow(f"nn:{method}", "cnn", spec.stage, spec.certified, worst[spec.stage], recorded,
-                                 worst[spec.stage] / recorded, "any"))
+            rows.append(AuditRow(f"nn:{t.method}", "cnn", stage, spec.certified, moved, recorded, moved / recorded,
+                                 "any", search.evals, search.pair, t.label(), max(search.finite_best, 0.0)))
     return rows
 
 
@@ -718,7 +839,8 @@ def read_run_config(files: list) -> dict:
 
 
 def config_targets(config: dict) -> list[AuditTarget]:
-    """`audit_targets` of a merged run config (`read_run_config`).
+    """`audit_targets` of a merged run config (`read_run_config`), then the
+    CNN targets of its ``nn`` section (`nn_targets`).
 
     Parameters
     ----------
@@ -735,7 +857,7 @@ def config_targets(config: dict) -> list[AuditTarget]:
     class _Parts(SimulationPart, RealdataPart):
         pass
 
-    return audit_targets(_Parts(config, config.get("run", "audit")))
+    return audit_targets(_Parts(config, config.get("run", "audit"))) + nn_targets(config)
 
 
 def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] | None = None,
@@ -755,35 +877,38 @@ def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] 
     seed : int, default=0
         Seed of every search.
     targets : list of AuditTarget or None, default=None
-        What to audit; None: `default_targets`.
+        What to audit; None: `default_targets` and `nn_targets`.
     histogram : bool, default=True
         Also audit the private clipping rule's histogram (per simulation model of the
         targets; both models when there is none).
     nn : bool, default=True
-        Also audit the CNN methods, when torch imports.
+        Audit the CNN targets (``kind="nn"``: those of ``targets``, or `nn_targets`'
+        defaults when ``targets`` is None), when torch imports; False leaves them out.
 
     Returns
     -------
     list of AuditRow
     """
     n_sim, n_real, iters = (200, 100, 10) if quick else (400, 120, 30)
-    targets = default_targets() if targets is None else targets
+    targets = default_targets() + nn_targets() if targets is None else targets
+    cnn = [t for t in targets if t.kind == "nn"] if nn else []
     rows: list[AuditRow] = []
     _BUDGET["random"] = RANDOM_DIRECTIONS["quick" if quick else "full"]
     with np.errstate(all="ignore"):     # extreme candidates overflow; a non-finite change is a violation (inf)
         for t in targets:
-            rows += (audit_sim(t, n_sim, seed, local_iters=iters) if t.kind == "simulation"
-                     else audit_real(t, n_real, seed, local_iters=iters))
+            if t.kind != "nn":
+                rows += (audit_sim(t, n_sim, seed, local_iters=iters) if t.kind == "simulation"
+                         else audit_real(t, n_real, seed, local_iters=iters))
         if histogram:
             for model in sorted({t.model for t in targets if t.kind == "simulation"} or {"logistic", "poisson"}):
                 rows.append(_audit_histogram(model, n_sim, seed))
-    if not nn:
+    if not cnn:
         return rows
     try:
         import torch  # noqa: F401  (the nn extra)
     except ImportError:
         return rows
-    return rows + _audit_nn(seed)
+    return rows + audit_nn(cnn, seed)
 
 
 def format_table(rows: list[AuditRow]) -> str:

@@ -205,15 +205,15 @@ def _cmd_audit(args) -> int:
 
     config = read_run_config(args.configfile) if args.configfile else None
     targets = config_targets(config) if config else None
-    rows = run_audit(quick=args.quick, targets=targets, nn=not args.configfile, seed=args.seed)
+    rows = run_audit(quick=args.quick, targets=targets, seed=args.seed)
     if args.table:
         write_audit(rows, args.table)
     if args.empirical:
-        from .audit import default_targets
+        from .audit import default_targets, nn_targets
         from .empirical import plot_empirical, run_empirical, write_rows
 
         mu = float(config["defaults"].get("mu", 2.0)) if config else 2.0
-        emp = run_empirical(targets if targets is not None else default_targets(), trials=args.trials,
+        emp = run_empirical(targets if targets is not None else default_targets() + nn_targets(), trials=args.trials,
                             mu=mu if 0 < mu < float("inf") else 2.0,
                             calibration=max(100, args.trials // 4), seed=args.seed, alpha=1 - args.confidence)
         write_rows(emp, f"{args.empirical}.csv")

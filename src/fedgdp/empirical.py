@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EmpiricalRow", "empirical_mu", "gdp_lower_bound", "clopper_pearson_upper", "run_empirical",
+__all__ = ["EmpiricalRow", "empirical_mu", "distinguish", "gdp_lower_bound", "clopper_pearson_upper", "run_empirical",
            "plot_empirical", "write_rows"]
 
 
@@ -169,16 +169,41 @@ def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, 
     tuple of (float, int, int)
         ``mu_lower``, false positives, false negatives.
     """
-    rng = np.random.default_rng(seed)
     (X, y), (X2, y2) = pair
     kw: dict[str, Any] = dict(mu=mu, B=B, tau1=tau1, privacy=privacy)
-    c0 = _fits(meth, s, X, y, glm, trials=calibration, rng=rng, **kw)
-    c1 = _fits(meth, s, X2, y2, glm, trials=calibration, rng=rng, **kw)
+    data = ((X, y), (X2, y2))
+
+    def run(which, k, rng):
+        return _fits(meth, s, *data[which], glm, trials=k, rng=rng, **kw)
+    return distinguish(run, trials=trials, calibration=calibration, alpha=alpha, seed=seed)
+
+
+def distinguish(run, *, trials: int, calibration: int, alpha: float, seed: int) -> tuple[float, int, int]:
+    """The distinguishing test of the module docstring on a mechanism ``run(which, k,
+    rng)``: ``k`` independent outputs ``(k, d)`` on data set D (``which = 0``) or D' (1).
+
+    Parameters
+    ----------
+    run : callable
+        ``run(which, k, rng) -> ndarray (k, d)``.
+    trials, calibration : int
+        Evaluation and calibration runs on each data set.
+    alpha : float
+        The bound holds with probability at least ``1 - alpha``.
+    seed : int
+        Seed of the runs' generator.
+
+    Returns
+    -------
+    tuple of (float, int, int)
+        ``mu_lower``, false positives, false negatives.
+    """
+    rng = np.random.default_rng(seed)
+    c0, c1 = run(0, calibration, rng), run(1, calibration, rng)
     v = c1.mean(axis=0) - c0.mean(axis=0)
     v = v / (np.linalg.norm(v) or 1.0)
     t = _best_threshold(c0 @ v, c1 @ v, alpha)
-    e0 = _fits(meth, s, X, y, glm, trials=trials, rng=rng, **kw) @ v
-    e1 = _fits(meth, s, X2, y2, glm, trials=trials, rng=rng, **kw) @ v
+    e0, e1 = run(0, trials, rng) @ v, run(1, trials, rng) @ v
     fp, fn = int((e0 > t).sum()), int((e1 <= t).sum())
     return gdp_lower_bound(fp, fn, trials, alpha), fp, fn
 
@@ -216,11 +241,86 @@ def _robust_pair(meth, s, target, pair, glm, B):
     return pair
 
 
+#: The Newton solver of a real-data target that names none (the audit's).
+NEWTON_CG = {"solver": "cg", "cg_tol": 1e-8, "cg_maxiter": 500}
+
+def _real_row(t, *, mu, trials, calibration, alpha, seed, B, n) -> EmpiricalRow:
+    """A real-data method (DP-SCAFFOLD and any method without a simulation test): its
+    audit (main client ``n``) gives the worst pair of its first release; the whole method
+    runs on a one-client fold of that pair at public bound B."""
+    from .audit import AuditTarget, _real_client, audit_real, worst_pair
+    from .realdata import FoldData, get_method, resolve
+
+    t = AuditTarget("realdata", t.method, t.model, t.mode, t.tau1, t.hessian_clip, {"rule": "fixed", "value": B},
+                    t.newton)
+    meth = get_method(t.method)
+    s = resolve({"methods": [t.method], "task": t.model})["method_settings"][t.method]
+    with np.errstate(all="ignore"):
+        audited = audit_real(t, n, seed, local_iters=10)
+    stage = audited[0].release
+    model = _real_client(t.model, 2, np.random.default_rng(0))[0]
+    kw = dict(mu=mu, B=B, tau1=float(t.tau1 or 0.5), privacy={"mode": t.mode, "hessian_clip": t.hessian_clip},
+              newton=dict(t.newton or NEWTON_CG), clip={"rule": "fixed", "value": B})
+    folds = [FoldData(model, [np.asarray(X, float)], [np.asarray(Y, float)], **kw)
+             for X, Y in worst_pair(t, stage)]
+
+    def run(which, k, rng):
+        with np.errstate(all="ignore"):
+            return np.array([np.asarray(meth.fit(folds[which], s, rng).theta).ravel() for _ in range(k)])
+    low, fp, fn = distinguish(run, trials=trials, calibration=calibration, alpha=alpha, seed=seed)
+    return EmpiricalRow(t.method, t.model, "any" if len(meth.privacy_modes()) == 1 else t.mode,
+                        all(r.certified for r in audited), mu, low, 1 - alpha, trials, fp, fn, stage,
+                        int(s.get("K", 0)), n)
+
+
+#: The CNN cell of the distinguishing test: one client of ``NN_N`` identical images, the
+#: pair's replaced image relabelled (the audit's worst gradient pair), 2 rounds of 2 steps.
+NN_N = 5
+
+
+def _nn_row(t, *, mu, trials, calibration, alpha, seed) -> EmpiricalRow:
+    """A CNN method: the whole training (`fedgdp.nn.train.train`, a tiny float32
+    ConvNet, one client drawn every round) on D (``NN_N`` identical images, label 0) and
+    D' (the first relabelled 1), at the target's settings with 2 rounds of 2 local steps."""
+    import torch
+
+    from .nn.models import ConvNet
+    from .nn.settings import release_plan, resolve
+    from .nn.train import ClientData, train
+
+    p = resolve({**(t.nn or {}), "figure": "fig09", "m": 1, "n": NN_N, "q": 1.0, "rounds": 2, "local_epochs": 2,
+                 "newton_cycles": 1, "mu": mu, "methods": [t.method]})
+    torch.manual_seed(seed)
+    net = ConvNet(in_shape=(1, 4, 4), channels=(2,), hidden=3, classes=3)
+    params0 = {k: v.detach() for k, v in net.named_parameters()}
+    x = torch.randn((1, 1, 4, 4), generator=torch.Generator().manual_seed(seed)).expand(NN_N, 1, 4, 4).clone()
+    y0 = torch.zeros(NN_N, dtype=torch.int64)
+    y1 = y0.clone()
+    y1[0] = 1
+    clients = (ClientData([x], [y0]), ClientData([x], [y1]))
+
+    def run(which, k, rng):
+        out = []
+        for _ in range(k):
+            a, b = (int(v) for v in rng.integers(0, 2 ** 62, size=2))
+            fit = train(t.method, params0, clients[which], p, np.random.default_rng(a),
+                        torch.Generator().manual_seed(b))
+            out.append(torch.cat([v.flatten() for v in fit.params.values()]).double().numpy())
+        return np.array(out)
+    low, fp, fn = distinguish(run, trials=trials, calibration=calibration, alpha=alpha, seed=seed)
+    stage = release_plan(t.method, p, np.ones(1))[0].stage
+    return EmpiricalRow(f"nn:{t.method}", "cnn", "any", True, mu, low, 1 - alpha, trials, fp, fn, stage,
+                        p["rounds"] * p["local_epochs"], NN_N)
+
+
 def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials: int = 2000,
-                  calibration: int = 500, alpha: float = 0.05, seed: int = 0, B: float = 1.0) -> list[EmpiricalRow]:
+                  calibration: int = 500, alpha: float = 0.05, seed: int = 0, B: float = 1.0,
+                  real_methods=("dp_scaffold",), n_real: int = 60, nn_trials: int = 200) -> list[EmpiricalRow]:
     """The distinguishing test of every simulation target (`fedgdp.audit.AuditTarget`)
     on its worst pair: the audit of that target (client size ``n``) runs first, then
-    `empirical_mu` on a one-client cell with K steps, public bound B and ``mu``.
+    `empirical_mu` on a one-client cell with K steps, public bound B and ``mu``;
+    likewise DP-SCAFFOLD on real data (`_real_row`) and the CNN methods
+    (`_nn_row`).
 
     Parameters
     ----------
@@ -244,6 +344,16 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
     B : float, default=1.0
         The public clipping bound.
 
+    real_methods : tuple of str, default=("dp_scaffold",)
+        The real-data targets' methods tested (`_real_row`; the others share the
+        simulation methods' releases, tested there).
+    n_real : int, default=60
+        Size of the audited real-data client.
+    nn_trials : int, default=200
+        Evaluation runs of a CNN target (``kind="nn"``, `_nn_row`; each a whole,
+        small training), and half as many calibration runs, at most ``trials`` and
+        ``calibration``. CNN targets are skipped when torch is missing.
+
     Returns
     -------
     list of EmpiricalRow
@@ -256,7 +366,20 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
 
     rows = []
     for t in targets:
-        if t.kind != "simulation" or get_method(t.method).tested_release is None:
+        if t.kind == "nn":
+            try:
+                import torch  # noqa: F401  (the nn extra)
+            except ImportError:
+                continue
+            rows.append(_nn_row(t, mu=mu, trials=min(trials, nn_trials), calibration=min(calibration, nn_trials // 2),
+                                alpha=alpha, seed=seed))
+            continue
+        if t.kind == "realdata":
+            if t.method in real_methods:
+                rows.append(_real_row(t, mu=mu, trials=trials, calibration=calibration, alpha=alpha, seed=seed, B=B,
+                                      n=n_real))
+            continue
+        if get_method(t.method).tested_release is None:
             continue
         t = AuditTarget("simulation", t.method, t.model, t.mode, t.tau1, t.hessian_clip, {"rule": "fixed", "value": B})
         meth, glm = get_method(t.method), get_model(t.model)
@@ -314,9 +437,10 @@ def plot_empirical(rows: list[EmpiricalRow], pdf: str | None = None, png: str | 
     models = sorted({r.model for r in rows})
     width = 0.6 * min([r.mu_nominal for r in rows] + [1.0])
     for k, r in enumerate(rows):
-        st = method_style(r.method)
+        base = r.method.removeprefix("nn:")
+        st = method_style(base)
         x = r.mu_nominal + width * ((k + 0.5) / max(len(rows), 1) - 0.5)
-        name = REGISTRY[r.method].label if r.method in REGISTRY else r.method
+        name = REGISTRY[base].label if base in REGISTRY else base
         if r.mode != "any":             # a method whose releases differ by privacy mode
             name += ", paper mode (nominal mu)" if r.mode == "paper" else f", {r.mode} mode"
         filled = r.model == models[0]

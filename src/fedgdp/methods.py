@@ -952,7 +952,9 @@ def check_finite_release(name: str, data, fits: list) -> list:
     that is not finite is an error, never an output (docs/methods.md §2, "Finite
     arithmetic"; every clipped per-sample quantity is finite by construction, so this
     fires only on a bug or an uncertified step, e.g. the paper's unclipped Hessian on
-    rows of huge entries). Non-private fits may diverge: their rows are flagged.
+    rows of huge entries). Non-private fits may diverge: their rows are flagged. A fit's
+    ``theta`` is an array, or a network's parameters ``name -> tensor`` (a CNN: one
+    non-finite parameter is an error).
 
     Parameters
     ----------
@@ -970,10 +972,18 @@ def check_finite_release(name: str, data, fits: list) -> list:
     """
     if getattr(data, "private", False):
         for f in fits:
-            if not np.isfinite(f.theta).all():
+            if not _all_finite(f.theta):
                 raise ValueError(f"method {name}: a private release is not finite (NaN or inf); nothing is "
                                  "released")
     return fits
+
+
+def _all_finite(theta) -> bool:
+    """Whether every entry of an estimate is finite: an array, or a network's parameter
+    dict ``name -> tensor`` (the CNN backend's)."""
+    if isinstance(theta, dict):
+        return all(bool(v.isfinite().all()) for v in theta.values())
+    return bool(np.isfinite(theta).all())
 
 
 class FedSGD(Method):

@@ -39,7 +39,7 @@ import torch
 
 from .. import privacy
 from ..methods import CNN, Fit
-from .clipping import clip_factors, clipped_grad_sums, floats_per_image, head_grads
+from .clipping import clip_factors, clip_margin, clipped_grad_sums, floats_per_image, head_grads
 from .models import HEAD
 
 __all__ = ["TorchBackend", "ScheduleDraw", "TorchNoise", "Locals", "TrainInfo", "sample_clients", "head_vector",
@@ -228,7 +228,8 @@ def head_newton_step(params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float
     """Algorithm 5's local step on the head, ``alpha (h + lam I)^{-1} gbar`` (no noise).
 
     The per-sample head gradients (`fedgdp.nn.clipping.head_grads`) are clipped at
-    ``B`` (the non-finite rule of `fedgdp.nn.clipping` included) before the
+    ``B`` in float64 (the non-finite rule and the clip margin of
+    `fedgdp.nn.clipping` included: every clipped row has norm at most ``B``) before the
     empirical Fisher ``h`` and the mean ``gbar`` are formed. Returns the step (float64,
     shape (D,)) and the number of clipped images (a 0-d tensor on the device).
 
@@ -254,8 +255,8 @@ def head_newton_step(params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float
     clipped : torch.Tensor of shape (), int64
         The number of images whose head gradient was clipped (or zeroed, non-finite).
     """
-    G = head_grads(params, x, y)
-    c = clip_factors(G.pow(2).sum(1), B)
+    G = head_grads(params, x, y).to(torch.float64)          # clipped in float64 (the clip margin)
+    c = clip_factors(G.square().sum(1), B, margin=clip_margin(G.shape[1], torch.float64))
     G = torch.where((c > 0)[:, None], G * c[:, None], torch.zeros_like(G))
     return alpha * newton_direction(G, lam), (c < 1).sum()
 
@@ -303,8 +304,9 @@ class TorchBackend:
         self.dk = sum(v.numel() for v in self.params0.values())
         self.mu = float(self.p["mu"])
         release = self.p.get("release", "private")
+        self.private = privacy.adds_noise(self.mu, release)  # a non-finite private release is an error
         self.B = float(self.p["clip"]) if privacy.clips(self.mu, release) else float("inf")
-        self.noise = TorchNoise(self.gen if privacy.adds_noise(self.mu, release) else None)
+        self.noise = TorchNoise(self.gen if self.private else None)
         self.schedule: dict | None = None        # the counts of a published schedule (accounting: schedule)
         self.counts = {}
         self._clipped = torch.zeros((), dtype=torch.int64, device=self._device)

@@ -241,7 +241,7 @@ def medians_markdown(table, cfg: dict) -> str:
     Parameters
     ----------
     table : pandas.DataFrame
-        :func:`collect`'s table.
+        `collect`'s table.
     cfg : dict
         The config (its order of readings and points).
 

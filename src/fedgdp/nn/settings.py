@@ -16,16 +16,19 @@ Figures 9 and 10 run in minutes on two CPU cores (see `DEFAULT_GRID`):
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .. import privacy
 from ..methods import CNN, FedHybrid, get_method, registry
 from ..privacy import RELEASES
 from ..settings import Settings, choice, integer, name_list, number, setting, suggest
 
-__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "label", "release_plan",
+__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "label", "release_plan", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
+           "Z_MAX", "parameter_bound",
            "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
 
 def _algorithm_number(name: str) -> float:
@@ -124,6 +127,52 @@ def _n(key, value):
 
 _POSITIVE = number(0, finite=True)
 
+#: The clipping bounds accepted (docs/cnns.md, "Floors and bounds"). Below ``CLIP_MIN`` a
+#: square that underflows float32 could matter to the clip margin
+#: (`fedgdp.nn.clipping.clip_margin`); above ``CLIP_MAX`` FedNewton-Iter's ``B^3``
+#: sensitivity could leave float64. `parameter_bound` then bounds what float32 training reaches.
+CLIP_MIN, CLIP_MAX = 1e-10, 1e30
+#: The largest magnitude a network parameter may reach under the worst case of
+#: `parameter_bound` (float32's maximum is 3.4e38: the rest is headroom for rounding).
+FLOAT32_BOUND = 1e30
+#: ``|Z|`` of one standard normal drawn by torch is below this: torch draws normals by the
+#: Box-Muller transform, ``sqrt(-2 ln u) |cos(2 pi v)|`` with a uniform ``u`` no smaller than the
+#: least positive double (4.9e-324), at most ``sqrt(2 * 744.4) = 38.6``.
+Z_MAX = 40.0
+
+
+def parameter_bound(method: str, p: dict) -> float:
+    """An upper bound on the magnitude of every parameter of a private network trained by
+    ``method`` under run settings ``p``, whatever the data and the noise draws.
+
+    Every release spec of the method's plan at client size 1 (its largest noise sd
+    ``sigma``; sensitivity ``Delta``) moves a parameter by at most ``f (Delta / 2 + sigma
+    Z_MAX)`` per release: the clipped step (norm at most ``eta B``, ``B`` or ``alpha B /
+    lambda``, each ``Delta / 2``) plus its noise, scaled by ``f = server_lr`` (a local
+    step, averaged), ``server_lr lr`` (a gradient: a server step) or 1 (a Newton release:
+    a weighted average of the heads). PyTorch's default initialisation starts every
+    parameter in [-1, 1].
+
+    Parameters
+    ----------
+    method : str
+        A CNN method (a name of `METHODS`).
+    p : dict
+        Checked run settings (``mu`` finite; ``clip``, ``lr``, ``server_lr`` and the method's settings).
+
+    Returns
+    -------
+    float
+        The bound (may be inf).
+    """
+    plan = release_plan(method, p, np.ones(1))
+    cal = privacy.calibrate(plan, mu=float(p["mu"]))
+    f = {"local step": p["server_lr"], "gradient": p["server_lr"] * p["lr"], "newton": 1.0}
+    with np.errstate(over="ignore"):
+        moves = [spec.count * f[spec.stage] * (float(np.max(spec.sensitivity)) / 2 + float(np.max(sd)) * Z_MAX)
+                 for spec, sd in zip(plan, cal.sigmas)]
+    return 1.0 + float(sum(moves))
+
 
 @dataclass(frozen=True)
 class NNSettings(Settings):
@@ -145,7 +194,8 @@ class NNSettings(Settings):
     base_seed: int = setting(2026, "base seed", parse=integer(0, strict=False), flag=int)
     methods: list = setting(help="comma-separated: " + ",".join(METHODS), parse=_methods, flag=str,
                             factory=lambda: list(METHODS))
-    mu: float = setting(2.0, "privacy parameter mu > 0, or inf", parse=number(0), flag=float)
+    mu: float = setting(2.0, f"privacy parameter mu >= {privacy.MU_FLOOR:g}, or inf",
+                        parse=number(privacy.MU_FLOOR, closed="low"), flag=float)
     release: str = setting("private", "private (clipped at B, noisy) | clip_only (clipped at B, no noise: not "
                            "private) | plain (neither; as mu = inf)", parse=choice(*RELEASES), flag=str)
     accounting: str = setting("printed", "noise for every round a client could be drawn (printed) | for the rounds "
@@ -156,7 +206,8 @@ class NNSettings(Settings):
     local_epochs: int = setting(10, "full-batch local steps per round K", parse=integer(1, strict=False), flag=int)
     lr: float = setting(0.01, "local learning rate", parse=_POSITIVE, flag=float)
     server_lr: float = setting(1.0, "server learning rate", parse=_POSITIVE, flag=float)
-    clip: float = setting(1.0, "per-sample clipping bound B", parse=_POSITIVE, flag=float)
+    clip: float = setting(1.0, f"per-sample clipping bound B in [{CLIP_MIN:g}, {CLIP_MAX:g}]",
+                          parse=number(CLIP_MIN, CLIP_MAX, closed="both"), flag=float)
     val_frac: float = setting(0.1, "per-client validation share (held out, unused by training)",
                               parse=number(0, 0.5, closed="low"), flag=float)
     test_frac: float = setting(0.1, "per-client local test share", parse=number(0, 0.5, closed="low"), flag=float)
@@ -195,7 +246,9 @@ class NNSettings(Settings):
     def finish(cls, p: dict) -> dict:
         """Cross-field checks, on the checked values (in place): ``fig09`` needs ``n``
         (at least 3), ``fig10`` none; FedNewton-Iter needs ``rounds`` a multiple of
-        ``newton_cycles``. ValueError naming the values otherwise.
+        ``newton_cycles``; a private run's `parameter_bound` is at most
+        `FLOAT32_BOUND` for every method (so float32 training stays finite).
+        ValueError naming the values otherwise.
 
         Parameters
         ----------
@@ -215,6 +268,15 @@ class NNSettings(Settings):
             raise ValueError(f"fig10 splits the full training set: n must be full/None, got n={p['n']!r}")
         for name in p["methods"]:            # each method's CNN settings resolve (and are checked)
             get_method(name, CNN).cnn_settings(p)
+        if math.isfinite(p["mu"]):
+            for name in p["methods"]:
+                bound = parameter_bound(name, p)
+                if not bound <= FLOAT32_BOUND:
+                    raise ValueError(
+                        f"nn settings clip={p['clip']:g}, lr={p['lr']:g}, server_lr={p['server_lr']:g}, "
+                        f"mu={p['mu']:g}, ridge={p['ridge']:g}, damping={p['damping']:g}, rounds={p['rounds']}, "
+                        f"local_epochs={p['local_epochs']}: {name} could move a float32 parameter to {bound:.3g}, "
+                        f"above {FLOAT32_BOUND:g} (lower clip or lr, or raise mu or ridge)")
         return p
 
 

@@ -30,7 +30,7 @@ import torch
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from ..methods import CNN, get_method
+from ..methods import CNN, check_finite_release, get_method
 from .backend import TorchBackend, TrainInfo
 
 __all__ = ["resolve_device", "keep_freed_memory", "ClientData", "train", "evaluate", "Trained", "Progress"]
@@ -229,13 +229,15 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
     -------
     Trained
         The trained parameters, what the backend counted (`TrainInfo`), the
-        ledger and the releases each client made.
+        ledger and the releases each client made. ValueError when a private network has
+        a parameter that is not finite (`fedgdp.methods.check_finite_release`).
     """
     meth = get_method(method, CNN)
     s = meth.cnn_settings(p)
     report = Progress(method, meth.rounds(s)) if progress is True else (progress or None)
     be = TorchBackend(params0, clients, p, rng, gen, stack=stack, progress=report)
-    fit = meth.run(be, s)[0]  # type: ignore[arg-type]  # the CNN backend has no Newton release (FedNewton is not a CNN method)
+    fits = meth.run(be, s)  # type: ignore[arg-type]  # the CNN backend has no Newton release (FedNewton is not a CNN method)
+    fit = check_finite_release(method, be, fits)[0]
     return Trained(fit.theta, be.info, fit.ledger, be.counts)
 
 
