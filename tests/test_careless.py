@@ -97,6 +97,8 @@ CASES = [
     case("table", ["table", "tabel1", "<summary>", "--spec", "{}"], ["did you mean 'table1'"], id="table-unknown-kind"),
     # claims
     case("claims", ["claims", "--md", "<out>/c.md"], ["no data"], id="claims-no-data"),
+    case("claims", ["claims", "--summaries", "<summary>", "--nn-readings", "<notyaml>", "--md", "<out>/c.md"],
+         ["--nn-readings", "lacks the column"], id="claims-readings-not-a-readings-table"),
     case("claims", ["claims", "--summaries", "<summary>", "--spec", '{"titel": "x"}', "--md", "<out>/c.md"],
          ["unknown key 'titel'", "did you mean 'title'"], id="claims-spec-unknown-key"),
     # claims-map

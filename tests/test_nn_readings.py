@@ -71,3 +71,23 @@ def test_readings_command_runs_resumes_and_tabulates(tmp_path):
     stamp = {p: p.stat().st_mtime_ns for p in runs.rglob("*.parquet")}
     assert main(["nn-readings", cfg, "--runs-dir", str(runs), "--out-dir", str(out), "--run"]) == 0
     assert {p: p.stat().st_mtime_ns for p in runs.rglob("*.parquet")} == stamp      # nothing rerun
+
+
+def test_claims_c6_names_the_ceiling_and_the_best_private_reading(tmp_path):
+    """fedgdp claims --nn-readings: C6's evidence gets a line per point of the map with the
+    ceiling (plain), clipping alone and the best private reading with its certified mu."""
+    import pandas as pd
+
+    from fedgdp import claims
+
+    rows = []
+    for reading, release, cert, acc in (("plain", "plain", math.inf, 0.8), ("clip_only", "clip_only", math.inf, 0.3),
+                                        ("private", "private", 2.0, 0.31), ("private_B10", "private", 2.0, 0.6)):
+        for run in (0, 1):
+            rows.append({"reading": reading, "figure": "fig09", "x": 100, "mu": 2.0, "run": run,
+                         "method": "fedavg", "accuracy": acc + 0.01 * run, "certified_mu": cert,
+                         "dataset": "mnist", "release": release})
+    lines = claims.readings_evidence(pd.DataFrame(rows))
+    assert lines == ["readings at Fig 9, n = 100 (median over runs and methods, 2 runs): ceiling without clipping "
+                     "or noise 0.805 (plain); clipped, no noise 0.305 (clip_only); best private 0.605 "
+                     "(private_B10, certified mu = 2)"]

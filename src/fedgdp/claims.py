@@ -763,7 +763,43 @@ def _c5_row(dataset: str, task: str, df: pd.DataFrame) -> dict:
 
 
 # ------------------------------------------------------------------ C6
-def claim_c6(nn: pd.DataFrame) -> list[dict]:
+def readings_evidence(readings: pd.DataFrame) -> list[str]:
+    """C6's lines from the CNN readings map (`fedgdp.nn.readings`, ``readings.csv``): at
+    each point, the ceiling without noise or clipping, the cost of clipping alone, and the
+    best private reading (median over runs and methods' best) with the mu it certifies.
+
+    Parameters
+    ----------
+    readings : DataFrame
+        The readings table (`fedgdp.nn.readings.TABLE_COLUMNS`).
+
+    Returns
+    -------
+    list of str
+        One line per point of the map.
+    """
+    lines = []
+    for (figure, x), g in readings.groupby(["figure", "x"], sort=False):
+        med = g.groupby(["reading", "release", "certified_mu"])["accuracy"].median().reset_index()
+        point = f"readings at {'Fig 9, n' if figure == 'fig09' else 'Fig 10, m'} = {x}"
+        parts = []
+        for release, what in (("plain", "ceiling without clipping or noise"), ("clip_only", "clipped, no noise")):
+            sub = med[med["release"] == release]
+            if len(sub):
+                best = sub.loc[sub["accuracy"].idxmax()]
+                parts.append(f"{what} {best['accuracy']:.3f} ({best['reading']})")
+        priv = med[np.isfinite(med["certified_mu"])]
+        if len(priv):
+            best = priv.loc[priv["accuracy"].idxmax()]
+            parts.append(f"best private {best['accuracy']:.3f} ({best['reading']}, certified mu = "
+                         f"{best['certified_mu']:g})")
+        runs = int(g["run"].nunique())
+        lines.append(f"{point} (median over runs and methods, {runs} run{'s' if runs != 1 else ''}): "
+                     + "; ".join(parts))
+    return lines
+
+
+def claim_c6(nn: pd.DataFrame, readings: pd.DataFrame | None = None) -> list[dict]:
     """C6: one row per dataset of the CNN summaries (`fedgdp.nn.plots`).
 
     Parameters
@@ -771,6 +807,8 @@ def claim_c6(nn: pd.DataFrame) -> list[dict]:
     nn : DataFrame
         CNN summaries (`fedgdp.nn.plots.SUMMARY_COLUMNS`; reads ``dataset``, ``figure``,
         ``method``, ``label``, ``x``, ``median_accuracy``, ``min_accuracy``, ``max_accuracy``).
+    readings : DataFrame, optional
+        The CNN readings map (`readings_evidence`), added to the rows of its data set.
 
     Returns
     -------
@@ -790,6 +828,8 @@ def claim_c6(nn: pd.DataFrame) -> list[dict]:
 
             name = "CNN (digits, smoke test)"
             evidence.insert(0, "not the paper's evidence: " + SMOKE_NOTE)
+        if readings is not None and "dataset" in readings and (readings["dataset"] == dataset).any():
+            evidence += readings_evidence(readings[readings["dataset"] == dataset])
         out.append(_row("C6", name, combine(verdicts), evidence))
     return out
 
@@ -829,7 +869,7 @@ def _competitive(a: pd.Series, b: pd.Series, x) -> Check:
 
 # ------------------------------------------------------------------ the report
 def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: pd.DataFrame | None = None,
-           spec: dict | None = None) -> pd.DataFrame:
+           spec: dict | None = None, readings: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every claim's rows (`CLAIM_COLUMNS`); ``evidence`` is a list of lines.
 
     Parameters
@@ -843,6 +883,8 @@ def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: p
     spec : dict, optional
         ``models`` (default: those of the summaries, else logistic and Poisson) and
         ``studies`` (claim -> list of studies; default `DEFAULT_STUDIES`).
+    readings : DataFrame, optional
+        The CNN readings map (``readings.csv``), shown in C6's evidence (`readings_evidence`).
 
     Returns
     -------
@@ -867,7 +909,7 @@ def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: p
         rows.append(_not_run("C6", "CNN", "no CNN summaries given (build them with "
                                           "`snakemake --cores 2 fig09 fig10`, needs the nn extra)"))
     else:
-        rows += claim_c6(nn)
+        rows += claim_c6(nn, readings)
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 

@@ -582,7 +582,19 @@ def _cmd_claims(args) -> int:
         from .nn.plots import SUMMARY_COLUMNS
 
         nn = read_parquet_files(args.nn, SUMMARY_COLUMNS, "CNN summary")
-    report = claims.assess(summary, real, nn, spec)
+    readings = None
+    if args.nn_readings:
+        import pandas as pd
+
+        try:
+            readings = pd.read_csv(args.nn_readings)
+        except (OSError, pd.errors.ParserError) as exc:
+            raise ValueError(f"cannot read --nn-readings {args.nn_readings}: {exc}") from None
+        missing = {"dataset", "figure", "x", "run", "reading", "release", "certified_mu", "accuracy"} - set(readings)
+        if missing:
+            raise ValueError(f"--nn-readings {args.nn_readings} lacks the column(s) {sorted(missing)} of "
+                             f"fedgdp nn-readings' readings.csv")
+    report = claims.assess(summary, real, nn, spec, readings)
     if args.csv:
         claims.write_csv(report, args.csv)
     if args.md:
@@ -613,6 +625,8 @@ def _claims_commands(sub) -> None:
     cl.add_argument("--summaries", nargs="*", default=[], help="study summary .parquet files (C1-C4)")
     cl.add_argument("--realdata", nargs="*", default=[], help="real-data .parquet files (C5)")
     cl.add_argument("--nn", nargs="*", default=[], help="CNN summary .parquet files (C6)")
+    cl.add_argument("--nn-readings", help="the CNN readings map's readings.csv (fedgdp nn-readings): C6 names the "
+                                          "ceiling and the best private reading")
     cl.add_argument("--spec", help="JSON: models, studies (claim -> studies), title")
     _output_args(cl, ".csv", ".md")
     cl.set_defaults(func=_cmd_claims)

@@ -27,8 +27,8 @@ from .settings import resolve
 __all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "plot_readings", "medians_markdown",
            "TABLE_COLUMNS", "privacy_of"]
 
-#: the columns of ``readings.csv`` (the first eight are the map's; the rest say how)
-TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "certified_mu", "privacy",
+#: the columns of ``readings.csv`` (the first eight are the map's; the rest say how and where)
+TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "certified_mu", "dataset", "privacy",
                  "release", "accounting", "clip", "lr", "test_loss", "clipped_frac", "mu_spent_min",
                  "mu_spent_max", "elapsed_s"]
 
@@ -226,7 +226,8 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
             cert, text = privacy_of(r["release"], r["mu"], r["accounting"])
             rows.append({"reading": reading, "figure": figure, "x": x, "mu": r["mu"], "run": run,
                          "method": r["method"], "accuracy": r["test_accuracy"], "certified_mu": cert,
-                         "privacy": text, "release": r["release"], "accounting": r["accounting"],
+                         "dataset": r["dataset"], "privacy": text, "release": r["release"],
+                         "accounting": r["accounting"],
                          "clip": r["clip"], "lr": r["lr"], "test_loss": r["test_loss"],
                          "clipped_frac": r["clipped_frac"], "mu_spent_min": r["mu_spent_min"],
                          "mu_spent_max": r["mu_spent_max"], "elapsed_s": r["elapsed_s"]})
