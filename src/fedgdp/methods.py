@@ -755,6 +755,50 @@ class Method:
             The settings, each value checked by its field.
         """
 
+    def check_step_bound(self, be, steps, *, drift_rounds: int = 0, eta_g: float = 1.0) -> None:
+        """Refuse a private GLM fit whose iterates could overflow, from public inputs only
+        (the bound B, the noise sds, the settings; docs/methods.md §2, "No refusal depends
+        on a record"): ValueError unless the largest entry any iterate can reach is at
+        most `fedgdp.privacy.RELEASE_MAX`, so no later check can fail on some data and
+        not on a neighbour. A clipped gradient's entries are at most B and a noise draw
+        at most ``z = NOISE_BOUND`` sds; averaging with weights summing to one moves no
+        entry beyond the largest. The CNN path has its own bound
+        (`fedgdp.nn.settings.parameter_bound`).
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit (``data.plan_B``; skipped when not private or on CNNs).
+        steps : list of (int, float, ndarray, bool)
+            ``(count, eta, sigma, on_gradient)``: ``count`` steps of size ``eta`` with noise
+            sd ``sigma`` added to the iterate (local steps) or, ``on_gradient``, to the
+            gradient (server steps: moved by ``eta`` times it).
+        drift_rounds : int
+            DP-SCAFFOLD: the rounds of local steps corrected by ``c - c_i``; the control
+            variates' bound ``a`` grows per round as ``a <- 4 a + (B + 2 a) + z sigma / eta``.
+        eta_g : float
+            DP-SCAFFOLD's server step on the averaged update.
+        """
+        datas = getattr(be, "fds", [be.data])             # the real-data backend: a fold per privacy level
+        if be.kind == CNN or not any(getattr(d, "private", False) for d in datas):
+            return
+        B, z = max(float(np.max(np.asarray(d.plan_B, float))) for d in datas), privacy.NOISE_BOUND
+        with np.errstate(over="ignore", invalid="ignore"):
+            top = 0.0
+            for count, eta, sigma, on_gradient in steps:
+                sd = float(np.max(np.asarray(sigma, float)))
+                top += count * (eta * (B + z * sd) if on_gradient else eta * B + z * sd)
+            if drift_rounds:
+                count, eta, sigma, _ = steps[0]
+                K, sd, a, top = count // drift_rounds, float(np.max(np.asarray(sigma, float))), 0.0, 0.0
+                for _ in range(drift_rounds):
+                    move = K * (eta * (B + 2 * a) + z * sd)          # a round's local movement, drift included
+                    top += eta_g * move
+                    a = 4 * a + move / (K * eta)
+                top = max(top, a)
+        settings = ", ".join(f"eta={eta:g}, steps={count}" for count, eta, _, _ in steps)
+        privacy.check_release_bound(self.name, top, f"clip B={B:g}, {settings}, mu")
+
     def cnn_settings(self, p: dict) -> dict:
         """The method's settings on a CNN run ``p``: its `cnn_preset`, each value
         checked by its field, then `check_settings` (`resolve_settings`).
@@ -1091,6 +1135,7 @@ class FedSGD(Method):
             One fit per privacy level.
         """
         (sigma,), ledgers = be.calibrate(self, s)
+        self.check_step_bound(be, [(s["K"], s["eta"], sigma, True)])
         w = self.weights(be, s)
         theta = be.server_steps(be.start(), w, K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z"))
         return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))
@@ -1214,6 +1259,7 @@ class FedAvg(Method):
             One fit per privacy level.
         """
         (sigma,), ledgers = be.calibrate(self, s)
+        self.check_step_bound(be, [(s["R"] * s["K"], s["eta"], sigma, False)])
         w = self.weights(be, s)
         theta = be.start()
         for r in range(s["R"]):
@@ -1425,6 +1471,8 @@ class FedHybrid(Method):
             One fit per privacy level.
         """
         (a1, a2), ledgers = be.calibrate(self, s)
+        self.check_step_bound(be, [(self.stage1_rounds(s) * s["K1"], s["eta1"], a1, False),
+                                   (s["K2"], s["eta2"], a2, True)])
         w = self.weights(be, s)
         theta = be.start()
         for _ in range(self.stage1_rounds(s)):
@@ -1819,6 +1867,7 @@ class DPScaffold(Method):
         """
         rounds, K, eta = s["R"], s["K"], s["eta"]
         (sigma,), ledgers = be.calibrate(self, s)
+        self.check_step_bound(be, [(rounds * K, eta, sigma, False)], drift_rounds=rounds, eta_g=s["eta_g"])
         w = self.weights(be, s)
         theta, c = be.start(), be.zeros()
         ci = np.zeros(theta.shape[:1] + (be.m,) + theta.shape[1:])
