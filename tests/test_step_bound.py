@@ -1,6 +1,7 @@
 """The gradient methods refuse, from public inputs only, a private fit whose iterates
-could overflow (docs/methods.md §2, "No refusal depends on a record"): before this, a
-huge step size released on some data and raised a non-finite error on a neighbour."""
+could overflow (docs/methods.md §2, "No refusal depends on a record"), before any step
+and alike on a data set and a neighbour (before this, eta = 1e300 ended inside the fit in
+an internal OverflowError, after the data were read)."""
 import numpy as np
 import pytest
 
