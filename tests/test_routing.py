@@ -121,3 +121,6 @@ def test_privacy_report_says_it_covers_one_fit():
     rep = FederatedGLM(clip=2.0, random_state=0).fit(X, y, cl).privacy_
     assert rep.scope == FIT_SCOPE and rep.scope.startswith("one fit")
     assert rep.as_dict()["scope"] == FIT_SCOPE
+    from fedgdp.estimator import REFUSAL_RULE
+
+    assert rep.refusals == REFUSAL_RULE and rep.as_dict()["refusals"].startswith("every refusal depends on public")

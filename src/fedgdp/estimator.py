@@ -58,7 +58,7 @@ from .routing import ClientsRouting, SingleClientWarning, client_labels
 from .seeds import CLIP_STREAM, derived_rng, stable_hash
 
 __all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "ConvergenceWarning",
-           "FAMILIES", "ESTIMATOR_KEY", "FIT_SCOPE", "estimator_rng"]
+           "FAMILIES", "ESTIMATOR_KEY", "FIT_SCOPE", "REFUSAL_RULE", "estimator_rng"]
 
 #: The model families: ``logistic`` (binary), ``multinomial`` (softmax), ``poisson`` (counts)
 FAMILIES = ("logistic", "multinomial", "poisson")
@@ -79,6 +79,13 @@ LABELS_UNACCOUNTED = ("label set: classes_ is np.unique(y), taken from the data 
 FIT_SCOPE = ("one fit: the releases of this call to fit only. Every other fit on the same clients' rows (a "
              "cross-validation fold, a grid-search candidate, the refit) spends its own budget, and a record's "
              "budgets compose: sqrt(sum of mu^2) over the fits that used it (docs/real-data.md)")
+
+#: The rule behind every refusal of a private fit (its ``refusals``; docs/methods.md §2,
+#: "No refusal depends on a record")
+REFUSAL_RULE = ("every refusal depends on public inputs only (the settings, the clipping bound B, the client "
+                "sizes, the dimension) and is raised before the first release; a certified Newton solve that "
+                "misses its tolerance releases the exact solve instead, so neighbouring data sets both release "
+                "or both refuse (a label outside classes is the data holder's own check, before any work)")
 
 class PrivacyLeakWarning(UserWarning):
     """The fit's privacy guarantee is nominal: a release or the clipping bound is not
@@ -214,6 +221,11 @@ class PrivacyReport:
         return FIT_SCOPE
 
     @property
+    def refusals(self) -> str:
+        """When a fit is refused: from public inputs only ([`REFUSAL_RULE`][fedgdp.estimator.REFUSAL_RULE])."""
+        return REFUSAL_RULE
+
+    @property
     def certified(self) -> bool:
         """True when every client's guarantee holds for all inputs (finite certified mu)."""
         return bool(np.all(np.isfinite(self.mu_certified)))
@@ -285,8 +297,8 @@ class PrivacyReport:
             Keys ``method``, ``mu``, ``privacy_mode``, ``clip``, ``clip_bound``, ``certified``,
             ``noise_secret``, ``label_domain``, ``guarantee_holds``, ``guarantee``,
             ``clients``, ``mu_composed``, ``mu_certified`` (lists, one per client), ``delta``,
-            ``epsilon``, ``epsilon_nominal``, ``assumptions``, ``releases`` (list of dict) and
-            ``scope`` (the report covers one fit).
+            ``epsilon``, ``epsilon_nominal``, ``assumptions``, ``releases`` (list of dict),
+            ``scope`` (the report covers one fit) and ``refusals`` (the refusal rule).
         """
         def num(x):
             x = float(x)
@@ -304,6 +316,7 @@ class PrivacyReport:
             "delta": delta, "epsilon": num(self.epsilon(delta)),
             "epsilon_nominal": num(self.epsilon(delta, nominal=True)),
             "assumptions": self.assumptions, "releases": releases, "scope": self.scope,
+            "refusals": self.refusals,
         }
 
 
