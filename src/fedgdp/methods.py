@@ -784,11 +784,12 @@ class Method:
             return
         B, z = max(float(np.max(np.asarray(d.plan_B, float))) for d in datas), privacy.NOISE_BOUND
         with np.errstate(over="ignore", invalid="ignore"):
-            top = 0.0
-            for count, eta, sigma, on_gradient in steps:
-                sd = float(np.max(np.asarray(sigma, float)))
-                top += count * (eta * (B + z * sd) if on_gradient else eta * B + z * sd)
-            if drift_rounds:
+            if not drift_rounds:
+                top = 0.0
+                for count, eta, sigma, on_gradient in steps:
+                    sd = float(np.max(np.asarray(sigma, float)))
+                    top += count * (eta * (B + z * sd) if on_gradient else eta * B + z * sd)
+            else:
                 count, eta, sigma, _ = steps[0]
                 K, sd, a, top = count // drift_rounds, float(np.max(np.asarray(sigma, float))), 0.0, 0.0
                 for _ in range(drift_rounds):
