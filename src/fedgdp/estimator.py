@@ -222,7 +222,7 @@ class PrivacyReport:
 
     @property
     def refusals(self) -> str:
-        """When a fit is refused: from public inputs only ([`REFUSAL_RULE`][fedgdp.estimator.REFUSAL_RULE])."""
+        """When a fit is refused: from public inputs only (`REFUSAL_RULE`)."""
         return REFUSAL_RULE
 
     @property
