@@ -228,6 +228,28 @@ def _cmd_audit(args) -> int:
     return 0
 
 
+def _cmd_nn_restore(args) -> int:
+    from . import plan
+    from .audit import read_run_config
+
+    config = read_run_config(args.configfile)
+    try:
+        the_plan = plan.load(config, args.schema, plan.invocation_overrides(args.configfile[1:], None))
+    except plan.ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    rows = the_plan.nn_restore(args.pieces, dry_run=args.dry_run)
+    for row in rows:
+        if row["action"] in ("restored", "differs"):
+            print(f"{row['action']:9} {row['file']}" + (f" ({row['reason']})" if row["reason"] else
+                                                        f" (commit {row['commit'][:7]})"))
+    counts = {a: sum(r["action"] == a for r in rows) for a in ("restored", "kept", "differs", "absent")}
+    verb = "would restore" if args.dry_run else "restored"
+    print(f"run {the_plan.run}: {verb} {counts['restored']}, kept {counts['kept']} already there, "
+          f"{counts['differs']} committed under other settings (not used), {counts['absent']} not committed "
+          f"(of {len(rows)} run files)")
+    return 0
+
+
 def _cmd_bench(args) -> int:
     if not args.suite:      # the single-cell oracle benchmark lives outside the package
         raise ValueError("bench times the study cells only: add --suite; the speedup of the fast code over "
@@ -318,6 +340,16 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--confidence", type=float, default=0.95, help="confidence of the lower bound (--empirical)")
     aud.add_argument("--seed", type=int, default=0, help="seed of the search and of the test's noise")
     aud.set_defaults(func=_cmd_audit)
+
+    res = sub.add_parser("nn-restore", help="copy committed CNN run files back into a run's results, so "
+                                             "Snakemake runs only the missing (point, run) pairs")
+    res.add_argument("pieces", help="folder of committed run files, laid out as results/<run>/nn/ "
+                                    "(e.g. docs/results/paper-nn-mnist/runs)")
+    res.add_argument("--configfile", nargs="+", metavar="FILE", required=True,
+                     help="the run's config files as given to snakemake: config.yaml first, then --configfile's")
+    res.add_argument("--schema", default="workflow/schemas/config.schema.yaml", help="the config schema")
+    res.add_argument("--dry-run", action="store_true", help="say what would be copied, copy nothing")
+    res.set_defaults(func=_cmd_nn_restore)
 
     ben = sub.add_parser("bench", help="CPU seconds of every study's cells (--suite); the speedup over "
                                        "the loop oracle is `python scripts/speedup.py`")

@@ -32,7 +32,7 @@ from .settings import data_key, label
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["partition", "run_nn", "write_runs", "read_runs", "COLUMNS", "run_seeds"]
+__all__ = ["partition", "run_nn", "write_runs", "read_runs", "COLUMNS", "run_seeds", "piece_settings"]
 
 COLUMNS = [
     "figure", "dataset", "method", "label", "m", "n", "x", "n_client_mean", "n_train_min",
@@ -283,3 +283,32 @@ def read_runs(paths) -> pandas.DataFrame:
     from ..io import read_parquet_files
 
     return read_parquet_files(paths, COLUMNS, "run")
+
+
+def piece_settings(path: str | os.PathLike) -> tuple[dict, str]:
+    """The resolved settings and git commit a run file was written with (its metadata).
+
+    Parameters
+    ----------
+    path : str or path
+        A run file of `write_runs`.
+
+    Returns
+    -------
+    settings : dict
+        The settings of ``params`` (strict JSON: mu = inf reads as the string ``"inf"``).
+    commit : str
+        The commit of the code that wrote it (``"unknown"`` when not recorded).
+        ValueError naming the file when it is not a run file.
+    """
+    import json
+
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a readable Parquet run file ({exc})") from None
+    if b"params" not in meta:
+        raise ValueError(f"{path}: no recorded settings (metadata key 'params'): not a run file of write_runs")
+    return json.loads(meta[b"params"]), meta.get(b"git_commit", b"unknown").decode()

@@ -2,8 +2,10 @@
 files and data, constraints and captions."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import shutil
 
 from .base import PlanBase, alternatives, figure_number, mnist_files
 
@@ -130,6 +132,68 @@ class NNPart(PlanBase):
         if int(w.m) not in ms or w.n not in [str(n) for n in ns] or int(w.rep) >= self.figure(w.fig)["runs"]:
             raise ValueError(f"{w.fig}/m~{w.m}/n~{w.n}/rep~{w.rep} is not a run of {w.dataset} in the config")
         return json.dumps(self.nn_settings(w.dataset, w.fig, w.m, w.n, w.rep), sort_keys=True)
+
+    def nn_restore(self, pieces: str | os.PathLike, *, dry_run: bool = False) -> list[dict]:
+        """Put committed run files back into this run's results, so that Snakemake reruns
+        only the (point, run) pairs that are missing: a grid longer than one sitting
+        resumes from the files committed as they finished.
+
+        A committed file ``<pieces>/<dataset>/<fig>/m~<m>/n~<n>/rep~<r>.parquet`` (the
+        layout under ``results/<run>/nn/``) is copied only when the settings it recorded
+        (`fedgdp.nn.run.piece_settings`) equal the settings this config gives that run, and
+        the run's file is absent; a file already there is kept. The code's version is not
+        compared: the commit that wrote each file is reported (the grid's PROVENANCE.md
+        names it).
+
+        Parameters
+        ----------
+        pieces : str or path
+            The folder of committed run files.
+        dry_run : bool
+            Report what would be copied, copy nothing.
+
+        Returns
+        -------
+        list of dict
+            One per run file of every CNN figure of the config: ``file`` (the run's path),
+            ``action`` (``restored``, ``kept``: already there, ``differs``: recorded under
+            other settings, named in ``reason``; ``absent``: nothing committed) and ``commit``.
+        """
+        root = self.paths.nn_run.split("{")[0]
+        out = []
+        for fig in self.figures("nn"):
+            for ds in self.nn()["datasets"]:
+                ms, ns = self.nn_axes(ds, fig)
+                for m, n, r in itertools.product(ms, ns, range(self.figure(fig)["runs"])):
+                    target = self.paths.nn_run.format(dataset=ds, fig=fig, m=m, n=n, rep=r)
+                    src = os.path.join(pieces, os.path.relpath(target, root))
+                    out.append(self._restore_one(src, target, self.nn_settings(ds, fig, m, n, r), dry_run))
+        return out
+
+    @staticmethod
+    def _restore_one(src: str, target: str, settings: dict, dry_run: bool) -> dict:
+        """`nn_restore` of one run file: compare, then copy (see there)."""
+        from ..io import dumps_strict
+        from ..nn.run import piece_settings
+        from ..nn.settings import resolve as resolve_nn
+
+        row = {"file": target, "action": "absent", "reason": "", "commit": ""}
+        if not os.path.exists(src):
+            return row
+        got, row["commit"] = piece_settings(src)
+        want = json.loads(dumps_strict(resolve_nn(settings), sort_keys=True))
+        if got != want:
+            keys = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+            row.update(action="differs", reason=", ".join(f"{k}: {got.get(k)!r} committed, {want.get(k)!r} here"
+                                                          for k in keys))
+        elif os.path.exists(target):
+            row["action"] = "kept"
+        else:
+            row["action"] = "restored"
+            if not dry_run:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                shutil.copyfile(src, target)     # a fresh mtime: newer than the run's inputs
+        return row
 
     def nn_data_files(self, wildcards) -> list[str]:
         """The dataset's files (fetched when absent); nothing for digits.
