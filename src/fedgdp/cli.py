@@ -237,10 +237,11 @@ def _cmd_nn_restore(args) -> int:
         the_plan = plan.load(config, args.schema, plan.invocation_overrides(args.configfile[1:], None))
     except plan.ConfigError as exc:
         raise ValueError(str(exc)) from None
-    rows = the_plan.nn_restore(args.pieces, dry_run=args.dry_run)
+    rows = the_plan.nn_restore(args.pieces, readings=args.readings, dry_run=args.dry_run)
     for row in rows:
         if row["action"] in ("restored", "differs"):
-            print(f"{row['action']:9} {row['file']}" + (f" ({row['reason']})" if row["reason"] else
+            action = "would restore" if args.dry_run and row["action"] == "restored" else row["action"]
+            print(f"{action:9} {row['file']}" + (f" ({row['reason']})" if row["reason"] else
                                                         f" (commit {row['commit'][:7]})"))
     counts = {a: sum(r["action"] == a for r in rows) for a in ("restored", "kept", "differs", "absent")}
     verb = "would restore" if args.dry_run else "restored"
@@ -343,8 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     res = sub.add_parser("nn-restore", help="copy committed CNN run files back into a run's results, so "
                                              "Snakemake runs only the missing (point, run) pairs")
-    res.add_argument("pieces", help="folder of committed run files, laid out as results/<run>/nn/ "
-                                    "(e.g. docs/results/paper-nn-mnist/runs)")
+    res.add_argument("pieces", nargs="?", help="folder of committed run files of Figures 9-10, laid out as "
+                                               "results/<run>/nn/ (e.g. docs/results/paper-nn-mnist/runs)")
+    res.add_argument("--readings", metavar="DIR", help="folder of committed pieces of the readings map (nn.readings), "
+                                                     "laid out as results/<run>/nn_readings/ "
+                                                     "(e.g. docs/results/nn-readings/runs)")
     res.add_argument("--configfile", nargs="+", metavar="FILE", required=True,
                      help="the run's config files as given to snakemake: config.yaml first, then --configfile's")
     res.add_argument("--schema", default="workflow/schemas/config.schema.yaml", help="the config schema")

@@ -121,3 +121,54 @@ rule plot_nn:
     shell:
         "fedgdp nn-plot {input.summaries:q} --figure {params.figure} --out {output.pdf}"
         " --csv {output.csv} > {log} 2>&1"
+
+
+# The CNN readings map (fedgdp.nn.readings, docs/cnns.md): every (reading, point, run) of
+# nn.readings' file is one job; the table and figure gather them. Not in `all`: hours of
+# CNN runs on CPUs (`snakemake --cores 2 nn_readings`).
+rule nn_reading:
+    output:
+        PLAN.paths.nn_reading,
+    log:
+        f"{LOGS}/nn_reading/{{reading}}/{{fig}}-{{x}}-run{{rep}}.log",
+    benchmark:
+        f"{BENCH}/nn_reading/{{reading}}/{{fig}}-{{x}}-run{{rep}}.tsv"
+    wildcard_constraints:
+        reading=PLAN.nn_reading_constraints()["reading"],
+        fig=PLAN.nn_reading_constraints()["fig"],
+        x=PLAN.nn_reading_constraints()["x"],
+        rep=PLAN.nn_reading_constraints()["rep"],
+    conda:
+        "../envs/nn.yaml"
+    threads: 1
+    resources:
+        runtime=PLAN.nn_runtime,
+        mem_mb=PLAN.nn_mem_mb,
+        gpu=PLAN.nn_gpus,
+    params:
+        spec=PLAN.nn_reading_spec,
+        device=config["nn"]["device"],
+        data_dir=PLAN.nn_reading_data_dir(),
+    shell:
+        "fedgdp nn-run --spec {params.spec:q} --device {params.device} --threads {threads}"
+        " --data-dir {params.data_dir:q} --out {output} > {log} 2>&1"
+
+
+rule nn_readings_table:
+    input:
+        PLAN.nn_reading_files(),
+    output:
+        PLAN.nn_readings_files(),
+    log:
+        f"{LOGS}/nn_readings_table/nn_readings.log",
+    conda:
+        "../envs/nn.yaml"
+    resources:
+        runtime=PLAN.short_runtime,
+    params:
+        readings=config["nn"]["readings"],
+        runs_dir=PLAN.paths.nn_reading.split("{")[0],
+        out_dir=PLAN.paths.nn_readings,
+    shell:
+        "fedgdp nn-readings {params.readings:q} --runs-dir {params.runs_dir:q}"
+        " --out-dir {params.out_dir:q} > {log} 2>&1"

@@ -106,6 +106,8 @@ class PlanBase:
             realdata=f"results/{r}/realdata/{{dataset}}/{{task}}/split~{{split}}.parquet",
             nn_run=f"results/{r}/nn/{{dataset}}/{{fig}}/m~{{m}}/n~{{n}}/rep~{{rep}}.parquet",
             nn_summary=f"results/{r}/nn/summary/{{dataset}}_{{fig}}.parquet",
+            nn_reading=f"results/{r}/nn_readings/{{reading}}/{{fig}}-{{x}}-run{{rep}}.parquet",
+            nn_readings=f"tables/{r}/nn_readings",
             figure=f"figures/{r}/{{fig}}",
             tables=f"tables/{r}",
             logs=f"logs/{r}",

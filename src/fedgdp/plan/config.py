@@ -110,10 +110,11 @@ def merge_settings(defaults: dict, settings: dict) -> dict:
 #: (a replicate's numbers depend on its cell, index and base_seed alone): they are left
 #: out of the config hash, and overriding only them keeps the run name.
 LAYOUT_KEYS = ("cells_per_job",)
-#: Settings of a section that decide only what a job asks the scheduler for (``nn.gpus``:
-#: the GPUs a CNN job requests; the device itself is ``nn.device``, which is hashed): left
-#: out of the config hash as well.
-REQUEST_KEYS = (("nn", "gpus"),)
+#: Settings of a section that decide no number of the run's own outputs, left out of the
+#: config hash as well: what a job asks the scheduler for (``nn.gpus``: the GPUs a CNN job
+#: requests; the device itself is ``nn.device``, which is hashed), and the file of the
+#: readings map (``nn.readings``), whose pieces are named by reading, point and run.
+REQUEST_KEYS = (("nn", "gpus"), ("nn", "readings"))
 
 
 def config_sha(config: dict) -> str:

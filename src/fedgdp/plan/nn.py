@@ -2,6 +2,7 @@
 files and data, constraints and captions."""
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -133,7 +134,8 @@ class NNPart(PlanBase):
             raise ValueError(f"{w.fig}/m~{w.m}/n~{w.n}/rep~{w.rep} is not a run of {w.dataset} in the config")
         return json.dumps(self.nn_settings(w.dataset, w.fig, w.m, w.n, w.rep), sort_keys=True)
 
-    def nn_restore(self, pieces: str | os.PathLike, *, dry_run: bool = False) -> list[dict]:
+    def nn_restore(self, pieces: str | os.PathLike | None, *, readings: str | os.PathLike | None = None,
+                   dry_run: bool = False) -> list[dict]:
         """Put committed run files back into this run's results, so that Snakemake reruns
         only the (point, run) pairs that are missing: a grid longer than one sitting
         resumes from the files committed as they finished.
@@ -147,8 +149,11 @@ class NNPart(PlanBase):
 
         Parameters
         ----------
-        pieces : str or path
-            The folder of committed run files.
+        pieces : str or path or None
+            The folder of committed run files of the grid (None: none).
+        readings : str or path, optional
+            The folder of committed pieces of the readings map (`nn.readings`), laid out
+            as ``results/<run>/nn_readings/``; restored by the same rule.
         dry_run : bool
             Report what would be copied, copy nothing.
 
@@ -161,13 +166,22 @@ class NNPart(PlanBase):
         """
         root = self.paths.nn_run.split("{")[0]
         out = []
-        for fig in self.figures("nn"):
+        for fig in self.figures("nn") if pieces is not None else []:
             for ds in self.nn()["datasets"]:
                 ms, ns = self.nn_axes(ds, fig)
                 for m, n, r in itertools.product(ms, ns, range(self.figure(fig)["runs"])):
                     target = self.paths.nn_run.format(dataset=ds, fig=fig, m=m, n=n, rep=r)
-                    src = os.path.join(pieces, os.path.relpath(target, root))
+                    src = os.path.join(str(pieces), os.path.relpath(target, root))
                     out.append(self._restore_one(src, target, self.nn_settings(ds, fig, m, n, r), dry_run))
+        cfg = self.nn_readings_config()
+        if readings is not None and cfg is not None:
+            from ..nn.readings import pieces as reading_pieces
+
+            root = self.paths.nn_reading.split("{")[0]
+            for name, fig, x, run, settings in reading_pieces(cfg):
+                target = self.paths.nn_reading.format(reading=name, fig=fig, x=x, rep=run)
+                out.append(self._restore_one(os.path.join(str(readings), os.path.relpath(target, root)), target,
+                                             settings, dry_run))
         return out
 
     @staticmethod
@@ -328,6 +342,73 @@ class NNPart(PlanBase):
         if path.endswith("cifar-10-batches-py"):
             path = os.path.dirname(path)
         return os.path.dirname(path) or "."
+
+    # ------------------------------------------------------------ the readings map
+    def nn_readings_config(self) -> dict | None:
+        """The readings map of ``nn.readings`` (`fedgdp.nn.readings.load_readings`, read
+        once), or None when that file does not exist (then there is no ``nn_readings``
+        target)."""
+        return self._readings_map
+
+    @functools.cached_property
+    def _readings_map(self) -> dict | None:
+        from ..nn.readings import load_readings
+
+        path = self.nn().get("readings", "config/nn-readings.yaml")
+        return load_readings(path) if os.path.exists(path) else None
+
+    def nn_reading_files(self) -> list[str]:
+        """Every piece of the readings map: one run file per (reading, point, run).
+
+        Returns
+        -------
+        list of str
+            `paths.nn_reading` of `fedgdp.nn.readings.pieces`, run by run (empty without a map).
+        """
+        cfg = self.nn_readings_config()
+        if cfg is None:
+            return []
+        from ..nn.readings import pieces
+
+        return [self.paths.nn_reading.format(reading=name, fig=fig, x=x, rep=run)
+                for name, fig, x, run, _ in pieces(cfg)]
+
+    def nn_readings_files(self) -> list[str]:
+        """The map's table and figure (`fedgdp nn-readings`): ``readings.csv``, ``.md``,
+        ``.pdf`` and ``.png`` under `paths.nn_readings`."""
+        return [f"{self.paths.nn_readings}/readings.{ext}" for ext in ("csv", "md", "pdf", "png")]
+
+    def nn_reading_spec(self, wildcards) -> str:
+        """JSON settings of one piece of the readings map (`fedgdp nn-run --spec`).
+
+        Parameters
+        ----------
+        wildcards : snakemake.io.Wildcards
+            A piece's wildcards: ``reading``, ``fig``, ``x``, ``rep``.
+
+        Returns
+        -------
+        str
+            JSON (keys sorted). ValueError for wildcards that name no piece of the map.
+        """
+        from ..nn.readings import pieces
+
+        w = wildcards
+        for name, fig, x, run, settings in pieces(self.nn_readings_config() or {"runs": 0, "points": [],
+                                                                                "readings": {}}):
+            if (name, fig, str(x), str(run)) == (w.reading, w.fig, str(w.x), str(w.rep)):
+                return json.dumps(settings, sort_keys=True)
+        raise ValueError(f"{w.reading}/{w.fig}-{w.x}-run{w.rep} is not a piece of the readings map")
+
+    def nn_reading_data_dir(self) -> str:
+        """The folder the readings map reads its images from (its ``data_dir``)."""
+        return (self.nn_readings_config() or {}).get("data_dir", "data")
+
+    def nn_reading_constraints(self) -> dict[str, str]:
+        """Wildcard constraints of the pieces: ``reading``, ``fig``, ``x``, ``rep``."""
+        cfg = self.nn_readings_config() or {"readings": {}, "points": [], "runs": 0}
+        return {"reading": alternatives(cfg["readings"]), "fig": alternatives(p["figure"] for p in cfg["points"]),
+                "x": alternatives(p["x"] for p in cfg["points"]), "rep": alternatives(range(cfg["runs"]))}
 
     def nn_constraints(self) -> dict[str, str]:
         """Wildcard constraints of the CNN paths: ``dataset``, ``fig``, ``m``, ``n``, ``rep``."""

@@ -109,7 +109,8 @@ class ResourcesPart(SimulationPart):
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
-            A CNN run path's wildcards: ``dataset`` read.
+            A CNN run path's wildcards: ``dataset`` read (a piece of the readings map has
+            none: sized as an MNIST run, the map's data set).
         attempt : int, default=1
             Snakemake's attempt number (1, then 2, ... on retries).
 
@@ -118,7 +119,7 @@ class ResourcesPart(SimulationPart):
         int
             60 (digits), 360 (MNIST) or 1440 (any other dataset) per attempt.
         """
-        return {"digits": 60, "mnist": 360}.get(wildcards.dataset, 1440) * attempt
+        return {"digits": 60, "mnist": 360}.get(getattr(wildcards, "dataset", "mnist"), 1440) * attempt
 
     @staticmethod
     def nn_mem_mb(wildcards, attempt: int = 1) -> int:
@@ -127,7 +128,8 @@ class ResourcesPart(SimulationPart):
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
-            A CNN run path's wildcards: ``dataset`` read.
+            A CNN run path's wildcards: ``dataset`` read (a piece of the readings map has
+            none: sized as an MNIST run, the map's data set).
         attempt : int, default=1
             Snakemake's attempt number (1, then 2, ... on retries).
 
@@ -136,7 +138,7 @@ class ResourcesPart(SimulationPart):
         int
             2000 (digits) or 8000 per attempt.
         """
-        return (2000 if wildcards.dataset == "digits" else 8000) * attempt
+        return (2000 if getattr(wildcards, "dataset", "mnist") == "digits" else 8000) * attempt
 
     @staticmethod
     def short_runtime(wildcards, attempt: int = 1) -> int:

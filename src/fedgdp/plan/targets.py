@@ -9,6 +9,7 @@ from ..settings import suggest
 from .base import alternatives, figure_number
 from .decomposition import DecompositionPart
 from .gallery import GALLERY_DIR, GALLERY_RUN
+from .nn import NNPart
 from .sensitivity import SensitivityPart
 
 
@@ -16,7 +17,7 @@ class RequestError(ValueError):
     """A Snakemake invocation that cannot be served (a target, a missing extra): one line."""
 
 
-class TargetsPart(SensitivityPart, DecompositionPart):
+class TargetsPart(SensitivityPart, DecompositionPart, NNPart):
     """Plan methods of the targets and the labels of their files in the report."""
 
     # ----------------------------------------------------------------- targets
@@ -111,6 +112,8 @@ class TargetsPart(SensitivityPart, DecompositionPart):
         if self.config.get("decomposition"):
             out["decompose"] = self.decomposition_files()      # not in `all`: extra work
         out["audit"] = self.audit_files()                      # not in `all`: a search, minutes
+        if self.nn_readings_config() is not None:
+            out["nn_readings"] = self.nn_readings_files()      # not in `all`: hours of CNN runs
         out["all"] = ([self.paths.config]
                       + [p for f in self.default_figures() for p in self.figure_files(f)]
                       + [p for t in self.tables() for p in self.table_files(t)])
@@ -179,11 +182,12 @@ class TargetsPart(SensitivityPart, DecompositionPart):
         """
         named = self.targets()
         nn_files = {p for f in self.figures("nn") for p in self.figure_files(f)}
-        nn_prefix = self.paths.nn_run.split("{")[0]
+        nn_files |= set(named.get("nn_readings", []))
+        prefixes = (self.paths.nn_run.split("{")[0], self.paths.nn_reading.split("{")[0])
         out = []
         for t in (list(targets) or ["all"]):
             files = named.get(t, [t])
-            if any(f in nn_files or f.startswith(nn_prefix) for f in files):
+            if any(f in nn_files or f.startswith(prefixes) for f in files):
                 out.append(t)
         return out
 

@@ -1,6 +1,7 @@
 """Resuming the CNN grid from committed run files (`fedgdp nn-restore`,
 `fedgdp.plan.nn.NNPart.nn_restore`): a file is put back only when the settings it
 recorded are the ones this config gives that run, and never over a file already there."""
+import json
 import os
 
 import pyarrow as pa
@@ -71,3 +72,45 @@ def test_a_file_without_recorded_settings_is_refused(tmp_path):
     pq.write_table(pa.table({"a": [1]}), path)
     with pytest.raises(ValueError, match="no recorded settings"):
         piece_settings(path)
+
+
+# ------------------------------------------------------------ the readings map as a target
+def test_the_readings_map_is_a_target_of_one_job_per_piece(monkeypatch):
+    """Target nn_readings: one run file per (reading, point, run) of config/nn-readings.yaml,
+    each run with the settings `fedgdp nn-readings --run` gives it (the same seeds)."""
+    from fedgdp.nn.readings import load_readings, pieces
+
+    monkeypatch.chdir(ROOT)
+    the_plan = wp.load(merged(), SCHEMA, [])
+    cfg = load_readings("config/nn-readings.yaml")
+    files = the_plan.nn_reading_files()
+    assert len(files) == len(cfg["readings"]) * len(cfg["points"]) * cfg["runs"] == len(pieces(cfg))
+    assert the_plan.targets()["nn_readings"] == [f"tables/paper/nn_readings/readings.{e}"
+                                                 for e in ("csv", "md", "pdf", "png")]
+    name, fig, x, run, settings = pieces(cfg)[5]
+    w = type("W", (), {"reading": name, "fig": fig, "x": str(x), "rep": str(run)})
+    assert json.loads(the_plan.nn_reading_spec(w)) == settings
+    assert f"results/paper/nn_readings/{name}/{fig}-{x}-run{run}.parquet" in files
+    assert the_plan.nn_requested(["nn_readings"]) == ["nn_readings"]
+    assert "nn_readings" not in the_plan.nn_requested([])          # not in `all`
+
+
+def test_without_a_readings_file_there_is_no_target(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    the_plan = wp.load(merged(), SCHEMA, [])
+    assert "nn_readings" not in the_plan.targets() and the_plan.nn_reading_files() == []
+
+
+def test_committed_readings_pieces_are_restored_by_the_same_rule(tmp_path, monkeypatch):
+    from fedgdp.nn.readings import load_readings, pieces
+
+    cfg_file = tmp_path / "readings.yaml"
+    cfg_file.write_text((ROOT / "config/nn-readings.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    the_plan = wp.load(merged(nn={"readings": str(cfg_file)}), SCHEMA, [])
+    name, fig, x, run, settings = pieces(load_readings(cfg_file))[0]
+    _piece(tmp_path / "committed", f"{name}/{fig}-{x}-run{run}.parquet", settings)
+    _piece(tmp_path / "committed", f"{name}/{fig}-{x}-run{run + 1}.parquet", settings)   # run 0's settings
+    rows = {r["file"]: r for r in the_plan.nn_restore(None, readings=tmp_path / "committed")}
+    assert rows[f"results/paper/nn_readings/{name}/{fig}-{x}-run{run}.parquet"]["action"] == "restored"
+    assert rows[f"results/paper/nn_readings/{name}/{fig}-{x}-run{run + 1}.parquet"]["action"] == "differs"
