@@ -114,3 +114,21 @@ def test_committed_readings_pieces_are_restored_by_the_same_rule(tmp_path, monke
     rows = {r["file"]: r for r in the_plan.nn_restore(None, readings=tmp_path / "committed")}
     assert rows[f"results/paper/nn_readings/{name}/{fig}-{x}-run{run}.parquet"]["action"] == "restored"
     assert rows[f"results/paper/nn_readings/{name}/{fig}-{x}-run{run + 1}.parquet"]["action"] == "differs"
+
+
+def test_a_setting_added_since_counts_at_its_default(grid):
+    """A file written before ``reduction`` existed ran the mean: it restores at reduction
+    mean, and not at reduction sum."""
+    from fedgdp.nn.settings import resolve as resolve_nn
+
+    the_plan, pieces = grid
+    settings = the_plan.nn_settings("mnist", "fig10", 100, "full", 0)
+    old = {k: v for k, v in resolve_nn(settings).items() if k != "reduction"}
+    path = os.path.join(pieces, FIG10)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_parquet(pa.table({"test_accuracy": [0.5]}), path, old)
+    row = next(r for r in the_plan.nn_restore(pieces, dry_run=True) if r["file"].endswith(FIG10))
+    assert row["action"] == "restored"
+    the_plan.config["nn"]["settings"] = {"reduction": "sum"}
+    row = next(r for r in the_plan.nn_restore(pieces, dry_run=True) if r["file"].endswith(FIG10))
+    assert row["action"] == "differs" and "reduction: None committed, 'sum' here" in row["reason"]

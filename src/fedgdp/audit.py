@@ -106,7 +106,8 @@ class AuditTarget:
         """The settings audited, as text (tau1, H_c, clipping rule and, on real data, the
         solver; a CNN target's settings of `NN_KEYS`)."""
         if self.kind == "nn":
-            return ", ".join(f"{k}={v:g}" for k, v in (self.nn or {}).items())
+            return ", ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}"
+                             for k, v in (self.nn or {}).items())
         parts = [f"tau1={self.tau1:g}", f"H_c={self.hessian_clip:g} tau1", f"clip={self.clip.get('rule')}"]
         if self.newton:
             parts.append(f"solver={self.newton['solver']}")
@@ -548,7 +549,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
 # ------------------------------------------------------------------------- CNNs
 #: The CNN settings an audit reads (those its releases and plans depend on).
 NN_KEYS = ("mu", "clip", "lr", "server_lr", "ridge", "damping", "rounds", "local_epochs", "hybrid_local_share",
-           "newton_cycles")
+           "newton_cycles", "reduction")
 
 
 def _nn_states(seed: int, torch) -> list:
@@ -573,7 +574,7 @@ def _nn_search(p: dict, seed: int, n: int) -> dict:
     """The worst neighbouring pair of each CNN release at settings ``p``: ``stage ->
     _Search`` of ratios ``change / recorded`` (recorded at the client's size).
 
-    Releases: the clipped mean gradient (`fedgdp.nn.clipping.clipped_grad_sums`;
+    Releases: the clipped mean gradient, or sum under ``reduction: sum`` (`fedgdp.nn.clipping.clipped_grad_sums`;
     ``gradient``, and ``local step`` is ``lr`` times it) and the head-only Newton step of
     Algorithm 5 (`fedgdp.nn.backend.head_newton_step`; ``newton``), on bases of
     random or identical images, client sizes ``n``, 2 and 1, in float64 and (size 1: one
@@ -595,7 +596,8 @@ def _nn_search(p: dict, seed: int, n: int) -> dict:
     def releases(params, xs, ys):
         total, _ = clipped_grad_sums(params, xs[None], ys[None], torch.ones((1, len(ys)), dtype=xs.dtype), B,
                                      shared=True)
-        g = torch.cat([v[0].flatten() for v in total.values()]).double() / len(ys)
+        g = torch.cat([v[0].flatten() for v in total.values()]).double()
+        g = g if p.get("reduction", "mean") == "sum" else g / len(ys)     # nn.settings.reduced_plan
         step, _ = head_newton_step(params, xs, ys, B=B, lam=lam, alpha=alpha)
         return {"gradient": g, "local step": lr * g, "newton": step}
 

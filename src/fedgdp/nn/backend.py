@@ -41,6 +41,7 @@ from .. import privacy
 from ..methods import CNN, Fit
 from .clipping import clip_factors, clip_margin, clipped_grad_sums, floats_per_image, head_grads
 from .models import HEAD
+from .settings import reduced_plan
 
 __all__ = ["TorchBackend", "ScheduleDraw", "TorchNoise", "Locals", "TrainInfo", "sample_clients", "head_vector",
            "set_head_vector", "newton_direction", "head_newton_step"]
@@ -349,7 +350,7 @@ class TorchBackend:
         ledgers : list of fedgdp.privacy.Ledger
             The one ledger (arrays shaped (1, m)).
         """
-        plan = method.plan(self, s)
+        plan = reduced_plan(method.plan(self, s), self.p.get("reduction", "mean"))
         mu = self.mu if self.noise.gen is not None else float("inf")   # clip_only: no noise, no private release
         if self.p.get("accounting", "printed") == "schedule" and self.noise.gen is not None:
             self.schedule = self._schedule(method, s)
@@ -417,7 +418,9 @@ class TorchBackend:
         return torch.as_tensor(n / n.sum(), dtype=like.dtype, device=like.device)
 
     def _mean_grads(self, params: dict, S: np.ndarray, *, shared: bool) -> dict:
-        """Clipped mean gradients ``name -> (len(S), *shape)`` of the drawn clients."""
+        """Clipped mean gradients ``name -> (len(S), *shape)`` of the drawn clients (their
+        sums under ``reduction: sum``, `fedgdp.nn.settings.reduced_plan`)."""
+        summed = self.p.get("reduction", "mean") == "sum"
         n = self.clients.n[S]
         self.info.grad_evals += int(n.sum())
         if self.stack:
@@ -430,6 +433,9 @@ class TorchBackend:
             P = params if shared else {k: v[g] for k, v in params.items()}
             total, c = clipped_grad_sums(P, X, Y, M, self.B, shared=shared)
             self._clipped += (c < M).sum()
+            if summed:
+                out.append(total)
+                continue
             div = M.sum(1)
             out.append({k: v / div.view(-1, *[1] * (v.dim() - 1)) for k, v in total.items()})
         return {k: torch.cat([o[k] for o in out]) for k in out[0]}

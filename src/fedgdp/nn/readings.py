@@ -29,7 +29,7 @@ __all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "p
 
 #: the columns of ``readings.csv`` (the first eight are the map's; the rest say how and where)
 TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "certified_mu", "dataset", "privacy",
-                 "release", "accounting", "clip", "lr", "test_loss", "clipped_frac", "mu_spent_min",
+                 "release", "accounting", "reduction", "clip", "lr", "test_loss", "clipped_frac", "mu_spent_min",
                  "mu_spent_max", "elapsed_s"]
 
 _KEYS = {"dataset", "data_dir", "points", "runs", "readings", "band"}
@@ -214,7 +214,7 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
     """
     import pandas as pd
 
-    from .run import read_runs
+    from .run import piece_settings, read_runs
 
     rows, missing = [], []
     for reading, figure, x, run, _ in pieces(cfg):
@@ -222,12 +222,13 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
         if not path.exists():
             missing.append((reading, figure, x, run))
             continue
+        reduction = piece_settings(path)[0].get("reduction", "mean")     # a piece from before it: the mean
         for r in read_runs([path]).to_dict("records"):
             cert, text = privacy_of(r["release"], r["mu"], r["accounting"])
             rows.append({"reading": reading, "figure": figure, "x": x, "mu": r["mu"], "run": run,
                          "method": r["method"], "accuracy": r["test_accuracy"], "certified_mu": cert,
                          "dataset": r["dataset"], "privacy": text, "release": r["release"],
-                         "accounting": r["accounting"],
+                         "accounting": r["accounting"], "reduction": reduction,
                          "clip": r["clip"], "lr": r["lr"], "test_loss": r["test_loss"],
                          "clipped_frac": r["clipped_frac"], "mu_spent_min": r["mu_spent_min"],
                          "mu_spent_max": r["mu_spent_max"], "elapsed_s": r["elapsed_s"]})

@@ -17,7 +17,7 @@ Figures 9 and 10 run in minutes on two CPU cores (see `DEFAULT_GRID`):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -27,7 +27,8 @@ from ..methods import CNN, FedHybrid, get_method, registry
 from ..privacy import RELEASES
 from ..settings import Settings, choice, integer, name_list, number, setting, suggest
 
-__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "label", "release_plan", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
+__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "REDUCTIONS", "SUMMED_STAGES", "label", "release_plan",
+           "reduced_plan", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
            "Z_MAX", "parameter_bound",
            "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
 
@@ -41,6 +42,14 @@ def _algorithm_number(name: str) -> float:
 #: client could make (every round), ``schedule`` for the releases it will make under the
 #: participation schedule drawn first
 ACCOUNTINGS = ("printed", "schedule")
+
+#: how a client's gradient release reduces its images' clipped gradients (docs/methods.md §6):
+#: ``mean`` (the paper's reading: the gradient of the mean loss) or ``sum`` (the gradient of
+#: the summed loss, ``n_i`` times the mean); the Newton release of FedNewton-Iter is a mean
+#: either way (Algorithm 5's ``gbar`` and ``h``)
+REDUCTIONS = ("mean", "sum")
+#: the stages whose releases `reduced_plan` turns into sums under ``reduction: sum``
+SUMMED_STAGES = ("gradient", "local step")
 
 #: the CNN methods, the methods of the algorithm core that run on the CNN backend
 #: (``fedgdp.methods.registry("nn")``), in the paper's order (by algorithm number:
@@ -95,7 +104,34 @@ def release_plan(method: str, p: dict, n) -> tuple:
     """
     meth = get_method(method, CNN)
     data = _PlanData(float(p["clip"]), np.asarray(n, float)[None, :])
-    return meth.plan(data, meth.cnn_settings(p))
+    return reduced_plan(meth.plan(data, meth.cnn_settings(p)), p.get("reduction", "mean"))
+
+
+def reduced_plan(plan: tuple, reduction: str) -> tuple:
+    """A method's plan under the loss's ``reduction`` (`REDUCTIONS`).
+
+    Under ``sum`` a gradient or local-step release (`SUMMED_STAGES`) is the sum of the
+    client's clipped per-sample gradients, not their mean: replacing one image moves it by
+    at most ``2 B`` (times the step), whatever the client's size, so its spec has ``n = 1``
+    (`fedgdp.privacy.ReleaseSpec`). The release is ``n_i`` times the mean's, and so is its
+    noise sd: the same mu. The Newton releases keep their size.
+
+    Parameters
+    ----------
+    plan : tuple of fedgdp.privacy.ReleaseSpec
+        A CNN method's plan (arrays shaped (1, m)).
+    reduction : str
+        ``mean`` (the plan unchanged) or ``sum``.
+
+    Returns
+    -------
+    tuple of fedgdp.privacy.ReleaseSpec
+        The plan of the releases as they are made.
+    """
+    if reduction == "mean":
+        return plan
+    return tuple(replace(spec, n=np.ones_like(np.asarray(spec.n, float))) if spec.stage in SUMMED_STAGES else spec
+                 for spec in plan)
 
 
 class _PlanData:
@@ -198,6 +234,9 @@ class NNSettings(Settings):
                         parse=number(privacy.MU_FLOOR, closed="low"), flag=float)
     release: str = setting("private", "private (clipped at B, noisy) | clip_only (clipped at B, no noise: not "
                            "private) | plain (neither; as mu = inf)", parse=choice(*RELEASES), flag=str)
+    reduction: str = setting("mean", "a client's gradient release: the mean of its clipped per-sample gradients "
+                             "(mean, the paper's reading) | their sum (sum: n_i times the step and its noise)",
+                             parse=choice(*REDUCTIONS), flag=str)
     accounting: str = setting("printed", "noise for every round a client could be drawn (printed) | for the rounds "
                               "it is drawn in a schedule drawn first (schedule; each drawn client spends mu)",
                               parse=choice(*ACCOUNTINGS), flag=str)

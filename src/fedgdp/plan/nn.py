@@ -143,7 +143,9 @@ class NNPart(PlanBase):
         A committed file ``<pieces>/<dataset>/<fig>/m~<m>/n~<n>/rep~<r>.parquet`` (the
         layout under ``results/<run>/nn/``) is copied only when the settings it recorded
         (`fedgdp.nn.run.piece_settings`) equal the settings this config gives that run, and
-        the run's file is absent; a file already there is kept. The code's version is not
+        the run's file is absent; a file already there is kept. A setting the file does not
+        record (one added to `fedgdp.nn.settings.NNSettings` after it was written) counts
+        as its default, the code path that file ran. The code's version is not
         compared: the commit that wrote each file is reported (the grid's PROVENANCE.md
         names it).
 
@@ -189,6 +191,7 @@ class NNPart(PlanBase):
         """`nn_restore` of one run file: compare, then copy (see there)."""
         from ..io import dumps_strict
         from ..nn.run import piece_settings
+        from ..nn.settings import COMMON
         from ..nn.settings import resolve as resolve_nn
 
         row = {"file": target, "action": "absent", "reason": "", "commit": ""}
@@ -196,8 +199,10 @@ class NNPart(PlanBase):
             return row
         got, row["commit"] = piece_settings(src)
         want = json.loads(dumps_strict(resolve_nn(settings), sort_keys=True))
-        if got != want:
-            keys = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+        defaults = json.loads(dumps_strict(COMMON))
+        keys = sorted(k for k in set(got) | set(want)                    # a setting added since, at its
+                      if got.get(k, defaults.get(k)) != want.get(k))     # default, is the code path it ran
+        if keys:
             row.update(action="differs", reason=", ".join(f"{k}: {got.get(k)!r} committed, {want.get(k)!r} here"
                                                           for k in keys))
         elif os.path.exists(target):
