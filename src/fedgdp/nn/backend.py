@@ -30,6 +30,7 @@ clipped counts stay on the device until `finish`.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,27 @@ MAX_STACK = 1 << 28
 #: small networks, where per-call overhead dominates (the grouped convolution of many
 #: clients is slower than one client at a time for the MNIST network on a CPU)
 CPU_STACK = 1 << 22
+
+
+def minibatches(rng: np.random.Generator, n: int, batch: int) -> list[np.ndarray]:
+    """One pass over a client's ``n`` images in minibatches: a permutation cut into
+    ``ceil(n / batch)`` near-equal parts (each of ``n // parts`` or one more images).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Draws the permutation (a stream that never sees the data).
+    n : int
+        The client's images.
+    batch : int
+        The largest minibatch.
+
+    Returns
+    -------
+    list of ndarray of int
+        Disjoint index arrays covering ``range(n)``.
+    """
+    return np.array_split(rng.permutation(n), math.ceil(n / batch))
 
 
 def sample_clients(rng: np.random.Generator, m: int, q: float) -> np.ndarray:
@@ -310,6 +332,9 @@ class TorchBackend:
         self.noise = TorchNoise(self.gen if self.private else None)
         self.schedule: dict | None = None        # the counts of a published schedule (accounting: schedule)
         self.counts = {}
+        # the minibatches' permutations (local_batch): a stream of their own, spawned from the
+        # client-sampling one without drawing from it (the same clients as full-batch runs)
+        self._batch_rng = self.rng.spawn(1)[0] if self.p.get("local_batch") else None
         self._clipped = torch.zeros((), dtype=torch.int64, device=self._device)
         self._per_image = floats_per_image(self.params0, tuple(self.clients.x[0].shape[1:]))
         if self.stack is None:
@@ -350,7 +375,7 @@ class TorchBackend:
         ledgers : list of fedgdp.privacy.Ledger
             The one ledger (arrays shaped (1, m)).
         """
-        plan = reduced_plan(method.plan(self, s), self.p.get("reduction", "mean"))
+        plan = reduced_plan(method.plan(self, s), self.p.get("reduction", "mean"), self.p.get("local_batch"))
         mu = self.mu if self.noise.gen is not None else float("inf")   # clip_only: no noise, no private release
         if self.p.get("accounting", "printed") == "schedule" and self.noise.gen is not None:
             self.schedule = self._schedule(method, s)
@@ -484,6 +509,9 @@ class TorchBackend:
         noisy = noise is not None and bool(np.any(sd_np > 0))
         local = {k: v.unsqueeze(0).repeat(len(S), *[1] * v.dim()) for k, v in start.items()}
         for _ in range(K):
+            if self._batch_rng is not None:
+                self._minibatch_pass(local, S, eta, sd if noisy else None, noise)
+                continue
             g = self._mean_grads(local, S, shared=False)
             for k in local:
                 local[k] -= eta * g[k]
@@ -491,6 +519,27 @@ class TorchBackend:
                     local[k] += sd.view(-1, *[1] * (local[k].dim() - 1)) * noise.draw(local[k])
         self.info.floats_up += len(S) * self.dk
         return Locals(S, start, params=local)
+
+    def _minibatch_pass(self, local: dict, S: np.ndarray, eta: float, sd: torch.Tensor | None, noise) -> None:
+        """One local epoch as a pass of minibatches (``local_batch``, `minibatches`), in
+        place: step t moves the drawn clients that have a t-th minibatch by ``-eta``
+        times its clipped mean (sum under ``reduction: sum``) gradient, plus their noise."""
+        passes = [minibatches(self._batch_rng, int(self.clients.n[i]), int(self.p["local_batch"])) for i in S]
+        summed = self.p.get("reduction", "mean") == "sum"
+        for t in range(max(len(b) for b in passes)):
+            sub = np.array([j for j, b in enumerate(passes) if t < len(b)])
+            X, Y, M = self.clients.batch(S[sub], [passes[j][t] for j in sub])
+            pos = torch.as_tensor(sub, device=X.device)
+            total, c = clipped_grad_sums({k: v[pos] for k, v in local.items()}, X, Y, M, self.B, shared=False)
+            self._clipped += (c < M).sum()
+            self.info.grad_evals += int(M.sum())
+            div = torch.ones_like(M[:, 0]) if summed else M.sum(1)
+            for k in local:
+                shape = (-1, *[1] * (local[k].dim() - 1))
+                step = local[k][pos] - eta * total[k] / div.view(shape)
+                if sd is not None:
+                    step += sd[pos].view(shape) * noise.draw(step)
+                local[k][pos] = step
 
     def average(self, w, local: Locals):
         """The new global parameters from a round's local results.

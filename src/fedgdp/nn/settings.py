@@ -28,7 +28,7 @@ from ..privacy import RELEASES
 from ..settings import Settings, choice, integer, name_list, number, setting, suggest
 
 __all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "REDUCTIONS", "SUMMED_STAGES", "label", "release_plan",
-           "reduced_plan", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
+           "reduced_plan", "smallest_batch", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
            "Z_MAX", "parameter_bound",
            "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
 
@@ -104,11 +104,12 @@ def release_plan(method: str, p: dict, n) -> tuple:
     """
     meth = get_method(method, CNN)
     data = _PlanData(float(p["clip"]), np.asarray(n, float)[None, :])
-    return reduced_plan(meth.plan(data, meth.cnn_settings(p)), p.get("reduction", "mean"))
+    return reduced_plan(meth.plan(data, meth.cnn_settings(p)), p.get("reduction", "mean"), p.get("local_batch"))
 
 
-def reduced_plan(plan: tuple, reduction: str) -> tuple:
-    """A method's plan under the loss's ``reduction`` (`REDUCTIONS`).
+def reduced_plan(plan: tuple, reduction: str, local_batch: int | None = None) -> tuple:
+    """A method's plan under the loss's ``reduction`` (`REDUCTIONS`) and the local epoch's
+    minibatches (``local_batch``).
 
     Under ``sum`` a gradient or local-step release (`SUMMED_STAGES`) is the sum of the
     client's clipped per-sample gradients, not their mean: replacing one image moves it by
@@ -116,22 +117,55 @@ def reduced_plan(plan: tuple, reduction: str) -> tuple:
     (`fedgdp.privacy.ReleaseSpec`). The release is ``n_i`` times the mean's, and so is its
     noise sd: the same mu. The Newton releases keep their size.
 
+    With ``local_batch`` b, a local epoch is one pass over the client's images in
+    minibatches of near-equal size (`fedgdp.nn.backend.minibatches`), each a step with
+    its own noise. The minibatches of a pass are disjoint and drawn without looking at
+    the data, so one image takes part in one step of the pass: by parallel composition the
+    pass is one release of the mean over a minibatch (sensitivity ``2 B eta / b_i``, with
+    ``b_i`` the client's smallest minibatch, `smallest_batch`), the count of the plan's
+    local-step spec is unchanged, and its n becomes ``b_i`` (1 under ``sum``).
+
     Parameters
     ----------
     plan : tuple of fedgdp.privacy.ReleaseSpec
         A CNN method's plan (arrays shaped (1, m)).
     reduction : str
-        ``mean`` (the plan unchanged) or ``sum``.
+        ``mean`` or ``sum``.
+    local_batch : int or None
+        Images per local minibatch; None: one full-batch step per local epoch.
 
     Returns
     -------
     tuple of fedgdp.privacy.ReleaseSpec
-        The plan of the releases as they are made.
+        The plan of the releases as they are made (``plan`` itself for ``mean`` and None).
     """
-    if reduction == "mean":
-        return plan
-    return tuple(replace(spec, n=np.ones_like(np.asarray(spec.n, float))) if spec.stage in SUMMED_STAGES else spec
-                 for spec in plan)
+    out = []
+    for spec in plan:
+        if spec.stage in SUMMED_STAGES and reduction == "sum":
+            spec = replace(spec, n=np.ones_like(np.asarray(spec.n, float)))
+        elif spec.stage == "local step" and local_batch is not None:
+            spec = replace(spec, n=smallest_batch(np.asarray(spec.n, float), local_batch))
+        out.append(spec)
+    return tuple(out)
+
+
+def smallest_batch(n, batch: int):
+    """The smallest of the ``ceil(n / batch)`` near-equal minibatches of ``n`` images.
+
+    Parameters
+    ----------
+    n : array_like of int
+        Images per client.
+    batch : int
+        The largest minibatch.
+
+    Returns
+    -------
+    ndarray
+        ``n // ceil(n / batch)`` (``n`` itself when ``n <= batch``), float, the shape of ``n``.
+    """
+    n = np.asarray(n, float)
+    return np.floor(n / np.ceil(n / batch))
 
 
 class _PlanData:
@@ -161,6 +195,12 @@ def _n(key, value):
     return None if value in ("full", "None", "none") else value
 
 
+def _batch(key, value):
+    """``local_batch``: None (or full / none) for one full-batch step, else an integer >= 1."""
+    value = _n(key, value)
+    return None if value is None else integer(1, strict=False)(key, value)
+
+
 _POSITIVE = number(0, finite=True)
 
 #: The clipping bounds accepted (docs/cnns.md, "Floors and bounds"). Below ``CLIP_MIN`` a
@@ -186,8 +226,9 @@ def parameter_bound(method: str, p: dict) -> float:
     Z_MAX)`` per release: the clipped step (norm at most ``eta B``, ``B`` or ``alpha B /
     lambda``, each ``Delta / 2``) plus its noise, scaled by ``f = server_lr`` (a local
     step, averaged), ``server_lr lr`` (a gradient: a server step) or 1 (a Newton release:
-    a weighted average of the heads). PyTorch's default initialisation starts every
-    parameter in [-1, 1].
+    a weighted average of the heads), and by the steps of a pass of minibatches and the
+    images a summed step adds up (`reduced_plan`; at most the data set's size per client).
+    PyTorch's default initialisation starts every parameter in [-1, 1].
 
     Parameters
     ----------
@@ -205,9 +246,28 @@ def parameter_bound(method: str, p: dict) -> float:
     cal = privacy.calibrate(plan, mu=float(p["mu"]))
     f = {"local step": p["server_lr"], "gradient": p["server_lr"] * p["lr"], "newton": 1.0}
     with np.errstate(over="ignore"):
-        moves = [spec.count * f[spec.stage] * (float(np.max(spec.sensitivity)) / 2 + float(np.max(sd)) * Z_MAX)
+        moves = [spec.count * f[spec.stage] * _steps_and_size(spec.stage, p)
+                 * (float(np.max(spec.sensitivity)) / 2 + float(np.max(sd)) * Z_MAX)
                  for spec, sd in zip(plan, cal.sigmas)]
     return 1.0 + float(sum(moves))
+
+
+#: more images than any client of a data set can hold (the whole data set), for `parameter_bound`
+DATASET_IMAGES = {"digits": 1797, "mnist": 70000, "cifar10": 60000}
+
+
+def _steps_and_size(stage: str, p: dict) -> float:
+    """How much more than one step at client size 1 a release of ``stage`` can move a
+    parameter: the steps of a pass of minibatches (``ceil(n / local_batch)``, local
+    steps only), times the images a summed step adds up (``reduction: sum``: the batch, or
+    the client's images), with ``n`` at most `DATASET_IMAGES` over the clients (fig09: n)."""
+    if stage not in SUMMED_STAGES:
+        return 1.0
+    n = p["n"] if p["n"] is not None else math.ceil(DATASET_IMAGES.get(p["dataset"], 10**6) / p["m"])
+    batch = p.get("local_batch") if stage == "local step" else None
+    steps = math.ceil(n / batch) if batch else 1
+    size = min(batch or n, n) if p.get("reduction", "mean") == "sum" else 1
+    return float(steps * size)
 
 
 @dataclass(frozen=True)
@@ -243,6 +303,9 @@ class NNSettings(Settings):
     q: float = setting(0.1, "fraction of clients drawn per round", parse=number(0, 1, closed="high"), flag=float)
     rounds: int = setting(10, "base global rounds R", parse=integer(1, strict=False), flag=int)
     local_epochs: int = setting(10, "full-batch local steps per round K", parse=integer(1, strict=False), flag=int)
+    local_batch: int | None = setting(None, "images per local minibatch: a local epoch is one pass of minibatches, "
+                                      "each a noisy step (none: one full-batch step, the paper's text)",
+                                      parse=_batch, flag=str)
     lr: float = setting(0.01, "local learning rate", parse=_POSITIVE, flag=float)
     server_lr: float = setting(1.0, "server learning rate", parse=_POSITIVE, flag=float)
     clip: float = setting(1.0, f"per-sample clipping bound B in [{CLIP_MIN:g}, {CLIP_MAX:g}]",

@@ -153,7 +153,7 @@ class ClientData:
     def m(self) -> int:
         return len(self.y)
 
-    def batch(self, clients) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def batch(self, clients, index=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Padded images ``(S, L, C, H, W)``, labels ``(S, L)`` and a 0/1 mask ``(S, L)``
         of the given clients; ``L`` is their largest size (padding rows are zeros).
 
@@ -161,6 +161,8 @@ class ClientData:
         ----------
         clients : sequence of int, length S
             The clients, in the stack's order.
+        index : sequence of int arrays, length S, optional
+            Only these images of each client (a minibatch); None: all of them.
 
         Returns
         -------
@@ -173,8 +175,9 @@ class ClientData:
         """
         from torch.nn.utils.rnn import pad_sequence
 
-        xs = [self.x[i] for i in clients]
-        ys = [self.y[i] for i in clients]
+        index = index if index is not None else [slice(None)] * len(clients)
+        xs = [self.x[i][ix] for i, ix in zip(clients, index)]
+        ys = [self.y[i][ix] for i, ix in zip(clients, index)]
         X = pad_sequence(xs, batch_first=True)
         Y = pad_sequence(ys, batch_first=True)
         mask = pad_sequence([torch.ones(len(t), dtype=X.dtype, device=X.device) for t in ys], batch_first=True)
