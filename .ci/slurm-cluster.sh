@@ -16,13 +16,21 @@
 #   the run at the end.
 # - no cgroups in a container: proctrack/linuxproc, task/none, no accounting.
 # - munged runs as the munge user and needs /run/munge.
+# - the node declares SLURM_FAKE_GPUS (default 1) GPUs of a GPU partition's kind
+#   (GresTypes=gpu, Gres=gpu:N, gres.conf with AutoDetect=off) backed by character
+#   devices created here (/dev/fedgdp-fakegpuK, NVIDIA's major number 195), so that a
+#   job asking for --gpus is scheduled and runs, on the CPU; 0 declares none.
 # Only the daemons started here are stopped, by their pid.
 
 SLURM_CI_DIR="${SLURM_CI_DIR:-}"
 SLURM_CONF_PATH=/etc/slurm/slurm.conf
 SLURM_MIN_JOB_AGE="${SLURM_MIN_JOB_AGE:-3600}"
+SLURM_FAKE_GPUS="${SLURM_FAKE_GPUS:-1}"
+SLURM_GRES_PATH=/etc/slurm/gres.conf
 _SLURM_PIDS=()
 _SLURM_CONF_BACKUP=""
+_SLURM_GRES_BACKUP=""
+_SLURM_FAKE_DEVICES=()
 _SLURM_MUNGED_OURS=0
 
 _slurm_log() { printf '[slurm-ci %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -103,6 +111,12 @@ slurm_up() {
         cp -p "$SLURM_CONF_PATH" "$_SLURM_CONF_BACKUP"
     fi
     mkdir -p "$(dirname "$SLURM_CONF_PATH")"
+    local gres_types="" node_gres=""
+    if (( SLURM_FAKE_GPUS > 0 )); then
+        _slurm_fake_gpus || return 1
+        gres_types="GresTypes=gpu"
+        node_gres="Gres=gpu:$SLURM_FAKE_GPUS"
+    fi
     cat > "$SLURM_CONF_PATH" <<EOF
 # Written by fedgdp's .ci/slurm-cluster.sh for a CI run; removed when it ends.
 ClusterName=ci
@@ -131,10 +145,11 @@ ReturnToService=2
 MinJobAge=$SLURM_MIN_JOB_AGE
 SchedulerParameters=sched_interval=2
 MpiDefault=none
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+$gres_types
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem $node_gres State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
-    _slurm_log "wrote $SLURM_CONF_PATH: node $host, CPUs=$cpus, RealMemory=$mem MB"
+    _slurm_log "wrote $SLURM_CONF_PATH: node $host, CPUs=$cpus, RealMemory=$mem MB, fake GPUs=$SLURM_FAKE_GPUS"
 
     /usr/sbin/slurmctld -D -i >"$SLURM_CI_DIR/log/slurmctld.out" 2>&1 &
     _SLURM_PIDS+=($!)
@@ -144,6 +159,23 @@ EOF
     _slurm_wait 60 "node $host idle" _slurm_node_idle || {
         sinfo -N -l; tail -n 20 "$SLURM_CI_DIR"/log/slurmd.*; return 1; }
     _slurm_log "SLURM is up: $(sinfo --noheader --Node --format='%N %T cpus=%c mem=%m')"
+}
+
+_slurm_fake_gpus() {  # gres.conf and the device files of SLURM_FAKE_GPUS fake GPUs
+    local k dev
+    if [[ -e $SLURM_GRES_PATH ]]; then
+        _SLURM_GRES_BACKUP="$SLURM_CI_DIR/gres.conf.orig"
+        cp -p "$SLURM_GRES_PATH" "$_SLURM_GRES_BACKUP"
+    fi
+    echo "# Written by fedgdp's .ci/slurm-cluster.sh for a CI run; removed when it ends." > "$SLURM_GRES_PATH"
+    echo "AutoDetect=off" >> "$SLURM_GRES_PATH"
+    for (( k=0; k<SLURM_FAKE_GPUS; k++ )); do
+        dev=/dev/fedgdp-fakegpu$k
+        [[ -e $dev ]] || { mknod "$dev" c 195 "$(( 200 + k ))" || { _slurm_log "cannot create $dev (mknod)"; return 1; }
+                           _SLURM_FAKE_DEVICES+=("$dev"); }
+        echo "Name=gpu File=$dev" >> "$SLURM_GRES_PATH"
+    done
+    _slurm_log "wrote $SLURM_GRES_PATH: $SLURM_FAKE_GPUS fake GPU(s) on ${_SLURM_FAKE_DEVICES[*]:-existing devices}"
 }
 
 slurm_down() {
@@ -172,6 +204,14 @@ slurm_down() {
         rm -f "$SLURM_CONF_PATH"
     fi
     _SLURM_CONF_BACKUP=""
+    if [[ -n $_SLURM_GRES_BACKUP && -e $_SLURM_GRES_BACKUP ]]; then
+        cp -p "$_SLURM_GRES_BACKUP" "$SLURM_GRES_PATH"
+    elif grep -qs "fedgdp's .ci/slurm-cluster.sh" "$SLURM_GRES_PATH"; then
+        rm -f "$SLURM_GRES_PATH"
+    fi
+    _SLURM_GRES_BACKUP=""
+    rm -f "${_SLURM_FAKE_DEVICES[@]}"
+    _SLURM_FAKE_DEVICES=()
     if [[ -n $SLURM_CI_DIR && -d $SLURM_CI_DIR ]]; then
         if [[ ${SLURM_CI_KEEP:-0} == 1 ]]; then
             _slurm_log "kept SLURM's state and logs in $SLURM_CI_DIR"

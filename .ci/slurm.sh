@@ -11,8 +11,10 @@
 #  4. check that every cell file was written inside a job submitted with sbatch
 #     (slurm_job_id in its Parquet metadata) and that the summaries and tables equal
 #     those of the local run (.ci/slurm_check.py);
-#  5. run tests/test_slurm_profile.py (the plan for the paper's grid: submissions);
-#  6. tear everything down (trap), whatever happened.
+#  5. submit one CNN job (digits) that asks for a GPU (nn.gpus: 1) and check that it
+#     reached sbatch as --gpus=1 and ran on the node's fake GPU (.ci/slurm-cluster.sh);
+#  6. run tests/test_slurm_profile.py (the plan for the paper's grid: submissions);
+#  7. tear everything down (trap), whatever happened.
 # FEDGDP_SLURM_TIMEOUT (seconds, default 900) bounds the SLURM run;
 # SLURM_CI_KEEP=1 keeps the work folder and SLURM's logs for a look afterwards.
 set -euo pipefail
@@ -85,6 +87,28 @@ squeue --states=all --noheader --sort=i --format='%i|%T|%C|%m|%l|%M|%k' >"$work/
 
 "$py" "$repo/.ci/slurm_check.py" "$work/local" "$work/slurm" "$work/slurm.log" "$work/squeue.txt"
 
+# A CNN job on the node's fake GPU: the run asks for a GPU (nn.gpus: 1, as nn.device: cuda
+# would), so train_nn must reach sbatch as --gpus=1, be scheduled on the GPU and run
+# there (on the CPU: the GPU is fake, and nn.device auto finds no CUDA).
+cnn=results/smoke/nn/digits/fig09/m~10/n~30/rep~0.parquet
+t0=$SECONDS
+rc=0
+(cd "$work/slurm" && timeout -s INT 600 "${smk[@]}" "$cnn" --profile workflow/profiles/slurm \
+    --slurm-no-account --slurm-init-seconds-before-status-checks 10 \
+    --config run=smoke 'nn={gpus: 1}' >"$work/slurm-gpu.log" 2>&1) || rc=$?
+t_gpu=$(( SECONDS - t0 ))
+if (( rc != 0 )); then
+    tail -n 60 "$work/slurm-gpu.log"; squeue --states=all 2>/dev/null || true
+    say "SLURM GPU run failed (exit $rc)"; exit 1
+fi
+job=$("$py" -c 'import sys, pyarrow.parquet as pq; print(pq.read_schema(sys.argv[1]).metadata[b"slurm_job_id"].decode())' \
+    "$work/slurm/$cnn")
+asked=$(squeue --states=all --noheader -j "$job" -O tres-per-job | tr -d ' ')
+device=$("$py" -c 'import sys, pandas as pd; print(",".join(sorted(set(pd.read_parquet(sys.argv[1]).device))))' \
+    "$work/slurm/$cnn")
+say "CNN job $job asked for ${asked:-nothing}, ran on $device: ${t_gpu}s"
+[[ $asked == gres:gpu:1 ]] || { say "the CNN job did not ask for the GPU (tres-per-job: ${asked:-none})"; exit 1; }
+
 # The profile's plan for the paper's grid (submissions <= ~60) and its settings.
 (cd "$repo" && "$py" -m pytest -q -p no:cacheprovider -s tests/test_slurm_profile.py)
-say "times: bring-up ${t_up}s, local run ${t_local}s, SLURM run ${t_slurm}s"
+say "times: bring-up ${t_up}s, local run ${t_local}s, SLURM run ${t_slurm}s, CNN job on the fake GPU ${t_gpu}s"
