@@ -454,7 +454,7 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
     if kind == "newton":
         try:
             return meth.newton_update(fd.backend(None), Theta[None])[0, 0]
-        except ValueError:          # a refused release (the certified residual check) releases nothing
+        except ValueError:          # a release refused from its public inputs (docs/methods.md §2) releases nothing
             return np.zeros_like(Theta)
     raise ValueError(f"no audit for release {kind!r}")
 
