@@ -56,9 +56,9 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from . import privacy
-from .normals import standard_normal
-from .settings import Settings, integer, number, setting, suggest
+from .. import privacy
+from ..normals import standard_normal
+from ..settings import Settings, integer, number, setting, suggest
 
 __all__ = ["Backend", "Fit", "Method", "FedSGD", "FedAvg", "FedHybrid", "FedNewton", "FedNewtonCertified",
            "FedNewtonIter", "DPScaffold", "NonPrivate", "NPLocalFit", "NPPooled", "REGISTRY", "registry", "get_method",
