@@ -35,7 +35,7 @@ __all__ = ["PHASES", "main", "phase_times", "profile_split"]
 #: sums; none of them calls another of the list, so the phases do not overlap.
 PHASES = {
     "gradient steps (clipped gradients of all methods)": ["clipping.py:stacked_gradients"],
-    "noise draws": ["methods.py:draw"],
+    "noise draws": ["base.py:draw"],
     "FedNewton's Newton step (CG)": ["backend.py:newton_release"],
     "ridge fits (NP-LocalFit, NP-Pooled: trust-region Newton-CG)": ["solvers.py:ridge_fit"],
     "fold set-up (designs, norms, clipping bounds)": ["run.py:_setup"],
