@@ -17,7 +17,7 @@ from fedgdp.simulation.run import run_cell
 ONESHOT = '''"""One-shot averaging: K noisy local steps from 0, averaged once."""
 from __future__ import annotations
 
-from .. import privacy
+from ..core import privacy
 from .base import REALDATA, Method
 from .settings import StepSettings
 
@@ -90,7 +90,7 @@ def test_a_new_method_runs_on_real_data(oneshot):
     """The same class on the real-data backend (its settings: the class's real-data
     preset, nothing elsewhere): with the same generator it draws what FedAvg with one
     round draws, so the two fits are equal."""
-    from fedgdp.glm import BINARY_LOGISTIC
+    from fedgdp.core.glm import BINARY_LOGISTIC
     from fedgdp.realdata import FoldData, get_method
     from fedgdp.realdata import resolve as resolve_realdata
 
@@ -159,8 +159,8 @@ def test_a_new_method_runs_through_the_ledger_the_audit_and_a_figure(oneshot, tm
     its plan, no sensitivity exceeded) and drawn in a figure (the fallback style)."""
     import pandas as pd
 
-    from fedgdp.audit import AuditTarget, run_audit
-    from fedgdp.figures import METHOD_STYLE, method_style
+    from fedgdp.commands.audit import AuditTarget, run_audit
+    from fedgdp.common.figures import METHOD_STYLE, method_style
     from fedgdp.simulation.plots import plot_figure
     from fedgdp.simulation.summary import summarise
 

@@ -23,7 +23,7 @@ the batch axis and the shapes).
 
 Settings
 --------
-A method declares its settings once: ``settings_class``, a `fedgdp.settings`
+A method declares its settings once: ``settings_class``, a `fedgdp.core.settings`
 dataclass (each field's check and help; the methods' own are in
 `fedgdp.methods.settings`), and ``presets``, the defaults per experiment
 (``realdata``: the real-data study's; the simulation's come from the cell, e.g. K, by

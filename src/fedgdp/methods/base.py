@@ -26,9 +26,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import privacy
-from ..normals import standard_normal
-from ..settings import suggest
+from ..core import privacy
+from ..core.normals import standard_normal
+from ..core.settings import suggest
 from .settings import MethodSettings
 
 SIMULATION, REALDATA, CNN = "simulation", "realdata", "nn"
@@ -401,13 +401,13 @@ class Method:
     #: local-step release is searched with
     drifts = False
     #: the row of the paper's Table 1 whose MSE bound the method has
-    #: (`fedgdp.theory.upper_bound`); None: no bound
+    #: (`fedgdp.core.theory.upper_bound`); None: no bound
     theory_bound: str | None = None
     #: what to use instead where the method's plan has an uncertified release (the
-    #: privacy-leak warning of `fedgdp.estimator.FederatedGLM`)
+    #: privacy-leak warning of `fedgdp.api.estimator.FederatedGLM`)
     certified_alternatives = "privacy_mode='certified'"
     #: the release (a stage of its plan) whose worst pair the empirical distinguishing
-    #: test (`fedgdp.empirical`) runs the method on, its most sensitive one; None: untested
+    #: test (`fedgdp.commands.empirical`) runs the method on, its most sensitive one; None: untested
     tested_release: str | None = None
     #: the fit is one model per client (`Fit.local`), not one global estimate
     per_client = False
@@ -650,7 +650,7 @@ class Method:
         """Refuse a private GLM fit whose iterates could overflow, from public inputs only
         (the bound B, the noise sds, the settings; docs/methods.md §2, "No refusal depends
         on a record"): ValueError unless the largest entry any iterate can reach is at
-        most `fedgdp.privacy.RELEASE_MAX`, so no later check can fail on some data and
+        most `fedgdp.core.privacy.RELEASE_MAX`, so no later check can fail on some data and
         not on a neighbour. A clipped gradient's entries are at most B and a noise draw
         at most ``z = NOISE_BOUND`` sds; averaging with weights summing to one moves no
         entry beyond the largest. The CNN path has its own bound
@@ -779,7 +779,7 @@ class Method:
         return be.weights(releases=self.release_count(be, s))
 
     def plan(self, data, s: dict) -> tuple:
-        """The releases (`fedgdp.privacy.ReleaseSpec`) on ``data``.
+        """The releases (`fedgdp.core.privacy.ReleaseSpec`) on ``data``.
 
         Parameters
         ----------
@@ -791,7 +791,7 @@ class Method:
 
         Returns
         -------
-        tuple of fedgdp.privacy.ReleaseSpec
+        tuple of fedgdp.core.privacy.ReleaseSpec
             The plan: every release each client makes, with its count and sensitivity.
         """
         raise NotImplementedError

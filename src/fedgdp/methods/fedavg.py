@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import privacy
+from ..core import privacy
 from .base import GRADIENT_METHODS, REALDATA, Method
 from .settings import RoundSettings
 
@@ -93,7 +93,7 @@ class FedAvg(Method):
         return s["R"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 3 (`fedgdp.privacy.plan_fedavg`): R K noisy local iterates per client.
+        """The releases of Algorithm 3 (`fedgdp.core.privacy.plan_fedavg`): R K noisy local iterates per client.
 
         Parameters
         ----------
@@ -104,7 +104,7 @@ class FedAvg(Method):
 
         Returns
         -------
-        tuple of fedgdp.privacy.ReleaseSpec
+        tuple of fedgdp.core.privacy.ReleaseSpec
             The plan.
         """
         return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import privacy
+from ..core import privacy
 from .base import GRADIENT_METHODS, REALDATA, Method
 from .settings import HybridSettings
 
@@ -176,7 +176,7 @@ class FedHybrid(Method):
         return self.stage1_rounds(s) + s["K2"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 2 (`fedgdp.privacy.plan_fedhybrid`): ``R1 K1`` local iterates, then K2
+        """The releases of Algorithm 2 (`fedgdp.core.privacy.plan_fedhybrid`): ``R1 K1`` local iterates, then K2
         clipped gradients per client.
 
         Parameters
@@ -188,7 +188,7 @@ class FedHybrid(Method):
 
         Returns
         -------
-        tuple of fedgdp.privacy.ReleaseSpec
+        tuple of fedgdp.core.privacy.ReleaseSpec
             The plan.
         """
         return privacy.plan_fedhybrid(B=data.plan_B, n=data.plan_n, eta1=s["eta1"], K1=self.stage1_rounds(s) * s["K1"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import privacy
+from ..core import privacy
 from .base import REALDATA, Backend, Method
 from .settings import StepSettings
 
@@ -13,7 +13,7 @@ from .settings import StepSettings
 class FedNewton(Method):
     """Algorithm 4. In privacy mode ``paper`` as printed (eigenvalue floor, the Newton
     release calibrated on ``8B/(tau1 n)``, uncertified); in mode ``certified`` with
-    clipped per-sample Hessians and the ridge solve (`fedgdp.privacy.plan_fednewton`).
+    clipped per-sample Hessians and the ridge solve (`fedgdp.core.privacy.plan_fednewton`).
 
     Stage 1 is kept by backends that keep results (the simulation's block) and reused
     by the other FedNewton variant when every input is equal (checked, not assumed):
@@ -123,7 +123,7 @@ class FedNewton(Method):
         return float(data.privacy["hessian_clip"]) * data.tau1 if self.certified(data) else None
 
     def plan(self, data, s):
-        """The releases of Algorithm 4 (`fedgdp.privacy.plan_fednewton`): K local iterates on half 1, then
+        """The releases of Algorithm 4 (`fedgdp.core.privacy.plan_fednewton`): K local iterates on half 1, then
         one Newton release.
 
         Parameters
@@ -135,7 +135,7 @@ class FedNewton(Method):
 
         Returns
         -------
-        tuple of fedgdp.privacy.ReleaseSpec
+        tuple of fedgdp.core.privacy.ReleaseSpec
             The plan.
         """
         n1, n2 = data.plan_halves()
@@ -150,7 +150,7 @@ class FedNewton(Method):
         draw at most ``z = NOISE_BOUND``), of the step ``s`` at most ``B / tau1``
         (``||(H + tau1 I)^{-1}|| <= 1/tau1``) and of the Newton release at most their sum
         plus ``z s2``; the Hessian's entries are at most ``(1 + hessian_clip) tau1``. Both
-        must be at most `fedgdp.privacy.RELEASE_MAX`.
+        must be at most `fedgdp.core.privacy.RELEASE_MAX`.
 
         Parameters
         ----------

@@ -3,7 +3,7 @@ one private head-only Newton round on the network's last layer."""
 
 from __future__ import annotations
 
-from .. import privacy
+from ..core import privacy
 from .base import CNN, Method
 from .settings import IterSettings
 
@@ -13,7 +13,7 @@ class FedNewtonIter(Method):
     FedAvg rounds, then one round in which every drawn client releases a noisy
     head-only Newton step ``head - alpha (h + lambda I)^{-1} gbar`` of the last layer
     (clipped per-sample head gradients, empirical Fisher ``h``; calibration
-    `fedgdp.privacy.plan_fednewton_iter`)."""
+    `fedgdp.core.privacy.plan_fednewton_iter`)."""
 
     name, label, algorithm = "fednewton_iter", "FedNewton-Iter", "Algorithm 5"
     backends = frozenset({CNN})
@@ -64,7 +64,7 @@ class FedNewtonIter(Method):
         return s["R"] + s["cycles"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 5 (`fedgdp.privacy.plan_fednewton_iter`).
+        """The releases of Algorithm 5 (`fedgdp.core.privacy.plan_fednewton_iter`).
 
         Parameters
         ----------
@@ -75,7 +75,7 @@ class FedNewtonIter(Method):
 
         Returns
         -------
-        tuple of fedgdp.privacy.ReleaseSpec
+        tuple of fedgdp.core.privacy.ReleaseSpec
             The plan.
         """
         return privacy.plan_fednewton_iter(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import privacy
+from ..core import privacy
 from .base import GRADIENT_METHODS, REALDATA, Method
 from .settings import StepSettings
 
@@ -80,7 +80,7 @@ class FedSGD(Method):
         return s["K"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 1 (`fedgdp.privacy.plan_fedsgd`): K clipped gradients per client.
+        """The releases of Algorithm 1 (`fedgdp.core.privacy.plan_fedsgd`): K clipped gradients per client.
 
         Parameters
         ----------
@@ -91,7 +91,7 @@ class FedSGD(Method):
 
         Returns
         -------
-        tuple of fedgdp.privacy.ReleaseSpec
+        tuple of fedgdp.core.privacy.ReleaseSpec
             The plan.
         """
         return privacy.plan_fedsgd(B=data.plan_B, n=data.plan_n, K=s["K"])

@@ -4,7 +4,7 @@ own name (`NonPrivate`: NP-SCAFFOLD, NP-FedAvg) and the two plain ridge fits
 
 from __future__ import annotations
 
-from .. import privacy
+from ..core import privacy
 from .base import REALDATA, Fit, Method
 from .settings import RidgeSettings
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import privacy
+from ..core import privacy
 from .base import REALDATA, Method
 from .settings import ScaffoldSettings
 
@@ -40,7 +40,7 @@ class DPScaffold(Method):
         return s["R"]
 
     def plan(self, data, s):   # FedAvg's releases: the control variates are post-processing
-        """FedAvg's releases (`fedgdp.privacy.plan_fedavg`): the control variates are post-processing.
+        """FedAvg's releases (`fedgdp.core.privacy.plan_fedavg`): the control variates are post-processing.
 
         Parameters
         ----------
@@ -51,7 +51,7 @@ class DPScaffold(Method):
 
         Returns
         -------
-        tuple of fedgdp.privacy.ReleaseSpec
+        tuple of fedgdp.core.privacy.ReleaseSpec
             The plan.
         """
         return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"])

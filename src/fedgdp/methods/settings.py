@@ -1,5 +1,5 @@
 """The methods' settings: one frozen dataclass per family of settings (each field's
-default, check and help, by `fedgdp.settings.setting`); a method names its class
+default, check and help, by `fedgdp.core.settings.setting`); a method names its class
 (``settings_class``) and its defaults per experiment (``presets``).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..settings import Settings, integer, number, setting
+from ..core.settings import Settings, integer, number, setting
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from .. import privacy
+from ..core import privacy
+from ..core.privacy import RELEASES
+from ..core.settings import Settings, choice, integer, name_list, number, setting, suggest
 from ..methods import CNN, FedHybrid, get_method, registry
-from ..privacy import RELEASES
-from ..settings import Settings, choice, integer, name_list, number, setting, suggest
 
 __all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "label", "release_plan", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
            "Z_MAX", "parameter_bound",
@@ -61,7 +61,7 @@ def label(method: str, mu: float, release: str = "private") -> str:
     mu : float
         The privacy parameter (inf: non-private).
     release : str
-        ``private``, ``clip_only`` or ``plain`` (`fedgdp.privacy.RELEASES`).
+        ``private``, ``clip_only`` or ``plain`` (`fedgdp.core.privacy.RELEASES`).
 
     Returns
     -------
@@ -76,7 +76,7 @@ def label(method: str, mu: float, release: str = "private") -> str:
 def release_plan(method: str, p: dict, n) -> tuple:
     """The releases of CNN ``method`` under run settings ``p`` for clients of ``n``
     training images: its plan in `fedgdp.methods` (a tuple of
-    `fedgdp.privacy.ReleaseSpec`, arrays shaped (1, m)); ``fedgdp.privacy.calibrate``
+    `fedgdp.core.privacy.ReleaseSpec`, arrays shaped (1, m)); ``fedgdp.core.privacy.calibrate``
     turns it into noise sds and the ledger, as `fedgdp.nn.backend.TorchBackend` does.
 
     Parameters
@@ -90,7 +90,7 @@ def release_plan(method: str, p: dict, n) -> tuple:
 
     Returns
     -------
-    tuple of fedgdp.privacy.ReleaseSpec
+    tuple of fedgdp.core.privacy.ReleaseSpec
         The method's releases, arrays shaped (1, m).
     """
     meth = get_method(method, CNN)

@@ -158,7 +158,7 @@ class NNPart(PlanBase):
     def nn_mnist_fetch_files(self) -> list[str]:
         """MNIST's IDX files for rule fetch_nn_mnist; empty (no such rule) when rule
         fetch_mnist already makes them (nn.data_dir/mnist is realdata.path)."""
-        from ..datasets import MNIST_FILES
+        from ..common.datasets import MNIST_FILES
 
         folder = os.path.join(self.nn().get("data_dir", "data"), "mnist")
         if os.path.normpath(folder) == os.path.normpath(self.config.get("realdata", {}).get("path", "")):

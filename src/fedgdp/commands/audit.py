@@ -8,7 +8,7 @@ rule's histogram; the CNN methods of the extra ``nn`` when torch imports),
 replaced) that moves the release *before noise* the most, at a public state, by
 calling the package's own code paths (`fedgdp.simulation.backend.ClientBlock`,
 its local steps, ``FedNewton.newton_update`` on each backend,
-`fedgdp.realdata.FoldData.gradient`, `fedgdp.privacy.clip_histogram`).
+`fedgdp.realdata.FoldData.gradient`, `fedgdp.core.privacy.clip_histogram`).
 
 The search (docs/methods.md §2, "The audit"):
 
@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from . import privacy
+from ..core import privacy
 
 __all__ = ["AuditRow", "AuditTarget", "run_audit", "audit_targets", "default_targets", "change", "read_run_config",
            "config_targets", "nn_targets", "nn_settings_of", "audit_nn", "NN_KEYS", "write_audit", "format_table",
@@ -212,7 +212,7 @@ def _local_search(evaluate, search: _Search, rng, iters: int) -> None:
 
 # ---------------------------------------------------------------- simulations
 def _sim_client(model: str, n: int, rng: np.random.Generator):
-    from .simulation.data import Replicate
+    from ..simulation.data import Replicate
 
     d = 5
     X = np.column_stack([np.ones(n), rng.standard_normal((n, d - 1))])
@@ -255,7 +255,7 @@ TAU1 = {"logistic": 0.081, "poisson": 1.13}
 
 
 def _sim_fitdata(rep, glm, B, target: AuditTarget):
-    from .simulation.backend import FitData
+    from ..simulation.backend import FitData
 
     return FitData([rep], glm, np.array([B]), 1.0, target.tau1,  # type: ignore[arg-type]  # simulation targets set tau1
                    privacy={"mode": target.mode, "hessian_clip": target.hessian_clip},
@@ -270,8 +270,8 @@ def _sim_states(d: int, rng) -> list[np.ndarray]:
 
 def _sim_bases(target: AuditTarget, stage: str, n_main: int, rng):
     """The base data sets of one release: (label, Replicate, B, public states)."""
-    from .glm import get_model
-    from .simulation.data import Replicate
+    from ..core.glm import get_model
+    from ..simulation.data import Replicate
 
     glm = get_model(target.model)
     d = 5
@@ -309,9 +309,9 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
     list of AuditRow
         One row per release of the method's plan (stages with a count of zero skipped).
     """
-    from .glm import get_model
-    from .simulation.backend import get_method
-    from .simulation.params import resolve
+    from ..core.glm import get_model
+    from ..simulation.backend import get_method
+    from ..simulation.params import resolve
 
     glm = get_model(target.model)
     meth = get_method(target.method)
@@ -402,7 +402,7 @@ def worst_pair(target: AuditTarget, stage: str):
 
 def _audit_histogram(model: str, n: int, seed: int) -> AuditRow:
     """The private clipping rule's histogram, on the simulation's per-sample norms."""
-    from .glm import get_model
+    from ..core.glm import get_model
 
     glm = get_model(model)
     rng = np.random.default_rng(seed)
@@ -430,7 +430,7 @@ def _audit_histogram(model: str, n: int, seed: int) -> AuditRow:
 
 # ------------------------------------------------------------------- real data
 def _real_client(task: str, n: int, rng):
-    from .glm import matrix_model
+    from ..core.glm import matrix_model
 
     model = matrix_model(task, n_classes=4)
     d = 6
@@ -440,7 +440,7 @@ def _real_client(task: str, n: int, rng):
 
 
 def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.ndarray:
-    from .realdata import local_descent
+    from ..realdata import local_descent
 
     if kind == "gradient":
         return fd.gradient(0, Theta)
@@ -478,7 +478,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
     list of AuditRow
         One row per release of the method's plan (stages with a count of zero skipped).
     """
-    from .realdata import FoldData, get_method, resolve
+    from ..realdata import FoldData, get_method, resolve
 
     meth = get_method(target.method)
     rng = np.random.default_rng(seed)
@@ -555,7 +555,7 @@ def _nn_states(seed: int, torch) -> list:
     """Public parameter points ``(label, params, classes)``: two random tiny ConvNets (3
     classes) and one whose zero head splits every image 50/50 between 2 classes (there a
     label flip reverses an image's head gradient: the Newton release's worst case)."""
-    from .nn.models import ConvNet
+    from ..nn.models import ConvNet
 
     out = []
     for label, s, classes in (("random 0", seed, 3), ("random 1", seed + 1, 3), ("50/50 head", seed + 2, 2)):
@@ -581,9 +581,9 @@ def _nn_search(p: dict, seed: int, n: int) -> dict:
     float-maximum and scaled images, every label, and the base's own image relabelled."""
     import torch
 
-    from .nn.backend import head_newton_step
-    from .nn.clipping import clipped_grad_sums
-    from .nn.settings import release_plan
+    from ..nn.backend import head_newton_step
+    from ..nn.clipping import clipped_grad_sums
+    from ..nn.settings import release_plan
 
     B, lr, lam, alpha = float(p["clip"]), float(p["lr"]), float(p["ridge"]), float(p["damping"])
     sens = {}
@@ -645,7 +645,7 @@ def nn_settings_of(config: dict | None) -> list[dict]:
     list of dict
         Resolved CNN settings (`fedgdp.nn.settings.resolve`), non-private ones skipped.
     """
-    from .nn.settings import resolve
+    from ..nn.settings import resolve
 
     nn = (config or {}).get("nn")
     if config is not None and not nn:
@@ -703,7 +703,7 @@ def audit_nn(targets: list[AuditTarget], seed: int, *, n: int = 20) -> list[Audi
     list of AuditRow
         One row per release of each target's plan.
     """
-    from .nn.settings import release_plan
+    from ..nn.settings import release_plan
 
     done: dict = {}
     rows = []
@@ -727,8 +727,8 @@ def default_targets() -> list[AuditTarget]:
     """Every registered private method at the default settings: simulations (both
     GLMs; FedNewton in both modes), real data (both tasks; FedNewton in both modes and
     with every Newton solver)."""
-    from .realdata import REGISTRY as REAL
-    from .simulation.backend import REGISTRY
+    from ..realdata import REGISTRY as REAL
+    from ..simulation.backend import REGISTRY
 
     out = []
     for model in ("logistic", "poisson"):
@@ -764,9 +764,9 @@ def audit_targets(plan) -> list[AuditTarget]:
     list of AuditTarget
         Distinct targets, in config order.
     """
-    from .realdata import REGISTRY as REAL
-    from .realdata import resolve as resolve_real
-    from .simulation.params import resolve
+    from ..realdata import REGISTRY as REAL
+    from ..realdata import resolve as resolve_real
+    from ..simulation.params import resolve
 
     seen, out = set(), []
 
@@ -851,8 +851,8 @@ def config_targets(config: dict) -> list[AuditTarget]:
     -------
     list of AuditTarget
     """
-    from .plan.realdata import RealdataPart
-    from .plan.simulation import SimulationPart
+    from ..plan.realdata import RealdataPart
+    from ..plan.simulation import SimulationPart
 
     class _Parts(SimulationPart, RealdataPart):
         pass
@@ -949,7 +949,7 @@ def write_audit(rows: list[AuditRow], prefix: str) -> None:
     import csv
     import io
 
-    from .io import write_text
+    from ..common.io import write_text
 
     dicts = as_dicts(rows)
     head = list(AuditRow.__dataclass_fields__)

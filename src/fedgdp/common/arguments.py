@@ -2,7 +2,7 @@
 one-line error parser, the readers of ``--params`` files and ``--spec`` JSON (checked
 against a closed schema), and the one error path of every command (`user_error`).
 
-Used by `fedgdp.cli` and `fedgdp.nn.commands`; imports nothing else of the
+Used by `fedgdp.commands.cli` and `fedgdp.nn.commands`; imports nothing else of the
 package, so the two command modules do not import each other.
 """
 from __future__ import annotations
@@ -71,7 +71,7 @@ def show_defaults(parser: argparse.ArgumentParser, lookup) -> None:
     ``lookup(dest)`` returns the default of the option with that ``dest`` (called only
     when help is printed, so the resolver's module is imported only then), or raises
     KeyError for an option it does not know. An option that already has a fallback
-    (a flag made by `fedgdp.settings.add_flags`) keeps it.
+    (a flag made by `fedgdp.core.settings.add_flags`) keeps it.
 
     Parameters
     ----------
@@ -187,7 +187,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage dump; a mistyped choice gets "did you mean"
         import re
 
-        from .settings import suggest
+        from ..core.settings import suggest
 
         hit = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
         if hit:
@@ -281,7 +281,7 @@ def check_spec(spec: dict, schema: dict, what: str = "--spec") -> None:
     what : str
         How the message names the spec.
     """
-    from .settings import suggest
+    from ..core.settings import suggest
 
     for key in spec:
         if key not in schema:

@@ -30,7 +30,7 @@ theta, ``rho(x, y; theta) = A(s) - <y, s>`` with ``s = theta' x`` (k,) and ``A``
 the log-partition (the cumulant ``b`` for ``k = 1``, log-sum-exp for softmax).
 Its gradient is the outer product ``x r'`` with ``r = grad A(s) - y``, whose
 Frobenius norm ``||x|| ||r||`` makes clipping a matter of scaling ``r``
-(`fedgdp.privacy`), and its Hessian is ``x x'`` (Kronecker) ``W`` with
+(`fedgdp.core.privacy`), and its Hessian is ``x x'`` (Kronecker) ``W`` with
 ``W = Hess A(s)`` (``b''(eta)`` for ``k = 1``, ``diag(p) - p p'`` for softmax).
 `GLM.loss` and the rest average over the ``n`` rows.
 

@@ -1,13 +1,13 @@
 """Tables from study summaries: the paper's Table 1 and the rates table (docs/methods.md §4).
 
 - `table1`: rounds, total communication and error-bound order of each method
-  (`fedgdp.theory.TABLE1`) beside what the simulation measured at one
+  (`fedgdp.core.theory.TABLE1`) beside what the simulation measured at one
   reference cell: rounds, floats sent up and down, empirical MSE and its Monte
   Carlo standard error.
 - `rates`: fitted log-log slopes of empirical MSE against m or N
   (statsmodels OLS of log MSE on log x over the cells of a group, with a 95%
   confidence interval) beside the exponent the method's bound predicts over the
-  same cells (`fedgdp.theory.local_exponent` of
+  same cells (`fedgdp.core.theory.local_exponent` of
   `fedgdp.simulation.summary.theory_bounds`), by default in the K-explicit form of
   Remark 3.4 with the iteration counts the study ran (column ``bound_form``).
 
@@ -21,9 +21,9 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .io import write_text
-from .simulation.plots import method_label
-from .simulation.summary import normalise, theory_bounds
+from ..common.io import write_text
+from ..simulation.plots import method_label
+from ..simulation.summary import normalise, theory_bounds
 
 __all__ = ["table1", "rates", "write_csv", "write_markdown", "write_latex"]
 
@@ -55,8 +55,8 @@ def table1(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
     ValueError
         No summary row at the reference cell.
     """
-    from .simulation.backend import REGISTRY
-    from .theory import TABLE1
+    from ..core.theory import TABLE1
+    from ..simulation.backend import REGISTRY
 
     sel = (summary["model"] == spec["model"]) & (summary["study"] == spec["study"])
     for key, value in spec["cell"].items():
@@ -162,7 +162,7 @@ def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
 
 
 def _predicted(cells, x, method, model, spec, study_cfg) -> float:
-    from .theory import local_exponent
+    from ..core.theory import local_exponent
 
     if np.unique(x).size < 2:
         return np.nan
@@ -181,9 +181,9 @@ _FORM_NAMES = {"table1": "Table 1", "k_explicit": "K-explicit (Remark 3.4)"}
 
 def _bound_form(cells, method, spec, study_cfg) -> str:
     """Which bound a row's prediction uses: the form, its privacy term
-    (`fedgdp.theory.BOUND_TERMS`) and the iteration counts of the cells."""
-    from .simulation.backend import REGISTRY
-    from .theory import BOUND_TERMS
+    (`fedgdp.core.theory.BOUND_TERMS`) and the iteration counts of the cells."""
+    from ..core.theory import BOUND_TERMS
+    from ..simulation.backend import REGISTRY
 
     form = spec.get("bound_form", "k_explicit")
     term = BOUND_TERMS.get((method, form))

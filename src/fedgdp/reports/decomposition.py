@@ -25,7 +25,7 @@ only when all four squared errors are finite; the others are counted in ``droppe
 - `decompose` reduces them to one row per (model, method, sizes, m, K), and
   `ordered` sorts them;
 - `write_csv`, `write_markdown` write the table; the figure is
-  `fedgdp.plots_decomposition.plot_decomposition`.
+  `fedgdp.reports.plots_decomposition.plot_decomposition`.
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def read_rows(paths) -> pd.DataFrame:
     pandas.DataFrame
         Their rows, just the columns ``_READ``.
     """
-    from .io import read_parquet_files
+    from ..common.io import read_parquet_files
 
     return read_parquet_files(paths, _READ, "cell", only=True)
 
@@ -204,7 +204,7 @@ def _mean_se(x: np.ndarray) -> tuple[float, float]:
 def _formatted(df: pd.DataFrame, digits: str) -> pd.DataFrame:
     """Text cells: every MSE, term and SE column in scientific notation (one format per
     column), method names as labels, integers as integers."""
-    from .simulation.plots import method_label
+    from ..simulation.plots import method_label
     from .tables import _fmt
 
     out = df.copy()
@@ -224,7 +224,7 @@ def write_csv(df: pd.DataFrame, path) -> None:
     path : str or path-like
         The file.
     """
-    from .io import write_text
+    from ..common.io import write_text
 
     out = _formatted(df, "csv")
     out["method"] = df["method"]
@@ -233,7 +233,7 @@ def write_csv(df: pd.DataFrame, path) -> None:
 
 def write_markdown(df: pd.DataFrame, path, *, title: str = "", note: str = "") -> None:
     """The table as GitHub-flavoured Markdown, 3 significant digits, with a note
-    (`fedgdp.tables.write_markdown` of the formatted text).
+    (`fedgdp.reports.tables.write_markdown` of the formatted text).
 
     Parameters
     ----------

@@ -2,7 +2,7 @@
 distinguish (docs/methods.md §2, "The empirical lower bound on mu").
 
 For each simulation method, on a small cell (one client holding the audit's worst
-pair of its most sensitive release, `fedgdp.audit.worst_pair`, a public
+pair of its most sensitive release, `fedgdp.commands.audit.worst_pair`, a public
 clipping bound, ``K`` steps, the nominal mu), `empirical_mu`:
 
 1. runs the whole method (noise included, through `fedgdp.methods.Method.fit`)
@@ -105,8 +105,8 @@ def gdp_lower_bound(fp: int, fn: int, trials: int, alpha: float) -> float:
 
 def _fits(meth, s: dict, X, y, glm, *, mu: float, B: float, tau1: float, privacy: dict, trials: int, rng):
     """``trials`` independent runs of the whole method on one client's data, (trials, d)."""
-    from .simulation.backend import FitData
-    from .simulation.data import Replicate
+    from ..simulation.backend import FitData
+    from ..simulation.data import Replicate
 
     rep = Replicate(np.asarray(X, float), np.asarray(y, float), np.array([X.shape[0]]))
     fd = FitData([rep] * trials, glm, np.full(trials, B), mu, tau1, privacy=privacy,
@@ -144,9 +144,9 @@ def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, 
         Its method settings (``method_settings[name]`` of a resolved cell).
     pair : tuple
         ``((X, y), (X', y'))``: one client's data sets, ``X`` of shape (n, d) and ``y`` of
-        shape (n,), differing in one record (`fedgdp.audit.worst_pair`).
-    glm : fedgdp.glm.SingleOutput
-        The model (`fedgdp.glm.get_model`).
+        shape (n,), differing in one record (`fedgdp.commands.audit.worst_pair`).
+    glm : fedgdp.core.glm.SingleOutput
+        The model (`fedgdp.core.glm.get_model`).
     mu : float
         The nominal mu-GDP budget the noise is calibrated on.
     B : float
@@ -213,8 +213,8 @@ def _robust_pair(meth, s, target, pair, glm, B):
     keeps 99% of the change of the audited release at the public state 0, times 3: an
     extreme record (norm 1e100) moves the release at state 0 only, since its linear
     predictor saturates at any other state, and the mechanism's state is noisy."""
+    from ..simulation.data import Replicate
     from .audit import _sim_fitdata, _sim_release, change
-    from .simulation.data import Replicate
 
     (X, y), (X2, y2) = pair
     j = int(np.flatnonzero(np.any(X != X2, axis=1) | (y != y2))[0])
@@ -248,8 +248,8 @@ def _real_row(t, *, mu, trials, calibration, alpha, seed, B, n) -> EmpiricalRow:
     """A real-data method (DP-SCAFFOLD and any method without a simulation test): its
     audit (main client ``n``) gives the worst pair of its first release; the whole method
     runs on a one-client fold of that pair at public bound B."""
+    from ..realdata import FoldData, get_method, resolve
     from .audit import AuditTarget, _real_client, audit_real, worst_pair
-    from .realdata import FoldData, get_method, resolve
 
     t = AuditTarget("realdata", t.method, t.model, t.mode, t.tau1, t.hessian_clip, {"rule": "fixed", "value": B},
                     t.newton)
@@ -284,9 +284,9 @@ def _nn_row(t, *, mu, trials, calibration, alpha, seed) -> EmpiricalRow:
     D' (the first relabelled 1), at the target's settings with 2 rounds of 2 local steps."""
     import torch
 
-    from .nn.models import ConvNet
-    from .nn.settings import release_plan, resolve
-    from .nn.train import ClientData, train
+    from ..nn.models import ConvNet
+    from ..nn.settings import release_plan, resolve
+    from ..nn.train import ClientData, train
 
     p = resolve({**(t.nn or {}), "figure": "fig09", "m": 1, "n": NN_N, "q": 1.0, "rounds": 2, "local_epochs": 2,
                  "newton_cycles": 1, "mu": mu, "methods": [t.method]})
@@ -316,7 +316,7 @@ def _nn_row(t, *, mu, trials, calibration, alpha, seed) -> EmpiricalRow:
 def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials: int = 2000,
                   calibration: int = 500, alpha: float = 0.05, seed: int = 0, B: float = 1.0,
                   real_methods=("dp_scaffold",), n_real: int = 60, nn_trials: int = 200) -> list[EmpiricalRow]:
-    """The distinguishing test of every simulation target (`fedgdp.audit.AuditTarget`)
+    """The distinguishing test of every simulation target (`fedgdp.commands.audit.AuditTarget`)
     on its worst pair: the audit of that target (client size ``n``) runs first, then
     `empirical_mu` on a one-client cell with K steps, public bound B and ``mu``;
     likewise DP-SCAFFOLD on real data (`_real_row`) and the CNN methods
@@ -324,7 +324,7 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
 
     Parameters
     ----------
-    targets : iterable of fedgdp.audit.AuditTarget
+    targets : iterable of fedgdp.commands.audit.AuditTarget
         Targets; only simulation targets of a method in `PAIR_RELEASE` are tested (a
         fixed clipping rule of value ``B`` replaces theirs).
     mu : float, default=2.0
@@ -359,10 +359,10 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
     list of EmpiricalRow
         One row per target tested, in order.
     """
+    from ..core.glm import get_model
+    from ..simulation.backend import get_method
+    from ..simulation.params import resolve
     from .audit import AuditTarget, audit_sim, worst_pair
-    from .glm import get_model
-    from .simulation.backend import get_method
-    from .simulation.params import resolve
 
     rows = []
     for t in targets:
@@ -408,7 +408,7 @@ def write_rows(rows: list[EmpiricalRow], csv: str) -> None:
     csv : str
         The CSV file; columns the fields of `EmpiricalRow`.
     """
-    from .io import write_text
+    from ..common.io import write_text
 
     head = list(asdict(rows[0])) if rows else list(EmpiricalRow.__dataclass_fields__)
     lines = [",".join(head)] + [",".join(str(v) for v in asdict(r).values()) for r in rows]
@@ -427,8 +427,8 @@ def plot_empirical(rows: list[EmpiricalRow], pdf: str | None = None, png: str | 
     pdf, png : str or None, default=None
         Where to write each format (None: not written).
     """
-    from .figures import method_style, pyplot, save_figure
-    from .methods import REGISTRY
+    from ..common.figures import method_style, pyplot, save_figure
+    from ..methods import REGISTRY
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))

@@ -15,7 +15,7 @@ One error path (`main`): the package's own input errors (ValueError), parse
 errors of YAML and JSON, unreadable or unwritable files (OSError), memory errors,
 missing optional extras (ImportError: which extra to install) and a closed output pipe
 are one line ``fedgdp: error: ...`` and exit status 2
-(`fedgdp.arguments.user_error`); anything else is a bug in fedgdp: its traceback,
+(`fedgdp.common.arguments.user_error`); anything else is a bug in fedgdp: its traceback,
 a line saying so, exit status 1.
 
 To add a command: a ``_cmd_<name>(args) -> int`` function and its parser in
@@ -32,7 +32,7 @@ import signal
 import sys
 from typing import Any
 
-from .arguments import (
+from ..common.arguments import (
     _module_defaults,
     _Parser,
     _spec,
@@ -46,7 +46,7 @@ from .arguments import (
 __all__ = ["main", "build_parser", "output_path", "output_dir", "show_defaults", "SPECS"]
 
 # ------------------------------------------------------------------ --spec schemas
-# key -> (types, required, nonempty) (fedgdp.arguments.check_spec): what the plan's
+# key -> (types, required, nonempty) (fedgdp.common.arguments.check_spec): what the plan's
 # *_spec methods write, and nothing else, so a typo in a hand-written spec is named.
 _NUM = (int, float, str)        # a number, or "inf" / "Infinity" as JSON text allows
 _FIGURE_SPEC = {"layout": (str, True, False), "model": (str, True, False), "panels": (list, True, True),
@@ -72,8 +72,8 @@ SPECS: dict[str, Any] = {
 
 
 def _cell_args(ap: argparse.ArgumentParser) -> None:
-    from .settings import add_flags
-    from .simulation.params import CellSettings
+    from ..core.settings import add_flags
+    from ..simulation.params import CellSettings
 
     g = ap.add_argument_group("cell")
     g.add_argument("--params", help="YAML file of parameters (flags override it); simulate also takes "
@@ -115,8 +115,8 @@ def _privacy_overrides(args, out: dict) -> dict:
 
 def _overrides(args, given: dict | None = None) -> dict:
     """The cell's parameters: ``given`` (default: the --params file), then the flags."""
-    from .settings import flag_values
-    from .simulation.params import CellSettings
+    from ..core.settings import flag_values
+    from ..simulation.params import CellSettings
 
     out: dict = dict(given) if given is not None else (load_params_file(args.params) if args.params else {})  # type: ignore[assignment]
     out.update(flag_values(args, CellSettings))
@@ -144,8 +144,8 @@ def _cmd_simulate(args) -> int:
     """One cell, or several (--params holding a list of mappings; the flags apply to
     each), run one after another in this process and written to one file: rows in the
     order of the cells, then replicate and method; every cell checked before any work."""
-    from .simulation.params import parse_seeds, resolve
-    from .simulation.run import run_cell, write_cell
+    from ..simulation.params import parse_seeds, resolve
+    from ..simulation.run import run_cell, write_cell
 
     loaded = load_params_file(args.params, many=True) if args.params else {}
     cells = [resolve(_overrides(args, c)) for c in (loaded if isinstance(loaded, list) else [loaded])]
@@ -159,7 +159,7 @@ def _cmd_simulate(args) -> int:
 
 def _check_memory(p: dict, n_seeds: int) -> None:
     """Refuse a cell whose estimated memory exceeds this machine's (before any work)."""
-    from .simulation.run import memory_estimate
+    from ..simulation.run import memory_estimate
 
     need = memory_estimate(p, n_seeds)
     try:
@@ -176,9 +176,9 @@ def _gib(n: float) -> str:
 
 
 def _cmd_ledger(args) -> int:
-    from .io import strict_json
-    from .simulation.params import resolve
-    from .simulation.run import run_cell
+    from ..common.io import strict_json
+    from ..simulation.params import resolve
+    from ..simulation.run import run_cell
 
     over = _overrides(args)
     over["methods"] = [args.method]
@@ -219,7 +219,7 @@ def _cmd_audit(args) -> int:
         write_rows(emp, f"{args.empirical}.csv")
         plot_empirical(emp, f"{args.empirical}.pdf", f"{args.empirical}.png")
     if args.json:
-        from .io import strict_json
+        from ..common.io import strict_json
 
         json.dump(strict_json(as_dicts(rows)), sys.stdout, indent=1, allow_nan=False)   # inf: "inf"
         sys.stdout.write("\n")
@@ -240,15 +240,15 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_summarise(args) -> int:
-    from .simulation.summary import read_cells, summarise, write_summary
+    from ..simulation.summary import read_cells, summarise, write_summary
 
     write_summary(summarise(read_cells(args.cells)), args.out, sources=args.cells)
     return 0
 
 
 def _cmd_plot(args) -> int:
-    from .simulation.plots import plot_figure
-    from .simulation.summary import read_summaries
+    from ..simulation.plots import plot_figure
+    from ..simulation.summary import read_summaries
 
     if not (args.pdf or args.png):
         raise ValueError("give --pdf and/or --png")
@@ -258,8 +258,8 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_table(args) -> int:
-    from . import tables
-    from .simulation.summary import read_summaries
+    from ..reports import tables
+    from ..simulation.summary import read_summaries
 
     spec = _spec(args.spec, SPECS[args.kind])
     if not (args.csv or args.md or args.tex):
@@ -282,7 +282,7 @@ def _cmd_table(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .. import __version__
 
     ap = _Parser(prog="fedgdp", description=_DESCRIPTION)
     ap.add_argument("--version", action="version", version=f"fedgdp {__version__}")
@@ -354,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     _claims_commands(sub)
     _claims_map_commands(sub)
     _decompose_commands(sub)
-    from .fitting import add_parser as add_fit_parser  # fedgdp fit (fedgdp.fitting)
+    from ..api.fitting import add_parser as add_fit_parser  # fedgdp fit (fedgdp.api.fitting)
     add_fit_parser(sub)
     _describe(sub)
     return ap
@@ -374,7 +374,7 @@ def _describe(sub) -> None:
 
 def _failed(exc: Exception) -> int:
     """Report an error: one line and status 2 for the user's input or environment
-    (`fedgdp.arguments.user_error`), else the traceback, a line saying it is a
+    (`fedgdp.common.arguments.user_error`), else the traceback, a line saying it is a
     bug, and status 1."""
     message = user_error(exc)
     if message is None:
@@ -447,8 +447,8 @@ _REALDATA_PIPELINE_KEYS = ("tasks", "splits", "figures", "workers")   # config k
 
 
 def _realdata_overrides(args) -> dict:
-    from .realdata.parameters import RealdataSettings
-    from .settings import flag_values
+    from ..core.settings import flag_values
+    from ..realdata.parameters import RealdataSettings
 
     out: dict = {}
     if args.params:
@@ -463,8 +463,8 @@ def _realdata_overrides(args) -> dict:
 
 
 def _cmd_realdata(args) -> int:
-    from .datasets import load_dataset
-    from .realdata import resolve, run_split, write_rows
+    from ..common.datasets import load_dataset
+    from ..realdata import resolve, run_split, write_rows
 
     p = resolve(_realdata_overrides(args))
     if args.split < 0:
@@ -490,15 +490,15 @@ def _cmd_realdata(args) -> int:
 
 
 def _cmd_realdata_plot(args) -> int:
-    from .realdata import read_rows
-    from .realdata.plots import plot_realdata, realdata_medians
+    from ..realdata import read_rows
+    from ..realdata.plots import plot_realdata, realdata_medians
 
     if not (args.pdf or args.png or args.medians):
         raise ValueError("give --pdf, --png and/or --medians")
     df = read_rows(args.results)
     plot_realdata(df, task=args.task, pdf=args.pdf, png=args.png, title=args.title or None)
     if args.medians:
-        from .io import atomic_path
+        from ..common.io import atomic_path
 
         with atomic_path(args.medians) as tmp:
             realdata_medians(df[df["task"] == args.task]).to_csv(tmp, index=False)
@@ -506,7 +506,7 @@ def _cmd_realdata_plot(args) -> int:
 
 
 def _cmd_fetch_mnist(args) -> int:
-    from .datasets import fetch_mnist
+    from ..common.datasets import fetch_mnist
 
     try:
         for path in fetch_mnist(args.dir, timeout=args.timeout):
@@ -517,8 +517,8 @@ def _cmd_fetch_mnist(args) -> int:
 
 
 def _realdata_commands(sub) -> None:
-    from .realdata.parameters import RealdataSettings
-    from .settings import add_flags
+    from ..core.settings import add_flags
+    from ..realdata.parameters import RealdataSettings
 
     real = sub.add_parser("realdata", help="real-data logistic regression: every method on every fold "
                                            "of one client split, one Parquet file")
@@ -555,16 +555,16 @@ def _realdata_commands(sub) -> None:
 def _nn_commands(sub) -> None:
     """``nn-run``, ``nn-summarise``, ``nn-plot``, ``nn-fetch``, ``nn-bench`` (in
     `fedgdp.nn.commands`; only the commands that train import torch)."""
-    from .nn.commands import add_parsers
+    from ..nn.commands import add_parsers
 
     add_parsers(sub)
 
 
 # ---------------------------------------------------------------- claims report (issue 11)
 def _cmd_claims(args) -> int:
-    from . import claims
-    from .io import read_parquet_files
-    from .simulation.summary import read_summaries
+    from ..common.io import read_parquet_files
+    from ..reports import claims
+    from ..simulation.summary import read_summaries
 
     _need_output(args, ".csv", ".md")
     spec = _spec(args.spec, SPECS["claims"]) if args.spec else {}
@@ -574,12 +574,12 @@ def _cmd_claims(args) -> int:
     summary = read_summaries(args.summaries) if args.summaries else None
     real = None
     if args.realdata:
-        from .realdata import read_rows
+        from ..realdata import read_rows
 
         real = read_rows(args.realdata)
     nn = None
     if args.nn:
-        from .nn.plots import SUMMARY_COLUMNS
+        from ..nn.plots import SUMMARY_COLUMNS
 
         nn = read_parquet_files(args.nn, SUMMARY_COLUMNS, "CNN summary")
     readings = None
@@ -634,8 +634,8 @@ def _claims_commands(sub) -> None:
 
 # ---------------------------------------------------------------- claims map (the sensitivity study)
 def _cmd_claims_map(args) -> int:
-    from . import sensitivity
-    from .simulation.summary import read_summaries
+    from ..reports import sensitivity
+    from ..simulation.summary import read_summaries
 
     _need_output(args, ".csv", ".md", ".pdf", ".png")
     spec = _spec(args.spec, SPECS["claims-map"])
@@ -645,7 +645,7 @@ def _cmd_claims_map(args) -> int:
     summary = read_summaries(args.summaries) if args.summaries else None
     real = {}
     if args.realdata:
-        from .realdata import read_rows
+        from ..realdata import read_rows
 
         given = set(args.realdata)
         for run in spec.get("realdata", []):
@@ -675,7 +675,7 @@ def _claims_map_commands(sub) -> None:
 
 
 def _cmd_decompose(args) -> int:
-    from . import decomposition as dc
+    from ..reports import decomposition as dc
 
     _need_output(args, ".csv", ".md", ".pdf", ".png")
     spec = _spec(args.spec, SPECS["decompose"])
@@ -690,7 +690,7 @@ def _cmd_decompose(args) -> int:
     if args.md:
         dc.write_markdown(table, args.md, title=spec.get("title", ""), note=spec.get("caption", ""))
     if args.pdf or args.png:
-        from .plots_decomposition import plot_decomposition
+        from ..reports.plots_decomposition import plot_decomposition
 
         plot_decomposition(table, spec, args.pdf, args.png)
     return 0

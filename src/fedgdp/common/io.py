@@ -19,7 +19,7 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import __version__
+from .. import __version__
 
 __all__ = ["atomic_path", "write_text", "git_commit", "write_parquet", "read_parquet_files", "strict_json",
            "dumps_strict"]

@@ -54,7 +54,7 @@ def _filler():
         if not np.array_equal(mine, ref):
             import warnings
 
-            warnings.warn("fedgdp.normals: numba's standard_normal differs from numpy's in this installation; "
+            warnings.warn("fedgdp.core.normals: numba's standard_normal differs from numpy's in this installation; "
                           "numpy draws the normals (slower, the same numbers)", RuntimeWarning, stacklevel=3)
             fill = None
         _FILL.append(fill)

@@ -1,7 +1,7 @@
-"""The error decomposition figure (`fedgdp.decomposition`, docs/methods.md §9).
+"""The error decomposition figure (`fedgdp.reports.decomposition`, docs/methods.md §9).
 
 A panel per (model, K): for every method a group of bars, one per m; each bar stacks
-the four terms of `fedgdp.decomposition.TERMS` with their signs (positive terms
+the four terms of `fedgdp.reports.decomposition.TERMS` with their signs (positive terms
 upwards from zero, negative ones downwards), and a black diamond marks the private MSE
 (their sum) with +-2 Monte Carlo standard errors.
 """
@@ -13,9 +13,9 @@ import textwrap
 import numpy as np
 import pandas as pd
 
+from ..common.figures import pyplot, save_figure
+from ..simulation.plots import method_label
 from .decomposition import TERMS
-from .figures import pyplot, save_figure
-from .simulation.plots import method_label
 
 __all__ = ["plot_decomposition", "TERM_STYLE"]
 
@@ -48,7 +48,7 @@ def _stack(ax, x: float, row: pd.Series, width: float) -> int:
 
 def plot_decomposition(table: pd.DataFrame, spec: dict, pdf: str | os.PathLike | None = None,
                        png: str | os.PathLike | None = None):
-    """Draw the decomposition of ``table`` (`fedgdp.decomposition.decompose`).
+    """Draw the decomposition of ``table`` (`fedgdp.reports.decomposition.decompose`).
 
     Parameters
     ----------
@@ -123,7 +123,7 @@ def plot_decomposition(table: pd.DataFrame, spec: dict, pdf: str | os.PathLike |
     title = spec.get("title") or "Error decomposition"
     fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, bottom / height, 1, 1), h_pad=2.0)
-    from .io import dumps_strict
+    from ..common.io import dumps_strict
 
     about = dumps_strict({"figure": spec.get("name", "decomposition"), "panels": contents})
     save_figure(fig, pdf, png, title=title, about=about)

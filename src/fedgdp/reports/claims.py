@@ -168,7 +168,7 @@ class Check:
 
 
 def _label(method: str) -> str:
-    from .simulation.plots import method_label
+    from ..simulation.plots import method_label
 
     return method_label(method)
 
@@ -824,7 +824,7 @@ def claim_c6(nn: pd.DataFrame, readings: pd.DataFrame | None = None) -> list[dic
             evidence.append(line)
         name = f"CNN ({dataset})"
         if dataset == "digits":
-            from .nn.plots import SMOKE_NOTE
+            from ..nn.plots import SMOKE_NOTE
 
             name = "CNN (digits, smoke test)"
             evidence.insert(0, "not the paper's evidence: " + SMOKE_NOTE)
@@ -933,8 +933,8 @@ def write_csv(df: pd.DataFrame, path) -> None:
 
 
 def _provenance() -> str:
-    from . import __version__
-    from .io import git_commit
+    from .. import __version__
+    from ..common.io import git_commit
 
     commit = git_commit()
     return f"fedgdp {__version__}" + (f", git commit {commit[:12]}" if commit else "")
@@ -965,7 +965,7 @@ def render_markdown(df: pd.DataFrame, *, title: str = TITLE,
              + (f" from {sources}" if sources else "") + ".",
              "Each claim of the paper is tested on the results; every check ends in agree / tie / "
              "contradict, and the verdict follows from the counts by the rules below. Thresholds "
-             "(constants of `fedgdp.claims`, chosen before the default run was read):", "",
+             "(constants of `fedgdp.reports.claims`, chosen before the default run was read):", "",
              "| Threshold | Value | Meaning |", "|---|---|---|"]
     lines += [f"| {k} | {v:g} | {esc(text)} |" for k, (v, text) in THRESHOLDS.items()]
     lines += ["", "Verdicts: a sub-claim *holds* when at least HOLDS_SHARE of its checks agree and "
@@ -998,6 +998,6 @@ def write_markdown(df: pd.DataFrame, path, **kwargs) -> None:
     **kwargs
         ``title`` and ``sources`` of `render_markdown`.
     """
-    from .io import write_text
+    from ..common.io import write_text
 
     write_text(path, render_markdown(df, **kwargs))

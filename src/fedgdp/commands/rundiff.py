@@ -15,7 +15,7 @@ and after it and comparing the two output trees file by file:
 
 Usage::
 
-    python -m fedgdp.rundiff BEFORE AFTER [--run paper]
+    python -m fedgdp.commands.rundiff BEFORE AFTER [--run paper]
 
 where BEFORE and AFTER are the roots of two checkouts (each holding ``results/`` and
 ``tables/``). Exit status 0 when every file of BEFORE has an identical twin in AFTER,
@@ -183,7 +183,7 @@ def compare_trees(before: str | Path, after: str | Path, run: str = "paper") -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedgdp.rundiff BEFORE AFTER [--run RUN]``: print the files that differ and a count.
+    """``python -m fedgdp.commands.rundiff BEFORE AFTER [--run RUN]``: print the files that differ and a count.
 
     Parameters
     ----------
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         Exit status: 0 every file identical, 1 some differ or are missing, 2 no outputs of
         the run under BEFORE.
     """
-    ap = argparse.ArgumentParser(prog="python -m fedgdp.rundiff", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m fedgdp.commands.rundiff", description=__doc__.split("\n\n")[0])
     ap.add_argument("before", help="root of the first checkout (holds results/ and tables/)")
     ap.add_argument("after", help="root of the second checkout")
     ap.add_argument("--run", default="paper", help="run name (default: paper)")

@@ -31,7 +31,7 @@ def versions() -> dict:
         out["numba"] = numba.__version__
     except ImportError:
         out["numba"] = None
-    from .io import git_commit
+    from ..common.io import git_commit
 
     out["git_commit"] = git_commit()
     return out
@@ -59,7 +59,7 @@ def timed(func, *args, **kwargs):
 
 def write_json(result: dict, out: str | None) -> None:
     """Write ``result`` to the JSON file ``out`` atomically, as strict JSON
-    (`fedgdp.io.dumps_strict`: infinity as ``"inf"``, NaN as null); nothing when
+    (`fedgdp.common.io.dumps_strict`: infinity as ``"inf"``, NaN as null); nothing when
     ``out`` is None.
 
     Parameters
@@ -70,7 +70,7 @@ def write_json(result: dict, out: str | None) -> None:
         The file (None or empty: nothing written).
     """
     if out:
-        from .io import dumps_strict, write_text
+        from ..common.io import dumps_strict, write_text
 
         write_text(out, dumps_strict(result, indent=1) + "\n")
 
@@ -93,7 +93,7 @@ def suite_cells(config: dict, studies=None):
         Study name and the cell's parameters (`fedgdp.plan.Plan.cell_overrides`), per
         study, model and cell in grid order.
     """
-    from .plan.simulation import SimulationPart
+    from ..plan.simulation import SimulationPart
 
     plan = SimulationPart(config, config.get("run", "bench"))
     for study, s in config["studies"].items():
@@ -108,7 +108,7 @@ def suite_cells(config: dict, studies=None):
 def _cpu_method_clock():
     """Let `fedgdp.simulation.run.run_cell` time each method's fit (its ``elapsed_s``
     per replicate) with the process CPU clock instead of the wall clock."""
-    from .simulation import run as runner
+    from ..simulation import run as runner
 
     class _Clock:
         perf_counter = staticmethod(time.process_time)
@@ -152,8 +152,8 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
     """
     import yaml
 
-    from .simulation.params import resolve
-    from .simulation.run import run_cell
+    from ..simulation.params import resolve
+    from ..simulation.run import run_cell
 
     try:
         with open(config) as fh:
@@ -161,7 +161,7 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
     except OSError as exc:
         raise ValueError(f"--config {config}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        from .arguments import _yaml_problem
+        from ..common.arguments import _yaml_problem
 
         raise ValueError(f"--config {config} is not valid YAML: {_yaml_problem(exc)}") from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("studies"), dict) or not cfg["studies"]:

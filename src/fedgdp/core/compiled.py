@@ -1,7 +1,7 @@
 """The package's one numba set-up: the import and ``njit`` with the on-disk cache.
 
 Used by the simulation kernels (`fedgdp.simulation.kernels`) and the normal draws
-(`fedgdp.normals`). Compilation is cached on disk (``cache=True``: next to the
+(`fedgdp.core.normals`). Compilation is cached on disk (``cache=True``: next to the
 compiled module, else in the user's cache directory, or in ``NUMBA_CACHE_DIR``), so only
 the first process compiles; where no cache location is writable the functions compile in
 every process, with one warning.

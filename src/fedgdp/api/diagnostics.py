@@ -1,4 +1,4 @@
-"""Convergence diagnostics of a [`FederatedGLM`][fedgdp.estimator.FederatedGLM] fit: its ``fit_info_``.
+"""Convergence diagnostics of a [`FederatedGLM`][fedgdp.api.estimator.FederatedGLM] fit: its ``fit_info_``.
 
 A private fit's diagnosis reads only what the fit released: the noisy iterates of its
 gradient steps (each one a release its ledger accounts for; collected through
@@ -24,14 +24,14 @@ The verdict (``fit_info_["status"]``):
   mu = inf, it lies within 1e-2 (relative) of the pooled ridge fit;
 - ``not converged``: it still moves (FedNewton's first stage need not: its Newton step
   finishes it, and only the mu = inf comparison below can say it did not): a
-  [`ConvergenceWarning`][fedgdp.diagnostics.ConvergenceWarning] naming the setting to
+  [`ConvergenceWarning`][fedgdp.api.diagnostics.ConvergenceWarning] naming the setting to
   raise (the steps ``K``, or the step size ``eta``);
 - ``unstable``: the noiseless steps stay large while the estimate goes nowhere (they
   oscillate), grow over the run, or FedNewton's Newton step moves the estimate far
   beyond where its first stage went: a warning naming the setting to lower;
 - ``noise-dominated``: FedNewton's Newton release carries noise larger than the
   estimate's scale (a warning naming mu, tau1 or another method);
-- a non-finite estimate is refused ([`check_finite`][fedgdp.diagnostics.check_finite]).
+- a non-finite estimate is refused ([`check_finite`][fedgdp.api.diagnostics.check_finite]).
 """
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
         The released estimate.
     weights : ndarray of shape (m,)
         The aggregation weights (stage 1 of FedNewton is their average).
-    ledger : fedgdp.privacy.Ledger
+    ledger : fedgdp.core.privacy.Ledger
         The fit's ledger (the Newton release's noise sds).
     newton : bool
         Whether the fit ends with FedNewton's Newton release.
@@ -211,12 +211,12 @@ def check_finite(theta: np.ndarray, method: str, settings: dict) -> None:
 
 
 def warn(info: dict, method: str, stacklevel: int = 3) -> None:
-    """A [`ConvergenceWarning`][fedgdp.diagnostics.ConvergenceWarning] (one line) unless the fit converged.
+    """A [`ConvergenceWarning`][fedgdp.api.diagnostics.ConvergenceWarning] (one line) unless the fit converged.
 
     Parameters
     ----------
     info : dict
-        The fit's ``fit_info_`` ([`diagnose`][fedgdp.diagnostics.diagnose]).
+        The fit's ``fit_info_`` ([`diagnose`][fedgdp.api.diagnostics.diagnose]).
     method : str
         The method's name.
     stacklevel : int

@@ -96,7 +96,7 @@ def rows_of(table, column: str, value, known, what: str):
 
 
 def save_figure(fig, pdf=None, png=None, *, title: str = "", about: str = "", **savefig) -> list:
-    """Write ``fig`` as PDF and/or PNG (150 dpi), each atomically (`fedgdp.io.atomic_path`).
+    """Write ``fig`` as PDF and/or PNG (150 dpi), each atomically (`fedgdp.common.io.atomic_path`).
 
     The PDF carries no creation date, so a rerun writes the same bytes; ``title`` and
     ``about`` (e.g. the figure's JSON contents) go into the files' metadata. Extra

@@ -1,4 +1,4 @@
-"""``fedgdp fit``: a `fedgdp.estimator.FederatedGLM` on a CSV or Parquet file.
+"""``fedgdp fit``: a `fedgdp.api.estimator.FederatedGLM` on a CSV or Parquet file.
 
 One row per record; one column holds the response (``--target``), one the client
 (``--client``), and the features are the columns named by ``--features`` (default:
@@ -12,7 +12,7 @@ Bad input (a missing column, a non-numeric feature, a missing value, a client wi
 too few rows for the method) raises ValueError with one line, which the command
 line prints and ends with exit status 2.
 
-`add_parser` registers the command (`fedgdp.cli` calls it);
+`add_parser` registers the command (`fedgdp.commands.cli` calls it);
 `fit_table` is the command without the parser.
 """
 from __future__ import annotations
@@ -166,7 +166,7 @@ def coefficient_rows(est) -> list[dict]:
 
     Parameters
     ----------
-    est : fedgdp.estimator.FederatedGLM
+    est : fedgdp.api.estimator.FederatedGLM
         A fitted estimator.
 
     Returns
@@ -199,7 +199,7 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
 
     Parameters
     ----------
-    est : fedgdp.estimator.FederatedGLM
+    est : fedgdp.api.estimator.FederatedGLM
         A fitted estimator.
     delta : float
         The delta of the privacy report's epsilon.
@@ -214,7 +214,7 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
         Keys ``data``, ``rows``, ``family``, ``method``, ``n_clients``, ``client_sizes``,
         ``features``, ``coefficients`` (`coefficient_rows`), ``communication``,
         ``settings``, ``fit`` (the diagnosis, ``fit_info_``), ``privacy``
-        (`fedgdp.estimator.PrivacyReport.as_dict`) and, for classifiers, ``classes``.
+        (`fedgdp.api.estimator.PrivacyReport.as_dict`) and, for classifiers, ``classes``.
     """
     out = {"data": data, "rows": rows, "family": est.family, "method": est.method,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
@@ -275,7 +275,7 @@ def format_report(rep: dict) -> str:
 
 
 def _write_coefficients(est, path: str) -> None:
-    from .io import atomic_path, write_text
+    from ..common.io import atomic_path, write_text
 
     rows = coefficient_rows(est)
     if path.lower().endswith(".json"):
@@ -288,7 +288,7 @@ def _write_coefficients(est, path: str) -> None:
 
 
 def _settings(text: str | None) -> dict | None:
-    from .arguments import _spec
+    from ..common.arguments import _spec
 
     if text is None:
         return None
@@ -324,7 +324,7 @@ def _clip(text: str | None):
 
 
 def _cmd_fit(args) -> int:
-    from .privacy import parse_mu
+    from ..core.privacy import parse_mu
 
     df = read_table(args.data)
     features = [c.strip() for c in args.features.split(",") if c.strip()] if args.features else None
@@ -363,9 +363,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     argparse.ArgumentParser
         The ``fit`` parser.
     """
-    from .arguments import output_path
+    from ..common.arguments import output_path
+    from ..methods import REALDATA, registry
     from .estimator import FAMILIES
-    from .methods import REALDATA, registry
 
     fits = {n: m for n, m in registry(REALDATA).items() if not m.per_client}      # one global estimate
     private = ", ".join(n for n, m in fits.items() if m.private)

@@ -22,7 +22,7 @@ shared by Dirichlet(alpha, ..., alpha) proportions (largest-remainder rounding, 
 the sizes sum to N exactly). Within each client a random permutation splits the
 images into ``folds`` near-equal folds. Split ``s`` draws everything from
 ``default_rng(SeedSequence([base_seed, stable_hash(layout_key), s]))``, as the
-simulations draw replicates (`fedgdp.seeds.derived_rng`).
+simulations draw replicates (`fedgdp.core.seeds.derived_rng`).
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .seeds import derived_rng
+from ..core.seeds import derived_rng
 
 __all__ = [
     "Dataset", "DATASETS", "load_dataset", "load_digits", "load_mnist", "fetch_mnist", "read_idx",

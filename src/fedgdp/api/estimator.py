@@ -16,7 +16,7 @@ Conventions
 ``y`` (n,) 0/1-type labels (``logistic``), class labels (``multinomial``) or counts
 (``poisson``); ``clients`` (n,) one label per row. Internally the parameter is
 ``theta_`` (d, k) with ``d = p + 1`` (intercept row first) and ``k`` = 1 (logistic,
-Poisson) or the number of classes (softmax, `fedgdp.glm`'s convention). The
+Poisson) or the number of classes (softmax, `fedgdp.core.glm`'s convention). The
 fitted ``coef_`` and ``intercept_`` follow scikit-learn's shapes: ``(1, p)`` and
 ``(1,)`` for logistic, ``(C, p)`` and ``(C,)`` for multinomial, ``(p,)`` and a float
 for Poisson.
@@ -28,14 +28,14 @@ from the operating system's entropy at every ``fit``: the noise of a release on 
 data is secret. A fixed ``random_state`` reproduces an analysis, but anyone who knows it
 can regenerate the noise and remove it, so the privacy report marks the guarantee void
 while the seed is known (``privacy_.noise_secret`` is False; docs/privacy.md, "A release
-of your own data"). Every generator comes from `fedgdp.seeds.derived_rng`. An int ``random_state``
+of your own data"). Every generator comes from `fedgdp.core.seeds.derived_rng`. An int ``random_state``
 ``r`` gives stream ``S`` the generator ``SeedSequence([r, stable_hash(ESTIMATOR_KEY),
 stable_hash(S)])``; a `numpy.random.SeedSequence` ``q`` gives
 ``SeedSequence([*q.entropy, stable_hash(S)])``, so ``random_state =
-fedgdp.seeds.seed_sequence(base_seed, key, split, fold)`` draws exactly what the
+fedgdp.core.seeds.seed_sequence(base_seed, key, split, fold)`` draws exactly what the
 pipeline's real-data fit of that split and fold draws. Streams: the method's noise
 (`fedgdp.methods.Method.noise_stream`), the private clipping histogram
-(`fedgdp.seeds.CLIP_STREAM`) and the order of each client's rows (``row_order``).
+(`fedgdp.core.seeds.CLIP_STREAM`) and the order of each client's rows (``row_order``).
 
 scikit-learn is not imported by this module: the estimator implements the
 estimator protocol itself (``get_params``, ``set_params``, ``__sklearn_tags__``,
@@ -51,11 +51,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import diagnostics, privacy
+from ..core import privacy
+from ..core.glm import POISSON, matrix_model
+from ..core.seeds import CLIP_STREAM, derived_rng, stable_hash
+from . import diagnostics
 from .diagnostics import ConvergenceWarning
-from .glm import POISSON, matrix_model
 from .routing import ClientsRouting, SingleClientWarning, client_labels
-from .seeds import CLIP_STREAM, derived_rng, stable_hash
 
 __all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "ConvergenceWarning",
            "FAMILIES", "ESTIMATOR_KEY", "FIT_SCOPE", "REFUSAL_RULE", "estimator_rng"]
@@ -75,7 +76,7 @@ LABELS_FROM_DATA = "from data (not covered)"
 LABELS_UNACCOUNTED = ("label set: classes_ is np.unique(y), taken from the data and accounted by no ledger "
                       "(one record with a label nobody else has adds a class); pass classes=[...], a public "
                       "label domain")
-#: What a [`PrivacyReport`][fedgdp.estimator.PrivacyReport] covers (its ``scope``)
+#: What a [`PrivacyReport`][fedgdp.api.estimator.PrivacyReport] covers (its ``scope``)
 FIT_SCOPE = ("one fit: the releases of this call to fit only. Every other fit on the same clients' rows (a "
              "cross-validation fold, a grid-search candidate, the refit) spends its own budget, and a record's "
              "budgets compose: sqrt(sum of mu^2) over the fits that used it (docs/real-data.md)")
@@ -164,12 +165,12 @@ class PrivacyReport:
     privacy_mode : str
         ``certified`` or ``paper``.
     clip : dict
-        The clipping rule (`fedgdp.privacy.check_clip`).
+        The clipping rule (`fedgdp.core.privacy.check_clip`).
     clip_bound : float
         The clipping bound B the fit used (inf when non-private).
     clients : ndarray of shape (m,)
         The client labels, in the order of the ledger's columns.
-    ledger : fedgdp.privacy.Ledger
+    ledger : fedgdp.core.privacy.Ledger
         Every release of every client (arrays of shape (1, m)).
     noise_secret : bool
         True when the noise came from fresh entropy (``random_state=None``); False when
@@ -190,7 +191,7 @@ class PrivacyReport:
     ``certified`` is a property of the mechanism: every release's sensitivity holds for
     all inputs and nothing the fit shows (the clipping bound, the label set) is taken from
     the data outside the ledger. Whether the noise is secret is a property of the run,
-    reported apart (``noise_secret``); [`guarantee`][fedgdp.estimator.PrivacyReport.guarantee]
+    reported apart (``noise_secret``); [`guarantee`][fedgdp.api.estimator.PrivacyReport.guarantee]
     combines both: record-level mu-GDP at each client holds only when both do.
     """
 
@@ -217,7 +218,7 @@ class PrivacyReport:
 
     @property
     def scope(self) -> str:
-        """What the report covers: this one fit ([`FIT_SCOPE`][fedgdp.estimator.FIT_SCOPE])."""
+        """What the report covers: this one fit ([`FIT_SCOPE`][fedgdp.api.estimator.FIT_SCOPE])."""
         return FIT_SCOPE
 
     @property
@@ -261,7 +262,7 @@ class PrivacyReport:
 
     def epsilon(self, delta: float = 1e-5, *, nominal: bool = False) -> float:
         """(epsilon, delta)-DP of the worst client: the certified mu converted
-        (`fedgdp.privacy.gdp_epsilon`); inf when uncertified, unless ``nominal``
+        (`fedgdp.core.privacy.gdp_epsilon`); inf when uncertified, unless ``nominal``
         (the composed mu, which holds only under ``assumptions``). It is the
         mechanism's epsilon: a guarantee only while the noise is secret (``guarantee_holds``).
 
@@ -391,7 +392,7 @@ class FederatedGLM(ClientsRouting):
         computed or released: a check of the data holder's own data, stated in advance,
         whose error only the data holder sees (docs/privacy.md, "The label domain").
         None: the labels are ``np.unique(y)``, taken from the data and not covered by the
-        guarantee (a [`PrivacyLeakWarning`][fedgdp.estimator.PrivacyLeakWarning];
+        guarantee (a [`PrivacyLeakWarning`][fedgdp.api.estimator.PrivacyLeakWarning];
         ``privacy_.label_domain`` is ``"from data (not covered)"`` and
         ``privacy_.certified`` is False). Refused with ``poisson``.
     method : str, default="fednewton"
@@ -407,14 +408,14 @@ class FederatedGLM(ClientsRouting):
         The clipping rule of per-sample gradients. None: the private quantile
         ``{"rule": "private_quantile", "q": 0.9, "share": 0.1}`` (a noisy histogram of
         each client's gradient norms spends 10% of mu^2). A number: a public bound B in
-        ``(0, 1e100]`` (`fedgdp.privacy.CLIP_MAX`; ``inf`` is refused, as is a
+        ``(0, 1e100]`` (`fedgdp.core.privacy.CLIP_MAX`; ``inf`` is refused, as is a
         private quantile grid reaching above 1e100).
         ``"quantile"``: the paper's data-driven 0.9 quantile, which is not accounted
         (a `PrivacyLeakWarning`; refused in mode ``certified``). A dict: any rule
-        of `fedgdp.privacy.check_clip`.
+        of `fedgdp.core.privacy.check_clip`.
     hessian_clip : float, default=4
         Certified FedNewton's per-sample Hessian bound, as a multiple of ``tau1``, in
-        ``[1e-8, 1e8]`` (`fedgdp.privacy.HESSIAN_CLIP_RANGE`).
+        ``[1e-8, 1e8]`` (`fedgdp.core.privacy.HESSIAN_CLIP_RANGE`).
     tau1 : float, default=0.5
         FedNewton's eigenvalue floor / ridge.
     method_settings : dict or None, default=None
@@ -426,7 +427,7 @@ class FederatedGLM(ClientsRouting):
     newton : dict or None, default=None
         FedNewton's solver over the defaults ``{"solver": "cg", "cg_tol": 1e-8,
         "cg_maxiter": 500}``. Certified, ``cg_tol`` lies in ``[2^-40 (1 + hessian_clip),
-        1)`` (`fedgdp.solvers.cg_tol_floor`), and a CG solve that misses it releases
+        1)`` (`fedgdp.core.solvers.cg_tol_floor`), and a CG solve that misses it releases
         the exact solve instead. No certified fit refuses one data set and releases on a
         neighbour: every refusal names a setting, decided from public inputs
         (docs/methods.md §2, "No refusal depends on a record"), e.g. a ``tau1`` so small
@@ -449,7 +450,7 @@ class FederatedGLM(ClientsRouting):
     Attributes
     ----------
     theta_ : ndarray of shape (d, k)
-        The estimate in `fedgdp.glm`'s convention (intercept row first).
+        The estimate in `fedgdp.core.glm`'s convention (intercept row first).
     coef_ : ndarray of shape (1, p), (C, p) or (p,)
     intercept_ : ndarray of shape (1,) or (C,), or float
     classes_ : ndarray of shape (C,)
@@ -464,12 +465,12 @@ class FederatedGLM(ClientsRouting):
     communication_ : dict
         ``rounds``, ``floats_up``, ``floats_down`` of the fit.
     fit_info_ : dict
-        Whether and how the fit converged ([`fedgdp.diagnostics.diagnose`][fedgdp.diagnostics.diagnose]):
+        Whether and how the fit converged ([`fedgdp.api.diagnostics.diagnose`][fedgdp.api.diagnostics.diagnose]):
         ``status``, ``n_iter``, ``grad_norm`` and ``change`` over the last steps, read from
         the released iterates (a statement about the noiseless part, costing no privacy),
         ``advice`` (the setting to change); at mu = inf ``distance_to_mle`` (to the pooled
         ridge fit); for ``np_pooled`` the ``ridge`` it used. A fit that is not
-        ``converged`` warns (`fedgdp.diagnostics.ConvergenceWarning`); a non-finite
+        ``converged`` warns (`fedgdp.api.diagnostics.ConvergenceWarning`); a non-finite
         estimate is refused.
     n_features_in_ : int
     feature_names_in_ : ndarray of str of shape (p,)
@@ -589,7 +590,7 @@ class FederatedGLM(ClientsRouting):
     # ------------------------------------------------------------ the fit
     def _resolved(self) -> dict:
         """The real-data parameters of this fit (`fedgdp.realdata.resolve`)."""
-        from .realdata import REGISTRY, resolve
+        from ..realdata import REGISTRY, resolve
 
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got family={self.family!r}")
@@ -646,7 +647,7 @@ class FederatedGLM(ClientsRouting):
             lengths, a client with fewer rows than the method needs, one class only
             (without ``classes``), a label outside ``classes``.
         """
-        from .realdata import FoldData, clip_bound_real, get_method
+        from ..realdata import FoldData, clip_bound_real, get_method
 
         p = self._resolved()
         meth = get_method(self.method)
@@ -680,7 +681,7 @@ class FederatedGLM(ClientsRouting):
                       clip=p["clip"])
         noise = estimator_rng(root, meth.noise_stream) if fd.private else None
         self._warn_leaks(p, meth, fd)
-        fd.trace = []                     # the noisy iterates, for fit_info_ (fedgdp.diagnostics)
+        fd.trace = []                     # the noisy iterates, for fit_info_ (fedgdp.api.diagnostics)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):    # a non-finite estimate is refused
             fit = meth.fit_many([fd], p["method_settings"][self.method], [noise])[0]
         theta = np.asarray(fit.theta, float)
@@ -734,7 +735,7 @@ class FederatedGLM(ClientsRouting):
                 s[key] = 4 * s[key]
 
     def _fit_info(self, fd, fit, p: dict, meth, model) -> dict:
-        """``fit_info_`` ([`fedgdp.diagnostics.diagnose`][fedgdp.diagnostics.diagnose]); at
+        """``fit_info_`` ([`fedgdp.api.diagnostics.diagnose`][fedgdp.api.diagnostics.diagnose]); at
         mu = inf the comparison with the pooled ridge fit (no privacy to spend)."""
         s = p["method_settings"][self.method]
         if "ridge" in s:           # the plain ridge fits: Newton-CG to ||grad|| <= gtol
@@ -744,8 +745,8 @@ class FederatedGLM(ClientsRouting):
                                  "only as ridge -> 0: method_settings={'ridge': ...})"}
         reference = None
         if not fd.private:
-            from .glm import product_design
-            from .realdata.solvers import ridge_fit
+            from ..core.glm import product_design
+            from ..realdata.solvers import ridge_fit
 
             ref = resolve_np_pooled()
             reference = ridge_fit(model, product_design(list(fd.X)), np.vstack(fd.Y), ridge=ref["ridge"],
@@ -982,7 +983,7 @@ class FederatedGLM(ClientsRouting):
 # ------------------------------------------------------------------ helpers
 def resolve_np_pooled() -> dict:
     """NP-Pooled's resolved settings (the reference of a mu = inf fit's ``fit_info_``)."""
-    from .realdata import resolve
+    from ..realdata import resolve
 
     return resolve({"methods": ["np_pooled"], "mu": [math.inf]})["method_settings"]["np_pooled"]
 

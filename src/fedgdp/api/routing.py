@@ -1,6 +1,6 @@
 """The client labels through scikit-learn's tools: metadata routing and a loud default.
 
-[`FederatedGLM`][fedgdp.estimator.FederatedGLM] inherits [`ClientsRouting`][fedgdp.routing.ClientsRouting]:
+[`FederatedGLM`][fedgdp.api.estimator.FederatedGLM] inherits [`ClientsRouting`][fedgdp.api.routing.ClientsRouting]:
 ``set_fit_request(clients=True)`` and ``get_metadata_routing()``, scikit-learn's
 metadata-routing protocol (used when ``sklearn.set_config(enable_metadata_routing=True)``),
 written here so that importing fedgdp imports no scikit-learn. The spelling for each
@@ -8,8 +8,8 @@ tool, with and without routing, is in docs/real-data.md ("Clients through
 scikit-learn's tools").
 
 A fit without client labels treats all rows as one client (m = 1): a different
-guarantee from the federated one, so it warns ([`SingleClientWarning`][fedgdp.routing.SingleClientWarning])
-unless the caller says so with ``clients="single"`` ([`client_labels`][fedgdp.routing.client_labels]).
+guarantee from the federated one, so it warns ([`SingleClientWarning`][fedgdp.api.routing.SingleClientWarning])
+unless the caller says so with ``clients="single"`` ([`client_labels`][fedgdp.api.routing.client_labels]).
 """
 from __future__ import annotations
 
@@ -35,14 +35,14 @@ class SingleClientWarning(UserWarning):
 
 
 def client_labels(clients, n: int, owner: str = "FederatedGLM") -> np.ndarray:
-    """The client label of each row, checked; a [`SingleClientWarning`][fedgdp.routing.SingleClientWarning]
+    """The client label of each row, checked; a [`SingleClientWarning`][fedgdp.api.routing.SingleClientWarning]
     when none are given.
 
     Parameters
     ----------
     clients : array-like of shape (n,), ``"single"`` or None
         One label per row (any hashable values); ``"single"``: one client holding every
-        row; None: the same, with a [`SingleClientWarning`][fedgdp.routing.SingleClientWarning].
+        row; None: the same, with a [`SingleClientWarning`][fedgdp.api.routing.SingleClientWarning].
     n : int
         Rows of X.
     owner : str
@@ -138,6 +138,7 @@ class ClientsRouting:
         Returns
         -------
         sklearn.utils.metadata_routing.MetadataRequest
-            ``fit`` consumes ``clients`` as set by [`set_fit_request`][fedgdp.routing.ClientsRouting.set_fit_request].
+            ``fit`` consumes ``clients`` as set by
+            [`set_fit_request`][fedgdp.api.routing.ClientsRouting.set_fit_request].
         """
         return self._get_metadata_request()

@@ -231,7 +231,7 @@ def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float
 
     Parameters
     ----------
-    glm : fedgdp.glm.GLM
+    glm : fedgdp.core.glm.GLM
     rep : fedgdp.simulation.data.Replicate
     rule : dict
         ``{"rule": "quantile", "q": 0.9}``: max over clients of the q-quantile of the
@@ -750,7 +750,7 @@ class Release:
         What is released (e.g. ``"gradient"``, ``"local step"``, ``"newton"``).
     count : int or ndarray of int of shape (n_rep, m)
         Releases per client: the same for every client, or each client's own count
-        under a published participation schedule ([`calibrate_schedule`][fedgdp.privacy.calibrate_schedule]).
+        under a published participation schedule ([`calibrate_schedule`][fedgdp.core.privacy.calibrate_schedule]).
     sensitivity, sigma : ndarray of shape (n_rep, m)
         Per replicate and client. ``sigma = 0`` with ``sensitivity = inf`` is a
         non-private release (mu = inf).
@@ -1190,7 +1190,7 @@ HESSIAN_CLIP_RANGE = (1e-8, 1e8)
 RELEASE_MAX = 2.0 ** 1000
 
 #: A bound on every standard normal the noise streams draw (numpy's ziggurat, which
-#: `fedgdp.normals` reproduces): a draw is a layer point (``|z| <= r = 3.6542``) or a
+#: `fedgdp.core.normals` reproduces): a draw is a layer point (``|z| <= r = 3.6542``) or a
 #: tail point ``r + (-log(1 - U)) / r`` with U a 53-bit double below 1, so
 #: ``|z| <= 3.6542 + 53 log(2) / 3.6542 < 13.71``.
 NOISE_BOUND = 14.0
