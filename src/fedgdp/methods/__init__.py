@@ -35,8 +35,8 @@ versions, the certified FedNewton, DP-SCAFFOLD on FedAvg's schedule).
 
 Adding a method: one new module in this package, with a subclass of `Method` that
 writes `Method.plan` (its releases) and `Method.run` (the algorithm, with backend
-operations) and declares its settings, and one line in `fedgdp.methods.registry`
-(docs/ARCHITECTURE.md, "Adding a method").
+operations) and declares its settings, and its entry in `fedgdp.methods.registry` (an import
+and the instance in `REGISTRY`'s tuple; docs/ARCHITECTURE.md, "Adding a method").
 """
 from .base import (
     BOTH,

@@ -1,6 +1,6 @@
 """The one registry of methods, `REGISTRY`, and its view per backend (`registry`,
-`get_method`). Adding a method: its module, and one line here (docs/ARCHITECTURE.md,
-"Adding a method").
+`get_method`). Adding a method: its module, and its entry here (the import and the instance in
+the tuple; docs/ARCHITECTURE.md, "Adding a method").
 """
 
 from __future__ import annotations
