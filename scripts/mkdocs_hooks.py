@@ -1,7 +1,7 @@
 """MkDocs hooks of the documentation site (mkdocs.yml ``hooks``).
 
 - ``<!-- fedgdp-cli-help -->`` in a page becomes the ``--help`` of ``fedgdp`` and of
-  every command, rendered from the argparse parser (:func:`fedgdp.cli.build_parser`),
+  every command, rendered from the argparse parser (:func:`fedgdp.commands.cli.build_parser`),
   so the reference never drifts from the code.
 - ``<!-- include config/README.md -->`` becomes that file (the workflow catalog's
   configuration page, kept beside the configs).
@@ -20,7 +20,7 @@ CONFIG_MARK = "<!-- include config/README.md -->"
 def cli_reference() -> str:
     """Markdown: one section per command, its ``--help`` as a text block (100 columns)."""
     os.environ["COLUMNS"] = "100"
-    from fedgdp.cli import build_parser
+    from fedgdp.commands.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -2,7 +2,7 @@
 
 ``python scripts/profile_draws.py`` draws, for each shape, the same numbers twice from
 two generators of the same seed: once with numpy's ``Generator.standard_normal`` (the
-reference) and once with :func:`fedgdp.normals.standard_normal`, checks that they are
+reference) and once with :func:`fedgdp.core.normals.standard_normal`, checks that they are
 identical, and prints nanoseconds per number and the ratio (the best of ``--repeat``
 rounds, CPU time, in one process: a ratio against the reference in the same run).
 """
@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from fedgdp.normals import standard_normal
+from fedgdp.core.normals import standard_normal
 
 #: (label, shape): one FedSGD noise draw of the default run (K, m, d), a replicate's
 #: covariates of the compare study (N, p - 1), one private real-data step on MNIST (m, d k).
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
     standard_normal(np.random.default_rng(0), (8192,))          # compile or load the cache first
-    print("| draw | numpy ns/number | fedgdp.normals ns/number | ratio | identical |")
+    print("| draw | numpy ns/number | fedgdp.core.normals ns/number | ratio | identical |")
     print("|---|---:|---:|---:|---|")
     same = True
     for label, shape in SHAPES:

@@ -9,7 +9,7 @@ default ``config/mnist.yaml``'s layout on the MNIST files in ``data/mnist``) und
   FedNewton's Newton step, the ridge fits of the non-private baselines, the folds'
   set-up and the scoring of the test folds,
 - optionally (``--products``) the product micro-benchmark behind
-  :data:`fedgdp.glm.SPARSE_MAX_DENSITY` and :data:`fedgdp.glm.ZERO_COLUMNS_MIN`: dense
+  :data:`fedgdp.core.glm.SPARSE_MAX_DENSITY` and :data:`fedgdp.core.glm.ZERO_COLUMNS_MIN`: dense
   against CSR and nonzero-column products at one client's and at the pooled size.
 
 ``--out rows.parquet`` keeps the split's rows, so that two versions can be compared
@@ -35,7 +35,7 @@ __all__ = ["PHASES", "main", "phase_times", "profile_split"]
 #: sums; none of them calls another of the list, so the phases do not overlap.
 PHASES = {
     "gradient steps (clipped gradients of all methods)": ["clipping.py:stacked_gradients"],
-    "noise draws": ["methods.py:draw"],
+    "noise draws": ["base.py:draw"],
     "FedNewton's Newton step (CG)": ["backend.py:newton_release"],
     "ridge fits (NP-LocalFit, NP-Pooled: trust-region Newton-CG)": ["solvers.py:ridge_fit"],
     "fold set-up (designs, norms, clipping bounds)": ["run.py:_setup"],
@@ -92,8 +92,8 @@ def profile_split(config: str, task: str, split: int, methods: str | None = None
     """
     from threadpoolctl import threadpool_limits
 
-    from fedgdp.arguments import load_params_file
-    from fedgdp.datasets import load_dataset
+    from fedgdp.common.arguments import load_params_file
+    from fedgdp.common.datasets import load_dataset
     from fedgdp.realdata import resolve, run_split, write_rows
 
     given = dict(load_params_file(config).get("realdata", {}))
@@ -139,8 +139,8 @@ def products(path: str = "data/mnist") -> None:
     from scipy.sparse import csr_matrix
     from threadpoolctl import threadpool_limits
 
-    from fedgdp.datasets import load_dataset
-    from fedgdp.glm import NonzeroColumns
+    from fedgdp.common.datasets import load_dataset
+    from fedgdp.core.glm import NonzeroColumns
 
     X = load_dataset("mnist", path).X
     rng = np.random.default_rng(0)
@@ -181,8 +181,8 @@ def pooled(path: str = "data/mnist") -> None:
     import numpy as np
     from threadpoolctl import threadpool_limits
 
-    from fedgdp.datasets import layout_key, load_dataset, split_layout
-    from fedgdp.glm import matrix_model, product_design
+    from fedgdp.common.datasets import layout_key, load_dataset, split_layout
+    from fedgdp.core.glm import matrix_model, product_design
     from fedgdp.realdata import resolve
     from fedgdp.realdata.solvers import ridge_fit
 

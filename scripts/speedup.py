@@ -58,7 +58,7 @@ def run_speedup(*, replicates: int = 100, m: int = 100, n: int = 400, model: str
     """
     import numpy as np
 
-    from fedgdp.bench import timed, versions, write_json
+    from fedgdp.commands.bench import timed, versions, write_json
     from fedgdp.simulation.params import resolve
     from fedgdp.simulation.run import run_cell
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command line: ``python scripts/speedup.py [--replicates R] [--m M] [--n N] [--model X] [--out F.json]``."""
     # One BLAS thread, as the ``fedgdp`` commands run (set before numpy is imported).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from fedgdp.arguments import output_path
+    from fedgdp.common.arguments import output_path
 
     ap = argparse.ArgumentParser(prog="python scripts/speedup.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--replicates", type=int, default=100, help="replicates (default 100)")

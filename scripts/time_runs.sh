@@ -25,7 +25,7 @@ for i in 1 2; do
     clone "$WORK/$side$i" "$rev" && timed "$side$i" "$WORK/$side$i"
   done
 done
-python -m fedgdp.rundiff "$WORK/base1" "$WORK/new1" --run paper > "$OUT/rundiff-default.txt" 2>&1
+python -m fedgdp.commands.rundiff "$WORK/base1" "$WORK/new1" --run paper > "$OUT/rundiff-default.txt" 2>&1
 echo "rundiff: $(tail -1 "$OUT/rundiff-default.txt")"
 for i in 1 2; do
   (cd "$WORK/new1" && PYTHONPATH="$WORK/new1/src" python scripts/speedup.py --out "$OUT/speedup-new$i.json" | grep ratio)

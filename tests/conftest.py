@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fedgdp.glm import get_model
+from fedgdp.core.glm import get_model
 from fedgdp.simulation.backend import FitData
 from fedgdp.simulation.params import resolve
 from fedgdp.simulation.run import draw_noises, simulate_block

@@ -1,7 +1,7 @@
 """Plain-loop reference implementation of the methods (FedNewton in both privacy modes): the test oracle.
 
 Replicate by replicate, client by client, step by step, with the per-sample
-gradient matrix clipped row by row (:func:`fedgdp.privacy.clip_rows`). It consumes
+gradient matrix clipped row by row (:func:`fedgdp.core.privacy.clip_rows`). It consumes
 exactly the noise arrays of :mod:`fedgdp.simulation.backend` (one dict per replicate, from
 :meth:`Method.draw_noise`) and is the baseline of ``scripts/speedup.py``.
 
@@ -15,11 +15,11 @@ import math
 
 import numpy as np
 
-from fedgdp import privacy
-from fedgdp.glm import GLM
+from fedgdp.core import privacy
+from fedgdp.core.glm import GLM
+from fedgdp.core.solvers import floored_solve
 from fedgdp.simulation.backend import aggregation_weights
 from fedgdp.simulation.data import Replicate
-from fedgdp.solvers import floored_solve
 
 __all__ = ["reference_fit", "clip_bound_reference", "oracle_fit", "ORACLE"]
 
@@ -174,7 +174,7 @@ def reference_fit(name: str, reps: list[Replicate], glm: GLM, s: dict, noises: l
 
 
 def clip_bound_reference(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float:
-    """Loop version of :func:`fedgdp.privacy.clip_bound` (test oracle)."""
+    """Loop version of :func:`fedgdp.core.privacy.clip_bound` (test oracle)."""
     if rule["rule"] == "fixed":
         return float(rule["value"])
     d = rep.X.shape[1]

@@ -3,7 +3,7 @@ tests/test_settings.py; ``python tests/settings_cases.py`` writes
 tests/fixtures/resolved_settings.json.
 
 That fixture was captured from the three hand-written resolvers before they moved
-onto fedgdp.settings (commit b57aefa): the test checks that the mechanism resolves
+onto fedgdp.core.settings (commit b57aefa): the test checks that the mechanism resolves
 every case to the same dict (same keys in the same order, same values and types,
 via ``repr``; the config cases are stored as the first 16 hex digits of the SHA-256
 of that ``repr``, the hand-picked ones in full) and refuses every bad case. Do not regenerate it to make a failing

@@ -27,7 +27,7 @@ def test_no_literal_cross_reference_reaches_the_html(tmp_path):
     api = (site / "api" / "index.html").read_text()
     assert "array - like" not in api and "shape(n" not in api          # types kept as written
     for name in ("predict_proba", "decision_function", "predict_log_proba"):
-        assert f'id="fedgdp.estimator.FederatedGLM.{name}"' in api, name
+        assert f'id="fedgdp.api.estimator.FederatedGLM.{name}"' in api, name
 
 
 def test_the_role_pattern_catches_both_spellings():

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import yaml
 
-from fedgdp.audit import AuditTarget, audit_nn, change, config_targets, nn_targets, read_run_config, run_audit
-from fedgdp.cli import main
+from fedgdp.commands.audit import AuditTarget, audit_nn, change, config_targets, nn_targets, read_run_config, run_audit
+from fedgdp.commands.cli import main
 from fedgdp.realdata import REGISTRY as REAL
 from fedgdp.simulation.backend import REGISTRY
 from shipped_configs import ROOT
@@ -75,7 +75,7 @@ def test_paper_newton_step_is_flagged(rows):
 def test_tiny_clients_and_extreme_records_are_searched(rows):
     r = next(r for r in rows if (r.method, r.model) == (FAST[0].method, FAST[0].model))
     assert r.budget > 1000
-    from fedgdp.audit import SCALES
+    from fedgdp.commands.audit import SCALES
 
     assert max(SCALES) == np.finfo(float).max
 
@@ -84,7 +84,7 @@ def test_a_non_finite_change_counts_as_inf(monkeypatch):
     assert change([1.0, np.nan], [1.0, 0.0]) == math.inf
     assert change([np.finfo(float).max], [-np.finfo(float).max]) == math.inf
     assert change([3.0, 0.0], [0.0, 4.0]) == 5.0
-    import fedgdp.audit as audit
+    import fedgdp.commands.audit as audit
 
     real = audit._sim_release
 
@@ -154,9 +154,9 @@ def test_cli_json(capsys):
 
 def test_cli_prints_the_audit_as_json_and_as_a_table(rows, capsys, monkeypatch):
     """The command's plumbing on the rows above (the full audit through it: test_cli_json)."""
-    import fedgdp.audit
+    import fedgdp.commands.audit
 
-    monkeypatch.setattr(fedgdp.audit, "run_audit", lambda **kw: rows)
+    monkeypatch.setattr(fedgdp.commands.audit, "run_audit", lambda **kw: rows)
     assert main(["audit", "--quick", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert len(out) == len(rows)
@@ -172,7 +172,7 @@ def test_gdp_lower_bound_inverts_the_gdp_tradeoff():
     ``1 - (alpha/2)^(1/n)`` (exact formula for k = 0); equal error rates of 1/2 give 0."""
     from scipy.stats import norm
 
-    from fedgdp.empirical import clopper_pearson_upper, gdp_lower_bound
+    from fedgdp.commands.empirical import clopper_pearson_upper, gdp_lower_bound
 
     u = 1 - 0.025 ** (1 / 1000)
     assert clopper_pearson_upper(0, 1000, 0.975) == pytest.approx(u, rel=1e-9)
@@ -185,7 +185,7 @@ def test_empirical_mu_finds_paper_fednewton_above_its_nominal_mu(tmp_path):
     nominal mu = 2 (its Newton step moves about n/8 times its recorded sensitivity), the
     certified FedNewton and FedSGD below. A certified method's bound exceeds its mu with
     probability at most 5% over seeds; seed 0 is fixed, so the test is deterministic."""
-    from fedgdp.empirical import plot_empirical, run_empirical
+    from fedgdp.commands.empirical import plot_empirical, run_empirical
 
     targets = [AuditTarget("simulation", m, "logistic", mode, 0.081)
                for m, mode in (("fednewton", "paper"), ("fednewton_certified", "paper"), ("fedsgd", "paper"))]
@@ -254,7 +254,7 @@ def test_empirical_points_of_dp_scaffold_and_the_cnns(tmp_path):
     whole training on a relabelled image) get their points: certified, below nominal mu
     (with probability 95% each; seed 0 is fixed, so the test is deterministic), drawn."""
     pytest.importorskip("torch")
-    from fedgdp.empirical import plot_empirical, run_empirical
+    from fedgdp.commands.empirical import plot_empirical, run_empirical
 
     targets = [AuditTarget("realdata", "dp_scaffold", "binary", "paper", 0.5, newton=NEWTON_CG),
                next(t for t in nn_targets() if t.method == "fedavg")]

@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import yaml
 
-from fedgdp.bench import suite_cells
-from fedgdp.cli import main
+from fedgdp.commands.bench import suite_cells
+from fedgdp.commands.cli import main
 from fedgdp.simulation.params import resolve
 from fedgdp.simulation.run import _schema, read_cell, rows_to_table, run_cell, write_cell
 
@@ -134,7 +134,7 @@ def test_cell_table_without_pandas_equals_pyarrows_own_conversion(tmp_path):
 
 
 def test_simulate_does_not_import_pandas(tmp_path):
-    code = ("import sys; from fedgdp.cli import main; "
+    code = ("import sys; from fedgdp.commands.cli import main; "
             f"main(['simulate', '--m', '3', '--sizes', 'equal(20)', '--K', '2', '--seeds', '0', "
             f"'--out', {str(tmp_path / 'c.parquet')!r}]); print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
@@ -175,7 +175,7 @@ def test_profile_realdata_on_digits(tmp_path, capsys):
 
 
 def test_profile_draws_prints_identical_draws(capsys):
-    """``scripts/profile_draws.py``: numpy's and fedgdp.normals' draws timed side by side,
+    """``scripts/profile_draws.py``: numpy's and fedgdp.core.normals' draws timed side by side,
     every draw identical (exit status 0), one table row per shape."""
     spec = importlib.util.spec_from_file_location("profile_draws", ROOT / "scripts" / "profile_draws.py")
     module = importlib.util.module_from_spec(spec)

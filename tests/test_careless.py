@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fedgdp.cli import build_parser, main
+from fedgdp.commands.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = ["--model", "logistic", "--sizes", "equal(20)", "--m", "4", "--K", "3"]
@@ -256,7 +256,7 @@ def test_version(capsys):
 
 
 def test_an_internal_error_shows_its_traceback_and_says_it_is_a_bug(monkeypatch, capsys):
-    import fedgdp.cli as cli
+    import fedgdp.commands.cli as cli
 
     def broken(args):
         raise RuntimeError("boom")
@@ -278,7 +278,7 @@ def test_an_internal_error_shows_its_traceback_and_says_it_is_a_bug(monkeypatch,
     (ValueError("bad\nvalue"), ["bad value"]),
 ])
 def test_user_errors_are_one_line(exc, words):
-    from fedgdp.arguments import user_error
+    from fedgdp.common.arguments import user_error
 
     line = user_error(exc)
     assert line is not None and "\n" not in line
@@ -290,7 +290,7 @@ def test_user_errors_are_one_line(exc, words):
 def test_yaml_errors_are_input_errors():
     import yaml
 
-    from fedgdp.arguments import user_error
+    from fedgdp.common.arguments import user_error
 
     try:
         yaml.safe_load("a: [b")
@@ -316,7 +316,7 @@ def test_ledger_and_bench_json_are_strict(capsys, tmp_path):
     report = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON token {c}"))
     assert report["mu"] == "inf" and report["clients"][0]["releases"][0]["sensitivity"] == "inf"
 
-    from fedgdp.bench import write_json
+    from fedgdp.commands.bench import write_json
 
     write_json({"a": float("inf"), "b": float("nan"), "c": [float("-inf"), 1.5]}, str(tmp_path / "b.json"))
     assert json.loads((tmp_path / "b.json").read_text()) == {"a": "inf", "b": None, "c": ["-inf", 1.5]}
@@ -335,7 +335,7 @@ def test_an_output_folder_that_cannot_be_written_is_refused_before_the_work(tmp_
     """The probe creates and removes a file: nothing is left behind in a writable folder."""
     import argparse
 
-    from fedgdp.arguments import output_path
+    from fedgdp.common.arguments import output_path
 
     check = output_path(".parquet")
     assert check(str(tmp_path / "new" / "a.parquet"))
@@ -348,7 +348,7 @@ def test_bench_suite_runs_with_an_explicit_count(tmp_path):
     """--replicates 1 is honoured (0 no longer silently becomes the config's 100)."""
     import yaml
 
-    from fedgdp.bench import run_suite
+    from fedgdp.commands.bench import run_suite
 
     cfg = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
     full = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -460,8 +460,8 @@ def test_plan_specs_pass_the_command_schemas(paper_and_smoke):
     """What the plan writes for each command is what the command's --spec schema accepts."""
     from types import SimpleNamespace as W
 
-    from fedgdp.arguments import check_spec
-    from fedgdp.cli import SPECS
+    from fedgdp.commands.cli import SPECS
+    from fedgdp.common.arguments import check_spec
 
     def strict(text):   # the specs are strict JSON too (mu = inf is "inf")
         return json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON token {c}"))

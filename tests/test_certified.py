@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from fedgdp.privacy import MU_FLOOR, parse_mu, plan_fednewton
-from fedgdp.solvers import certified_cg_iterations, cg_solve, check_certified_cg
+from fedgdp.core.privacy import MU_FLOOR, parse_mu, plan_fednewton
+from fedgdp.core.solvers import certified_cg_iterations, cg_solve, check_certified_cg
 
 
 @pytest.mark.parametrize("value", [5e-324, 1e-7, "1e-9"])
@@ -18,7 +18,7 @@ def test_mu_below_the_floor_is_refused(value):
 
 @pytest.mark.parametrize("sizes", ["equal(1)", "uniform(0,5)", "uniform(1,9)"])
 def test_fednewton_needs_two_samples_per_client(sizes, tmp_path, capsys):
-    from fedgdp.cli import main
+    from fedgdp.commands.cli import main
     from fedgdp.simulation.params import resolve
 
     with pytest.raises(ValueError, match=rf"sizes '{sizes[:5]}.*fednewton needs n_i >= 2"):
@@ -86,7 +86,7 @@ def test_recorded_sensitivity_adds_the_solve_error():
 
 
 def _fold(newton, hessian_clip=4.0):
-    from fedgdp.glm import matrix_model
+    from fedgdp.core.glm import matrix_model
     from fedgdp.realdata import FoldData
 
     rng = np.random.default_rng(0)
@@ -187,8 +187,8 @@ def _accepted_grid():
     """The extremes of every accepted range (and a middle value): clip B, hessian_clip
     (the cg_tol floor and near 1 at each), mu, tau1 (a tiny tau1 is refused by the
     release bound: refused on every data set alike)."""
-    from fedgdp.privacy import CLIP_MAX, HESSIAN_CLIP_RANGE, MU_FLOOR
-    from fedgdp.solvers import cg_tol_floor
+    from fedgdp.core.privacy import CLIP_MAX, HESSIAN_CLIP_RANGE, MU_FLOOR
+    from fedgdp.core.solvers import cg_tol_floor
 
     out = []
     for B in (1e-300, 1.0, CLIP_MAX):
@@ -234,7 +234,7 @@ def test_the_fallback_never_runs_on_the_shipped_settings(task, monkeypatch):
 
     import fedgdp.realdata.solvers as rs
     from fedgdp import FederatedGLM
-    from fedgdp.datasets import load_digits
+    from fedgdp.common.datasets import load_digits
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
     real = config["realdata"]

@@ -1,4 +1,4 @@
-"""The claims report (fedgdp.claims): each claim's test on small synthetic results built
+"""The claims report (fedgdp.reports.claims): each claim's test on small synthetic results built
 to hold, to fail and to tie (a difference within Monte Carlo error is never a win),
 the verdict rules, and the `fedgdp claims` command."""
 import itertools
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedgdp import claims
-from fedgdp.claims import VERDICTS, Check
+from fedgdp.reports import claims
+from fedgdp.reports.claims import VERDICTS, Check
 from fedgdp.simulation.summary import SUMMARY_COLUMNS
 
 FOUR = ["fedsgd", "fedhybrid", "fedavg", "fednewton"]
@@ -264,7 +264,7 @@ def test_assess_rows_and_vocabulary():
 
 
 def test_cli_writes_csv_and_markdown(tmp_path):
-    from fedgdp.cli import main
+    from fedgdp.commands.cli import main
     from fedgdp.realdata import COLUMNS
     from fedgdp.simulation.summary import write_summary
 
@@ -291,7 +291,7 @@ def test_cli_writes_csv_and_markdown(tmp_path):
 
 
 def test_cli_needs_an_output(tmp_path, capsys):
-    from fedgdp.cli import main
+    from fedgdp.commands.cli import main
 
     assert main(["claims", "--summaries"]) == 2
     assert "give at least one of --csv, --md" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from fedgdp.cli import main
+from fedgdp.commands.cli import main
 from fedgdp.simulation.run import COLUMNS, read_cell
 
 CELL = ["--model", "logistic", "--sizes", "uniform(20,40)", "--m", "5", "--mu", "2", "--K", "6"]
@@ -130,7 +130,7 @@ def test_corrupt_cell_file_is_named(tmp_path):
 
 # ------------------------------------------------------------------ help, --out, signals
 def _subcommands():
-    from fedgdp.cli import build_parser
+    from fedgdp.commands.cli import build_parser
 
     ap = build_parser()
     sub = next(a for a in ap._actions if isinstance(a, __import__("argparse")._SubParsersAction))
@@ -214,7 +214,7 @@ def test_bad_output_path_is_one_line_exit_2_and_no_file(tmp_path, before, option
 def test_every_file_writing_option_is_checked():
     """An option that names an output file or folder gets a checking type (output_path,
     output_dir), so the checks above cover new subcommands too."""
-    from fedgdp.cli import output_dir
+    from fedgdp.commands.cli import output_dir
 
     _, sub = _subcommands()
     outputs = {"out", "pdf", "png", "csv", "md", "tex", "medians", "dir"}

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import make_block, stacked_noise
 from fedgdp import methods
-from fedgdp.figures import METHOD_STYLE, method_style
-from fedgdp.glm import BINARY_LOGISTIC
+from fedgdp.common.figures import METHOD_STYLE, method_style
+from fedgdp.core.glm import BINARY_LOGISTIC
 from fedgdp.methods import REALDATA, SIMULATION
 
 SIM = [n for n, m in methods.REGISTRY.items() if SIMULATION in m.backends]
@@ -107,7 +107,7 @@ def test_simulation_and_realdata_backends_agree_on_shared_data(name):
 
 @pytest.mark.parametrize("name", [n for n in SIM + REAL_PRIVATE if methods.REGISTRY[n].private])
 def test_the_audit_has_a_target_on_every_backend_and_mode_of_a_private_method(name):
-    from fedgdp.audit import default_targets
+    from fedgdp.commands.audit import default_targets
 
     meth = methods.REGISTRY[name]
     covered = {(t.kind, t.mode) for t in default_targets() if t.method == name}
@@ -173,8 +173,8 @@ def test_the_tested_release_is_a_stage_of_the_plan(name):
 
 @pytest.mark.parametrize("name", [n for n in SIM if methods.REGISTRY[n].theory_bound is not None])
 def test_the_declared_bound_is_a_row_of_table_1(name):
+    from fedgdp.core.theory import TABLE1
     from fedgdp.simulation.summary import theory_bounds
-    from fedgdp.theory import TABLE1
 
     assert methods.REGISTRY[name].theory_bound in TABLE1
     cells = pd.DataFrame({"m": [10, 20], "N_mean": [1000.0, 1000.0], "mu": [1.0, 1.0], "K": [50, 50]})

@@ -6,8 +6,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from fedgdp.cli import main
-from fedgdp.datasets import (
+from fedgdp.commands.cli import main
+from fedgdp.common.datasets import (
     MNIST_FILES,
     client_layout,
     fetch_mnist,

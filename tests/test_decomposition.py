@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from fedgdp import decomposition as dc
 from fedgdp import plan as wp
+from fedgdp.reports import decomposition as dc
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -99,7 +99,7 @@ def test_writers_use_one_number_format_per_column(tmp_path):
 def test_the_figure_shows_a_negative_term_below_zero(tmp_path):
     from PIL import Image
 
-    from fedgdp.plots_decomposition import plot_decomposition
+    from fedgdp.reports.plots_decomposition import plot_decomposition
 
     rows, _ = synthetic(n=8)
     t = dc.decompose(dc.paired(rows, STUDIES, 50))
@@ -166,7 +166,7 @@ def test_decomposition_config_errors_name_the_key(edit, key):
 
 
 def test_bench_suite_times_each_study_with_its_own_release():
-    from fedgdp.bench import suite_cells
+    from fedgdp.commands.bench import suite_cells
 
     releases = {study: p.get("release", "private") for study, p in suite_cells(config())}
     assert releases["decompose_plain"] == "plain" and releases["decompose_clip_only"] == "clip_only"

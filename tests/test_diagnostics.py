@@ -1,4 +1,4 @@
-"""fit_info_ and its warnings (fedgdp.diagnostics), and the estimator's defaults on data
+"""fit_info_ and its warnings (fedgdp.api.diagnostics), and the estimator's defaults on data
 no one here wrote: scikit-learn's breast_cancer, wine and diabetes."""
 import math
 import warnings
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fedgdp import FederatedGLM
-from fedgdp.diagnostics import ConvergenceWarning
+from fedgdp.api.diagnostics import ConvergenceWarning
 
 datasets = pytest.importorskip("sklearn.datasets")
 
@@ -113,7 +113,7 @@ def test_fedgdp_fit_prints_the_diagnosis(tmp_path, capsys):
 
     import pandas as pd
 
-    from fedgdp.cli import main
+    from fedgdp.commands.cli import main
 
     d = datasets.load_diabetes()
     df = pd.DataFrame(d.data, columns=d.feature_names).assign(count=np.round(d.target / 25),

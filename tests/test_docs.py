@@ -35,7 +35,7 @@ def test_catalog_file_is_the_standardized_usage():
 
 
 def test_cli_reference_renders_every_command():
-    from fedgdp.cli import build_parser
+    from fedgdp.commands.cli import build_parser
 
     ref = _hooks().cli_reference()
     sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and isinstance(a.choices, dict))

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 
 from fedgdp import FederatedGLM
-from fedgdp.estimator import PrivacyLeakWarning, estimator_rng
-from fedgdp.seeds import CLIP_STREAM, seed_sequence
+from fedgdp.api.estimator import PrivacyLeakWarning, estimator_rng
+from fedgdp.core.seeds import CLIP_STREAM, seed_sequence
 
 
 # ----------------------------------------------------------- the pipeline's fit, rebuilt
 def _pipeline_fits(task: str, name: str, over: dict, split: int = 1, fold: int = 2):
     """What `fedgdp realdata` (realdata.run.run_split) fits on one split and fold of digits:
     the same layout, fold rows, clipping bound, FoldData and noise generators, at every mu."""
-    from fedgdp.datasets import layout_key, load_digits, split_layout
-    from fedgdp.glm import matrix_model
+    from fedgdp.common.datasets import layout_key, load_digits, split_layout
+    from fedgdp.core.glm import matrix_model
     from fedgdp.realdata import FoldData, clip_bound_real, get_method, noise_rng, resolve
 
     p = resolve({"task": task, "methods": [name], **over})
@@ -138,7 +138,7 @@ def test_fitted_attributes_shapes_and_predictions():
 
 
 def test_privacy_report_composes_to_mu_and_converts_to_epsilon():
-    from fedgdp.privacy import gdp_epsilon
+    from fedgdp.core.privacy import gdp_epsilon
 
     X, y, clients = _toy()
     for method in ("fednewton", "fedhybrid", "fedsgd", "fedavg"):
@@ -216,7 +216,7 @@ def test_random_state_reproduces_and_streams_follow_the_seed_derivation():
     c = FederatedGLM(clip=2.0, random_state=8).fit(X, y, clients).theta_
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
-    from fedgdp.seeds import derived_rng
+    from fedgdp.core.seeds import derived_rng
 
     want = derived_rng(7, {"estimator": "fedgdp.FederatedGLM"}, stream="fednewton").standard_normal(3)
     np.testing.assert_array_equal(estimator_rng(7, "fednewton").standard_normal(3), want)
@@ -236,7 +236,7 @@ def test_shuffle_keeps_fednewton_halves_off_a_sorted_order():
 
 
 def test_importing_fedgdp_imports_no_sklearn():
-    code = ("import sys, fedgdp, fedgdp.estimator, fedgdp.fitting, fedgdp.cli; "
+    code = ("import sys, fedgdp, fedgdp.api.estimator, fedgdp.api.fitting, fedgdp.commands.cli; "
             "assert 'sklearn' not in sys.modules, 'sklearn imported'; print(fedgdp.FederatedGLM.__name__)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "FederatedGLM", res.stderr[-1500:]
@@ -245,9 +245,9 @@ def test_importing_fedgdp_imports_no_sklearn():
 def test_docstring_example_runs():
     import doctest
 
-    import fedgdp.estimator
+    import fedgdp.api.estimator
 
-    assert doctest.testmod(fedgdp.estimator).failed == 0
+    assert doctest.testmod(fedgdp.api.estimator).failed == 0
 
 
 def test_docstring_says_which_fedhybrid():

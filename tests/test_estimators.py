@@ -6,9 +6,9 @@ import pytest
 import statsmodels.api as sm
 
 from conftest import make_block, stacked_noise
+from fedgdp.core.solvers import floored_solve
 from fedgdp.simulation.backend import REGISTRY, get_method
 from fedgdp.simulation.run import run_cell
-from fedgdp.solvers import floored_solve
 from oracle import ORACLE, ORACLE_METHODS, reference_fit
 
 METHODS = list(REGISTRY)

@@ -4,8 +4,8 @@ data file that is not finite is refused at load, naming the file and the row."""
 import numpy as np
 import pytest
 
-from fedgdp.datasets import check_finite
-from fedgdp.privacy import clip_rows, row_norms
+from fedgdp.common.datasets import check_finite
+from fedgdp.core.privacy import clip_rows, row_norms
 
 BIG = np.finfo(float).max
 
@@ -43,7 +43,7 @@ def test_clipping_zeroes_non_finite_rows_and_keeps_the_bound():
 def test_simulation_releases_stay_finite_with_float_max_records(model, method, mode):
     """Every clipped per-sample gradient and Hessian of a float-max row is zero or within
     its bound, so the fit (clipped, noisy, public bound) is finite."""
-    from fedgdp.glm import get_model
+    from fedgdp.core.glm import get_model
     from fedgdp.simulation.backend import FitData, get_method
     from fedgdp.simulation.data import Replicate
     from fedgdp.simulation.params import resolve
@@ -68,7 +68,7 @@ def test_simulation_releases_stay_finite_with_float_max_records(model, method, m
 def test_paper_newton_step_on_float_max_records_is_an_error_not_a_release():
     """The paper's unclipped Hessian of a float-max row is not finite: the private
     release is refused (a release that is not finite is an error, never an output)."""
-    from fedgdp.glm import get_model
+    from fedgdp.core.glm import get_model
     from fedgdp.simulation.backend import FitData, get_method
     from fedgdp.simulation.data import Replicate
     from fedgdp.simulation.params import resolve
@@ -88,7 +88,7 @@ def test_paper_newton_step_on_float_max_records_is_an_error_not_a_release():
 @pytest.mark.parametrize("task", ["binary", "multiclass"])
 @pytest.mark.parametrize("solver", ["cg", "ridge"])
 def test_realdata_releases_stay_finite_with_float_max_records(task, solver):
-    from fedgdp.glm import matrix_model
+    from fedgdp.core.glm import matrix_model
     from fedgdp.realdata import FoldData, get_method, resolve
 
     rng = np.random.default_rng(0)

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from fedgdp.glm import MODELS, get_model, population_hessian, population_min_eigenvalue
+from fedgdp.core.glm import MODELS, get_model, population_hessian, population_min_eigenvalue
 
 
 def _data(rng, n=40, d=4):

@@ -1,4 +1,4 @@
-"""fedgdp.io: the one atomic writer, the Parquet writer's provenance, and what a write imports."""
+"""fedgdp.common.io: the one atomic writer, the Parquet writer's provenance, and what a write imports."""
 import subprocess
 import sys
 
@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fedgdp import __version__
-from fedgdp.io import atomic_path, read_parquet_files, write_parquet, write_text
+from fedgdp.common.io import atomic_path, read_parquet_files, write_parquet, write_text
 
 
 def test_a_failed_write_leaves_nothing_behind(tmp_path):

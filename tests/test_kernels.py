@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from fedgdp import privacy
-from fedgdp.glm import get_model
+from fedgdp.core import privacy
+from fedgdp.core.glm import get_model
 from fedgdp.simulation import kernels
 from fedgdp.simulation.backend import ClientBlock
 from fedgdp.simulation.data import Replicate
@@ -148,7 +148,7 @@ def test_kernels_compile_where_no_cache_location_is_writable(tmp_path):
     """With no usable cache locator numba refuses cache=True; the kernels then
     compile in the process instead of failing (a fresh compile of every kernel: slow)."""
     code = ("import numpy as np; from fedgdp.simulation import kernels; "
-            "from fedgdp.simulation.backend import ClientBlock; from fedgdp.glm import LOGISTIC; "
+            "from fedgdp.simulation.backend import ClientBlock; from fedgdp.core.glm import LOGISTIC; "
             "from fedgdp.simulation.data import Replicate; "
             "X = np.ones((4, 2)); "
             "d = ClientBlock([Replicate(X, np.array([0., 1, 1, 0]), np.array([2, 2]))], LOGISTIC); "

@@ -1,7 +1,9 @@
-"""The package's layers (docs/ARCHITECTURE.md, "The package, module by module"): every
-import of every module, including the lazy ones inside functions, points down.
+"""The package's floors (docs/ARCHITECTURE.md, "The package, floor by floor"): a module's
+floor is read from its folder, and every import of every module, the lazy ones inside
+functions too, points down or stays in its own folder; two folders of one floor never
+import each other.
 
-core <- experiments (simulation/, realdata/, nn/; never each other) <- reports <- commands
+core <- methods, common <- simulation, realdata, nn <- reports, api <- plan <- commands <- the front door
 """
 import ast
 from pathlib import Path
@@ -10,28 +12,29 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "fedgdp"
 
-CORE = {"glm", "seeds", "compiled", "normals", "privacy", "methods", "solvers", "settings", "io", "figures",
-        "datasets", "theory", "arguments", "__init__"}
-EXPERIMENTS = {"simulation", "realdata", "nn"}
-REPORTS = {"tables", "decomposition", "plots_decomposition", "claims", "sensitivity"}
-COMMANDS = {"plan", "cli", "audit", "empirical", "bench", "rundiff", "__main__", "estimator", "fitting",
-            "diagnostics", "routing"}
-#: The one upward import allowed: the package's front door re-exports the estimator, lazily
-#: (a module ``__getattr__``), so ``import fedgdp`` imports none of it.
-PUBLIC_API = {("__init__", "estimator")}
+#: The package's folders, floor by floor from the bottom. The front door, the top floor,
+#: is the package's own two files, ``__init__`` (the public names) and ``__main__``
+#: (``python -m fedgdp``).
+FRONT_DOOR = "the front door"
+FLOORS = [("core",), ("methods", "common"), ("simulation", "realdata", "nn"), ("reports", "api"), ("plan",),
+          ("commands",), (FRONT_DOOR,)]
+FLOOR = {folder: k for k, folders in enumerate(FLOORS) for folder in folders}
+#: The one name every module may read from the front door: the package's version, a
+#: constant of ``fedgdp/__init__.py``, which imports nothing of the package when it runs
+#: (`test_the_front_door_imports_lazily`).
+VERSION = "fedgdp.__version__"
 
 
-def _unit(module: str) -> str:
-    """``fedgdp.simulation.run`` -> ``simulation``; ``fedgdp.glm`` -> ``glm``."""
+def _folder(module: str) -> str:
+    """``fedgdp.simulation.run`` -> ``simulation``; ``fedgdp`` and ``fedgdp.__main__`` -> the front door."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    return FRONT_DOOR if len(parts) == 1 or parts[1] == "__main__" else parts[1]
 
 
-def _layer(unit: str) -> int:
-    for k, names in enumerate((CORE, EXPERIMENTS, REPORTS, COMMANDS)):
-        if unit in names:
-            return k
-    raise AssertionError(f"module {unit!r} is in no layer: add it to tests/test_layers.py and ARCHITECTURE")
+def _floor(folder: str) -> int:
+    if folder not in FLOOR:
+        raise AssertionError(f"folder {folder!r} is on no floor: add it to tests/test_layers.py and ARCHITECTURE")
+    return FLOOR[folder]
 
 
 def _modules():
@@ -42,10 +45,10 @@ def _modules():
         yield (name[: -len(".__init__")] if is_pkg else name), is_pkg, path
 
 
-def _imports(name: str, is_pkg: bool, path: Path):
-    """Every fedgdp module ``name`` imports (absolute, relative, lazy)."""
+def _imports(name: str, is_pkg: bool, path: Path, nodes=None):
+    """Every fedgdp module ``name`` imports (absolute, relative, lazy), or those of ``nodes``."""
     package = name if is_pkg else name.rsplit(".", 1)[0]
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in nodes if nodes is not None else ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -69,17 +72,32 @@ MODULES = list(_modules())
 
 @pytest.mark.parametrize("name,is_pkg,path", MODULES, ids=[m[0] for m in MODULES])
 def test_imports_point_down(name, is_pkg, path):
-    me = _unit(name)
+    me = _folder(name)
     bad = []
     for target in _imports(name, is_pkg, path):
-        other = _unit(target)
-        if other == me or target == "fedgdp.__version__" or (me, other) in PUBLIC_API:
+        other = _folder(target)
+        if other == me or target == VERSION:
             continue
-        if _layer(other) > _layer(me) or (_layer(other) == _layer(me) == 1):
+        if _floor(other) >= _floor(me):                # up, or sideways to another folder of the floor
             bad.append(target)
-    assert not bad, f"{name} imports {bad} (layer of {me}: {_layer(me)})"
+    assert not bad, f"{name} imports {bad} (folder {me}, floor {_floor(me)})"
 
 
-def test_every_module_has_a_layer():
+def test_every_module_is_in_a_folder_with_a_floor():
+    """Only the front door's two files sit beside the folders; every folder is a package on a floor."""
+    loose = sorted(p.name for p in SRC.glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py"], loose
+    folders = {p.parent.relative_to(SRC).parts[0] for p in SRC.rglob("*.py") if p.parent != SRC}
+    assert folders == set(FLOOR) - {FRONT_DOOR}, folders ^ (set(FLOOR) - {FRONT_DOOR})
+    assert all((SRC / f / "__init__.py").is_file() for f in folders)
     for name, _, _ in MODULES:
-        _layer(_unit(name))
+        _floor(_folder(name))
+
+
+def test_the_front_door_imports_lazily():
+    """``import fedgdp`` runs no module of the package: the front door's imports are inside
+    functions (the public estimator, on first use), which is why any module may read its
+    ``__version__``."""
+    init = SRC / "__init__.py"
+    top = [n for n in ast.parse(init.read_text()).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert not list(_imports("fedgdp", True, init, top))

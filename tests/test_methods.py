@@ -1,15 +1,27 @@
 """The algorithm core (fedgdp.methods): one registry, backend checks, and the worked
 example of docs/ARCHITECTURE.md ("Adding a method") run end to end on both backends."""
+import importlib
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from fedgdp import methods, privacy
-from fedgdp.methods import REALDATA, Method, StepSettings
+from fedgdp import methods
 from fedgdp.simulation.params import resolve
 from fedgdp.simulation.run import run_cell
 
-
 # ---------------------------------------------------------- the worked example
+#: The new method's module, ``src/fedgdp/methods/oneshot.py``, exactly as docs/ARCHITECTURE.md
+#: ("Adding a method") prints it.
+ONESHOT = '''"""One-shot averaging: K noisy local steps from 0, averaged once."""
+from __future__ import annotations
+
+from ..core import privacy
+from .base import REALDATA, Method
+from .settings import StepSettings
+
+
 class OneShot(Method):
     """One-shot averaging: K noisy local steps from 0, averaged once."""
 
@@ -34,12 +46,28 @@ class OneShot(Method):
         w = self.weights(be, s)
         local = be.local_steps(be.zeros(), K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z"))
         return be.finish(be.average(w, local), ledgers, self.comm(s, be.m, be.dk))
+'''
 
 
 @pytest.fixture
-def oneshot(monkeypatch):
-    """The registry line, ``REGISTRY["oneshot"] = OneShot()``, for this test only."""
-    monkeypatch.setitem(methods.REGISTRY, "oneshot", OneShot())
+def oneshot(tmp_path, monkeypatch):
+    """The new module, written as ``oneshot.py`` into a folder that joins the package
+    ``fedgdp.methods`` (so it imports as ``fedgdp.methods.oneshot``, relative imports and
+    all), and its registry line, ``OneShot()`` in `REGISTRY`'s tuple, for this test only."""
+    (tmp_path / "oneshot.py").write_text(ONESHOT)
+    monkeypatch.setattr(methods, "__path__", [*methods.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "fedgdp.methods.oneshot", raising=False)
+    module = importlib.import_module("fedgdp.methods.oneshot")
+    monkeypatch.setitem(methods.REGISTRY, "oneshot", module.OneShot())
+    yield module
+    sys.modules.pop("fedgdp.methods.oneshot", None)
+
+
+def test_the_worked_example_is_the_one_in_the_docs():
+    """docs/ARCHITECTURE.md prints the module this file tests, line for line."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md").read_text()
+    block = text.split("### Adding a method", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert block == ONESHOT
 
 
 CELL = {"m": 6, "sizes": "equal(40)", "K": 6, "method_settings": {"fedavg": {"R": 1}}}
@@ -62,7 +90,7 @@ def test_a_new_method_runs_on_real_data(oneshot):
     """The same class on the real-data backend (its settings: the class's real-data
     preset, nothing elsewhere): with the same generator it draws what FedAvg with one
     round draws, so the two fits are equal."""
-    from fedgdp.glm import BINARY_LOGISTIC
+    from fedgdp.core.glm import BINARY_LOGISTIC
     from fedgdp.realdata import FoldData, get_method
     from fedgdp.realdata import resolve as resolve_realdata
 
@@ -131,8 +159,8 @@ def test_a_new_method_runs_through_the_ledger_the_audit_and_a_figure(oneshot, tm
     its plan, no sensitivity exceeded) and drawn in a figure (the fallback style)."""
     import pandas as pd
 
-    from fedgdp.audit import AuditTarget, run_audit
-    from fedgdp.figures import METHOD_STYLE, method_style
+    from fedgdp.commands.audit import AuditTarget, run_audit
+    from fedgdp.common.figures import METHOD_STYLE, method_style
     from fedgdp.simulation.plots import plot_figure
     from fedgdp.simulation.summary import summarise
 

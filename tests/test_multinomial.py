@@ -3,8 +3,8 @@ differences, the dense Hessian against Hessian-vector products, cheap clipping."
 import numpy as np
 import pytest
 
-from fedgdp.glm import BINARY_LOGISTIC, LOGISTIC, POISSON, Multinomial, matrix_model
-from fedgdp.privacy import clip_rows
+from fedgdp.core.glm import BINARY_LOGISTIC, LOGISTIC, POISSON, Multinomial, matrix_model
+from fedgdp.core.privacy import clip_rows
 from fedgdp.realdata import clipped_gradient
 
 MODELS = [BINARY_LOGISTIC, POISSON, Multinomial(3), Multinomial(10)]   # theta (d, k), k = 1, 1, 3, 10
@@ -97,7 +97,7 @@ def test_fused_loss_gradient_equals_the_separate_calls(model):
 def test_row_blocks_reassociate_only(model, monkeypatch):
     """Above ROW_BLOCK_MIN rows, loss_gradient and hvp_at sum over blocks of rows: equal
     to the one-block result to 1e-12 relative (summation order only)."""
-    from fedgdp import glm
+    from fedgdp.core import glm
 
     rng, X, Y, _ = _data(model, n=300, seed=4)
     T, V = rng.normal(size=(X.shape[1], model.k)), rng.normal(size=(X.shape[1], model.k))

@@ -180,7 +180,7 @@ def test_models_and_device():
 
 
 def test_cli_run_summarise_plot(tmp_path):
-    from fedgdp.cli import main
+    from fedgdp.commands.cli import main
     from fedgdp.nn.run import read_runs
 
     outs = []
@@ -200,7 +200,7 @@ def test_cli_run_summarise_plot(tmp_path):
 
 
 def test_cli_errors(tmp_path, capsys):
-    from fedgdp.cli import main
+    from fedgdp.commands.cli import main
 
     rc = main(["nn-run", "--figure", "fig09", "--dataset", "mnist", "--m", "4", "--n", "20",
                "--data-dir", str(tmp_path), "--out", str(tmp_path / "x.parquet")])
@@ -215,7 +215,7 @@ def test_nn_bench_times_every_step_against_the_plain_gradient(tmp_path):
     fedgdp's step within float32 rounding (1e-5 relative), JSON and Markdown written."""
     import json
 
-    from fedgdp.cli import main
+    from fedgdp.commands.cli import main
 
     out, md = tmp_path / "b.json", tmp_path / "b.md"
     assert main(["nn-bench", "--datasets", "digits", "--sizes", "5,10", "--repeats", "1", "--rounds", "1",

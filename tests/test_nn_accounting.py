@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from fedgdp import privacy
+from fedgdp.core import privacy
 
 torch = pytest.importorskip("torch")
 

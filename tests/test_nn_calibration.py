@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedgdp import privacy
+from fedgdp.core import privacy
 from fedgdp.methods import get_method
 from fedgdp.nn.data import DataUnavailable, load_images, write_idx
 from fedgdp.nn.settings import METHODS, release_plan, resolve

@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fedgdp import privacy  # noqa: E402
+from fedgdp.core import privacy  # noqa: E402
 from fedgdp.nn.backend import head_newton_step  # noqa: E402
 from fedgdp.nn.clipping import clip_margin, clipped_grad_sums  # noqa: E402
 from fedgdp.nn.models import ConvNet  # noqa: E402

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from torch.func import functional_call, grad, vmap  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from fedgdp import privacy  # noqa: E402
+from fedgdp.core import privacy  # noqa: E402
 from fedgdp.nn.backend import minibatches  # noqa: E402
 from fedgdp.nn.settings import METHODS, release_plan, resolve, smallest_batch  # noqa: E402
 from fedgdp.nn.train import ClientData, train  # noqa: E402

@@ -51,7 +51,7 @@ def test_readings_command_runs_resumes_and_tabulates(tmp_path):
     pytest.importorskip("torch")
     import pandas as pd
 
-    from fedgdp.cli import main
+    from fedgdp.commands.cli import main
 
     cfg = str(_config(tmp_path, CONFIG.replace("runs: 2", "runs: 1").replace(
         "{release: plain}", "{release: plain, rounds: 2, local_epochs: 1, newton_cycles: 1, m: 6}").replace(
@@ -78,7 +78,7 @@ def test_claims_c6_names_the_ceiling_and_the_best_private_reading(tmp_path):
     ceiling (plain), clipping alone and the best private reading with its certified mu."""
     import pandas as pd
 
-    from fedgdp import claims
+    from fedgdp.reports import claims
 
     rows = []
     for reading, release, cert, acc in (("plain", "plain", math.inf, 0.8), ("clip_only", "clip_only", math.inf, 0.3),

@@ -68,7 +68,7 @@ def test_a_summed_release_moves_by_at_most_its_sensitivity_and_by_more_than_the_
     """One record of a client of 3 images replaced (a random image relabelled): the summed
     clipped gradient moves by at most its recorded sensitivity 2 B, and by more than the
     mean's 2 B / 3 could (the release really is the sum). Audit targets keep the reading."""
-    from fedgdp.audit import config_targets
+    from fedgdp.commands.audit import config_targets
     from fedgdp.nn.clipping import clipped_grad_sums
 
     B = 1e-3                                   # every per-sample gradient clipped: norm B each

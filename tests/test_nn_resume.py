@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from fedgdp import plan as wp
-from fedgdp.cli import main
-from fedgdp.io import write_parquet
+from fedgdp.commands.cli import main
+from fedgdp.common.io import write_parquet
 from fedgdp.nn.run import piece_settings
 from fedgdp.nn.settings import resolve
 from shipped_configs import ROOT, SCHEMA, merged

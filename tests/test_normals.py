@@ -1,11 +1,11 @@
-"""fedgdp.normals: the compiled normal draws are numpy's own numbers (exactly, not within a
+"""fedgdp.core.normals: the compiled normal draws are numpy's own numbers (exactly, not within a
 tolerance: the simulations' and real-data fits' outputs must not change), and leave the
 generator where numpy's draw would."""
 import numpy as np
 import pytest
 
-from fedgdp.normals import COMPILED_FROM, standard_normal
-from fedgdp.seeds import derived_rng
+from fedgdp.core.normals import COMPILED_FROM, standard_normal
+from fedgdp.core.seeds import derived_rng
 
 # numpy's ziggurat: a draw lands in the tail (|x| > R, the idx == 0 branch that draws
 # through log1p) about once in 3,600 draws, and in a wedge (the exp test) about once in
@@ -47,10 +47,10 @@ def test_interleaved_with_other_draws_of_the_same_generator():
 def test_falls_back_to_numpy_where_the_compiled_draws_differ(monkeypatch):
     """The first-use check: a compiled loop that does not reproduce numpy is dropped (with a
     warning) and numpy draws, so no number changes."""
-    import fedgdp.normals as normals
+    import fedgdp.core.normals as normals
 
     monkeypatch.setattr(normals, "_FILL", [])
-    import fedgdp.compiled as compiled
+    import fedgdp.core.compiled as compiled
 
     real = compiled.njit
 

@@ -155,7 +155,7 @@ def test_smoke_summaries_and_tables(smoke):
 
 
 def test_smoke_claims_report(smoke):
-    from fedgdp.claims import CLAIM_COLUMNS, VERDICTS
+    from fedgdp.reports.claims import CLAIM_COLUMNS, VERDICTS
 
     claims = pd.read_csv(smoke / f"tables/{RUN}/claims.csv")
     assert list(claims.columns) == CLAIM_COLUMNS
@@ -412,7 +412,7 @@ def test_smoke_decomposition_target_and_report(smoke):
     the figure, terms adding up to the private MSE, and the report of `all decompose`."""
     import numpy as np
 
-    from fedgdp.decomposition import COLUMNS, TERMS
+    from fedgdp.reports.decomposition import COLUMNS, TERMS
 
     res = snakemake(smoke, "decompose", *SMOKE)
     assert res.returncode == 0, res.stderr[-3000:]

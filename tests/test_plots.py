@@ -141,7 +141,7 @@ def _dotted(ax):
 
 
 def test_lower_bound_is_drawn_dotted_below_the_data_where_theorem_3_10_holds():
-    from fedgdp.theory import lower_bound
+    from fedgdp.core.theory import lower_bound
 
     sizes = ["equal(400)"]
     spec = {"model": "logistic", "study": "compare", "layout": "m_by_method", "theory": True, "d": 5,
@@ -216,7 +216,7 @@ def test_every_method_of_every_experiment_has_one_style():
     """One style table serves the simulations, the real data and the CNNs; no two
     methods drawn in one figure share a colour unless one is the other's hatched twin."""
     from fedgdp import realdata
-    from fedgdp.figures import HATCHED
+    from fedgdp.common.figures import HATCHED
     from fedgdp.nn.settings import METHODS as NN_METHODS
 
     for names in (list(REGISTRY), list(realdata.REGISTRY), list(NN_METHODS)):
@@ -267,7 +267,7 @@ def test_more_columns_than_panels():
 
 
 def test_a_figure_of_a_missing_or_unknown_selection_is_a_clear_error():
-    from fedgdp.figures import rows_of
+    from fedgdp.common.figures import rows_of
 
     df = pd.DataFrame({"task": ["binary", "binary"], "value": [0.7, 0.8]})
     assert list(rows_of(df, "task", "binary", ["binary", "multiclass"], "the rows")["value"]) == [0.7, 0.8]

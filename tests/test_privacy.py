@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from fedgdp import privacy
-from fedgdp.glm import get_model
+from fedgdp.core import privacy
+from fedgdp.core.glm import get_model
 from fedgdp.simulation.data import parse_sizes, simulate_replicate
 from oracle import clip_bound_reference
 

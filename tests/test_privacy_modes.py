@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import make_block, stacked_noise
-from fedgdp import privacy
+from fedgdp.core import privacy
 from fedgdp.simulation.backend import REGISTRY, get_method
 from fedgdp.simulation.params import resolve
 from fedgdp.simulation.run import run_cell
@@ -140,7 +140,7 @@ def test_certified_fednewton_fast_equals_reference(model, clip, hc):
 
 
 def test_private_clip_bound_fast_equals_reference_and_is_on_the_grid():
-    from fedgdp.glm import get_model
+    from fedgdp.core.glm import get_model
     from fedgdp.simulation.run import clip_bounds
 
     p, reps, fd = make_block(dict(sizes="uniform(20,60)", m=8, clip=PRIVATE_CLIP), REPS)
@@ -156,7 +156,7 @@ def test_private_clip_bound_tracks_the_quantile_at_high_mu():
     """With little noise (mu = 1e6) the private bound is the upper edge of the bin
     holding the largest client q-quantile (up to one bin: the CDF rule and numpy's
     interpolated quantile differ by at most one bin)."""
-    from fedgdp.glm import get_model
+    from fedgdp.core.glm import get_model
 
     p, reps, _ = make_block(dict(sizes="equal(200)", m=5, mu=1e6), (0,))
     glm = get_model(p["model"])
@@ -194,7 +194,7 @@ def test_certified_ledger_matches_dp_accounting_pld():
 def test_cli_ledger_reports_certification(capsys):
     import json
 
-    from fedgdp.cli import main
+    from fedgdp.commands.cli import main
 
     args = ["ledger", "--method", "fednewton", "--m", "2", "--sizes", "equal(20)", "--K", "2"]
     assert main(args) == 0

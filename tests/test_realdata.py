@@ -8,9 +8,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from fedgdp import realdata as rd
-from fedgdp.cli import main
-from fedgdp.datasets import load_digits
-from fedgdp.glm import BINARY_LOGISTIC, Multinomial
+from fedgdp.commands.cli import main
+from fedgdp.common.datasets import load_digits
+from fedgdp.core.glm import BINARY_LOGISTIC, Multinomial
 
 MODELS = [BINARY_LOGISTIC, Multinomial(3)]
 
@@ -62,7 +62,7 @@ def test_cg_newton_step_equals_dense_newton_step(model):
 
 
 def test_floor_solver_matches_the_simulations_floored_solve():
-    from fedgdp.solvers import floored_solve
+    from fedgdp.core.solvers import floored_solve
 
     fd = _fold(BINARY_LOGISTIC, seed=3)
     Theta = np.full((fd.d, 1), 0.3)
@@ -314,13 +314,13 @@ def test_run_split_rows_do_not_depend_on_the_workers(digits):
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
 def test_sparse_products_agree_with_dense_ones(model):
-    """A tall, wide, sparse design is multiplied as CSR (fedgdp.glm.product_design): gradients,
+    """A tall, wide, sparse design is multiplied as CSR (fedgdp.core.glm.product_design): gradients,
     Hessian-vector products and ridge fits agree with the dense ones to 1e-12 (the same
     sums in another order: rounding, about 1e-16 relative per term), and a narrow or
     dense design and a short one (a client's few hundred rows) are returned as they are."""
     from scipy.sparse import issparse
 
-    from fedgdp.glm import SPARSE_MIN_COLUMNS, product_design
+    from fedgdp.core.glm import SPARSE_MIN_COLUMNS, product_design
 
     rng = np.random.default_rng(5)
     n, d = 10000, SPARSE_MIN_COLUMNS + 4         # n > ROW_BLOCK_MIN: the dense side goes by blocks
@@ -344,12 +344,12 @@ def test_sparse_products_agree_with_dense_ones(model):
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
 def test_nonzero_column_products_agree_with_dense_ones(model):
     """A client's wide design with all-zero columns is multiplied through its other columns
-    (fedgdp.glm.NonzeroColumns): scores, gradients, Hessian-vector products, row slices,
+    (fedgdp.core.glm.NonzeroColumns): scores, gradients, Hessian-vector products, row slices,
     clipped and stacked gradients and the CG Newton step agree with the dense ones to
     1e-12 (the same nonzero terms, grouped otherwise: rounding, about 1e-16 relative per
     term), the rows of the zero columns are exactly zero, and a design with too few zero
     columns, a narrow one or a tall one is not made one."""
-    from fedgdp.glm import SPARSE_MIN_COLUMNS, ZERO_COLUMNS_MIN, NonzeroColumns, product_design
+    from fedgdp.core.glm import SPARSE_MIN_COLUMNS, ZERO_COLUMNS_MIN, NonzeroColumns, product_design
 
     rng = np.random.default_rng(11)
     n, d = 300, SPARSE_MIN_COLUMNS + 4
@@ -404,7 +404,7 @@ def test_nonzero_columns_keep_the_gradient_sensitivity(model):
     all-zero columns (so the two designs keep different columns) or by a huge one, moves
     its clipped mean gradient by at most 2 B / n (the recorded sensitivity of a gradient
     release), up to 1e-12 relative for rounding, as the dense products do."""
-    from fedgdp.glm import SPARSE_MIN_COLUMNS, NonzeroColumns
+    from fedgdp.core.glm import SPARSE_MIN_COLUMNS, NonzeroColumns
 
     rng = np.random.default_rng(12)
     n, d, B = 200, SPARSE_MIN_COLUMNS + 4, 0.7
@@ -432,8 +432,8 @@ def test_run_split_through_nonzero_columns_matches_the_dense_products(digits, mo
     (rounding through K steps), FedNewton's CG step and the ridge fits, which stop at a
     tolerance (cg_tol, gtol 1e-8 on the gradient), to 1e-6: a test-fold accuracy moves only
     if an image's two best class scores are within the solvers' tolerance of each other."""
-    from fedgdp import glm
-    from fedgdp.datasets import Dataset
+    from fedgdp.common.datasets import Dataset
+    from fedgdp.core import glm
 
     pixels = digits.X[:, 1:].reshape(-1, 8, 8)
     wide = np.pad(np.kron(pixels, np.ones((1, 2, 2))), ((0, 0), (2, 2), (2, 2))).reshape(len(pixels), -1)
@@ -458,13 +458,13 @@ def test_run_split_through_nonzero_columns_matches_the_dense_products(digits, mo
 
 
 def test_pooled_design_from_blocks_is_the_stacked_csr():
-    """The pooled design built from the clients' row blocks (fedgdp.glm.product_design of a
+    """The pooled design built from the clients' row blocks (fedgdp.core.glm.product_design of a
     list, of dense blocks or of their NonzeroColumns) has the very arrays of
     csr_matrix(np.vstack(blocks)), so NP-Pooled's products are the same to the bit; a
     short or dense stack comes back as the dense np.vstack."""
     from scipy.sparse import csr_matrix, issparse
 
-    from fedgdp.glm import SPARSE_MIN_COLUMNS, NonzeroColumns, product_design
+    from fedgdp.core.glm import SPARSE_MIN_COLUMNS, NonzeroColumns, product_design
 
     rng = np.random.default_rng(8)
     d = SPARSE_MIN_COLUMNS + 9

@@ -30,7 +30,7 @@ def test_mnist_config_plans_the_papers_layout(tmp_path):
 
 
 def test_mnist_files_in_place_need_no_fetch(tmp_path):
-    from fedgdp.datasets import MNIST_FILES
+    from fedgdp.common.datasets import MNIST_FILES
 
     d = workdir(tmp_path)
     (d / "data/mnist").mkdir(parents=True)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from conftest import make_block
-from fedgdp import privacy
-from fedgdp.glm import get_model
+from fedgdp.core import privacy
+from fedgdp.core.glm import get_model
 from fedgdp.simulation.backend import REGISTRY, FitData
 from fedgdp.simulation.params import resolve
 from fedgdp.simulation.run import clip_bounds, draw_noises, run_cell
@@ -124,7 +124,7 @@ def test_simulate_command_takes_the_release(tmp_path):
 
     import pyarrow.parquet as pq
 
-    from fedgdp.cli import main
+    from fedgdp.commands.cli import main
 
     out = tmp_path / "cell.parquet"
     assert main(["simulate", "--m", "4", "--sizes", "equal(20)", "--K", "3", "--methods", "fedsgd",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fedgdp import FederatedGLM
-from fedgdp.estimator import FIT_SCOPE, SingleClientWarning
+from fedgdp.api.estimator import FIT_SCOPE, SingleClientWarning
 
 sklearn = pytest.importorskip("sklearn")
 
@@ -121,6 +121,6 @@ def test_privacy_report_says_it_covers_one_fit():
     rep = FederatedGLM(clip=2.0, random_state=0).fit(X, y, cl).privacy_
     assert rep.scope == FIT_SCOPE and rep.scope.startswith("one fit")
     assert rep.as_dict()["scope"] == FIT_SCOPE
-    from fedgdp.estimator import REFUSAL_RULE
+    from fedgdp.api.estimator import REFUSAL_RULE
 
     assert rep.refusals == REFUSAL_RULE and rep.as_dict()["refusals"].startswith("every refusal depends on public")

@@ -1,10 +1,10 @@
-"""fedgdp.rundiff: two output trees compared file by file (cell files as one table)."""
+"""fedgdp.commands.rundiff: two output trees compared file by file (cell files as one table)."""
 import math
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fedgdp import rundiff
+from fedgdp.commands import rundiff
 
 
 def _tree(root, mse=(0.1, 0.2), elapsed=(1.0, 2.0), csv="a,b\n1,2\n"):

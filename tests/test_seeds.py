@@ -1,11 +1,11 @@
-"""Seed derivation (fedgdp.seeds): every experiment's generators come from one formula,
+"""Seed derivation (fedgdp.core.seeds): every experiment's generators come from one formula,
 and that formula is the documented SeedSequence (so moving it changed no draw)."""
 import hashlib
 import json
 
 import numpy as np
 
-from fedgdp.seeds import derived_rng, seed_sequence, stable_hash
+from fedgdp.core.seeds import derived_rng, seed_sequence, stable_hash
 
 KEY = {"model": "logistic", "m": 10}
 

@@ -1,6 +1,6 @@
 """The sensitivity study: the config section's expansion into ordinary studies
 (fedgdp.plan), its checks, its real-data runs, and the claims map
-(fedgdp.sensitivity) on small synthetic summaries built to make a claim hold under one
+(fedgdp.reports.sensitivity) on small synthetic summaries built to make a claim hold under one
 variant and fail under another."""
 import copy
 import json
@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from fedgdp import plan as wp
-from fedgdp import sensitivity
+from fedgdp.reports import sensitivity
 from shipped_configs import SCHEMA, merged
 from test_claims import grid_cells, summary_rows
 

@@ -1,4 +1,4 @@
-"""fedgdp.settings: one mechanism under the three resolvers (simulation cells, real-data
+"""fedgdp.core.settings: one mechanism under the three resolvers (simulation cells, real-data
 fits, CNN runs). The resolved settings of every shipped config and of hand-picked
 overrides equal those of the resolvers it replaced (tests/fixtures, captured before),
 key order and types included, since they feed the seeds and the Parquet metadata."""
@@ -12,7 +12,7 @@ from dataclasses import FrozenInstanceError, dataclass
 import pytest
 
 import settings_cases as cases
-from fedgdp.settings import Settings, add_flags, choice, flag_values, integer, number, setting
+from fedgdp.core.settings import Settings, add_flags, choice, flag_values, integer, number, setting
 
 FIXTURE = json.loads(cases.FIXTURE.read_text())
 
@@ -117,7 +117,7 @@ def test_flags_are_generated_from_the_fields():
 
 def test_command_flags_come_from_the_settings_classes():
     """Every field with a flag type is a flag of its command, with the field's help."""
-    from fedgdp.cli import build_parser
+    from fedgdp.commands.cli import build_parser
     from fedgdp.nn.settings import NNSettings
     from fedgdp.realdata.parameters import RealdataSettings
     from fedgdp.simulation.params import CellSettings

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from fedgdp.datasets import allocate_total
-from fedgdp.seeds import stable_hash
+from fedgdp.common.datasets import allocate_total
+from fedgdp.core.seeds import stable_hash
 from fedgdp.simulation.data import parse_size_slug, parse_sizes, replicate_rng, simulate_replicate, size_slug
 
 

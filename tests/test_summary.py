@@ -3,10 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedgdp.cli import main
-from fedgdp.simulation.run import read_cell
-from fedgdp.simulation.summary import SUMMARY_COLUMNS, normalise, read_cells, read_summaries, summarise, theory_bounds
-from fedgdp.tables import (
+from fedgdp.commands.cli import main
+from fedgdp.reports.tables import (
     RATES_HEADERS,
     TABLE1_HEADERS,
     column_styles,
@@ -16,6 +14,8 @@ from fedgdp.tables import (
     write_latex,
     write_markdown,
 )
+from fedgdp.simulation.run import read_cell
+from fedgdp.simulation.summary import SUMMARY_COLUMNS, normalise, read_cells, read_summaries, summarise, theory_bounds
 
 CELL = ["--model", "logistic", "--sizes", "equal(20)", "--m", "4", "--mu", "2", "--K", "5",
         "--study", "demo"]
@@ -216,7 +216,7 @@ def test_rates_markdown_keeps_small_slopes_fixed(tmp_path):
 
 
 def test_upper_bound_forms():
-    from fedgdp.theory import upper_bound
+    from fedgdp.core.theory import upper_bound
 
     n = np.full(20, 50.0)                       # m = 20, N = 1000
     N, m, d, mu = 1000.0, 20, 5, 2.0

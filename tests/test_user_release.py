@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from fedgdp import FederatedGLM
-from fedgdp.estimator import LABELS_FROM_DATA, PrivacyLeakWarning
-from fedgdp.seeds import seed_sequence
+from fedgdp.api.estimator import LABELS_FROM_DATA, PrivacyLeakWarning
+from fedgdp.core.seeds import seed_sequence
 
 
 def _data(n=600, m=6, classes=2, seed=0):

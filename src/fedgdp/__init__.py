@@ -4,10 +4,10 @@ Estimators of Peng, Paul & Auddy, "Statistical Limits and Efficient Algorithms f
 Differentially Private Federated Learning": FedSGD, FedAvg, FedHybrid, FedNewton
 (``fedgdp.methods``, run by ``fedgdp.simulation.backend`` and ``fedgdp.realdata``), with
 simulated GLM data (``fedgdp.simulation.data``), privacy calibration and accounting
-(``fedgdp.privacy``) and the paper's bounds (``fedgdp.theory``). On your own federated
-data: ``fedgdp.FederatedGLM`` (``fedgdp.estimator``; imported on first use, and it needs
+(``fedgdp.core.privacy``) and the paper's bounds (``fedgdp.core.theory``). On your own federated
+data: ``fedgdp.FederatedGLM`` (``fedgdp.api.estimator``; imported on first use, and it needs
 no scikit-learn) and ``fedgdp fit``. The command line is ``python -m fedgdp``
-(``fedgdp.cli``).
+(``fedgdp.commands.cli``).
 """
 __version__ = "0.1.0"
 
@@ -17,7 +17,7 @@ __all__ = ["FederatedGLM", "PrivacyReport", "__version__"]
 def __getattr__(name: str):
     # the public estimator, imported lazily: `import fedgdp` stays light
     if name in ("FederatedGLM", "PrivacyReport"):
-        from . import estimator
+        from .api import estimator
 
         return getattr(estimator, name)
     raise AttributeError(f"module 'fedgdp' has no attribute {name!r}")

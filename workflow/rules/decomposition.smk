@@ -1,4 +1,4 @@
-# The error decomposition (beyond the paper; fedgdp.decomposition, docs/methods.md §9):
+# The error decomposition (beyond the paper; fedgdp.reports.decomposition, docs/methods.md §9):
 # one job reads every cell of the three decomposition studies (private, clip_only,
 # plain; same replicate data) and writes the table and the figure. Not in the default
 # target: `snakemake --cores 2 decompose`.

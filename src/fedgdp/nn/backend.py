@@ -21,7 +21,7 @@ What differs from the GLM backends, and lives here:
 
 The ledger allows for every round (no amplification by subsampling): each client's
 ledger composes to exactly mu; what a client spent, given how often it was drawn, is
-`TorchBackend.counts` through `fedgdp.privacy.Ledger.spent_mu`.
+`TorchBackend.counts` through `fedgdp.core.privacy.Ledger.spent_mu`.
 
 Nothing here synchronises the host with the device inside a round: the clients are
 drawn by numpy, the noise sds are numpy arrays decided before the round, and the
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import privacy
+from ..core import privacy
 from ..methods import CNN, Fit
 from .clipping import clip_factors, clip_margin, clipped_grad_sums, floats_per_image, head_grads
 from .models import HEAD
@@ -372,7 +372,7 @@ class TorchBackend:
         -------
         sigmas : tuple of ndarray, each shape (m,)
             One array of noise sds per release spec of the plan.
-        ledgers : list of fedgdp.privacy.Ledger
+        ledgers : list of fedgdp.core.privacy.Ledger
             The one ledger (arrays shaped (1, m)).
         """
         plan = reduced_plan(method.plan(self, s), self.p.get("reduction", "mean"), self.p.get("local_batch"))
@@ -694,7 +694,7 @@ class TorchBackend:
         ----------
         theta : dict name -> Tensor
             The final global parameters.
-        ledgers : list of fedgdp.privacy.Ledger
+        ledgers : list of fedgdp.core.privacy.Ledger
             The one ledger of `calibrate`.
         comm : dict
             The method's nominal communication (unused).

@@ -305,7 +305,7 @@ def run_nn_bench(*, datasets=("mnist", "cifar10"), sizes=(100, 600), repeats: in
                                        "estimate": estimate_runs(step, dataset=dataset)}
     text = json.dumps(result, indent=1)
     print(text)
-    from ..io import write_text
+    from ..common.io import write_text
 
     if out:
         write_text(out, text + "\n")

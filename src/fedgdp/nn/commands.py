@@ -18,8 +18,8 @@ __all__ = ["add_parsers"]
 
 
 def _settings(args) -> dict:
-    from ..arguments import _spec, load_params_file
-    from ..settings import flag_values
+    from ..common.arguments import _spec, load_params_file
+    from ..core.settings import flag_values
     from .settings import NNSettings
 
     out: dict = load_params_file(args.params) if args.params else {}  # type: ignore[assignment]  # many=False: a dict
@@ -74,7 +74,7 @@ def _cmd_nn_readings(args) -> int:
     table, missing = collect(cfg, args.runs_dir)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    from ..io import atomic_path
+    from ..common.io import atomic_path
 
     with atomic_path(out / "readings.csv") as tmp:
         table.to_csv(tmp, index=False)
@@ -88,7 +88,7 @@ def _cmd_nn_readings(args) -> int:
 
 
 def _cmd_nn_summarise(args) -> int:
-    from ..io import atomic_path
+    from ..common.io import atomic_path
     from .plots import summarise_runs
     from .run import read_runs
 
@@ -102,13 +102,13 @@ def _cmd_nn_summarise(args) -> int:
 
 
 def _cmd_nn_plot(args) -> int:
-    from ..io import read_parquet_files
+    from ..common.io import read_parquet_files
     from .plots import SUMMARY_COLUMNS, plot_nn_figure
 
     summary = read_parquet_files(args.inputs, SUMMARY_COLUMNS, "summary")
     plot_nn_figure(summary, args.figure, args.out, png=not args.no_png)
     if args.csv:
-        from ..io import atomic_path
+        from ..common.io import atomic_path
 
         with atomic_path(args.csv) as tmp:
             summary[summary["figure"] == args.figure].to_csv(tmp, index=False, float_format="%.4f")
@@ -124,7 +124,7 @@ def _cmd_nn_fetch(args) -> int:
 
 
 def _cmd_nn_bench(args) -> int:
-    from ..settings import integer, name_list
+    from ..core.settings import integer, name_list
     from .bench import run_nn_bench
 
     sizes = tuple(integer(2, strict=False)("--sizes", s) for s in name_list("--sizes", args.sizes))
@@ -159,8 +159,8 @@ def add_parsers(sub) -> None:
     sub : argparse._SubParsersAction
         ``fedgdp``'s subparsers (``ArgumentParser.add_subparsers()``).
     """
-    from ..arguments import output_dir, output_path, show_defaults
-    from ..settings import add_flags
+    from ..common.arguments import output_dir, output_path, show_defaults
+    from ..core.settings import add_flags
     from .settings import NNSettings
 
     run = sub.add_parser("nn-run", help="CNN experiments: one run (all methods) -> Parquet (needs torch)")

@@ -18,7 +18,7 @@ Datasets
 ``mnist``
     The four original IDX files (``train-images-idx3-ubyte.gz`` ...), gzipped or not,
     or a Keras-style ``mnist.npz``, in ``<data_dir>/mnist/`` (the folder layout and
-    reader of `fedgdp.datasets`, shared with the real-data study): 60,000
+    reader of `fedgdp.common.datasets`, shared with the real-data study): 60,000
     training and 10,000 test images, 28x28.
 ``cifar10``
     The python version's pickled batches in
@@ -26,7 +26,7 @@ Datasets
     ``test_batch``), or the archive ``cifar-10-python.tar.gz`` in
     ``<data_dir>/cifar10/`` (unpacked on first use): 50,000 + 10,000 images, 3x32x32.
 
-`fetch` downloads MNIST (through `fedgdp.datasets.fetch_mnist`) or
+`fetch` downloads MNIST (through `fedgdp.common.datasets.fetch_mnist`) or
 CIFAR-10 and verifies the published MD5 checksums;
 without a network it raises `DataUnavailable` naming the files to place and
 where. `load_images` never downloads.
@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets import MNIST_FILES, MNIST_MIRRORS, fetch_mnist, read_idx, write_idx
+from ..common.datasets import MNIST_FILES, MNIST_MIRRORS, fetch_mnist, read_idx, write_idx
 
 __all__ = ["ImageData", "DataUnavailable", "DATASETS", "load_images", "fetch", "read_idx",
            "write_idx", "MNIST_FILES", "CIFAR10_ARCHIVE"]
@@ -105,7 +105,7 @@ def _find(folder: Path, name: str) -> Path | None:
 def _missing_message(name: str, data_dir: Path, missing: list[str]) -> str:
     if name == "mnist":
         where = data_dir / "mnist"
-        how = f"from {MNIST_MIRRORS[0]}, MD5s in fedgdp.datasets.MNIST_FILES; or an mnist.npz"
+        how = f"from {MNIST_MIRRORS[0]}, MD5s in fedgdp.common.datasets.MNIST_FILES; or an mnist.npz"
     else:
         where = data_dir / "cifar10"
         how = f"from {CIFAR10_ARCHIVE[0]} (MD5 {CIFAR10_ARCHIVE[2]})"
@@ -223,7 +223,7 @@ def _md5(path: Path) -> str:
 
 
 def _download(url: str, dest: Path, md5: str, timeout: float) -> None:
-    from ..io import atomic_path
+    from ..common.io import atomic_path
 
     with atomic_path(dest) as tmp:               # renamed into place only when its MD5 matches
         with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as out:

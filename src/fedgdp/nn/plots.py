@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..figures import method_style, pyplot, rows_of, save_figure
+from ..common.figures import method_style, pyplot, rows_of, save_figure
 from .settings import LABELS, METHODS
 
 __all__ = ["summarise_runs", "plot_nn_figure", "SUMMARY_COLUMNS"]

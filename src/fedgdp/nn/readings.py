@@ -289,7 +289,7 @@ def plot_readings(table, cfg: dict, out: str | os.PathLike) -> list:
     list of pathlib.Path
         The files written.
     """
-    from ..figures import method_style, pyplot, save_figure
+    from ..common.figures import method_style, pyplot, save_figure
     from .settings import LABELS, METHODS
 
     plt = pyplot()

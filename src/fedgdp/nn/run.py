@@ -1,6 +1,6 @@
 """One CNN run (every method on one partition) and its Parquet file.
 
-Seeds (`fedgdp.seeds`, as in the simulations, docs/methods.md §1): a run uses
+Seeds (`fedgdp.core.seeds`, as in the simulations, docs/methods.md §1): a run uses
 ``SeedSequence([base_seed, stable_hash(data_key), run])`` for its partition and
 initial weights (shared by all methods: common random numbers), and method ``M``
 uses ``SeedSequence([base_seed, stable_hash(data_key), run, stable_hash(M)])`` for
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..seeds import seed_sequence
+from ..core.seeds import seed_sequence
 from .data import ImageData, load_images
 from .settings import data_key, label
 
@@ -130,7 +130,7 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     -------
     rows : list of dict
         One row per method of ``p["methods"]``, keys `COLUMNS`.
-    ledgers : dict method -> fedgdp.privacy.Ledger
+    ledgers : dict method -> fedgdp.core.privacy.Ledger
         Only with ``return_ledgers``: then ``(rows, ledgers)`` is returned.
     """
     import torch
@@ -252,7 +252,7 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
     """
     import pyarrow as pa
 
-    from ..io import write_parquet
+    from ..common.io import write_parquet
 
     table = pa.Table.from_pylist(rows, schema=_schema())
     meta = {"python": platform.python_version(), "machine": platform.machine()}
@@ -280,7 +280,7 @@ def read_runs(paths) -> pandas.DataFrame:
     pandas.DataFrame
         Their rows (at least the columns `COLUMNS`).
     """
-    from ..io import read_parquet_files
+    from ..common.io import read_parquet_files
 
     return read_parquet_files(paths, COLUMNS, "run")
 

@@ -22,10 +22,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from .. import privacy
+from ..core import privacy
+from ..core.privacy import RELEASES
+from ..core.settings import Settings, choice, integer, name_list, number, setting, suggest
 from ..methods import CNN, FedHybrid, get_method, registry
-from ..privacy import RELEASES
-from ..settings import Settings, choice, integer, name_list, number, setting, suggest
 
 __all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "REDUCTIONS", "SUMMED_STAGES", "label", "release_plan",
            "reduced_plan", "smallest_batch", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
@@ -70,7 +70,7 @@ def label(method: str, mu: float, release: str = "private") -> str:
     mu : float
         The privacy parameter (inf: non-private).
     release : str
-        ``private``, ``clip_only`` or ``plain`` (`fedgdp.privacy.RELEASES`).
+        ``private``, ``clip_only`` or ``plain`` (`fedgdp.core.privacy.RELEASES`).
 
     Returns
     -------
@@ -85,7 +85,7 @@ def label(method: str, mu: float, release: str = "private") -> str:
 def release_plan(method: str, p: dict, n) -> tuple:
     """The releases of CNN ``method`` under run settings ``p`` for clients of ``n``
     training images: its plan in `fedgdp.methods` (a tuple of
-    `fedgdp.privacy.ReleaseSpec`, arrays shaped (1, m)); ``fedgdp.privacy.calibrate``
+    `fedgdp.core.privacy.ReleaseSpec`, arrays shaped (1, m)); ``fedgdp.core.privacy.calibrate``
     turns it into noise sds and the ledger, as `fedgdp.nn.backend.TorchBackend` does.
 
     Parameters
@@ -99,7 +99,7 @@ def release_plan(method: str, p: dict, n) -> tuple:
 
     Returns
     -------
-    tuple of fedgdp.privacy.ReleaseSpec
+    tuple of fedgdp.core.privacy.ReleaseSpec
         The method's releases, arrays shaped (1, m).
     """
     meth = get_method(method, CNN)
@@ -114,7 +114,7 @@ def reduced_plan(plan: tuple, reduction: str, local_batch: int | None = None) ->
     Under ``sum`` a gradient or local-step release (`SUMMED_STAGES`) is the sum of the
     client's clipped per-sample gradients, not their mean: replacing one image moves it by
     at most ``2 B`` (times the step), whatever the client's size, so its spec has ``n = 1``
-    (`fedgdp.privacy.ReleaseSpec`). The release is ``n_i`` times the mean's, and so is its
+    (`fedgdp.core.privacy.ReleaseSpec`). The release is ``n_i`` times the mean's, and so is its
     noise sd: the same mu. The Newton releases keep their size.
 
     With ``local_batch`` b, a local epoch is one pass over the client's images in
@@ -127,7 +127,7 @@ def reduced_plan(plan: tuple, reduction: str, local_batch: int | None = None) ->
 
     Parameters
     ----------
-    plan : tuple of fedgdp.privacy.ReleaseSpec
+    plan : tuple of fedgdp.core.privacy.ReleaseSpec
         A CNN method's plan (arrays shaped (1, m)).
     reduction : str
         ``mean`` or ``sum``.
@@ -136,7 +136,7 @@ def reduced_plan(plan: tuple, reduction: str, local_batch: int | None = None) ->
 
     Returns
     -------
-    tuple of fedgdp.privacy.ReleaseSpec
+    tuple of fedgdp.core.privacy.ReleaseSpec
         The plan of the releases as they are made (``plan`` itself for ``mean`` and None).
     """
     out = []

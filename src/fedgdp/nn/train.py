@@ -193,7 +193,7 @@ class Trained:
     params : dict name -> Tensor
         The trained network's parameters.
     info : fedgdp.nn.backend.TrainInfo
-    ledger : fedgdp.privacy.Ledger
+    ledger : fedgdp.core.privacy.Ledger
         Arrays shaped ``(1, m)``; composes to mu for every client.
     counts : dict stage -> ndarray (m,)
         Releases each client actually made (``ledger.spent_mu(counts)``).

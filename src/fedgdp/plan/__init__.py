@@ -49,7 +49,7 @@ Snakemake itself is never imported here.
 """
 from __future__ import annotations
 
-from ..settings import suggest
+from ..core.settings import suggest
 from .base import FIGURE_KINDS, alternatives, figure_number, fmt_mu, mnist_files
 from .config import (
     GRID_AXES,

@@ -80,7 +80,7 @@ def mnist_files(folder: str) -> list[str]:
         Paths in ``folder``: ``[mnist.npz]``, the four unpacked IDX files, or the four IDX
         ``.gz`` files.
     """
-    from ..datasets import MNIST_FILES
+    from ..common.datasets import MNIST_FILES
 
     if os.path.isfile(os.path.join(folder, "mnist.npz")):
         return [os.path.join(folder, "mnist.npz")]

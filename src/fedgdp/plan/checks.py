@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from ..settings import suggest
+from ..core.settings import suggest
 from .base import fmt_mu
 from .config import ConfigError
 from .decomposition import DecompositionPart

@@ -13,7 +13,7 @@ class ClaimsPart(TargetsPart, NNPart):
 
     def claims_studies(self) -> dict[str, list[str]]:
         """Claim -> the studies of this config it reads (missing studies left out)."""
-        from ..claims import DEFAULT_STUDIES
+        from ..reports.claims import DEFAULT_STUDIES
 
         return {claim: [s for s in studies if s in self.config["studies"]]
                 for claim, studies in DEFAULT_STUDIES.items()}
@@ -104,7 +104,7 @@ class ClaimsPart(TargetsPart, NNPart):
         """
         rd = self.config.get("realdata", {})
         return ("Which of the paper's conclusions the results support (fedgdp claims, module "
-                "fedgdp.claims): one row per claim and model with the paper's statement, the test "
+                "fedgdp.reports.claims): one row per claim and model with the paper's statement, the test "
                 "used, a verdict (holds / partly / fails / not run) and the numbers behind it. C1: MSE "
                 "falls with m and with n_i (Figs 1-2, 11-14); C2: the ordering of the methods (Figs 3, "
                 "6); C3: the trade-off in K (Figs 4, 15); C4: fixed N (Figs 5, 16); C5: real data (Figs "

@@ -29,7 +29,7 @@ def shrink_png(src: str | os.PathLike, dst: str | os.PathLike, width: int = GALL
     """
     from PIL import Image, PngImagePlugin
 
-    from ..io import atomic_path
+    from ..common.io import atomic_path
 
     with Image.open(src) as img:
         info = PngImagePlugin.PngInfo()

@@ -189,7 +189,7 @@ class NNPart(PlanBase):
     @staticmethod
     def _restore_one(src: str, target: str, settings: dict, dry_run: bool) -> dict:
         """`nn_restore` of one run file: compare, then copy (see there)."""
-        from ..io import dumps_strict
+        from ..common.io import dumps_strict
         from ..nn.run import piece_settings
         from ..nn.settings import COMMON
         from ..nn.settings import resolve as resolve_nn
@@ -241,7 +241,7 @@ class NNPart(PlanBase):
     def nn_mnist_fetch_files(self) -> list[str]:
         """MNIST's IDX files for rule fetch_nn_mnist; empty (no such rule) when rule
         fetch_mnist already makes them (nn.data_dir/mnist is realdata.path)."""
-        from ..datasets import MNIST_FILES
+        from ..common.datasets import MNIST_FILES
 
         folder = os.path.join(self.nn().get("data_dir", "data"), "mnist")
         if os.path.normpath(folder) == os.path.normpath(self.config.get("realdata", {}).get("path", "")):

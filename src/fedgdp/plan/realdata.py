@@ -87,7 +87,7 @@ class RealdataPart(PlanBase):
 
     def mnist_fetch_files(self) -> list[str]:
         """MNIST's four IDX .gz files under ``realdata.path`` (outputs of rule fetch_mnist)."""
-        from ..datasets import MNIST_FILES
+        from ..common.datasets import MNIST_FILES
 
         return [os.path.join(self.config["realdata"]["path"], f) for f in MNIST_FILES]
 

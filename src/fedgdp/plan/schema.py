@@ -7,7 +7,7 @@ import copy
 import os
 from pathlib import Path
 
-from ..settings import suggest
+from ..core.settings import suggest
 from .config import GRID_AXES, ConfigError, _without_defaults, key_path
 from .sensitivity import _fill_sensitivity_schema
 

@@ -8,7 +8,7 @@ import copy
 import json
 import os
 
-from ..settings import suggest
+from ..core.settings import suggest
 from .base import alternatives, mnist_files
 from .config import GRID_AXES, ConfigError, _without_defaults, merge_settings, numbers
 from .realdata import RealdataPart
@@ -418,8 +418,8 @@ class SensitivityPart(SimulationPart, RealdataPart):
             f"{', '.join(d['grid']['sizes'])}" for claim, d in sens.get("designs", {}).items())
         real = self.sensitivity_realdata_variants()
         ds, skipped = self.sensitivity_datasets()
-        return ("Claims map of the sensitivity study (fedgdp claims-map, module fedgdp.sensitivity): "
-                "the paper's claims tested by fedgdp.claims (the thresholds of the claims report) on "
+        return ("Claims map of the sensitivity study (fedgdp claims-map, module fedgdp.reports.sensitivity): "
+                "the paper's claims tested by fedgdp.reports.claims (the thresholds of the claims report) on "
                 "every variant of the settings the paper leaves open; one column per variant (base: "
                 "config.yaml's defaults), one row per claim and model (C2, C4: also per sub-claim, "
                 "and with certified FedNewton in FedNewton's place), the verdict written in each cell "

@@ -96,7 +96,7 @@ class TablesPart(SimulationPart):
                     method_settings=c["defaults"]["method_settings"],
                     note="Slopes of log(MSE) on log(x) over the cells of a group (statsmodels OLS, "
                          "95% confidence interval); predicted: least-squares slope of the method's "
-                         "bound (fedgdp.theory, constants set to one) over the same cells. "
+                         "bound (fedgdp.core.theory, constants set to one) over the same cells. "
                          f"Made by {self.provenance()}.")
         return json.dumps(spec, sort_keys=True)
 

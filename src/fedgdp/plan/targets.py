@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..settings import suggest
+from ..core.settings import suggest
 from .base import alternatives, figure_number
 from .decomposition import DecompositionPart
 from .gallery import GALLERY_DIR, GALLERY_RUN

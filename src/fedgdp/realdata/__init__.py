@@ -43,7 +43,7 @@ Non-private baselines (mu = inf: no clipping, no noise; run once, stored with mu
 Conventions
 -----------
 ``m`` clients; client i holds ``X_i`` (n_i, d) and targets ``Y_i`` (n_i, k)
-(`fedgdp.glm`, in its matrix form); parameters are ``Theta`` (d, k). Aggregation
+(`fedgdp.core.glm`, in its matrix form); parameters are ``Theta`` (d, k). Aggregation
 weights are ``w_i = n_i / N`` over training sizes. All methods start at 0.
 
 Privacy: the clipping bound B of a fold follows the configured rule on that fold's
@@ -51,7 +51,7 @@ training data: the paper's q-quantile of per-sample gradient norms at Theta = 0,
 over clients (data-driven: recorded as unaccounted, so ``mu_certified`` is inf), a
 fixed public value, or the private quantile (noisy histograms, recorded in the
 ledger; its noise from the stream ``clip_histogram``, and B then depends on mu).
-Every method declares its releases as a plan (`fedgdp.privacy`); ``privacy:
+Every method declares its releases as a plan (`fedgdp.core.privacy`); ``privacy:
 {mode: certified}`` makes FedNewton clip per-sample Hessians (``fednewton_certified``
 does so in every mode). tau1 is a configured number here: the population Hessian of
 image data is singular (constant pixels), so the simulations' ``auto`` rule gives 0.
@@ -65,7 +65,7 @@ level's bound, and one noise draw per step serves all J levels, which is what J
 separate runs draw, their generators being seeded alike. NP-LocalFit and NP-Pooled
 evaluate loss, gradient and probabilities from one product ``X Theta``.
 
-Seeds: the layout of split s comes from `fedgdp.datasets.split_layout`; the
+Seeds: the layout of split s comes from `fedgdp.common.datasets.split_layout`; the
 noise of method M in split s, fold f from ``SeedSequence([base_seed,
 stable_hash(layout_key + task), s, f, stable_hash(M)])``, the same for every mu
 (common random numbers across privacy levels).
@@ -78,7 +78,7 @@ clipped gradients, the clipping bound), ``solvers`` (the Newton step, the ridge 
 ``metrics`` (AUC, accuracy), ``run`` (one split: the run loop, its rows and file).
 """
 
-from ..solvers import cg_solve
+from ..core.solvers import cg_solve
 from .backend import RealBackend, local_descent
 from .clipping import clip_bound_real, clipped_gradient, stacked_gradients
 from .folds import FoldData

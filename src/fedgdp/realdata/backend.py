@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..glm import product_design
+from ..core.glm import product_design
 from ..methods import REALDATA, Fit, StreamNoise
 from .clipping import stacked_gradients
 from .solvers import newton_step, ridge_fit
@@ -55,7 +55,7 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
     trace : list or None
         When a list, each noisy iterate is appended as ``("local", i, step, eta, Theta,
         noise2)``, ``noise2`` (J,) the expected squared norm of the step's noise (what
-        [`fedgdp.diagnostics`][fedgdp.diagnostics] reads; the iterates are releases the
+        [`fedgdp.api.diagnostics`][fedgdp.api.diagnostics] reads; the iterates are releases the
         ledger accounts for).
 
     Returns
@@ -220,7 +220,7 @@ class RealBackend:
         -------
         sigmas : tuple of ndarray, each shape (J, m)
             One array of noise sds per release spec of the plan.
-        ledgers : list of fedgdp.privacy.Ledger, length J
+        ledgers : list of fedgdp.core.privacy.Ledger, length J
             One ledger per level.
         """
         cals = [fd.calibrate(method.plan(fd, s)) for fd in self.fds]
@@ -411,7 +411,7 @@ class RealBackend:
         ----------
         theta : ndarray of shape (J, d, k)
             The final global parameters.
-        ledgers : list of fedgdp.privacy.Ledger, length J
+        ledgers : list of fedgdp.core.privacy.Ledger, length J
             One ledger per level.
         comm : dict
             ``rounds``, ``floats_up``, ``floats_down`` (`fedgdp.methods.Method.comm`).

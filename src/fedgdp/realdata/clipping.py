@@ -1,7 +1,7 @@
 """Per-sample clipping on matrix models, and the real-data clipping bound.
 
 A per-sample gradient of a matrix model is the outer product ``x_j r_j'`` (d, k) of the
-row and its residual (`fedgdp.glm`), with Frobenius norm ``||x_j|| ||r_j||``, so
+row and its residual (`fedgdp.core.glm`), with Frobenius norm ``||x_j|| ||r_j||``, so
 clipping it to norm B scales the residual row ``r_j`` (`clip_residuals`).
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from .. import privacy
-from ..glm import GLM
+from ..core import privacy
+from ..core.glm import GLM
 
 __all__ = ["clip_residuals", "clipped_gradient", "stacked_gradients", "clip_bound_real"]
 
@@ -24,7 +24,7 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
 
     Parameters
     ----------
-    model : fedgdp.glm.GLM
+    model : fedgdp.core.glm.GLM
         The model.
     Theta : ndarray of shape (d, k)
         The parameter.
@@ -51,7 +51,7 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
 def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float) -> None:
     """Scale the rows of the residuals Res (n, k) in place so that ``||x_j|| ||r_j|| <= B``;
     a per-sample gradient whose norm is not finite (a NaN or overflowed residual, or a
-    row norm that overflows) becomes zero (`fedgdp.privacy.clip_factors`).
+    row norm that overflows) becomes zero (`fedgdp.core.privacy.clip_factors`).
 
     Parameters
     ----------
@@ -115,12 +115,12 @@ def clip_bound_real(model: GLM, X: list, Y: list, rule: dict, *, mu: float = mat
                     rng=None) -> float:
     """The clipping bound on real data: max over clients of the q-quantile of the
     per-sample gradient norms at Theta = 0 (``quantile``), the fixed value, or the
-    private quantile (`fedgdp.privacy.private_clip_bound`, needs mu and rng); the
-    rules are dispatched by `fedgdp.privacy.bound_of_rule`.
+    private quantile (`fedgdp.core.privacy.private_clip_bound`, needs mu and rng); the
+    rules are dispatched by `fedgdp.core.privacy.bound_of_rule`.
 
     Parameters
     ----------
-    model : fedgdp.glm.GLM
+    model : fedgdp.core.glm.GLM
         The model.
     X, Y : list of ndarray
         Each client's rows and targets.

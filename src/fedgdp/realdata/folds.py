@@ -1,6 +1,6 @@
 """The training data of one fold, split by client: clipped gradients and the clipping bound.
 
-Client i holds ``X_i`` (n_i, d) and targets ``Y_i`` (n_i, k) (`fedgdp.glm`, matrix
+Client i holds ``X_i`` (n_i, d) and targets ``Y_i`` (n_i, k) (`fedgdp.core.glm`, matrix
 models); parameters are ``Theta`` (d, k). Clipping a per-sample gradient ``x_j r_j'``
 to Frobenius norm B scales its residual row ``r_j`` (the norm is ``||x_j|| ||r_j||``).
 """
@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import privacy
-from ..glm import GLM, product_design
+from ..core import privacy
+from ..core.glm import GLM, product_design
+from ..core.privacy import Ledger
 from ..methods import REALDATA
-from ..privacy import Ledger
 from .backend import RealBackend, same_stream
 from .clipping import clipped_gradient
 from .parameters import DEFAULTS
@@ -31,17 +31,17 @@ class FoldData:
     model : GLM
     X, Y : list of ndarray
         Client i's design (n_i, d) and targets (n_i, k), rows in random order; a design
-        may be a `fedgdp.glm.NonzeroColumns` (a split's wide clients: what needs
+        may be a `fedgdp.core.glm.NonzeroColumns` (a split's wide clients: what needs
         the entries reads ``np.asarray``).
     mu : float          target mu per client (inf: non-private)
     B : float           clipping bound (ignored, no clipping, when mu = inf)
     tau1 : float        FedNewton's eigenvalue floor / ridge
     newton : dict       solver settings (``solver``, ``cg_tol``, ``cg_maxiter``)
     products : list     what the products read: each X_i, or its CSR copy when wide and
-                        sparse (`fedgdp.glm.product_design`; made when not given)
+                        sparse (`fedgdp.core.glm.product_design`; made when not given)
     xnorm : list        each client's row norms (n_i,) (made when not given)
     trace : list | None a list to collect the noisy iterates of the gradient steps in
-                        (``fedgdp.diagnostics``); None (the pipeline) keeps none
+                        (``fedgdp.api.diagnostics``); None (the pipeline) keeps none
     """
 
     model: GLM
@@ -58,7 +58,7 @@ class FoldData:
     trace: list | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
-        # what the products read (a CSR copy of a wide sparse design, fedgdp.glm.product_design)
+        # what the products read (a CSR copy of a wide sparse design, fedgdp.core.glm.product_design)
         # and the row norms; a run passes both, made once per fold for all its FoldData
         if self.products is None:
             self.products = [product_design(x) for x in self.X]
@@ -67,7 +67,7 @@ class FoldData:
 
     @property
     def private(self) -> bool:
-        """Whether the releases carry privacy noise (`fedgdp.privacy.adds_noise`; real
+        """Whether the releases carry privacy noise (`fedgdp.core.privacy.adds_noise`; real
         data have no ``release`` setting, so: finite mu)."""
         return privacy.adds_noise(self.mu)
 
@@ -94,7 +94,7 @@ class FoldData:
 
     @property
     def bound(self) -> float:
-        """The clipping bound in force: B, or inf when non-private (`fedgdp.privacy.clips`)."""
+        """The clipping bound in force: B, or inf when non-private (`fedgdp.core.privacy.clips`)."""
         return float(self.B) if privacy.clips(self.mu) else math.inf
 
     def design(self, i: int, rows: slice = slice(None)):
@@ -138,18 +138,18 @@ class FoldData:
     def calibrate(self, plan: tuple) -> tuple[list, Ledger]:
         """Per-client noise sds (one (m,) array per spec) and the ledger of a plan
         built with ``B = self.B`` and ``n`` of shape (1, m)
-        (`fedgdp.privacy.calibrate_with_clip`).
+        (`fedgdp.core.privacy.calibrate_with_clip`).
 
         Parameters
         ----------
-        plan : tuple of fedgdp.privacy.ReleaseSpec
+        plan : tuple of fedgdp.core.privacy.ReleaseSpec
             The method's releases (arrays shaped (1, m)).
 
         Returns
         -------
         sigmas : list of ndarray, each shape (m,)
             One array of noise sds per spec.
-        ledger : fedgdp.privacy.Ledger
+        ledger : fedgdp.core.privacy.Ledger
             The ledger (with the clipping rule's release, if any).
         """
         cal = privacy.calibrate_with_clip(plan, mu=self.mu, clip=self.clip, n=self.plan_n)

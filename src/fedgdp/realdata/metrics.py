@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..glm import GLM
+from ..core.glm import GLM
 
 __all__ = ["auc", "accuracy", "client_metric"]
 
@@ -58,7 +58,7 @@ def client_metric(task: str, model: GLM, Theta, X, labels) -> float:
     ----------
     task : str
         ``binary`` (AUC of the first column of the fitted means), else multiclass (accuracy).
-    model : fedgdp.glm.GLM
+    model : fedgdp.core.glm.GLM
         The model.
     Theta : ndarray of shape (d, k)
         The estimate.

@@ -1,5 +1,5 @@
 """Real-data parameters (Figures 7-8, docs/methods.md §3, §5): `RealdataSettings`
-(a `fedgdp.settings` dataclass: defaults, checks, help) and `resolve`,
+(a `fedgdp.core.settings` dataclass: defaults, checks, help) and `resolve`,
 which builds the settings and then each method's (declared on the method:
 `fedgdp.methods.Method.realdata_settings`). The defaults are the digits layout (the offline run);
 config/mnist.yaml holds the paper's.
@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..datasets import DATASETS
+from ..common.datasets import DATASETS
+from ..core.privacy import check_clip, check_privacy, parse_mu
+from ..core.settings import Settings, choice, integer, name_list, number, setting
 from ..methods import REALDATA, registry
 from ..methods import get_method as _get_method
-from ..privacy import check_clip, check_privacy, parse_mu
-from ..settings import Settings, choice, integer, name_list, number, setting
 
 __all__ = ["RealdataSettings", "TASKS", "METRICS", "PRIVATE", "EXTRA_PRIVATE", "NONPRIVATE", "DEFAULTS",
            "REGISTRY", "get_method", "resolve"]
@@ -71,9 +71,9 @@ class RealdataSettings(Settings):
     mu: list = setting(help="comma-separated privacy levels, e.g. 6,2 (non-private methods run once)",
                        parse=_mu_list, flag=str, factory=lambda: [6.0, 2.0])
     base_seed: int = setting(2026, "root of every split's random draws", parse=integer(0), flag=int)
-    clip: dict = setting(help="clipping rule (fedgdp.privacy.check_clip)", parse=lambda k, v: check_clip(v),
+    clip: dict = setting(help="clipping rule (fedgdp.core.privacy.check_clip)", parse=lambda k, v: check_clip(v),
                          factory=lambda: {"rule": "quantile", "q": 0.9})
-    privacy: dict = setting(help="privacy mode and FedNewton's Hessian bound (fedgdp.privacy.check_privacy)",
+    privacy: dict = setting(help="privacy mode and FedNewton's Hessian bound (fedgdp.core.privacy.check_privacy)",
                             factory=lambda: {"mode": "paper", "hessian_clip": 4.0})
     tau1: float = setting(0.5, "FedNewton's eigenvalue floor / ridge", parse=number(0), flag=float)
     weights: str = setting("size", "client weights: size (the only choice here)", parse=_weights)
@@ -86,7 +86,7 @@ class RealdataSettings(Settings):
     @classmethod
     def finish(cls, p: dict) -> dict:
         """Cross-field checks, on the checked values (in place): ``privacy`` is checked
-        against ``clip`` (`fedgdp.privacy.check_privacy`), and ``mnist`` needs ``path``.
+        against ``clip`` (`fedgdp.core.privacy.check_privacy`), and ``mnist`` needs ``path``.
 
         Parameters
         ----------
@@ -167,9 +167,9 @@ def resolve(overrides: dict | None = None) -> dict:
 
 def _check_newton(p: dict) -> None:
     """What certified FedNewton's proof needs of the settings (docs/methods.md §2): a
-    solve whose error enters the recorded sensitivity (`fedgdp.solvers.check_certified_cg`).
+    solve whose error enters the recorded sensitivity (`fedgdp.core.solvers.check_certified_cg`).
     (Both halves non-empty depends on the data's layout: `FoldData.half_sizes` checks it.)"""
-    from ..solvers import check_certified_cg
+    from ..core.solvers import check_certified_cg
 
     newton = [name for name in p["methods"] if get_method(name).solves_newton]
     if not newton:

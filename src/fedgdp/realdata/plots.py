@@ -4,7 +4,7 @@ One panel per privacy level mu (largest first, as in the paper); in each panel o
 box per method over its m x S per-client values (fold averages): the five private
 methods at that mu, then, on a shaded background, the four non-private baselines
 (the same values in every panel, they do not depend on mu). The private methods
-keep the colours of the simulation figures (`fedgdp.figures.METHOD_STYLE`);
+keep the colours of the simulation figures (`fedgdp.common.figures.METHOD_STYLE`);
 a non-private version of a private algorithm has the same colour, hatched.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..figures import HATCHED, method_style, pyplot, rows_of, save_figure
+from ..common.figures import HATCHED, method_style, pyplot, rows_of, save_figure
 from .parameters import METRICS, NONPRIVATE, PRIVATE, REGISTRY
 
 __all__ = ["plot_realdata", "method_colors", "realdata_medians"]
@@ -27,7 +27,7 @@ _TASK_TITLE = {"binary": "binary logistic regression (odd vs even digit)",
 
 
 def method_colors() -> dict[str, str]:
-    """Box colour of every real-data method (`fedgdp.figures.METHOD_STYLE`)."""
+    """Box colour of every real-data method (`fedgdp.common.figures.METHOD_STYLE`)."""
     return {name: method_style(name)["color"] for name in REGISTRY}
 
 

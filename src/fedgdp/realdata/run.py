@@ -7,10 +7,10 @@ import time
 
 import numpy as np
 
-from .. import privacy
-from ..datasets import Dataset, layout_key, split_layout
-from ..glm import NonzeroColumns, matrix_model, product_design
-from ..seeds import CLIP_STREAM, derived_rng
+from ..common.datasets import Dataset, layout_key, split_layout
+from ..core import privacy
+from ..core.glm import NonzeroColumns, matrix_model, product_design
+from ..core.seeds import CLIP_STREAM, derived_rng
 from .clipping import clip_bound_real
 from .folds import FoldData
 from .metrics import client_metric
@@ -44,7 +44,7 @@ def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.rand
     p : dict
         Resolved real-data parameters (``base_seed``, ``task``).
     key : dict
-        The split layout's key (`fedgdp.datasets.layout_key`).
+        The split layout's key (`fedgdp.common.datasets.layout_key`).
     split : int
         The split.
     fold : int
@@ -73,7 +73,7 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int
     ----------
     p : dict
         Resolved real-data parameters (`fedgdp.realdata.resolve`).
-    data : fedgdp.datasets.Dataset
+    data : fedgdp.common.datasets.Dataset
         The images.
     split : int
         The client split.
@@ -299,7 +299,7 @@ def _schema():
 
 def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
     """Write rows (`COLUMNS`) atomically with provenance metadata
-    (`fedgdp.io.write_parquet`).
+    (`fedgdp.common.io.write_parquet`).
 
     Parameters
     ----------
@@ -312,7 +312,7 @@ def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
     """
     import pyarrow as pa
 
-    from ..io import write_parquet
+    from ..common.io import write_parquet
 
     write_parquet(pa.Table.from_pylist(rows, schema=_schema()), out, p)
 
@@ -331,6 +331,6 @@ def read_rows(paths):
     pandas.DataFrame
         Their rows (at least the columns `COLUMNS`).
     """
-    from ..io import read_parquet_files
+    from ..common.io import read_parquet_files
 
     return read_parquet_files(paths, COLUMNS, "real-data")

@@ -1,10 +1,10 @@
-"""Real-data solvers: FedNewton's step on the models of fedgdp.glm and the ridge MLE of the plain fits."""
+"""Real-data solvers: FedNewton's step on the models of fedgdp.core.glm and the ridge MLE of the plain fits."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..glm import GLM
-from ..solvers import certified_residual_ok, cg_solve, floored_solve
+from ..core.glm import GLM
+from ..core.solvers import certified_residual_ok, cg_solve, floored_solve
 
 __all__ = ["cg_solve", "newton_step", "ridge_fit"]
 
@@ -30,7 +30,7 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
 
     Parameters
     ----------
-    model : fedgdp.glm.GLM
+    model : fedgdp.core.glm.GLM
         The model.
     Theta : ndarray of shape (d, k)
         Where the Hessian is taken.
@@ -87,7 +87,7 @@ def clipped_hessian_rows(model: GLM, Theta: np.ndarray, X1: np.ndarray, bound: f
     """The rows and fitted means of certified FedNewton's clipped Hessian, in finite arithmetic.
 
     Row j is scaled by ``a_j = min(1, sqrt(H_c / c_j) / ||x_j||)`` (``c_j`` the
-    curvature bound of `fedgdp.glm.GLM.curvature_bound`, ``||x_j||`` without
+    curvature bound of `fedgdp.core.glm.GLM.curvature_bound`, ``||x_j||`` without
     overflow), so its per-sample Hessian ``c_j a_j^2 x_j x_j'`` has norm <= H_c; a row
     whose fitted mean or factor is not finite (a row of huge entries), or whose curvature
     is 0 (its Hessian is zero anyway, and ``0 * inf`` must not arise in ``x_j' V``), gets
@@ -96,11 +96,11 @@ def clipped_hessian_rows(model: GLM, Theta: np.ndarray, X1: np.ndarray, bound: f
 
     Parameters
     ----------
-    model : fedgdp.glm.GLM
+    model : fedgdp.core.glm.GLM
         The model.
     Theta : ndarray of shape (d, k)
         Where the Hessian is taken.
-    X1 : ndarray or fedgdp.glm.NonzeroColumns of shape (n, d)
+    X1 : ndarray or fedgdp.core.glm.NonzeroColumns of shape (n, d)
         The rows.
     bound : float
         ``H_c``, the bound on each per-sample Hessian's operator norm.
@@ -112,7 +112,7 @@ def clipped_hessian_rows(model: GLM, Theta: np.ndarray, X1: np.ndarray, bound: f
     P : ndarray of shape (n, k)
         The fitted means (0 in the zeroed rows).
     """
-    from ..privacy import row_norms
+    from ..core.privacy import row_norms
 
     X1 = np.asarray(X1)              # the entries themselves (a fold's NonzeroColumns made dense)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -131,7 +131,7 @@ def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter
     """Minimise ``f(Theta) = loss + ridge/2 ||Theta[1:]||^2`` (intercept row free).
 
     Trust-region Newton-CG (scipy's ``trust-ncg``) on exact Hessian-vector products
-    (`fedgdp.glm.GLM.hvp_at`), stopping when ``||grad f||_F <= gtol`` or
+    (`fedgdp.core.glm.GLM.hvp_at`), stopping when ``||grad f||_F <= gtol`` or
     after ``maxiter`` Newton iterations. One evaluation is one product ``X Theta``
     (loss, gradient and probabilities together); one Hessian-vector product is two
     products with X. f is strongly convex with modulus at least ``ridge`` on the
@@ -143,7 +143,7 @@ def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter
 
     Parameters
     ----------
-    model : fedgdp.glm.GLM
+    model : fedgdp.core.glm.GLM
         The model.
     X : ndarray of shape (n, d)
         The rows (column 0 the intercept).

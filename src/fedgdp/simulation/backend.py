@@ -34,12 +34,12 @@ from functools import cached_property
 
 import numpy as np
 
-from .. import privacy
-from ..glm import GLM
+from ..core import privacy
+from ..core.glm import GLM
+from ..core.privacy import RELEASES, Ledger
+from ..core.solvers import floored_solve, ridge_solve
 from ..methods import SIMULATION, Fit, Method, PreDrawnNoise, registry
 from ..methods import get_method as _get_method
-from ..privacy import RELEASES, Ledger
-from ..solvers import floored_solve, ridge_solve
 from .data import Replicate
 
 __all__ = ["ClientBlock", "FitData", "SimBackend", "REGISTRY", "get_method", "aggregation_weights"]
@@ -293,7 +293,7 @@ class FitData:
     weights : str             ``size`` or ``optimal``
     privacy : dict            ``{"mode": "paper" | "certified", "hessian_clip": factor of tau1}``
     clip : dict               the clipping rule that gave B (its share of mu^2, ledger notes)
-    release : str             what the fit releases (`fedgdp.privacy.RELEASES`, docs/methods.md §9):
+    release : str             what the fit releases (`fedgdp.core.privacy.RELEASES`, docs/methods.md §9):
                               ``private`` clipped and noisy (the algorithms); ``clip_only``
                               clipped to the same B, no noise (ledger of mu = inf); ``plain``
                               neither (sets mu = inf: the non-private fit, bit for bit)
@@ -317,12 +317,12 @@ class FitData:
 
     @property
     def private(self) -> bool:
-        """Whether the releases carry privacy noise (`fedgdp.privacy.adds_noise`)."""
+        """Whether the releases carry privacy noise (`fedgdp.core.privacy.adds_noise`)."""
         return privacy.adds_noise(self.mu, self.release)
 
     @property
     def clipped(self) -> bool:
-        """Whether per-sample gradients are clipped to B (`fedgdp.privacy.clips`)."""
+        """Whether per-sample gradients are clipped to B (`fedgdp.core.privacy.clips`)."""
         return privacy.clips(self.mu, self.release)
 
     @cached_property
@@ -354,7 +354,7 @@ class FitData:
         return data.clip_bounds(self.B if self.clipped else None)
 
     def calibrate(self, plan: tuple) -> tuple[tuple, Ledger]:
-        """Noise sds of a method's plan and its ledger (`fedgdp.privacy.calibrate`).
+        """Noise sds of a method's plan and its ledger (`fedgdp.core.privacy.calibrate`).
 
         A ``private_quantile`` clipping rule's histogram release comes first in the
         ledger and the method's releases share the rest of mu^2; a data-driven
@@ -362,14 +362,14 @@ class FitData:
 
         Parameters
         ----------
-        plan : tuple of fedgdp.privacy.ReleaseSpec
+        plan : tuple of fedgdp.core.privacy.ReleaseSpec
             The method's releases.
 
         Returns
         -------
         sigmas : tuple of ndarray
             One sd array per spec of ``plan``, shape (n_rep, m).
-        ledger : fedgdp.privacy.Ledger
+        ledger : fedgdp.core.privacy.Ledger
             The ledger.
         """
         mu = self.mu if self.private else np.inf     # clip_only: no noise, so no private release
@@ -628,7 +628,7 @@ class SimBackend:
         ----------
         theta : ndarray of shape (n_rep, d)
             The final estimates.
-        ledgers : list of fedgdp.privacy.Ledger
+        ledgers : list of fedgdp.core.privacy.Ledger
             One ledger (the block's).
         comm : dict
             ``rounds``, ``floats_up``, ``floats_down``.

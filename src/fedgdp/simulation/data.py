@@ -6,7 +6,7 @@ One replicate holds ``X`` of shape ``(N, d)`` (intercept first), ``y`` of shape
 ``(N,)`` and client sizes ``sizes`` of shape ``(m,)``; client ``i`` owns the
 contiguous rows ``offsets[i]:offsets[i+1]``. Sizes are redrawn in every replicate.
 
-Seeds (`fedgdp.seeds`): replicate ``r`` of a cell uses
+Seeds (`fedgdp.core.seeds`): replicate ``r`` of a cell uses
 ``default_rng(SeedSequence([base_seed, stable_hash(data_key), r]))`` for its data,
 where ``data_key`` holds the parameters that define the data (model, sizes scheme,
 m, p, sigma_c, beta_true). Cells that differ only in mu, K or the methods therefore
@@ -22,10 +22,10 @@ from functools import cached_property
 
 import numpy as np
 
-from ..datasets import allocate_total
-from ..glm import get_model
-from ..normals import standard_normal
-from ..seeds import derived_rng
+from ..common.datasets import allocate_total
+from ..core.glm import get_model
+from ..core.normals import standard_normal
+from ..core.seeds import derived_rng
 
 __all__ = [
     "SizeScheme", "parse_sizes", "replicate_rng", "noise_rng",
@@ -34,7 +34,7 @@ __all__ = [
 
 
 def replicate_rng(base_seed: int, data_key: dict, replicate: int) -> np.random.Generator:
-    """The data generator of one replicate (`fedgdp.seeds.derived_rng`).
+    """The data generator of one replicate (`fedgdp.core.seeds.derived_rng`).
 
     Parameters
     ----------

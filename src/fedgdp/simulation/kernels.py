@@ -29,7 +29,7 @@ row (``sum_j w_i/n_i r_j x_j``). Groups and chunks start at a replicate's (group
 first row and depend only on its own sizes, so a replicate's numbers do not depend
 on which replicates share its block.
 
-Compilation is cached on disk (`fedgdp.compiled`: next to this file, else in the
+Compilation is cached on disk (`fedgdp.core.compiled`: next to this file, else in the
 user's cache directory, or in ``NUMBA_CACHE_DIR``), so only the first process
 compiles; where no cache location is writable the kernels compile in every process.
 """
@@ -39,8 +39,8 @@ import math
 
 import numpy as np
 
-from ..compiled import njit as _njit
-from ..compiled import numba
+from ..core.compiled import njit as _njit
+from ..core.compiled import numba
 
 _intrinsic = numba.extending.intrinsic
 

@@ -1,7 +1,7 @@
 """Cell parameters: docs/methods.md §3 defaults, resolution and validation.
 
 A *cell* is one point of a study grid (model, sizes, m, mu, K). Its parameters are the
-fields of `CellSettings` (`fedgdp.settings`: defaults, checks, flags);
+fields of `CellSettings` (`fedgdp.core.settings`: defaults, checks, flags);
 ``resolve`` builds them from user overrides (ValueError naming the bad value) and fills
 derived values (``tau1`` when ``auto``, each method's settings).
 """
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
 
-from ..glm import MODELS, population_min_eigenvalue
-from ..privacy import RELEASES, check_clip, check_privacy, parse_mu
-from ..settings import Settings, choice, integer, name_list, number, setting
+from ..core.glm import MODELS, population_min_eigenvalue
+from ..core.privacy import RELEASES, check_clip, check_privacy, parse_mu
+from ..core.settings import Settings, choice, integer, name_list, number, setting
 from .data import parse_sizes
 
 __all__ = ["CellSettings", "DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_seeds", "check_halves"]
@@ -105,7 +105,7 @@ class CellSettings(Settings):
 
     @classmethod
     def finish(cls, p: dict) -> dict:
-        """The cell's cross-field checks and derived values (see `fedgdp.settings.Settings.finish`): the
+        """The cell's cross-field checks and derived values (see `fedgdp.core.settings.Settings.finish`): the
         sizes scheme checked for m and FedNewton's halves and canonicalised, ``beta_true`` filled and checked,
         the privacy mode checked against the clip rule, ``tau1: auto`` computed.
 

@@ -13,7 +13,7 @@ against one axis, one line per value of another axis (docs/methods.md §4):
 
 A figure *spec* (a figure entry of ``config.yaml`` with the studies it reads) says
 which layout, which model and study, and what each panel fixes; see
-`plot_figure`. Method colours and markers come from `fedgdp.figures.METHOD_STYLE`
+`plot_figure`. Method colours and markers come from `fedgdp.common.figures.METHOD_STYLE`
 and are the same in every figure.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..figures import METHOD_STYLE, method_style, pyplot, save_figure
+from ..common.figures import METHOD_STYLE, method_style, pyplot, save_figure
 from .data import parse_sizes
 from .summary import normalise
 
@@ -258,7 +258,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         ``layout`` (a key of `LAYOUTS`), ``model``, ``study`` (default for the
         panels), ``panels`` (list of dicts fixing ``study``/``method``/``sizes``/``mu``/
         ``K``, optional ``title``), optional ``title``, ``ncols``, ``theory`` (bool:
-        dashed bound of `fedgdp.theory`, scaled to each line), ``studies`` (the
+        dashed bound of `fedgdp.core.theory`, scaled to each line), ``studies`` (the
         studies' config entries: line order, schedule), ``d`` and
         ``method_settings`` (for the theory overlay), ``name``.
     summary : DataFrame
@@ -367,7 +367,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     title = spec.get("title") or f"{spec['model'].capitalize()} regression"
     fig.suptitle(f"{title}\n{_settings_text(rows, layout)}", fontsize=11)
     # What the figure shows, stored in the files (PNG text chunk, PDF Subject) for checks.
-    from ..io import dumps_strict
+    from ..common.io import dumps_strict
 
     about = dumps_strict({"figure": spec.get("name", ""), "layout": spec["layout"], "panels": contents})
     fig.tight_layout(rect=(0, bottom / height, 1, 1))
@@ -447,7 +447,7 @@ def _lower(line: pd.DataFrame, spec: dict, skipped: set):
     ``N_mean / m`` samples each, as for the upper bounds
     (`fedgdp.simulation.summary.theory_bounds`).
     """
-    from ..theory import lower_bound, lower_bound_holds
+    from ..core.theory import lower_bound, lower_bound_holds
 
     if "d" not in spec:
         return None

@@ -17,10 +17,10 @@ import time
 
 import numpy as np
 
-from ..glm import get_model
-from ..io import read_parquet_files, write_parquet
-from ..privacy import adds_noise, clip_bound, clips
-from ..seeds import CLIP_STREAM
+from ..common.io import read_parquet_files, write_parquet
+from ..core.glm import get_model
+from ..core.privacy import adds_noise, clip_bound, clips
+from ..core.seeds import CLIP_STREAM
 from .backend import FitData, get_method
 from .data import noise_rng, parse_sizes, replicate_rng, simulate_replicate
 from .params import data_key
@@ -89,7 +89,7 @@ def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dic
 
 def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_bound) -> np.ndarray:
     """The clipping bound of each replicate, shape (R,) (inf when mu = inf or the
-    release is ``plain``), by the rule ``bound`` (`fedgdp.privacy.clip_bound`, or
+    release is ``plain``), by the rule ``bound`` (`fedgdp.core.privacy.clip_bound`, or
     the loop oracle's); release ``clip_only`` gets the bound of ``private``.
 
     ``private_quantile`` draws each replicate's histogram noise from its own
@@ -193,7 +193,7 @@ def fast_fit(name: str, fd: FitData, s: dict, noises: list[dict]):
     -------
     theta : ndarray of shape (R, d)
         The estimates of the block's R replicates.
-    ledger : fedgdp.privacy.Ledger
+    ledger : fedgdp.core.privacy.Ledger
         The block's ledger.
     """
     fit = get_method(name).fit(fd, s, _stack(noises))
@@ -303,7 +303,7 @@ def _schema():
 
 
 def write_cell(rows: list[dict], p: dict | list[dict], out: str | os.PathLike) -> None:
-    """Write a cell's rows (`COLUMNS`) with `fedgdp.io.write_parquet`; a file of
+    """Write a cell's rows (`COLUMNS`) with `fedgdp.common.io.write_parquet`; a file of
     several cells (one simulate job) has their rows in turn and ``p`` a list.
 
     Parameters

@@ -173,7 +173,7 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
 
 def write_summary(summary: pd.DataFrame, out: str | os.PathLike, sources=()) -> None:
     """Write a summary as Parquet, atomically and with provenance metadata
-    (`fedgdp.io.write_parquet`; ``params`` lists the cell files read).
+    (`fedgdp.common.io.write_parquet`; ``params`` lists the cell files read).
 
     Parameters
     ----------
@@ -186,7 +186,7 @@ def write_summary(summary: pd.DataFrame, out: str | os.PathLike, sources=()) -> 
     """
     import pyarrow as pa
 
-    from ..io import write_parquet
+    from ..common.io import write_parquet
 
     write_parquet(pa.Table.from_pandas(summary, preserve_index=False), out,
                   {"summary_of": [str(p) for p in sources]})
@@ -228,13 +228,13 @@ def read_summaries(paths) -> pd.DataFrame:
 
 def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "paper",
                   method_settings: dict | None = None, form: str = "table1") -> np.ndarray:
-    """`fedgdp.theory.upper_bound` of ``method`` at every summary row.
+    """`fedgdp.core.theory.upper_bound` of ``method`` at every summary row.
 
     Each row is a cell; its clients are taken to hold ``N_mean / m`` samples each
     (the bounds of Table 1 depend on the sizes only through ``m`` and ``N``).
     FedAvg's rounds ``R`` and local steps per round come from the method's own
     settings for the row's ``K`` and ``schedule`` (as the simulation ran it), and so do
-    FedHybrid's ``K2`` for ``form="k_explicit"`` (`fedgdp.theory.upper_bound`).
+    FedHybrid's ``K2`` for ``form="k_explicit"`` (`fedgdp.core.theory.upper_bound`).
 
     Parameters
     ----------
@@ -249,14 +249,14 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
     method_settings : dict or None
         The study's ``method_settings``.
     form : str
-        The bound's form (`fedgdp.theory.upper_bound`: ``table1`` or ``k_explicit``).
+        The bound's form (`fedgdp.core.theory.upper_bound`: ``table1`` or ``k_explicit``).
 
     Returns
     -------
     ndarray of shape (len(rows),)
         The bound at every row.
     """
-    from ..theory import upper_bound
+    from ..core.theory import upper_bound
     from .backend import get_method
 
     meth = get_method(method)

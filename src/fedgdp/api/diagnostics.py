@@ -1,0 +1,251 @@
+"""Convergence diagnostics of a [`FederatedGLM`][fedgdp.api.estimator.FederatedGLM] fit: its ``fit_info_``.
+
+A private fit's diagnosis reads only what the fit released: the noisy iterates of its
+gradient steps (each one a release its ledger accounts for; collected through
+``FoldData.trace``, `fedgdp.realdata.backend.local_descent_many`)
+and the noise sds of the ledger, which are public. It costs no privacy
+(post-processing), and nothing it reports depends on a record beyond those releases.
+
+The noise makes it a statement about the *noiseless part* of the iteration. A step's
+change ``Delta_t = -eta g_t + N_t`` has ``E ||Delta_t||^2 = ||eta g_t||^2 + noise2``
+with ``noise2 = E ||N_t||^2`` known, so ``||eta g||^2`` is estimated by the mean of
+``||Delta_t||^2 - noise2`` over the last steps (the *window*, the last fifth of a run,
+at least one step), and the net movement over the window by ``||theta_K -
+theta_{K-w}||^2 - w noise2``. With noise, the gradient includes the pull back against
+the noise (about ``eta lambda / 2`` of the noise per step for curvature lambda, so
+below the noise while the iteration is stable). At ``mu = inf`` (no noise) both are exact, and the fit is
+also compared with the non-private pooled MLE (costs no privacy there).
+
+The verdict (``fit_info_["status"]``):
+
+- ``converged``: the noiseless part has stopped moving (its net movement over the
+  window is below what the noise alone moves, or below ``1e-3 max(1, ||theta||)``;
+  without noise, also when the mean clipped gradient's norm is at most 1e-3) and, at
+  mu = inf, it lies within 1e-2 (relative) of the pooled ridge fit;
+- ``not converged``: it still moves (FedNewton's first stage need not: its Newton step
+  finishes it, and only the mu = inf comparison below can say it did not): a
+  [`ConvergenceWarning`][fedgdp.api.diagnostics.ConvergenceWarning] naming the setting to
+  raise (the steps ``K``, or the step size ``eta``);
+- ``unstable``: the noiseless steps stay large while the estimate goes nowhere (they
+  oscillate), grow over the run, or FedNewton's Newton step moves the estimate far
+  beyond where its first stage went: a warning naming the setting to lower;
+- ``noise-dominated``: FedNewton's Newton release carries noise larger than the
+  estimate's scale (a warning naming mu, tau1 or another method);
+- a non-finite estimate is refused ([`check_finite`][fedgdp.api.diagnostics.check_finite]).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+__all__ = ["ConvergenceWarning", "diagnose", "check_finite", "warn", "format_info", "Z_SIGNIFICANT",
+           "TOL_EXACT", "GTOL_EXACT", "UNSTABLE_FACTOR"]
+
+#: A noise-corrected movement counts as real when it exceeds this many of its standard deviations
+Z_SIGNIFICANT = 3.0
+#: Net movement over the window, relative to ``max(1, ||theta||)``, that counts as stopped
+TOL_EXACT = 1e-3
+#: Without noise, a mean clipped gradient of at most this norm counts as stationary
+GTOL_EXACT = 1e-3
+#: A noiseless Newton step this many times longer than stage 1's path counts as unstable
+UNSTABLE_FACTOR = 10.0
+
+
+class ConvergenceWarning(UserWarning):
+    """The fit's noiseless part did not converge or was unstable (``fit_info_["status"]``);
+    the message names the setting to change. (fedgdp's own class: scikit-learn's
+    ``ConvergenceWarning`` is not imported by the estimator.)"""
+
+
+def _runs(trace: list) -> list[dict]:
+    """The trace's runs: consecutive iterates of one stage and client, from step 0."""
+    runs: list[dict] = []
+    for stage, client, step, eta, theta, noise2 in trace:
+        if step == 0:
+            runs.append({"stage": stage, "client": client, "eta": float(eta), "noise2": float(noise2[0]),
+                         "thetas": []})
+        runs[-1]["thetas"].append(np.asarray(theta[0], float))
+    return [r for r in runs if len(r["thetas"]) > 1]
+
+
+def _run_summary(run: dict) -> dict:
+    """One run's noiseless step (as a gradient norm), net movement and their significance."""
+    T = np.stack(run["thetas"])
+    K, dk, eta, noise2 = len(T) - 1, T[0].size, run["eta"], run["noise2"]
+    w = max(1, math.ceil(K / 5))
+    d2 = np.sum((T[1:] - T[:-1]) ** 2, axis=tuple(range(1, T.ndim)))
+    sd_step = noise2 * math.sqrt(2.0 / (dk * w))          # sd of the window's mean ||N||^2
+    last, first = float(np.mean(d2[-w:])) - noise2, float(np.mean(d2[:w])) - noise2
+    move2 = float(np.sum((T[-1] - T[-1 - w]) ** 2)) - w * noise2
+    sd_move = w * noise2 * math.sqrt(2.0 / dk)
+    scale = max(1.0, float(np.linalg.norm(T[-1])))
+    flat = noise2 == 0 and math.sqrt(max(last, 0.0)) / eta <= GTOL_EXACT      # exact and (near) stationary
+    return {"steps": K, "window": w, "eta": eta,
+            "grad_norm": math.sqrt(max(last, 0.0)) / eta,
+            "step_significant": bool(last > Z_SIGNIFICANT * sd_step) if noise2 > 0 else bool(last > 0),
+            "steps_grew": bool(last > 4.0 * max(first, 0.0) and last > max(noise2, Z_SIGNIFICANT * sd_step)),
+            "change": math.sqrt(max(move2, 0.0)) / scale,
+            "change_noise": math.sqrt(w * noise2) / scale,
+            # still travelling: beyond what the noise alone moves (and its sd), and not negligible
+            "moving": bool(move2 > max(w * noise2, Z_SIGNIFICANT * sd_move)
+                           and math.sqrt(max(move2, 0.0)) > TOL_EXACT * scale and not flat),
+            # steps larger than their noise (a stable iteration pulls back against the noise with
+            # ||eta g||^2 about eta lambda / 2 noise2, below noise2) that go nowhere: they oscillate
+            "oscillating": bool(last > max(noise2, Z_SIGNIFICANT * sd_step) and w * math.sqrt(max(last, 0.0))
+                                > 3.0 * math.sqrt(max(move2, 0.0)) + TOL_EXACT * scale)}
+
+
+def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, newton: bool,
+             reference: np.ndarray | None = None) -> dict:
+    """The fit's ``fit_info_`` from its trace (module docstring).
+
+    Parameters
+    ----------
+    trace : list
+        The fit's iterates (``FoldData.trace``), as tuples ``(stage, client, step, eta,
+        Theta (1, d, k), noise2 (1,))``.
+    theta : ndarray of shape (d, k)
+        The released estimate.
+    weights : ndarray of shape (m,)
+        The aggregation weights (stage 1 of FedNewton is their average).
+    ledger : fedgdp.core.privacy.Ledger
+        The fit's ledger (the Newton release's noise sds).
+    newton : bool
+        Whether the fit ends with FedNewton's Newton release.
+    reference : ndarray of shape (d, k) or None
+        The non-private pooled MLE (only at ``mu = inf``).
+
+    Returns
+    -------
+    dict
+        ``status`` (``converged``, ``not converged``, ``unstable``, ``noise-dominated``), ``n_iter`` (gradient
+        steps per client, all stages), ``grad_norm`` (the noiseless clipped gradient's
+        norm over the last window, the worst client), ``change`` (the noiseless net
+        movement over that window relative to ``max(1, ||theta||)``), ``change_noise``
+        (what the noise alone moves, same scale), ``basis``, ``advice`` (the setting to
+        change, or ""), and ``newton_step`` / ``newton_noise`` (FedNewton) and
+        ``distance_to_mle`` (``mu = inf``).
+    """
+    runs = [(r, _run_summary(r)) for r in _runs(trace)]
+    private = any(r["noise2"] > 0 for r, _ in runs)
+    info: dict = {"basis": ("released iterates, the noise's known variance removed: a statement about the noiseless "
+                            "part (costs no privacy)") if private else "exact (no noise)"}
+    if runs:
+        last_stage = runs[-1][0]["stage"]
+        final = [s for r, s in runs if r["stage"] == last_stage and r is not None]
+        final = final[-(len(weights) if last_stage == "local" else 1):]
+        per_client: dict[int, int] = {}
+        for r, s in runs:
+            per_client[r["client"]] = per_client.get(r["client"], 0) + s["steps"]
+        server = per_client.pop(-1, 0)
+        info["n_iter"] = int(server + (max(per_client.values()) if per_client else 0))
+        info["grad_norm"] = max(s["grad_norm"] for s in final)
+        info["change"] = max(s["change"] for s in final)
+        info["change_noise"] = max(s["change_noise"] for s in final)
+        moving = any(s["moving"] for s in final) and not newton     # FedNewton's step finishes stage 1
+        unstable = any(s["oscillating"] or s["steps_grew"] for s in final)
+        eta = final[-1]["eta"]
+    else:
+        info.update(n_iter=0, grad_norm=math.nan, change=math.nan, change_noise=math.nan)
+        moving = unstable = False
+        eta = math.nan
+    advice, noisy = "", False
+    if unstable:
+        advice = f"the steps oscillate or grow: lower the step size (method_settings eta, now {eta:g})"
+    elif moving:
+        advice = "the estimate is still moving: raise the steps (method_settings K) or the step size eta"
+    if newton and runs:
+        ends = [r["thetas"][-1] for r, _ in runs if r["stage"] == "local"][-len(weights):]
+        theta1 = sum(w * t for w, t in zip(weights, ends))
+        path = max(1.0, float(np.linalg.norm(theta1)))
+        sig = [np.ravel(r.sigma)[: len(weights)] for r in ledger.releases if r.stage == "newton"]
+        noise2 = float(np.sum(np.asarray(weights) ** 2 * sig[0] ** 2)) * theta.size if sig else 0.0
+        step2 = float(np.sum((theta - theta1) ** 2))
+        info["newton_step"] = math.sqrt(step2)
+        info["newton_noise"] = math.sqrt(noise2)
+        if math.sqrt(max(step2 - noise2, 0.0)) > UNSTABLE_FACTOR * path:
+            unstable = True
+            advice = (f"the Newton step moved the estimate {math.sqrt(step2):.3g} from stage 1's {path:.3g} "
+                      "(beyond its noise): raise tau1, or use method='fedhybrid'")
+        elif math.sqrt(noise2) > path and not unstable:
+            noisy = True
+            advice = (f"the Newton release's noise (norm {math.sqrt(noise2):.3g}) exceeds the estimate's scale "
+                      f"({path:.3g}): raise mu or tau1, or use method='fedhybrid'")
+    if reference is not None:
+        dist = float(np.linalg.norm(theta - reference)) / max(1.0, float(np.linalg.norm(reference)))
+        info["distance_to_mle"] = dist
+        if dist > 1e-2 and not unstable:
+            moving = True
+            advice = advice or (f"{dist:.3g} (relative) from the non-private pooled MLE: raise the steps "
+                                "(method_settings K)")
+    info["status"] = ("unstable" if unstable else "noise-dominated" if noisy else "not converged" if moving
+                      else "converged")
+    info["advice"] = advice
+    return info
+
+
+def check_finite(theta: np.ndarray, method: str, settings: dict) -> None:
+    """Refuse a non-finite estimate, naming the setting to change.
+
+    Parameters
+    ----------
+    theta : ndarray
+        The estimate.
+    method : str
+        The method's name.
+    settings : dict
+        Its resolved settings (the step sizes named in the message).
+
+    Raises
+    ------
+    ValueError
+        ``theta`` has a NaN or an infinity.
+    """
+    if np.all(np.isfinite(theta)):
+        return
+    steps = ", ".join(f"{k}={v:g}" for k, v in settings.items() if k.startswith("eta"))
+    raise ValueError(f"{method} diverged (its estimate is not finite): lower the step size in method_settings "
+                     f"({steps or 'eta'}), or raise mu")
+
+
+def warn(info: dict, method: str, stacklevel: int = 3) -> None:
+    """A [`ConvergenceWarning`][fedgdp.api.diagnostics.ConvergenceWarning] (one line) unless the fit converged.
+
+    Parameters
+    ----------
+    info : dict
+        The fit's ``fit_info_`` ([`diagnose`][fedgdp.api.diagnostics.diagnose]).
+    method : str
+        The method's name.
+    stacklevel : int
+        Passed to ``warnings.warn``.
+    """
+    if info["status"] != "converged":
+        warnings.warn(f"{method}: {info['status']} (fit_info_): {info['advice']}",
+                      ConvergenceWarning, stacklevel=stacklevel)
+
+
+def format_info(info: dict) -> str:
+    """``fit_info_`` as one line (``fedgdp fit`` prints it).
+
+    Parameters
+    ----------
+    info : dict
+        The fit's ``fit_info_``.
+
+    Returns
+    -------
+    str
+    """
+    parts = [f"fit: {info['status']} ({info['n_iter']} steps; noiseless part: gradient norm "
+             f"{info['grad_norm']:.3g}, change over the last steps {info['change']:.3g}, noise alone "
+             f"{info['change_noise']:.3g})"]
+    if "newton_step" in info:
+        parts.append(f"Newton step {info['newton_step']:.3g} (noise {info['newton_noise']:.3g})")
+    if "distance_to_mle" in info:
+        parts.append(f"{info['distance_to_mle']:.3g} from the pooled MLE")
+    if "ridge" in info:
+        parts.append(f"ridge {info['ridge']:g}")
+    return "; ".join(parts) + (f": {info['advice']}" if info["advice"] else "")

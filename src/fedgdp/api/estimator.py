@@ -1,0 +1,1106 @@
+"""``FederatedGLM``: the package's federated methods as a scikit-learn style estimator.
+
+A statistician's entry point to the methods of `fedgdp.methods` on their own
+federated data: rows ``X``, a response ``y`` and one client label per row. ``fit``
+builds the real-data study's fold data (`fedgdp.realdata.FoldData`) from the
+clients' rows, takes the clipping bound from the real-data rule
+(`fedgdp.realdata.clip_bound_real`) and runs the method's own ``fit_many`` on
+the real-data backend (`fedgdp.realdata.RealBackend`): the code that makes
+Figures 7-8, not a third implementation. Its settings are checked and completed by the
+real-data resolver (`fedgdp.realdata.resolve`), so the defaults are those of the
+pipeline's real-data fits.
+
+Conventions
+-----------
+``X`` (n, p) features (an intercept column is added first when ``fit_intercept``);
+``y`` (n,) 0/1-type labels (``logistic``), class labels (``multinomial``) or counts
+(``poisson``); ``clients`` (n,) one label per row. Internally the parameter is
+``theta_`` (d, k) with ``d = p + 1`` (intercept row first) and ``k`` = 1 (logistic,
+Poisson) or the number of classes (softmax, `fedgdp.core.glm`'s convention). The
+fitted ``coef_`` and ``intercept_`` follow scikit-learn's shapes: ``(1, p)`` and
+``(1,)`` for logistic, ``(C, p)`` and ``(C,)`` for multinomial, ``(p,)`` and a float
+for Poisson.
+
+Randomness
+----------
+``random_state=None`` (the default) draws a fresh root ``numpy.random.SeedSequence()``
+from the operating system's entropy at every ``fit``: the noise of a release on your own
+data is secret. A fixed ``random_state`` reproduces an analysis, but anyone who knows it
+can regenerate the noise and remove it, so the privacy report marks the guarantee void
+while the seed is known (``privacy_.noise_secret`` is False; docs/privacy.md, "A release
+of your own data"). Every generator comes from `fedgdp.core.seeds.derived_rng`. An int ``random_state``
+``r`` gives stream ``S`` the generator ``SeedSequence([r, stable_hash(ESTIMATOR_KEY),
+stable_hash(S)])``; a `numpy.random.SeedSequence` ``q`` gives
+``SeedSequence([*q.entropy, stable_hash(S)])``, so ``random_state =
+fedgdp.core.seeds.seed_sequence(base_seed, key, split, fold)`` draws exactly what the
+pipeline's real-data fit of that split and fold draws. Streams: the method's noise
+(`fedgdp.methods.Method.noise_stream`), the private clipping histogram
+(`fedgdp.core.seeds.CLIP_STREAM`) and the order of each client's rows (``row_order``).
+
+scikit-learn is not imported by this module: the estimator implements the
+estimator protocol itself (``get_params``, ``set_params``, ``__sklearn_tags__``,
+which imports scikit-learn only when scikit-learn asks for it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core import privacy
+from ..core.glm import POISSON, matrix_model
+from ..core.seeds import CLIP_STREAM, derived_rng, stable_hash
+from . import diagnostics
+from .diagnostics import ConvergenceWarning
+from .routing import ClientsRouting, SingleClientWarning, client_labels
+
+__all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "ConvergenceWarning",
+           "FAMILIES", "ESTIMATOR_KEY", "FIT_SCOPE", "REFUSAL_RULE", "estimator_rng"]
+
+#: The model families: ``logistic`` (binary), ``multinomial`` (softmax), ``poisson`` (counts)
+FAMILIES = ("logistic", "multinomial", "poisson")
+
+#: The seed key of the estimator's generators (module docstring, Randomness)
+ESTIMATOR_KEY = {"estimator": "fedgdp.FederatedGLM"}
+
+ROW_STREAM = "row_order"
+
+#: ``privacy_.label_domain`` of a classifier fitted without ``classes``
+LABELS_FROM_DATA = "from data (not covered)"
+
+#: The ledger's ``unaccounted`` entry of that label set
+LABELS_UNACCOUNTED = ("label set: classes_ is np.unique(y), taken from the data and accounted by no ledger "
+                      "(one record with a label nobody else has adds a class); pass classes=[...], a public "
+                      "label domain")
+#: What a [`PrivacyReport`][fedgdp.api.estimator.PrivacyReport] covers (its ``scope``)
+FIT_SCOPE = ("one fit: the releases of this call to fit only. Every other fit on the same clients' rows (a "
+             "cross-validation fold, a grid-search candidate, the refit) spends its own budget, and a record's "
+             "budgets compose: sqrt(sum of mu^2) over the fits that used it (docs/real-data.md)")
+
+#: The rule behind every refusal of a private fit (its ``refusals``; docs/methods.md §2,
+#: "No refusal depends on a record")
+REFUSAL_RULE = ("every refusal depends on public inputs only (the settings, the clipping bound B, the client "
+                "sizes, the dimension) and is raised before the first release; a certified Newton solve that "
+                "misses its tolerance releases the exact solve instead, so neighbouring data sets both release "
+                "or both refuse (a label outside classes is the data holder's own check, before any work)")
+
+class PrivacyLeakWarning(UserWarning):
+    """The fit's privacy guarantee is nominal: a release or the clipping bound is not
+    accounted for all inputs (the warning names the certified alternatives)."""
+
+
+class _NotFittedError(ValueError, AttributeError):
+    """Raised by a method that needs a fitted estimator (scikit-learn's NotFittedError
+    when scikit-learn is installed)."""
+
+
+def _not_fitted_error():
+    try:
+        from sklearn.exceptions import NotFittedError
+    except ImportError:
+        return _NotFittedError
+    return NotFittedError
+
+
+def _data_conversion_warning():
+    try:
+        from sklearn.exceptions import DataConversionWarning
+    except ImportError:
+        return UserWarning
+    return DataConversionWarning
+
+
+def estimator_rng(random_state, stream: str) -> np.random.Generator:
+    """The generator of one stream (module docstring, Randomness).
+
+    Parameters
+    ----------
+    random_state : None, int, numpy.random.SeedSequence or numpy.random.RandomState
+        None: fresh entropy (not reproducible); a RandomState gives an int seed drawn
+        from it (scikit-learn's convention of consuming the caller's generator).
+    stream : str
+        The stream's name.
+
+    Returns
+    -------
+    numpy.random.Generator
+
+    Raises
+    ------
+    ValueError
+        Any other ``random_state`` (a negative int, a bool, ...).
+    """
+    if isinstance(random_state, np.random.SeedSequence):
+        entropy = random_state.entropy
+        entropy = list(entropy) if isinstance(entropy, (list, tuple)) else [int(entropy)]  # type: ignore[arg-type]
+        return np.random.default_rng(np.random.SeedSequence([*entropy, stable_hash(stream)],
+                                                            spawn_key=random_state.spawn_key))
+    if random_state is None:
+        random_state = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
+    elif isinstance(random_state, np.random.RandomState):
+        random_state = int(random_state.randint(np.iinfo(np.int32).max))
+    elif not isinstance(random_state, numbers.Integral) or isinstance(random_state, bool) or random_state < 0:
+        raise ValueError(f"random_state must be None, an int >= 0, a numpy SeedSequence or RandomState, "
+                         f"got random_state={random_state!r}")
+    return derived_rng(int(random_state), ESTIMATOR_KEY, stream=stream)
+
+
+@dataclass
+class PrivacyReport:
+    """What one fit released, per client: the ledger, its composed and certified mu.
+
+    The report covers this fit only (``scope``): a grid search or a cross-validation
+    spends a budget on every fit it makes (docs/real-data.md shows the sum).
+
+    Attributes
+    ----------
+    method : str
+        The registry name of the method.
+    mu : float
+        The target mu per client (inf: non-private).
+    privacy_mode : str
+        ``certified`` or ``paper``.
+    clip : dict
+        The clipping rule (`fedgdp.core.privacy.check_clip`).
+    clip_bound : float
+        The clipping bound B the fit used (inf when non-private).
+    clients : ndarray of shape (m,)
+        The client labels, in the order of the ledger's columns.
+    ledger : fedgdp.core.privacy.Ledger
+        Every release of every client (arrays of shape (1, m)).
+    noise_secret : bool
+        True when the noise came from fresh entropy (``random_state=None``); False when
+        it came from a given seed, which anyone who knows it can use to remove the
+        noise: the guarantee is then void while the seed is known (``guarantee``).
+    label_domain : str or None
+        ``"public"`` (classifiers given ``classes``), ``"from data (not covered)"``
+        (classifiers without ``classes``: the label set is ``np.unique(y)``, a release no
+        ledger accounts for, listed in the ledger's ``unaccounted``) or None (Poisson).
+    mu_composed : ndarray of shape (m,)
+        Each client's composed (nominal) mu.
+    mu_certified : ndarray of shape (m,)
+        ``mu_composed`` where every release is certified and nothing is unaccounted (the
+        clipping bound public or private, the label domain public), inf otherwise.
+
+    Notes
+    -----
+    ``certified`` is a property of the mechanism: every release's sensitivity holds for
+    all inputs and nothing the fit shows (the clipping bound, the label set) is taken from
+    the data outside the ledger. Whether the noise is secret is a property of the run,
+    reported apart (``noise_secret``); [`guarantee`][fedgdp.api.estimator.PrivacyReport.guarantee]
+    combines both: record-level mu-GDP at each client holds only when both do.
+    """
+
+    method: str
+    mu: float
+    privacy_mode: str
+    clip: dict
+    clip_bound: float
+    clients: np.ndarray
+    ledger: privacy.Ledger
+    noise_secret: bool = False
+    label_domain: str | None = None
+    mu_composed: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    mu_certified: np.ndarray = field(default=None)  # type: ignore[arg-type]
+
+    def __post_init__(self):
+        m = len(self.clients)
+        if self.ledger.releases:
+            self.mu_composed = np.asarray(self.ledger.composed_mu(), float).reshape(-1, m)[0]
+            self.mu_certified = np.asarray(self.ledger.certified_mu(), float).reshape(-1, m)[0]
+        else:        # the plain fits: nothing released with noise
+            self.mu_composed = np.full(m, math.inf)
+            self.mu_certified = np.full(m, math.inf)
+
+    @property
+    def scope(self) -> str:
+        """What the report covers: this one fit ([`FIT_SCOPE`][fedgdp.api.estimator.FIT_SCOPE])."""
+        return FIT_SCOPE
+
+    @property
+    def refusals(self) -> str:
+        """When a fit is refused: from public inputs only (`REFUSAL_RULE`)."""
+        return REFUSAL_RULE
+
+    @property
+    def certified(self) -> bool:
+        """True when every client's guarantee holds for all inputs (finite certified mu)."""
+        return bool(np.all(np.isfinite(self.mu_certified)))
+
+    @property
+    def guarantee_holds(self) -> bool:
+        """True when the fit is record-level mu-GDP at each client: certified, and the
+        noise secret (drawn from fresh entropy)."""
+        return self.certified and self.noise_secret
+
+    @property
+    def guarantee(self) -> str:
+        """What the fit guarantees, in one line: record-level mu-GDP at each client (its
+        mu), nominal only (and why), void while the seed is known, or none (non-private)."""
+        if not self.ledger.releases:
+            return "none: nothing was released with noise (a non-private fit)"
+        mu = float(np.max(self.mu_composed))
+        if not self.certified:
+            what = f"nominal only (mu = {mu:g} rests on: {'; '.join(self.assumptions)})"
+        else:
+            what = f"record-level mu-GDP at each client, mu = {mu:g} (certified)"
+        if not self.noise_secret:
+            return (f"void while the seed is known: the noise was drawn from a given random_state, and anyone "
+                    f"who knows it can regenerate the noise and remove it; with fresh noise (random_state=None, "
+                    f"fedgdp fit without --seed) the mechanism is {what}")
+        return what
+
+    @property
+    def assumptions(self) -> list[str]:
+        """What the uncertified releases rest on, and what is unaccounted."""
+        out = [f"{r.stage}: {r.assumption}" for r in self.ledger.releases if not r.certified]
+        return list(dict.fromkeys(out)) + list(self.ledger.unaccounted)
+
+    def epsilon(self, delta: float = 1e-5, *, nominal: bool = False) -> float:
+        """(epsilon, delta)-DP of the worst client: the certified mu converted
+        (`fedgdp.core.privacy.gdp_epsilon`); inf when uncertified, unless ``nominal``
+        (the composed mu, which holds only under ``assumptions``). It is the
+        mechanism's epsilon: a guarantee only while the noise is secret (``guarantee_holds``).
+
+        Parameters
+        ----------
+        delta : float, default=1e-5
+            The delta of (epsilon, delta)-DP.
+        nominal : bool, default=False
+            Convert the composed (nominal) mu instead of the certified one.
+
+        Returns
+        -------
+        float
+            epsilon of the client with the largest mu; inf when that mu is not finite.
+        """
+        mu = float(np.max(self.mu_composed if nominal else self.mu_certified))
+        return math.inf if not math.isfinite(mu) else privacy.gdp_epsilon(mu, delta)
+
+    def as_dict(self, delta: float = 1e-5) -> dict:
+        """A JSON-ready summary: each client's composed and certified mu, the worst
+        client's epsilon at ``delta`` (certified and nominal), every release (stage,
+        count, certified, assumption; sensitivity and sigma per client) and the
+        assumptions. Infinite values are written as the string ``"inf"``.
+
+        Parameters
+        ----------
+        delta : float, default=1e-5
+            The delta of the epsilons reported.
+
+        Returns
+        -------
+        dict
+            Keys ``method``, ``mu``, ``privacy_mode``, ``clip``, ``clip_bound``, ``certified``,
+            ``noise_secret``, ``label_domain``, ``guarantee_holds``, ``guarantee``,
+            ``clients``, ``mu_composed``, ``mu_certified`` (lists, one per client), ``delta``,
+            ``epsilon``, ``epsilon_nominal``, ``assumptions``, ``releases`` (list of dict),
+            ``scope`` (the report covers one fit) and ``refusals`` (the refusal rule).
+        """
+        def num(x):
+            x = float(x)
+            return x if math.isfinite(x) else str(x)
+
+        releases = [{"stage": r.stage, "count": r.count, "certified": r.certified, "assumption": r.assumption,
+                     "sensitivity": [num(v) for v in np.ravel(r.sensitivity)],
+                     "sigma": [num(v) for v in np.ravel(r.sigma)]} for r in self.ledger.releases]
+        return {
+            "method": self.method, "mu": num(self.mu), "privacy_mode": self.privacy_mode, "clip": self.clip,
+            "clip_bound": num(self.clip_bound), "certified": self.certified, "noise_secret": self.noise_secret,
+            "label_domain": self.label_domain, "guarantee_holds": self.guarantee_holds, "guarantee": self.guarantee,
+            "clients": [c.item() if hasattr(c, "item") else c for c in self.clients],
+            "mu_composed": [num(v) for v in self.mu_composed], "mu_certified": [num(v) for v in self.mu_certified],
+            "delta": delta, "epsilon": num(self.epsilon(delta)),
+            "epsilon_nominal": num(self.epsilon(delta, nominal=True)),
+            "assumptions": self.assumptions, "releases": releases, "scope": self.scope,
+            "refusals": self.refusals,
+        }
+
+
+class _AvailableIf:
+    """A method that exists only when ``check(self)`` holds (hasattr is False otherwise),
+    as scikit-learn's ``available_if``."""
+
+    def __init__(self, fn, check):
+        self.fn, self.check = fn, check
+        self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.fn
+        if not self.check(obj):
+            raise AttributeError(f"{type(obj).__name__} with family={obj.family!r} has no {self.fn.__name__}")
+        return self.fn.__get__(obj, owner)
+
+
+def _available_if(check):
+    """Decorate a method that exists only when ``check(self)`` holds (scikit-learn's
+    ``available_if``); the method keeps its name, signature and docstring."""
+    return lambda fn: _AvailableIf(fn, check)
+
+
+def _is_classifier(est) -> bool:
+    return est.family in ("logistic", "multinomial")
+
+
+class FederatedGLM(ClientsRouting):
+    """A generalised linear model fitted by a differentially private federated method.
+
+    The guarantee is record-level mu-GDP at each client, against everything that client
+    releases (federated GDP, Definition 2.2 of Peng, Paul & Auddy): whatever a client
+    sends is Gaussian-noised and calibrated so that its releases compose to ``mu`` for
+    one record of its data (`privacy_`), with fresh noise (``random_state=None``) and a
+    public label domain (``classes``); it is not client-level (user-level) DP of a
+    client's whole data set (docs/privacy.md). The methods are those of the
+    package (`fedgdp.methods`), run on the real-data backend:
+
+    - ``fednewton`` (default; Algorithm 4): FedAvg (one round of K noisy local steps)
+      on half of each client's rows, then one private local Newton step, averaged;
+      with ``privacy_mode="certified"`` per-sample Hessians are clipped and the Newton
+      release's sensitivity holds for all inputs (the paper's version, mode ``paper``,
+      rests on an assumption that fails on unbounded covariates; ``fedgdp audit``).
+    - ``fedhybrid`` (Algorithm 2 of Peng, Paul & Auddy): K1 noisy local gradient steps
+      on every client, averaged once, then K2 noisy FedSGD steps. This is *not* the
+      FedHybrid of Niu & Wei (IEEE TSP 2023), an unrelated primal-dual method of
+      the same name.
+    - ``fedsgd`` (Algorithm 1), ``fedavg`` (Algorithm 3), ``fednewton_certified``,
+      ``dp_scaffold``; the non-private ``np_fedavg``, ``np_scaffold``, ``np_pooled``
+      (``mu=inf``).
+
+    The non-private baselines are not the MLE by default: ``np_pooled`` minimises the
+    mean loss plus ``ridge / 2 ||coef||^2`` with ``ridge = 1e-3`` (the intercept is not
+    penalised; the MLE need not exist, e.g. on images or separable data), and
+    ``method_settings={"ridge": 0}`` gives the MLE where it exists; ``np_fedavg`` and
+    ``np_scaffold`` run their rounds of gradient steps (``fit_info_`` says how far they
+    end from the pooled fit).
+
+    Parameters
+    ----------
+    family : {"logistic", "multinomial", "poisson"}, default="logistic"
+        Binary logistic, softmax or Poisson regression (canonical links).
+    classes : array-like of shape (C,) or None, default=None
+        The public label domain of a classifier (two labels for ``logistic``, two or more
+        for ``multinomial``), in the order of ``classes_`` (logistic: the second is the
+        positive class). ``classes_`` and ``coef_.shape`` then depend on no record, and a
+        ``y`` holding only some of them still releases. A row whose label is not in
+        ``classes`` is refused (ValueError naming the label and row) before anything is
+        computed or released: a check of the data holder's own data, stated in advance,
+        whose error only the data holder sees (docs/privacy.md, "The label domain").
+        None: the labels are ``np.unique(y)``, taken from the data and not covered by the
+        guarantee (a [`PrivacyLeakWarning`][fedgdp.api.estimator.PrivacyLeakWarning];
+        ``privacy_.label_domain`` is ``"from data (not covered)"`` and
+        ``privacy_.certified`` is False). Refused with ``poisson``.
+    method : str, default="fednewton"
+        A real-data method of `fedgdp.realdata.REGISTRY` other than
+        ``np_localfit``.
+    mu : float, default=2
+        mu-GDP budget of every client (``math.inf``: non-private, no clipping or noise;
+        the ``np_*`` methods need it).
+    privacy_mode : {"certified", "paper"}, default="certified"
+        ``certified``: every release's sensitivity holds for all inputs (needs a public
+        or private clipping bound); ``paper``: the algorithms as printed.
+    clip : None, float, str or dict, default=None
+        The clipping rule of per-sample gradients. None: the private quantile
+        ``{"rule": "private_quantile", "q": 0.9, "share": 0.1}`` (a noisy histogram of
+        each client's gradient norms spends 10% of mu^2). A number: a public bound B in
+        ``(0, 1e100]`` (`fedgdp.core.privacy.CLIP_MAX`; ``inf`` is refused, as is a
+        private quantile grid reaching above 1e100).
+        ``"quantile"``: the paper's data-driven 0.9 quantile, which is not accounted
+        (a `PrivacyLeakWarning`; refused in mode ``certified``). A dict: any rule
+        of `fedgdp.core.privacy.check_clip`.
+    hessian_clip : float, default=4
+        Certified FedNewton's per-sample Hessian bound, as a multiple of ``tau1``, in
+        ``[1e-8, 1e8]`` (`fedgdp.core.privacy.HESSIAN_CLIP_RANGE`).
+    tau1 : float, default=0.5
+        FedNewton's eigenvalue floor / ridge.
+    method_settings : dict or None, default=None
+        The method's settings over the real-data defaults (the method's real-data
+        preset, `fedgdp.methods.Method.presets`), e.g. ``{"K": 50, "eta": 0.5}`` for
+        ``fednewton``, ``{"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}`` for
+        ``fedhybrid``. (scikit-learn estimators take no ``**kwargs``, so the settings
+        are one parameter.)
+    newton : dict or None, default=None
+        FedNewton's solver over the defaults ``{"solver": "cg", "cg_tol": 1e-8,
+        "cg_maxiter": 500}``. Certified, ``cg_tol`` lies in ``[2^-40 (1 + hessian_clip),
+        1)`` (`fedgdp.core.solvers.cg_tol_floor`), and a CG solve that misses it releases
+        the exact solve instead. No certified fit refuses one data set and releases on a
+        neighbour: every refusal names a setting, decided from public inputs
+        (docs/methods.md §2, "No refusal depends on a record"), e.g. a ``tau1`` so small
+        that a release could overflow.
+    fit_intercept : bool, default=True
+        Add an intercept column (first) to X.
+    shuffle : bool, default=True
+        Put each client's rows in a random order (stream ``row_order``) before the fit:
+        FedNewton's two halves are each client's first and second half of rows, which
+        must not follow a sorted order. False keeps the given order (as the pipeline's
+        folds, whose rows are already in random order).
+    random_state : None, int, numpy.random.SeedSequence or RandomState, default=None
+        The root of every random draw (module docstring, Randomness). None: fresh noise
+        from the operating system's entropy, what a release of your own data needs. A
+        given seed reproduces a fit, but anyone who knows it can remove the noise:
+        ``privacy_.noise_secret`` is then False and ``privacy_.guarantee`` says the
+        guarantee is void while the seed is known. (The pipeline's ``seed_sequence``
+        reproduces its fit of simulated or public data.)
+
+    Attributes
+    ----------
+    theta_ : ndarray of shape (d, k)
+        The estimate in `fedgdp.core.glm`'s convention (intercept row first).
+    coef_ : ndarray of shape (1, p), (C, p) or (p,)
+    intercept_ : ndarray of shape (1,) or (C,), or float
+    classes_ : ndarray of shape (C,)
+        The class labels (classifiers only).
+    privacy_ : PrivacyReport
+        The ledger, each client's composed and certified mu, epsilon at a delta.
+    clients_ : ndarray of shape (m,)
+        The client labels, sorted; ``client_sizes_`` (m,) their rows.
+    n_clients_ : int
+    clip_bound_ : float
+        The clipping bound B used.
+    communication_ : dict
+        ``rounds``, ``floats_up``, ``floats_down`` of the fit.
+    fit_info_ : dict
+        Whether and how the fit converged ([`fedgdp.api.diagnostics.diagnose`][fedgdp.api.diagnostics.diagnose]):
+        ``status``, ``n_iter``, ``grad_norm`` and ``change`` over the last steps, read from
+        the released iterates (a statement about the noiseless part, costing no privacy),
+        ``advice`` (the setting to change); at mu = inf ``distance_to_mle`` (to the pooled
+        ridge fit); for ``np_pooled`` the ``ridge`` it used. A fit that is not
+        ``converged`` warns (`fedgdp.api.diagnostics.ConvergenceWarning`); a non-finite
+        estimate is refused.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str of shape (p,)
+        Only when X had string column names.
+
+    Notes
+    -----
+    ``fit(X, y)`` without ``clients`` treats all rows as one client (m = 1): the
+    guarantee is then record-level mu-GDP on the whole data set. Features enter the
+    clipping through ``||x||``; scale them with public bounds (a scaling computed from
+    the data is itself a release that no ledger accounts for).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedgdp import FederatedGLM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(600, 3)); y = (X[:, 0] + rng.logistic(size=600) > 0).astype(int)
+    >>> clients = np.repeat(np.arange(6), 100)
+    >>> est = FederatedGLM(mu=2, clip=2.0, classes=[0, 1]).fit(X, y, clients)   # fresh noise
+    >>> est.coef_.shape, est.privacy_.certified, est.privacy_.noise_secret
+    ((1, 3), True, True)
+    """
+
+    def __init__(self, family="logistic", classes=None, method="fednewton", mu=2.0, privacy_mode="certified", clip=None,
+                 hessian_clip=4.0, tau1=0.5, method_settings=None, newton=None, fit_intercept=True,
+                 shuffle=True, random_state=None):
+        self.family = family
+        self.classes = classes
+        self.method = method
+        self.mu = mu
+        self.privacy_mode = privacy_mode
+        self.clip = clip
+        self.hessian_clip = hessian_clip
+        self.tau1 = tau1
+        self.method_settings = method_settings
+        self.newton = newton
+        self.fit_intercept = fit_intercept
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    # ------------------------------------------------------------ estimator protocol
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        import inspect
+
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor's parameters, as given (scikit-learn's protocol).
+
+        Parameters
+        ----------
+        deep : bool, default=True
+            Ignored (no parameter is an estimator); kept for scikit-learn's protocol.
+
+        Returns
+        -------
+        dict
+            Parameter name -> value.
+        """
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        """Set constructor parameters; ValueError naming an unknown one.
+
+        Parameters
+        ----------
+        **params
+            Constructor parameters by name.
+
+        Returns
+        -------
+        self
+        """
+        valid = self._get_param_names()
+        for key, value in params.items():
+            if key not in valid:
+                raise ValueError(f"Invalid parameter {key!r} for estimator {type(self).__name__}; "
+                                 f"valid parameters: {', '.join(valid)}")
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self) -> str:
+        import inspect
+
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        shown = []
+        for name, value in self.get_params().items():
+            default = defaults[name]
+            same = value is default or repr(value) == repr(default)
+            if not same:
+                shown.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags, InputTags, RegressorTags, Tags, TargetTags
+
+        classifier = _is_classifier(self)
+        return Tags(
+            estimator_type="classifier" if classifier else "regressor",
+            target_tags=TargetTags(required=True, positive_only=self.family == "poisson"),
+            classifier_tags=ClassifierTags(multi_class=self.family == "multinomial") if classifier else None,
+            # Poisson at the real-data defaults (eta 0.5 from 0) is unstable on large counts: no score check
+            regressor_tags=None if classifier else RegressorTags(poor_score=True),
+            input_tags=InputTags(allow_nan=False, sparse=False, two_d_array=True),
+            non_deterministic=self.random_state is None,
+        )
+
+    @property
+    def _estimator_type(self) -> str:
+        return "classifier" if _is_classifier(self) else "regressor"
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "theta_")
+
+    # ------------------------------------------------------------ the fit
+    def _resolved(self) -> dict:
+        """The real-data parameters of this fit (`fedgdp.realdata.resolve`)."""
+        from ..realdata import REGISTRY, resolve
+
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got family={self.family!r}")
+        if self.classes is not None:
+            if self.family == "poisson":
+                raise ValueError(f"classes is for the classifiers (family 'logistic' or 'multinomial'); family "
+                                 f"'poisson' takes counts, got classes={self.classes!r}")
+            _label_domain(self.classes, self.family)
+        if self.method not in REGISTRY or REGISTRY[self.method].per_client:   # one global estimate only
+            names = [n for n in REGISTRY if not REGISTRY[n].per_client]
+            raise ValueError(f"unknown method {self.method!r}; choose from {', '.join(names)}")
+        if self.privacy_mode not in privacy.PRIVACY_MODES:
+            raise ValueError(f"privacy_mode must be 'certified' or 'paper', got privacy_mode={self.privacy_mode!r}")
+        if self.method_settings is not None and not isinstance(self.method_settings, dict):
+            raise ValueError(f"method_settings must be a dict or None, got {self.method_settings!r}")
+        if not isinstance(self.fit_intercept, (bool, np.bool_)) or not isinstance(self.shuffle, (bool, np.bool_)):
+            raise ValueError("fit_intercept and shuffle must be True or False")
+        mu = privacy.parse_mu(self.mu)
+        over = {"mu": [mu], "methods": [self.method], "clip": _clip_rule(self.clip), "tau1": self.tau1,
+                "privacy": {"mode": self.privacy_mode, "hessian_clip": self.hessian_clip},
+                "method_settings": {self.method: dict(self.method_settings or {})}}
+        if self.newton is not None:
+            over["newton"] = self.newton
+        p = resolve(over)
+        meth = REGISTRY[self.method]
+        if not meth.private and math.isfinite(mu):
+            raise ValueError(f"method {self.method!r} is non-private: set mu=inf (got mu={self.mu!r})")
+        return p
+
+    def fit(self, X, y, clients=None):
+        """Fit the method on the clients' rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, p)
+            Features (finite numbers; a DataFrame's string column names are kept).
+        y : array-like of shape (n,)
+            Labels (``logistic``: two classes; ``multinomial``: two or more) or
+            non-negative counts (``poisson``).
+        clients : array-like of shape (n,), "single" or None
+            The client of each row (any labels). ``"single"``: one client holding every
+            row; None: the same, with a `SingleClientWarning` (the guarantee is then of
+            the whole data set as one client). Through scikit-learn's tools: metadata
+            routing (`set_fit_request`) or the spellings of docs/real-data.md.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            A bad parameter, non-finite, missing or non-numeric values, mismatched
+            lengths, a client with fewer rows than the method needs, one class only
+            (without ``classes``), a label outside ``classes``.
+        """
+        from ..realdata import FoldData, clip_bound_real, get_method
+
+        p = self._resolved()
+        meth = get_method(self.method)
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        X = self._check_X(X, reset=True)
+        y = _column_or_1d(y, len(X))
+        groups = client_labels(clients, X.shape[0], type(self).__name__)
+        Y, model = self._targets(y)
+
+        labels, index = np.unique(groups, return_inverse=True)
+        order = [np.flatnonzero(index == i) for i in range(len(labels))]
+        need = 2 if meth.halves else 1
+        for lab, rows in zip(labels, order):
+            if len(rows) < need:
+                raise ValueError(f"client {lab.item() if hasattr(lab, 'item') else lab!r} has {len(rows)} row "
+                                 f"(n_samples={len(rows)}); method "
+                                 f"{self.method} needs at least {need} rows per client (its two halves)")
+        # fresh entropy per fit unless a seed is given (module docstring, Randomness)
+        root = np.random.SeedSequence() if self.random_state is None else self.random_state
+        if self.shuffle:
+            rng = estimator_rng(root, ROW_STREAM)
+            order = [rows[rng.permutation(len(rows))] for rows in order]
+        D = self._design(X)
+        Xc, Yc = [D[rows] for rows in order], [Y[rows] for rows in order]
+
+        mu = p["mu"][0]
+        B = clip_bound_real(model, Xc, Yc, p["clip"], mu=mu, rng=estimator_rng(root, CLIP_STREAM))
+        self._default_steps(p, D.shape[1], B, Xc, Yc, model)
+        fd = FoldData(model, Xc, Yc, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"],
+                      clip=p["clip"])
+        noise = estimator_rng(root, meth.noise_stream) if fd.private else None
+        self._warn_leaks(p, meth, fd)
+        fd.trace = []                     # the noisy iterates, for fit_info_ (fedgdp.api.diagnostics)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):    # a non-finite estimate is refused
+            fit = meth.fit_many([fd], p["method_settings"][self.method], [noise])[0]
+        theta = np.asarray(fit.theta, float)
+        diagnostics.check_finite(theta, self.method, p["method_settings"][self.method])
+        self.fit_info_ = self._fit_info(fd, fit, p, meth, model)
+        diagnostics.warn(self.fit_info_, self.method)
+        self.theta_ = theta
+        self.settings_ = p
+        self.clients_, self.client_sizes_ = labels, np.array([len(r) for r in order], dtype=np.int64)
+        self.n_clients_ = len(labels)
+        self.clip_bound_ = float(fd.bound)
+        self.communication_ = {"rounds": int(fit.rounds), "floats_up": int(fit.floats_up),
+                               "floats_down": int(fit.floats_down)}
+        self.privacy_ = PrivacyReport(self.method, mu, p["privacy"]["mode"], p["clip"], float(fd.bound), labels,
+                                      self._label_ledger(fit.ledger, fd), noise_secret=self.random_state is None,
+                                      label_domain=self._label_domain_mode())
+        start = 1 if self.fit_intercept else 0
+        intercept = theta[0] if self.fit_intercept else np.zeros(theta.shape[1])
+        if self.family == "poisson":
+            self.coef_, self.intercept_ = theta[start:, 0].copy(), float(intercept[0])
+        else:
+            self.coef_, self.intercept_ = theta[start:].T.copy(), np.array(intercept, dtype=float)
+        return self
+
+    def _default_steps(self, p: dict, d: int, B: float, Xc: list, Yc: list, model) -> None:
+        """The estimator's default step sizes and steps for Poisson (in place; docs/real-data.md).
+
+        A Poisson step size the user did not set is ``1 / (B sqrt(d) + d)`` (d columns of
+        the design, the intercept included; B the clipping bound), and each step count
+        the user did not set is 4 times the real-data preset. The curvature of the mean
+        Poisson loss has largest eigenvalue at most ``E[mu ||x||^2]``; on standardised
+        features ``||x||^2`` is about d, and a mean count mu is at most ``|y - 1| + 1``,
+        whose ``||x||``-weighted quantile B bounds (B is public or a private release, so
+        the rule is post-processing). At mu = inf, where nothing is clipped, B is the
+        largest per-sample gradient norm at 0 (no privacy to spend). Logistic and
+        softmax keep the real-data presets (eta = 0.5: their curvature is at most 1/4,
+        resp. 1/2, of the largest eigenvalue of ``E[x x']``)."""
+        if self.family != "poisson":
+            return
+        if not math.isfinite(B):
+            zero = np.zeros((d, 1))
+            B = max(float(np.max(privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y))))
+                    for x, y in zip(Xc, Yc))
+        given, s = self.method_settings or {}, p["method_settings"][self.method]
+        eta = 1.0 / (max(B, 1.0) * math.sqrt(d) + d)
+        for key in ("eta", "eta1", "eta2"):
+            if key in s and key not in given:
+                s[key] = min(s[key], eta)
+        for key in ("K", "K1", "K2"):
+            if key in s and key not in given:
+                s[key] = 4 * s[key]
+
+    def _fit_info(self, fd, fit, p: dict, meth, model) -> dict:
+        """``fit_info_`` ([`fedgdp.api.diagnostics.diagnose`][fedgdp.api.diagnostics.diagnose]); at
+        mu = inf the comparison with the pooled ridge fit (no privacy to spend)."""
+        s = p["method_settings"][self.method]
+        if "ridge" in s:           # the plain ridge fits: Newton-CG to ||grad|| <= gtol
+            return {"status": "converged", "n_iter": 0, "basis": "exact (no noise)", "advice": "",
+                    "ridge": float(s["ridge"]), "gtol": float(s["gtol"]), "maxiter": int(s["maxiter"]),
+                    "objective": f"mean loss + ridge/2 ||coef||^2 with ridge {float(s['ridge']):g} (the MLE "
+                                 "only as ridge -> 0: method_settings={'ridge': ...})"}
+        reference = None
+        if not fd.private:
+            from ..core.glm import product_design
+            from ..realdata.solvers import ridge_fit
+
+            ref = resolve_np_pooled()
+            reference = ridge_fit(model, product_design(list(fd.X)), np.vstack(fd.Y), ridge=ref["ridge"],
+                                  maxiter=ref["maxiter"], gtol=ref["gtol"])
+        return diagnostics.diagnose(fd.trace, theta=np.asarray(fit.theta, float), weights=fd.weights,
+                                    ledger=fit.ledger, newton=bool(meth.solves_newton), reference=reference)
+
+    def _targets(self, y: np.ndarray):
+        """Responses Y (n, k) and the model of the family; sets ``classes_``."""
+        _check_missing(y)
+        if self.family == "poisson":
+            if hasattr(self, "classes_"):      # from an earlier fit as a classifier
+                del self.classes_  # type: ignore[has-type]
+            y = _numeric(y, "y")
+            if np.any(y < 0):
+                raise ValueError("family 'poisson' needs counts: y must be >= 0 (some values of y are negative)")
+            return POISSON.targets(y), POISSON
+        if y.dtype.kind == "f":
+            if not np.all(np.isfinite(y)):
+                raise ValueError("Input y contains NaN or infinity.")
+            if np.any(y != np.round(y)):
+                raise ValueError("Unknown label type: continuous. FederatedGLM with family "
+                                 f"{self.family!r} is a classifier: y must hold class labels")
+        if y.dtype.kind not in "biufUSO":
+            raise ValueError(f"Unknown label type: y has dtype {y.dtype}")
+        if self.classes is not None:
+            classes, codes = _public_codes(y, _label_domain(self.classes, self.family))
+        else:
+            classes, codes = _data_codes(y)
+        if self.family == "logistic" and len(classes) > 2:
+            raise ValueError(f"Only binary classification is supported by family 'logistic': y has "
+                             f"{len(classes)} classes; use family='multinomial'")
+        self.classes_ = classes
+        model = matrix_model("binary") if self.family == "logistic" else matrix_model("multiclass", len(classes))
+        return model.targets(codes), model
+
+    def _label_domain_mode(self) -> str | None:
+        """``privacy_.label_domain``: public (``classes`` given), from the data, or None (Poisson)."""
+        if self.family == "poisson":
+            return None
+        return "public" if self.classes is not None else LABELS_FROM_DATA
+
+    def _label_ledger(self, ledger, fd):
+        """The fit's ledger; a private classifier without ``classes`` lists its label set
+        as unaccounted (so the ledger is not certified)."""
+        if not fd.private or self._label_domain_mode() != LABELS_FROM_DATA:
+            return ledger
+        return dataclasses.replace(ledger, unaccounted=[*ledger.unaccounted, LABELS_UNACCOUNTED])
+
+    def _warn_leaks(self, p: dict, meth, fd) -> None:
+        """A `PrivacyLeakWarning` for a data-driven clipping bound or an uncertified release."""
+        if not fd.private:
+            return
+        if p["clip"]["rule"] == "quantile":
+            warnings.warn(
+                f"the clipping bound is data-driven (clip rule 'quantile', q={p['clip']['q']}) and no ledger "
+                "accounts for it, so the fit is not mu-GDP (privacy_.certified is False); certified "
+                "alternatives: clip=<a public bound B> or clip=None (the private quantile), with "
+                "privacy_mode='certified'", PrivacyLeakWarning, stacklevel=3)
+        if self._label_domain_mode() == LABELS_FROM_DATA:
+            warnings.warn(
+                "the label set is taken from the data (classes_ = np.unique(y)) and no ledger accounts for it: "
+                "one record with a label nobody else has shows in classes_ and coef_.shape, so the fit is not "
+                "covered (privacy_.certified is False, privacy_.label_domain is 'from data (not covered)'); "
+                "certified alternative: classes=[...], the public label domain (fedgdp fit --classes)",
+                PrivacyLeakWarning, stacklevel=3)
+        for spec in meth.plan(fd, p["method_settings"][self.method]):
+            if not spec.certified:
+                warnings.warn(
+                    f"{meth.label} in privacy_mode={p['privacy']['mode']!r} calibrates its {spec.stage} release on "
+                    f"an assumption ({spec.assumption}) that fails for some inputs, e.g. unbounded covariates "
+                    f"(fedgdp audit); certified alternatives: {meth.certified_alternatives}",
+                    PrivacyLeakWarning, stacklevel=3)
+
+    # ------------------------------------------------------------ prediction
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "theta_"):
+            raise _not_fitted_error()(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
+                                      "appropriate arguments before using this estimator.")
+
+    def _check_X(self, X, reset: bool) -> np.ndarray:
+        names = _feature_names(X)
+        if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
+            raise TypeError(f"{type(self).__name__} does not accept sparse input: X is a sparse matrix "
+                            "(pass a dense array, e.g. X.toarray())")
+        arr = np.asarray(X)
+        if np.iscomplexobj(arr):
+            raise ValueError("Complex data not supported")
+        arr = _numeric(arr, "X")
+        if arr.ndim != 2:
+            raise ValueError(f"Expected 2D array, got {arr.ndim}D array instead. Reshape your data, e.g. "
+                             "X.reshape(-1, 1) for a single feature or X.reshape(1, -1) for a single sample")
+        if arr.shape[0] < 1:
+            raise ValueError(f"Found array with 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
+        if arr.shape[1] < 1:
+            raise ValueError(f"Found array with 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+        if reset:
+            self.n_features_in_ = arr.shape[1]
+            if names is not None:
+                self.feature_names_in_ = names
+            elif hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+            return arr
+        fitted = getattr(self, "feature_names_in_", None)
+        if fitted is not None and names is None:
+            warnings.warn(f"X does not have valid feature names, but {type(self).__name__} was fitted with "
+                          "feature names", UserWarning, stacklevel=3)
+        elif fitted is None and names is not None:
+            warnings.warn(f"X has feature names, but {type(self).__name__} was fitted without feature names",
+                          UserWarning, stacklevel=3)
+        elif fitted is not None and (len(fitted) != len(names) or np.any(fitted != names)):
+            raise ValueError("The feature names should match those that were passed during fit: "
+                             f"fitted with {list(fitted)}, got {list(names)}")
+        if arr.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {arr.shape[1]} features, but {type(self).__name__} is expecting "
+                             f"{self.n_features_in_} features as input.")
+        return arr
+
+    def _design(self, X: np.ndarray) -> np.ndarray:
+        return np.hstack([np.ones((X.shape[0], 1)), X]) if self.fit_intercept else X
+
+    def linear_predictor(self, X) -> np.ndarray:
+        """The linear predictor ``[1, x] theta`` of every row (log-odds, softmax scores or log mean).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, p)
+
+        Returns
+        -------
+        ndarray of shape (n,) (logistic, Poisson) or (n, C) (multinomial)
+        """
+        self._check_fitted()
+        S = self._design(self._check_X(X, reset=False)) @ self.theta_
+        return S[:, 0] if S.shape[1] == 1 else S
+
+    @_available_if(_is_classifier)
+    def decision_function(self, X) -> np.ndarray:
+        """Confidence scores, classifiers only (Poisson has none: `linear_predictor`):
+        positive for ``classes_[1]`` with two classes.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, p)
+
+        Returns
+        -------
+        ndarray of shape (n,) with two classes (the log-odds), else (n, C) (softmax scores)
+        """
+        S = self.linear_predictor(X)
+        if S.ndim == 2 and S.shape[1] == 2:       # softmax over two classes: scikit-learn's binary shape
+            return S[:, 1] - S[:, 0]
+        return S
+
+    @_available_if(_is_classifier)
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, classifiers only.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, p)
+
+        Returns
+        -------
+        ndarray of shape (n, C)
+            Columns in the order of ``classes_``; for logistic ``[1 - p, p]``.
+        """
+        S = self.linear_predictor(X)
+        if self.family == "logistic":
+            p1 = matrix_model("binary").mean(S)
+            return np.column_stack([1.0 - p1, p1])
+        return matrix_model("multiclass", len(self.classes_)).mean(S)
+
+    @_available_if(_is_classifier)
+    def predict_log_proba(self, X) -> np.ndarray:
+        """The logarithm of `predict_proba`, classifiers only.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, p)
+
+        Returns
+        -------
+        ndarray of shape (n, C)
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X) -> np.ndarray:
+        """The predicted class (classifiers) or mean count (Poisson).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, p)
+
+        Returns
+        -------
+        ndarray of shape (n,)
+        """
+        S = self.linear_predictor(X)
+        if self.family == "poisson":
+            return POISSON.mean(S)
+        if self.family == "logistic":
+            return self.classes_[(S > 0).astype(int)]
+        if S.shape[1] == 2:
+            return self.classes_[(S[:, 1] - S[:, 0] > 0).astype(int)]
+        return self.classes_[np.argmax(S, axis=1)]
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Accuracy (classifiers) or the fraction of Poisson deviance explained, D^2 (Poisson).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, p)
+        y : array-like of shape (n,)
+        sample_weight : array-like of shape (n,) or None, default=None
+            Row weights of the score (None: equal); scikit-learn's scoring passes it.
+
+        Returns
+        -------
+        float
+        """
+        pred = self.predict(X)
+        y = _column_or_1d(y, len(pred))
+        w = np.ones(len(pred)) if sample_weight is None else _numeric(_column_or_1d(sample_weight, len(pred)),
+                                                                       "sample_weight")
+        if _is_classifier(self):
+            return float(np.average(pred == y, weights=w))
+        y = _numeric(y, "y")
+        null = np.full_like(pred, np.average(y, weights=w))
+        return 1.0 - _poisson_deviance(y, pred, w) / _poisson_deviance(y, null, w)
+
+
+# ------------------------------------------------------------------ helpers
+def resolve_np_pooled() -> dict:
+    """NP-Pooled's resolved settings (the reference of a mu = inf fit's ``fit_info_``)."""
+    from ..realdata import resolve
+
+    return resolve({"methods": ["np_pooled"], "mu": [math.inf]})["method_settings"]["np_pooled"]
+
+
+def _clip_rule(clip):
+    """The estimator's ``clip`` as a real-data clipping rule (checked by the resolver)."""
+    if clip is None:
+        return {"rule": "private_quantile", "q": 0.9, "share": 0.1}
+    if isinstance(clip, str):
+        if clip in ("quantile", "private_quantile"):
+            return {"rule": clip, "q": 0.9} | ({"share": 0.1} if clip == "private_quantile" else {})
+        raise ValueError(f"clip must be None, a number, 'quantile', 'private_quantile' or a dict, got clip={clip!r}")
+    if isinstance(clip, numbers.Real) and not isinstance(clip, bool):
+        return float(clip)
+    if isinstance(clip, dict):
+        return dict(clip)
+    raise ValueError(f"clip must be None, a number, 'quantile', 'private_quantile' or a dict, got clip={clip!r}")
+
+
+def _check_missing(y: np.ndarray) -> None:
+    """ValueError naming ``y`` and the first row when a label is missing (None or NaN)."""
+    if y.dtype.kind != "O":
+        return
+    for i, v in enumerate(y.tolist()):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            raise ValueError(f"y contains a missing label (None or NaN) at row {i}: every row needs a label")
+
+
+def _label_domain(classes, family: str) -> np.ndarray:
+    """``classes`` checked: a 1-d list of distinct, non-missing labels, 2 for logistic, >= 2 otherwise."""
+    if isinstance(classes, (str, bytes)) or np.ndim(classes) != 1:
+        raise ValueError(f"classes must be a list of labels, e.g. classes=[0, 1], got classes={classes!r}")
+    dom = np.asarray(classes)
+    if dom.dtype.kind == "O":
+        _check_missing(dom.astype(object))
+    elif dom.dtype.kind == "f" and not np.all(np.isfinite(dom)):
+        raise ValueError(f"classes must hold finite labels, got classes={list(classes)!r}")
+    if dom.dtype.kind not in "biufUSO":
+        raise ValueError(f"classes must hold numbers or strings, got dtype {dom.dtype}")
+    values = dom.tolist()
+    if len(set(values)) != len(values):
+        raise ValueError(f"classes must be distinct, got classes={values!r}")
+    need = "exactly 2" if family == "logistic" else "at least 2"
+    if len(values) < 2 or (family == "logistic" and len(values) != 2):
+        raise ValueError(f"family {family!r} needs {need} classes, got classes={values!r}")
+    return dom
+
+
+def _public_codes(y: np.ndarray, domain: np.ndarray):
+    """(classes, codes (n,)) against the public domain; a label outside it is refused."""
+    index = {v: i for i, v in enumerate(domain.tolist())}
+    labels = y.tolist()
+    codes = np.fromiter((index.get(v, -1) for v in labels), dtype=np.int64, count=len(labels))
+    bad = np.flatnonzero(codes < 0)
+    if len(bad):
+        raise ValueError(f"y holds the label {labels[bad[0]]!r} at row {bad[0]} (from 0; {len(bad)} row(s) in all), "
+                         f"which is not in classes={domain.tolist()!r}: a label outside the public domain is "
+                         "refused before anything is released")
+    return domain, codes
+
+
+def _data_codes(y: np.ndarray):
+    """(np.unique(y), codes (n,)): the label set taken from the data (not covered)."""
+    try:
+        classes, codes = np.unique(y, return_inverse=True)
+    except TypeError:        # e.g. numbers and strings mixed
+        kinds = sorted({type(v).__name__ for v in y.tolist()})
+        raise ValueError(f"y mixes label types ({', '.join(kinds)}): use one type of label") from None
+    if len(classes) < 2:
+        raise ValueError(f"FederatedGLM needs samples of at least 2 classes in the data, but the data "
+                         f"contain only one class: {classes[0]!r}")
+    return classes, codes.reshape(-1)
+
+
+def _feature_names(X):
+    cols = getattr(X, "columns", None)
+    if cols is None:
+        return None
+    names = np.asarray(list(cols), dtype=object)
+    if len(names) and all(isinstance(c, str) for c in names):
+        return names
+    if any(isinstance(c, str) for c in names):
+        raise TypeError("Feature names are only supported if all input features have string names, "
+                        f"got mixed types: {sorted({type(c).__name__ for c in names})}")
+    return None
+
+
+def _numeric(arr, what: str) -> np.ndarray:
+    arr = np.asarray(arr)
+    if arr.dtype.kind not in "biuf":
+        try:
+            arr = arr.astype(np.float64)
+        except TypeError as exc:       # e.g. a dict among the values
+            raise TypeError(f"{what} must hold numbers: {exc}") from None
+        except ValueError as exc:      # e.g. a string that is no number
+            raise ValueError(f"{what} must hold numbers: {exc}") from None
+    arr = arr.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"Input {what} contains NaN or infinity: every value must be finite")
+    return arr
+
+
+def _column_or_1d(y, n: int) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        warnings.warn("A column-vector y was passed when a 1d array was expected. Please change the shape "
+                      "of y to (n_samples,), for example using ravel().", _data_conversion_warning(), stacklevel=3)
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
+    if y.shape[0] != n:
+        raise ValueError(f"Found input variables with inconsistent numbers of samples: X has {n} rows, "
+                         f"y has {y.shape[0]}")
+    return y
+
+
+def _poisson_deviance(y: np.ndarray, mean: np.ndarray, w: np.ndarray | None = None) -> float:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        term = np.where(y > 0, y * np.log(y / mean), 0.0)
+    return float(2 * np.sum((term - (y - mean)) * (1.0 if w is None else w)))

@@ -1,0 +1,401 @@
+"""``fedgdp fit``: a `fedgdp.api.estimator.FederatedGLM` on a CSV or Parquet file.
+
+One row per record; one column holds the response (``--target``), one the client
+(``--client``), and the features are the columns named by ``--features`` (default:
+every other column). The command prints the estimate and its privacy report, as a
+table or (``--json``) as JSON, and ``--out`` writes the coefficients (CSV or JSON).
+Without ``--seed`` the noise is fresh (the operating system's entropy); with it the fit
+is reproducible and the report says the guarantee is void while the seed is known.
+``--classes`` gives a classifier's public label domain (`parse_classes`); without
+it the label set is taken from the data and the report says it is not covered.
+Bad input (a missing column, a non-numeric feature, a missing value, a client with
+too few rows for the method) raises ValueError with one line, which the command
+line prints and ends with exit status 2.
+
+`add_parser` registers the command (`fedgdp.commands.cli` calls it);
+`fit_table` is the command without the parser.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+
+__all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report", "parse_classes"]
+
+READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def read_table(path: str):
+    """The data file as a pandas DataFrame; ValueError naming the file otherwise.
+
+    Parameters
+    ----------
+    path : str
+        A ``.csv`` file (comma-separated, a header row) or a ``.parquet`` / ``.pq`` file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The file's columns as stored.
+    """
+    import pandas as pd
+
+    p = Path(path)
+    kind = READERS.get(p.suffix.lower())
+    if kind is None:
+        raise ValueError(f"DATA {path!r} must end in .csv, .parquet or .pq")
+    if not p.is_file():
+        raise ValueError(f"DATA {path!r}: no such file")
+    try:
+        return pd.read_csv(p) if kind == "csv" else pd.read_parquet(p)
+    except Exception as exc:            # a parser's own error, as one line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"cannot read {path!r} as {kind}: {first}") from None
+
+
+def _columns(df, target: str, client: str, features: list[str] | None) -> list[str]:
+    """The feature columns, checked: present, numeric, no missing values."""
+    names = [str(c) for c in df.columns]
+    for what, col in (("--target", target), ("--client", client)):
+        if col not in names:
+            raise ValueError(f"{what} column {col!r} is not in the data; columns: {', '.join(names)}")
+    if features is None:
+        features = [c for c in names if c not in (target, client)]
+        if not features:
+            raise ValueError("the data have no feature columns besides the target and the client")
+    for col in features:
+        if col not in names:
+            raise ValueError(f"feature column {col!r} is not in the data; columns: {', '.join(names)}")
+        if col in (target, client):
+            raise ValueError(f"feature column {col!r} is also the {'target' if col == target else 'client'}")
+        kind = df[col].dtype.kind
+        if kind not in "biuf":
+            raise ValueError(f"feature column {col!r} is not numeric (dtype {df[col].dtype}); "
+                             "encode it as numbers or leave it out with --features")
+        if df[col].isna().any():
+            raise ValueError(f"feature column {col!r} has {int(df[col].isna().sum())} missing value(s)")
+    for what, col in (("target", target), ("client", client)):
+        if df[col].isna().any():
+            raise ValueError(f"{what} column {col!r} has {int(df[col].isna().sum())} missing value(s)")
+    return list(features)
+
+
+def parse_classes(text: str | None, column=None) -> list | None:
+    """``--classes``: the comma-separated public label domain, typed like the target column.
+
+    Parameters
+    ----------
+    text : str or None
+        E.g. ``"0,1"`` or ``"benign,malignant"``; None: no domain given.
+    column : pandas.Series or None
+        The target column: when it holds numbers (integers, floats or booleans) every
+        class is parsed as one (``"1"`` is the integer 1 for an integer column, the float
+        1.0 for a float one; ``true``/``false`` or 1/0 for a boolean one), otherwise
+        every class is the text between the commas, stripped of spaces.
+
+    Returns
+    -------
+    list or None
+        The labels, in the order given.
+
+    Raises
+    ------
+    ValueError
+        An empty label, or a label that is not a number for a numeric column.
+    """
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",")]
+    if any(not t for t in items):
+        raise ValueError(f"bad --classes {text!r}: an empty label; give the labels separated by commas, e.g. 0,1")
+    kind = column.dtype.kind if column is not None else "O"
+    if kind not in "biuf":
+        return items
+    name = getattr(column, "name", "target")
+    out: list = []
+    for t in items:
+        value: bool | int | float
+        try:
+            if kind == "b":
+                value = {"true": True, "1": True, "false": False, "0": False}[t.lower()]
+            else:
+                value = float(t)
+                if kind in "iu":
+                    if value != round(value):
+                        raise ValueError(t)
+                    value = int(value)
+        except (KeyError, ValueError):
+            what = "true or false" if kind == "b" else "an integer" if kind in "iu" else "a number"
+            raise ValueError(f"bad --classes {text!r}: the target column {name!r} holds "
+                             f"{column.dtype} values, so each class must be {what}, got {t!r}") from None
+        out.append(value)
+    return out
+
+
+def fit_table(df, *, target: str, client: str, features: list[str] | None = None, **params):
+    """Fit a `FederatedGLM` on a table.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame of shape (n, columns)
+    target, client : str
+        The response's and the client label's columns.
+    features : list of str or None
+        The feature columns (default: every other column).
+    **params
+        The estimator's parameters (``family``, ``method``, ``mu``, ...).
+
+    Returns
+    -------
+    estimator : FederatedGLM
+        Fitted; ``feature_names_in_`` holds the feature columns.
+    """
+    from .estimator import FederatedGLM
+
+    cols = _columns(df, target, client, features)
+    return FederatedGLM(**params).fit(df[cols], df[target].to_numpy(), df[client].to_numpy())
+
+
+def coefficient_rows(est) -> list[dict]:
+    """One row per (class, term): ``term`` (``(intercept)`` or a feature), ``class``
+    (multinomial only; the class label), ``coef``.
+
+    Parameters
+    ----------
+    est : fedgdp.api.estimator.FederatedGLM
+        A fitted estimator.
+
+    Returns
+    -------
+    list of dict
+        Keys ``term``, ``coef`` (and first ``class`` for multinomial), class by class, terms
+        in the order of ``theta_``'s rows.
+    """
+    names = ["(intercept)"] * bool(est.fit_intercept) + [str(c) for c in est.feature_names_in_]
+    theta = est.theta_
+    rows = []
+    if est.family == "multinomial":
+        for j, cls in enumerate(est.classes_):
+            rows += [{"class": _plain(cls), "term": t, "coef": float(v)} for t, v in zip(names, theta[:, j])]
+    else:
+        rows = [{"term": t, "coef": float(v)} for t, v in zip(names, theta[:, 0])]
+    return rows
+
+
+def _plain(x):
+    return x.item() if hasattr(x, "item") else x
+
+
+def _num(x: float):
+    return float(x) if math.isfinite(x) else str(x)
+
+
+def report(est, *, delta: float, rows: int, data: str) -> dict:
+    """The JSON report: the estimate, its fit and its privacy report at ``delta``.
+
+    Parameters
+    ----------
+    est : fedgdp.api.estimator.FederatedGLM
+        A fitted estimator.
+    delta : float
+        The delta of the privacy report's epsilon.
+    rows : int
+        Rows of the data file.
+    data : str
+        The data file's path, as given.
+
+    Returns
+    -------
+    dict
+        Keys ``data``, ``rows``, ``family``, ``method``, ``n_clients``, ``client_sizes``,
+        ``features``, ``coefficients`` (`coefficient_rows`), ``communication``,
+        ``settings``, ``fit`` (the diagnosis, ``fit_info_``), ``privacy``
+        (`fedgdp.api.estimator.PrivacyReport.as_dict`) and, for classifiers, ``classes``.
+    """
+    out = {"data": data, "rows": rows, "family": est.family, "method": est.method,
+           "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
+           "features": [str(c) for c in est.feature_names_in_], "coefficients": coefficient_rows(est),
+           "communication": est.communication_, "settings": est.settings_["method_settings"][est.method],
+           "fit": {k: _num(v) if isinstance(v, float) else v for k, v in est.fit_info_.items()},
+           "privacy": est.privacy_.as_dict(delta)}
+    if est.family != "poisson":
+        out["classes"] = [_plain(c) for c in est.classes_]
+    return out
+
+
+def format_report(rep: dict) -> str:
+    """The report as a plain-text table: the coefficients, then the privacy summary.
+
+    Parameters
+    ----------
+    rep : dict
+        The report (`report`).
+
+    Returns
+    -------
+    str
+    """
+    pv = rep["privacy"]
+    lines = [f"{rep['method']} ({pv['privacy_mode']}), family {rep['family']}: {rep['rows']} rows, "
+             f"{rep['n_clients']} clients (sizes {min(rep['client_sizes'])}-{max(rep['client_sizes'])}), "
+             f"mu = {pv['mu'] if isinstance(pv['mu'], str) else format(pv['mu'], 'g')}", ""]
+    coefs = rep["coefficients"]
+    has_class = "class" in coefs[0]
+    width = max(len("term"), *(len(r["term"]) for r in coefs))
+    head = (f"{'class':>8}  " if has_class else "") + f"{'term':<{width}}  {'coef':>12}"
+    lines += [head, "-" * len(head)]
+    for r in coefs:
+        lines.append((f"{str(r['class']):>8}  " if has_class else "") + f"{r['term']:<{width}}  {r['coef']:>12.6g}")
+    mu_c, mu_cert = pv["mu_composed"], pv["mu_certified"]
+
+    def worst(v):
+        return "inf" if any(isinstance(x, str) for x in v) else f"{max(v):.6g}"
+
+    lines += ["", f"guarantee: {pv['guarantee']}",
+              f"privacy: composed mu per client (max) {worst(mu_c)}; certified mu (max) {worst(mu_cert)}; "
+              f"epsilon {pv['epsilon'] if isinstance(pv['epsilon'], str) else format(pv['epsilon'], '.4g')} "
+              f"at delta {pv['delta']:g} ({'certified' if pv['certified'] else 'NOT certified'})",
+              "noise: " + ("fresh (operating system entropy)" if pv["noise_secret"] else
+                           "from --seed, NOT secret: anyone who knows the seed can remove it")
+              + (f"; label domain: {pv['label_domain']}" if pv["label_domain"] else ""),
+              f"clipping bound B = "
+                f"{pv['clip_bound'] if isinstance(pv['clip_bound'], str) else format(pv['clip_bound'], '.6g')}"
+              f" (rule {pv['clip']['rule']}); rounds {rep['communication']['rounds']}"]
+    lines += [f"  not accounted / assumed: {a}" for a in pv["assumptions"]]
+    if "fit" in rep:
+        from .diagnostics import format_info
+
+        info = {k: float(v) if v in ("nan", "inf") else v for k, v in rep["fit"].items()}
+        lines.append(format_info(info))
+    return "\n".join(lines)
+
+
+def _write_coefficients(est, path: str) -> None:
+    from ..common.io import atomic_path, write_text
+
+    rows = coefficient_rows(est)
+    if path.lower().endswith(".json"):
+        write_text(path, json.dumps(rows, indent=1) + "\n")
+        return
+    import pandas as pd
+
+    with atomic_path(path) as tmp:
+        pd.DataFrame(rows).to_csv(tmp, index=False)
+
+
+def _settings(text: str | None) -> dict | None:
+    from ..common.arguments import _spec
+
+    if text is None:
+        return None
+    return _spec(text, flag="--settings", example=', e.g. \'{"K": 50, "eta": 0.5}\'')
+
+
+def _clip(text: str | None):
+    """``--clip``: none (the private quantile), quantile, private_quantile[:Q[:SHARE]] or a number B."""
+    if text is None:
+        return None
+    if text == "quantile":
+        return "quantile"
+    if text.startswith("quantile:"):
+        try:
+            return {"rule": "quantile", "q": float(text.split(":", 1)[1])}
+        except ValueError:
+            raise ValueError(f"bad --clip {text!r}: use quantile:Q, e.g. quantile:0.9") from None
+    if text.startswith("private_quantile"):
+        parts = text.split(":")
+        try:
+            rule = {"rule": "private_quantile", "q": float(parts[1]) if len(parts) > 1 else 0.9}
+            if len(parts) > 2:
+                rule["share"] = float(parts[2])
+        except ValueError:
+            raise ValueError(f"bad --clip {text!r}: "
+                             f"use private_quantile:Q:SHARE, e.g. private_quantile:0.9:0.1") from None
+        return rule
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"bad --clip {text!r}: a number B (public bound), quantile[:Q] or "
+                         "private_quantile[:Q[:SHARE]]") from None
+
+
+def _cmd_fit(args) -> int:
+    from ..core.privacy import parse_mu
+
+    df = read_table(args.data)
+    features = [c.strip() for c in args.features.split(",") if c.strip()] if args.features else None
+    if not 0 < args.delta < 1:
+        raise ValueError(f"--delta must lie in (0, 1), got {args.delta}")
+    params = dict(family=args.family, method=args.method, mu=parse_mu(args.mu), privacy_mode=args.privacy_mode,
+                  clip=_clip(args.clip), hessian_clip=args.hessian_clip, tau1=args.tau1,
+                  method_settings=_settings(args.settings), random_state=args.seed,
+                  classes=parse_classes(args.classes, df[args.target] if args.target in df.columns else None))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = fit_table(df, target=args.target, client=args.client, features=features, **params)
+    for w in caught:        # the leak and convergence warnings: one line each, on stderr
+        sys.stderr.write(f"fedgdp fit: warning: {w.message}\n")
+    rep = report(est, delta=args.delta, rows=len(df), data=args.data)
+    if args.json:
+        json.dump(rep, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(format_report(rep))
+    if args.out:
+        _write_coefficients(est, args.out)
+    return 0
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Register ``fedgdp fit`` on the subparsers ``sub``.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The subparsers of the ``fedgdp`` parser.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The ``fit`` parser.
+    """
+    from ..common.arguments import output_path
+    from ..methods import REALDATA, registry
+    from .estimator import FAMILIES
+
+    fits = {n: m for n, m in registry(REALDATA).items() if not m.per_client}      # one global estimate
+    private = ", ".join(n for n, m in fits.items() if m.private)
+    plain = ", ".join(n for n, m in fits.items() if not m.private)
+    ap = sub.add_parser("fit", help="fit a private federated GLM on your own CSV or Parquet file: the "
+                                    "estimate and its privacy report")
+    ap.add_argument("data", metavar="DATA", help="a .csv or .parquet file, one row per record")
+    ap.add_argument("--target", required=True, help="the response column")
+    ap.add_argument("--client", required=True, help="the column of client labels (one client per value)")
+    ap.add_argument("--features", help="comma-separated feature columns (default: every other column)")
+    ap.add_argument("--family", choices=FAMILIES, default="logistic", help="the model")
+    ap.add_argument("--classes", help="the classifier's public label domain, comma-separated, e.g. 0,1 (numbers "
+                                      "when the target column holds numbers, else text); a row with another label "
+                                      "is refused; without it the label set is taken from the data, not covered")
+    ap.add_argument("--method", default="fednewton", help=f"{private}; {plain} with --mu inf")
+    ap.add_argument("--mu", default="2", help="mu-GDP budget of every client (inf: non-private)")
+    ap.add_argument("--privacy-mode", dest="privacy_mode", choices=["certified", "paper"], default="certified",
+                    help="certified: every release's sensitivity holds for all inputs; paper: as printed")
+    ap.add_argument("--clip", help="clipping bound: a number B (public), quantile[:Q] (data-driven, not "
+                                   "accounted), private_quantile[:Q[:SHARE]] (default: private_quantile:0.9:0.1)")
+    ap.add_argument("--hessian-clip", dest="hessian_clip", type=float, default=4.0,
+                    help="certified FedNewton's per-sample Hessian bound, times tau1")
+    ap.add_argument("--tau1", type=float, default=0.5, help="FedNewton's eigenvalue floor / ridge")
+    ap.add_argument("--settings", help='the method\'s settings as JSON, e.g. \'{"K": 50, "eta": 0.5}\' '
+                                       "(default: the real-data defaults)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="random_state, to reproduce an analysis: anyone who knows the seed can remove the noise, "
+                         "so the report marks the guarantee void (default: fresh noise from the OS's entropy)")
+    ap.add_argument("--delta", type=float, default=1e-5, help="delta of the reported (epsilon, delta)")
+    ap.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    ap.add_argument("--out", type=output_path(".csv", ".json"), help="write the coefficients (.csv or .json)")
+    ap.set_defaults(func=_cmd_fit)
+    return ap

@@ -1,0 +1,582 @@
+"""Image data sets for the real-data study and their federated client layout (docs/methods.md §5).
+
+Data sets
+---------
+- ``digits``: scikit-learn's bundled 8x8 digits (1,797 images, pixels 0..16), the
+  offline default; needs scikit-learn, nothing else.
+- ``mnist``: the 70,000 MNIST images (train and test pooled), read from a folder
+  holding either the four original IDX files (``train-images-idx3-ubyte.gz``,
+  ``train-labels-idx1-ubyte.gz``, ``t10k-images-idx3-ubyte.gz``,
+  ``t10k-labels-idx1-ubyte.gz``; uncompressed copies without ``.gz`` also work) or
+  one ``mnist.npz`` with arrays ``x_train, y_train, x_test, y_test`` (the Keras
+  layout). `fetch_mnist` downloads the IDX files and checks their MD5 sums;
+  without a network, `load_mnist` says which files to place where.
+
+Features are the pixels scaled to [0, 1] (divided by 16 or 255) with an intercept
+column first, so ``d = 65`` (digits) or ``785`` (MNIST).
+
+Client layout (paper section 5.1)
+---------------------------------
+Images are shuffled; each of ``m`` clients gets ``n_min`` images and the rest are
+shared by Dirichlet(alpha, ..., alpha) proportions (largest-remainder rounding, so
+the sizes sum to N exactly). Within each client a random permutation splits the
+images into ``folds`` near-equal folds. Split ``s`` draws everything from
+``default_rng(SeedSequence([base_seed, stable_hash(layout_key), s]))``, as the
+simulations draw replicates (`fedgdp.core.seeds.derived_rng`).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import struct
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..core.seeds import derived_rng
+
+__all__ = [
+    "Dataset", "DATASETS", "load_dataset", "load_digits", "load_mnist", "fetch_mnist", "read_idx",
+    "write_idx", "MNIST_FILES", "MNIST_MIRRORS", "ClientLayout", "client_layout", "layout_key",
+]
+
+MNIST_FILES = {  # file name -> MD5 of the original gzip file
+    "train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+    "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+    "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
+    "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
+}
+MNIST_MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Images as a design matrix.
+
+    Attributes
+    ----------
+    name : str
+    X : ndarray of shape (N, d)
+        Intercept column first, then the pixels scaled to [0, 1].
+    labels : ndarray of int of shape (N,)
+        Digit 0..9.
+    """
+
+    name: str
+    X: np.ndarray
+    labels: np.ndarray
+
+    @property
+    def N(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def d(self) -> int:
+        return int(self.X.shape[1])
+
+    def targets(self, task: str) -> np.ndarray:
+        """Labels of a task: ``binary`` (1 = odd digit, paper section 5.1) or ``multiclass``.
+
+        Parameters
+        ----------
+        task : {"binary", "multiclass"}
+            The task.
+
+        Returns
+        -------
+        ndarray of int64 of shape (N,)
+            0/1 (binary) or the digit 0..9 (multiclass).
+
+        Raises
+        ------
+        ValueError
+            An unknown task.
+        """
+        if task == "binary":
+            return (self.labels % 2).astype(np.int64)
+        if task == "multiclass":
+            return self.labels.astype(np.int64)
+        raise ValueError(f"unknown task {task!r}; choose 'binary' or 'multiclass'")
+
+
+def check_finite(X: np.ndarray, source: str) -> None:
+    """ValueError naming ``source`` (a file) and the first row of X (n, ...) that holds a
+    value that is not finite: every computation downstream assumes finite data.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, ...)
+        The data, one row per sample.
+    source : str
+        Where the data came from (named in the error).
+
+    Raises
+    ------
+    ValueError
+        A row holds NaN or inf.
+    """
+    bad = ~np.isfinite(np.asarray(X, dtype=np.float64).reshape(X.shape[0], -1)).all(axis=1)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{source}: row {row} holds a value that is not finite (NaN or inf); "
+                         f"{int(bad.sum())} such rows")
+
+
+def _design(pixels: np.ndarray, scale: float, source: str = "data") -> np.ndarray:
+    # [1, pixels / scale] written into one array (no float copy of the pixels, no hstack)
+    flat = np.asarray(pixels).reshape(pixels.shape[0], -1)
+    X = np.empty((flat.shape[0], flat.shape[1] + 1))
+    X[:, 0] = 1.0
+    np.divide(flat, scale, out=X[:, 1:], dtype=np.float64)
+    check_finite(X[:, 1:], source)
+    return X
+
+
+def load_digits() -> Dataset:
+    """scikit-learn's bundled 8x8 digits: 1,797 images, d = 65 (no network needed)."""
+    try:
+        from sklearn.datasets import load_digits as _sk_load
+    except ImportError:
+        raise ValueError("dataset 'digits' needs scikit-learn: pip install scikit-learn") from None
+    raw = _sk_load()
+    return Dataset("digits", _design(raw.data, 16.0, "scikit-learn digits"), np.asarray(raw.target, dtype=np.int64))
+
+
+# ---------------------------------------------------------------------- IDX
+_IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """Read an IDX file (LeCun's MNIST format), gzip-compressed or not.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file; gzip when its suffix is ``.gz``.
+
+    Returns
+    -------
+    ndarray
+        Shape and dtype of the header (native byte order), e.g. uint8 (n, 28, 28) for images
+        and (n,) for labels.
+
+    Raises
+    ------
+    ValueError
+        A bad magic number, or a body that does not match the header.
+    """
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        blob = fh.read()
+    if len(blob) < 4 or blob[0] != 0 or blob[1] != 0 or blob[2] not in _IDX_TYPES:
+        raise ValueError(f"{path} is not an IDX file (bad magic number {blob[:4].hex()})")
+    ndim = blob[3]
+    dims = struct.unpack(f">{ndim}I", blob[4:4 + 4 * ndim])
+    dtype = np.dtype(_IDX_TYPES[blob[2]])
+    count = int(np.prod(dims)) if ndim else 1
+    body = blob[4 + 4 * ndim:]
+    if len(body) != count * dtype.itemsize:
+        raise ValueError(f"{path}: header says {dims} but the file holds {len(body)} data bytes")
+    return np.frombuffer(body, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="))
+
+
+def write_idx(path: str | os.PathLike, array: np.ndarray) -> None:
+    """Write a uint8 array as an IDX file (gzip when the name ends in .gz); for tests.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file to write.
+    array : ndarray of uint8
+        Any shape.
+
+    Raises
+    ------
+    ValueError
+        ``array`` is not uint8.
+    """
+    array = np.asarray(array)
+    if array.dtype != np.uint8:
+        raise ValueError(f"write_idx writes uint8 arrays, got dtype={array.dtype}")
+    head = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wb") as fh:
+        fh.write(head + array.tobytes())
+
+
+def _find(folder: Path, name: str) -> Path | None:
+    for candidate in (folder / name, folder / name.removesuffix(".gz")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _missing_message(folder: Path, reason: str = "") -> str:
+    names = ", ".join(MNIST_FILES)
+    why = f" ({reason})" if reason else ""
+    return (f"MNIST not found in {folder}{why}: place the four IDX files {names} "
+            f"(or an mnist.npz with x_train, y_train, x_test, y_test) in {folder}, "
+            f"or run 'fedgdp fetch-mnist --dir {folder}' on a machine with network access")
+
+
+def load_mnist(folder: str | os.PathLike) -> Dataset:
+    """MNIST's 70,000 images (train then test) from ``folder``; d = 785.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        Holds the four IDX files (gzip or not; preferred) or ``mnist.npz``.
+
+    Returns
+    -------
+    Dataset
+        ``name="mnist"``, ``X`` shape (70000, 785), ``labels`` shape (70000,).
+
+    Raises
+    ------
+    FileNotFoundError
+        Saying which files to place where, when neither the IDX files nor
+        ``mnist.npz`` are there.
+    """
+    folder = Path(folder)
+    npz = folder / "mnist.npz"
+    found = {name: _find(folder, name) for name in MNIST_FILES}
+    if all(found.values()):
+        x_tr = read_idx(found["train-images-idx3-ubyte.gz"])  # type: ignore[arg-type]
+        y_tr = read_idx(found["train-labels-idx1-ubyte.gz"])  # type: ignore[arg-type]
+        x_te = read_idx(found["t10k-images-idx3-ubyte.gz"])  # type: ignore[arg-type]
+        y_te = read_idx(found["t10k-labels-idx1-ubyte.gz"])  # type: ignore[arg-type]
+        source = (f"{found['train-images-idx3-ubyte.gz']} / {found['t10k-images-idx3-ubyte.gz']}"
+                  " (rows: train, then test)")
+    elif npz.is_file():
+        source = f"{npz} (rows: x_train, then x_test)"
+        with np.load(npz) as z:
+            x_tr, y_tr, x_te, y_te = (z[k] for k in ("x_train", "y_train", "x_test", "y_test"))
+    else:
+        lacking = [name for name, p in found.items() if p is None]
+        raise FileNotFoundError(_missing_message(folder, f"missing {', '.join(lacking)}"))
+    images = np.concatenate([x_tr, x_te])
+    labels = np.concatenate([y_tr, y_te]).astype(np.int64)
+    if images.shape[0] != labels.shape[0]:
+        raise ValueError(f"MNIST in {folder}: {images.shape[0]} images but {labels.shape[0]} labels")
+    return Dataset("mnist", _design(images, 255.0, source), labels)
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch_mnist(folder: str | os.PathLike, *, mirrors=MNIST_MIRRORS, timeout: float = 30.0,
+                files: dict | None = None) -> list[Path]:
+    """Download the four MNIST IDX files into ``folder`` and verify their MD5 sums.
+
+    Files already present with the right checksum are kept. Each file is written to
+    a temporary name and renamed once its checksum matches.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        Where to write the files (made when absent).
+    mirrors : sequence of str, default=MNIST_MIRRORS
+        Base URLs, tried in order for each file.
+    timeout : float, default=30.0
+        Seconds per connection attempt.
+    files : dict or None, default=None
+        File name -> MD5; None: `MNIST_FILES`.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files in ``folder``, in the order of ``files``.
+
+    Raises
+    ------
+    FileNotFoundError
+        When no mirror could be reached (the message says which files to place
+        where), or ValueError when a download has the wrong checksum.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = MNIST_FILES if files is None else files
+    out = []
+    for name, md5 in files.items():
+        target = folder / name
+        if target.is_file() and _md5(target) == md5:
+            out.append(target)
+            continue
+        errors = []
+        for base in mirrors:
+            tmp = folder / f".{name}.{os.getpid()}.part"
+            try:
+                with urllib.request.urlopen(base + name, timeout=timeout) as resp, tmp.open("wb") as fh:
+                    shutil.copyfileobj(resp, fh)
+                got = _md5(tmp)
+                if got != md5:
+                    errors.append(f"{base}: checksum {got} != {md5}")
+                    continue
+                os.replace(tmp, target)
+                break
+            except OSError as exc:          # URLError, timeouts and refused connections
+                errors.append(f"{base}: {getattr(exc, 'reason', exc)}")
+            finally:
+                if tmp.exists():
+                    tmp.unlink()
+        else:
+            if any("checksum" in e for e in errors):
+                raise ValueError(f"download of {name} failed its MD5 check: {'; '.join(errors)}")
+            raise FileNotFoundError(_missing_message(folder, f"no network: {'; '.join(errors)}"))
+        out.append(target)
+    return out
+
+
+DATASETS = ("digits", "mnist")
+
+
+def load_dataset(name: str, path: str | os.PathLike | None = None) -> Dataset:
+    """``digits`` (bundled) or ``mnist`` (from ``path``, see `load_mnist`).
+
+    Parameters
+    ----------
+    name : {"digits", "mnist"}
+        The data set.
+    path : str, path-like or None, default=None
+        MNIST's folder (needed for ``mnist``; ignored for ``digits``).
+
+    Returns
+    -------
+    Dataset
+
+    Raises
+    ------
+    ValueError
+        An unknown name, or ``mnist`` without a path.
+    """
+    if name == "digits":
+        return load_digits()
+    if name == "mnist":
+        if path is None:
+            raise ValueError("dataset 'mnist' needs a path (the folder with the IDX files or mnist.npz)")
+        return load_mnist(path)
+    raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
+
+
+# ----------------------------------------------------------------- layout
+@dataclass(frozen=True)
+class ClientLayout:
+    """One client split of a data set.
+
+    Attributes
+    ----------
+    order : ndarray of int of shape (N,)
+        Image indices grouped by client; within a client, in the client's random
+        permutation (so any contiguous part of it is a random subset).
+    sizes : ndarray of int of shape (m,)
+        Images per client; client i owns ``order[offsets[i]:offsets[i + 1]]``.
+    fold : ndarray of int of shape (N,)
+        Fold of each image (indexed by image, like the data set's rows).
+    folds : int
+    """
+
+    order: np.ndarray
+    sizes: np.ndarray
+    fold: np.ndarray
+    folds: int
+
+    @property
+    def m(self) -> int:
+        """Number of clients."""
+        return int(self.sizes.shape[0])
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Start of each client's images in ``order``, then N: shape (m + 1,)."""
+        return np.concatenate([[0], np.cumsum(self.sizes)])
+
+    @property
+    def client(self) -> np.ndarray:
+        """Client of each image, shape (N,)."""
+        out = np.empty(self.order.shape[0], dtype=np.int64)
+        out[self.order] = np.repeat(np.arange(self.m), self.sizes)
+        return out
+
+    def members(self, i: int) -> np.ndarray:
+        """Indices of client i's images, in the client's permutation order.
+
+        Parameters
+        ----------
+        i : int
+            The client, 0 <= i < m.
+
+        Returns
+        -------
+        ndarray of int of shape (sizes[i],)
+        """
+        off = self.offsets
+        return self.order[off[i]:off[i + 1]]
+
+    def train_test(self, i: int, f: int) -> tuple[np.ndarray, np.ndarray]:
+        """Client i's training indices (folds other than f) and test indices (fold f),
+        both in the client's permutation order.
+
+        Parameters
+        ----------
+        i : int
+            The client, 0 <= i < m.
+        f : int
+            The test fold, 0 <= f < folds.
+
+        Returns
+        -------
+        tuple of (ndarray of int, ndarray of int)
+            Training and test indices into the data set's rows; together, `members`.
+        """
+        idx = self.members(i)
+        in_test = self.fold[idx] == f
+        return idx[~in_test], idx[in_test]
+
+
+def allocate_total(total: int, weights: np.ndarray, n_floor: int) -> np.ndarray:
+    """Split ``total`` samples over clients in proportion to ``weights``.
+
+    Each client first gets ``n_floor``; the remaining samples are shared by
+    largest-remainder rounding, so the sizes sum to ``total`` exactly.
+
+    Parameters
+    ----------
+    total : int
+        Samples to share.
+    weights : ndarray of shape (m,)
+        Non-negative proportions (normalised here; not all zero).
+    n_floor : int
+        Samples every client gets first.
+
+    Returns
+    -------
+    ndarray of int64 of shape (m,)
+        Sizes, each at least ``n_floor``, summing to ``total``.
+
+    Raises
+    ------
+    ValueError
+        ``total < m * n_floor``.
+    """
+    m = weights.shape[0]
+    rest = total - m * n_floor
+    if rest < 0:
+        raise ValueError(f"total={total} cannot give {m} clients n_floor={n_floor} each")
+    share = rest * weights / weights.sum()
+    base = np.floor(share).astype(np.int64)
+    short = rest - int(base.sum())
+    order = np.argsort(-(share - base), kind="stable")
+    base[order[:short]] += 1
+    return base + n_floor
+
+
+def layout_key(dataset: str, N: int, m: int, n_min: int, alpha: float, folds: int) -> dict:
+    """The parameters that define a layout (and so its seeds).
+
+    Parameters
+    ----------
+    dataset : str
+        The data set's name.
+    N : int
+        Images in the data set.
+    m : int
+        Number of clients.
+    n_min : int
+        Images every client gets first.
+    alpha : float
+        Dirichlet concentration of the remaining shares.
+    folds : int
+        Cross-validation folds within each client.
+
+    Returns
+    -------
+    dict
+        Keys ``dataset``, ``N``, ``m``, ``n_min``, ``alpha``, ``folds`` (as int, float).
+    """
+    return {"dataset": dataset, "N": int(N), "m": int(m), "n_min": int(n_min),
+            "alpha": float(alpha), "folds": int(folds)}
+
+
+def client_layout(rng: np.random.Generator, N: int, *, m: int, n_min: int, alpha: float = 1.0,
+                  folds: int = 5) -> ClientLayout:
+    """Random client split of N images (see the module docstring).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Draws the permutation, the Dirichlet shares and each client's permutation.
+    N : int
+        Images in the data set.
+    m : int
+        Number of clients (>= 1).
+    n_min : int
+        Images every client gets first (>= 0).
+    alpha : float, default=1.0
+        Dirichlet concentration (> 0).
+    folds : int, default=5
+        Folds within each client (>= 2).
+
+    Returns
+    -------
+    ClientLayout
+
+    Raises
+    ------
+    ValueError
+        When ``m * n_min > N`` or a client would have fewer images than folds.
+    """
+    if m < 1 or n_min < 0 or folds < 2:
+        raise ValueError(f"need m >= 1, n_min >= 0, folds >= 2; got m={m}, n_min={n_min}, folds={folds}")
+    if m * n_min > N:
+        raise ValueError(f"m * n_min = {m} * {n_min} = {m * n_min} exceeds the {N} images")
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0, got alpha={alpha}")
+    perm = rng.permutation(N)
+    sizes = allocate_total(N, rng.dirichlet(np.full(m, float(alpha))), n_min)
+    if sizes.min() < folds:
+        raise ValueError(f"a client got {sizes.min()} images, fewer than folds={folds}; raise n_min")
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    order = np.empty(N, dtype=np.int64)
+    fold = np.empty(N, dtype=np.int64)
+    for i in range(m):
+        members = perm[offsets[i]:offsets[i + 1]][rng.permutation(sizes[i])]
+        order[offsets[i]:offsets[i + 1]] = members
+        fold[members] = np.arange(sizes[i]) * folds // sizes[i]
+    return ClientLayout(order, sizes, fold, folds)
+
+
+def split_layout(base_seed: int, key: dict, split: int) -> ClientLayout:
+    """ClientLayout of split ``split``, drawn from its own generator (module docstring).
+
+    Parameters
+    ----------
+    base_seed : int
+        The run's base seed.
+    key : dict
+        The layout's parameters (`layout_key`).
+    split : int
+        The split index.
+
+    Returns
+    -------
+    ClientLayout
+    """
+    return client_layout(derived_rng(base_seed, key, split), key["N"], m=key["m"],
+                         n_min=key["n_min"], alpha=key["alpha"], folds=key["folds"])
+
+
+__all__ += ["split_layout", "allocate_total", "check_finite"]

@@ -1,0 +1,922 @@
+"""The base of every method: `Method`, the `Backend` protocol it is written against,
+`Fit`, and the two noise sources (`PreDrawnNoise`, `StreamNoise`).
+
+A method is written against a *backend* (`Backend`): the data of one fit and
+its noise. Three backends implement it: the simulation's
+(`fedgdp.simulation.backend.SimBackend`: a block of replicates in the fused kernels'
+layout, noise pre-drawn per replicate) and the real data's
+(`fedgdp.realdata.backend.RealBackend`: per-client matrices, J privacy levels
+stacked, noise drawn from one generator in the order the computation asks for it)
+and the CNNs' (`fedgdp.nn.backend.TorchBackend`: a network's parameters, client
+sampling and a server learning rate, noise from a ``torch.Generator``).
+A method's ``backends`` names the ones it runs on; `fedgdp.methods.get_method` checks it.
+
+Conventions
+-----------
+Arrays carry a leading *batch* axis ``b``: the replicates of a block (simulation) or
+the privacy levels fitted in one pass (real data). Global parameters are ``(b, P)``,
+per-client ones ``(b, m, P)``, where P is ``d`` (simulation) or ``d, k`` (real data);
+noise sds are ``(b, m)``. ``dk`` is the number of floats of one parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..core import privacy
+from ..core.normals import standard_normal
+from ..core.settings import suggest
+from .settings import MethodSettings
+
+SIMULATION, REALDATA, CNN = "simulation", "realdata", "nn"
+BOTH = frozenset({SIMULATION, REALDATA})
+GRADIENT_METHODS = BOTH | {CNN}       # FedSGD, FedAvg, FedHybrid also train the CNNs
+
+# ------------------------------------------------------------------------ noise
+class PreDrawnNoise:
+    """Noise drawn before the fit (simulation): one standard-normal array per name,
+    replicate axis first (shapes: `Method.noise_shapes`); None values when
+    non-private. ``take(name, *index)`` is the array indexed after the replicate axis."""
+
+    def __init__(self, arrays: dict):
+        self.arrays = arrays
+
+    def take(self, name: str, *index):
+        """The pre-drawn array ``name``, indexed after the replicate axis.
+
+        Parameters
+        ----------
+        name : str
+            The array's name (a key of `Method.noise_shapes`).
+        *index : int
+            Indices after the replicate axis (e.g. the round).
+
+        Returns
+        -------
+        ndarray or None
+            The standard normals, replicate axis first; None when non-private.
+        """
+        Z = self.arrays[name]
+        return Z if Z is None or not index else Z[(slice(None),) + index]
+
+
+class StreamNoise:
+    """Noise drawn from one generator in the order the computation asks (real data).
+
+    ``take`` returns this stream (None when non-private); a backend operation then
+    calls `draw` once per client and step, in its own fixed order.
+    """
+
+    def __init__(self, rng: np.random.Generator | None):
+        self.rng = rng
+
+    def take(self, name: str, *index):
+        """This stream, or None when non-private.
+
+        Parameters
+        ----------
+        name : str
+            The draw's name (unused: the stream draws in the computation's order).
+        *index : int
+            Unused, as ``name``.
+
+        Returns
+        -------
+        StreamNoise or None
+            The stream to `draw` from.
+        """
+        return None if self.rng is None else self
+
+    def draw(self, shape: tuple) -> np.ndarray:
+        """Standard normals of ``shape`` from the stream.
+
+        Parameters
+        ----------
+        shape : tuple
+            The shape of the draw.
+
+        Returns
+        -------
+        ndarray
+            The draw.
+        """
+        return standard_normal(self.rng, shape)  # type: ignore[arg-type]  # take() hands out a private stream only
+
+
+
+# ---------------------------------------------------------------------- backend
+class Backend(Protocol):
+    """What a method may ask of the data of one fit (see the module's conventions).
+
+    ``kind`` (``simulation`` | ``realdata``), ``data`` (what `Method.plan` reads:
+    ``plan_B``, ``plan_n``, ``plan_halves()``, ``tau1``, ``privacy``), ``m``, ``dk``, and
+    ``noise`` (`PreDrawnNoise` or `StreamNoise`).
+    """
+
+    kind: str
+    data: Any
+    m: int
+    dk: int
+
+    def calibrate(self, method: Method, s: dict) -> tuple[tuple, list]:
+        """The noise sds of the method's plan and the ledgers.
+
+        Parameters
+        ----------
+        method : Method
+            The method (its `Method.plan` is calibrated).
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        tuple
+            One (b, m) array of sds per release spec, and the ledgers (one per privacy level).
+        """
+
+    def weights(self, releases: int) -> np.ndarray:
+        """Aggregation weights (b, m) or (m,), rows summing to one.
+
+        Parameters
+        ----------
+        releases : int
+            Releases each client makes (the optimal weights depend on it).
+
+        Returns
+        -------
+        ndarray
+            The weights.
+        """
+
+    def zeros(self) -> np.ndarray:
+        """A global parameter of zeros (b, P).
+
+        Returns
+        -------
+        ndarray
+            Zeros.
+        """
+
+    def start(self):
+        """The global parameter every method starts from: zeros for the GLMs, the seeded
+        initial weights for a network.
+
+        Returns
+        -------
+        object
+            The start (b, P), or a network's parameters.
+        """
+
+    def local_steps(self, start, *, K: int, eta: float, sigma, noise, part: str = "full",
+                    drift=None) -> np.ndarray:
+        """K noisy local steps of every client from the global ``start`` (b, P):
+        ``theta <- theta - eta (mean_j clip(g_j(theta)) + drift_i) + sigma_i Z`` on the
+        rows ``part`` (``full`` or ``half1``) of each client.
+
+        Parameters
+        ----------
+        start : ndarray
+            The global parameter (b, P).
+        K : int
+            Local steps.
+        eta : float
+            Step size.
+        sigma : ndarray
+            Noise sds (b, m).
+        noise : object
+            The noise (``be.noise.take(...)``), None when non-private.
+        part : str
+            ``full`` or ``half1``.
+        drift : ndarray or None
+            Per-client drift (b, m, P).
+
+        Returns
+        -------
+        ndarray
+            Per-client parameters (b, m, P).
+        """
+
+    def average(self, w, local) -> np.ndarray:
+        """``sum_i w_i local_i``: per-client (b, m, P) -> global (b, P).
+
+        Parameters
+        ----------
+        w : ndarray
+            Weights (b, m) or (m,).
+        local : ndarray
+            Per-client parameters (b, m, P).
+
+        Returns
+        -------
+        ndarray
+            The global parameter (b, P).
+        """
+
+    def server_steps(self, theta, w, *, K: int, eta: float, sigma, noise) -> np.ndarray:
+        """K FedSGD steps ``theta -= eta sum_i w_i (mean_j clip(g_j(theta)) + sigma_i Z_i)``.
+
+        Parameters
+        ----------
+        theta : ndarray
+            The global parameter (b, P).
+        w : ndarray
+            Weights (b, m) or (m,).
+        K : int
+            Server steps.
+        eta : float
+            Step size.
+        sigma : ndarray
+            Noise sds (b, m).
+        noise : object
+            The noise, None when non-private.
+
+        Returns
+        -------
+        ndarray
+            The global parameter (b, P).
+        """
+
+    def newton_release(self, theta1, *, hessian_bound) -> np.ndarray:
+        """Every client's pre-noise Newton release ``theta1 - s_i`` (b, m, P), where s_i
+        solves the (floored or ridge) Newton system of its half-1 Hessian and its
+        clipped half-2 gradient at theta1.
+
+        Parameters
+        ----------
+        theta1 : ndarray
+            The stage-1 global parameter (b, P).
+        hessian_bound : float or None
+            Clips per-sample Hessians (certified), None: the paper's floor.
+
+        Returns
+        -------
+        ndarray
+            The releases (b, m, P).
+        """
+
+    def add_noise(self, local, sigma, noise) -> np.ndarray:
+        """``local_i + sigma_i Z_i`` (one draw per client), or local when noise is None.
+
+        Parameters
+        ----------
+        local : ndarray
+            Per-client parameters (b, m, P).
+        sigma : ndarray
+            Noise sds (b, m).
+        noise : object
+            The noise, None when non-private.
+
+        Returns
+        -------
+        ndarray
+            The noisy releases (b, m, P).
+        """
+
+    def memo(self, key: str, inputs: tuple, compute):
+        """``compute()``, reused for equal inputs when the backend keeps results.
+
+        Parameters
+        ----------
+        key : str
+            The result's name.
+        inputs : tuple
+            What the result depends on (compared for reuse).
+        compute : callable
+            Computes the result.
+
+        Returns
+        -------
+        object
+            The result.
+        """
+
+    def finish(self, theta, ledgers: list, comm: dict) -> list[Fit]:
+        """The fits, one per privacy level.
+
+        Parameters
+        ----------
+        theta : ndarray
+            The final global parameter.
+        ledgers : list
+            One ledger per privacy level.
+        comm : dict
+            The communication (`Method.comm`).
+
+        Returns
+        -------
+        list of Fit
+            The fits.
+        """
+
+
+@dataclass
+class Fit:
+    """A method's result: estimates, ledger, communication of one fit.
+
+    ``theta``: (n_rep, d) over a simulation block; (d, k) on real data, or (m, d, k) one
+    model per client (``local``).
+    """
+
+    theta: np.ndarray
+    ledger: privacy.Ledger
+    rounds: int
+    floats_up: int
+    floats_down: int
+    local: bool = False
+
+    def client_theta(self, i: int) -> np.ndarray:
+        """Client i's estimate: its own (``local``) or the global one.
+
+        Parameters
+        ----------
+        i : int
+            The client.
+
+        Returns
+        -------
+        ndarray
+            The estimate (d, k) on real data.
+        """
+        return self.theta[i] if self.local else self.theta
+
+
+def comm_counts(rounds: int, m: int, dk: int, per_round: int = 1) -> dict:
+    """Communication of a fit: each round every client uploads ``per_round`` parameters
+    of dk floats and the server broadcasts as many to each.
+
+    Parameters
+    ----------
+    rounds : int
+        Communication rounds.
+    m : int
+        Clients.
+    dk : int
+        Floats of one parameter.
+    per_round : int
+        Parameters each client uploads per round.
+
+    Returns
+    -------
+    dict
+        ``rounds``, ``floats_up``, ``floats_down``.
+    """
+    return {"rounds": rounds, "floats_up": rounds * m * dk * per_round,
+            "floats_down": rounds * m * dk * per_round}
+
+
+def _method_params(params: dict, name: str) -> dict:
+    return dict(params.get("method_settings", {}).get(name, {}))
+
+
+
+# ---------------------------------------------------------------------- methods
+class Method:
+    """One estimator. Subclasses set the class attributes and write `plan` and
+    `run`; the simulation also needs `settings` and `noise_shapes`.
+
+    ``private`` methods run at every configured mu, the others once at mu = inf;
+    ``stacks_levels``: the real-data backend may fit all mu levels in one pass.
+    """
+
+    name = ""
+    label = ""
+    algorithm = ""
+    private = True
+    backends = BOTH
+    stacks_levels = True
+    per_round = 1
+    #: the settings (`MethodSettings` dataclass): their names, checks and help
+    settings_class: type[MethodSettings] | None = None
+    #: defaults per experiment, in the resolved order (the simulation's: `simulation_preset`)
+    presets: dict[str, dict] = {}
+    #: the method whose resolved real-data settings this one starts from (None: its own preset)
+    settings_parent: str | None = None
+    #: the releases read two halves of each client's rows (half 1, half 2): a client
+    #: needs at least two rows, and the audit moves a record of each half
+    halves = False
+    #: the local steps carry a per-client drift (control variates), which the audit's
+    #: local-step release is searched with
+    drifts = False
+    #: the row of the paper's Table 1 whose MSE bound the method has
+    #: (`fedgdp.core.theory.upper_bound`); None: no bound
+    theory_bound: str | None = None
+    #: what to use instead where the method's plan has an uncertified release (the
+    #: privacy-leak warning of `fedgdp.api.estimator.FederatedGLM`)
+    certified_alternatives = "privacy_mode='certified'"
+    #: the release (a stage of its plan) whose worst pair the empirical distinguishing
+    #: test (`fedgdp.commands.empirical`) runs the method on, its most sensitive one; None: untested
+    tested_release: str | None = None
+    #: the fit is one model per client (`Fit.local`), not one global estimate
+    per_client = False
+    #: the releases solve a Newton system with the configured solver (``newton``: cg,
+    #: ridge or floor), so the solver's settings matter to it (checks, the audit's solvers)
+    solves_newton = False
+
+    def setting_names(self) -> list[str]:
+        """The names of the method's settings (its ``settings_class`` fields).
+
+        Returns
+        -------
+        list of str
+            The names, in declaration order (empty when the method has no settings).
+        """
+        return [] if self.settings_class is None else list(self.settings_class.defaults())
+
+    def local_step_size(self, s: dict) -> float:
+        """The step size of the method's local steps (its ``local step`` release).
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        float
+            ``s["eta"]`` (FedHybrid: its stage-1 ``eta1``).
+        """
+        return s["eta"]
+
+    def settings_schema(self) -> dict:
+        """The JSON schema of the method's settings in a config (``method_settings.<name>``):
+        its ``settings_class`` fields, their types, bounds and help (`Settings.json_schema`).
+
+        Returns
+        -------
+        dict
+            A closed object schema (no properties when the method has no settings).
+        """
+        if self.settings_class is None:
+            return {"type": "object", "additionalProperties": False, "properties": {}}
+        return self.settings_class.json_schema()
+
+    def resolve_settings(self, defaults: dict, given: dict | None, derive=None) -> dict:
+        """The method's settings: ``defaults`` updated by ``given`` (an unknown key: ValueError
+        with a "did you mean"), then ``derive(s)`` filling derived values, then every value
+        checked by its field (ValueError naming ``method.key`` and the value), then the
+        cross-field `check_settings`.
+
+        Parameters
+        ----------
+        defaults : dict
+            The defaults (a preset, or a parent's resolved settings and a preset), in order.
+        given : dict or None
+            The user's settings of this method.
+        derive : callable or None
+            ``derive(s)`` fills derived values (in place) before the checks.
+
+        Returns
+        -------
+        dict
+            The resolved settings (a new dict: the defaults' order, then new keys).
+        """
+        names = self.setting_names()
+        s = dict(defaults)
+        for key, value in (given or {}).items():
+            if key not in names:
+                raise ValueError(f"unknown setting {key!r}{suggest(key, names)} for method {self.name}; "
+                                 f"known: {', '.join(names)}")
+            s[key] = value
+        if derive is not None:
+            derive(s)
+        assert self.settings_class is not None
+        fields = self.settings_class.__dataclass_fields__
+        for key, value in s.items():
+            fields[key].metadata["parse"](f"{self.name}.{key}", value)
+        self.check_settings(s)
+        return s
+
+    def simulation_preset(self, params: dict) -> dict:
+        """The simulation's defaults of a cell (before the user's settings).
+
+        Parameters
+        ----------
+        params : dict
+            Resolved cell parameters (``K``, ``schedule``).
+
+        Returns
+        -------
+        dict
+            The defaults, in the resolved order.
+        """
+        raise NotImplementedError
+
+    @property
+    def noise_stream(self) -> str:
+        """Name that seeds the method's noise generator (its own name by default).
+
+        Returns
+        -------
+        str
+            The stream's name.
+        """
+        return self.name
+
+    # -- simulation: settings from the cell's parameters, the pre-drawn noise
+    def settings(self, params: dict) -> dict:
+        """The method's settings (K, eta, ...) from resolved cell parameters: the cell's
+        preset, the study's ``method_settings`` of the method, derived values; checked.
+
+        Parameters
+        ----------
+        params : dict
+            Cell parameters: ``K``, ``schedule`` and ``method_settings`` are read.
+
+        Returns
+        -------
+        dict
+            The settings, in the preset's order.
+        """
+        return self.resolve_settings(self.simulation_preset(params), _method_params(params, self.name),
+                                     lambda s: self.derive_simulation(s, params))
+
+    def derive_simulation(self, s: dict, params: dict) -> None:
+        """Fill the simulation's derived settings of ``s`` in place (none by default).
+
+        Parameters
+        ----------
+        s : dict
+            The settings so far (defaults and the user's).
+        params : dict
+            Resolved cell parameters.
+        """
+
+    def derive_realdata(self, s: dict, given: dict) -> None:
+        """Fill the real data's derived settings of ``s`` in place from the user's ``given``
+        (none by default).
+
+        Parameters
+        ----------
+        s : dict
+            The settings so far (defaults and the user's).
+        given : dict
+            The user's settings of the method.
+        """
+
+    def realdata_settings(self, resolved: dict, given: dict | None) -> dict:
+        """The method's real-data settings: its parent's resolved settings (``resolved``
+        maps a name to them), its preset, the user's ``given``; derived values; checked.
+
+        Parameters
+        ----------
+        resolved : dict
+            The settings of the methods resolved so far (the parent among them).
+        given : dict or None
+            The user's settings of this method.
+
+        Returns
+        -------
+        dict
+            The settings (the parent's keys first, then the preset's).
+        """
+        parent = resolved[self.settings_parent] if self.settings_parent else {}
+        defaults = {**parent, **self.presets.get(REALDATA, {})}
+        return self.resolve_settings(defaults, given, lambda s: self.derive_realdata(s, given or {}))
+
+    def noise_shapes(self, s: dict, m: int, d: int) -> dict[str, tuple]:
+        """The standard-normal arrays one replicate draws, in draw order.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+        m : int
+            Clients.
+        d : int
+            Parameter dimension.
+
+        Returns
+        -------
+        dict
+            Name -> shape.
+        """
+        raise NotImplementedError
+
+    def draw_noise(self, rng: np.random.Generator, s: dict, m: int, d: int, private: bool) -> dict:
+        """One replicate's noise, in the order of `noise_shapes` (None if non-private).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The replicate's noise generator.
+        s : dict
+            The method's settings.
+        m : int
+            Clients.
+        d : int
+            Parameter dimension.
+        private : bool
+            Whether the fit adds noise.
+
+        Returns
+        -------
+        dict
+            Name -> standard normals (or None).
+        """
+        return {k: (standard_normal(rng, shape) if private else None)
+                for k, shape in self.noise_shapes(s, m, d).items()}
+
+    # -- CNNs: settings from a run's settings (fedgdp.nn.settings.NNSettings)
+    def cnn_preset(self, p: dict) -> dict:
+        """The CNN preset: the method's settings from a run's settings ``p``, in the
+        resolved order (compute-matched: every method makes ``rounds * local_epochs``
+        gradient steps per drawn client; docs/methods.md §6).
+
+        Parameters
+        ----------
+        p : dict
+            Resolved CNN run settings (`fedgdp.nn.settings.NNSettings`).
+
+        Returns
+        -------
+        dict
+            The preset.
+        """
+        raise NotImplementedError
+
+    def check_settings(self, s: dict) -> None:
+        """Cross-field checks of resolved settings ``s`` (ValueError; none by default).
+
+        Parameters
+        ----------
+        s : dict
+            The settings, each value checked by its field.
+        """
+
+    def check_step_bound(self, be, steps, *, drift_rounds: int = 0, eta_g: float = 1.0) -> None:
+        """Refuse a private GLM fit whose iterates could overflow, from public inputs only
+        (the bound B, the noise sds, the settings; docs/methods.md §2, "No refusal depends
+        on a record"): ValueError unless the largest entry any iterate can reach is at
+        most `fedgdp.core.privacy.RELEASE_MAX`, so no later check can fail on some data and
+        not on a neighbour. A clipped gradient's entries are at most B and a noise draw
+        at most ``z = NOISE_BOUND`` sds; averaging with weights summing to one moves no
+        entry beyond the largest. The CNN path has its own bound
+        (`fedgdp.nn.settings.parameter_bound`).
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit (``data.plan_B``; skipped when not private or on CNNs).
+        steps : list of (int, float, ndarray, bool)
+            ``(count, eta, sigma, on_gradient)``: ``count`` steps of size ``eta`` with noise
+            sd ``sigma`` added to the iterate (local steps) or, ``on_gradient``, to the
+            gradient (server steps: moved by ``eta`` times it).
+        drift_rounds : int
+            DP-SCAFFOLD: the rounds of local steps corrected by ``c - c_i``; the control
+            variates' bound ``a`` grows per round as ``a <- 4 a + (B + 2 a) + z sigma / eta``.
+        eta_g : float
+            DP-SCAFFOLD's server step on the averaged update.
+        """
+        datas = getattr(be, "fds", [be.data])             # the real-data backend: a fold per privacy level
+        if be.kind == CNN or not any(getattr(d, "private", False) for d in datas):
+            return
+        B, z = max(float(np.max(np.asarray(d.plan_B, float))) for d in datas), privacy.NOISE_BOUND
+        with np.errstate(over="ignore", invalid="ignore"):
+            if not drift_rounds:
+                top = 0.0
+                for count, eta, sigma, on_gradient in steps:
+                    sd = float(np.max(np.asarray(sigma, float)))
+                    top += count * (eta * (B + z * sd) if on_gradient else eta * B + z * sd)
+            else:
+                count, eta, sigma, _ = steps[0]
+                K, sd, a, top = count // drift_rounds, float(np.max(np.asarray(sigma, float))), 0.0, 0.0
+                for _ in range(drift_rounds):
+                    move = K * (eta * (B + 2 * a) + z * sd)          # a round's local movement, drift included
+                    top += eta_g * move
+                    a = 4 * a + move / (K * eta)
+                top = max(top, a)
+        settings = ", ".join(f"eta={eta:g}, steps={count}" for count, eta, _, _ in steps)
+        privacy.check_release_bound(self.name, top, f"clip B={B:g}, {settings}, mu")
+
+    def cnn_settings(self, p: dict) -> dict:
+        """The method's settings on a CNN run ``p``: its `cnn_preset`, each value
+        checked by its field, then `check_settings` (`resolve_settings`).
+
+        Parameters
+        ----------
+        p : dict
+            Resolved CNN run settings (`fedgdp.nn.settings.NNSettings`).
+
+        Returns
+        -------
+        dict
+            The method's settings.
+        """
+        return self.resolve_settings(self.cnn_preset(p), None)
+
+    # -- every backend
+    def rounds(self, s: dict) -> int:
+        """Communication rounds of a fit.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        int
+            The rounds.
+        """
+        raise NotImplementedError
+
+    def comm(self, s: dict, m: int, dk: int) -> dict:
+        """Communication of a fit (`comm_counts` at `rounds`).
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+        m : int
+            Clients.
+        dk : int
+            Floats of one parameter.
+
+        Returns
+        -------
+        dict
+            ``rounds``, ``floats_up``, ``floats_down``.
+        """
+        return comm_counts(self.rounds(s), m, dk, self.per_round)
+
+    def release_count(self, be: Backend, s: dict) -> int:
+        """Releases each client makes: the sum of the counts of the method's plan (the
+        one statement of them; the data a plan reads is ``be.data``, or the backend itself
+        for the CNNs').
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        int
+            The number of releases (e.g. ``R K`` for FedAvg, ``K + 1`` for FedNewton).
+        """
+        return sum(int(spec.count) for spec in self.plan(getattr(be, "data", be), s))
+
+    def weights(self, be: Backend, s: dict):
+        """The aggregation weights of the fit (``be.weights`` at `release_count`).
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        ndarray
+            Weights (b, m) or (m,), rows summing to one.
+        """
+        return be.weights(releases=self.release_count(be, s))
+
+    def plan(self, data, s: dict) -> tuple:
+        """The releases (`fedgdp.core.privacy.ReleaseSpec`) on ``data``.
+
+        Parameters
+        ----------
+        data : object
+            A backend's data: ``plan_B``, ``plan_n`` broadcastable to (b, m), ``plan_halves()``,
+            ``tau1``, ``privacy``.
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        tuple of fedgdp.core.privacy.ReleaseSpec
+            The plan: every release each client makes, with its count and sensitivity.
+        """
+        raise NotImplementedError
+
+    def run(self, be: Backend, s: dict) -> list[Fit]:
+        """The algorithm on backend ``be``; one `Fit` per privacy level.
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        list of Fit
+            One fit per privacy level.
+        """
+        raise NotImplementedError
+
+    def fit(self, data, s: dict, noise) -> Fit:
+        """Fit on ``data`` with its noise.
+
+        Parameters
+        ----------
+        data : object
+            `fedgdp.simulation.backend.FitData` (with pre-drawn noise arrays) or
+            `fedgdp.realdata.FoldData` (with a generator or None).
+        s : dict
+            The method's settings.
+        noise : dict or numpy.random.Generator or None
+            The pre-drawn arrays, or the generator (None: non-private).
+
+        Returns
+        -------
+        Fit
+            The fit (ValueError when a private release is not finite).
+        """
+        self.check_backend(data.kind)
+        return check_finite_release(self.name, data, self.run(data.backend(noise), s))[0]
+
+    def fit_many(self, data: list, s: dict, noises: list) -> list[Fit]:
+        """`fit` at J privacy levels on the same data, each with its noise; one
+        pass over stacked parameters when the method and the backend allow it.
+
+        Parameters
+        ----------
+        data : list
+            J data objects on the same clients (one per mu).
+        s : dict
+            The method's settings.
+        noises : list
+            One noise source per level.
+
+        Returns
+        -------
+        list of Fit
+            One fit per level.
+        """
+        self.check_backend(data[0].kind)
+        if self.stacks_levels:
+            be = data[0].stacked_backend(data, noises)
+            if be is not None:
+                return check_finite_release(self.name, data[0], self.run(be, s))
+        return [self.fit(d, s, z) for d, z in zip(data, noises)]
+
+    def privacy_modes(self) -> tuple[str, ...]:
+        """The privacy modes in which the method's releases differ (``paper`` only, unless
+        the mode changes them: FedNewton).
+
+        Returns
+        -------
+        tuple of str
+            ``("paper",)`` or ``("paper", "certified")``.
+        """
+        return ("paper",)
+
+    def check_backend(self, kind: str) -> None:
+        """ValueError unless the method runs on backend ``kind``.
+
+        Parameters
+        ----------
+        kind : str
+            ``simulation``, ``realdata`` or ``nn``.
+        """
+        if kind not in self.backends:
+            raise ValueError(f"method {self.name!r} does not run on {kind} data; "
+                             f"it runs on {', '.join(sorted(self.backends))}")
+
+
+def check_finite_release(name: str, data, fits: list) -> list:
+    """``fits``, or ValueError when a private fit's estimate is not finite: a release
+    that is not finite is an error, never an output (docs/methods.md §2, "Finite
+    arithmetic"; every clipped per-sample quantity is finite by construction, so this
+    fires only on a bug or an uncertified step, e.g. the paper's unclipped Hessian on
+    rows of huge entries). Non-private fits may diverge: their rows are flagged. A fit's
+    ``theta`` is an array, or a network's parameters ``name -> tensor`` (a CNN: one
+    non-finite parameter is an error).
+
+    Parameters
+    ----------
+    name : str
+        The method (for the message).
+    data : object
+        The fit's data (its ``private`` flag is read).
+    fits : list of Fit
+        The fits.
+
+    Returns
+    -------
+    list of Fit
+        ``fits``.
+    """
+    if getattr(data, "private", False):
+        for f in fits:
+            if not _all_finite(f.theta):
+                raise ValueError(f"method {name}: a private release is not finite (NaN or inf); nothing is "
+                                 "released")
+    return fits
+
+
+def _all_finite(theta) -> bool:
+    """Whether every entry of an estimate is finite: an array, or a network's parameter
+    dict ``name -> tensor`` (the CNN backend's)."""
+    if isinstance(theta, dict):
+        return all(bool(v.isfinite().all()) for v in theta.values())
+    return bool(np.isfinite(theta).all())

@@ -1,0 +1,134 @@
+"""The non-private baselines (real data only): a private method at mu = inf under its
+own name (`NonPrivate`: NP-SCAFFOLD, NP-FedAvg) and the two plain ridge fits
+(`NPLocalFit`, `NPPooled`)."""
+
+from __future__ import annotations
+
+from ..core import privacy
+from .base import REALDATA, Fit, Method
+from .settings import RidgeSettings
+
+
+class NonPrivate(Method):
+    """A private method at mu = inf (no clipping, no noise), under its own name."""
+
+    private = False
+    stacks_levels = False
+
+    def __init__(self, base: Method, name: str, label: str, algorithm: str):
+        self.base, self.name, self.label, self.algorithm = base, name, label, algorithm
+        self.backends = base.backends & {REALDATA}
+        self.settings_class, self.settings_parent = base.settings_class, base.name
+        self.halves, self.drifts = base.halves, base.drifts
+        self.presets = {REALDATA: {}}
+
+    def comm(self, s, m, dk):
+        """The base method's communication.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+        m : int
+            Clients.
+        dk : int
+            Floats of one parameter.
+
+        Returns
+        -------
+        dict
+            ``rounds``, ``floats_up``, ``floats_down``.
+        """
+        return self.base.comm(s, m, dk)
+
+    def local_step_size(self, s):
+        """The base method's local step size.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        float
+            As `Method.local_step_size` of the base method.
+        """
+        return self.base.local_step_size(s)
+
+    def fit(self, data, s, noise):
+        """The base method's fit without noise (ValueError when ``data`` is private).
+
+        Parameters
+        ----------
+        data : object
+            The fit's data (must be non-private).
+        s : dict
+            The method's settings.
+        noise : object
+            Ignored (the base fits with None).
+
+        Returns
+        -------
+        Fit
+            The fit.
+        """
+        if data.private:
+            raise ValueError(f"{self.name} is non-private; got mu={data.mu}")
+        self.check_backend(data.kind)
+        return self.base.fit(data, s, None)
+
+
+class NPLocalFit(Method):
+    """Every client fits alone: the ridge MLE on its own training data."""
+
+    name, label, algorithm, private = "np_localfit", "NP-LocalFit", "ridge MLE per client", False
+    backends, stacks_levels = frozenset({REALDATA}), False
+    per_client = True
+    settings_class = RidgeSettings
+    presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
+
+    def run(self, be, s):
+        """Every client's own ridge MLE (``be.ridge_fit_clients``); no releases, no rounds.
+
+        Parameters
+        ----------
+        be : Backend
+            The real-data backend.
+        s : dict
+            The method's settings (``ridge``, ``maxiter``, ``gtol``).
+
+        Returns
+        -------
+        list of Fit
+            One fit, ``local``: theta of shape (m, d, k).
+        """
+        theta = be.ridge_fit_clients(s)
+        return [Fit(theta, privacy.Ledger(), rounds=0, floats_up=0, floats_down=0, local=self.per_client)]
+
+
+class NPPooled(Method):
+    """One ridge MLE on the pooled data (not federated: the raw data go to the server once)."""
+
+    name, label, algorithm, private = "np_pooled", "NP-Pooled", "pooled ridge MLE", False
+    backends, stacks_levels = frozenset({REALDATA}), False
+    settings_class = RidgeSettings
+    presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
+
+    def run(self, be, s):
+        """One ridge MLE on the pooled data (``be.ridge_fit_pooled``): one round, the data's floats uploaded.
+
+        Parameters
+        ----------
+        be : Backend
+            The real-data backend.
+        s : dict
+            The method's settings (``ridge``, ``maxiter``, ``gtol``).
+
+        Returns
+        -------
+        list of Fit
+            One fit: theta of shape (d, k).
+        """
+        theta, uploaded = be.ridge_fit_pooled(s)
+        return [Fit(theta, privacy.Ledger(), rounds=1, floats_up=uploaded, floats_down=0)]

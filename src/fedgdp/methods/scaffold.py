@@ -1,0 +1,88 @@
+"""DP-SCAFFOLD (real data only): SCAFFOLD (option II control variates) with FedAvg's
+noise; the control variates are post-processing of released iterates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import privacy
+from .base import REALDATA, Method
+from .settings import ScaffoldSettings
+
+
+class DPScaffold(Method):
+    """SCAFFOLD (option II) with FedAvg's noise: each local step is ``y <- y - eta
+    (clip-grad_i(y) - c_i + c) + sigma Z``; ``c_i+ = c_i - c + (theta - y_K)/(K eta)``.
+    The control variates are computed from released iterates only (post-processing),
+    so the ledger is FedAvg's."""
+
+    name, label, algorithm = "dp_scaffold", "DP-SCAFFOLD", "SCAFFOLD + Algorithm 3 noise"
+    backends = frozenset({REALDATA})
+    per_round = 2             # the update and the control variate
+    drifts = True             # local steps corrected by c - c_i
+    settings_class = ScaffoldSettings
+    presets = {REALDATA: {"eta_g": 1.0}}
+    settings_parent = "fedavg"             # FedAvg's schedule (so FedAvg's noise), plus eta_g
+
+    def rounds(self, s):
+        """Communication rounds: ``R``.
+
+        Parameters
+        ----------
+        s : dict
+            The method's settings.
+
+        Returns
+        -------
+        int
+            ``R``.
+        """
+        return s["R"]
+
+    def plan(self, data, s):   # FedAvg's releases: the control variates are post-processing
+        """FedAvg's releases (`fedgdp.core.privacy.plan_fedavg`): the control variates are post-processing.
+
+        Parameters
+        ----------
+        data : object
+            A backend's data (``plan_B``, ``plan_n``).
+        s : dict
+            The method's settings (``eta``, ``R``, ``K``).
+
+        Returns
+        -------
+        tuple of fedgdp.core.privacy.ReleaseSpec
+            The plan.
+        """
+        return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"])
+
+    def run(self, be, s):
+        """SCAFFOLD (option II): R rounds of K noisy local steps with drift ``c - c_i``, a server step ``eta_g``.
+
+        Parameters
+        ----------
+        be : Backend
+            The backend of the fit.
+        s : dict
+            The method's settings (``R``, ``K``, ``eta``, ``eta_g``).
+
+        Returns
+        -------
+        list of Fit
+            One fit per privacy level.
+        """
+        rounds, K, eta = s["R"], s["K"], s["eta"]
+        (sigma,), ledgers = be.calibrate(self, s)
+        self.check_step_bound(be, [(rounds * K, eta, sigma, False)], drift_rounds=rounds, eta_g=s["eta_g"])
+        w = self.weights(be, s)
+        theta, c = be.start(), be.zeros()
+        ci = np.zeros(theta.shape[:1] + (be.m,) + theta.shape[1:])
+        for r in range(rounds):
+            y = be.local_steps(theta, K=K, eta=eta, sigma=sigma, noise=be.noise.take("Z", r),
+                               drift=c[:, None] - ci)
+            ci_new = ci - c[:, None] + (theta[:, None] - y) / (K * eta)
+            dy, dc = be.average(w, y - theta[:, None]), be.average(w, ci_new - ci)
+            ci = ci_new
+            theta = theta + s["eta_g"] * dy
+            c = c + dc
+        return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))
