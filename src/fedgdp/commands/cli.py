@@ -229,7 +229,7 @@ def _cmd_audit(args) -> int:
 
 
 def _cmd_nn_restore(args) -> int:
-    from . import plan
+    from .. import plan
     from .audit import read_run_config
 
     config = read_run_config(args.configfile)
