@@ -144,6 +144,11 @@ CASES = [
          ["not valid YAML"], id="nn-readings-not-yaml"),
     case("nn-readings", ["nn-readings", "<emptylist>", "--runs-dir", "<out>/runs", "--out-dir", "<out>/rd"],
          ["is a mapping"], id="nn-readings-not-a-mapping"),
+    case("nn-restore", ["nn-restore", "<out>/nosuch", "--configfile", "<out>/none.yaml"],
+         ["nosuch is not a folder"], id="nn-restore-missing-folder"),
+    case("nn-restore", ["nn-restore", "<out>", "--configfile", "<out>/none.yaml"], ["--configfile", "none.yaml"],
+         id="nn-restore-missing-config"),
+    case("nn-restore", ["nn-restore", "--configfile", "<notyaml>"], ["give a folder"], id="nn-restore-no-folder"),
     # fit
     case("fit", ["fit", "<out>/none.csv", "--target", "y", "--client", "c"], ["none.csv"], id="fit-missing-file"),
     case("fit", ["fit", "<notyaml>", "--target", "y", "--client", "c"], ["notyaml"], id="fit-not-a-table"),

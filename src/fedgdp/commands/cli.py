@@ -232,6 +232,11 @@ def _cmd_nn_restore(args) -> int:
     from .. import plan
     from .audit import read_run_config
 
+    for flag, folder in (("pieces", args.pieces), ("--readings", args.readings)):
+        if folder is not None and not os.path.isdir(folder):
+            raise ValueError(f"nn-restore {flag}: {folder} is not a folder of committed run files")
+    if args.pieces is None and args.readings is None:
+        raise ValueError("nn-restore: give a folder of committed grid runs, --readings DIR, or both")
     config = read_run_config(args.configfile)
     try:
         the_plan = plan.load(config, args.schema, plan.invocation_overrides(args.configfile[1:], None))
