@@ -256,10 +256,12 @@ def test_empirical_points_of_dp_scaffold_and_the_cnns(tmp_path):
     pytest.importorskip("torch")
     from fedgdp.commands.empirical import plot_empirical, run_empirical
 
-    targets = [AuditTarget("realdata", "dp_scaffold", "binary", "paper", 0.5, newton=NEWTON_CG),
-               next(t for t in nn_targets() if t.method == "fedavg")]
+    fedavg = next(t for t in nn_targets() if t.method == "fedavg")
+    schedule = AuditTarget("nn", "fedavg", "cnn", nn=dict(fedavg.nn, accounting="schedule"))   # its own client draws
+    targets = [AuditTarget("realdata", "dp_scaffold", "binary", "paper", 0.5, newton=NEWTON_CG), fedavg, schedule]
     rows = run_empirical(targets, trials=300, calibration=100, nn_trials=60)
-    assert [(r.method, r.model, r.trials) for r in rows] == [("dp_scaffold", "binary", 300), ("nn:fedavg", "cnn", 60)]
+    assert [(r.method, r.model, r.trials) for r in rows] == [("dp_scaffold", "binary", 300), ("nn:fedavg", "cnn", 60),
+                                                              ("nn:fedavg", "cnn", 60)]
     assert all(r.certified and 0 <= r.mu_lower <= r.mu_nominal for r in rows)
     plot_empirical(rows, tmp_path / "audit.pdf", tmp_path / "audit.png")
     assert (tmp_path / "audit.png").stat().st_size > 10_000

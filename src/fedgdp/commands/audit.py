@@ -549,7 +549,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
 # ------------------------------------------------------------------------- CNNs
 #: The CNN settings an audit reads (those its releases and plans depend on).
 NN_KEYS = ("mu", "clip", "lr", "server_lr", "ridge", "damping", "rounds", "local_epochs", "hybrid_local_share",
-           "newton_cycles", "reduction")
+           "newton_cycles", "reduction", "local_batch", "accounting")
 
 
 def _nn_states(seed: int, torch) -> list:

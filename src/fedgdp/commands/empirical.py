@@ -281,14 +281,19 @@ NN_N = 5
 def _nn_row(t, *, mu, trials, calibration, alpha, seed) -> EmpiricalRow:
     """A CNN method: the whole training (`fedgdp.nn.train.train`, a tiny float32
     ConvNet, one client drawn every round) on D (``NN_N`` identical images, label 0) and
-    D' (the first relabelled 1), at the target's settings with 2 rounds of 2 local steps."""
+    D' (the first relabelled 1), at the target's settings with 2 rounds of 2 local steps.
+    Under ``accounting: schedule`` a second client of the same images (in D and D') is
+    drawn instead in about half of 4 rounds, so the audited client's noise is calibrated
+    to the rounds of each run's own schedule (a new one per run)."""
     import torch
 
     from ..nn.models import ConvNet
     from ..nn.settings import release_plan, resolve
     from ..nn.train import ClientData, train
 
-    p = resolve({**(t.nn or {}), "figure": "fig09", "m": 1, "n": NN_N, "q": 1.0, "rounds": 2, "local_epochs": 2,
+    schedule = (t.nn or {}).get("accounting") == "schedule"
+    p = resolve({**(t.nn or {}), "figure": "fig09", "m": 2 if schedule else 1, "n": NN_N,
+                 "q": 0.5 if schedule else 1.0, "rounds": 4 if schedule else 2, "local_epochs": 2,
                  "newton_cycles": 1, "mu": mu, "methods": [t.method]})
     torch.manual_seed(seed)
     net = ConvNet(in_shape=(1, 4, 4), channels=(2,), hidden=3, classes=3)
@@ -297,7 +302,8 @@ def _nn_row(t, *, mu, trials, calibration, alpha, seed) -> EmpiricalRow:
     y0 = torch.zeros(NN_N, dtype=torch.int64)
     y1 = y0.clone()
     y1[0] = 1
-    clients = (ClientData([x], [y0]), ClientData([x], [y1]))
+    xs, ys = ([x], [y0]) if schedule else ([], [])              # the second client, the same in D and D'
+    clients = (ClientData([x, *xs], [y0, *ys]), ClientData([x, *xs], [y1, *ys]))
 
     def run(which, k, rng):
         out = []
