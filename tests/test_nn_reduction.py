@@ -88,3 +88,16 @@ def test_a_summed_release_moves_by_at_most_its_sensitivity_and_by_more_than_the_
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["nn"] = dict(config["nn"], settings={"reduction": "sum"})
     assert {t.nn["reduction"] for t in config_targets(config) if t.kind == "nn"} == {"sum"}
+
+
+def test_a_plain_run_that_diverges_says_so_and_records_its_loss(capsys):
+    """A network that is not private may diverge (a private one is refused, tests/test_nn_floors.py):
+    its row keeps the loss it measured, and one line on standard error names the method."""
+    from fedgdp.nn.data import load_images
+    from fedgdp.nn.run import run_nn
+
+    p = resolve({"figure": "fig09", "m": 4, "n": 20, "rounds": 2, "local_epochs": 10, "methods": ["fedavg"],
+                 "mu": "inf", "reduction": "sum", "lr": 1e30})
+    (row,) = run_nn(p, device="cpu", threads=1, data=load_images("digits"))
+    assert not np.isfinite(row["test_loss"])
+    assert "fedavg diverged: its test loss is" in capsys.readouterr().err

@@ -18,6 +18,7 @@ clients) are reported beside it. Validation is not used for any choice.
 """
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
@@ -178,6 +179,8 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
         elapsed = time.perf_counter() - t0
         theta, info = fit.params, fit.info
         acc, loss = evaluate(model, theta, x_test, y_test)
+        if not math.isfinite(loss) and y_test.shape[0]:
+            _warn_diverged(method, p, loss)
         loc_acc, _ = evaluate(model, theta, x_loc, y_loc)
         val_acc, _ = evaluate(model, theta, x_val, y_val)
         ledgers[method] = fit.ledger
@@ -201,6 +204,17 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
             "device": str(dev), "threads": int(torch.get_num_threads()), "elapsed_s": float(elapsed),
         })
     return (rows, ledgers) if return_ledgers else rows
+
+
+def _warn_diverged(method: str, p: dict, loss: float) -> None:
+    """One line on standard error: a network that is not private (a private one with a
+    parameter that is not finite is an error, `fedgdp.methods.check_finite_release`) ended
+    with a test loss that is not finite. Its row is written as measured (``test_loss``)."""
+    import sys
+
+    print(f"fedgdp nn-run: {method} diverged: its test loss is {loss} (release {p['release']}, lr {p['lr']:g}, "
+          f"reduction {p.get('reduction', 'mean')}); its row records it, lower lr for a finite run",
+          file=sys.stderr, flush=True)
 
 
 def _spent(ledger, counts: dict, p: dict) -> dict:
