@@ -74,3 +74,21 @@ def test_bad_nn_config_fails_before_any_job(wd, bad, key):
     r = dry(wd, "fig09", "--config", bad)
     assert r.returncode != 0
     assert key in r.stdout + r.stderr
+
+
+def test_the_readings_map_runs_as_a_target(wd):
+    """Target nn_readings end to end on digits (two readings, one point, one run): one job
+    per piece, then the table, whose rows name the readings and the privacy each gives."""
+    pytest.importorskip("torch")
+    import pandas as pd
+
+    (wd / "readings.yaml").write_text("dataset: digits\npoints:\n  - {figure: fig10, x: 5}\nruns: 1\n"
+                                      "readings:\n  plain: {release: plain}\n  private: {}\n")
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "nn_readings", "--config", "nn={readings: readings.yaml}"]
+    res = subprocess.run(cmd, cwd=wd, capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, MPLBACKEND="Agg"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    table = pd.read_csv(next(wd.glob("tables/*/nn_readings/readings.csv")))
+    assert sorted(set(table.reading)) == ["plain", "private"] and len(table) == 2 * 4
+    assert set(table[table.reading == "private"].certified_mu) == {2.0}
+    assert set(table[table.reading == "plain"].privacy) == {"not private: neither clipped nor noisy"}

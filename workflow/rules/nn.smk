@@ -167,8 +167,9 @@ rule nn_readings_table:
         runtime=PLAN.short_runtime,
     params:
         readings=config["nn"]["readings"],
-        runs_dir=PLAN.paths.nn_reading.split("{")[0],
-        out_dir=PLAN.paths.nn_readings,
+        # the pieces' folder and the table's, from the files (<runs>/<reading>/<piece>)
+        runs_dir=lambda w, input: os.path.dirname(os.path.dirname(input[0])),
+        out_dir=lambda w, output: os.path.dirname(output[0]),
     shell:
         "fedgdp nn-readings {params.readings:q} --runs-dir {params.runs_dir:q}"
         " --out-dir {params.out_dir:q} > {log} 2>&1"
