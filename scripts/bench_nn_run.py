@@ -8,8 +8,8 @@ images per client, 10 clients a round; one method, one thread) from each checkou
 turn, ``--repeats`` times, alternating (before, after, before, after, ...), each in a
 fresh process with ``PYTHONPATH=<checkout>/src``. It records each process's wall time
 and its user and system CPU seconds (``resource.getrusage(RUSAGE_CHILDREN)``), the
-ratios after / before, and whether the two checkouts' rows are identical (every column
-but the timing ones and the columns only one of them has). The machine's load average
+ratios after / before, whether the two checkouts' rows are identical (every column
+but the timing ones and the columns only one of them has), and each side's accuracies. The machine's load average
 at the start of each run is recorded: a loaded machine inflates both sides.
 """
 from __future__ import annotations
@@ -53,6 +53,14 @@ def same_rows(a: Path, b: Path) -> bool:
     return bool(x[cols].equals(y[cols]))
 
 
+def accuracy_of(path: Path) -> dict:
+    """Test accuracy by method of one run file (compare the two sides when rows differ)."""
+    import pandas as pd
+
+    df = pd.read_parquet(path)
+    return {str(k): float(v) for k, v in zip(df["method"], df["test_accuracy"])}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", required=True, type=Path, help="the reference checkout (its src/ is imported)")
@@ -73,6 +81,7 @@ def main(argv=None) -> int:
                 runs[side].append(run_once(getattr(args, side), args, files[side]))
                 print(side, i, json.dumps(runs[side][-1]), flush=True)
         identical = same_rows(files["before"], files["after"])
+        accuracy = {side: accuracy_of(f) for side, f in files.items()}
     cpu = {s: [r["user_s"] + r["sys_s"] for r in runs[s]] for s in runs}
     result = {
         "command": "fedgdp nn-run --figure fig10 --dataset mnist "
@@ -80,7 +89,8 @@ def main(argv=None) -> int:
         "before": str(args.before), "after": str(args.after), "runs": runs,
         "cpu_ratio_after_over_before": [a / b for a, b in zip(cpu["after"], cpu["before"])],
         "wall_ratio_after_over_before": [a["wall_s"] / b["wall_s"] for a, b in zip(runs["after"], runs["before"])],
-        "identical_rows": identical, "python": platform.python_version(), "machine": platform.machine(),
+        "identical_rows": identical, "accuracy_last_run": accuracy,
+        "python": platform.python_version(), "machine": platform.machine(),
         "cpus": os.cpu_count(),
     }
     print(json.dumps({k: result[k] for k in ("cpu_ratio_after_over_before", "wall_ratio_after_over_before",

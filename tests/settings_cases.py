@@ -112,7 +112,8 @@ BAD = {
 #: number as it was: a resolved dict is compared without them when they hold that default.
 ADDED_SINCE = {"release": "private"}
 #: CNN run settings added since, likewise (the release and the noise calibration of a run)
-NN_ADDED_SINCE = {"release": "private", "accounting": "printed", "reduction": "mean", "local_batch": None}
+NN_ADDED_SINCE = {"release": "private", "accounting": "printed", "reduction": "mean", "local_batch": None,
+                  "clip_unit": "sample"}
 
 
 def resolvers():

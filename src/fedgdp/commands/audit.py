@@ -549,7 +549,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
 # ------------------------------------------------------------------------- CNNs
 #: The CNN settings an audit reads (those its releases and plans depend on).
 NN_KEYS = ("mu", "clip", "lr", "server_lr", "ridge", "damping", "rounds", "local_epochs", "hybrid_local_share",
-           "newton_cycles", "reduction", "local_batch", "accounting")
+           "newton_cycles", "reduction", "local_batch", "accounting", "clip_unit")
 
 
 def _nn_states(seed: int, torch) -> list:
@@ -575,14 +575,16 @@ def _nn_search(p: dict, seed: int, n: int) -> dict:
     _Search`` of ratios ``change / recorded`` (recorded at the client's size).
 
     Releases: the clipped mean gradient, or sum under ``reduction: sum`` (`fedgdp.nn.clipping.clipped_grad_sums`;
-    ``gradient``, and ``local step`` is ``lr`` times it) and the head-only Newton step of
+    under ``clip_unit: client`` the unclipped mean or sum clipped as one vector,
+    `fedgdp.nn.backend.clip_client_vectors`; ``gradient``, and ``local step`` is
+    ``lr`` times it) and the head-only Newton step of
     Algorithm 5 (`fedgdp.nn.backend.head_newton_step`; ``newton``), on bases of
     random or identical images, client sizes ``n``, 2 and 1, in float64 and (size 1: one
     image's contribution, no sum to round) float32. Replaced records: zero, NaN,
     float-maximum and scaled images, every label, and the base's own image relabelled."""
     import torch
 
-    from ..nn.backend import head_newton_step
+    from ..nn.backend import clip_client_vectors, head_newton_step
     from ..nn.clipping import clipped_grad_sums
     from ..nn.settings import release_plan
 
@@ -593,11 +595,17 @@ def _nn_search(p: dict, seed: int, n: int) -> dict:
                                                                                           np.array([float(size)])):
             sens[(spec.stage, size)] = float(spec.sensitivity[0, 0])
 
+    by_client = p.get("clip_unit", "sample") == "client"
+
     def releases(params, xs, ys):
-        total, _ = clipped_grad_sums(params, xs[None], ys[None], torch.ones((1, len(ys)), dtype=xs.dtype), B,
-                                     shared=True)
+        total, _ = clipped_grad_sums(params, xs[None], ys[None], torch.ones((1, len(ys)), dtype=xs.dtype),
+                                     math.inf if by_client else B, shared=True)
+        summed = p.get("reduction", "mean") == "sum"                      # nn.settings.reduced_plan
+        if by_client:                                                     # as TorchBackend._release
+            total, _ = clip_client_vectors(total if summed else {k: v / len(ys) for k, v in total.items()}, B)
+            summed = True
         g = torch.cat([v[0].flatten() for v in total.values()]).double()
-        g = g if p.get("reduction", "mean") == "sum" else g / len(ys)     # nn.settings.reduced_plan
+        g = g if summed else g / len(ys)
         step, _ = head_newton_step(params, xs, ys, B=B, lam=lam, alpha=alpha)
         return {"gradient": g, "local step": lr * g, "newton": step}
 

@@ -375,7 +375,8 @@ class TorchBackend:
         ledgers : list of fedgdp.core.privacy.Ledger
             The one ledger (arrays shaped (1, m)).
         """
-        plan = reduced_plan(method.plan(self, s), self.p.get("reduction", "mean"), self.p.get("local_batch"))
+        plan = reduced_plan(method.plan(self, s), self.p.get("reduction", "mean"), self.p.get("local_batch"),
+                            self.p.get("clip_unit", "sample"))
         mu = self.mu if self.noise.gen is not None else float("inf")   # clip_only: no noise, no private release
         if self.p.get("accounting", "printed") == "schedule" and self.noise.gen is not None:
             self.schedule = self._schedule(method, s)
@@ -444,8 +445,8 @@ class TorchBackend:
 
     def _mean_grads(self, params: dict, S: np.ndarray, *, shared: bool) -> dict:
         """Clipped mean gradients ``name -> (len(S), *shape)`` of the drawn clients (their
-        sums under ``reduction: sum``, `fedgdp.nn.settings.reduced_plan`)."""
-        summed = self.p.get("reduction", "mean") == "sum"
+        sums under ``reduction: sum``; the client's vector clipped under ``clip_unit:
+        client``; `fedgdp.nn.settings.reduced_plan`)."""
         n = self.clients.n[S]
         self.info.grad_evals += int(n.sum())
         if self.stack:
@@ -456,14 +457,24 @@ class TorchBackend:
         for g in groups:
             X, Y, M = self._batch(S[g])
             P = params if shared else {k: v[g] for k, v in params.items()}
-            total, c = clipped_grad_sums(P, X, Y, M, self.B, shared=shared)
-            self._clipped += (c < M).sum()
-            if summed:
-                out.append(total)
-                continue
-            div = M.sum(1)
-            out.append({k: v / div.view(-1, *[1] * (v.dim() - 1)) for k, v in total.items()})
+            out.append(self._release(P, X, Y, M, shared=shared))
         return {k: torch.cat([o[k] for o in out]) for k in out[0]}
+
+    def _release(self, P: dict, X, Y, M, *, shared: bool) -> dict:
+        """One gradient release ``name -> (S, *shape)`` of a stack of clients: the mean
+        (``reduction: sum``: the sum) of the clipped per-sample gradients (``clip_unit:
+        sample``), or of the unclipped ones, clipped as one vector per client (``client``,
+        `clip_client_vectors`); images whose gradient is not finite count as zero."""
+        by_client = self.p.get("clip_unit", "sample") == "client"
+        total, c = clipped_grad_sums(P, X, Y, M, math.inf if by_client else self.B, shared=shared)
+        self._clipped += (c < M).sum()
+        if self.p.get("reduction", "mean") != "sum":
+            div = M.sum(1)
+            total = {k: v / div.view(-1, *[1] * (v.dim() - 1)) for k, v in total.items()}
+        if by_client and math.isfinite(self.B):
+            total, clipped = clip_client_vectors(total, self.B)
+            self._clipped += (M.sum(1) * clipped).sum().to(torch.int64)   # every image of a clipped client
+        return total
 
     def _batch(self, clients: np.ndarray):
         """The padded images of ``clients`` (`ClientData.batch`), kept for the rest
@@ -525,18 +536,15 @@ class TorchBackend:
         place: step t moves the drawn clients that have a t-th minibatch by ``-eta``
         times its clipped mean (sum under ``reduction: sum``) gradient, plus their noise."""
         passes = [minibatches(self._batch_rng, int(self.clients.n[i]), int(self.p["local_batch"])) for i in S]
-        summed = self.p.get("reduction", "mean") == "sum"
         for t in range(max(len(b) for b in passes)):
             sub = np.array([j for j, b in enumerate(passes) if t < len(b)])
             X, Y, M = self.clients.batch(S[sub], [passes[j][t] for j in sub])
             pos = torch.as_tensor(sub, device=X.device)
-            total, c = clipped_grad_sums({k: v[pos] for k, v in local.items()}, X, Y, M, self.B, shared=False)
-            self._clipped += (c < M).sum()
+            g = self._release({k: v[pos] for k, v in local.items()}, X, Y, M, shared=False)
             self.info.grad_evals += int(M.sum())
-            div = torch.ones_like(M[:, 0]) if summed else M.sum(1)
             for k in local:
                 shape = (-1, *[1] * (local[k].dim() - 1))
-                step = local[k][pos] - eta * total[k] / div.view(shape)
+                step = local[k][pos] - eta * g[k]
                 if sd is not None:
                     step += sd[pos].view(shape) * noise.draw(step)
                 local[k][pos] = step
@@ -807,6 +815,39 @@ class ScheduleDraw(TorchBackend):
             ``local``.
         """
         return local
+
+
+def clip_client_vectors(g: dict, B: float) -> tuple[dict, torch.Tensor]:
+    """Each client's gradient ``name -> (S, *shape)``, all parameters as one vector,
+    clipped at ``B`` (``clip_unit: client``): ``c_s g_s`` with ``c_s = min(1, (1 - kappa) B
+    / ||g_s||)``, the squared norm summed in float64 and ``kappa`` the clip margin of
+    `fedgdp.nn.clipping.clip_margin` (``D`` the numbers of one client's vector), so that
+    ``||c_s g_s|| <= B`` despite rounding; a client whose vector is not finite releases zero
+    (the non-finite rule of `fedgdp.nn.clipping`).
+
+    Parameters
+    ----------
+    g : dict name -> Tensor of shape (S, *shape)
+        The clients' gradients (mean or sum of their images').
+    B : float
+        The clipping bound (finite).
+
+    Returns
+    -------
+    clipped : dict name -> Tensor of shape (S, *shape)
+    was_clipped : Tensor of shape (S,)
+        1 where the client's vector was scaled (or zeroed), else 0, in ``g``'s dtype.
+    """
+    ref = next(iter(g.values()))
+    S = ref.shape[0]
+    sq = sum(v.reshape(S, -1).square().sum(1, dtype=torch.float64) for v in g.values())
+    D = sum(v[0].numel() for v in g.values())
+    c = clip_factors(sq, B, margin=clip_margin(D, ref.dtype), dtype=ref.dtype)
+    out = {}
+    for k, v in g.items():
+        shape = (-1, *[1] * (v.dim() - 1))
+        out[k] = torch.where((c > 0).view(shape), v * c.view(shape), torch.zeros_like(v))
+    return out, (c < 1).to(ref.dtype)
 
 
 def _stacks(n: np.ndarray, per_image: int) -> list[np.ndarray]:

@@ -27,7 +27,7 @@ from ..core.privacy import RELEASES
 from ..core.settings import Settings, choice, integer, name_list, number, setting, suggest
 from ..methods import CNN, FedHybrid, get_method, registry
 
-__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "REDUCTIONS", "SUMMED_STAGES", "label", "release_plan",
+__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "REDUCTIONS", "SUMMED_STAGES", "CLIP_UNITS", "label", "release_plan",
            "reduced_plan", "smallest_batch", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
            "Z_MAX", "parameter_bound",
            "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
@@ -50,6 +50,12 @@ ACCOUNTINGS = ("printed", "schedule")
 REDUCTIONS = ("mean", "sum")
 #: the stages whose releases `reduced_plan` turns into sums under ``reduction: sum``
 SUMMED_STAGES = ("gradient", "local step")
+
+#: what a gradient release clips at B (docs/methods.md §6): ``sample``, each image's
+#: gradient (the paper's Algorithms 1-4; sensitivity ``2 B / n_i``), or ``client``, the
+#: client's mean (or summed) gradient as one vector, as Algorithm 5 clips its Newton
+#: release's gradient (sensitivity ``2 B`` whatever the client's size)
+CLIP_UNITS = ("sample", "client")
 
 #: the CNN methods, the methods of the algorithm core that run on the CNN backend
 #: (``fedgdp.methods.registry("nn")``), in the paper's order (by algorithm number:
@@ -104,12 +110,13 @@ def release_plan(method: str, p: dict, n) -> tuple:
     """
     meth = get_method(method, CNN)
     data = _PlanData(float(p["clip"]), np.asarray(n, float)[None, :])
-    return reduced_plan(meth.plan(data, meth.cnn_settings(p)), p.get("reduction", "mean"), p.get("local_batch"))
+    return reduced_plan(meth.plan(data, meth.cnn_settings(p)), p.get("reduction", "mean"), p.get("local_batch"),
+                        p.get("clip_unit", "sample"))
 
 
-def reduced_plan(plan: tuple, reduction: str, local_batch: int | None = None) -> tuple:
-    """A method's plan under the loss's ``reduction`` (`REDUCTIONS`) and the local epoch's
-    minibatches (``local_batch``).
+def reduced_plan(plan: tuple, reduction: str, local_batch: int | None = None, clip_unit: str = "sample") -> tuple:
+    """A method's plan under the loss's ``reduction`` (`REDUCTIONS`), the local epoch's
+    minibatches (``local_batch``) and the clipping unit (``clip_unit``, `CLIP_UNITS`).
 
     Under ``sum`` a gradient or local-step release (`SUMMED_STAGES`) is the sum of the
     client's clipped per-sample gradients, not their mean: replacing one image moves it by
@@ -125,6 +132,12 @@ def reduced_plan(plan: tuple, reduction: str, local_batch: int | None = None) ->
     ``b_i`` the client's smallest minibatch, `smallest_batch`), the count of the plan's
     local-step spec is unchanged, and its n becomes ``b_i`` (1 under ``sum``).
 
+    Under ``clip_unit: client`` a gradient or local-step release is the client's mean
+    (``sum``: summed) gradient of the unclipped per-sample gradients, clipped as one vector
+    at B: replacing one image can move the unclipped vector anywhere, and both clipped
+    vectors lie in the ball of radius B, so the release moves by at most ``2 B`` (times
+    the step) and its spec has ``n = 1``, with or without minibatches.
+
     Parameters
     ----------
     plan : tuple of fedgdp.core.privacy.ReleaseSpec
@@ -133,15 +146,18 @@ def reduced_plan(plan: tuple, reduction: str, local_batch: int | None = None) ->
         ``mean`` or ``sum``.
     local_batch : int or None
         Images per local minibatch; None: one full-batch step per local epoch.
+    clip_unit : str
+        ``sample`` or ``client``.
 
     Returns
     -------
     tuple of fedgdp.core.privacy.ReleaseSpec
-        The plan of the releases as they are made (``plan`` itself for ``mean`` and None).
+        The plan of the releases as they are made (``plan`` itself for ``mean``, None and
+        ``sample``).
     """
     out = []
     for spec in plan:
-        if spec.stage in SUMMED_STAGES and reduction == "sum":
+        if spec.stage in SUMMED_STAGES and (reduction == "sum" or clip_unit == "client"):
             spec = replace(spec, n=np.ones_like(np.asarray(spec.n, float)))
         elif spec.stage == "local step" and local_batch is not None:
             spec = replace(spec, n=smallest_batch(np.asarray(spec.n, float), local_batch))
@@ -266,7 +282,8 @@ def _steps_and_size(stage: str, p: dict) -> float:
     n = p["n"] if p["n"] is not None else math.ceil(DATASET_IMAGES.get(p["dataset"], 10**6) / p["m"])
     batch = p.get("local_batch") if stage == "local step" else None
     steps = math.ceil(n / batch) if batch else 1
-    size = min(batch or n, n) if p.get("reduction", "mean") == "sum" else 1
+    summed = p.get("reduction", "mean") == "sum" and p.get("clip_unit", "sample") == "sample"
+    size = min(batch or n, n) if summed else 1     # a client-clipped release is within B whatever it adds up
     return float(steps * size)
 
 
@@ -297,6 +314,9 @@ class NNSettings(Settings):
     reduction: str = setting("mean", "a client's gradient release: the mean of its clipped per-sample gradients "
                              "(mean, the paper's reading) | their sum (sum: n_i times the step and its noise)",
                              parse=choice(*REDUCTIONS), flag=str)
+    clip_unit: str = setting("sample", "what a gradient release clips at B: each image's gradient (sample, the "
+                             "paper's Algorithms 1-4) | the client's mean gradient as one vector (client, as "
+                             "Algorithm 5's Newton release; sensitivity 2B)", parse=choice(*CLIP_UNITS), flag=str)
     accounting: str = setting("printed", "noise for every round a client could be drawn (printed) | for the rounds "
                               "it is drawn in a schedule drawn first (schedule; each drawn client spends mu)",
                               parse=choice(*ACCOUNTINGS), flag=str)
