@@ -2,7 +2,9 @@
 one vector at B, as Algorithm 5 clips its Newton release's gradient, instead of each image's
 (`fedgdp.nn.settings.reduced_plan`, `fedgdp.nn.backend.clip_client_vectors`). Replacing one
 image can move the unclipped vector anywhere; both clipped vectors lie in the ball of radius
-B, so the release's sensitivity is 2 B (times the step) whatever the client's size."""
+B, so the release's sensitivity is 2 B (times the step) whatever the client's size.
+``clip_unit: update``: a round's local steps unclipped and noiseless, then the model update
+clipped at B with noise once: one release per round, sensitivity 2 B."""
 import math
 
 import numpy as np
@@ -102,7 +104,7 @@ def test_the_plan_records_2B_per_step_whatever_the_size_and_keeps_the_newton_rel
 
 def test_an_unknown_clip_unit_is_refused_by_name():
     with pytest.raises(ValueError, match="clip_unit"):
-        resolve({"clip_unit": "update"})
+        resolve({"clip_unit": "layer"})
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -156,3 +158,56 @@ def test_one_replaced_image_moves_a_client_release_by_more_than_the_mean_could_a
     searches = _nn_search(p, 0, 3)
     assert all(s.best <= 1 + 1e-9 for s in searches.values())
     assert searches["gradient"].best >= 0.9 and searches["local step"].best >= 0.9
+
+
+def test_an_update_release_is_one_per_round_of_sensitivity_2B():
+    p = resolve({"figure": "fig10", "clip_unit": "update", "clip": 2.0, "lr": 0.1, "rounds": 10, "local_epochs": 5})
+    n = np.array([10.0, 40.0])
+    (spec,) = release_plan("fedavg", p, n)
+    assert (spec.stage, spec.count) == ("local step", 10)
+    np.testing.assert_allclose(spec.sensitivity, [[4.0, 4.0]])                    # 2 B, no step size
+    by_stage = {s.stage: s for s in release_plan("fednewton_iter", p, n)}
+    sample = {s.stage: s for s in release_plan("fednewton_iter", {**p, "clip_unit": "sample"}, n)}
+    assert by_stage["local step"].count * 5 == sample["local step"].count
+    np.testing.assert_allclose(by_stage["newton"].sensitivity, sample["newton"].sensitivity)
+    assert {s.stage: s.sensitivity[0, 0] for s in release_plan("fedsgd", p, n)} == {"gradient": 4.0}
+    hybrid = {s.stage: s.count for s in release_plan("fedhybrid", p, n)}
+    assert hybrid["local step"] * 5 == {s.stage: s.count for s in
+                                        release_plan("fedhybrid", {**p, "clip_unit": "sample"}, n)}["local step"]
+
+
+@pytest.mark.parametrize("method", ["fedavg", "fedhybrid", "fednewton_iter"])
+def test_an_update_no_client_reaches_is_the_plain_run_to_rounding(method):
+    """Clipped at a bound no update reaches, without noise: the plain run, to 1e-12 (the
+    update is added back to the round's start: one rounding per parameter), with the same
+    client draws; the ledger counts one release per round a client is drawn in."""
+    clipped = _fit(method, clip_unit="update", release="clip_only", clip=1e6, methods=[method])
+    plain = _fit(method, release="plain", methods=[method])
+    for k in plain.params:
+        torch.testing.assert_close(clipped.params[k], plain.params[k], rtol=1e-12, atol=1e-12)
+    assert clipped.info.clipped == 0 and clipped.info.rounds == plain.info.rounds
+    assert int(clipped.counts["local step"].sum()) * 2 == int(plain.counts["local step"].sum())   # K = 2
+
+
+def test_every_update_round_moves_fedavg_by_at_most_server_lr_times_B():
+    """FedAvg without noise at a tiny B: each round averages clipped updates of norm at most
+    B, so R rounds move the network by at most R server_lr B; every update is clipped."""
+    B = 1e-4
+    start = _net()
+    got = _fit("fedavg", clip_unit="update", release="clip_only", clip=B, lr=0.5, methods=["fedavg"],
+               server_lr=0.8)
+    moved = float((_vector(got.params) - _vector(start)).norm())
+    assert 0 < moved <= got.info.rounds * 0.8 * B * (1 + 1e-12)
+    assert got.info.clipped == got.info.grad_evals
+
+
+def test_private_update_runs_spend_their_mu_and_the_audit_bounds_the_update():
+    got = _fit("fedavg", clip_unit="update", methods=["fedavg"])
+    np.testing.assert_allclose(got.ledger.composed_mu(), 2.0, rtol=1e-12)
+    assert all(np.isfinite(v.numpy()).all() for v in got.params.values())
+    from fedgdp.commands.audit import _nn_search
+
+    p = resolve({"figure": "fig10", "clip_unit": "update", "clip": 0.05, "dataset": "digits", "local_epochs": 3})
+    searches = _nn_search(p, 0, 3)
+    assert all(s.best <= 1 + 1e-9 for s in searches.values())
+    assert searches["local step"].best >= 0.9

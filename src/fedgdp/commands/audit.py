@@ -577,7 +577,8 @@ def _nn_search(p: dict, seed: int, n: int) -> dict:
     Releases: the clipped mean gradient, or sum under ``reduction: sum`` (`fedgdp.nn.clipping.clipped_grad_sums`;
     under ``clip_unit: client`` the unclipped mean or sum clipped as one vector,
     `fedgdp.nn.backend.clip_client_vectors`; ``gradient``, and ``local step`` is
-    ``lr`` times it) and the head-only Newton step of
+    ``lr`` times it, or under ``update`` the update of ``local_epochs`` unclipped steps,
+    clipped) and the head-only Newton step of
     Algorithm 5 (`fedgdp.nn.backend.head_newton_step`; ``newton``), on bases of
     random or identical images, client sizes ``n``, 2 and 1, in float64 and (size 1: one
     image's contribution, no sum to round) float32. Replaced records: zero, NaN,
@@ -595,19 +596,35 @@ def _nn_search(p: dict, seed: int, n: int) -> dict:
                                                                                           np.array([float(size)])):
             sens[(spec.stage, size)] = float(spec.sensitivity[0, 0])
 
-    by_client = p.get("clip_unit", "sample") == "client"
+    unit = p.get("clip_unit", "sample")
+    by_client = unit != "sample"
+    summed = p.get("reduction", "mean") == "sum"                          # nn.settings.reduced_plan
+
+    def plain_grad(params, xs, ys):
+        total, _ = clipped_grad_sums(params, xs[None], ys[None], torch.ones((1, len(ys)), dtype=xs.dtype),
+                                     math.inf, shared=True)
+        return total if summed else {k: v / len(ys) for k, v in total.items()}
+
+    def update(params, xs, ys):
+        """clip_unit update: local_epochs unclipped, noiseless steps, the update clipped at B."""
+        local = dict(params)
+        for _ in range(int(p["local_epochs"])):
+            local = {k: local[k] - lr * v[0] for k, v in plain_grad(local, xs, ys).items()}
+        delta, _ = clip_client_vectors({k: (local[k] - params[k])[None] for k in params}, B)
+        return torch.cat([v[0].flatten() for v in delta.values()]).double()
 
     def releases(params, xs, ys):
-        total, _ = clipped_grad_sums(params, xs[None], ys[None], torch.ones((1, len(ys)), dtype=xs.dtype),
-                                     math.inf if by_client else B, shared=True)
-        summed = p.get("reduction", "mean") == "sum"                      # nn.settings.reduced_plan
         if by_client:                                                     # as TorchBackend._release
-            total, _ = clip_client_vectors(total if summed else {k: v / len(ys) for k, v in total.items()}, B)
-            summed = True
-        g = torch.cat([v[0].flatten() for v in total.values()]).double()
-        g = g if summed else g / len(ys)
+            total, _ = clip_client_vectors(plain_grad(params, xs, ys), B)
+            g = torch.cat([v[0].flatten() for v in total.values()]).double()
+        else:
+            total, _ = clipped_grad_sums(params, xs[None], ys[None], torch.ones((1, len(ys)), dtype=xs.dtype), B,
+                                         shared=True)
+            g = torch.cat([v[0].flatten() for v in total.values()]).double()
+            g = g if summed else g / len(ys)
         step, _ = head_newton_step(params, xs, ys, B=B, lam=lam, alpha=alpha)
-        return {"gradient": g, "local step": lr * g, "newton": step}
+        local = update(params, xs, ys) if unit == "update" else lr * g
+        return {"gradient": g, "local step": local, "newton": step}
 
     gen = torch.Generator().manual_seed(seed)
     searches = {stage: _Search() for stage in ("gradient", "local step", "newton")}

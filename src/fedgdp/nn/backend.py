@@ -375,8 +375,7 @@ class TorchBackend:
         ledgers : list of fedgdp.core.privacy.Ledger
             The one ledger (arrays shaped (1, m)).
         """
-        plan = reduced_plan(method.plan(self, s), self.p.get("reduction", "mean"), self.p.get("local_batch"),
-                            self.p.get("clip_unit", "sample"))
+        plan = reduced_plan(method.plan(self, s), self.p)
         mu = self.mu if self.noise.gen is not None else float("inf")   # clip_only: no noise, no private release
         if self.p.get("accounting", "printed") == "schedule" and self.noise.gen is not None:
             self.schedule = self._schedule(method, s)
@@ -443,7 +442,7 @@ class TorchBackend:
         n = self.clients.n[S]
         return torch.as_tensor(n / n.sum(), dtype=like.dtype, device=like.device)
 
-    def _mean_grads(self, params: dict, S: np.ndarray, *, shared: bool) -> dict:
+    def _mean_grads(self, params: dict, S: np.ndarray, *, shared: bool, unit: str | None = None) -> dict:
         """Clipped mean gradients ``name -> (len(S), *shape)`` of the drawn clients (their
         sums under ``reduction: sum``; the client's vector clipped under ``clip_unit:
         client``; `fedgdp.nn.settings.reduced_plan`)."""
@@ -457,16 +456,26 @@ class TorchBackend:
         for g in groups:
             X, Y, M = self._batch(S[g])
             P = params if shared else {k: v[g] for k, v in params.items()}
-            out.append(self._release(P, X, Y, M, shared=shared))
+            out.append(self._release(P, X, Y, M, shared=shared, unit=unit))
         return {k: torch.cat([o[k] for o in out]) for k in out[0]}
 
-    def _release(self, P: dict, X, Y, M, *, shared: bool) -> dict:
-        """One gradient release ``name -> (S, *shape)`` of a stack of clients: the mean
-        (``reduction: sum``: the sum) of the clipped per-sample gradients (``clip_unit:
-        sample``), or of the unclipped ones, clipped as one vector per client (``client``,
-        `clip_client_vectors`); images whose gradient is not finite count as zero."""
-        by_client = self.p.get("clip_unit", "sample") == "client"
-        total, c = clipped_grad_sums(P, X, Y, M, math.inf if by_client else self.B, shared=shared)
+    def _unit(self, stage: str) -> str:
+        """What a release of ``stage`` clips: ``sample``, ``client``, or ``none`` (the
+        local steps under ``clip_unit: update``, whose update is clipped afterwards)."""
+        unit = self.p.get("clip_unit", "sample")
+        if unit == "update":
+            return "none" if stage == "local step" else "client"
+        return unit
+
+    def _release(self, P: dict, X, Y, M, *, shared: bool, unit: str | None = None) -> dict:
+        """One gradient ``name -> (S, *shape)`` of a stack of clients: the mean
+        (``reduction: sum``: the sum) of the clipped per-sample gradients (``unit``
+        ``sample``), or of the unclipped ones, clipped as one vector per client
+        (``client``, `clip_client_vectors`) or not at all (``none``); images whose gradient
+        is not finite count as zero. ``unit`` defaults to the gradient stage's (`_unit`)."""
+        unit = unit or self._unit("gradient")
+        total, c = clipped_grad_sums(P, X, Y, M, self.B if unit == "sample" else math.inf, shared=shared)
+        by_client = unit == "client"
         self._clipped += (c < M).sum()
         if self.p.get("reduction", "mean") != "sum":
             div = M.sum(1)
@@ -513,25 +522,49 @@ class TorchBackend:
         """
         if part != "full" or drift is not None:
             raise ValueError("the CNN backend runs local steps on every image and without drift")
-        S = self._draw("local step", K)
+        unit = self._unit("local step")
+        S = self._draw("local step", 1 if unit == "none" else K)
         sd_np = np.asarray(sigma)[S]
         ref = next(iter(start.values()))
         sd = torch.as_tensor(sd_np, dtype=ref.dtype, device=ref.device)
         noisy = noise is not None and bool(np.any(sd_np > 0))
+        step_sd = sd if noisy and unit != "none" else None            # under update: noise once, below
         local = {k: v.unsqueeze(0).repeat(len(S), *[1] * v.dim()) for k, v in start.items()}
         for _ in range(K):
             if self._batch_rng is not None:
-                self._minibatch_pass(local, S, eta, sd if noisy else None, noise)
+                self._minibatch_pass(local, S, eta, step_sd, noise, unit)
                 continue
-            g = self._mean_grads(local, S, shared=False)
+            g = self._mean_grads(local, S, shared=False, unit=unit)
             for k in local:
                 local[k] -= eta * g[k]
-                if noisy:
-                    local[k] += sd.view(-1, *[1] * (local[k].dim() - 1)) * noise.draw(local[k])
+                if step_sd is not None:
+                    local[k] += step_sd.view(-1, *[1] * (local[k].dim() - 1)) * noise.draw(local[k])
+        if unit == "none" and (math.isfinite(self.B) or noisy):
+            local = self._released_update(start, local, sd if noisy else None, noise, S, K)
         self.info.floats_up += len(S) * self.dk
         return Locals(S, start, params=local)
 
-    def _minibatch_pass(self, local: dict, S: np.ndarray, eta: float, sd: torch.Tensor | None, noise) -> None:
+    def _released_update(self, start: dict, local: dict, sd: torch.Tensor | None, noise, S: np.ndarray,
+                         K: int) -> dict:
+        """``clip_unit: update``: each drawn client's model update ``local - start`` after the
+        round's K unclipped, noiseless local steps, clipped as one vector at B
+        (`clip_client_vectors`; a non-finite update is released as zero), plus its noise
+        once; returned as the client's parameters ``start + release``. A clipped update
+        counts every gradient evaluation of its round as clipped."""
+        delta = {k: v - start[k].unsqueeze(0) for k, v in local.items()}
+        if math.isfinite(self.B):
+            delta, clipped = clip_client_vectors(delta, self.B)
+            n = torch.as_tensor(K * self.clients.n[S], device=clipped.device)
+            self._clipped += (n * clipped).sum().to(torch.int64)
+        out = {}
+        for k, v in delta.items():
+            if sd is not None:
+                v = v + sd.view(-1, *[1] * (v.dim() - 1)) * noise.draw(v)
+            out[k] = start[k].unsqueeze(0) + v
+        return out
+
+    def _minibatch_pass(self, local: dict, S: np.ndarray, eta: float, sd: torch.Tensor | None, noise,
+                        unit: str) -> None:
         """One local epoch as a pass of minibatches (``local_batch``, `minibatches`), in
         place: step t moves the drawn clients that have a t-th minibatch by ``-eta``
         times its clipped mean (sum under ``reduction: sum``) gradient, plus their noise."""
@@ -540,7 +573,7 @@ class TorchBackend:
             sub = np.array([j for j, b in enumerate(passes) if t < len(b)])
             X, Y, M = self.clients.batch(S[sub], [passes[j][t] for j in sub])
             pos = torch.as_tensor(sub, device=X.device)
-            g = self._release({k: v[pos] for k, v in local.items()}, X, Y, M, shared=False)
+            g = self._release({k: v[pos] for k, v in local.items()}, X, Y, M, shared=False, unit=unit)
             self.info.grad_evals += int(M.sum())
             for k in local:
                 shape = (-1, *[1] * (local[k].dim() - 1))
@@ -747,7 +780,8 @@ class ScheduleDraw(TorchBackend):
         Locals
             The drawn clients, with ``start`` as their parameters.
         """
-        return Locals(self._draw("local step", K), start, params=start)
+        update = self.p.get("clip_unit", "sample") == "update"       # one release per round (reduced_plan)
+        return Locals(self._draw("local step", 1 if update else K), start, params=start)
 
     def average(self, w, local: Locals):
         """``local.start`` (nothing moves).

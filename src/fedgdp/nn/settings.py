@@ -52,10 +52,14 @@ REDUCTIONS = ("mean", "sum")
 SUMMED_STAGES = ("gradient", "local step")
 
 #: what a gradient release clips at B (docs/methods.md §6): ``sample``, each image's
-#: gradient (the paper's Algorithms 1-4; sensitivity ``2 B / n_i``), or ``client``, the
+#: gradient (the paper's Algorithms 1-4; sensitivity ``2 B / n_i``); ``client``, the
 #: client's mean (or summed) gradient as one vector, as Algorithm 5 clips its Newton
-#: release's gradient (sensitivity ``2 B`` whatever the client's size)
-CLIP_UNITS = ("sample", "client")
+#: release's gradient (sensitivity ``2 B`` whatever the client's size); or ``update``, the
+#: client's model update after a round's local steps, taken without clipping or noise, as
+#: one release per round (sensitivity ``2 B``; DP-FedAvg in the style of McMahan et al.,
+#: each client adding its own noise; FedSGD's gradients, which have no local steps, are
+#: clipped as under ``client``)
+CLIP_UNITS = ("sample", "client", "update")
 
 #: the CNN methods, the methods of the algorithm core that run on the CNN backend
 #: (``fedgdp.methods.registry("nn")``), in the paper's order (by algorithm number:
@@ -110,13 +114,13 @@ def release_plan(method: str, p: dict, n) -> tuple:
     """
     meth = get_method(method, CNN)
     data = _PlanData(float(p["clip"]), np.asarray(n, float)[None, :])
-    return reduced_plan(meth.plan(data, meth.cnn_settings(p)), p.get("reduction", "mean"), p.get("local_batch"),
-                        p.get("clip_unit", "sample"))
+    return reduced_plan(meth.plan(data, meth.cnn_settings(p)), p)
 
 
-def reduced_plan(plan: tuple, reduction: str, local_batch: int | None = None, clip_unit: str = "sample") -> tuple:
-    """A method's plan under the loss's ``reduction`` (`REDUCTIONS`), the local epoch's
-    minibatches (``local_batch``) and the clipping unit (``clip_unit``, `CLIP_UNITS`).
+def reduced_plan(plan: tuple, p: dict) -> tuple:
+    """A method's plan under the run settings ``p``: the loss's ``reduction``
+    (`REDUCTIONS`), the local epoch's minibatches (``local_batch``) and the clipping unit
+    (``clip_unit``, `CLIP_UNITS`).
 
     Under ``sum`` a gradient or local-step release (`SUMMED_STAGES`) is the sum of the
     client's clipped per-sample gradients, not their mean: replacing one image moves it by
@@ -138,16 +142,21 @@ def reduced_plan(plan: tuple, reduction: str, local_batch: int | None = None, cl
     vectors lie in the ball of radius B, so the release moves by at most ``2 B`` (times
     the step) and its spec has ``n = 1``, with or without minibatches.
 
+    Under ``clip_unit: update`` a round's ``local_epochs`` local steps are taken without
+    clipping or noise and the client releases its model update, clipped as one vector at
+    B, with noise once: the local-step spec counts one release per round (its count over
+    ``local_epochs``), of sensitivity ``2 B`` (no step size: the update itself is clipped),
+    ``n = 1``; gradient releases are clipped as under ``client``.
+
     Parameters
     ----------
     plan : tuple of fedgdp.core.privacy.ReleaseSpec
         A CNN method's plan (arrays shaped (1, m)).
-    reduction : str
-        ``mean`` or ``sum``.
-    local_batch : int or None
-        Images per local minibatch; None: one full-batch step per local epoch.
-    clip_unit : str
-        ``sample`` or ``client``.
+    p : dict
+        Run settings: ``reduction`` (``mean`` or ``sum``), ``local_batch`` (images per
+        local minibatch; None: one full-batch step per local epoch), ``clip_unit``,
+        ``local_epochs`` (local steps or passes per round) and ``clip`` (B); missing keys
+        take their defaults.
 
     Returns
     -------
@@ -155,9 +164,17 @@ def reduced_plan(plan: tuple, reduction: str, local_batch: int | None = None, cl
         The plan of the releases as they are made (``plan`` itself for ``mean``, None and
         ``sample``).
     """
+    reduction, local_batch = p.get("reduction", "mean"), p.get("local_batch")
+    clip_unit, K = p.get("clip_unit", "sample"), int(p.get("local_epochs", 1))
     out = []
     for spec in plan:
-        if spec.stage in SUMMED_STAGES and (reduction == "sum" or clip_unit == "client"):
+        if spec.stage == "local step" and clip_unit == "update":
+            if spec.count % K:
+                raise ValueError(f"clip_unit update: {spec.count} local steps are not whole rounds of "
+                                 f"local_epochs={K}")
+            spec = replace(spec, count=spec.count // K, scale=2.0 * float(p["clip"]),
+                           n=np.ones_like(np.asarray(spec.n, float)))
+        elif spec.stage in SUMMED_STAGES and (reduction == "sum" or clip_unit != "sample"):
             spec = replace(spec, n=np.ones_like(np.asarray(spec.n, float)))
         elif spec.stage == "local step" and local_batch is not None:
             spec = replace(spec, n=smallest_batch(np.asarray(spec.n, float), local_batch))
@@ -277,8 +294,8 @@ def _steps_and_size(stage: str, p: dict) -> float:
     parameter: the steps of a pass of minibatches (``ceil(n / local_batch)``, local
     steps only), times the images a summed step adds up (``reduction: sum``: the batch, or
     the client's images), with ``n`` at most `DATASET_IMAGES` over the clients (fig09: n)."""
-    if stage not in SUMMED_STAGES:
-        return 1.0
+    if stage not in SUMMED_STAGES or (stage == "local step" and p.get("clip_unit", "sample") == "update"):
+        return 1.0                                   # (a clipped model update: within B whatever the steps)
     n = p["n"] if p["n"] is not None else math.ceil(DATASET_IMAGES.get(p["dataset"], 10**6) / p["m"])
     batch = p.get("local_batch") if stage == "local step" else None
     steps = math.ceil(n / batch) if batch else 1
@@ -316,7 +333,9 @@ class NNSettings(Settings):
                              parse=choice(*REDUCTIONS), flag=str)
     clip_unit: str = setting("sample", "what a gradient release clips at B: each image's gradient (sample, the "
                              "paper's Algorithms 1-4) | the client's mean gradient as one vector (client, as "
-                             "Algorithm 5's Newton release; sensitivity 2B)", parse=choice(*CLIP_UNITS), flag=str)
+                             "Algorithm 5's Newton release; sensitivity 2B) | the client's model update after a "
+                             "round's unclipped local steps, one noisy release per round (update; sensitivity 2B)",
+                             parse=choice(*CLIP_UNITS), flag=str)
     accounting: str = setting("printed", "noise for every round a client could be drawn (printed) | for the rounds "
                               "it is drawn in a schedule drawn first (schedule; each drawn client spends mu)",
                               parse=choice(*ACCOUNTINGS), flag=str)
