@@ -1,6 +1,6 @@
 """Where the CPU time of one clipped CNN step goes, and what chunking a client's images buys.
 
-    python scripts/profile_nn_step.py [--images 480 96] [--chunk 124] [--repeats 6] [--no-keep-memory]
+    python scripts/profile_nn_step.py [--images 480 96] [--chunk 124] [--repeats 6] [--no-keep-memory] [--pool]
 
 One MNIST network, one client (``fedgdp.nn.clipping.clipped_grad_sums``, one thread), at
 each number of images: the best of ``--repeats`` calls, whole and in chunks of
@@ -8,7 +8,10 @@ each number of images: the best of ``--repeats`` calls, whole and in chunks of
 the ``torch.profiler`` table of the whole call by operator. By default the process keeps
 freed memory (``fedgdp.nn.train.keep_freed_memory``, as ``fedgdp nn-run`` does);
 ``--no-keep-memory`` measures without it, where every large tensor is a fresh ``mmap``
-(docs/performance.md).
+(docs/performance.md). ``--pool`` also times the first layer's max-pool and ReLU, forward
+and backward, at each number of images: as the network computes them (NCHW), through a
+``channels_last`` copy (PyTorch's faster pooling kernel, plus the copies there and back)
+and compiled by ``torch.compile`` (its compile time printed).
 """
 from __future__ import annotations
 
@@ -42,12 +45,41 @@ def clipped_sums(params, X, Y, M, chunk):
     return total
 
 
+def pool_variants(L: int, repeats: int) -> None:
+    """Forward and backward of ``relu(max_pool2d(z, 2))`` on the first layer's ``z`` (L, 32, 28, 28)."""
+    import torch
+    from torch.nn import functional as F
+
+    def eager(z):
+        return F.relu(F.max_pool2d(z, 2))
+
+    def via_channels_last(z):
+        return F.relu(F.max_pool2d(z.contiguous(memory_format=torch.channels_last), 2)).contiguous()
+
+    z = torch.randn((L, 32, 28, 28), generator=torch.Generator().manual_seed(1), requires_grad=True)
+    up = torch.randn((L, 32, 14, 14))
+
+    def both(f):
+        return torch.autograd.grad(f(z), z, up)[0]
+
+    t0 = time.perf_counter()
+    compiled = torch.compile(eager, dynamic=False)
+    want = both(eager)
+    same = all(torch.equal(want, both(f)) for f in (via_channels_last, compiled))
+    setup = time.perf_counter() - t0
+    ms = [best_of(lambda f=f: both(f), repeats) for f in (eager, via_channels_last, compiled)]
+    print(f"  pool + ReLU of {L} images, forward and backward: NCHW {ms[0]:.1f} ms, through channels_last "
+          f"{ms[1]:.1f} ms, compiled {ms[2]:.1f} ms (compiling and first calls {setup:.0f} s); "
+          f"the same gradients: {same}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--images", type=int, nargs="+", default=[480, 96], help="images of the client")
     ap.add_argument("--chunk", type=int, default=124, help="images per chunk")
     ap.add_argument("--repeats", type=int, default=6)
     ap.add_argument("--no-keep-memory", action="store_true", help="leave glibc's mmap threshold alone")
+    ap.add_argument("--pool", action="store_true", help="also time the first layer's pooling three ways")
     args = ap.parse_args(argv)
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -76,6 +108,8 @@ def main(argv=None) -> int:
             for _ in range(3):
                 whole()
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=10))
+        if args.pool:
+            pool_variants(L, args.repeats)
     return 0
 
 
