@@ -739,7 +739,7 @@ def audit_nn(targets: list[AuditTarget], seed: int, *, n: int = 20) -> list[Audi
         key = repr(sorted(p.items()))
         if key not in done:
             done[key] = _nn_search(p, seed, n)
-        for stage in {spec.stage for spec in release_plan(t.method, p, np.ones(1))}:
+        for stage in dict.fromkeys(spec.stage for spec in release_plan(t.method, p, np.ones(1))):   # plan order
             search = done[key][stage]
             size, moved = search.record
             (spec,) = [sp for sp in release_plan(t.method, p, np.array([float(size)])) if sp.stage == stage]
