@@ -176,6 +176,20 @@ def test_an_update_release_is_one_per_round_of_sensitivity_2B():
                                         release_plan("fedhybrid", {**p, "clip_unit": "sample"}, n)}["local step"]
 
 
+def test_a_clipped_update_counts_its_round_once_even_with_images_that_are_not_finite():
+    """Clients with a NaN image under clip_unit: update: each clipped round counts its K n_i
+    gradient evaluations as clipped, the NaN images not a second time."""
+    clients = _clients()
+    clients.x[0][0, 0, 0, 0] = float("nan")
+    got = _fit("fedavg", clients, clip_unit="update", release="clip_only", clip=1e-4, methods=["fedavg"])
+    assert got.info.clipped == got.info.grad_evals
+    for over in ({}, {"local_batch": 4}):
+        loose = _fit("fedavg", clients, clip_unit="update", release="clip_only", clip=1e6, methods=["fedavg"],
+                     **over)
+        drawn = int(loose.counts["local step"][0])          # rounds client 0 was drawn in
+        assert loose.info.clipped == 2 * drawn                # K = 2 steps, its NaN image zeroed in each
+
+
 @pytest.mark.parametrize("method", ["fedavg", "fedhybrid", "fednewton_iter"])
 def test_an_update_no_client_reaches_is_the_plain_run_to_rounding(method):
     """Clipped at a bound no update reaches, without noise: the plain run, to 1e-12 (the
@@ -204,6 +218,7 @@ def test_every_update_round_moves_fedavg_by_at_most_server_lr_times_B():
 def test_private_update_runs_spend_their_mu_and_the_audit_bounds_the_update():
     got = _fit("fedavg", clip_unit="update", methods=["fedavg"])
     np.testing.assert_allclose(got.ledger.composed_mu(), 2.0, rtol=1e-12)
+    assert 0 < got.info.clipped <= got.info.grad_evals          # a clipped round counts its images once
     assert all(np.isfinite(v.numpy()).all() for v in got.params.values())
     from fedgdp.commands.audit import _nn_search
 

@@ -336,6 +336,7 @@ class TorchBackend:
         # client-sampling one without drawing from it (the same clients as full-batch runs)
         self._batch_rng = self.rng.spawn(1)[0] if self.p.get("local_batch") else None
         self._clipped = torch.zeros((), dtype=torch.int64, device=self._device)
+        self._tally: torch.Tensor | None = None   # per drawn client, during a round of clip_unit: update
         self._per_image = floats_per_image(self.params0, tuple(self.clients.x[0].shape[1:]))
         if self.stack is None:
             self.stack = self._device.type == "cuda" or self._per_image * int(self.clients.n.max()) <= CPU_STACK
@@ -456,7 +457,7 @@ class TorchBackend:
         for g in groups:
             X, Y, M = self._batch(S[g])
             P = params if shared else {k: v[g] for k, v in params.items()}
-            out.append(self._release(P, X, Y, M, shared=shared, unit=unit))
+            out.append(self._release(P, X, Y, M, shared=shared, unit=unit, pos=torch.as_tensor(g)))
         return {k: torch.cat([o[k] for o in out]) for k in out[0]}
 
     def _unit(self, stage: str) -> str:
@@ -467,16 +468,22 @@ class TorchBackend:
             return "none" if stage == "local step" else "client"
         return unit
 
-    def _release(self, P: dict, X, Y, M, *, shared: bool, unit: str | None = None) -> dict:
+    def _release(self, P: dict, X, Y, M, *, shared: bool, unit: str | None = None,
+                 pos: torch.Tensor | None = None) -> dict:
         """One gradient ``name -> (S, *shape)`` of a stack of clients: the mean
         (``reduction: sum``: the sum) of the clipped per-sample gradients (``unit``
         ``sample``), or of the unclipped ones, clipped as one vector per client
         (``client``, `clip_client_vectors`) or not at all (``none``); images whose gradient
-        is not finite count as zero. ``unit`` defaults to the gradient stage's (`_unit`)."""
+        is not finite count as zero. ``unit`` defaults to the gradient stage's (`_unit`);
+        ``pos`` are the stack's places among the round's clients (for the round's tally of
+        clipped images under ``clip_unit: update``)."""
         unit = unit or self._unit("gradient")
         total, c = clipped_grad_sums(P, X, Y, M, self.B if unit == "sample" else math.inf, shared=shared)
         by_client = unit == "client"
-        self._clipped += (c < M).sum()
+        if self._tally is not None and pos is not None:
+            self._tally[pos.to(self._tally.device)] += (c < M).sum(1)
+        else:
+            self._clipped += (c < M).sum()
         if self.p.get("reduction", "mean") != "sum":
             div = M.sum(1)
             total = {k: v / div.view(-1, *[1] * (v.dim() - 1)) for k, v in total.items()}
@@ -530,6 +537,8 @@ class TorchBackend:
         noisy = noise is not None and bool(np.any(sd_np > 0))
         step_sd = sd if noisy and unit != "none" else None            # under update: noise once, below
         local = {k: v.unsqueeze(0).repeat(len(S), *[1] * v.dim()) for k, v in start.items()}
+        if unit == "none":
+            self._tally = torch.zeros(len(S), dtype=torch.int64, device=self._device)
         for _ in range(K):
             if self._batch_rng is not None:
                 self._minibatch_pass(local, S, eta, step_sd, noise, unit)
@@ -539,23 +548,30 @@ class TorchBackend:
                 local[k] -= eta * g[k]
                 if step_sd is not None:
                     local[k] += step_sd.view(-1, *[1] * (local[k].dim() - 1)) * noise.draw(local[k])
-        if unit == "none" and (math.isfinite(self.B) or noisy):
-            local = self._released_update(start, local, sd if noisy else None, noise, S, K)
+        if unit == "none":
+            tally, self._tally = self._tally, None
+            if math.isfinite(self.B) or noisy:
+                local = self._released_update(start, local, sd if noisy else None, noise, S, K, tally)
+            else:
+                self._clipped += tally.sum()
         self.info.floats_up += len(S) * self.dk
         return Locals(S, start, params=local)
 
     def _released_update(self, start: dict, local: dict, sd: torch.Tensor | None, noise, S: np.ndarray,
-                         K: int) -> dict:
+                         K: int, tally: torch.Tensor) -> dict:
         """``clip_unit: update``: each drawn client's model update ``local - start`` after the
         round's K unclipped, noiseless local steps, clipped as one vector at B
         (`clip_client_vectors`; a non-finite update is released as zero), plus its noise
         once; returned as the client's parameters ``start + release``. A clipped update
-        counts every gradient evaluation of its round as clipped."""
+        counts every gradient evaluation of its round as clipped; otherwise the round's
+        images whose gradient was not finite count (``tally``, per drawn client)."""
         delta = {k: v - start[k].unsqueeze(0) for k, v in local.items()}
         if math.isfinite(self.B):
             delta, clipped = clip_client_vectors(delta, self.B)
-            n = torch.as_tensor(K * self.clients.n[S], device=clipped.device)
-            self._clipped += (n * clipped).sum().to(torch.int64)
+            n = torch.as_tensor(K * self.clients.n[S], device=tally.device)
+            self._clipped += torch.where(clipped.to(tally.device) > 0, n, tally).sum()
+        else:
+            self._clipped += tally.sum()
         out = {}
         for k, v in delta.items():
             if sd is not None:
@@ -573,7 +589,7 @@ class TorchBackend:
             sub = np.array([j for j, b in enumerate(passes) if t < len(b)])
             X, Y, M = self.clients.batch(S[sub], [passes[j][t] for j in sub])
             pos = torch.as_tensor(sub, device=X.device)
-            g = self._release({k: v[pos] for k, v in local.items()}, X, Y, M, shared=False, unit=unit)
+            g = self._release({k: v[pos] for k, v in local.items()}, X, Y, M, shared=False, unit=unit, pos=pos)
             self.info.grad_evals += int(M.sum())
             for k in local:
                 shape = (-1, *[1] * (local[k].dim() - 1))
