@@ -226,3 +226,14 @@ def test_private_update_runs_spend_their_mu_and_the_audit_bounds_the_update():
     searches = _nn_search(p, 0, 3)
     assert all(s.best <= 1 + 1e-9 for s in searches.values())
     assert searches["local step"].best >= 0.9
+
+
+@pytest.mark.parametrize("method", ["fedsgd", "fedavg"])
+@pytest.mark.parametrize("over", [{}, {"reduction": "sum"}])
+def test_a_clipped_client_counts_its_images_once_even_with_an_image_that_is_not_finite(method, over):
+    """clip_unit: client at a tiny B, a NaN image at one client: every vector is clipped, so
+    every gradient evaluation counts as clipped once, the NaN image not a second time."""
+    clients = _clients()
+    clients.x[0][0, 0, 0, 0] = float("nan")
+    got = _fit(method, clients, clip_unit="client", release="clip_only", clip=1e-4, methods=[method], **over)
+    assert got.info.clipped == got.info.grad_evals

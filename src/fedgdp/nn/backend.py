@@ -479,17 +479,18 @@ class TorchBackend:
         clipped images under ``clip_unit: update``)."""
         unit = unit or self._unit("gradient")
         total, c = clipped_grad_sums(P, X, Y, M, self.B if unit == "sample" else math.inf, shared=shared)
-        by_client = unit == "client"
-        if self._tally is not None and pos is not None:
-            self._tally[pos.to(self._tally.device)] += (c < M).sum(1)
-        else:
-            self._clipped += (c < M).sum()
+        zeroed = (c < M).sum(1)                      # images whose gradient was not finite (or clipped)
         if self.p.get("reduction", "mean") != "sum":
             div = M.sum(1)
             total = {k: v / div.view(-1, *[1] * (v.dim() - 1)) for k, v in total.items()}
-        if by_client and math.isfinite(self.B):
+        if unit == "client" and math.isfinite(self.B):
             total, clipped = clip_client_vectors(total, self.B)
-            self._clipped += (M.sum(1) * clipped).sum().to(torch.int64)   # every image of a clipped client
+            # a clipped client counts every image once; otherwise its zeroed images count
+            zeroed = torch.where(clipped > 0, M.sum(1).to(zeroed.dtype), zeroed)
+        if self._tally is not None and pos is not None:
+            self._tally[pos.to(self._tally.device)] += zeroed
+        else:
+            self._clipped += zeroed.sum()
         return total
 
     def _batch(self, clients: np.ndarray):
@@ -530,6 +531,9 @@ class TorchBackend:
         if part != "full" or drift is not None:
             raise ValueError("the CNN backend runs local steps on every image and without drift")
         unit = self._unit("local step")
+        if unit == "none" and K != int(self.p.get("local_epochs", K)):
+            raise ValueError(f"clip_unit update: a round of {K} local steps, but the plan counts rounds of "
+                             f"local_epochs={self.p['local_epochs']}")
         S = self._draw("local step", 1 if unit == "none" else K)
         sd_np = np.asarray(sigma)[S]
         ref = next(iter(start.values()))
@@ -539,17 +543,20 @@ class TorchBackend:
         local = {k: v.unsqueeze(0).repeat(len(S), *[1] * v.dim()) for k, v in start.items()}
         if unit == "none":
             self._tally = torch.zeros(len(S), dtype=torch.int64, device=self._device)
-        for _ in range(K):
-            if self._batch_rng is not None:
-                self._minibatch_pass(local, S, eta, step_sd, noise, unit)
-                continue
-            g = self._mean_grads(local, S, shared=False, unit=unit)
-            for k in local:
-                local[k] -= eta * g[k]
-                if step_sd is not None:
-                    local[k] += step_sd.view(-1, *[1] * (local[k].dim() - 1)) * noise.draw(local[k])
-        if unit == "none":
+        try:
+            for _ in range(K):
+                if self._batch_rng is not None:
+                    self._minibatch_pass(local, S, eta, step_sd, noise, unit)
+                    continue
+                g = self._mean_grads(local, S, shared=False, unit=unit)
+                for k in local:
+                    local[k] -= eta * g[k]
+                    if step_sd is not None:
+                        local[k] += step_sd.view(-1, *[1] * (local[k].dim() - 1)) * noise.draw(local[k])
+        finally:
             tally, self._tally = self._tally, None
+        if unit == "none":
+            assert tally is not None
             if math.isfinite(self.B) or noisy:
                 local = self._released_update(start, local, sd if noisy else None, noise, S, K, tally)
             else:

@@ -252,7 +252,10 @@ Z_MAX = 40.0
 
 def parameter_bound(method: str, p: dict) -> float:
     """An upper bound on the magnitude of every parameter of a private network trained by
-    ``method`` under run settings ``p``, whatever the data and the noise draws.
+    ``method`` under run settings ``p``, whatever the data and the noise draws: the global
+    parameters and every local iterate that a release forms (under ``clip_unit: update``
+    the unclipped local steps inside a round are not bounded; an update they make
+    non-finite is released as zero).
 
     Every release spec of the method's plan at client size 1 (its largest noise sd
     ``sigma``; sensitivity ``Delta``) moves a parameter by at most ``f (Delta / 2 + sigma
@@ -277,7 +280,7 @@ def parameter_bound(method: str, p: dict) -> float:
     """
     plan = release_plan(method, p, np.ones(1))
     cal = privacy.calibrate(plan, mu=float(p["mu"]))
-    f = {"local step": p["server_lr"], "gradient": p["server_lr"] * p["lr"], "newton": 1.0}
+    f = {"local step": max(1.0, p["server_lr"]), "gradient": p["server_lr"] * p["lr"], "newton": 1.0}
     with np.errstate(over="ignore"):
         moves = [spec.count * f[spec.stage] * _steps_and_size(spec.stage, p)
                  * (float(np.max(spec.sensitivity)) / 2 + float(np.max(sd)) * Z_MAX)
@@ -388,7 +391,7 @@ class NNSettings(Settings):
         """Cross-field checks, on the checked values (in place): ``fig09`` needs ``n``
         (at least 3), ``fig10`` none; FedNewton-Iter needs ``rounds`` a multiple of
         ``newton_cycles``; a private run's `parameter_bound` is at most
-        `FLOAT32_BOUND` for every method (so float32 training stays finite).
+        `FLOAT32_BOUND` for every method (so the released float32 parameters stay finite).
         ValueError naming the values otherwise.
 
         Parameters
