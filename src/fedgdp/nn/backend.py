@@ -803,8 +803,8 @@ class ScheduleDraw(TorchBackend):
         Locals
             The drawn clients, with ``start`` as their parameters.
         """
-        update = self.p.get("clip_unit", "sample") == "update"       # one release per round (reduced_plan)
-        return Locals(self._draw("local step", 1 if update else K), start, params=start)
+        per_round = self._unit("local step") == "none"                # clip_unit update: one release a round
+        return Locals(self._draw("local step", 1 if per_round else K), start, params=start)
 
     def average(self, w, local: Locals):
         """``local.start`` (nothing moves).
