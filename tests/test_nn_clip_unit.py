@@ -237,3 +237,21 @@ def test_a_clipped_client_counts_its_images_once_even_with_an_image_that_is_not_
     clients.x[0][0, 0, 0, 0] = float("nan")
     got = _fit(method, clients, clip_unit="client", release="clip_only", clip=1e-4, methods=[method], **over)
     assert got.info.clipped == got.info.grad_evals
+
+
+@pytest.mark.parametrize("method", ["fedavg", "fedhybrid", "fednewton_iter"])
+def test_an_update_run_reports_the_rounds_each_client_was_drawn_in(method):
+    """A run's participation and spent mu under clip_unit: update count a drawn round once
+    (one local-step release a round, not local_epochs): the same clients are drawn as in
+    the per-sample run of the same seeds, so the rounds each was drawn in are the same, and
+    the spent mu is finite and at most mu over the clients drawn."""
+    from fedgdp.nn.run import _rounds_drawn, _spent
+
+    p = resolve({"figure": "fig10", "q": 0.25, "rounds": 4, "local_epochs": 2, "newton_cycles": 2, "clip": 0.5})
+    update = _fit(method, clip_unit="update", methods=[method])
+    sample = _fit(method, methods=[method])
+    got = _rounds_drawn(update.counts, {**p, "clip_unit": "update"})
+    np.testing.assert_array_equal(got, _rounds_drawn(sample.counts, p))
+    assert got.sum() > 0
+    spent = _spent(update.ledger, update.counts, {**p, "clip_unit": "update"})
+    assert 0 < spent["mu_spent_min"] <= spent["mu_spent_max"] <= 2.0 + 1e-9

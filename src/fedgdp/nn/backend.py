@@ -42,7 +42,7 @@ from ..core import privacy
 from ..methods import CNN, Fit
 from .clipping import clip_factors, clip_margin, clipped_grad_sums, floats_per_image, head_grads
 from .models import HEAD
-from .settings import reduced_plan
+from .settings import reduced_plan, update_is_release
 
 __all__ = ["TorchBackend", "ScheduleDraw", "TorchNoise", "Locals", "TrainInfo", "sample_clients", "head_vector",
            "set_head_vector", "newton_direction", "head_newton_step"]
@@ -463,10 +463,9 @@ class TorchBackend:
     def _unit(self, stage: str) -> str:
         """What a release of ``stage`` clips: ``sample``, ``client``, or ``none`` (the
         local steps under ``clip_unit: update``, whose update is clipped afterwards)."""
-        unit = self.p.get("clip_unit", "sample")
-        if unit == "update":
+        if update_is_release(self.p):
             return "none" if stage == "local step" else "client"
-        return unit
+        return self.p.get("clip_unit", "sample")
 
     def _release(self, P: dict, X, Y, M, *, shared: bool, unit: str | None = None,
                  pos: torch.Tensor | None = None) -> dict:

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.seeds import seed_sequence
 from .data import ImageData, load_images
-from .settings import data_key, label
+from .settings import data_key, label, releases_per_round
 
 if TYPE_CHECKING:
     import pandas
@@ -231,9 +231,9 @@ def _spent(ledger, counts: dict, p: dict) -> dict:
 
 def _rounds_drawn(counts: dict, p: dict) -> np.ndarray:
     """Rounds in which each client was drawn, shape (m,): a FedAvg round makes
-    ``local_epochs`` local-step releases, a FedSGD or Newton round one."""
-    per_round = {"local step": p["local_epochs"], "gradient": 1, "newton": 1}
-    return sum(c // per_round[stage] for stage, c in counts.items())
+    ``local_epochs`` local-step releases (one under ``clip_unit: update``), a FedSGD or
+    Newton round one (`fedgdp.nn.settings.releases_per_round`)."""
+    return sum(c // releases_per_round(p, stage) for stage, c in counts.items())
 
 
 # --------------------------------------------------------------------------- I/O

@@ -168,7 +168,7 @@ def reduced_plan(plan: tuple, p: dict) -> tuple:
     clip_unit, K = p.get("clip_unit", "sample"), int(p.get("local_epochs", 1))
     out = []
     for spec in plan:
-        if spec.stage == "local step" and clip_unit == "update":
+        if spec.stage == "local step" and update_is_release(p):
             if spec.count % K:
                 raise ValueError(f"clip_unit update: {spec.count} local steps are not whole rounds of "
                                  f"local_epochs={K}")
@@ -180,6 +180,34 @@ def reduced_plan(plan: tuple, p: dict) -> tuple:
             spec = replace(spec, n=smallest_batch(np.asarray(spec.n, float), local_batch))
         out.append(spec)
     return tuple(out)
+
+
+def update_is_release(p: dict) -> bool:
+    """Whether a round's model update is one release (``clip_unit: update``: its local
+    steps are unclipped and noiseless, the update is clipped and noised once), so that a
+    drawn client makes one local-step release a round instead of ``local_epochs``."""
+    return p.get("clip_unit", "sample") == "update"
+
+
+def releases_per_round(p: dict, stage: str) -> int:
+    """Releases of ``stage`` a client makes in a round it is drawn in.
+
+    Parameters
+    ----------
+    p : dict
+        Run settings (``local_epochs``, ``clip_unit``).
+    stage : str
+        ``gradient``, ``newton`` or ``local step``.
+
+    Returns
+    -------
+    int
+        One gradient or Newton release; ``local_epochs`` local steps, or one under
+        ``clip_unit: update`` (`update_is_release`).
+    """
+    if stage != "local step" or update_is_release(p):
+        return 1
+    return int(p["local_epochs"])
 
 
 def smallest_batch(n, batch: int):
@@ -297,7 +325,7 @@ def _steps_and_size(stage: str, p: dict) -> float:
     parameter: the steps of a pass of minibatches (``ceil(n / local_batch)``, local
     steps only), times the images a summed step adds up (``reduction: sum``: the batch, or
     the client's images), with ``n`` at most `DATASET_IMAGES` over the clients (fig09: n)."""
-    if stage not in SUMMED_STAGES or (stage == "local step" and p.get("clip_unit", "sample") == "update"):
+    if stage not in SUMMED_STAGES or (stage == "local step" and update_is_release(p)):
         return 1.0                                   # (a clipped model update: within B whatever the steps)
     n = p["n"] if p["n"] is not None else math.ceil(DATASET_IMAGES.get(p["dataset"], 10**6) / p["m"])
     batch = p.get("local_batch") if stage == "local step" else None
