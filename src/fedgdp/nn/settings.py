@@ -185,7 +185,18 @@ def reduced_plan(plan: tuple, p: dict) -> tuple:
 def update_is_release(p: dict) -> bool:
     """Whether a round's model update is one release (``clip_unit: update``: its local
     steps are unclipped and noiseless, the update is clipped and noised once), so that a
-    drawn client makes one local-step release a round instead of ``local_epochs``."""
+    drawn client makes one local-step release a round instead of ``local_epochs``.
+
+    Parameters
+    ----------
+    p : dict
+        Run settings (``clip_unit``; missing: ``sample``).
+
+    Returns
+    -------
+    bool
+        True under ``clip_unit: update``.
+    """
     return p.get("clip_unit", "sample") == "update"
 
 
