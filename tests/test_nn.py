@@ -1,5 +1,6 @@
 """CNN methods with torch: the methods of the core on the torch backend against the former
 loop (tests/nn_oracle.py), head-only Newton, sampling, reproducibility, CLI."""
+import math
 import sys
 from pathlib import Path
 
@@ -177,6 +178,32 @@ def test_models_and_device():
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(ValueError, match="device"):
         resolve_device("nonsense")
+
+
+def test_each_init_draws_the_named_distribution_within_one_from_the_seed():
+    """`init` redraws conv and linear weights from the run's seed: He's and Glorot's uniform
+    bounds (sqrt(6 / fan_in), sqrt(6 / (fan_in + fan_out))) hold for every weight, biases
+    are 0, the same seed gives the same weights, the default is PyTorch's own draw, and every
+    parameter starts in [-1, 1] (the starting magnitude parameter_bound assumes)."""
+    base = build_model("mnist", seed=4)
+    for init in ("he", "xavier"):
+        net = build_model("mnist", seed=4, init=init)
+        again = build_model("mnist", seed=4, init=init)
+        assert all(torch.equal(u, v) for u, v in zip(net.parameters(), again.parameters()))
+        assert not torch.equal(net.fc.weight, base.fc.weight)
+        for layer in (*net.convs, net.fc, net.head):
+            w = layer.weight.detach()
+            fan_in = w[0].numel()
+            fan_out = w.shape[0] * w[0, 0].numel()
+            bound = math.sqrt(6 / fan_in) if init == "he" else math.sqrt(6 / (fan_in + fan_out))
+            assert float(w.abs().max()) <= bound
+            assert float(w.abs().max()) > 0.9 * bound       # a uniform draw of >= 1,000 values nears its bound
+            assert not layer.bias.any()
+        assert max(float(v.detach().abs().max()) for v in net.parameters()) <= 1.0
+    with pytest.raises(ValueError, match="init='orthogonal'"):
+        build_model("mnist", seed=4, init="orthogonal")
+    with pytest.raises(ValueError, match="init"):
+        resolve({"dataset": "mnist", "init": "orthogonal"})
 
 
 def test_cli_run_summarise_plot(tmp_path):

@@ -27,6 +27,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .settings import INITS
+
 __all__ = ["ConvNet", "build_model", "ARCHITECTURES", "HEAD"]
 
 HEAD = "head"
@@ -37,6 +39,21 @@ ARCHITECTURES = {
     "cifar10": ((3, 32, 32), (32, 64, 128), 256),
     "digits": ((1, 8, 8), (8, 16), 32),
 }
+
+
+def _reinit(net: nn.Module, init: str) -> None:
+    """Redraw the weights of ``net``'s conv and linear layers under ``init`` (biases 0),
+    from the current torch generator; ``default`` keeps PyTorch's draw."""
+    if init == "default":
+        return
+    for layer in net.modules():
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            if init == "he":
+                nn.init.kaiming_uniform_(layer.weight, nonlinearity="relu")
+            else:
+                nn.init.xavier_uniform_(layer.weight)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
 
 
 class ConvNet(nn.Module):
@@ -96,8 +113,8 @@ class ConvNet(nn.Module):
         return F.log_softmax(self.head(self.features(x)), dim=-1)
 
 
-def build_model(dataset: str, *, seed: int, classes: int = 10) -> ConvNet:
-    """The dataset's CNN with PyTorch's default initialisation drawn from ``seed``.
+def build_model(dataset: str, *, seed: int, classes: int = 10, init: str = "default") -> ConvNet:
+    """The dataset's CNN with its initial weights drawn from ``seed``.
 
     The draw uses a forked generator, so the global torch RNG is left untouched and
     the same seed gives the same weights in any process. (The GLM methods start at
@@ -112,15 +129,24 @@ def build_model(dataset: str, *, seed: int, classes: int = 10) -> ConvNet:
         Seeds the initial weights.
     classes : int
         Outputs of the head.
+    init : str
+        One of `fedgdp.nn.settings.INITS`: ``default`` (PyTorch's), ``he`` or ``xavier``.
 
     Returns
     -------
     ConvNet
-        The network, on the CPU, in float32.
+        The network, on the CPU, in float32, every parameter in [-1, 1].
     """
     if dataset not in ARCHITECTURES:
         raise ValueError(f"no CNN for dataset {dataset!r}; known: {', '.join(ARCHITECTURES)}")
+    if init not in INITS:
+        raise ValueError(f"nn setting init={init!r}: known: {', '.join(INITS)}")
     in_shape, channels, hidden = ARCHITECTURES[dataset]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return ConvNet(in_shape, channels, hidden, classes)
+        net = ConvNet(in_shape, channels, hidden, classes)
+        _reinit(net, init)
+    largest = max(float(v.detach().abs().max()) for v in net.parameters())
+    if not largest <= 1.0:           # parameter_bound's starting magnitude
+        raise ValueError(f"init={init!r} drew a parameter of magnitude {largest:.3g} > 1")
+    return net

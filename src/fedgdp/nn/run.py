@@ -147,7 +147,7 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     part_ss, init_ss = root.spawn(2)
     parts = partition(data.y_train.shape[0], p, np.random.default_rng(part_ss))
     model = build_model(p["dataset"], seed=int(init_ss.generate_state(1, np.uint64)[0]),
-                        classes=data.classes).to(dev)
+                        classes=data.classes, init=p["init"]).to(dev)
     params0 = {k: v.detach() for k, v in model.named_parameters()}
     n_params = sum(v.numel() for v in params0.values())
 

@@ -61,6 +61,13 @@ SUMMED_STAGES = ("gradient", "local step")
 #: clipped as under ``client``)
 CLIP_UNITS = ("sample", "client", "update")
 
+#: the networks' initial weights (`fedgdp.nn.models.build_model`): ``default``, PyTorch's
+#: (weights and biases uniform on +-1/sqrt(fan_in)); ``he``, Kaiming-uniform for ReLU
+#: (weights on +-sqrt(6/fan_in), biases 0); ``xavier``, Glorot-uniform (weights on
+#: +-sqrt(6/(fan_in + fan_out)), biases 0). With fan_in >= 9 in every layer, each starts
+#: every parameter in [-1, 1], the starting magnitude `parameter_bound` assumes
+INITS = ("default", "he", "xavier")
+
 #: the CNN methods, the methods of the algorithm core that run on the CNN backend
 #: (``fedgdp.methods.registry("nn")``), in the paper's order (by algorithm number:
 #: FedSGD, FedHybrid, FedAvg, FedNewton-Iter), the legend order of Figures 9-10
@@ -303,7 +310,7 @@ def parameter_bound(method: str, p: dict) -> float:
     step, averaged), ``server_lr lr`` (a gradient: a server step) or 1 (a Newton release:
     a weighted average of the heads), and by the steps of a pass of minibatches and the
     images a summed step adds up (`reduced_plan`; at most the data set's size per client).
-    PyTorch's default initialisation starts every parameter in [-1, 1].
+    Every initialisation of `INITS` starts every parameter in [-1, 1].
 
     Parameters
     ----------
@@ -381,6 +388,9 @@ class NNSettings(Settings):
     accounting: str = setting("printed", "noise for every round a client could be drawn (printed) | for the rounds "
                               "it is drawn in a schedule drawn first (schedule; each drawn client spends mu)",
                               parse=choice(*ACCOUNTINGS), flag=str)
+    init: str = setting("default", "initial weights: PyTorch's default (default) | Kaiming-uniform for ReLU with "
+                        "zero biases (he) | Glorot-uniform with zero biases (xavier); seeded by run",
+                        parse=choice(*INITS), flag=str)
     q: float = setting(0.1, "fraction of clients drawn per round", parse=number(0, 1, closed="high"), flag=float)
     rounds: int = setting(10, "base global rounds R", parse=integer(1, strict=False), flag=int)
     local_epochs: int = setting(10, "full-batch local steps per round K", parse=integer(1, strict=False), flag=int)
