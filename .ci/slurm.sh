@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # CI: the SLURM profile against a real single-node SLURM (Debian's slurm-wlm + munge).
-#   bash .ci/slurm.sh [PYTHON]
+#   bash .ci/slurm.sh [PYTHON [LOCAL]]
 # PYTHON: the interpreter of an environment with fedgdp installed (default: python3).
+# LOCAL: the results/, figures/ and tables/ of a `--cores 2` run of config/smoke.yaml from
+# this tree (.ci/run passes the Quick start's, `.ci/quickstart.sh KEEP`); without it the
+# script makes that local run itself.
 # Needs root on Debian/Ubuntu (apt-get, daemons, /etc/slurm/slurm.conf). Steps:
 #  1. install the `slurm` extra of pyproject.toml (snakemake-executor-plugin-slurm),
 #     and slurm-wlm + munge when missing;
 #  2. bring up munged, slurmctld and slurmd (.ci/slurm-cluster.sh);
-#  3. run config/smoke.yaml twice, in two copies of the working tree: `--cores 2`
-#     locally, and through `--profile workflow/profiles/slurm`;
+#  3. run config/smoke.yaml through `--profile workflow/profiles/slurm` in a copy of the
+#     working tree (and `--cores 2` locally in another, unless LOCAL is given);
 #  4. check that every cell file was written inside a job submitted with sbatch
 #     (slurm_job_id in its Parquet metadata) and that the summaries and tables equal
 #     those of the local run (.ci/slurm_check.py);
@@ -21,6 +24,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 py=${1:-${PYTHON:-python3}}
 [[ $py == */* ]] && py="$(cd "$(dirname "$py")" && pwd)/$(basename "$py")"   # the runs cd elsewhere
+local_run=${2:-}
 timeout_s=${FEDGDP_SLURM_TIMEOUT:-900}
 say() { printf '[slurm-ci %(%H:%M:%S)T] %s\n' -1 "$*"; }
 if [[ $(id -u) -ne 0 ]]; then
@@ -55,18 +59,26 @@ slurm_up
 t_up=$(( SECONDS - t0 ))
 say "bring-up: ${t_up}s"
 
-# Two copies of the working tree's tracked files: the runs never touch the checkout.
-for d in local slurm; do
+# Copies of the working tree's tracked files: the runs never touch the checkout.
+dirs=(slurm)
+[[ -z $local_run ]] && dirs+=(local)
+for d in "${dirs[@]}"; do
     mkdir -p "$work/$d"
     (cd "$repo" && git ls-files -z | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$work/$d"
 done
 smk=("$py" -m snakemake --configfile config/smoke.yaml --nocolor)
 
 t0=$SECONDS
-(cd "$work/local" && "${smk[@]}" --cores 2 >"$work/local.log" 2>&1) || {
-    tail -n 40 "$work/local.log"; say "local run failed"; exit 1; }
+if [[ -n $local_run ]]; then
+    [[ -d $local_run/results ]] || { say "LOCAL $local_run has no results/"; exit 1; }
+    ln -s "$(cd "$local_run" && pwd)" "$work/local"
+    say "local run: the one in $local_run"
+else
+    (cd "$work/local" && "${smk[@]}" --cores 2 >"$work/local.log" 2>&1) || {
+        tail -n 40 "$work/local.log"; say "local run failed"; exit 1; }
+    say "local run (--cores 2): $(( SECONDS - t0 ))s, $(grep -Eo '[0-9]+ of [0-9]+ steps \(100%\) done' "$work/local.log" | tail -n1)"
+fi
 t_local=$(( SECONDS - t0 ))
-say "local run (--cores 2): ${t_local}s, $(grep -Eo '[0-9]+ of [0-9]+ steps \(100%\) done' "$work/local.log" | tail -n1)"
 
 # The profile as a user runs it, plus: no account (this cluster has no accounting
 # database) and a shorter first status check (faster; MinJobAge allows it).

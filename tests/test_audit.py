@@ -145,19 +145,16 @@ def test_a_run_config_is_audited_at_its_settings(tmp_path):
         read_run_config([tmp_path / "missing.yaml"])
 
 
-@pytest.mark.slow
-def test_cli_json(capsys):
-    assert main(["audit", "--quick", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert {"method", "model", "release", "certified", "observed", "recorded", "ratio", "budget", "pair"} <= set(out[0])
-
-
 def test_cli_prints_the_audit_as_json_and_as_a_table(rows, capsys, monkeypatch):
-    """The command's plumbing on the rows above (the full audit through it: test_cli_json)."""
+    """The command's plumbing on the rows above: `fedgdp audit --quick` is
+    run_audit(quick=True) over the default targets (the search itself: the tests above and
+    all_rows, without repeating it here)."""
     import fedgdp.commands.audit
 
-    monkeypatch.setattr(fedgdp.commands.audit, "run_audit", lambda **kw: rows)
+    calls = []
+    monkeypatch.setattr(fedgdp.commands.audit, "run_audit", lambda **kw: calls.append(kw) or rows)
     assert main(["audit", "--quick", "--json"]) == 0
+    assert calls == [{"quick": True, "targets": None, "seed": 0}]
     out = json.loads(capsys.readouterr().out)
     assert len(out) == len(rows)
     assert {"method", "model", "release", "certified", "observed", "recorded", "ratio", "budget", "pair"} <= set(out[0])

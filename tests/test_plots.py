@@ -236,7 +236,7 @@ def test_cnn_figures_have_one_legend_under_the_panels(tmp_path, monkeypatch):
     from fedgdp.nn.settings import METHODS as NN_METHODS
 
     rows = [{c: 1.0 for c in SUMMARY_COLUMNS} | {"figure": "fig10", "dataset": ds, "method": meth, "label": meth,
-                                                 "x": x, "m": x, "median_accuracy": 0.5 + 0.1 * k}
+                                                 "x": x, "m": x, "median_accuracy": 0.5 + 0.1 * k, "runs": 3}
             for ds in ("mnist", "cifar10") for k, meth in enumerate(NN_METHODS) for x in (5, 10)]
     kept = []
     monkeypatch.setattr(plt, "close", kept.append)             # keep the figure to inspect it
@@ -244,9 +244,11 @@ def test_cnn_figures_have_one_legend_under_the_panels(tmp_path, monkeypatch):
     (fig,) = kept
     assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
     assert [t.get_text() for t in fig.legends[0].get_texts()] == list(NN_METHODS)
-    assert "median final test accuracy" in _caption(fig)
+    assert "median final test accuracy over runs; bands: range" in _caption(fig)
     _assert_legends_outside_panels(fig)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pdf", "f.png"]       # no temporary left
+    nn_plot(pd.DataFrame([r | {"runs": 1} for r in rows]), "fig10", tmp_path / "one.pdf")
+    assert "no band: one run" in _caption(kept[-1]) and "bands: range" not in _caption(kept[-1])
 
 
 def test_caption_lines_never_split_math():

@@ -126,7 +126,9 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
             handles.setdefault(lab, h)
     width = fig.get_figwidth()
     ncol = max(1, min(len(handles), int(width // 2.2)))
-    text = "Lines: median final test accuracy over runs; bands: range (min to max) over runs."
+    most_runs = int(s["runs"].max())
+    text = ("Lines: median final test accuracy over runs; bands: range (min to max) over runs." if most_runs > 1
+            else "Lines: final test accuracy of the one run at each point (no band: one run).")
     if "digits" in datasets:
         text += " " + SMOKE_NOTE
     caption = textwrap.wrap(text, width=int(width * 16))
