@@ -39,6 +39,23 @@ def test_config_is_checked_before_any_run(tmp_path):
         load_readings(_config(tmp_path, CONFIG.replace("runs: 2", "runs: 0")))
 
 
+def test_a_point_may_run_some_readings_only(tmp_path):
+    """A point's ``readings`` list: those readings at that point, the others nowhere there;
+    a name that is not a declared reading is refused before any run."""
+    text = CONFIG.replace("  - {figure: fig09, x: 20}\n",
+                          "  - {figure: fig09, x: 20}\n  - {figure: fig10, x: 30, readings: [plain, clip_only]}\n")
+    got = [(r, f, x, run) for r, f, x, run, _ in pieces(load_readings(_config(tmp_path, text)))]
+    assert len(got) == 2 * (3 + 2)
+    assert [(r, run) for r, f, x, run in got if f == "fig10"] == [("plain", 0), ("clip_only", 0),
+                                                                  ("plain", 1), ("clip_only", 1)]
+    with pytest.raises(ValueError, match=r"point fig10 x=30: readings=\['plian'\]"):
+        load_readings(_config(tmp_path, text.replace("[plain, clip_only]", "[plian]")))
+    with pytest.raises(ValueError, match="readings=\\[\\] must be a non-empty list"):
+        load_readings(_config(tmp_path, text.replace("[plain, clip_only]", "[]")))
+    with pytest.raises(ValueError, match="a point is"):
+        load_readings(_config(tmp_path, text.replace("readings: [plain", "runs: [plain")))
+
+
 def test_privacy_of_each_release():
     assert privacy_of("private", 2.0, "printed")[0] == 2.0
     assert "schedule" in privacy_of("private", 2.0, "schedule")[1]

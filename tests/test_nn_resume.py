@@ -76,15 +76,17 @@ def test_a_file_without_recorded_settings_is_refused(tmp_path):
 
 # ------------------------------------------------------------ the readings map as a target
 def test_the_readings_map_is_a_target_of_one_job_per_piece(monkeypatch):
-    """Target nn_readings: one run file per (reading, point, run) of config/nn-readings.yaml,
-    each run with the settings `fedgdp nn-readings --run` gives it (the same seeds)."""
+    """Target nn_readings: one run file per (reading, point, run) of config/nn-readings.yaml
+    (a point with its own ``readings`` list has those only), each run with the settings `fedgdp nn-readings --run` gives it (the same seeds)."""
     from fedgdp.nn.readings import load_readings, pieces
 
     monkeypatch.chdir(ROOT)
     the_plan = wp.load(merged(), SCHEMA, [])
     cfg = load_readings("config/nn-readings.yaml")
     files = the_plan.nn_reading_files()
-    assert len(files) == len(cfg["readings"]) * len(cfg["points"]) * cfg["runs"] == len(pieces(cfg))
+    per_run = sum(len(p.get("readings", cfg["readings"])) for p in cfg["points"])
+    assert len(files) == per_run * cfg["runs"] == len(pieces(cfg))
+    assert len(set(files)) == len(files)
     assert the_plan.targets()["nn_readings"] == [f"tables/paper/nn_readings/readings.{e}"
                                                  for e in ("csv", "md", "pdf", "png")]
     name, fig, x, run, settings = pieces(cfg)[5]

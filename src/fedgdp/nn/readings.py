@@ -42,7 +42,8 @@ def load_readings(path: str | os.PathLike) -> dict:
     ----------
     path : str or path
         A YAML file with ``dataset``, ``points`` (a list of ``{figure, x}``: Figure 9's
-        n per client at m = 100, or Figure 10's m), ``runs``, ``readings`` (name ->
+        n per client at m = 100, or Figure 10's m; optionally ``readings``, the names of
+        the readings run at that point, all of them when absent), ``runs``, ``readings`` (name ->
         settings) and optionally ``data_dir`` and ``band`` (figure -> the paper's
         accuracy range, drawn on the figure).
 
@@ -73,12 +74,19 @@ def load_readings(path: str | os.PathLike) -> dict:
     if not isinstance(cfg["readings"], dict) or not cfg["readings"]:
         raise ValueError(f"{path}: readings must be a non-empty mapping name -> settings")
     for point in cfg["points"]:
-        if not isinstance(point, dict) or set(point) != {"figure", "x"}:
-            raise ValueError(f"{path}: a point is {{figure: fig09|fig10, x: int}}, got {point!r}")
+        if not isinstance(point, dict) or not {"figure", "x"} <= set(point) <= {"figure", "x", "readings"}:
+            raise ValueError(f"{path}: a point is {{figure: fig09|fig10, x: int, readings: [names] (optional)}}, "
+                             f"got {point!r}")
+        only = point.get("readings", list(cfg["readings"]))
+        if not (isinstance(only, list) and only and all(isinstance(n, str) and n in cfg["readings"] for n in only)):
+            raise ValueError(f"{path}: point {point['figure']} x={point['x']}: readings={only!r} must be a "
+                             f"non-empty list of declared readings (of {', '.join(cfg['readings'])})")
     for name, over in cfg["readings"].items():
         if not isinstance(over, dict):
             raise ValueError(f"{path}: reading {name!r}: settings must be a mapping, got {over!r}")
         for point in cfg["points"]:
+            if name not in point.get("readings", [name]):
+                continue
             try:
                 resolve(_settings(cfg, point, over, 0))
             except ValueError as exc:
@@ -96,7 +104,8 @@ def _settings(cfg: dict, point: dict, over: dict, run: int) -> dict:
 
 def pieces(cfg: dict) -> list[tuple]:
     """Every (reading, figure, x, run, settings) of the map, run by run (each run's
-    readings together, so a partial map has whole runs).
+    readings together, so a partial map has whole runs); a point with ``readings`` has
+    those readings only.
 
     Parameters
     ----------
@@ -109,7 +118,8 @@ def pieces(cfg: dict) -> list[tuple]:
         ``(reading, figure, x, run, settings)``, settings for ``fedgdp.nn.settings.resolve``.
     """
     return [(name, pt["figure"], int(pt["x"]), run, _settings(cfg, pt, over, run))
-            for run in range(cfg["runs"]) for pt in cfg["points"] for name, over in cfg["readings"].items()]
+            for run in range(cfg["runs"]) for pt in cfg["points"] for name, over in cfg["readings"].items()
+            if name in pt.get("readings", [name])]
 
 
 def piece_path(runs_dir: str | os.PathLike, reading: str, figure: str, x: int, run: int) -> Path:
