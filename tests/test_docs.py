@@ -68,3 +68,12 @@ def test_site_builds_strictly(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     assert (tmp_path / "site" / "api" / "index.html").read_text().count("FederatedGLM") > 5
+
+
+def test_the_readings_table_in_the_cnn_page_is_the_generated_one():
+    """docs/cnns.md quotes docs/results/nn-readings/readings.md (made by fedgdp nn-readings)
+    row for row, so its numbers never drift from the committed pieces."""
+    rows = [line for line in (ROOT / "docs/results/nn-readings/readings.md").read_text().splitlines()
+            if line.startswith("|")]
+    assert len(rows) > 2
+    assert "\n".join(rows) + "\n" in (ROOT / "docs" / "cnns.md").read_text()
