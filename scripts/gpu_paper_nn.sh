@@ -4,7 +4,8 @@
 # on a machine with only this working tree, PyTorch and the scientific stack (no
 # Snakemake, no network):
 #
-#   scripts/gpu_paper_nn.sh OUT
+#   scripts/gpu_paper_nn.sh OUT               # the grid of Figures 9-10 (WHAT=grid, the default)
+#   WHAT=readings scripts/gpu_paper_nn.sh OUT  # the CNN readings map's missing pieces instead
 #
 # It installs the package without its dependencies (no build isolation: nothing is
 # downloaded), reads MNIST from data/mnist (git-ignored: the four IDX .gz files, carried
@@ -16,7 +17,16 @@
 # point and run, with its per-method elapsed_s), summary/*.parquet and .csv, fig09/fig10
 # .pdf/.png, timings.tsv (wall seconds per command), bench.json and provenance.txt.
 #
+# WHAT=readings runs `fedgdp nn-readings READINGS --run` (config/nn-readings.yaml) into
+# OUT/readings/runs, where the committed pieces (docs/results/nn-readings/runs) are linked
+# first so that only the missing ones run (links do not travel back), in the map's order
+# (run 0 of every point, then run 1, ...), starting none after BUDGET_S; then its table
+# and figure in OUT/readings. Copy OUT/readings/runs/*/*.parquet into the committed folder.
+#
 # Settings (environment variables; defaults: the paper's grid, docs/methods.md §6):
+#   WHAT=grid                        grid | readings
+#   READINGS=config/nn-readings.yaml the readings config (WHAT=readings)
+#   COMMITTED=docs/results/nn-readings/runs  its committed pieces, linked first ("": none)
 #   N9="50 75 100 200 300 400 600"   Figure 9's images per client (m = M9 = 100)
 #   M10="100 200 300 500 800 1000"   Figure 10's numbers of clients (the full training split)
 #   RUNS9=5 RUNS10=4                 runs per point (the paper's)
@@ -27,9 +37,15 @@
 # A CPU dry run at tiny scale (what was run before the GPU got this script):
 #   N9="50 100" M10="1000" RUNS9=1 RUNS10=1 DEVICE=cpu EXTRA="--rounds 2 --local-epochs 1 --newton-cycles 2" \
 #     scripts/gpu_paper_nn.sh /tmp/gpu-dry
+#   WHAT=readings READINGS=tests/data/nn-readings-tiny.yaml COMMITTED= DEVICE=cpu BUDGET_S=60 \
+#     scripts/gpu_paper_nn.sh /tmp/gpu-dry-r
 set -euo pipefail
 OUT=${1:?usage: scripts/gpu_paper_nn.sh OUT}
 cd "$(dirname "$0")/.."
+WHAT=${WHAT:-grid}
+READINGS=${READINGS:-config/nn-readings.yaml}
+COMMITTED=${COMMITTED-docs/results/nn-readings/runs}
+case "$WHAT" in grid|readings) ;; *) echo "WHAT=$WHAT: grid or readings" >&2; exit 2 ;; esac
 N9=${N9:-"50 75 100 200 300 400 600"}
 M10=${M10:-"100 200 300 500 800 1000"}
 M9=${M9:-100}
@@ -60,7 +76,7 @@ done
 {
     echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "settings: N9=[$N9] M9=$M9 M10=[$M10] RUNS9=$RUNS9 RUNS10=$RUNS10 BUDGET_S=$BUDGET_S DEVICE=$DEVICE EXTRA=[$EXTRA]"
+    echo "settings: WHAT=$WHAT READINGS=$READINGS N9=[$N9] M9=$M9 M10=[$M10] RUNS9=$RUNS9 RUNS10=$RUNS10 BUDGET_S=$BUDGET_S DEVICE=$DEVICE EXTRA=[$EXTRA]"
     "$PY" - <<'EOF'
 import platform, torch
 print("python:", platform.python_version(), "torch:", torch.__version__, "cuda:", torch.version.cuda,
@@ -80,6 +96,23 @@ timed() {   # timed LABEL COMMAND...: run, append its wall seconds to timings.ts
 
 timed nn-bench "${FEDGDP[@]}" nn-bench --datasets mnist --sizes 40,480 --repeats 3 --rounds 1 \
     --device "$DEVICE" $THREADS --out "$OUT/bench.json" > /dev/null
+
+# -- the readings map's missing pieces, within the budget
+if [ "$WHAT" = readings ]; then
+    mkdir -p "$OUT/readings/runs"
+    if [ -n "$COMMITTED" ] && [ -d "$COMMITTED" ]; then
+        for f in "$COMMITTED"/*/*.parquet; do
+            mkdir -p "$OUT/readings/runs/$(basename "$(dirname "$f")")"
+            ln -sf "$(realpath "$f")" "$OUT/readings/runs/$(basename "$(dirname "$f")")/"
+        done
+    fi
+    left=$(( BUDGET_S - ($(date +%s) - start) )); [ "$left" -gt 0 ] || left=0
+    timed "nn-readings --run" "${FEDGDP[@]}" nn-readings "$READINGS" --run --device "$DEVICE" $THREADS \
+        --budget-s "$left" --runs-dir "$OUT/readings/runs" --out-dir "$OUT/readings" 2>&1 | tail -n 3
+    echo "new pieces: $(find "$OUT/readings/runs" -name '*.parquet' -type f | wc -l)" | tee -a "$OUT/provenance.txt"
+    echo "total: $(( $(date +%s) - start )) s" | tee -a "$OUT/provenance.txt"
+    exit 0
+fi
 
 # -- the grid, run index by run index, within the budget
 maxruns=$(( RUNS9 > RUNS10 ? RUNS9 : RUNS10 ))

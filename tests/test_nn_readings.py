@@ -108,3 +108,32 @@ def test_claims_c6_names_the_ceiling_and_the_best_private_reading(tmp_path):
     assert lines == ["readings at Fig 9, n = 100 (median over runs and methods, 2 runs): ceiling without clipping "
                      "or noise 0.805 (plain); clipped, no noise 0.305 (clip_only); best private 0.605 "
                      "(private_B10, certified mu = 2)"]
+
+
+def test_a_budget_stops_starting_pieces_and_keeps_whole_ones(tmp_path, monkeypatch):
+    """run_missing(budget_s=...): a piece started before the budget is spent is written
+    whole; none is started after (fake training, so no torch is needed)."""
+    import time
+
+    import fedgdp.nn.data as data
+    import fedgdp.nn.run as run
+    from fedgdp.nn.readings import piece_path, run_missing
+
+    cfg = load_readings(_config(tmp_path))
+    ran = []
+
+    def fake_run(p, **kw):
+        ran.append((p["run"], p.get("release")))
+        time.sleep(0.05)
+        return [{"fake": 1}]
+
+    monkeypatch.setattr(data, "load_images", lambda *a, **k: None)
+    monkeypatch.setattr(run, "run_nn", fake_run)
+    monkeypatch.setattr(run, "write_runs", lambda rows, p, out: (out.parent.mkdir(parents=True, exist_ok=True),
+                                                                  out.write_text("whole")))
+    runs = tmp_path / "runs"
+    assert run_missing(cfg, runs, budget_s=0) == [] and ran == []
+    written = run_missing(cfg, runs, budget_s=0.01)          # the first piece takes 0.05 s: one piece only
+    assert written == [piece_path(runs, "plain", "fig09", 20, 0)] and len(ran) == 1
+    assert written[0].read_text() == "whole"
+    assert len(run_missing(cfg, runs)) == len(pieces(cfg)) - 1  # no budget: the rest, the written one kept

@@ -77,7 +77,8 @@ def test_a_file_without_recorded_settings_is_refused(tmp_path):
 # ------------------------------------------------------------ the readings map as a target
 def test_the_readings_map_is_a_target_of_one_job_per_piece(monkeypatch):
     """Target nn_readings: one run file per (reading, point, run) of config/nn-readings.yaml
-    (a point with its own ``readings`` list has those only), each run with the settings `fedgdp nn-readings --run` gives it (the same seeds)."""
+    (a point with its own ``readings`` list has those only), each run with the settings
+    `fedgdp nn-readings --run` gives it (the same seeds)."""
     from fedgdp.nn.readings import load_readings, pieces
 
     monkeypatch.chdir(ROOT)

@@ -70,7 +70,7 @@ def _cmd_nn_readings(args) -> int:
         from .train import keep_freed_memory
 
         keep_freed_memory()
-        run_missing(cfg, args.runs_dir, device=args.device, threads=args.threads)
+        run_missing(cfg, args.runs_dir, device=args.device, threads=args.threads, budget_s=args.budget_s)
     table, missing = collect(cfg, args.runs_dir)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -151,6 +151,20 @@ def _default(key):
     return COMMON[key]
 
 
+def _seconds(value: str) -> float:
+    """``--budget-s``: a finite number of seconds, zero or more."""
+    import argparse
+    import math
+
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of seconds, got {value!r}") from None
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise argparse.ArgumentTypeError(f"a finite number of seconds >= 0, got {value!r}")
+    return seconds
+
+
 def add_parsers(sub) -> None:
     """Add the ``nn-*`` subcommands to ``fedgdp``'s subparsers.
 
@@ -184,6 +198,8 @@ def add_parsers(sub) -> None:
     rd.add_argument("--run", action="store_true", help="run the pieces not yet in --runs-dir first (needs torch)")
     rd.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
     rd.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    rd.add_argument("--budget-s", type=_seconds, metavar="SECONDS",
+                    help="with --run: start no piece after this many seconds (a started piece finishes)")
     rd.set_defaults(func=_cmd_nn_readings)
 
     summ = sub.add_parser("nn-summarise", help="CNN run files -> summary Parquet (median accuracy)")

@@ -141,8 +141,9 @@ def piece_path(runs_dir: str | os.PathLike, reading: str, figure: str, x: int, r
 
 
 def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto", threads: int | None = None,
-                progress: bool = True) -> list[Path]:
-    """Run every piece whose file is missing (each written atomically when it finishes).
+                progress: bool = True, budget_s: float | None = None) -> list[Path]:
+    """Run every piece whose file is missing (each written atomically when it finishes),
+    in `pieces`' order, starting none once ``budget_s`` seconds have passed.
 
     Parameters
     ----------
@@ -156,21 +157,32 @@ def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto",
         torch CPU threads.
     progress : bool
         One line per round of every method on standard error.
+    budget_s : float, optional
+        Start no piece after this many seconds from the call (a piece already started
+        runs to its end, so a machine lent for a while stops with whole pieces only).
 
     Returns
     -------
     list of pathlib.Path
         The pieces written by this call.
     """
+    import sys
+    import time
+
     from .data import load_images
     from .run import run_nn, write_runs
 
+    start = time.monotonic()
     data = load_images(cfg["dataset"], cfg["data_dir"])
     written = []
     for reading, figure, x, run, over in pieces(cfg):
         out = piece_path(runs_dir, reading, figure, x, run)
         if out.exists():
             continue
+        if budget_s is not None and time.monotonic() - start >= budget_s:
+            print(f"budget of {budget_s:g} s spent: no piece started from {reading} {figure}-{x}-run{run} on",
+                  file=sys.stderr)
+            break
         p = resolve(over)
         rows = run_nn(p, device=device, threads=threads, data=data, progress=progress)
         write_runs(rows, p, out)
