@@ -105,9 +105,12 @@ def test_claims_c6_names_the_ceiling_and_the_best_private_reading(tmp_path):
                          "method": "fedavg", "accuracy": acc + 0.01 * run, "certified_mu": cert,
                          "dataset": "mnist", "release": release})
     lines = claims.readings_evidence(pd.DataFrame(rows))
-    assert lines == ["readings at Fig 9, n = 100 (median over runs and methods, 2 runs): ceiling without clipping "
-                     "or noise 0.805 (plain); clipped, no noise 0.305 (clip_only); best private 0.605 "
-                     "(private_B10, certified mu = 2)"]
+    assert lines == ["readings at Fig 9, n = 100 (median over runs and methods): ceiling without clipping "
+                     "or noise 0.805 (plain, 2 runs); clipped, no noise 0.305 (clip_only, 2 runs); best private 0.605 "
+                     "(private_B10, 2 runs, certified mu = 2)"]
+    rows = [r for r in rows if not (r["reading"] == "plain" and r["run"] == 1)]     # each reading its own runs
+    assert "0.800 (plain, 1 run); clipped, no noise 0.305 (clip_only, 2 runs)" in claims.readings_evidence(
+        pd.DataFrame(rows))[0]
 
 
 def test_a_budget_stops_starting_pieces_and_keeps_whole_ones(tmp_path, monkeypatch):

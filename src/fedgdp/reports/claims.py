@@ -778,24 +778,26 @@ def readings_evidence(readings: pd.DataFrame) -> list[str]:
     list of str
         One line per point of the map.
     """
+    def runs(n: int) -> str:
+        return f"{n} run{'s' if n != 1 else ''}"
+
     lines = []
     for (figure, x), g in readings.groupby(["figure", "x"], sort=False):
-        med = g.groupby(["reading", "release", "certified_mu"])["accuracy"].median().reset_index()
+        by = g.groupby(["reading", "release", "certified_mu"])
+        med = by["accuracy"].median().reset_index().assign(runs=by["run"].nunique().to_numpy())
         point = f"readings at {'Fig 9, n' if figure == 'fig09' else 'Fig 10, m'} = {x}"
         parts = []
         for release, what in (("plain", "ceiling without clipping or noise"), ("clip_only", "clipped, no noise")):
             sub = med[med["release"] == release]
             if len(sub):
                 best = sub.loc[sub["accuracy"].idxmax()]
-                parts.append(f"{what} {best['accuracy']:.3f} ({best['reading']})")
+                parts.append(f"{what} {best['accuracy']:.3f} ({best['reading']}, {runs(best['runs'])})")
         priv = med[np.isfinite(med["certified_mu"])]
         if len(priv):
             best = priv.loc[priv["accuracy"].idxmax()]
-            parts.append(f"best private {best['accuracy']:.3f} ({best['reading']}, certified mu = "
-                         f"{best['certified_mu']:g})")
-        runs = int(g["run"].nunique())
-        lines.append(f"{point} (median over runs and methods, {runs} run{'s' if runs != 1 else ''}): "
-                     + "; ".join(parts))
+            parts.append(f"best private {best['accuracy']:.3f} ({best['reading']}, {runs(best['runs'])}, "
+                         f"certified mu = {best['certified_mu']:g})")
+        lines.append(f"{point} (median over runs and methods): " + "; ".join(parts))
     return lines
 
 
