@@ -32,9 +32,8 @@ def _client_gradient(glm: GLM, theta, X, y, B) -> np.ndarray:
 def _local_steps(glm, theta, X, y, B, K, eta, sigma, Z):
     theta = theta.copy()
     for t in range(K):
-        theta = theta - eta * _client_gradient(glm, theta, X, y, B)
-        if Z is not None:
-            theta = theta + sigma * Z[t]
+        step = -eta * _client_gradient(glm, theta, X, y, B)
+        theta = theta + (step if Z is None else sigma * Z[t] + step)   # noise joins the step first
     return theta
 
 

@@ -39,7 +39,8 @@ __all__ = [
     "adds_noise", "clips",
     "clip_rows", "row_norms", "clip_factors", "clip_bound", "bound_of_rule", "Release", "Ledger", "ReleaseSpec",
     "Calibration",
-    "calibrate", "calibrate_schedule", "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
+    "calibrate", "calibrate_schedule", "NOISE_ULPS", "check_noise_resolves",
+    "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
     "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share",
     "clip_unaccounted",
@@ -418,6 +419,57 @@ def calibrate_schedule(plan, *, mu: float, counts: dict) -> Calibration:
 
 # The plans of the four algorithms (paper section 3), used by the simulations and the
 # real-data methods. B: clipping bound, n: client sample sizes.
+
+#: The noise of a release must be at least this many units in the last place (ulps) of
+#: the largest value its signal can take, in the precision it is added in
+#: (`check_noise_resolves`, docs/methods.md §2 "Noise before rounding").
+NOISE_ULPS = 256
+
+
+def check_noise_resolves(plan, sigmas, n, dtype) -> None:
+    """Refuse a plan whose noise the working precision could absorb (public inputs only).
+
+    Every noisy release forms ``signal + sd Z`` before it touches the stored parameters,
+    so the only rounding the noise meets is that of the signal. A release's signal has
+    norm at most ``A = scale n_i / (2 n)`` (``scale / 2`` for a client mean, ``n_i`` times
+    it under a sum, larger for minibatches and whole-update clipping), so it is rounded
+    to a grid no coarser than ``ulp(A)``. Requiring ``sd >= NOISE_ULPS ulp(A)`` keeps the
+    grid below ``sd / 256`` and the rounding's extra sensitivity ``2 u A <= 2 ulp(A)``
+    below ``sd / 128``.
+
+    Parameters
+    ----------
+    plan : sequence of ReleaseSpec
+        The releases, arrays broadcastable to (b, m).
+    sigmas : sequence of ndarray
+        Their noise sds (`calibrate`), broadcastable to (b, m); 0 or inf-mu releases are
+        not checked.
+    n : array_like
+        The clients' sizes, broadcastable to (b, m).
+    dtype : numpy or torch dtype
+        The precision the release is formed in (its ``eps`` is read). The float64 studies
+        check their gradient and local-step releases (`calibrate_with_clip`); a GLM
+        Newton release adds its noise to the whole parameter, in float64.
+    """
+    np_dtype = np.dtype(str(dtype)[len("torch."):] if str(dtype).startswith("torch.") else dtype)
+    eps = float(np.finfo(np_dtype).eps)
+    sizes = np.asarray(n, float)
+    for spec, sd in zip(plan, sigmas):
+        sd = np.asarray(sd, float)
+        A = np.broadcast_to(np.asarray(spec.scale, float) * sizes / (2.0 * np.asarray(spec.n, float)),
+                            np.broadcast_shapes(sd.shape, sizes.shape))
+        # ulp(A) <= 2 u A = eps A: a bound on the grid of A's binade, as np.spacing gives
+        need = NOISE_ULPS * eps * A
+        bad = (sd > 0) & (sd < need)
+        if np.any(bad):
+            k = np.flatnonzero(bad.ravel())[0]
+            raise ValueError(
+                f"the noise sd {sd.ravel()[k]:.3g} of the {spec.stage!r} release is below {NOISE_ULPS} ulps "
+                f"of its largest value {A.ravel()[k]:.3g} in {np_dtype} "
+                f"(needs sd >= {need.ravel()[k]:.3g}): the rounding could absorb the noise; "
+                "lower mu (a larger clip bound scales the signal and the noise alike; docs/methods.md, "
+                "'Noise before rounding')")
+
 
 def plan_fedsgd(*, B, n, K) -> tuple:
     """FedSGD (Algorithm 1): K noisy gradients of sensitivity ``2B/n``.
@@ -921,7 +973,10 @@ def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
     if share:
         plan = tuple(spec.rescaled(1 - share) for spec in plan)
     cal = calibrate(pre + tuple(plan), mu=mu, unaccounted=clip_unaccounted(clip) if math.isfinite(mu) else ())
-    return Calibration(cal.sigmas[len(pre):], cal.ledger)
+    sigmas = cal.sigmas[len(pre):]
+    steps = [(spec, sd) for spec, sd in zip(plan, sigmas) if spec.stage.startswith(("gradient", "local step"))]
+    check_noise_resolves([a for a, _ in steps], [b for _, b in steps], n, np.float64)
+    return Calibration(sigmas, cal.ledger)
 
 
 # ------------------------------------------------------------ private clipping bound

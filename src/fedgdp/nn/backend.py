@@ -173,6 +173,7 @@ class Locals:
     start: dict
     params: dict | None = None
     head: torch.Tensor | None = None
+    step: torch.Tensor | None = None     # a Newton round's ``head - start head`` (S, D), noised first
 
 
 # ----------------------------------------------------------------- Newton head
@@ -383,6 +384,7 @@ class TorchBackend:
             cal = privacy.calibrate_schedule(plan, mu=mu, counts={k: v[None, :] for k, v in self.schedule.items()})
         else:
             cal = privacy.calibrate(plan, mu=mu)
+        privacy.check_noise_resolves(plan, cal.sigmas, self.plan_n, next(iter(self.params0.values())).dtype)
         return tuple(np.asarray(sig)[0] for sig in cal.sigmas), [cal.ledger]
 
     def _schedule(self, method, s) -> dict:
@@ -549,9 +551,7 @@ class TorchBackend:
                     continue
                 g = self._mean_grads(local, S, shared=False, unit=unit)
                 for k in local:
-                    local[k] -= eta * g[k]
-                    if step_sd is not None:
-                        local[k] += step_sd.view(-1, *[1] * (local[k].dim() - 1)) * noise.draw(local[k])
+                    local[k] += self._noisy_step(g[k], eta, step_sd, noise)
         finally:
             tally, self._tally = self._tally, None
         if unit == "none":
@@ -562,6 +562,16 @@ class TorchBackend:
                 self._clipped += tally.sum()
         self.info.floats_up += len(S) * self.dk
         return Locals(S, start, params=local)
+
+    @staticmethod
+    def _noisy_step(g: torch.Tensor, eta: float, sd: torch.Tensor | None, noise) -> torch.Tensor:
+        """A local step's update ``-eta g + sd Z`` (S, *shape), noise added before it meets
+        the parameters, whose coarser float grid could otherwise absorb it (docs/methods.md
+        §2, "Noise before rounding")."""
+        step = -eta * g
+        if sd is not None:
+            step = step + sd.view(-1, *[1] * (g.dim() - 1)) * noise.draw(step)
+        return step
 
     def _released_update(self, start: dict, local: dict, sd: torch.Tensor | None, noise, S: np.ndarray,
                          K: int, tally: torch.Tensor) -> dict:
@@ -598,11 +608,7 @@ class TorchBackend:
             g = self._release({k: v[pos] for k, v in local.items()}, X, Y, M, shared=False, unit=unit, pos=pos)
             self.info.grad_evals += int(M.sum())
             for k in local:
-                shape = (-1, *[1] * (local[k].dim() - 1))
-                step = local[k][pos] - eta * g[k]
-                if sd is not None:
-                    step += sd[pos].view(shape) * noise.draw(step)
-                local[k][pos] = step
+                local[k][pos] = local[k][pos] + self._noisy_step(g[k], eta, None if sd is None else sd[pos], noise)
 
     def average(self, w, local: Locals):
         """The new global parameters from a round's local results.
@@ -701,10 +707,11 @@ class TorchBackend:
             s, c = head_newton_step(theta, self.clients.x[i], self.clients.y[i], B=self.B, lam=ridge,
                                     alpha=damping)
             self._clipped += c
-            steps.append(head - s)
+            steps.append(-s)
         self.info.grad_evals += int(self.clients.n[S].sum())
         self.info.floats_up += len(S) * head.numel()
-        return Locals(S, theta, head=torch.stack(steps))
+        step = torch.stack(steps)
+        return Locals(S, theta, head=head + step, step=step)
 
     def add_noise(self, local: Locals, sigma, noise):
         """``head_i + sigma_i Z_i`` for every drawn client (one draw each), or ``local``
@@ -727,7 +734,11 @@ class TorchBackend:
         if noise is None:
             return local
         sd = np.asarray(sigma)[local.clients]
-        rows = [h + noise.draw(h) * float(s) if s > 0 else h for h, s in zip(local.head, sd)]  # type: ignore[arg-type]  # head locals carry head
+        assert local.head is not None and local.step is not None
+        head = head_vector(local.start).to(local.step.dtype)
+        # the noise joins the step before the step meets the (coarser-gridded) head
+        rows = [head + (u + noise.draw(u) * float(s)) if s > 0 else h
+                for h, u, s in zip(local.head, local.step, sd)]
         return Locals(local.clients, local.start, head=torch.stack(rows))
 
     def memo(self, key, inputs, compute):

@@ -72,10 +72,11 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
         step = stacked_gradients(fds, i, Theta, rows)
         if drift is not None:
             step += drift
-        Theta -= eta * step
         Z = _draw(noise, Theta.shape[1:])
-        if Z is not None:
-            Theta += sig * Z
+        if Z is not None:                   # the noise joins the step before the step meets Theta
+            Theta += sig * Z - eta * step
+        else:
+            Theta -= eta * step
         if trace is not None:
             trace.append(("local", i, t + 1, eta, Theta.copy(), noise2))
     return Theta

@@ -382,11 +382,12 @@ def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, si
         for t in range(K):
             _group_gradients(g, XT, y, lim, offsets, c0, c1, theta, model, clip, buf, tb, ones)
             for c in range(c0, c1):
-                for k in range(d):
-                    theta[c, k] -= eta * g[c, k]
-                if noisy:
+                if noisy:               # the noise joins the step before the step meets theta
                     for k in range(d):
-                        theta[c, k] += sigma[c] * Z[r, t, c - r * m, k]
+                        theta[c, k] += sigma[c] * Z[r, t, c - r * m, k] - eta * g[c, k]
+                else:
+                    for k in range(d):
+                        theta[c, k] -= eta * g[c, k]
 
 
 @_njit(_EXACT)
