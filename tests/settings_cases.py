@@ -113,7 +113,7 @@ BAD = {
 ADDED_SINCE = {"release": "private"}
 #: CNN run settings added since, likewise (the release and the noise calibration of a run)
 NN_ADDED_SINCE = {"release": "private", "accounting": "printed", "reduction": "mean", "local_batch": None,
-                  "clip_unit": "sample", "init": "default"}
+                  "clip_unit": "sample", "init": "default", "noise_for": "release"}
 
 
 def resolvers():

@@ -101,3 +101,32 @@ def test_a_plain_run_that_diverges_says_so_and_records_its_loss(capsys):
     (row,) = run_nn(p, device="cpu", threads=1, data=load_images("digits"))
     assert not np.isfinite(row["test_loss"])
     assert "fedavg diverged: its test loss is" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_noise_for_mean_records_the_mu_really_spent(method):
+    """``noise_for: mean`` (the paper's likely reading): the summed releases get the
+    mean's noise sds, and the ledger, built on their true sensitivities, composes to ``n_i``
+    times the target mu at every client for the summed stages alone (exactly; the Newton
+    releases keep their size and their mu)."""
+    from fedgdp.core import privacy
+    from fedgdp.nn.backend import noise_for_mean
+
+    p = resolve({"figure": "fig10", "reduction": "sum", "noise_for": "mean", "methods": method})
+    n = np.array([12.0, 30.0])
+    plan = release_plan(method, p, n)
+    mean_plan = release_plan(method, {**p, "reduction": "mean", "noise_for": "release"}, n)
+    cal = noise_for_mean(plan, mean_plan, 2.0)
+    for got, want in zip(cal.sigmas, privacy.calibrate(mean_plan, mu=2.0).sigmas):
+        np.testing.assert_array_equal(got, want)
+    summed = [r for r in cal.ledger.releases if r.stage in ("gradient", "local step")]
+    share = sum(float(spec.share) for spec in plan if spec.stage in ("gradient", "local step"))
+    mu2 = sum(r.count * (np.asarray(r.sensitivity) / np.asarray(r.sigma)) ** 2 for r in summed)
+    np.testing.assert_allclose(np.sqrt(mu2).ravel(), 2.0 * n * np.sqrt(share), rtol=1e-12)
+
+
+def test_noise_for_mean_needs_a_sum():
+    with pytest.raises(ValueError, match="noise_for=mean .* needs reduction=sum"):
+        resolve({"figure": "fig10", "noise_for": "mean", "methods": "fedavg"})
+    with pytest.raises(ValueError, match="noise_for"):
+        resolve({"figure": "fig10", "noise_for": "median", "methods": "fedavg"})

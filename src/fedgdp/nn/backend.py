@@ -45,6 +45,7 @@ from .models import HEAD
 from .settings import reduced_plan, update_is_release
 
 __all__ = ["TorchBackend", "ScheduleDraw", "TorchNoise", "Locals", "TrainInfo", "sample_clients", "head_vector",
+           "noise_for_mean",
            "set_head_vector", "newton_direction", "head_newton_step"]
 
 #: numbers of working memory of one stacked clipped-gradient call
@@ -174,6 +175,32 @@ class Locals:
     params: dict | None = None
     head: torch.Tensor | None = None
     step: torch.Tensor | None = None     # a Newton round's ``head - start head`` (S, D), noised first
+
+
+def noise_for_mean(plan: tuple, mean_plan: tuple, mu: float) -> privacy.Calibration:
+    """``noise_for: mean``: the noise sds of ``mean_plan`` (the summed releases' noise
+    calibrated as if they were means), with the ledger of ``plan`` (their true
+    sensitivities), which then composes to the mu really spent, ``n_i`` times ``mu``.
+
+    Parameters
+    ----------
+    plan, mean_plan : tuple of fedgdp.core.privacy.ReleaseSpec
+        The plan as released (``reduction: sum``) and as calibrated (``mean``).
+    mu : float
+        The target mu.
+
+    Returns
+    -------
+    fedgdp.core.privacy.Calibration
+    """
+    sigmas = privacy.calibrate(mean_plan, mu=mu).sigmas
+    ledger = privacy.Ledger()
+    if math.isfinite(mu):
+        for spec, sd in zip(plan, sigmas):
+            if spec.count > 0:
+                ledger.add(spec.stage, spec.count, spec.sensitivity, sd, certified=spec.certified,
+                           assumption=spec.assumption)
+    return privacy.Calibration(sigmas, ledger)
 
 
 # ----------------------------------------------------------------- Newton head
@@ -382,6 +409,8 @@ class TorchBackend:
         if self.p.get("accounting", "printed") == "schedule" and self.noise.gen is not None:
             self.schedule = self._schedule(method, s)
             cal = privacy.calibrate_schedule(plan, mu=mu, counts={k: v[None, :] for k, v in self.schedule.items()})
+        elif self.p.get("noise_for", "release") == "mean":
+            cal = noise_for_mean(plan, reduced_plan(method.plan(self, s), {**self.p, "reduction": "mean"}), mu)
         else:
             cal = privacy.calibrate(plan, mu=mu)
         privacy.check_noise_resolves(plan, cal.sigmas, self.plan_n, next(iter(self.params0.values())).dtype)

@@ -27,7 +27,7 @@ from ..core.privacy import RELEASES
 from ..core.settings import Settings, choice, integer, name_list, number, setting, suggest
 from ..methods import CNN, FedHybrid, get_method, registry
 
-__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "REDUCTIONS", "SUMMED_STAGES", "CLIP_UNITS", "label", "release_plan",
+__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "REDUCTIONS", "NOISE_FOR", "SUMMED_STAGES", "CLIP_UNITS", "label", "release_plan",
            "reduced_plan", "smallest_batch", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
            "Z_MAX", "parameter_bound",
            "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
@@ -60,6 +60,10 @@ SUMMED_STAGES = ("gradient", "local step")
 #: each client adding its own noise; FedSGD's gradients, which have no local steps, are
 #: clipped as under ``client``)
 CLIP_UNITS = ("sample", "client", "update")
+#: what a run's noise is calibrated for: its releases as made (``release``), or, under
+#: ``reduction: sum``, the mean the sum would be (``mean``: the paper's likely reading; the
+#: ledger then records the true mu, ``n_i`` times the target, docs/cnns.md)
+NOISE_FOR = ("release", "mean")
 
 #: the networks' initial weights (`fedgdp.nn.models.build_model`): ``default``, PyTorch's
 #: (weights and biases uniform on +-1/sqrt(fan_in)); ``he``, Kaiming-uniform for ReLU
@@ -385,6 +389,9 @@ class NNSettings(Settings):
                              "Algorithm 5's Newton release; sensitivity 2B) | the client's model update after a "
                              "round's unclipped local steps, one noisy release per round (update; sensitivity 2B)",
                              parse=choice(*CLIP_UNITS), flag=str)
+    noise_for: str = setting("release", "what the noise is calibrated for: the releases as made (release) | under "
+                             "reduction sum, the mean (mean: the paper's likely reading; not private at mu: the "
+                             "ledger's mu is n_i mu)", parse=choice(*NOISE_FOR), flag=str)
     accounting: str = setting("printed", "noise for every round a client could be drawn (printed) | for the rounds "
                               "it is drawn in a schedule drawn first (schedule; each drawn client spends mu)",
                               parse=choice(*ACCOUNTINGS), flag=str)
@@ -459,6 +466,10 @@ class NNSettings(Settings):
             p["n"] = integer(3, strict=False)("n", p["n"])
         elif p["n"] is not None:
             raise ValueError(f"fig10 splits the full training set: n must be full/None, got n={p['n']!r}")
+        if p["noise_for"] == "mean" and (p["reduction"], p["clip_unit"], p["accounting"]) != ("sum", "sample", "printed"):
+            raise ValueError(f"noise_for=mean calibrates a summed release's noise for the mean: it needs "
+                             f"reduction=sum, clip_unit=sample, accounting=printed, got reduction={p['reduction']}, "
+                             f"clip_unit={p['clip_unit']}, accounting={p['accounting']}")
         for name in p["methods"]:            # each method's CNN settings resolve (and are checked)
             get_method(name, CNN).cnn_settings(p)
         if math.isfinite(p["mu"]):
