@@ -14,8 +14,16 @@ import numpy as np
 import pytest
 import yaml
 
-from fedgdp.commands.audit import (RATIO_TOL, AuditTarget, audit_nn, change, config_targets, nn_targets,
-                                   read_run_config, run_audit)
+from fedgdp.commands.audit import (
+    RATIO_TOL,
+    AuditTarget,
+    audit_nn,
+    change,
+    config_targets,
+    nn_targets,
+    read_run_config,
+    run_audit,
+)
 from fedgdp.commands.cli import main
 from fedgdp.realdata import REGISTRY as REAL
 from fedgdp.simulation.backend import REGISTRY

@@ -3,11 +3,10 @@ tests write, the offline error, and checksum-verified fetching from a local mirr
 import gzip
 import hashlib
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
-
-from pathlib import Path
 
 from fedgdp.commands.cli import main
 from fedgdp.common.datasets import (

@@ -47,7 +47,8 @@ import numpy as np
 
 from ..core import privacy
 
-__all__ = ["RATIO_TOL", "AuditRow", "AuditTarget", "run_audit", "audit_targets", "default_targets", "change", "read_run_config",
+__all__ = ["RATIO_TOL", "AuditRow", "AuditTarget",
+           "run_audit", "audit_targets", "default_targets", "change", "read_run_config",
            "config_targets", "nn_targets", "nn_settings_of", "audit_nn", "NN_KEYS", "write_audit", "format_table",
            "as_dicts", "worst_pair"]
 

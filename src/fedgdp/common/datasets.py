@@ -46,7 +46,8 @@ from ..core.seeds import derived_rng
 
 __all__ = [
     "Dataset", "DATASETS", "load_dataset", "load_digits", "load_mnist", "fetch_mnist", "read_idx",
-    "write_idx", "read_mnist", "MNIST_FILES", "MNIST_RAW_MD5", "MNIST_NPZ_SHA256", "MNIST_MIRRORS", "ClientLayout", "client_layout", "layout_key",
+    "write_idx", "read_mnist", "MNIST_FILES", "MNIST_RAW_MD5", "MNIST_NPZ_SHA256", "MNIST_MIRRORS",
+    "ClientLayout", "client_layout", "layout_key",
 ]
 
 MNIST_FILES = {  # file name -> MD5 of the original gzip file

@@ -29,8 +29,8 @@ __all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "p
 
 #: the columns of ``readings.csv`` (the first eight are the map's; the rest say how and where)
 TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "certified_mu", "dataset", "privacy",
-                 "release", "accounting", "noise_secret", "reduction", "clip", "lr", "test_loss", "clipped_frac", "mu_spent_min",
-                 "mu_spent_max", "elapsed_s"]
+                 "release", "accounting", "noise_secret", "reduction", "clip", "lr", "test_loss", "clipped_frac",
+                 "mu_spent_min", "mu_spent_max", "elapsed_s"]
 
 _KEYS = {"dataset", "data_dir", "points", "runs", "readings", "band"}
 
