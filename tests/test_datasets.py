@@ -2,6 +2,8 @@
 tests write, the offline error, and checksum-verified fetching from a local mirror."""
 import gzip
 import hashlib
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -71,6 +73,19 @@ def test_digits_features_and_task_labels():
         ds.targets("regression")
 
 
+#: a folder with real MNIST copies (the checkout's data/mnist, or FEDGDP_MNIST_DIR); the test skips without
+SHARED_MNIST = Path(os.environ.get("FEDGDP_MNIST_DIR", Path(__file__).resolve().parents[1] / "data" / "mnist"))
+
+
+def _trust(monkeypatch, arrays):
+    """Make the test-made arrays MNIST's published sums (the loader checks every file)."""
+    from fedgdp.common import datasets
+
+    sums = {name + ("" if name.endswith(".gz") else ".gz"): hashlib.md5(datasets._idx_bytes(a)).hexdigest()
+            for name, a in arrays.items()}
+    monkeypatch.setattr(datasets, "MNIST_RAW_MD5", sums)
+
+
 def _fixture(folder, n_train=6, n_test=4, gz=True, seed=0):
     rng = np.random.default_rng(seed)
     arrays = {
@@ -85,8 +100,9 @@ def _fixture(folder, n_train=6, n_test=4, gz=True, seed=0):
 
 
 @pytest.mark.parametrize("gz", [True, False])
-def test_mnist_reader_on_a_test_made_idx_fixture(tmp_path, gz):
+def test_mnist_reader_on_a_test_made_idx_fixture(tmp_path, gz, monkeypatch):
     arrays = _fixture(tmp_path, gz=gz)
+    _trust(monkeypatch, arrays)
     img = read_idx(tmp_path / ("train-images-idx3-ubyte" + (".gz" if gz else "")))
     assert img.shape == (6, 28, 28) and img.dtype == np.uint8
     assert np.array_equal(img, arrays["train-images-idx3-ubyte"])
@@ -98,12 +114,38 @@ def test_mnist_reader_on_a_test_made_idx_fixture(tmp_path, gz):
                                                      arrays["t10k-labels-idx1-ubyte"]]))
 
 
-def test_mnist_reader_on_an_npz(tmp_path):
+def test_mnist_reader_on_an_npz(tmp_path, monkeypatch):
     rng = np.random.default_rng(1)
     x_tr, x_te = rng.integers(0, 256, (5, 28, 28), dtype=np.uint8), rng.integers(0, 256, (3, 28, 28), dtype=np.uint8)
-    np.savez(tmp_path / "mnist.npz", x_train=x_tr, y_train=np.arange(5), x_test=x_te, y_test=np.arange(3))
-    ds = load_mnist(tmp_path)
+    y_tr, y_te = np.arange(5, dtype=np.uint8), np.arange(3, dtype=np.uint8)
+    np.savez(tmp_path / "mnist.npz", x_train=x_tr, y_train=y_tr, x_test=x_te, y_test=y_te)
+    with pytest.raises(ValueError, match=r"mnist.npz: neither its SHA256 is Keras' published") as err:
+        load_mnist(tmp_path)                                 # not MNIST: refused, the file named
+    assert "\n" not in str(err.value)
+    _trust(monkeypatch, dict(zip(MNIST_FILES, [x_tr, y_tr, x_te, y_te])))
+    ds = load_mnist(tmp_path)                                # its arrays match the (patched) published sums
     assert ds.X.shape == (8, 785) and np.array_equal(ds.labels, [0, 1, 2, 3, 4, 0, 1, 2])
+
+
+def test_mnist_idx_checksum_mismatch_is_one_line_naming_the_file(tmp_path, monkeypatch):
+    arrays = _fixture(tmp_path)
+    _trust(monkeypatch, arrays)
+    damaged = arrays["t10k-labels-idx1-ubyte"].copy()
+    damaged[0] ^= 1
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", damaged)
+    with pytest.raises(ValueError) as err:
+        load_mnist(tmp_path)
+    msg = str(err.value)
+    assert msg.startswith(str(tmp_path / "t10k-labels-idx1-ubyte.gz")) and "MD5" in msg and "\n" not in msg
+
+
+@pytest.mark.skipif(not all((SHARED_MNIST / n).is_file() for n in MNIST_FILES), reason="no MNIST copy here")
+def test_real_mnist_copies_match_the_published_sums():
+    """The shared copies are re-compressed (their .gz MD5s differ from the published
+    ones), their content is MNIST's: the loader checks the uncompressed content."""
+    ds = load_mnist(SHARED_MNIST)
+    assert ds.X.shape == (70000, 785)
+    assert np.bincount(ds.labels[:60000]).tolist() == [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
 
 
 def test_idx_reader_rejects_damaged_files(tmp_path):
@@ -138,10 +180,10 @@ def test_cli_offline_error_is_one_line(tmp_path, capsys):
     assert "t10k-labels-idx1-ubyte.gz" in err and not (tmp_path / "x.parquet").exists()
 
 
-def test_fetch_verifies_checksums_from_a_local_mirror(tmp_path):
+def test_fetch_verifies_checksums_from_a_local_mirror(tmp_path, monkeypatch):
     mirror = tmp_path / "mirror"
     mirror.mkdir()
-    _fixture(mirror)
+    _trust(monkeypatch, _fixture(mirror))
     files = {name: hashlib.md5((mirror / name).read_bytes()).hexdigest() for name in MNIST_FILES}
     out = fetch_mnist(tmp_path / "data", mirrors=(mirror.as_uri() + "/",), files=files)
     assert [p.name for p in out] == list(MNIST_FILES)

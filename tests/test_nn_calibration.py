@@ -99,11 +99,18 @@ def test_paper_defaults():
 
 
 # ------------------------------------------------------------------ data files
-def test_mnist_reader_on_idx_fixture(tmp_path):
+def test_mnist_reader_on_idx_fixture(tmp_path, monkeypatch):
+    import hashlib
+
+    from fedgdp.common import datasets
+
     folder = tmp_path / "mnist"
     folder.mkdir()
     rng = np.random.default_rng(0)
     tr, te = rng.integers(0, 256, (6, 28, 28), dtype=np.uint8), rng.integers(0, 256, (3, 28, 28), dtype=np.uint8)
+    arrays = [tr, np.arange(6, dtype=np.uint8), te, np.array([7, 8, 9], dtype=np.uint8)]
+    monkeypatch.setattr(datasets, "MNIST_RAW_MD5", {n: hashlib.md5(datasets._idx_bytes(a)).hexdigest()
+                                                    for n, a in zip(datasets.MNIST_FILES, arrays)})
     write_idx(folder / "train-images-idx3-ubyte.gz", tr)
     write_idx(folder / "train-labels-idx1-ubyte.gz", np.arange(6, dtype=np.uint8))
     write_idx(folder / "t10k-images-idx3-ubyte", te)           # uncompressed also read

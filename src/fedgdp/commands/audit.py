@@ -29,9 +29,11 @@ a violation), ``recorded`` the sensitivity the method's plan declares (what its 
 records and its noise is calibrated on), ``ratio = observed / recorded``; ``budget``
 is the number of neighbouring pairs evaluated and ``pair`` describes the best one.
 
-An audit is a lower bound on the true sensitivity: a ratio above 1 proves that the
-recorded sensitivity is too small (a privacy leak), a ratio at most 1 only says that
-the search found no leak; it cannot prove there is none. The certified releases'
+An audit is a lower bound on the true sensitivity: a ratio above ``1 + RATIO_TOL``
+proves that the recorded sensitivity is too small (a privacy leak), a ratio at most
+that only says the search found no leak (the tolerance is the float64 rounding of the
+release itself, docs/methods.md §2, "The audit": every clipped contribution is within
+its bound exactly, the clip margin); it cannot prove there is none. The certified releases'
 bounds are proved in docs/methods.md §2. ``config`` audits the releases of one run's
 settings (methods, privacy mode, tau1, H_c, clipping rule, Newton solver) instead of
 the defaults (`audit_targets`).
@@ -45,7 +47,8 @@ import numpy as np
 
 from ..core import privacy
 
-__all__ = ["AuditRow", "AuditTarget", "run_audit", "audit_targets", "default_targets", "change", "read_run_config",
+__all__ = ["RATIO_TOL", "AuditRow", "AuditTarget",
+           "run_audit", "audit_targets", "default_targets", "change", "read_run_config",
            "config_targets", "nn_targets", "nn_settings_of", "audit_nn", "NN_KEYS", "write_audit", "format_table",
            "as_dicts", "worst_pair"]
 
@@ -53,6 +56,9 @@ BIG = float(np.finfo(float).max)
 #: Row norms the adversary tries, up to the float maximum.
 SCALES = (0.0, 1.0, 3.0, 30.0, 1e3, 1e100, 1e300, BIG)
 SIM_Y = {"logistic": (0.0, 1.0), "poisson": (0.0, 1.0, 30.0, 1e4)}
+#: The audit's criterion is ``ratio <= 1 + RATIO_TOL``: a release is a sum over n records in float64 and
+#: the audit subtracts two, so a few units of 2^-53 of the release (up to n/2 sensitivities) show.
+RATIO_TOL = 1e-12
 #: The public clipping bound of the audit's adversarial bases (any value: the releases scale with it).
 AUDIT_B = 1.0
 
@@ -993,8 +999,9 @@ def write_audit(rows: list[AuditRow], prefix: str) -> None:
                  f"{r.recorded:.4g}", f"{r.ratio:.3f}", f"{r.ratio_finite:.3f}", str(r.budget), r.setting, r.pair]
         lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
     note = ("Audit: the largest change found of each release (before noise) over the searched neighbouring pairs, "
-            "beside its recorded sensitivity; a lower bound on the true sensitivity (ratio > 1 proves a leak, "
-            "ratio <= 1 finds none). A change that is not finite counts as inf. ratio_finite: the largest ratio "
+            "beside its recorded sensitivity; a lower bound on the true sensitivity (ratio > 1 + 1e-12 proves a "
+            "leak, the tolerance being the releases' float64 rounding; ratio <= 1 + 1e-12 finds none). A change "
+            "that is not finite counts as inf. ratio_finite: the largest ratio "
             "among pairs with finite releases. docs/methods.md §2.")
     write_text(f"{prefix}.md", note + "\n\n" + "\n".join(lines) + "\n")
 

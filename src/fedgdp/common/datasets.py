@@ -10,7 +10,12 @@ Data sets
   ``t10k-labels-idx1-ubyte.gz``; uncompressed copies without ``.gz`` also work) or
   one ``mnist.npz`` with arrays ``x_train, y_train, x_test, y_test`` (the Keras
   layout). `fetch_mnist` downloads the IDX files and checks their MD5 sums;
-  without a network, `load_mnist` says which files to place where.
+  without a network, `load_mnist` says which files to place where. Every read checks
+  the data against MNIST's published sums (`read_mnist`): each IDX file's
+  uncompressed content against `MNIST_RAW_MD5` (so a re-compressed copy passes), an
+  ``mnist.npz`` against Keras' published SHA256 (`MNIST_NPZ_SHA256`) or, failing that,
+  its four arrays written as IDX files against `MNIST_RAW_MD5`; a mismatch is a
+  one-line error naming the file.
 
 Features are the pixels scaled to [0, 1] (divided by 16 or 255) with an intercept
 column first, so ``d = 65`` (digits) or ``785`` (MNIST).
@@ -41,7 +46,8 @@ from ..core.seeds import derived_rng
 
 __all__ = [
     "Dataset", "DATASETS", "load_dataset", "load_digits", "load_mnist", "fetch_mnist", "read_idx",
-    "write_idx", "MNIST_FILES", "MNIST_MIRRORS", "ClientLayout", "client_layout", "layout_key",
+    "write_idx", "read_mnist", "MNIST_FILES", "MNIST_RAW_MD5", "MNIST_NPZ_SHA256", "MNIST_MIRRORS",
+    "ClientLayout", "client_layout", "layout_key",
 ]
 
 MNIST_FILES = {  # file name -> MD5 of the original gzip file
@@ -50,6 +56,15 @@ MNIST_FILES = {  # file name -> MD5 of the original gzip file
     "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
     "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
 }
+#: file name -> MD5 of its uncompressed IDX content (the published sums of the four files)
+MNIST_RAW_MD5 = {
+    "train-images-idx3-ubyte.gz": "6bbc9ace898e44ae57da46a324031adb",
+    "train-labels-idx1-ubyte.gz": "a25bea736e30d166cdddb491f175f624",
+    "t10k-images-idx3-ubyte.gz": "2646ac647ad5339dbf082846283269ea",
+    "t10k-labels-idx1-ubyte.gz": "27ae3e4e09519cfbb04c329615203637",
+}
+#: SHA256 of Keras' ``mnist.npz`` (tf-keras-datasets), as Keras' ``get_file`` checks it
+MNIST_NPZ_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
 MNIST_MIRRORS = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/",
     "https://storage.googleapis.com/cvdf-datasets/mnist/",
@@ -153,13 +168,15 @@ def load_digits() -> Dataset:
 _IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
-def read_idx(path: str | os.PathLike) -> np.ndarray:
+def read_idx(path: str | os.PathLike, md5: str | None = None) -> np.ndarray:
     """Read an IDX file (LeCun's MNIST format), gzip-compressed or not.
 
     Parameters
     ----------
     path : str or path-like
         The file; gzip when its suffix is ``.gz``.
+    md5 : str, optional
+        The MD5 its uncompressed content must have (`MNIST_RAW_MD5`); None: unchecked.
 
     Returns
     -------
@@ -170,12 +187,16 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     Raises
     ------
     ValueError
-        A bad magic number, or a body that does not match the header.
+        A bad magic number, a body that does not match the header, or content whose
+        MD5 is not ``md5``.
     """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as fh:
         blob = fh.read()
+    if md5 is not None and hashlib.md5(blob).hexdigest() != md5:
+        raise ValueError(f"{path}: the MD5 of its content, {hashlib.md5(blob).hexdigest()}, is not MNIST's "
+                         f"published {md5}: a damaged or different file (delete it and run fedgdp fetch-mnist)")
     if len(blob) < 4 or blob[0] != 0 or blob[1] != 0 or blob[2] not in _IDX_TYPES:
         raise ValueError(f"{path} is not an IDX file (bad magic number {blob[:4].hex()})")
     ndim = blob[3]
@@ -206,10 +227,15 @@ def write_idx(path: str | os.PathLike, array: np.ndarray) -> None:
     array = np.asarray(array)
     if array.dtype != np.uint8:
         raise ValueError(f"write_idx writes uint8 arrays, got dtype={array.dtype}")
-    head = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "wb") as fh:
-        fh.write(head + array.tobytes())
+        fh.write(_idx_bytes(array))
+
+
+def _idx_bytes(array: np.ndarray) -> bytes:
+    """A uint8 array as the bytes of an IDX file."""
+    head = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    return head + np.ascontiguousarray(array).tobytes()
 
 
 def _find(folder: Path, name: str) -> Path | None:
@@ -247,27 +273,62 @@ def load_mnist(folder: str | os.PathLike) -> Dataset:
         ``mnist.npz`` are there.
     """
     folder = Path(folder)
-    npz = folder / "mnist.npz"
-    found = {name: _find(folder, name) for name in MNIST_FILES}
-    if all(found.values()):
-        x_tr = read_idx(found["train-images-idx3-ubyte.gz"])  # type: ignore[arg-type]
-        y_tr = read_idx(found["train-labels-idx1-ubyte.gz"])  # type: ignore[arg-type]
-        x_te = read_idx(found["t10k-images-idx3-ubyte.gz"])  # type: ignore[arg-type]
-        y_te = read_idx(found["t10k-labels-idx1-ubyte.gz"])  # type: ignore[arg-type]
-        source = (f"{found['train-images-idx3-ubyte.gz']} / {found['t10k-images-idx3-ubyte.gz']}"
-                  " (rows: train, then test)")
-    elif npz.is_file():
-        source = f"{npz} (rows: x_train, then x_test)"
-        with np.load(npz) as z:
-            x_tr, y_tr, x_te, y_te = (z[k] for k in ("x_train", "y_train", "x_test", "y_test"))
-    else:
-        lacking = [name for name, p in found.items() if p is None]
+    got = read_mnist(folder)
+    if got is None:
+        lacking = [name for name in MNIST_FILES if _find(folder, name) is None]
         raise FileNotFoundError(_missing_message(folder, f"missing {', '.join(lacking)}"))
+    (x_tr, y_tr, x_te, y_te), source = got
     images = np.concatenate([x_tr, x_te])
     labels = np.concatenate([y_tr, y_te]).astype(np.int64)
     if images.shape[0] != labels.shape[0]:
         raise ValueError(f"MNIST in {folder}: {images.shape[0]} images but {labels.shape[0]} labels")
     return Dataset("mnist", _design(images, 255.0, source), labels)
+
+
+def read_mnist(folder: str | os.PathLike) -> tuple[list[np.ndarray], str] | None:
+    """MNIST's arrays from ``folder``, checked against the published sums: the four IDX
+    files (gzip or not; preferred) or ``mnist.npz`` (see the module docstring).
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The folder.
+
+    Returns
+    -------
+    (arrays, source) or None
+        ``[x_train, y_train, x_test, y_test]`` and a description of the files and of the
+        check that passed; None when neither the four IDX files nor ``mnist.npz`` are there.
+
+    Raises
+    ------
+    ValueError
+        A file whose checksum is not MNIST's, named.
+    """
+    folder = Path(folder)
+    found = {name: _find(folder, name) for name in MNIST_FILES}
+    if all(found.values()):
+        arrays = [read_idx(found[name], md5=MNIST_RAW_MD5[name]) for name in MNIST_FILES]  # type: ignore[arg-type]
+        return arrays, (f"{found['train-images-idx3-ubyte.gz']} / {found['t10k-images-idx3-ubyte.gz']} (rows: "
+                        f"train, then test; MD5 of every IDX file verified)")
+    npz = folder / "mnist.npz"
+    if not npz.is_file():
+        return None
+    digest = hashlib.sha256()
+    with npz.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    with np.load(npz) as z:
+        arrays = [z[k] for k in ("x_train", "y_train", "x_test", "y_test")]
+    if digest.hexdigest() == MNIST_NPZ_SHA256:
+        how = "Keras' published SHA256 verified"
+    elif all(a.dtype == np.uint8 and hashlib.md5(_idx_bytes(a)).hexdigest() == MNIST_RAW_MD5[name]
+             for a, name in zip(arrays, MNIST_FILES)):
+        how = "its arrays match the published MD5s of the IDX files"
+    else:
+        raise ValueError(f"{npz}: neither its SHA256 is Keras' published mnist.npz nor do its arrays match the "
+                         f"published MD5s of MNIST's IDX files: a damaged or different file")
+    return arrays, f"{npz} (rows: x_train, then x_test; {how})"
 
 
 def _md5(path: Path) -> str:

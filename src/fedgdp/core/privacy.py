@@ -37,7 +37,8 @@ __all__ = [
     "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX", "NOISE_BOUND",
     "check_release_bound", "parse_mu", "check_clip", "check_clip_bound", "check_privacy", "RELEASES",
     "adds_noise", "clips",
-    "clip_rows", "row_norms", "clip_factors", "clip_bound", "bound_of_rule", "Release", "Ledger", "ReleaseSpec",
+    "clip_rows", "row_norms", "clip_margin", "clip_scale", "clip_factors", "clip_bound", "bound_of_rule", "Release",
+    "Ledger", "ReleaseSpec",
     "Calibration",
     "calibrate", "calibrate_schedule", "NOISE_ULPS", "check_noise_resolves",
     "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
@@ -132,33 +133,82 @@ def row_norms(X: np.ndarray, plain: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
-def clip_factors(norms: np.ndarray, B: float) -> np.ndarray:
-    """The per-sample clipping factor ``min(1, B/||g_j||)`` of gradients with norms
-    ``norms``, and 0 where the norm is not finite (NaN or inf): *the* rule for a
-    non-finite per-sample gradient, which is clipped to zero (so every clipped
-    per-sample gradient has norm <= B and the sensitivity 2B/n holds for every input;
-    docs/methods.md §2, "Finite arithmetic").
+#: The unit roundoff of float64, ``2^-53``: the clip margin's unit (`clip_margin`).
+U64 = 2.0 ** -53
+
+
+def clip_margin(D: int) -> float:
+    """The clip margin ``kappa = (D + 16) 2^-53`` of a per-sample gradient of ``D``
+    numbers: the factors clip to ``(1 - kappa) B`` (`clip_scale`), so that rounding
+    never lifts a computed clipped gradient above norm ``B`` (docs/methods.md §2,
+    "The clip margin"; the CNNs' float64 margin, `fedgdp.nn.clipping.clip_margin`, has
+    the same form).
+
+    Parameters
+    ----------
+    D : int
+        Numbers per record's gradient: ``d`` for ``r_j x_j``, ``d k`` for ``x_j r_j'``.
+
+    Returns
+    -------
+    float
+        ``kappa``.
+    """
+    return (int(D) + 16) * U64
+
+
+def clip_scale(B, D: int):
+    """The norm the clipped gradients are scaled to: ``(1 - kappa) B`` (`clip_margin`;
+    inf stays inf). *The* GLM clipping bound as computed: `clip_factors` and
+    the simulations' compiled kernels (``lim_j = clip_scale(B, d) / ||x_j||``) read it.
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound(s) (the ledger's: sensitivities and noise use B).
+    D : int
+        Numbers per record's gradient.
+
+    Returns
+    -------
+    float or ndarray
+        ``(1 - clip_margin(D)) B``.
+    """
+    return (1.0 - clip_margin(D)) * B
+
+
+def clip_factors(norms: np.ndarray, B: float, D: int) -> np.ndarray:
+    """The per-sample clipping factor ``min(1, (1 - kappa) B/||g_j||)`` of gradients with
+    norms ``norms`` (``kappa``: `clip_margin`, rounding's margin), and 0 where the norm
+    is not finite (NaN or inf): *the* rule for a non-finite per-sample gradient, which
+    is clipped to zero. So every computed clipped per-sample gradient has norm <= B and
+    the sensitivity 2B/n holds for every input (docs/methods.md §2, "Finite arithmetic"
+    and "The clip margin").
 
     Parameters
     ----------
     norms : ndarray
-        Per-sample gradient norms.
+        Per-sample gradient norms (`row_norms`, or a product of two of them).
     B : float
         The clipping bound.
+    D : int
+        Numbers per record's gradient (the margin's size).
 
     Returns
     -------
     ndarray
         The factors, shaped as ``norms``.
     """
+    scale = clip_scale(B, D)
     with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(norms > B, B / norms, 1.0)
+        factor = np.where(norms > scale, scale / norms, 1.0)
     return np.where(np.isfinite(norms), factor, 0.0)
 
 
 def clip_rows(G: np.ndarray, B: float) -> np.ndarray:
-    """Clip each row of ``G`` (shape ``(n, d)``) to L2 norm at most ``B``; a row that is
-    not finite becomes zero (`clip_factors`).
+    """Clip each row of ``G`` (shape ``(n, d)``) to L2 norm at most ``B`` (to ``(1 -
+    kappa) B``, `clip_factors`, so the computed rows' norms are at most B); a row that
+    is not finite becomes zero.
 
     Parameters
     ----------
@@ -174,7 +224,7 @@ def clip_rows(G: np.ndarray, B: float) -> np.ndarray:
     """
     if not np.isfinite(B):
         return G
-    factor = clip_factors(row_norms(G), B)[..., None]
+    factor = clip_factors(row_norms(G), B, G.shape[-1])[..., None]
     with np.errstate(invalid="ignore"):
         return np.where(factor > 0, G * factor, 0.0)
 

@@ -47,7 +47,7 @@ def _cmd_nn_run(args) -> int:
     keep_freed_memory()          # this process's own setting: the big freed blocks are reused (no page faults)
 
     rows, ledgers = run_nn(p, device=args.device, threads=args.threads, data=data, return_ledgers=True,
-                           progress=True)
+                           progress=True, fresh_noise=args.fresh_noise)
     meta = {"ledgers": json.dumps({k: [{"stage": r.stage, "count": np.asarray(r.count).tolist(),
                                         "sensitivity": r.sensitivity[0].tolist(), "sigma": r.sigma[0].tolist()}
                                        for r in led.releases] for k, led in ledgers.items()})}
@@ -55,6 +55,9 @@ def _cmd_nn_run(args) -> int:
     for r in rows:
         print(f"{r['label']:<18} acc {r['test_accuracy']:.3f}  rounds {r['rounds']:>3}  "
               f"mu {r['mu_composed']:.3f}  {r['elapsed_s']:.1f} s")
+    if p["release"] == "private" and not args.fresh_noise:
+        print("noise: derived seed, known to anyone with the settings (noise_secret = False): the mu-GDP guarantee "
+              "is void for private data; use --fresh-noise there")
     return 0
 
 
@@ -185,6 +188,10 @@ def add_parsers(sub) -> None:
     run.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
     run.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     run.add_argument("--data-dir", default="data", help="folder holding mnist/ and cifar10/")
+    run.add_argument("--fresh-noise", action="store_true",
+                     help="seed the noise from the operating system's entropy (for private data: the rows say "
+                          "noise_secret = True); default: the derived seed, reproducible and known, so "
+                          "noise_secret = False and the guarantee is void while the seed is known")
     run.add_argument("--out", required=True, type=output_path(".parquet"), help="output .parquet path")
     run.set_defaults(func=_cmd_nn_run)
     show_defaults(run, _default)

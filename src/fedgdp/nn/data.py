@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..common.datasets import MNIST_FILES, MNIST_MIRRORS, fetch_mnist, read_idx, write_idx
+from ..common.datasets import MNIST_FILES, MNIST_MIRRORS, fetch_mnist, read_idx, read_mnist, write_idx
 
 __all__ = ["ImageData", "DataUnavailable", "DATASETS", "load_images", "fetch", "read_idx",
            "write_idx", "MNIST_FILES", "CIFAR10_ARCHIVE"]
@@ -130,14 +130,10 @@ def _load_digits() -> ImageData:
 
 def _load_mnist(data_dir: Path) -> ImageData:
     folder = data_dir / "mnist"
-    paths = {name: _find(folder, name) for name in MNIST_FILES}
-    if all(paths.values()):
-        x_tr, y_tr, x_te, y_te = (read_idx(paths[name]) for name in MNIST_FILES)  # type: ignore[arg-type]
-    elif (folder / "mnist.npz").is_file():
-        with np.load(folder / "mnist.npz") as z:
-            x_tr, y_tr, x_te, y_te = (z[k] for k in ("x_train", "y_train", "x_test", "y_test"))
-    else:
-        raise DataUnavailable(_missing_message("mnist", data_dir, [n for n, p in paths.items() if p is None]))
+    got = read_mnist(folder)          # checked against MNIST's published sums
+    if got is None:
+        raise DataUnavailable(_missing_message("mnist", data_dir, [n for n in MNIST_FILES if _find(folder, n) is None]))
+    x_tr, y_tr, x_te, y_te = got[0]
 
     def images(a):
         return ((np.asarray(a, np.float32).reshape(-1, 28, 28) / 255.0 - _MNIST_MEAN) / _MNIST_STD)[:, None]

@@ -29,8 +29,8 @@ __all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "p
 
 #: the columns of ``readings.csv`` (the first eight are the map's; the rest say how and where)
 TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "certified_mu", "dataset", "privacy",
-                 "release", "accounting", "reduction", "clip", "lr", "test_loss", "clipped_frac", "mu_spent_min",
-                 "mu_spent_max", "elapsed_s"]
+                 "release", "accounting", "noise_secret", "reduction", "clip", "lr", "test_loss", "clipped_frac",
+                 "mu_spent_min", "mu_spent_max", "elapsed_s"]
 
 _KEYS = {"dataset", "data_dir", "points", "runs", "readings", "band"}
 
@@ -190,8 +190,14 @@ def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto",
     return written
 
 
-def privacy_of(release: str, mu: float, accounting: str) -> tuple[float, str]:
+def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = False) -> tuple[float, str]:
     """The privacy a run really gives: its certified mu and what it is.
+
+    ``certified_mu`` is a property of the mechanism and its settings (as
+    `fedgdp.api.estimator.PrivacyReport.certified`); whether the noise was secret is a
+    property of the run, said in the text: a derived (known) seed voids the guarantee
+    for private data (docs/privacy.md, the seed rule), which the figures' public data
+    (MNIST, digits, CIFAR-10) do not need.
 
     Parameters
     ----------
@@ -201,6 +207,9 @@ def privacy_of(release: str, mu: float, accounting: str) -> tuple[float, str]:
         The run's target mu.
     accounting : str
         ``printed`` or ``schedule``.
+    noise_secret : bool, default=False
+        Whether the run's noise came from fresh entropy (``fedgdp nn-run --fresh-noise``);
+        False: its derived seed (every run file written without the column).
 
     Returns
     -------
@@ -211,7 +220,11 @@ def privacy_of(release: str, mu: float, accounting: str) -> tuple[float, str]:
     """
     if release == "private" and math.isfinite(mu):
         how = "each client's releases" if accounting == "printed" else "each drawn client's releases (schedule)"
-        return float(mu), f"record-level mu-GDP at each client, calibrated to {how}"
+        what = f"record-level mu-GDP at each client, calibrated to {how}"
+        if noise_secret:
+            return float(mu), what + "; noise from fresh entropy (secret)"
+        return float(mu), (what + "; noise from the derived seed (known): void for private data while the seed "
+                                  "is known, kept for public data")
     if release == "clip_only" and math.isfinite(mu):
         return math.inf, "not mu-GDP as run: clipped without noise"
     return math.inf, "not private: neither clipped nor noisy"
@@ -246,11 +259,11 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
             continue
         reduction = piece_settings(path)[0].get("reduction", "mean")     # a piece from before it: the mean
         for r in read_runs([path]).to_dict("records"):
-            cert, text = privacy_of(r["release"], r["mu"], r["accounting"])
+            cert, text = privacy_of(r["release"], r["mu"], r["accounting"], r["noise_secret"])
             rows.append({"reading": reading, "figure": figure, "x": x, "mu": r["mu"], "run": run,
                          "method": r["method"], "accuracy": r["test_accuracy"], "certified_mu": cert,
                          "dataset": r["dataset"], "privacy": text, "release": r["release"],
-                         "accounting": r["accounting"], "reduction": reduction,
+                         "accounting": r["accounting"], "noise_secret": r["noise_secret"], "reduction": reduction,
                          "clip": r["clip"], "lr": r["lr"], "test_loss": r["test_loss"],
                          "clipped_frac": r["clipped_frac"], "mu_spent_min": r["mu_spent_min"],
                          "mu_spent_max": r["mu_spent_max"], "elapsed_s": r["elapsed_s"]})

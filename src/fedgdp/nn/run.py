@@ -8,6 +8,17 @@ its client sampling (numpy) and its noise (a ``torch.Generator`` seeded from it)
 Nothing is seeded from the clock. On CPU a run is bit-for-bit reproducible (same
 torch version and thread count); on CUDA, reduction order may differ slightly.
 
+A derived seed is known to anyone who knows the settings, so its noise can be
+regenerated and removed: the rows say ``noise_secret = False``, and the mu-GDP
+guarantee is void while the seed is known (docs/privacy.md, the seed rule). That is
+fine for the figures, whose data are public (digits, MNIST, CIFAR-10) and whose point
+is reproduction. ``fresh_noise=True`` (``fedgdp nn-run --fresh-noise``, for private
+data) seeds the noise generator from the operating system's entropy
+(``numpy.random.SeedSequence()``) instead: ``noise_secret = True``. Only the noise
+stream is fresh; the partition, the initial weights, the client sampling and the
+minibatches stay derived (public: they are drawn before any image is read and do
+not depend on the data).
+
 Partition (paper section 5.2.1): the training split is permuted; ``fig09`` gives
 client i the images ``perm[i n : (i+1) n]`` (requires ``m n <= N``); ``fig10`` cuts
 the whole permutation into m near-equal parts. Each client then keeps
@@ -33,13 +44,14 @@ from .settings import data_key, label, releases_per_round
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["partition", "run_nn", "write_runs", "read_runs", "COLUMNS", "run_seeds", "piece_settings"]
+__all__ = ["partition", "run_nn", "write_runs", "read_runs", "COLUMNS", "run_seeds", "piece_settings",
+           "noise_seed"]
 
 COLUMNS = [
     "figure", "dataset", "method", "label", "m", "n", "x", "n_client_mean", "n_train_min",
     "n_train_max", "N_train", "run", "base_seed", "mu", "q", "rounds", "base_rounds",
     "local_epochs", "lr", "server_lr", "clip", "ridge", "damping", "test_accuracy", "test_loss",
-    "local_test_accuracy", "val_accuracy", "release", "accounting", "mu_composed", "mu_spent_min",
+    "local_test_accuracy", "val_accuracy", "release", "accounting", "noise_secret", "mu_composed", "mu_spent_min",
     "mu_spent_max", "participation_mean",
     "grad_evals", "clipped_frac", "floats_up", "floats_down", "n_params", "device", "threads",
     "elapsed_s",
@@ -62,6 +74,29 @@ def run_seeds(p: dict, method: str | None = None) -> np.random.SeedSequence:
         The seed sequence.
     """
     return seed_sequence(p["base_seed"], data_key(p), p["run"], stream=method)
+
+
+def noise_seed(p: dict, method: str, *, fresh: bool = False) -> int:
+    """The seed of one method's noise generator: derived from the run's settings (known
+    to anyone who knows them), or from the operating system's entropy when ``fresh``
+    (see the module docstring).
+
+    Parameters
+    ----------
+    p : dict
+        Resolved run settings.
+    method : str
+        The method's name.
+    fresh : bool, default=False
+        Draw it from ``numpy.random.SeedSequence()`` (fresh entropy, never recorded).
+
+    Returns
+    -------
+    int
+        A 64-bit seed for ``torch.Generator.manual_seed``.
+    """
+    ss = np.random.SeedSequence() if fresh else run_seeds(p, method).spawn(2)[1]
+    return int(ss.generate_state(1, np.uint64)[0])
 
 
 def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
@@ -106,7 +141,8 @@ def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
 
 
 def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: ImageData | None = None,
-           data_dir: str = "data", return_ledgers: bool = False, progress: bool = False):
+           data_dir: str = "data", return_ledgers: bool = False, progress: bool = False,
+           fresh_noise: bool = False):
     """Train every method of ``p`` on one partition; one row per method (keys `COLUMNS`).
 
     Parameters
@@ -126,6 +162,9 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     progress : bool
         Print one line per round of every method on standard error
         ([`Progress`][fedgdp.nn.train.Progress]; `fedgdp nn-run` does).
+    fresh_noise : bool, default=False
+        Seed every method's noise from fresh entropy (`noise_seed`): the rows say
+        ``noise_secret = True``. False: the derived seed, ``noise_secret = False``.
 
     Returns
     -------
@@ -169,9 +208,9 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     clipped_grad_sums(params0, X, Y, M, float(p["clip"]), shared=True)     # warm-up: the first call's set-up costs
     rows, ledgers = [], {}
     for method in p["methods"]:
-        ss_sample, ss_noise = run_seeds(p, method).spawn(2)
+        ss_sample = run_seeds(p, method).spawn(2)[0]
         gen = torch.Generator(device=dev)
-        gen.manual_seed(int(ss_noise.generate_state(1, np.uint64)[0]))
+        gen.manual_seed(noise_seed(p, method, fresh=fresh_noise))
         t0 = time.perf_counter()
         fit = train(method, params0, clients, p, np.random.default_rng(ss_sample), gen, progress=progress)
         if dev.type == "cuda":
@@ -194,7 +233,7 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
             "base_rounds": p["rounds"], "local_epochs": p["local_epochs"], "lr": p["lr"],
             "server_lr": p["server_lr"], "clip": p["clip"], "ridge": p["ridge"], "damping": p["damping"],
             "test_accuracy": acc, "test_loss": loss, "local_test_accuracy": loc_acc, "val_accuracy": val_acc,
-            "release": p["release"], "accounting": p["accounting"],
+            "release": p["release"], "accounting": p["accounting"], "noise_secret": bool(fresh_noise),
             "mu_composed": float(fit.ledger.composed_mu().max()),
             **_spent(fit.ledger, fit.counts, p),
             "participation_mean": float(np.mean(_rounds_drawn(fit.counts, p))),
@@ -241,7 +280,7 @@ def _schema():
     import pyarrow as pa
 
     types = {"figure": pa.string(), "dataset": pa.string(), "method": pa.string(), "label": pa.string(),
-             "device": pa.string(), "release": pa.string(), "accounting": pa.string()}
+             "device": pa.string(), "release": pa.string(), "accounting": pa.string(), "noise_secret": pa.bool_()}
     ints = {"m", "n", "x", "n_train_min", "n_train_max", "N_train", "run", "base_seed", "rounds",
             "base_rounds", "local_epochs", "grad_evals", "floats_up", "floats_down", "n_params", "threads"}
     return pa.schema([(c, types.get(c, pa.int64() if c in ints else pa.float64())) for c in COLUMNS])
@@ -283,6 +322,8 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
 
 def read_runs(paths) -> pandas.DataFrame:
     """Concatenate run files; ValueError naming a file that is corrupt or lacks columns.
+    A file written before ``noise_secret`` was recorded ran on its derived seed: its
+    rows read ``noise_secret = False``.
 
     Parameters
     ----------
@@ -296,7 +337,15 @@ def read_runs(paths) -> pandas.DataFrame:
     """
     from ..common.io import read_parquet_files
 
-    return read_parquet_files(paths, COLUMNS, "run")
+    df = read_parquet_files(paths, [c for c in COLUMNS if c not in _ADDED], "run")
+    for col, value in _ADDED.items():
+        df[col] = df[col].astype(object).where(df[col].notna(), value) if col in df else value
+        df[col] = df[col].astype(type(value))
+    return df
+
+
+#: columns added to the run files since the first committed ones, with the value an older file means
+_ADDED = {"noise_secret": False}
 
 
 def piece_settings(path: str | os.PathLike) -> tuple[dict, str]:

@@ -44,14 +44,16 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
     """
     with np.errstate(over="ignore", invalid="ignore"):
         Res = model.residuals(Theta, X, Y)
-    clip_residuals(Res, privacy.row_norms(X) if xnorm is None else xnorm, B)
+    clip_residuals(Res, privacy.row_norms(X) if xnorm is None else xnorm, B, X.shape[1])
     return X.T @ Res / X.shape[0]
 
 
-def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float) -> None:
-    """Scale the rows of the residuals Res (n, k) in place so that ``||x_j|| ||r_j|| <= B``;
+def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float, d: int) -> None:
+    """Scale the rows of the residuals Res (n, k) in place so that ``||x_j|| ||r_j|| <= B``
+    (to ``(1 - kappa) B``, the margin of `fedgdp.core.privacy.clip_factors` for a
+    gradient of ``d k`` numbers, so that the computed ``x_j r_j'`` has norm at most B);
     a per-sample gradient whose norm is not finite (a NaN or overflowed residual, or a
-    row norm that overflows) becomes zero (`fedgdp.core.privacy.clip_factors`).
+    row norm that overflows) becomes zero.
 
     Parameters
     ----------
@@ -61,11 +63,13 @@ def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float) -> None:
         Row norms of X.
     B : float
         The clipping bound.
+    d : int
+        Columns of X (the gradient ``x_j r_j'`` has ``d k`` numbers).
     """
     if np.isfinite(B):
         with np.errstate(over="ignore", invalid="ignore"):
             norms = xnorm * privacy.row_norms(Res)
-        factor = privacy.clip_factors(norms, B)
+        factor = privacy.clip_factors(norms, B, d * Res.shape[1])
         Res *= factor[:, None]
         Res[factor == 0] = 0.0          # inf * 0 and NaN * 0 are NaN: the rule says zero
 
@@ -106,7 +110,7 @@ def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice
         block = S[:, j * k:(j + 1) * k]
         with np.errstate(over="ignore", invalid="ignore"):
             Res = fd.model.mean(block) - Y
-        clip_residuals(Res, xn, f.bound)
+        clip_residuals(Res, xn, f.bound, d)
         block[...] = Res
     return (X.T @ S / X.shape[0]).reshape(d, J, k).transpose(1, 0, 2)
 

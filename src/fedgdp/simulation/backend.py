@@ -98,8 +98,10 @@ class ClientBlock:
         return self.n_rep * self.m
 
     def clip_bounds(self, B: np.ndarray | None) -> np.ndarray | None:
-        """The clip of every row's residual, ``B_r / ||x_j||``, shape ``(N,)`` (B: one
-        bound per replicate of shape (n_rep,)), or None (no clipping).
+        """The clip of every row's residual, ``(1 - kappa) B_r / ||x_j||``, shape ``(N,)``
+        (B: one bound per replicate of shape (n_rep,); the margin ``kappa`` of
+        `fedgdp.core.privacy.clip_scale`, the rule of `fedgdp.core.privacy.clip_factors`
+        that the kernels port), or None (no clipping).
 
         Parameters
         ----------
@@ -113,7 +115,7 @@ class ClientBlock:
         """
         if B is None:
             return None
-        return np.repeat(np.asarray(B, float), self.sizes.sum(axis=1)) * self.inv_norm
+        return np.repeat(privacy.clip_scale(np.asarray(B, float), self.d), self.sizes.sum(axis=1)) * self.inv_norm
 
     def _clip(self, bounds):
         return (_NO_CLIP, False) if bounds is None else (bounds, True)
