@@ -216,11 +216,12 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
         ``settings``, ``fit`` (the diagnosis, ``fit_info_``), ``privacy``
         (`fedgdp.api.estimator.PrivacyReport.as_dict`) and, for classifiers, ``classes``.
     """
-    out = {"data": data, "rows": rows, "family": est.family, "method": est.method,
+    out = {"data": data, "rows": rows, "family": est.family, "method": est.method_,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
            "features": [str(c) for c in est.feature_names_in_], "coefficients": coefficient_rows(est),
-           "communication": est.communication_, "settings": est.settings_["method_settings"][est.method],
-           "fit": {k: _num(v) if isinstance(v, float) else v for k, v in est.fit_info_.items()},
+           "communication": est.communication_, "settings": est.settings_["method_settings"][est.method_],
+           "fit": {k: _num(v) if isinstance(v, float) else v.tolist() if hasattr(v, "tolist") else v
+                   for k, v in est.fit_info_.items()},
            "privacy": est.privacy_.as_dict(delta)}
     if est.family != "poisson":
         out["classes"] = [_plain(c) for c in est.classes_]
