@@ -45,7 +45,8 @@ import warnings
 
 import numpy as np
 
-__all__ = ["ConvergenceWarning", "NoiseDominatedWarning", "ClipWarning", "diagnose", "judge_noise", "check_finite",
+__all__ = ["ConvergenceWarning", "NoiseDominatedWarning", "ClipWarning", "FeatureScaleWarning", "check_scale",
+           "SCALE_TOLERANCE", "diagnose", "judge_noise", "check_finite",
            "warn", "format_info", "Z_SIGNIFICANT", "TOL_EXACT", "GTOL_EXACT", "UNSTABLE_FACTOR", "NOISE_RATIO",
            "STANDARDISE"]
 
@@ -75,6 +76,40 @@ class NoiseDominatedWarning(ConvergenceWarning):
     """The fit's privacy noise is comparable to the estimate (``fit_info_["status"]`` is
     ``noise-dominated``; `judge_noise`), or the forecast says it will be before any record
     is read (`fedgdp.api.forecast`); the message names the mu that would do."""
+
+
+class FeatureScaleWarning(UserWarning):
+    """The features do not look standardised, which the defaults (step sizes, the public
+    clipping bound, the forecast) assume: a check of the data holder's own rows, shown to
+    them only, like the label check (`check_scale`)."""
+
+
+#: A feature column counts as standardised when its mean is within this of 0 and its sd within a factor of 2 of 1
+SCALE_TOLERANCE = 0.5
+
+
+def check_scale(X: np.ndarray) -> None:
+    """A `FeatureScaleWarning` when some column of ``X`` (n, p) has a mean beyond
+    `SCALE_TOLERANCE` or a standard deviation outside [1/2, 2]. It reads the rows, so it
+    is no release: the data holder's own check, as the refusal of a label outside
+    ``classes`` (docs/privacy.md); do not publish it.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, p)
+        The features (without the intercept).
+    """
+    if X.shape[0] < 2:
+        return
+    mean, sd = X.mean(axis=0), X.std(axis=0)
+    bad = np.flatnonzero((np.abs(mean) > SCALE_TOLERANCE) | (sd < 0.5) | (sd > 2.0))
+    if bad.size:
+        j = int(bad[0])
+        warnings.warn(f"{bad.size} of {X.shape[1]} feature column(s) are not standardised (column {j}: mean "
+                      f"{mean[j]:.3g}, sd {sd[j]:.3g}); the defaults (step sizes, the public clipping bound, the "
+                      f"noise forecast) assume mean 0 and variance 1: standardise your features, with public or "
+                      f"data-independent centring and scaling (a check of your own rows, shown to you only)",
+                      FeatureScaleWarning, stacklevel=3)
 
 
 class ClipWarning(UserWarning):

@@ -682,6 +682,7 @@ class FederatedGLM(ClientsRouting):
                                  f"(n_samples={len(rows)}); method "
                                  f"{self.method_} needs at least {need} rows per client (its two halves)")
         self._warn_forecast(p, sizes, X.shape[1], model.k)
+        diagnostics.check_scale(X)
         # fresh entropy per fit unless a seed is given (module docstring, Randomness)
         root = np.random.SeedSequence() if self.random_state is None else self.random_state
         if self.shuffle:
@@ -699,7 +700,7 @@ class FederatedGLM(ClientsRouting):
                           f"reached q, and B is the largest over clients, so the noise is that large; use the public "
                           f"default (clip=None: {CLIP_RULE}) or a public bound", diagnostics.ClipWarning,
                           stacklevel=2)
-        self._default_steps(p, D.shape[1], B, Xc, Yc, model)
+        self._default_steps(p, D.shape[1], B if privacy.clips(mu) else math.inf, Xc, Yc, model)
         fd = FoldData(model, Xc, Yc, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"],
                       clip=p["clip"])
         noise = estimator_rng(root, meth.noise_stream) if fd.private else None

@@ -381,7 +381,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     ap.add_argument("--classes", help="the classifier's public label domain, comma-separated, e.g. 0,1 (numbers "
                                       "when the target column holds numbers, else text); a row with another label "
                                       "is refused; without it the label set is taken from the data, not covered")
-    ap.add_argument("--method", default="fednewton", help=f"{private}; {plain} with --mu inf")
+    ap.add_argument("--method", default="auto", help=f"auto (the lowest forecast noise: fedgdp.forecast), {private}; "
+                                                     f"{plain} with --mu inf")
     ap.add_argument("--mu", default="2", help="mu-GDP budget of every client (inf: non-private)")
     ap.add_argument("--privacy-mode", dest="privacy_mode", choices=["certified", "paper"], default="certified",
                     help="certified: every release's sensitivity holds for all inputs; paper: as printed")

@@ -14,7 +14,9 @@ the family's mean curvature ``E[b''(s)]`` over the linear predictor ``s``. At th
 ``W = 1/4`` (logistic), ``1`` (Poisson), ``I/C - 11'/C^2`` (softmax over C classes:
 eigenvalue ``1/C`` C - 1 times and 0 along the redundant direction, where the noise is
 never pulled back). At a released estimate (`noise_se`), ``W`` is ``E[b''(s)]`` over
-``s = theta_0 + B' z``, ``z ~ N(0, I_p)``, on a fixed public set of draws.
+``s = theta_0 + B' z``, ``z ~ N(0, I_p)``, on a fixed public set of draws. Clipping
+takes a row's curvature away: a Poisson row counts with the chance that its residual is
+not clipped (`curvature`).
 
 Along an eigen-direction of curvature ``c`` an iteration is linear in its noise: a
 local step ``e <- a e + sigma Z`` (``a = 1 - eta c``), a server step ``e <- a e - eta
@@ -106,7 +108,7 @@ def poisson_default_steps(s: dict, given: dict, d: int, B: float) -> None:
             s[key] = 4 * s[key]
 
 
-def curvature(family: str, k: int, theta: np.ndarray | None = None):
+def curvature(family: str, k: int, theta: np.ndarray | None = None, b: float = math.inf):
     """The curvature model's ``W`` (module docstring) as its eigen-decomposition.
 
     Parameters
@@ -116,6 +118,12 @@ def curvature(family: str, k: int, theta: np.ndarray | None = None):
         Outputs (1, or the number of classes).
     theta : ndarray of shape (d, k) or None
         The estimate (intercept row first); None: theta = 0.
+    b : float
+        The residual a typical row keeps unclipped, ``B / sqrt(d)``: a clipped per-sample
+        gradient ``B x r / (||x|| |r|)`` does not change with theta along r, so a Poisson
+        row adds its curvature ``lambda`` only with the chance ``erf(b / sqrt(2 lambda))``
+        that its residual (sd ``sqrt(lambda)``) is not clipped. (Logistic residuals are at
+        most 1 <= b under the default rule; softmax's are taken as unclipped.)
 
     Returns
     -------
@@ -128,13 +136,13 @@ def curvature(family: str, k: int, theta: np.ndarray | None = None):
         if family == "multinomial":
             W = np.eye(k) / k - np.ones((k, k)) / k ** 2
         else:
-            W = np.array([[0.25 if family == "logistic" else 1.0]])
+            W = np.array([[0.25 if family == "logistic" else _unclipped(np.ones(1), b)[0]]])
     else:
         theta = np.asarray(theta, float).reshape(-1, k)
         z = np.random.default_rng(_DRAW_SEED).standard_normal((_DRAWS, theta.shape[0] - 1))
         S = theta[0] + z @ theta[1:]
         if family == "poisson":
-            W = np.array([[float(np.mean(np.exp(np.minimum(S[:, 0], 700.0))))]])
+            W = np.array([[float(np.mean(_unclipped(np.exp(np.minimum(S[:, 0], 700.0)), b)))]])
         elif family == "logistic":
             p = 1.0 / (1.0 + np.exp(-S[:, 0]))
             W = np.array([[float(np.mean(p * (1.0 - p)))]])
@@ -144,6 +152,15 @@ def curvature(family: str, k: int, theta: np.ndarray | None = None):
             W = np.diag(P.mean(axis=0)) - P.T @ P / len(P)
     values, vectors = np.linalg.eigh(W)
     return np.maximum(values, 0.0), vectors
+
+
+def _unclipped(lam: np.ndarray, b: float) -> np.ndarray:
+    """Poisson curvature ``lambda`` times the chance its residual is within ``b`` (normal approximation)."""
+    from scipy.special import erf
+
+    if not math.isfinite(b):
+        return lam
+    return lam * erf(b / np.sqrt(2.0 * np.maximum(lam, 1e-300)))
 
 
 def _geometric(a2: float, K: int) -> float:
@@ -334,7 +351,7 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
     s = p["method_settings"][name]
     sig = _plan_sigmas(name, s, data, mu)
     w = sizes / sizes.sum()
-    values, vectors = curvature(family, k, theta)
+    values, vectors = curvature(family, k, theta, b=B / math.sqrt(d))
     var = noise_variances(name, s, sig, w, values, tau1=p["tau1"],
                           certified=mode == "certified" or name == "fednewton_certified")
     cov = (vectors * var) @ vectors.T          # (k, k): one design row's noise covariance across the outputs
