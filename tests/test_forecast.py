@@ -201,3 +201,25 @@ def test_unstandardised_features_warn_standardise():
     with warnings.catch_warnings():
         warnings.simplefilter("error", FeatureScaleWarning)
         FederatedGLM(mu=2, classes=[0, 1], random_state=0).fit(X, y, cl)
+
+
+def test_fit_forecast_reads_only_the_header_and_the_client_column(tmp_path, capsys, monkeypatch):
+    import pandas as pd
+
+    from fedgdp.api import fitting
+    from fedgdp.commands.cli import main
+
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame(rng.standard_normal((300, 4)), columns=list("abcd")).assign(
+        y=rng.integers(0, 2, 300), site=np.arange(300) % 3)
+    df.to_csv(tmp_path / "d.csv", index=False)
+    read = []
+    real = pd.read_csv
+    monkeypatch.setattr(pd, "read_csv", lambda *a, **k: read.append(k.get("usecols", k.get("nrows"))) or real(*a, **k))
+    monkeypatch.setattr(fitting, "read_table", lambda *a: pytest.fail("read the whole table"))
+    assert main(["fit", str(tmp_path / "d.csv"), "--target", "y", "--client", "site", "--mu", "1", "--forecast"]) == 0
+    out = capsys.readouterr().out
+    assert read == [0, ["site"]]          # the header, then the client column
+    assert "read only the header and the client column" in out
+    best = fedgdp.forecast("logistic", [100] * 3, 4, 1.0).attrs["recommended"]
+    assert f"recommended: {best}" in out

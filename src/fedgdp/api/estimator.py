@@ -398,8 +398,11 @@ class FederatedGLM(ClientsRouting):
         guarantee (a [`PrivacyLeakWarning`][fedgdp.api.estimator.PrivacyLeakWarning];
         ``privacy_.label_domain`` is ``"from data (not covered)"`` and
         ``privacy_.certified`` is False). Refused with ``poisson``.
-    method : str, default="fednewton"
-        A real-data method of `fedgdp.realdata.REGISTRY` other than
+    method : str, default="auto"
+        ``"auto"``: the private method with the lowest forecast noise
+        ([`fedgdp.api.forecast.forecast`][fedgdp.api.forecast.forecast], from the client
+        sizes, the dimension and mu alone; FedNewton at mu = inf), named in ``method_``.
+        Otherwise a real-data method of `fedgdp.realdata.REGISTRY` other than
         ``np_localfit``.
     mu : float, default=2
         mu-GDP budget of every client (``math.inf``: non-private, no clipping or noise;
@@ -408,9 +411,12 @@ class FederatedGLM(ClientsRouting):
         ``certified``: every release's sensitivity holds for all inputs (needs a public
         or private clipping bound); ``paper``: the algorithms as printed.
     clip : None, float, str or dict, default=None
-        The clipping rule of per-sample gradients. None: the private quantile
+        The clipping rule of per-sample gradients. None: the public rule for standardised
+        features (`fedgdp.api.forecast.CLIP_RULE`: ``B = sqrt(d)`` for the classifiers,
+        ``2 sqrt(d)`` for Poisson, d design columns; docs/real-data.md). ``"private_quantile"``:
         ``{"rule": "private_quantile", "q": 0.9, "share": 0.1}`` (a noisy histogram of
-        each client's gradient norms spends 10% of mu^2). A number: a public bound B in
+        each client's gradient norms spends 10% of mu^2; a `fedgdp.api.diagnostics.ClipWarning` when it lands on
+        its grid's top). A number: a public bound B in
         ``(0, 1e100]`` (`fedgdp.core.privacy.CLIP_MAX`; ``inf`` is refused, as is a
         private quantile grid reaching above 1e100).
         ``"quantile"``: the paper's data-driven 0.9 quantile, which is not accounted
@@ -474,7 +480,14 @@ class FederatedGLM(ClientsRouting):
         ``advice`` (the setting to change); at mu = inf ``distance_to_mle`` (to the pooled
         ridge fit); for ``np_pooled`` the ``ridge`` it used. A fit that is not
         ``converged`` warns (`fedgdp.api.diagnostics.ConvergenceWarning`); a non-finite
-        estimate is refused.
+        estimate is refused. A private fit also has ``noise_se`` (d, k), each coefficient's
+        privacy-noise sd from the public sds through the method's iteration at the
+        released estimate (`fedgdp.api.forecast.noise_se`), and ``noise_rmse``; when that
+        noise is comparable to the estimate the status is ``noise-dominated``
+        (`fedgdp.api.diagnostics.NoiseDominatedWarning`). Before any record is read, a fit
+        whose forecast noise exceeds `fedgdp.api.forecast.NOISE_LIMIT` warns the same way.
+    method_ : str
+        The method that ran (``method``, or the one ``"auto"`` chose).
     n_features_in_ : int
     feature_names_in_ : ndarray of str of shape (p,)
         Only when X had string column names.
@@ -785,7 +798,7 @@ class FederatedGLM(ClientsRouting):
             return
         row = forecast(self.family, sizes, n_features, mu, self.method_, **self._forecast_settings(k)).iloc[0]
         rmse = float(row["noise_rmse"])
-        if rmse <= NOISE_LIMIT:
+        if not rmse > NOISE_LIMIT or not math.isfinite(rmse):      # inf: the fit's own refusal follows
             return
         factor = rmse / NOISE_LIMIT
         warnings.warn(
@@ -865,7 +878,7 @@ class FederatedGLM(ClientsRouting):
             warnings.warn(
                 f"the clipping bound is data-driven (clip rule 'quantile', q={p['clip']['q']}) and no ledger "
                 "accounts for it, so the fit is not mu-GDP (privacy_.certified is False); certified "
-                "alternatives: clip=<a public bound B> or clip=None (the private quantile), with "
+                "alternatives: clip=None (the public rule), a public bound B or clip='private_quantile', with "
                 "privacy_mode='certified'", PrivacyLeakWarning, stacklevel=3)
         if self._label_domain_mode() == LABELS_FROM_DATA:
             warnings.warn(
