@@ -77,7 +77,8 @@ def test_worked_example_table_json_and_coefficients(example, capsys, monkeypatch
 
     df = pd.read_csv(example / "breast_cancer.csv")
     feats = [c for c in df.columns if c not in ("malignant", "client")]
-    est = FederatedGLM(method="fednewton", mu=2, clip=3.32, classes=[0, 1], random_state=0).fit(df[feats], df.malignant, df.client)
+    est = FederatedGLM(method="fednewton", mu=2, clip=3.32, classes=[0, 1], random_state=0).fit(
+        df[feats], df.malignant, df.client)
     np.testing.assert_allclose(est.theta_[:, 0], coef.coef, rtol=0, atol=1e-15)
     rc, out, _ = _run(REPRO.replace(".csv --target", ".parquet --target").replace("--out coef.csv", "--json").split(),
                       capsys)

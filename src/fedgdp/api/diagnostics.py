@@ -174,7 +174,7 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
     newton : bool
         Whether the fit ends with FedNewton's Newton release.
     reference : ndarray of shape (d, k) or None
-        The non-private pooled MLE (only at ``mu = inf``).
+        The pooled ridge fit, np_pooled (only at ``mu = inf``).
 
     Returns
     -------

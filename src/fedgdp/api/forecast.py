@@ -306,7 +306,7 @@ def _resolve(name: str, family: str, mu: float, d: int, B: float, o: dict) -> di
     """The method's real-data parameters as FederatedGLM resolves them (Poisson's step rule included)."""
     from ..realdata import resolve
 
-    given = dict((o["method_settings"] or {}))
+    given = dict(o["method_settings"] or {})
     over = {"mu": [mu], "methods": [name], "clip": float(B), "tau1": o["tau1"],
             "privacy": {"mode": o["privacy_mode"], "hessian_clip": o["hessian_clip"]},
             "method_settings": {name: given}}
