@@ -6,8 +6,8 @@ record is read. The noise sds are the package's own calibration: the method's pl
 (`fedgdp.methods.Method.plan`) calibrated by `fedgdp.core.privacy.calibrate_with_clip`,
 exactly as `FederatedGLM` calibrates its fit; only their propagation is modelled here.
 
-The curvature model (docs/methods.md §8, "The noise forecast")
-----------------------------------------------------------------
+The curvature model (docs/real-data.md, "Before the data")
+-------------------------------------------------------
 Features are standardised (mean 0, variance 1, uncorrelated), so with the intercept
 ``E[x x'] = I_d``, and the Hessian of the mean loss is ``H = W (x) I_d`` with ``W`` (k, k)
 the family's mean curvature ``E[b''(s)]`` over the linear predictor ``s``. At theta = 0:
