@@ -133,7 +133,8 @@ def test_forecast_follows_table_1_orders():
 @pytest.mark.parametrize("bad,match", [
     (dict(family="gaussian"), "family"), (dict(sizes=[0, 5]), "sizes"), (dict(n_features=0), "n_features"),
     (dict(mu=-1), "mu"), (dict(method="np_pooled"), "np_pooled"), (dict(clip="quantile"), "clip"),
-    (dict(cg=1), "unknown forecast setting 'cg'"), (dict(family="multinomial"), "n_classes")])
+    (dict(cg=1), "unknown forecast setting 'cg'"), (dict(family="multinomial"), "n_classes"),
+    (dict(method="fedsgd", method_settings={"eta": 1e300}), "not finite: .*eta=1e\\+300")])
 def test_forecast_refuses_bad_input_in_one_line(bad, match):
     args = dict(family="logistic", sizes=[10, 10], n_features=3, mu=1.0) | bad
     with pytest.raises(ValueError, match=match) as exc:

@@ -796,7 +796,10 @@ class FederatedGLM(ClientsRouting):
         if not privacy.adds_noise(mu) or p["clip"]["rule"] != "fixed" or self.method_ not in \
                 CANDIDATES + ("fednewton_certified",):
             return
-        row = forecast(self.family, sizes, n_features, mu, self.method_, **self._forecast_settings(k)).iloc[0]
+        try:
+            row = forecast(self.family, sizes, n_features, mu, self.method_, **self._forecast_settings(k)).iloc[0]
+        except ValueError:           # steps whose noise overflows: the fit's own refusal follows, naming them
+            return
         rmse = float(row["noise_rmse"])
         if not rmse > NOISE_LIMIT or not math.isfinite(rmse):      # inf: the fit's own refusal follows
             return

@@ -167,8 +167,8 @@ def _geometric(a2: float, K: int) -> float:
     """``sum_{j<K} a2^j`` (a2 >= 0)."""
     if abs(a2 - 1.0) < 1e-12:
         return float(K)
-    with np.errstate(over="ignore"):
-        return float((a2 ** K - 1.0) / (a2 - 1.0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float((np.float64(a2) ** K - 1.0) / (a2 - 1.0))
 
 
 def noise_variances(name: str, s: dict, sigmas, w: np.ndarray, c: np.ndarray, *, tau1: float,
@@ -202,12 +202,12 @@ def noise_variances(name: str, s: dict, sigmas, w: np.ndarray, c: np.ndarray, *,
     out = np.zeros_like(c)
     for j, cj in enumerate(c):
         def local(var, K, eta, vs, cj=cj):
-            a2 = (1.0 - eta * cj) ** 2
+            a2 = np.float64(1.0 - eta * cj) ** 2
             return a2 ** K * var + _geometric(a2, K) * vs
 
         def server(var, K, eta, vs, cj=cj):
-            a2 = (1.0 - eta * cj) ** 2
-            return a2 ** K * var + eta ** 2 * _geometric(a2, K) * vs
+            a2 = np.float64(1.0 - eta * cj) ** 2
+            return a2 ** K * var + np.float64(eta) ** 2 * _geometric(a2, K) * vs
 
         if name == "fedsgd":
             var = server(0.0, s["K"], s["eta"], v[0])
@@ -232,6 +232,14 @@ def noise_variances(name: str, s: dict, sigmas, w: np.ndarray, c: np.ndarray, *,
             raise ValueError(f"no noise forecast for method {name!r}; choose from {', '.join(CANDIDATES)}")
         out[j] = var
     return out
+
+
+def _check_finite(name: str, sd: np.ndarray, s: dict) -> None:
+    """ValueError naming the step settings when the linearised iteration's noise overflows."""
+    if not np.all(np.isfinite(sd)):
+        steps = ", ".join(f"{k}={v:g}" for k, v in s.items() if k.startswith("eta"))
+        raise ValueError(f"the noise forecast of {name} is not finite: its linearised iteration diverges at these "
+                         f"step sizes ({steps}); lower them")
 
 
 @dataclass
@@ -352,8 +360,9 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
     sig = _plan_sigmas(name, s, data, mu)
     w = sizes / sizes.sum()
     values, vectors = curvature(family, k, theta, b=B / math.sqrt(d))
-    var = noise_variances(name, s, sig, w, values, tau1=p["tau1"],
-                          certified=mode == "certified" or name == "fednewton_certified")
+    with np.errstate(over="ignore", invalid="ignore"):
+        var = noise_variances(name, s, sig, w, values, tau1=p["tau1"],
+                              certified=mode == "certified" or name == "fednewton_certified")
     cov = (vectors * var) @ vectors.T          # (k, k): one design row's noise covariance across the outputs
     if family == "multinomial":                # centred across the classes: what the probabilities see
         centre = np.eye(k) - np.ones((k, k)) / k
@@ -416,7 +425,8 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
     Raises
     ------
     ValueError
-        A bad family, size, feature count, mu, method or setting (one line, naming it).
+        A bad family, size, feature count, mu, method or setting (one line, naming it), or
+        step sizes at which the forecast's linearised iteration overflows.
     """
     import pandas as pd
 
@@ -443,6 +453,7 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
     for name in names:
         p = _resolve(name, family, mu, d, B, o)
         sd = method_noise(name, family, sizes, d, k, mu, p, B)
+        _check_finite(name, sd, p["method_settings"][name])
         meth = get_method(name)
         comm = comm_counts(meth.rounds(p["method_settings"][name]), len(sizes), d * k, meth.per_round)
         rows.append({"method": name, "noise_rmse": float(np.sqrt(np.mean(sd ** 2))), "noise_max": float(sd.max()),
