@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fedgdp import FederatedGLM
-from fedgdp.api.diagnostics import ConvergenceWarning
+from fedgdp.api.diagnostics import ConvergenceWarning, FeatureScaleWarning, NoiseDominatedWarning
 
 datasets = pytest.importorskip("sklearn.datasets")
 
@@ -59,21 +59,28 @@ def test_default_private_fit_lands_near_the_non_private_fit(name, method, tol):
 
 def test_the_issues_diabetes_poisson_fit_warns_in_one_line():
     """`fedgdp fit diabetes.csv --family poisson --mu 1` over 5 clients: the fit said nothing
-    and gave an intercept of -217; now one ConvergenceWarning names what to change."""
+    and gave an intercept of -217. Since the defaults changed (issue 46: method "auto", the
+    public clip), the default fit is FedHybrid, whose noise is small, and the one thing wrong
+    is the features' scale, which one FeatureScaleWarning says; FedNewton, asked for, is
+    noise-dominated, said before the fit (the forecast) and after it, naming the mu that would do."""
     X, y, family, cl = _bundled("diabetes", 5)
     from sklearn.datasets import load_diabetes
 
     X = load_diabetes().data                  # as the issue's CSV: scikit-learn's scaling
-    with pytest.warns(ConvergenceWarning) as rec:
-        est = FederatedGLM(family="poisson", mu=1, random_state=0).fit(X, y, cl)
-    msgs = [str(w.message) for w in rec if issubclass(w.category, ConvergenceWarning)]
-    assert len(msgs) == 1 and "\n" not in msgs[0] and ("mu" in msgs[0] or "eta" in msgs[0])
-    assert est.fit_info_["status"] in ("noise-dominated", "unstable")
+    with pytest.warns(FeatureScaleWarning) as rec:
+        FederatedGLM(family="poisson", mu=1, random_state=0).fit(X, y, cl)
+    msgs = [str(w.message) for w in rec]
+    assert len(msgs) == 1 and "\n" not in msgs[0] and "standardise your features" in msgs[0]
+    with pytest.warns(NoiseDominatedWarning) as rec:
+        est = FederatedGLM(family="poisson", method="fednewton", mu=1, random_state=0).fit(X, y, cl)
+    msgs = [str(w.message) for w in rec if issubclass(w.category, NoiseDominatedWarning)]
+    assert len(msgs) == 2 and all("\n" not in m and "mu >= " in m for m in msgs)
+    assert est.fit_info_["status"] == "noise-dominated"
 
 
 def test_oscillation_warns_and_a_non_finite_estimate_is_refused_naming_eta():
     X, y, family, cl = _bundled("diabetes", 2)
-    with pytest.warns(ConvergenceWarning, match="lower the step size .*eta"):
+    with pytest.warns(ConvergenceWarning, match="standardise them; if they are, lower the step size .*eta"):
         est = FederatedGLM(family=family, method="fedsgd", mu=4, random_state=0,
                            method_settings={"eta": 0.5}).fit(X, y, cl)
     assert est.fit_info_["status"] == "unstable"
@@ -102,8 +109,9 @@ def test_private_diagnosis_reads_only_the_releases():
     """The diagnosis is a function of the released iterates and the ledger: the same seed
     gives the same fit_info_, and it names its basis."""
     X, y, family, cl = _bundled("breast_cancer", 2)
-    a = FederatedGLM(mu=4, random_state=1).fit(X, y, cl).fit_info_
-    b = FederatedGLM(mu=4, random_state=1).fit(X, y, cl).fit_info_
+    a = FederatedGLM(method="fednewton", mu=4, random_state=1).fit(X, y, cl).fit_info_
+    b = FederatedGLM(method="fednewton", mu=4, random_state=1).fit(X, y, cl).fit_info_
+    np.testing.assert_array_equal(a.pop("noise_se"), b.pop("noise_se"))     # from the public sds at the estimate
     assert a == b and "noiseless part" in a["basis"] and a["n_iter"] == 50 and "newton_step" in a
 
 
@@ -122,12 +130,15 @@ def test_fedgdp_fit_prints_the_diagnosis(tmp_path, capsys):
                                                              site=np.arange(len(d.target)) % 5)
     df.to_csv(tmp_path / "diabetes.csv", index=False)
     argv = [str(tmp_path / "diabetes.csv"), "--target", "count", "--client", "site", "--family", "poisson",
-            "--mu", "1", "--seed", "0"]
+            "--mu", "1", "--seed", "0", "--method", "fednewton"]      # the default is "auto" since issue 46
     assert main(["fit", *argv]) == 0
     out, err = capsys.readouterr()
-    assert len(err.strip().splitlines()) == 1 and "fedgdp fit: warning: fednewton:" in err
+    lines = err.strip().splitlines()        # the forecast, the features' scale, the fit: one line each
+    assert len(lines) == 3 and all(line.startswith("fedgdp fit: warning: ") for line in lines)
+    assert "forecast" in lines[0] and "standardise your features" in lines[1]
+    assert lines[2].startswith("fedgdp fit: warning: fednewton: noise-dominated")
     fit_line = [line for line in out.splitlines() if line.startswith("fit: ")]
-    assert len(fit_line) == 1 and "noiseless part" in fit_line[0]
+    assert len(fit_line) == 1 and "noiseless part" in fit_line[0] and "converged" not in fit_line[0]
     assert main(["fit", *argv, "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["fit"]["status"] in ("noise-dominated", "unstable") and rep["fit"]["n_iter"] == 200

@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "breast_cancer.py"
 # the commands of docs/real-data.md ("Your own data"), after `python docs/examples/breast_cancer.py`:
 # a release (fresh noise), and its reproduction with a known seed (the numbers the page shows)
-COMMAND = "fit breast_cancer.csv --target malignant --client client --classes 0,1 --mu 2 --clip 3.32 --out coef.csv"
+# --method fednewton: the default became "auto" (issue 46); the worked example names its method
+COMMAND = ("fit breast_cancer.csv --target malignant --client client --classes 0,1 --method fednewton --mu 2 "
+           "--clip 3.32 --out coef.csv")
 REPRO = COMMAND + " --seed 0"
 
 
@@ -29,9 +31,13 @@ def example(tmp_path_factory):
 
 
 def _run(argv, capsys):
+    """The command's status and output; stderr without the one FeatureScaleWarning line the
+    example's [0, 1] features (sd 0.09-0.2) draw since issue 46: asserted here, then set aside."""
     rc = main(argv)
     out = capsys.readouterr()
-    return rc, out.out, out.err
+    err = [line for line in out.err.splitlines(keepends=True) if "are not standardised" not in line]
+    assert len(err) >= len(out.err.splitlines()) - 1
+    return rc, out.out, "".join(err)
 
 
 def test_the_docs_show_this_command():
@@ -71,7 +77,8 @@ def test_worked_example_table_json_and_coefficients(example, capsys, monkeypatch
 
     df = pd.read_csv(example / "breast_cancer.csv")
     feats = [c for c in df.columns if c not in ("malignant", "client")]
-    est = FederatedGLM(mu=2, clip=3.32, classes=[0, 1], random_state=0).fit(df[feats], df.malignant, df.client)
+    est = FederatedGLM(method="fednewton", mu=2, clip=3.32, classes=[0, 1], random_state=0).fit(
+        df[feats], df.malignant, df.client)
     np.testing.assert_allclose(est.theta_[:, 0], coef.coef, rtol=0, atol=1e-15)
     rc, out, _ = _run(REPRO.replace(".csv --target", ".parquet --target").replace("--out coef.csv", "--json").split(),
                       capsys)
@@ -141,7 +148,8 @@ BAD = [   # (arguments after DATA, file change, what the one line says)
     (["--target", "malignant", "--client", "client", "--features", "mean_radius,x"], None,
      "feature column 'x' is not in the data"),
     (["--target", "malignant", "--client", "client"], "text", "feature column 'note' is not numeric"),
-    (["--target", "malignant", "--client", "client"], "one_row", "client 'lonely' has 1 row"),
+    (["--target", "malignant", "--client", "client", "--method", "fednewton"], "one_row",
+     "client 'lonely' has 1 row"),
     (["--target", "malignant", "--client", "client"], "nan", "feature column 'mean_area' has 1 missing value"),
     (["--target", "malignant", "--client", "client", "--mu", "0"], None, "mu must be > 0"),
     (["--target", "malignant", "--client", "client", "--method", "fedx"], None, "unknown method 'fedx'"),

@@ -14,7 +14,9 @@ at least one step), and the net movement over the window by ``||theta_K -
 theta_{K-w}||^2 - w noise2``. With noise, the gradient includes the pull back against
 the noise (about ``eta lambda / 2`` of the noise per step for curvature lambda, so
 below the noise while the iteration is stable). At ``mu = inf`` (no noise) both are exact, and the fit is
-also compared with the non-private pooled MLE (costs no privacy there).
+also compared with the pooled ridge fit, np_pooled (costs no privacy there). After the
+diagnosis of the iteration, `judge_noise` compares the privacy noise itself (its public
+sds through the method's iteration, `fedgdp.api.forecast.noise_se`) with the estimate.
 
 The verdict (``fit_info_["status"]``):
 
@@ -30,7 +32,10 @@ The verdict (``fit_info_["status"]``):
   oscillate), grow over the run, or FedNewton's Newton step moves the estimate far
   beyond where its first stage went: a warning naming the setting to lower;
 - ``noise-dominated``: FedNewton's Newton release carries noise larger than the
-  estimate's scale (a warning naming mu, tau1 or another method);
+  estimate's scale, or (`judge_noise`) the privacy noise's RMS over the coefficients
+  exceeds `NOISE_RATIO` of the estimate's: a
+  [`NoiseDominatedWarning`][fedgdp.api.diagnostics.NoiseDominatedWarning] naming the mu
+  that would do; such a fit is never ``converged``;
 - a non-finite estimate is refused ([`check_finite`][fedgdp.api.diagnostics.check_finite]).
 """
 from __future__ import annotations
@@ -40,8 +45,10 @@ import warnings
 
 import numpy as np
 
-__all__ = ["ConvergenceWarning", "diagnose", "check_finite", "warn", "format_info", "Z_SIGNIFICANT",
-           "TOL_EXACT", "GTOL_EXACT", "UNSTABLE_FACTOR"]
+__all__ = ["ConvergenceWarning", "NoiseDominatedWarning", "ClipWarning", "FeatureScaleWarning", "check_scale",
+           "SCALE_TOLERANCE", "diagnose", "judge_noise", "check_finite",
+           "warn", "format_info", "Z_SIGNIFICANT", "TOL_EXACT", "GTOL_EXACT", "UNSTABLE_FACTOR", "NOISE_RATIO",
+           "STANDARDISE"]
 
 #: A noise-corrected movement counts as real when it exceeds this many of its standard deviations
 Z_SIGNIFICANT = 3.0
@@ -51,12 +58,64 @@ TOL_EXACT = 1e-3
 GTOL_EXACT = 1e-3
 #: A noiseless Newton step this many times longer than stage 1's path counts as unstable
 UNSTABLE_FACTOR = 10.0
+#: A private fit is noise-dominated when its privacy noise's RMS over the coefficients exceeds
+#: this share of the estimate's RMS (then at least about half of what the estimate shows is noise)
+NOISE_RATIO = 0.5
+#: The advice of an unstable fit: the defaults' step sizes assume standardised features
+STANDARDISE = ("the defaults assume standardised features (mean 0, variance 1, from public or data-independent "
+               "scaling): standardise them; if they are, lower the step size")
 
 
 class ConvergenceWarning(UserWarning):
     """The fit's noiseless part did not converge or was unstable (``fit_info_["status"]``);
     the message names the setting to change. (fedgdp's own class: scikit-learn's
     ``ConvergenceWarning`` is not imported by the estimator.)"""
+
+
+class NoiseDominatedWarning(ConvergenceWarning):
+    """The fit's privacy noise is comparable to the estimate (``fit_info_["status"]`` is
+    ``noise-dominated``; `judge_noise`), or the forecast says it will be before any record
+    is read (`fedgdp.api.forecast`); the message names the mu that would do."""
+
+
+class FeatureScaleWarning(UserWarning):
+    """The features do not look standardised, which the defaults (step sizes, the public
+    clipping bound, the forecast) assume: a check of the data holder's own rows, shown to
+    them only, like the label check (`check_scale`)."""
+
+
+#: A feature column counts as (near enough) standardised when its mean is within this of 0 and its sd
+#: within a factor of 10 of 1 (features scaled to [0, 1] by public bounds pass; raw units rarely do)
+SCALE_TOLERANCE = 1.0
+
+
+def check_scale(X: np.ndarray) -> None:
+    """A `FeatureScaleWarning` when some column of ``X`` (n, p) has a mean beyond
+    `SCALE_TOLERANCE` or a standard deviation outside [1/10, 10]. It reads the rows, so it
+    is no release: the data holder's own check, as the refusal of a label outside
+    ``classes`` (docs/privacy.md); do not publish it.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, p)
+        The features (without the intercept).
+    """
+    if X.shape[0] < 2:
+        return
+    mean, sd = X.mean(axis=0), X.std(axis=0)
+    bad = np.flatnonzero((np.abs(mean) > SCALE_TOLERANCE) | (sd < 0.1) | (sd > 10.0))
+    if bad.size:
+        j = int(bad[0])
+        warnings.warn(f"{bad.size} of {X.shape[1]} feature column(s) are not standardised (column {j}: mean "
+                      f"{mean[j]:.3g}, sd {sd[j]:.3g}); the defaults (step sizes, the public clipping bound, the "
+                      f"noise forecast) assume mean 0 and variance 1: standardise your features, with public or "
+                      f"data-independent centring and scaling (a check of your own rows, shown to you only)",
+                      FeatureScaleWarning, stacklevel=3)
+
+
+class ClipWarning(UserWarning):
+    """A private clipping rule landed on its public grid's top: B, and with it the noise,
+    is as large as the rule allows (the message names the rule)."""
 
 
 def _runs(trace: list) -> list[dict]:
@@ -115,7 +174,7 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
     newton : bool
         Whether the fit ends with FedNewton's Newton release.
     reference : ndarray of shape (d, k) or None
-        The non-private pooled MLE (only at ``mu = inf``).
+        The pooled ridge fit, np_pooled (only at ``mu = inf``).
 
     Returns
     -------
@@ -153,7 +212,7 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
         eta = math.nan
     advice, noisy = "", False
     if unstable:
-        advice = f"the steps oscillate or grow: lower the step size (method_settings eta, now {eta:g})"
+        advice = f"the steps oscillate or grow: {STANDARDISE} (method_settings eta, now {eta:g})"
     elif moving:
         advice = "the estimate is still moving: raise the steps (method_settings K) or the step size eta"
     if newton and runs:
@@ -172,13 +231,13 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
         elif math.sqrt(noise2) > path and not unstable:
             noisy = True
             advice = (f"the Newton release's noise (norm {math.sqrt(noise2):.3g}) exceeds the estimate's scale "
-                      f"({path:.3g}): raise mu or tau1, or use method='fedhybrid'")
+                      f"({path:.3g}): raise mu or tau1, or use method='auto' (the lowest forecast noise)")
     if reference is not None:
         dist = float(np.linalg.norm(theta - reference)) / max(1.0, float(np.linalg.norm(reference)))
         info["distance_to_mle"] = dist
         if dist > 1e-2 and not unstable:
             moving = True
-            advice = advice or (f"{dist:.3g} (relative) from the non-private pooled MLE: raise the steps "
+            advice = advice or (f"{dist:.3g} (relative) from the pooled ridge fit (np_pooled): raise the steps "
                                 "(method_settings K)")
     info["status"] = ("unstable" if unstable else "noise-dominated" if noisy else "not converged" if moving
                       else "converged")
@@ -186,7 +245,7 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
     return info
 
 
-def check_finite(theta: np.ndarray, method: str, settings: dict) -> None:
+def check_finite(theta: np.ndarray, method: str, settings: dict, private: bool = True) -> None:
     """Refuse a non-finite estimate, naming the setting to change.
 
     Parameters
@@ -197,6 +256,8 @@ def check_finite(theta: np.ndarray, method: str, settings: dict) -> None:
         The method's name.
     settings : dict
         Its resolved settings (the step sizes named in the message).
+    private : bool
+        Whether the fit added noise (only then is raising mu advice).
 
     Raises
     ------
@@ -206,8 +267,8 @@ def check_finite(theta: np.ndarray, method: str, settings: dict) -> None:
     if np.all(np.isfinite(theta)):
         return
     steps = ", ".join(f"{k}={v:g}" for k, v in settings.items() if k.startswith("eta"))
-    raise ValueError(f"{method} diverged (its estimate is not finite): lower the step size in method_settings "
-                     f"({steps or 'eta'}), or raise mu")
+    raise ValueError(f"{method} diverged (its estimate is not finite): {STANDARDISE} in method_settings "
+                     f"({steps or 'eta'})" + (", or raise mu" if private else ""))
 
 
 def warn(info: dict, method: str, stacklevel: int = 3) -> None:
@@ -223,8 +284,52 @@ def warn(info: dict, method: str, stacklevel: int = 3) -> None:
         Passed to ``warnings.warn``.
     """
     if info["status"] != "converged":
-        warnings.warn(f"{method}: {info['status']} (fit_info_): {info['advice']}",
-                      ConvergenceWarning, stacklevel=stacklevel)
+        kind = NoiseDominatedWarning if info["status"] == "noise-dominated" else ConvergenceWarning
+        warnings.warn(f"{method}: {info['status']} (fit_info_): {info['advice']}", kind, stacklevel=stacklevel)
+
+
+def judge_noise(info: dict, theta: np.ndarray, se: np.ndarray, *, mu: float) -> dict:
+    """Add the privacy noise's standard errors to ``info`` and judge them (in place).
+
+    ``noise_se`` (d, k) is each coefficient's noise sd from the public sds through the
+    method's iteration at the released estimate (`fedgdp.api.forecast.noise_se`), and
+    ``noise_rmse`` its RMS. The fit is ``noise-dominated`` when ``noise_rmse`` exceeds
+    `NOISE_RATIO` times the estimate's RMS; its status is then never ``converged`` (an
+    unstable fit stays ``unstable``), and the advice names the mu that would bring the
+    noise to that share (the noise is proportional to 1/mu).
+
+    Parameters
+    ----------
+    info : dict
+        The fit's ``fit_info_`` so far (`diagnose`).
+    theta : ndarray of shape (d, k)
+        The released estimate (softmax: compared centred across the classes).
+    se : ndarray of shape (d, k)
+        The noise sds.
+    mu : float
+        The fit's mu.
+
+    Returns
+    -------
+    dict
+        ``info``.
+    """
+    rmse = float(np.sqrt(np.mean(se ** 2)))
+    theta = np.asarray(theta, float)
+    if theta.shape[1] > 1:          # softmax: centred across the classes, as noise_se is
+        theta = theta - theta.mean(axis=1, keepdims=True)
+    scale = float(np.sqrt(np.mean(theta ** 2)))
+    info["noise_se"] = np.asarray(se, float)
+    info["noise_rmse"] = rmse
+    if rmse > NOISE_RATIO * scale and info["status"] != "unstable":
+        need = mu * rmse / (NOISE_RATIO * max(scale, 1e-300))
+        info["status"] = "noise-dominated"
+        info["advice"] = (f"the privacy noise (RMS {rmse:.3g} per coefficient, fit_info_['noise_se']) is comparable "
+                          f"to the estimate (RMS {scale:.3g}): "
+                          + (f"mu >= {need:.3g} would bring it to {NOISE_RATIO:g} of it, " if math.isfinite(need)
+                             else "")
+                          + "or more rows per client; fedgdp.forecast compares the methods")
+    return info
 
 
 def format_info(info: dict) -> str:
@@ -244,8 +349,10 @@ def format_info(info: dict) -> str:
              f"{info['change_noise']:.3g})"]
     if "newton_step" in info:
         parts.append(f"Newton step {info['newton_step']:.3g} (noise {info['newton_noise']:.3g})")
+    if "noise_rmse" in info:
+        parts.append(f"privacy noise {info['noise_rmse']:.3g} per coefficient (RMS)")
     if "distance_to_mle" in info:
-        parts.append(f"{info['distance_to_mle']:.3g} from the pooled MLE")
+        parts.append(f"{info['distance_to_mle']:.3g} from the pooled ridge fit")
     if "ridge" in info:
         parts.append(f"ridge {info['ridge']:g}")
     return "; ".join(parts) + (f": {info['advice']}" if info["advice"] else "")

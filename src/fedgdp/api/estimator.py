@@ -55,10 +55,12 @@ from ..core import privacy
 from ..core.glm import POISSON, matrix_model
 from ..core.seeds import CLIP_STREAM, derived_rng, stable_hash
 from . import diagnostics
-from .diagnostics import ConvergenceWarning
+from .diagnostics import ConvergenceWarning, NoiseDominatedWarning
+from .forecast import CANDIDATES, CLIP_RULE, NOISE_LIMIT, forecast, noise_se, poisson_default_steps, public_clip
 from .routing import ClientsRouting, SingleClientWarning, client_labels
 
 __all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "ConvergenceWarning",
+           "NoiseDominatedWarning",
            "FAMILIES", "ESTIMATOR_KEY", "FIT_SCOPE", "REFUSAL_RULE", "estimator_rng"]
 
 #: The model families: ``logistic`` (binary), ``multinomial`` (softmax), ``poisson`` (counts)
@@ -241,11 +243,12 @@ class PrivacyReport:
     def guarantee(self) -> str:
         """What the fit guarantees, in one line: record-level mu-GDP at each client (its
         mu), nominal only (and why), void while the seed is known, or none (non-private)."""
-        if not self.ledger.releases:
+        if not self.ledger.releases or not math.isfinite(self.mu):
             return "none: nothing was released with noise (a non-private fit)"
         mu = float(np.max(self.mu_composed))
         if not self.certified:
-            what = f"nominal only (mu = {mu:g} rests on: {'; '.join(self.assumptions)})"
+            why = "; ".join(self.assumptions) or "a release without finite sensitivity"
+            what = f"nominal only (mu = {mu:g} rests on: {why})"
         else:
             what = f"record-level mu-GDP at each client, mu = {mu:g} (certified)"
         if not self.noise_secret:
@@ -395,8 +398,11 @@ class FederatedGLM(ClientsRouting):
         guarantee (a [`PrivacyLeakWarning`][fedgdp.api.estimator.PrivacyLeakWarning];
         ``privacy_.label_domain`` is ``"from data (not covered)"`` and
         ``privacy_.certified`` is False). Refused with ``poisson``.
-    method : str, default="fednewton"
-        A real-data method of `fedgdp.realdata.REGISTRY` other than
+    method : str, default="auto"
+        ``"auto"``: the private method with the lowest forecast noise
+        ([`fedgdp.api.forecast.forecast`][fedgdp.api.forecast.forecast], from the client
+        sizes, the dimension and mu alone; FedNewton at mu = inf), named in ``method_``.
+        Otherwise a real-data method of `fedgdp.realdata.REGISTRY` other than
         ``np_localfit``.
     mu : float, default=2
         mu-GDP budget of every client (``math.inf``: non-private, no clipping or noise;
@@ -405,9 +411,12 @@ class FederatedGLM(ClientsRouting):
         ``certified``: every release's sensitivity holds for all inputs (needs a public
         or private clipping bound); ``paper``: the algorithms as printed.
     clip : None, float, str or dict, default=None
-        The clipping rule of per-sample gradients. None: the private quantile
+        The clipping rule of per-sample gradients. None: the public rule for standardised
+        features (`fedgdp.api.forecast.CLIP_RULE`: ``B = sqrt(d)`` for the classifiers,
+        ``2 sqrt(d)`` for Poisson, d design columns; docs/real-data.md). ``"private_quantile"``:
         ``{"rule": "private_quantile", "q": 0.9, "share": 0.1}`` (a noisy histogram of
-        each client's gradient norms spends 10% of mu^2). A number: a public bound B in
+        each client's gradient norms spends 10% of mu^2; a `fedgdp.api.diagnostics.ClipWarning` when it lands on
+        its grid's top). A number: a public bound B in
         ``(0, 1e100]`` (`fedgdp.core.privacy.CLIP_MAX`; ``inf`` is refused, as is a
         private quantile grid reaching above 1e100).
         ``"quantile"``: the paper's data-driven 0.9 quantile, which is not accounted
@@ -471,7 +480,14 @@ class FederatedGLM(ClientsRouting):
         ``advice`` (the setting to change); at mu = inf ``distance_to_mle`` (to the pooled
         ridge fit); for ``np_pooled`` the ``ridge`` it used. A fit that is not
         ``converged`` warns (`fedgdp.api.diagnostics.ConvergenceWarning`); a non-finite
-        estimate is refused.
+        estimate is refused. A private fit also has ``noise_se`` (d, k), each coefficient's
+        privacy-noise sd from the public sds through the method's iteration at the
+        released estimate (`fedgdp.api.forecast.noise_se`), and ``noise_rmse``; when that
+        noise is comparable to the estimate the status is ``noise-dominated``
+        (`fedgdp.api.diagnostics.NoiseDominatedWarning`). Before any record is read, a fit
+        whose forecast noise exceeds `fedgdp.api.forecast.NOISE_LIMIT` warns the same way.
+    method_ : str
+        The method that ran (``method``, or the one ``"auto"`` chose).
     n_features_in_ : int
     feature_names_in_ : ndarray of str of shape (p,)
         Only when X had string column names.
@@ -495,7 +511,7 @@ class FederatedGLM(ClientsRouting):
     ((1, 3), True, True)
     """
 
-    def __init__(self, family="logistic", classes=None, method="fednewton", mu=2.0, privacy_mode="certified", clip=None,
+    def __init__(self, family="logistic", classes=None, method="auto", mu=2.0, privacy_mode="certified", clip=None,
                  hessian_clip=4.0, tau1=0.5, method_settings=None, newton=None, fit_intercept=True,
                  shuffle=True, random_state=None):
         self.family = family
@@ -588,8 +604,10 @@ class FederatedGLM(ClientsRouting):
         return hasattr(self, "theta_")
 
     # ------------------------------------------------------------ the fit
-    def _resolved(self) -> dict:
-        """The real-data parameters of this fit (`fedgdp.realdata.resolve`)."""
+    def _resolved(self, method: str | None = None, d: int = 1) -> dict:
+        """The real-data parameters of this fit (`fedgdp.realdata.resolve`): of ``method``
+        (None: the one given, FedNewton standing for ``"auto"`` until the client sizes
+        choose it) with the public clipping rule's bound for ``d`` design columns."""
         from ..realdata import REGISTRY, resolve
 
         if self.family not in FAMILIES:
@@ -599,9 +617,14 @@ class FederatedGLM(ClientsRouting):
                 raise ValueError(f"classes is for the classifiers (family 'logistic' or 'multinomial'); family "
                                  f"'poisson' takes counts, got classes={self.classes!r}")
             _label_domain(self.classes, self.family)
-        if self.method not in REGISTRY or REGISTRY[self.method].per_client:   # one global estimate only
-            names = [n for n in REGISTRY if not REGISTRY[n].per_client]
+        auto = isinstance(self.method, str) and self.method == "auto"
+        if not auto and (self.method not in REGISTRY or REGISTRY[self.method].per_client):   # one global estimate
+            names = ["auto", *(n for n in REGISTRY if not REGISTRY[n].per_client)]
             raise ValueError(f"unknown method {self.method!r}; choose from {', '.join(names)}")
+        if auto and self.method_settings:
+            raise ValueError(f"method_settings are a method's own: name the method they are for (method='auto' "
+                             f"chooses one by the noise forecast), got method_settings={self.method_settings!r}")
+        method = method or (self.method if not auto else "fednewton")
         if self.privacy_mode not in privacy.PRIVACY_MODES:
             raise ValueError(f"privacy_mode must be 'certified' or 'paper', got privacy_mode={self.privacy_mode!r}")
         if self.method_settings is not None and not isinstance(self.method_settings, dict):
@@ -609,15 +632,16 @@ class FederatedGLM(ClientsRouting):
         if not isinstance(self.fit_intercept, (bool, np.bool_)) or not isinstance(self.shuffle, (bool, np.bool_)):
             raise ValueError("fit_intercept and shuffle must be True or False")
         mu = privacy.parse_mu(self.mu)
-        over = {"mu": [mu], "methods": [self.method], "clip": _clip_rule(self.clip), "tau1": self.tau1,
-                "privacy": {"mode": self.privacy_mode, "hessian_clip": self.hessian_clip},
-                "method_settings": {self.method: dict(self.method_settings or {})}}
+        clip = _clip_rule(self.clip)
+        over = {"mu": [mu], "methods": [method], "clip": public_clip(self.family, d) if clip is None else clip,
+                "tau1": self.tau1, "privacy": {"mode": self.privacy_mode, "hessian_clip": self.hessian_clip},
+                "method_settings": {method: dict(self.method_settings or {})}}
         if self.newton is not None:
             over["newton"] = self.newton
         p = resolve(over)
-        meth = REGISTRY[self.method]
+        meth = REGISTRY[method]
         if not meth.private and math.isfinite(mu):
-            raise ValueError(f"method {self.method!r} is non-private: set mu=inf (got mu={self.mu!r})")
+            raise ValueError(f"method {method!r} is non-private: set mu=inf (got mu={self.mu!r})")
         return p
 
     def fit(self, X, y, clients=None):
@@ -650,7 +674,6 @@ class FederatedGLM(ClientsRouting):
         from ..realdata import FoldData, clip_bound_real, get_method
 
         p = self._resolved()
-        meth = get_method(self.method)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         X = self._check_X(X, reset=True)
@@ -660,12 +683,19 @@ class FederatedGLM(ClientsRouting):
 
         labels, index = np.unique(groups, return_inverse=True)
         order = [np.flatnonzero(index == i) for i in range(len(labels))]
+        # public inputs only (the client column, the dimension, the settings): the method and the forecast
+        sizes, d = np.array([len(r) for r in order], dtype=np.int64), X.shape[1] + bool(self.fit_intercept)
+        self.method_ = self._choose_method(sizes, X.shape[1], model.k, p["mu"][0])
+        p = self._resolved(self.method_, d)
+        meth = get_method(self.method_)
         need = 2 if meth.halves else 1
         for lab, rows in zip(labels, order):
             if len(rows) < need:
                 raise ValueError(f"client {lab.item() if hasattr(lab, 'item') else lab!r} has {len(rows)} row "
                                  f"(n_samples={len(rows)}); method "
-                                 f"{self.method} needs at least {need} rows per client (its two halves)")
+                                 f"{self.method_} needs at least {need} rows per client (its two halves)")
+        self._warn_forecast(p, sizes, X.shape[1], model.k)
+        diagnostics.check_scale(X)
         # fresh entropy per fit unless a seed is given (module docstring, Randomness)
         root = np.random.SeedSequence() if self.random_state is None else self.random_state
         if self.shuffle:
@@ -676,18 +706,24 @@ class FederatedGLM(ClientsRouting):
 
         mu = p["mu"][0]
         B = clip_bound_real(model, Xc, Yc, p["clip"], mu=mu, rng=estimator_rng(root, CLIP_STREAM))
-        self._default_steps(p, D.shape[1], B, Xc, Yc, model)
+        if p["clip"]["rule"] == "private_quantile" and privacy.adds_noise(mu) \
+                and B >= float(privacy.histogram_grid(p["clip"])[-1]):
+            warnings.warn(f"the private quantile landed on its grid's top, B = {B:g} (clip rule private_quantile, "
+                          f"q={p['clip']['q']}, grid {list(p['clip']['grid'])}): some client's noisy histogram never "
+                          f"reached q, and B is the largest over clients, so the noise is that large; use the public "
+                          f"default (clip=None: {CLIP_RULE}) or a public bound", diagnostics.ClipWarning,
+                          stacklevel=2)
+        self._default_steps(p, D.shape[1], B if privacy.clips(mu) else math.inf, Xc, Yc, model)
         fd = FoldData(model, Xc, Yc, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"],
                       clip=p["clip"])
         noise = estimator_rng(root, meth.noise_stream) if fd.private else None
         self._warn_leaks(p, meth, fd)
         fd.trace = []                     # the noisy iterates, for fit_info_ (fedgdp.api.diagnostics)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):    # a non-finite estimate is refused
-            fit = meth.fit_many([fd], p["method_settings"][self.method], [noise])[0]
+            fit = meth.fit_many([fd], p["method_settings"][self.method_], [noise])[0]
         theta = np.asarray(fit.theta, float)
-        diagnostics.check_finite(theta, self.method, p["method_settings"][self.method])
-        self.fit_info_ = self._fit_info(fd, fit, p, meth, model)
-        diagnostics.warn(self.fit_info_, self.method)
+        diagnostics.check_finite(theta, self.method_, p["method_settings"][self.method_], private=fd.private)
+        info = self._fit_info(fd, fit, p, meth, model)
         self.theta_ = theta
         self.settings_ = p
         self.clients_, self.client_sizes_ = labels, np.array([len(r) for r in order], dtype=np.int64)
@@ -695,9 +731,13 @@ class FederatedGLM(ClientsRouting):
         self.clip_bound_ = float(fd.bound)
         self.communication_ = {"rounds": int(fit.rounds), "floats_up": int(fit.floats_up),
                                "floats_down": int(fit.floats_down)}
-        self.privacy_ = PrivacyReport(self.method, mu, p["privacy"]["mode"], p["clip"], float(fd.bound), labels,
+        self.privacy_ = PrivacyReport(self.method_, mu, p["privacy"]["mode"], p["clip"], float(fd.bound), labels,
                                       self._label_ledger(fit.ledger, fd), noise_secret=self.random_state is None,
                                       label_domain=self._label_domain_mode())
+        if fd.private and self.method_ in CANDIDATES + ("fednewton_certified",):   # the noise's own diagnosis
+            diagnostics.judge_noise(info, theta, noise_se(self), mu=mu)
+        self.fit_info_ = info
+        diagnostics.warn(self.fit_info_, self.method_)
         start = 1 if self.fit_intercept else 0
         intercept = theta[0] if self.fit_intercept else np.zeros(theta.shape[1])
         if self.family == "poisson":
@@ -725,19 +765,56 @@ class FederatedGLM(ClientsRouting):
             zero = np.zeros((d, 1))
             B = max(float(np.max(privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y))))
                     for x, y in zip(Xc, Yc))
-        given, s = self.method_settings or {}, p["method_settings"][self.method]
-        eta = 1.0 / (max(B, 1.0) * math.sqrt(d) + d)
-        for key in ("eta", "eta1", "eta2"):
-            if key in s and key not in given:
-                s[key] = min(s[key], eta)
-        for key in ("K", "K1", "K2"):
-            if key in s and key not in given:
-                s[key] = 4 * s[key]
+        poisson_default_steps(p["method_settings"][self.method_], self.method_settings or {}, d, B)
+
+    def _choose_method(self, sizes: np.ndarray, p: int, k: int, mu: float) -> str:
+        """The method of the fit: the one given, or (``"auto"``) the lowest noise forecast
+        (`fedgdp.api.forecast.forecast`, from public inputs only)."""
+        if self.method != "auto":
+            return self.method
+        table = forecast(self.family, sizes, p, mu, **self._forecast_settings(k, with_method=False))
+        return str(table.attrs["recommended"])
+
+    def _forecast_settings(self, k: int, with_method: bool = True) -> dict:
+        """This estimator's settings as `fedgdp.api.forecast.forecast` takes them."""
+        clip = self.clip if isinstance(self.clip, numbers.Real) and not isinstance(self.clip, bool) else None
+        if isinstance(self.clip, dict) and self.clip.get("rule") == "fixed":
+            clip = self.clip.get("value")
+        out = {"clip": clip, "privacy_mode": self.privacy_mode, "tau1": self.tau1,
+               "hessian_clip": self.hessian_clip, "newton": self.newton, "fit_intercept": bool(self.fit_intercept),
+               "n_classes": k if self.family == "multinomial" else None}
+        if with_method:
+            out["method_settings"] = self.method_settings
+        return out
+
+    def _warn_forecast(self, p: dict, sizes: np.ndarray, n_features: int, k: int) -> None:
+        """A `NoiseDominatedWarning` before any record is read when the forecast noise of the
+        fit (public clipping bound only) exceeds `fedgdp.api.forecast.NOISE_LIMIT`, naming the
+        smallest mu, or the client sizes, that would do (the noise is proportional to
+        1/mu, and to 1/n when every client grows by one factor)."""
+        mu = p["mu"][0]
+        if not privacy.adds_noise(mu) or p["clip"]["rule"] != "fixed" or self.method_ not in \
+                CANDIDATES + ("fednewton_certified",):
+            return
+        try:
+            row = forecast(self.family, sizes, n_features, mu, self.method_, **self._forecast_settings(k)).iloc[0]
+        except ValueError:           # steps whose noise overflows: the fit's own refusal follows, naming them
+            return
+        rmse = float(row["noise_rmse"])
+        if not rmse > NOISE_LIMIT or not math.isfinite(rmse):      # inf: the fit's own refusal follows
+            return
+        factor = rmse / NOISE_LIMIT
+        warnings.warn(
+            f"forecast (client sizes, features and mu only; no record read): {self.method_}'s privacy noise is "
+            f"{rmse:.3g} per coefficient (RMS) on standardised features, above {NOISE_LIMIT:g}, the size of the "
+            f"effects one can hope to estimate: the fit will be mostly noise. mu >= {mu * factor:.3g} would do, or "
+            f"clients {factor:.3g} times larger (the smallest with >= {math.ceil(factor * int(sizes.min()))} rows); "
+            f"fedgdp.forecast compares the methods", NoiseDominatedWarning, stacklevel=3)
 
     def _fit_info(self, fd, fit, p: dict, meth, model) -> dict:
         """``fit_info_`` ([`fedgdp.api.diagnostics.diagnose`][fedgdp.api.diagnostics.diagnose]); at
         mu = inf the comparison with the pooled ridge fit (no privacy to spend)."""
-        s = p["method_settings"][self.method]
+        s = p["method_settings"][self.method_]
         if "ridge" in s:           # the plain ridge fits: Newton-CG to ||grad|| <= gtol
             return {"status": "converged", "n_iter": 0, "basis": "exact (no noise)", "advice": "",
                     "ridge": float(s["ridge"]), "gtol": float(s["gtol"]), "maxiter": int(s["maxiter"]),
@@ -804,7 +881,7 @@ class FederatedGLM(ClientsRouting):
             warnings.warn(
                 f"the clipping bound is data-driven (clip rule 'quantile', q={p['clip']['q']}) and no ledger "
                 "accounts for it, so the fit is not mu-GDP (privacy_.certified is False); certified "
-                "alternatives: clip=<a public bound B> or clip=None (the private quantile), with "
+                "alternatives: clip=None (the public rule), a public bound B or clip='private_quantile', with "
                 "privacy_mode='certified'", PrivacyLeakWarning, stacklevel=3)
         if self._label_domain_mode() == LABELS_FROM_DATA:
             warnings.warn(
@@ -813,7 +890,7 @@ class FederatedGLM(ClientsRouting):
                 "covered (privacy_.certified is False, privacy_.label_domain is 'from data (not covered)'); "
                 "certified alternative: classes=[...], the public label domain (fedgdp fit --classes)",
                 PrivacyLeakWarning, stacklevel=3)
-        for spec in meth.plan(fd, p["method_settings"][self.method]):
+        for spec in meth.plan(fd, p["method_settings"][self.method_]):
             if not spec.certified:
                 warnings.warn(
                     f"{meth.label} in privacy_mode={p['privacy']['mode']!r} calibrates its {spec.stage} release on "
@@ -989,9 +1066,10 @@ def resolve_np_pooled() -> dict:
 
 
 def _clip_rule(clip):
-    """The estimator's ``clip`` as a real-data clipping rule (checked by the resolver)."""
+    """The estimator's ``clip`` as a real-data clipping rule (checked by the resolver);
+    None: the public rule (`fedgdp.api.forecast.public_clip`), which needs the design's columns."""
     if clip is None:
-        return {"rule": "private_quantile", "q": 0.9, "share": 0.1}
+        return None
     if isinstance(clip, str):
         if clip in ("quantile", "private_quantile"):
             return {"rule": clip, "q": 0.9} | ({"share": 0.1} if clip == "private_quantile" else {})

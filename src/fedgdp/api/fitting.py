@@ -216,11 +216,12 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
         ``settings``, ``fit`` (the diagnosis, ``fit_info_``), ``privacy``
         (`fedgdp.api.estimator.PrivacyReport.as_dict`) and, for classifiers, ``classes``.
     """
-    out = {"data": data, "rows": rows, "family": est.family, "method": est.method,
+    out = {"data": data, "rows": rows, "family": est.family, "method": est.method_,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
            "features": [str(c) for c in est.feature_names_in_], "coefficients": coefficient_rows(est),
-           "communication": est.communication_, "settings": est.settings_["method_settings"][est.method],
-           "fit": {k: _num(v) if isinstance(v, float) else v for k, v in est.fit_info_.items()},
+           "communication": est.communication_, "settings": est.settings_["method_settings"][est.method_],
+           "fit": {k: _num(v) if isinstance(v, float) else v.tolist() if hasattr(v, "tolist") else v
+                   for k, v in est.fit_info_.items()},
            "privacy": est.privacy_.as_dict(delta)}
     if est.family != "poisson":
         out["classes"] = [_plain(c) for c in est.classes_]
@@ -296,7 +297,7 @@ def _settings(text: str | None) -> dict | None:
 
 
 def _clip(text: str | None):
-    """``--clip``: none (the private quantile), quantile, private_quantile[:Q[:SHARE]] or a number B."""
+    """``--clip``: none (the public rule), quantile, private_quantile[:Q[:SHARE]] or a number B."""
     if text is None:
         return None
     if text == "quantile":
@@ -323,9 +324,106 @@ def _clip(text: str | None):
                          "private_quantile[:Q[:SHARE]]") from None
 
 
+def forecast_file(path: str, *, client: str, target: str, features: list[str] | None, family: str, mu: float,
+                  classes: list | None = None, **settings):
+    """``fedgdp fit --forecast``: `fedgdp.api.forecast.forecast` from the file's header and its
+    client column only (no feature, no response is read).
+
+    Parameters
+    ----------
+    path : str
+        The data file (``.csv``, ``.parquet``).
+    client, target : str
+        The client and response columns (the response is not read).
+    features : list of str or None
+        The feature columns (None: every other column of the header).
+    family : str
+    mu : float
+    classes : list or None
+        The public label domain (its size is softmax's number of classes).
+    **settings
+        The forecast's other settings (`fedgdp.api.forecast.SETTINGS`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The forecast table.
+    """
+    import pandas as pd
+
+    from .forecast import forecast
+
+    p = Path(path)
+    kind = READERS.get(p.suffix.lower())
+    if kind is None or not p.is_file():
+        read_table(path)                  # its one-line error
+    try:
+        if kind == "csv":
+            names = [str(c) for c in pd.read_csv(p, nrows=0).columns]
+        else:
+            import pyarrow.parquet as pq
+
+            names = [str(c) for c in pq.read_schema(p).names]
+    except Exception as exc:
+        raise ValueError(f"cannot read the header of {path!r}: {str(exc).strip().splitlines()[0]}") from None
+    for what, col in (("--target", target), ("--client", client)):
+        if col not in names:
+            raise ValueError(f"{what} column {col!r} is not in the data; columns: {', '.join(names)}")
+    cols = features if features is not None else [c for c in names if c not in (target, client)]
+    missing = [c for c in cols if c not in names]
+    if missing or not cols:
+        raise ValueError(f"feature column {missing[0]!r} is not in the data" if missing else
+                         "the data have no feature columns besides the target and the client")
+    labels = (pd.read_csv(p, usecols=[client]) if kind == "csv" else pd.read_parquet(p, columns=[client]))[client]
+    if labels.isna().any():
+        raise ValueError(f"client column {client!r} has {int(labels.isna().sum())} missing value(s)")
+    sizes = labels.value_counts(sort=False).sort_index().to_numpy()
+    if family == "multinomial":
+        if classes is None:
+            raise ValueError("--forecast with --family multinomial needs --classes (the number of classes is public "
+                             "only when the label domain is)")
+        settings["n_classes"] = len(classes)
+    return forecast(family, sizes, len(cols), mu, **settings)
+
+
+def _print_forecast(args, features) -> int:
+    from ..core.privacy import parse_mu
+
+    classes = None if args.classes is None else parse_classes(args.classes)
+    table = forecast_file(args.data, client=args.client, target=args.target, features=features,
+                          family=args.family, mu=parse_mu(args.mu), classes=classes,
+                          clip=None if args.clip is None else _clip_number(args.clip),
+                          privacy_mode=args.privacy_mode, tau1=args.tau1, hessian_clip=args.hessian_clip,
+                          method_settings=_settings(args.settings),
+                          **({} if args.method == "auto" else {"method": args.method}))
+    print(f"forecast read only the header and the client column of {args.data} (no feature, no response): "
+          f"the privacy noise each method would add (model: {table.attrs['model']})")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"recommended: {table.attrs['recommended']} (the lowest noise_rmse); a noise_rmse above "
+          f"{_noise_limit():g} drowns the effects one can hope to estimate")
+    return 0
+
+
+def _noise_limit() -> float:
+    from .forecast import NOISE_LIMIT
+
+    return NOISE_LIMIT
+
+
+def _clip_number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"bad --clip {text!r} with --forecast: the forecast needs a public bound, a number B "
+                         "(or none: the public rule)") from None
+
+
 def _cmd_fit(args) -> int:
     from ..core.privacy import parse_mu
 
+    if args.forecast:
+        features = [c.strip() for c in args.features.split(",") if c.strip()] if args.features else None
+        return _print_forecast(args, features)
     df = read_table(args.data)
     features = [c.strip() for c in args.features.split(",") if c.strip()] if args.features else None
     if not 0 < args.delta < 1:
@@ -380,12 +478,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     ap.add_argument("--classes", help="the classifier's public label domain, comma-separated, e.g. 0,1 (numbers "
                                       "when the target column holds numbers, else text); a row with another label "
                                       "is refused; without it the label set is taken from the data, not covered")
-    ap.add_argument("--method", default="fednewton", help=f"{private}; {plain} with --mu inf")
+    ap.add_argument("--method", default="auto", help=f"auto (the lowest forecast noise: fedgdp.forecast), {private}; "
+                                                     f"{plain} with --mu inf")
     ap.add_argument("--mu", default="2", help="mu-GDP budget of every client (inf: non-private)")
     ap.add_argument("--privacy-mode", dest="privacy_mode", choices=["certified", "paper"], default="certified",
                     help="certified: every release's sensitivity holds for all inputs; paper: as printed")
     ap.add_argument("--clip", help="clipping bound: a number B (public), quantile[:Q] (data-driven, not "
-                                   "accounted), private_quantile[:Q[:SHARE]] (default: private_quantile:0.9:0.1)")
+                                   "accounted), private_quantile[:Q[:SHARE]] (default: the public rule B = sqrt(d), "
+                                   "2 sqrt(d) for poisson, d design columns; standardise your features)")
     ap.add_argument("--hessian-clip", dest="hessian_clip", type=float, default=4.0,
                     help="certified FedNewton's per-sample Hessian bound, times tau1")
     ap.add_argument("--tau1", type=float, default=0.5, help="FedNewton's eigenvalue floor / ridge")
@@ -396,6 +496,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                          "so the report marks the guarantee void (default: fresh noise from the OS's entropy)")
     ap.add_argument("--delta", type=float, default=1e-5, help="delta of the reported (epsilon, delta)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    ap.add_argument("--forecast", action="store_true",
+                    help="print each method's forecast privacy noise (fedgdp.forecast) and fit nothing: it reads "
+                         "only the file's header and the client column")
     ap.add_argument("--out", type=output_path(".csv", ".json"), help="write the coefficients (.csv or .json)")
     ap.set_defaults(func=_cmd_fit)
     return ap

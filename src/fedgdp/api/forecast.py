@@ -1,0 +1,472 @@
+"""The privacy noise of a fit, forecast from public inputs: `forecast` and its pieces.
+
+Everything here reads public inputs only (client sizes, the number of features, mu, the
+clipping bound, the method's settings), so it costs no privacy and may run before any
+record is read. The noise sds are the package's own calibration: the method's plan
+(`fedgdp.methods.Method.plan`) calibrated by `fedgdp.core.privacy.calibrate_with_clip`,
+exactly as `FederatedGLM` calibrates its fit; only their propagation is modelled here.
+
+The curvature model (docs/real-data.md, "Before the data")
+-------------------------------------------------------
+Features are standardised (mean 0, variance 1, uncorrelated), so with the intercept
+``E[x x'] = I_d``, and the Hessian of the mean loss is ``H = W (x) I_d`` with ``W`` (k, k)
+the family's mean curvature ``E[b''(s)]`` over the linear predictor ``s``. At theta = 0:
+``W = 1/4`` (logistic), ``1`` (Poisson), ``I/C - 11'/C^2`` (softmax over C classes:
+eigenvalue ``1/C`` C - 1 times and 0 along the redundant direction, where the noise is
+never pulled back). At a released estimate (`noise_se`), ``W`` is ``E[b''(s)]`` over
+``s = theta_0 + B' z``, ``z ~ N(0, I_p)``, on a fixed public set of draws. Clipping
+takes a row's curvature away: a Poisson row counts with the chance that its residual is
+not clipped (`curvature`).
+
+Along an eigen-direction of curvature ``c`` an iteration is linear in its noise: a
+local step ``e <- a e + sigma Z`` (``a = 1 - eta c``), a server step ``e <- a e - eta
+sum_i w_i sigma_i Z_i``, an average of the clients ``sum_i w_i e_i``, and FedNewton's
+release ``theta_1 - (H + tau1 I)^{-1} g + sigma_2 Z`` passes stage 1's noise times
+``tau1 / (c + tau1)`` (certified ridge solve; ``1 - c / max(c, tau1)`` for the paper's
+eigenvalue floor). The variances are finite geometric sums: K local steps add
+``sum_{j<K} a^{2j} sum_i w_i^2 sigma_i^2``, K server steps ``eta^2`` times that, and
+earlier noise is multiplied by ``a^{2K}``. DP-SCAFFOLD is modelled as FedAvg with its
+server step ``eta_g`` (its control variates cancel no noise in this model).
+``noise_rmse`` is the root of the mean of these variances over the d k coefficients:
+the root-mean-square per coefficient of (private fit - the same fit without noise). For
+softmax the coefficients are taken centred across the classes (``theta - its row means``,
+what the probabilities depend on): the redundant direction's noise changes no prediction.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core import privacy
+
+__all__ = ["forecast", "noise_se", "noise_variances", "public_clip", "curvature", "poisson_default_steps",
+           "CANDIDATES", "NOISE_LIMIT", "CLIP_RULE", "SETTINGS"]
+
+#: The private methods ``method="auto"`` chooses among (fednewton_certified is fednewton in mode certified)
+CANDIDATES = ("fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold")
+
+#: A forecast ``noise_rmse`` above this (on standardised features) drowns a coefficient of size 1/2,
+#: about the largest effect standardised features usually carry: the fit warns before reading data
+NOISE_LIMIT = 0.5
+
+#: The default public clipping rule of `FederatedGLM` (`public_clip`)
+CLIP_RULE = ("B = sqrt(d) for logistic and softmax, 2 sqrt(d) for Poisson (d design columns, the intercept "
+             "included): on standardised features ||x|| is about sqrt(d) and a residual is at most 1 "
+             "(logistic), below 1 at theta = 0 (softmax), about 2 for modest counts (Poisson)")
+
+#: The settings `forecast` takes (FederatedGLM's parameters of the same names)
+SETTINGS = ("n_classes", "clip", "privacy_mode", "tau1", "hessian_clip", "method_settings", "newton",
+            "fit_intercept")
+
+#: Ties (always at mu = inf, where no method adds noise) go to the fewest rounds, then this order
+_PREFER = ("fednewton", "fednewton_certified", "fedhybrid", "fedsgd", "fedavg", "dp_scaffold")
+_FAMILIES = ("logistic", "multinomial", "poisson")
+_DRAWS = 512                 # public draws of z for the curvature at an estimate
+_DRAW_SEED = 20240046        # a fixed public seed: the draws depend on no record
+
+
+def public_clip(family: str, d: int) -> float:
+    """The default public clipping bound (`CLIP_RULE`) for ``d`` design columns.
+
+    Parameters
+    ----------
+    family : {"logistic", "multinomial", "poisson"}
+    d : int
+        Design columns, the intercept included.
+
+    Returns
+    -------
+    float
+        B.
+    """
+    return (2.0 if family == "poisson" else 1.0) * math.sqrt(d)
+
+
+def poisson_default_steps(s: dict, given: dict, d: int, B: float) -> None:
+    """Poisson's step sizes and steps the user did not set, in place (docs/real-data.md):
+    each step size at most ``1 / (max(B, 1) sqrt(d) + d)``, each step count 4 times the preset.
+
+    Parameters
+    ----------
+    s : dict
+        The method's resolved settings (changed in place).
+    given : dict
+        The user's settings of the method (left as given).
+    d : int
+        Design columns, the intercept included.
+    B : float
+        The clipping bound (finite).
+    """
+    eta = 1.0 / (max(B, 1.0) * math.sqrt(d) + d)
+    for key in ("eta", "eta1", "eta2"):
+        if key in s and key not in given:
+            s[key] = min(s[key], eta)
+    for key in ("K", "K1", "K2"):
+        if key in s and key not in given:
+            s[key] = 4 * s[key]
+
+
+def curvature(family: str, k: int, theta: np.ndarray | None = None, b: float = math.inf):
+    """The curvature model's ``W`` (module docstring) as its eigen-decomposition.
+
+    Parameters
+    ----------
+    family : {"logistic", "multinomial", "poisson"}
+    k : int
+        Outputs (1, or the number of classes).
+    theta : ndarray of shape (d, k) or None
+        The estimate (intercept row first); None: theta = 0.
+    b : float
+        The residual a typical row keeps unclipped, ``B / sqrt(d)``: a clipped per-sample
+        gradient ``B x r / (||x|| |r|)`` does not change with theta along r, so a Poisson
+        row adds its curvature ``lambda`` only with the chance ``erf(b / sqrt(2 lambda))``
+        that its residual (sd ``sqrt(lambda)``) is not clipped. (Logistic residuals are at
+        most 1 <= b under the default rule; softmax's are taken as unclipped.)
+
+    Returns
+    -------
+    values : ndarray of shape (k,)
+        The eigenvalues of W.
+    vectors : ndarray of shape (k, k)
+        Its eigenvectors (columns).
+    """
+    if theta is None or not np.any(theta):
+        if family == "multinomial":
+            W = np.eye(k) / k - np.ones((k, k)) / k ** 2
+        else:
+            W = np.array([[0.25 if family == "logistic" else _unclipped(np.ones(1), b)[0]]])
+    else:
+        theta = np.asarray(theta, float).reshape(-1, k)
+        z = np.random.default_rng(_DRAW_SEED).standard_normal((_DRAWS, theta.shape[0] - 1))
+        S = theta[0] + z @ theta[1:]
+        if family == "poisson":
+            W = np.array([[float(np.mean(_unclipped(np.exp(np.minimum(S[:, 0], 700.0)), b)))]])
+        elif family == "logistic":
+            p = 1.0 / (1.0 + np.exp(-S[:, 0]))
+            W = np.array([[float(np.mean(p * (1.0 - p)))]])
+        else:
+            E = np.exp(S - S.max(axis=1, keepdims=True))
+            P = E / E.sum(axis=1, keepdims=True)
+            W = np.diag(P.mean(axis=0)) - P.T @ P / len(P)
+    values, vectors = np.linalg.eigh(W)
+    return np.maximum(values, 0.0), vectors
+
+
+def _unclipped(lam: np.ndarray, b: float) -> np.ndarray:
+    """Poisson curvature ``lambda`` times the chance its residual is within ``b`` (normal approximation)."""
+    from scipy.special import erf
+
+    if not math.isfinite(b):
+        return lam
+    return lam * erf(b / np.sqrt(2.0 * np.maximum(lam, 1e-300)))
+
+
+def _geometric(a2: float, K: int) -> float:
+    """``sum_{j<K} a2^j`` (a2 >= 0)."""
+    if abs(a2 - 1.0) < 1e-12:
+        return float(K)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float((np.float64(a2) ** K - 1.0) / (a2 - 1.0))
+
+
+def noise_variances(name: str, s: dict, sigmas, w: np.ndarray, c: np.ndarray, *, tau1: float,
+                    certified: bool) -> np.ndarray:
+    """The variance of the noise in one coefficient along directions of curvature ``c``.
+
+    Parameters
+    ----------
+    name : str
+        The method (a name of `CANDIDATES`, or ``fednewton_certified``).
+    s : dict
+        Its resolved settings.
+    sigmas : sequence of ndarray of shape (m,)
+        The noise sds of its plan, one array per release spec (`fedgdp.core.privacy.calibrate_with_clip`).
+    w : ndarray of shape (m,)
+        The aggregation weights.
+    c : ndarray
+        Curvatures (eigenvalues of the model's Hessian).
+    tau1 : float
+        FedNewton's ridge / floor.
+    certified : bool
+        FedNewton's solve: the ridge (certified) or the eigenvalue floor (paper).
+
+    Returns
+    -------
+    ndarray
+        One variance per curvature.
+    """
+    c = np.asarray(c, float)
+    v = [float(np.sum(w ** 2 * np.asarray(sg, float) ** 2)) for sg in sigmas]
+    out = np.zeros_like(c)
+    for j, cj in enumerate(c):
+        def local(var, K, eta, vs, cj=cj):
+            a2 = np.float64(1.0 - eta * cj) ** 2
+            return a2 ** K * var + _geometric(a2, K) * vs
+
+        def server(var, K, eta, vs, cj=cj):
+            a2 = np.float64(1.0 - eta * cj) ** 2
+            return a2 ** K * var + np.float64(eta) ** 2 * _geometric(a2, K) * vs
+
+        if name == "fedsgd":
+            var = server(0.0, s["K"], s["eta"], v[0])
+        elif name == "fedavg":
+            var = 0.0
+            for _ in range(s["R"]):
+                var = local(var, s["K"], s["eta"], v[0])
+        elif name == "dp_scaffold":
+            var, g, a = 0.0, s["eta_g"], (1.0 - s["eta"] * cj) ** s["K"]
+            for _ in range(s["R"]):       # theta <- theta + eta_g (mean y - theta)
+                var = (1.0 - g + g * a) ** 2 * var + g ** 2 * _geometric((1.0 - s["eta"] * cj) ** 2, s["K"]) * v[0]
+        elif name == "fedhybrid":
+            var = 0.0
+            for _ in range(int(s.get("R1", 1))):
+                var = local(var, s["K1"], s["eta1"], v[0])
+            var = server(var, s["K2"], s["eta2"], v[1])
+        elif name in ("fednewton", "fednewton_certified"):
+            var1 = local(0.0, s["K"], s["eta"], v[0])
+            f = tau1 / (cj + tau1) if certified else 1.0 - cj / max(cj, tau1)
+            var = f ** 2 * var1 + v[1]
+        else:
+            raise ValueError(f"no noise forecast for method {name!r}; choose from {', '.join(CANDIDATES)}")
+        out[j] = var
+    return out
+
+
+def _check_finite(name: str, sd: np.ndarray, s: dict) -> None:
+    """ValueError naming the step settings when the linearised iteration's noise overflows."""
+    if not np.all(np.isfinite(sd)):
+        steps = ", ".join(f"{k}={v:g}" for k, v in s.items() if k.startswith("eta"))
+        raise ValueError(f"the noise forecast of {name} is not finite: its linearised iteration diverges at these "
+                         f"step sizes ({steps}); lower them")
+
+
+@dataclass
+class _PublicData:
+    """What a method's plan reads (`fedgdp.methods.Method.plan`), from public inputs only."""
+
+    sizes: np.ndarray
+    B: float
+    tau1: float
+    privacy: dict
+    newton: dict
+    clip: dict = field(default_factory=dict)
+
+    @property
+    def plan_B(self) -> float:
+        return self.B
+
+    @property
+    def plan_n(self) -> np.ndarray:
+        return self.sizes.astype(float)[None, :]
+
+    @property
+    def solve_tol(self) -> float:
+        return float(self.newton["cg_tol"]) if self.newton["solver"] == "cg" else 0.0
+
+    def plan_halves(self):
+        h1 = self.sizes // 2
+        return h1[None, :].astype(float), (self.sizes - h1)[None, :].astype(float)
+
+
+def _sizes(sizes) -> np.ndarray:
+    arr = np.atleast_1d(np.asarray(sizes))
+    if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iuf" or not np.all(np.isfinite(arr)) \
+            or np.any(arr < 1) or np.any(arr != np.round(arr)):
+        raise ValueError(f"sizes must list each client's rows, whole numbers >= 1, got sizes={sizes!r}")
+    return arr.astype(np.int64)
+
+
+def _plan_sigmas(name: str, s: dict, data: _PublicData, mu: float):
+    """The method's noise sds, each (m,), by its own plan and the package's calibration."""
+    from ..realdata import get_method
+
+    plan = get_method(name).plan(data, s)
+    cal = privacy.calibrate_with_clip(plan, mu=mu, clip=data.clip, n=data.plan_n)
+    return [np.asarray(sg, float).reshape(-1)[-len(data.sizes):] for sg in cal.sigmas]
+
+
+def _settings(family, mu, settings: dict) -> dict:
+    """The public settings checked and completed (FederatedGLM's defaults)."""
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        raise ValueError(f"unknown forecast setting {unknown[0]!r}; choose from {', '.join(SETTINGS)}")
+    if family not in _FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(_FAMILIES)}, got family={family!r}")
+    out = {"n_classes": None, "clip": None, "privacy_mode": "certified", "tau1": 0.5, "hessian_clip": 4.0,
+           "method_settings": None, "newton": None, "fit_intercept": True, **settings}
+    k = out["n_classes"]
+    if family == "multinomial":
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+            raise ValueError(f"family 'multinomial' needs n_classes, an int >= 2, got n_classes={k!r}")
+    elif k is not None:
+        raise ValueError(f"n_classes is for family 'multinomial', got n_classes={k!r} with family={family!r}")
+    clip = out["clip"]
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float, np.floating))
+                             or not 0 < clip <= privacy.CLIP_MAX):
+        raise ValueError(f"the forecast needs a public clipping bound: clip must be None (the default rule) or a "
+                         f"number in (0, {privacy.CLIP_MAX:g}], got clip={clip!r}")
+    return out
+
+
+def _resolve(name: str, family: str, mu: float, d: int, B: float, o: dict) -> dict:
+    """The method's real-data parameters as FederatedGLM resolves them (Poisson's step rule included)."""
+    from ..realdata import resolve
+
+    given = dict(o["method_settings"] or {})
+    over = {"mu": [mu], "methods": [name], "clip": float(B), "tau1": o["tau1"],
+            "privacy": {"mode": o["privacy_mode"], "hessian_clip": o["hessian_clip"]},
+            "method_settings": {name: given}}
+    if o["newton"] is not None:
+        over["newton"] = o["newton"]
+    p = resolve(over)
+    if family == "poisson":
+        poisson_default_steps(p["method_settings"][name], given, d, B)
+    return p
+
+
+def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: float, p: dict, B: float,
+                 theta: np.ndarray | None = None) -> np.ndarray:
+    """The noise sd of every coefficient (d, k) of ``name``'s fit under the curvature model.
+
+    Parameters
+    ----------
+    name : str
+        The method.
+    family : str
+    sizes : ndarray of shape (m,)
+    d, k : int
+        Design columns (intercept included) and outputs.
+    mu : float
+    p : dict
+        The resolved real-data parameters (``method_settings[name]``, ``tau1``, ``privacy``,
+        ``newton``, ``clip``).
+    B : float
+        The clipping bound.
+    theta : ndarray of shape (d, k) or None
+        The estimate whose curvature to use (None: theta = 0).
+
+    Returns
+    -------
+    ndarray of shape (d, k)
+        Standard deviations (0 at mu = inf).
+    """
+    if not math.isfinite(mu):
+        return np.zeros((d, k))
+    mode = p["privacy"]["mode"]
+    data = _PublicData(sizes, B, p["tau1"], p["privacy"], p["newton"], clip=p["clip"])
+    s = p["method_settings"][name]
+    sig = _plan_sigmas(name, s, data, mu)
+    w = sizes / sizes.sum()
+    values, vectors = curvature(family, k, theta, b=B / math.sqrt(d))
+    with np.errstate(over="ignore", invalid="ignore"):
+        var = noise_variances(name, s, sig, w, values, tau1=p["tau1"],
+                              certified=mode == "certified" or name == "fednewton_certified")
+    cov = (vectors * var) @ vectors.T          # (k, k): one design row's noise covariance across the outputs
+    if family == "multinomial":                # centred across the classes: what the probabilities see
+        centre = np.eye(k) - np.ones((k, k)) / k
+        cov = centre @ cov @ centre
+    per_output = np.maximum(np.diag(cov), 0.0)  # each output's variance, the same for every design row
+    return np.broadcast_to(np.sqrt(per_output), (d, k)).copy()
+
+
+def noise_se(est) -> np.ndarray:
+    """The privacy-noise standard error of each coefficient of a fitted `FederatedGLM`,
+    from its public sds through its method's iteration at the released estimate (the
+    curvature model at ``theta_``; costs no privacy).
+
+    Parameters
+    ----------
+    est : FederatedGLM
+        A fitted estimator.
+
+    Returns
+    -------
+    ndarray of shape (d, k)
+        In ``theta_``'s layout (intercept row first).
+    """
+    name = est.privacy_.method
+    theta = est.theta_
+    return method_noise(name, est.family, np.asarray(est.client_sizes_), theta.shape[0], theta.shape[1],
+                        est.privacy_.mu, est.settings_, est.clip_bound_, theta)
+
+
+def forecast(family, sizes, n_features, mu, method=None, **settings):
+    """The privacy noise each method would add, forecast from public inputs only.
+
+    Parameters
+    ----------
+    family : {"logistic", "multinomial", "poisson"}
+    sizes : array-like of shape (m,)
+        Each client's rows (public: the client column).
+    n_features : int
+        Features p (the design has p + 1 columns with the intercept).
+    mu : float
+        Each client's mu-GDP budget (inf: no noise).
+    method : str or None, default=None
+        One method, or None for every method of `CANDIDATES`.
+    **settings
+        `FederatedGLM`'s parameters of the same names (`SETTINGS`): ``n_classes``
+        (multinomial), ``clip`` (None: the public rule `public_clip`; a number: B),
+        ``privacy_mode``, ``tau1``, ``hessian_clip``, ``method_settings`` (one method's),
+        ``newton``, ``fit_intercept``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per method: ``method``, ``noise_rmse`` (root-mean-square per coefficient
+        of the noise's error, module docstring), ``noise_max`` (the largest coefficient's
+        sd), ``rounds``, ``floats_up``, ``floats_down``, ``floats_sent`` (up + down),
+        ``clip_bound``, ``recommended`` (the lowest ``noise_rmse``; at mu = inf the
+        fewest rounds). ``attrs["recommended"]`` names it, ``attrs["model"]`` states the
+        curvature model.
+
+    Raises
+    ------
+    ValueError
+        A bad family, size, feature count, mu, method or setting (one line, naming it), or
+        step sizes at which the forecast's linearised iteration overflows.
+    """
+    import pandas as pd
+
+    from ..methods.base import comm_counts
+    from ..realdata import get_method
+
+    o = _settings(family, mu, settings)
+    sizes = _sizes(sizes)
+    if isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 1:
+        raise ValueError(f"n_features must be an int >= 1, got n_features={n_features!r}")
+    mu = privacy.parse_mu(mu)
+    d = int(n_features) + (1 if o["fit_intercept"] else 0)
+    k = int(o["n_classes"]) if family == "multinomial" else 1
+    B = public_clip(family, d) if o["clip"] is None else float(o["clip"])
+    names = list(CANDIDATES) if method is None else [method]
+    if method is not None and method not in (*CANDIDATES, "fednewton_certified"):
+        raise ValueError(f"no noise forecast for method {method!r}; choose from "
+                         f"{', '.join((*CANDIDATES, 'fednewton_certified'))}")
+    if method is not None and get_method(method).halves and sizes.min() < 2:
+        raise ValueError(f"method {method} needs at least 2 rows per client (its two halves), got sizes "
+                         f"down to {sizes.min()}")
+    names = [n for n in names if sizes.min() >= 2 or not get_method(n).halves]
+    rows = []
+    for name in names:
+        p = _resolve(name, family, mu, d, B, o)
+        sd = method_noise(name, family, sizes, d, k, mu, p, B)
+        _check_finite(name, sd, p["method_settings"][name])
+        meth = get_method(name)
+        comm = comm_counts(meth.rounds(p["method_settings"][name]), len(sizes), d * k, meth.per_round)
+        rows.append({"method": name, "noise_rmse": float(np.sqrt(np.mean(sd ** 2))), "noise_max": float(sd.max()),
+                     "rounds": comm["rounds"], "floats_up": comm["floats_up"], "floats_down": comm["floats_down"],
+                     "floats_sent": comm["floats_up"] + comm["floats_down"], "clip_bound": B})
+    df = pd.DataFrame(rows)
+    df["_prefer"] = [_PREFER.index(n) if n in _PREFER else len(_PREFER) for n in df["method"]]
+    key = ["noise_rmse", "rounds", "_prefer"] if math.isfinite(mu) else ["rounds", "_prefer"]
+    best = df.sort_values(key, kind="stable").iloc[0]["method"]
+    df = df.drop(columns="_prefer")
+    df["recommended"] = df["method"] == best
+    df.attrs["recommended"] = best
+    df.attrs["model"] = ("standardised features (E[x x'] = I), Hessian W (x) I with W the family's curvature at "
+                         "theta = 0; noise propagated through each method's linearised iteration "
+                         "(fedgdp.api.forecast)")
+    return df
