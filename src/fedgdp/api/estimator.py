@@ -56,7 +56,7 @@ from ..core.glm import POISSON, matrix_model
 from ..core.seeds import CLIP_STREAM, derived_rng, stable_hash
 from . import diagnostics
 from .diagnostics import ConvergenceWarning
-from .routing import ClientsRouting, SingleClientWarning, client_labels
+from .routing import ClientsRouting, SingleClientWarning, client_labels, refuse_metadata
 
 __all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "ConvergenceWarning",
            "FAMILIES", "ESTIMATOR_KEY", "FIT_SCOPE", "REFUSAL_RULE", "estimator_rng"]
@@ -385,8 +385,10 @@ class FederatedGLM(ClientsRouting):
         Binary logistic, softmax or Poisson regression (canonical links).
     classes : array-like of shape (C,) or None, default=None
         The public label domain of a classifier (two labels for ``logistic``, two or more
-        for ``multinomial``), in the order of ``classes_`` (logistic: the second is the
-        positive class). ``classes_`` and ``coef_.shape`` then depend on no record, and a
+        for ``multinomial``), in any order: ``classes_`` is it sorted (``np.unique``'s
+        order, scikit-learn's convention), and ``predict_proba``'s columns follow
+        ``classes_``, so scikit-learn's scorers read them right. ``classes_`` and
+        ``coef_.shape`` then depend on no record, and a
         ``y`` holding only some of them still releases. A row whose label is not in
         ``classes`` is refused (ValueError naming the label and row) before anything is
         computed or released: a check of the data holder's own data, stated in advance,
@@ -454,7 +456,9 @@ class FederatedGLM(ClientsRouting):
     coef_ : ndarray of shape (1, p), (C, p) or (p,)
     intercept_ : ndarray of shape (1,) or (C,), or float
     classes_ : ndarray of shape (C,)
-        The class labels (classifiers only).
+        The class labels, sorted (classifiers only). Logistic's positive class, the one
+        ``coef_``, ``decision_function > 0`` and ``predict_proba[:, 1]`` speak for, is
+        ``classes_[1]``, the larger label, as in scikit-learn.
     privacy_ : PrivacyReport
         The ledger, each client's composed and certified mu, epsilon at a delta.
     clients_ : ndarray of shape (m,)
@@ -620,7 +624,7 @@ class FederatedGLM(ClientsRouting):
             raise ValueError(f"method {self.method!r} is non-private: set mu=inf (got mu={self.mu!r})")
         return p
 
-    def fit(self, X, y, clients=None):
+    def fit(self, X, y, clients=None, **params):
         """Fit the method on the clients' rows.
 
         Parameters
@@ -635,6 +639,9 @@ class FederatedGLM(ClientsRouting):
             row; None: the same, with a `SingleClientWarning` (the guarantee is then of
             the whole data set as one client). Through scikit-learn's tools: metadata
             routing (`set_fit_request`) or the spellings of docs/real-data.md.
+        **params
+            ``sample_weight`` is refused (`fedgdp.api.routing.SAMPLE_WEIGHT_REFUSAL`),
+            as by `score`; there is no other.
 
         Returns
         -------
@@ -645,10 +652,11 @@ class FederatedGLM(ClientsRouting):
         ValueError
             A bad parameter, non-finite, missing or non-numeric values, mismatched
             lengths, a client with fewer rows than the method needs, one class only
-            (without ``classes``), a label outside ``classes``.
+            (without ``classes``), a label outside ``classes``, a ``sample_weight``.
         """
         from ..realdata import FoldData, clip_bound_real, get_method
 
+        refuse_metadata(params, type(self).__name__, "fit")
         p = self._resolved()
         meth = get_method(self.method)
         if y is None:
@@ -962,22 +970,21 @@ class FederatedGLM(ClientsRouting):
         ----------
         X : array-like of shape (n, p)
         y : array-like of shape (n,)
-        sample_weight : array-like of shape (n,) or None, default=None
-            Row weights of the score (None: equal); scikit-learn's scoring passes it.
+        sample_weight : None, default=None
+            A weight is refused, as by `fit` (`fedgdp.api.routing.SAMPLE_WEIGHT_REFUSAL`).
 
         Returns
         -------
         float
         """
+        refuse_metadata({"sample_weight": sample_weight}, type(self).__name__, "score")
         pred = self.predict(X)
         y = _column_or_1d(y, len(pred))
-        w = np.ones(len(pred)) if sample_weight is None else _numeric(_column_or_1d(sample_weight, len(pred)),
-                                                                       "sample_weight")
         if _is_classifier(self):
-            return float(np.average(pred == y, weights=w))
+            return float(np.mean(pred == y))
         y = _numeric(y, "y")
-        null = np.full_like(pred, np.average(y, weights=w))
-        return 1.0 - _poisson_deviance(y, pred, w) / _poisson_deviance(y, null, w)
+        null = np.full_like(pred, np.mean(y))
+        return 1.0 - _poisson_deviance(y, pred) / _poisson_deviance(y, null)
 
 
 # ------------------------------------------------------------------ helpers
@@ -1013,7 +1020,9 @@ def _check_missing(y: np.ndarray) -> None:
 
 
 def _label_domain(classes, family: str) -> np.ndarray:
-    """``classes`` checked: a 1-d list of distinct, non-missing labels, 2 for logistic, >= 2 otherwise."""
+    """``classes`` checked (a 1-d list of distinct, non-missing labels, 2 for logistic, >= 2
+    otherwise) and sorted as ``np.unique`` sorts: the order of ``classes_``, whatever order
+    was given (a public domain, so sorting it is post-processing of public information)."""
     if isinstance(classes, (str, bytes)) or np.ndim(classes) != 1:
         raise ValueError(f"classes must be a list of labels, e.g. classes=[0, 1], got classes={classes!r}")
     dom = np.asarray(classes)
@@ -1029,7 +1038,12 @@ def _label_domain(classes, family: str) -> np.ndarray:
     need = "exactly 2" if family == "logistic" else "at least 2"
     if len(values) < 2 or (family == "logistic" and len(values) != 2):
         raise ValueError(f"family {family!r} needs {need} classes, got classes={values!r}")
-    return dom
+    try:        # scikit-learn's order (np.unique): its scorers read predict_proba's columns so
+        return np.unique(dom)
+    except TypeError:        # e.g. numbers and strings mixed in an object array
+        kinds = sorted({type(v).__name__ for v in values})
+        raise ValueError(f"classes must hold labels of one type that sort, got {', '.join(kinds)} in "
+                         f"classes={values!r}") from None
 
 
 def _public_codes(y: np.ndarray, domain: np.ndarray):
@@ -1100,7 +1114,7 @@ def _column_or_1d(y, n: int) -> np.ndarray:
     return y
 
 
-def _poisson_deviance(y: np.ndarray, mean: np.ndarray, w: np.ndarray | None = None) -> float:
+def _poisson_deviance(y: np.ndarray, mean: np.ndarray) -> float:
     with np.errstate(divide="ignore", invalid="ignore"):
         term = np.where(y > 0, y * np.log(y / mean), 0.0)
-    return float(2 * np.sum((term - (y - mean)) * (1.0 if w is None else w)))
+    return float(2 * np.sum(term - (y - mean)))
