@@ -54,6 +54,7 @@ import numpy as np
 from ..core import privacy
 from ..core.glm import POISSON, matrix_model
 from ..core.seeds import CLIP_STREAM, derived_rng, stable_hash
+from . import budget as budgets
 from . import diagnostics
 from .diagnostics import ConvergenceWarning
 from .routing import ClientsRouting, SingleClientWarning, client_labels, refuse_metadata
@@ -448,6 +449,11 @@ class FederatedGLM(ClientsRouting):
         ``privacy_.noise_secret`` is then False and ``privacy_.guarantee`` says the
         guarantee is void while the seed is known. (The pipeline's ``seed_sequence``
         reproduces its fit of simulated or public data.)
+    budget : PrivacyBudget or None, default=None
+        A [`PrivacyBudget`][fedgdp.api.budget.PrivacyBudget] charged by every fit (and
+        every clone's: ``clone`` keeps the same budget), as a ``with budget:`` block
+        charges the fits inside it: each record of the fit spends ``mu`` of its total, and
+        a fit that would pass it is refused before anything is computed.
 
     Attributes
     ----------
@@ -501,7 +507,7 @@ class FederatedGLM(ClientsRouting):
 
     def __init__(self, family="logistic", classes=None, method="fednewton", mu=2.0, privacy_mode="certified", clip=None,
                  hessian_clip=4.0, tau1=0.5, method_settings=None, newton=None, fit_intercept=True,
-                 shuffle=True, random_state=None):
+                 shuffle=True, random_state=None, budget=None):
         self.family = family
         self.classes = classes
         self.method = method
@@ -515,6 +521,7 @@ class FederatedGLM(ClientsRouting):
         self.fit_intercept = fit_intercept
         self.shuffle = shuffle
         self.random_state = random_state
+        self.budget = budget
 
     # ------------------------------------------------------------ estimator protocol
     @classmethod
@@ -591,6 +598,10 @@ class FederatedGLM(ClientsRouting):
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "theta_")
 
+    def __getstate__(self) -> dict:
+        # pickled inside a `with PrivacyBudget` block: marked, so a fit in another process is refused
+        return budgets.pickle_state(self.__dict__.copy())
+
     # ------------------------------------------------------------ the fit
     def _resolved(self) -> dict:
         """The real-data parameters of this fit (`fedgdp.realdata.resolve`)."""
@@ -658,6 +669,7 @@ class FederatedGLM(ClientsRouting):
 
         refuse_metadata(params, type(self).__name__, "fit")
         p = self._resolved()
+        budgets.check_public(self, p["mu"][0])          # a budget's refusal from public inputs, before the data
         meth = get_method(self.method)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -674,6 +686,7 @@ class FederatedGLM(ClientsRouting):
                 raise ValueError(f"client {lab.item() if hasattr(lab, 'item') else lab!r} has {len(rows)} row "
                                  f"(n_samples={len(rows)}); method "
                                  f"{self.method} needs at least {need} rows per client (its two halves)")
+        charged = budgets.charge(self, p["mu"][0], X, y, groups)    # or refused: before any release
         # fresh entropy per fit unless a seed is given (module docstring, Randomness)
         root = np.random.SeedSequence() if self.random_state is None else self.random_state
         if self.shuffle:
@@ -706,6 +719,7 @@ class FederatedGLM(ClientsRouting):
         self.privacy_ = PrivacyReport(self.method, mu, p["privacy"]["mode"], p["clip"], float(fd.bound), labels,
                                       self._label_ledger(fit.ledger, fd), noise_secret=self.random_state is None,
                                       label_domain=self._label_domain_mode())
+        budgets.settle(charged, self.privacy_)
         start = 1 if self.fit_intercept else 0
         intercept = theta[0] if self.fit_intercept else np.zeros(theta.shape[1])
         if self.family == "poisson":
@@ -889,6 +903,7 @@ class FederatedGLM(ClientsRouting):
         """
         self._check_fitted()
         S = self._design(self._check_X(X, reset=False)) @ self.theta_
+        budgets.note_evaluation(self)           # exact scores inside a budget: reported, not covered
         return S[:, 0] if S.shape[1] == 1 else S
 
     @_available_if(_is_classifier)
