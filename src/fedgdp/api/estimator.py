@@ -80,7 +80,8 @@ LABELS_UNACCOUNTED = ("label set: classes_ is np.unique(y), taken from the data 
 #: What a [`PrivacyReport`][fedgdp.api.estimator.PrivacyReport] covers (its ``scope``)
 FIT_SCOPE = ("one fit: the releases of this call to fit only. Every other fit on the same clients' rows (a "
              "cross-validation fold, a grid-search candidate, the refit) spends its own budget, and a record's "
-             "budgets compose: sqrt(sum of mu^2) over the fits that used it (docs/real-data.md)")
+             "budgets compose: sqrt(sum of mu^2) over the fits that used it, which fedgdp.PrivacyBudget keeps "
+             "(docs/privacy.md)")
 
 #: The rule behind every refusal of a private fit (its ``refusals``; docs/methods.md §2,
 #: "No refusal depends on a record")
@@ -155,7 +156,7 @@ class PrivacyReport:
     """What one fit released, per client: the ledger, its composed and certified mu.
 
     The report covers this fit only (``scope``): a grid search or a cross-validation
-    spends a budget on every fit it makes (docs/real-data.md shows the sum).
+    spends a budget on every fit it makes (`fedgdp.api.budget.PrivacyBudget` keeps the total).
 
     Attributes
     ----------
