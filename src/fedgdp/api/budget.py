@@ -364,14 +364,17 @@ def note_evaluation(est) -> None:
     own = getattr(est, "budget", None)
     with _LOCK:
         budgets = ([own] if isinstance(own, PrivacyBudget) else []) + [b for b in _ACTIVE if b is not own]
-    for b in budgets:
-        b.evaluations += 1
-        if "evaluation" not in b._warned:
-            b._warned.add("evaluation")
-            warnings.warn(
-                "a fitted estimator is evaluated inside a PrivacyBudget: scores of held-out rows are exact, and a "
-                "choice made from them (a search's best candidate) is not covered by the budget (budget.uncovered; "
-                "docs/privacy.md, 'A budget across fits')", UncoveredSelectionWarning, stacklevel=4)
+        first = []
+        for b in budgets:
+            b.evaluations += 1
+            if "evaluation" not in b._warned:
+                b._warned.add("evaluation")
+                first.append(b)
+    for _ in first:
+        warnings.warn(
+            "a fitted estimator is evaluated inside a PrivacyBudget: scores of held-out rows are exact, and a "
+            "choice made from them (a search's best candidate) is not covered by the budget (budget.uncovered; "
+            "docs/privacy.md, 'A budget across fits')", UncoveredSelectionWarning, stacklevel=4)
 
 
 def pickle_state(state: dict) -> dict:
