@@ -97,14 +97,17 @@ def test_logistic_with_classes_releases_when_y_holds_one_class():
         FederatedGLM(mu=2, clip=2.0).fit(X, np.zeros(len(y), int), clients)
 
 
-def test_the_given_order_of_classes_is_kept():
-    """classes_ is the domain as given; for logistic the second class is the positive one."""
+def test_classes_are_sorted_whatever_order_is_given():
+    """classes_ is the domain sorted (scikit-learn's order); logistic's positive class is
+    classes_[1] (tests/test_scorers.py holds the scorers to it)."""
     X, y, clients = _data()
     a = FederatedGLM(mu=math.inf, method="np_pooled", classes=[0, 1]).fit(X, y, clients)
     b = FederatedGLM(mu=math.inf, method="np_pooled", classes=[1, 0]).fit(X, y, clients)
-    np.testing.assert_array_equal(b.classes_, [1, 0])
-    np.testing.assert_allclose(a.coef_, -b.coef_, atol=1e-6)
+    np.testing.assert_array_equal(b.classes_, [0, 1])
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=0, atol=1e-10)    # fresh row orders: summation order only
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    with pytest.raises(ValueError, match="classes must hold labels of one type that sort"):
+        FederatedGLM(classes=np.array([1, "a"], dtype=object)).fit(X, y, clients)
 
 
 def test_a_label_outside_the_domain_is_refused_before_anything_is_computed(monkeypatch):

@@ -54,10 +54,11 @@ import numpy as np
 from ..core import privacy
 from ..core.glm import POISSON, matrix_model
 from ..core.seeds import CLIP_STREAM, derived_rng, stable_hash
+from . import budget as budgets
 from . import diagnostics
 from .diagnostics import ConvergenceWarning, NoiseDominatedWarning
 from .forecast import CANDIDATES, CLIP_RULE, NOISE_LIMIT, forecast, noise_se, poisson_default_steps, public_clip
-from .routing import ClientsRouting, SingleClientWarning, client_labels
+from .routing import ClientsRouting, SingleClientWarning, client_labels, refuse_metadata
 
 __all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "ConvergenceWarning",
            "NoiseDominatedWarning",
@@ -81,7 +82,8 @@ LABELS_UNACCOUNTED = ("label set: classes_ is np.unique(y), taken from the data 
 #: What a [`PrivacyReport`][fedgdp.api.estimator.PrivacyReport] covers (its ``scope``)
 FIT_SCOPE = ("one fit: the releases of this call to fit only. Every other fit on the same clients' rows (a "
              "cross-validation fold, a grid-search candidate, the refit) spends its own budget, and a record's "
-             "budgets compose: sqrt(sum of mu^2) over the fits that used it (docs/real-data.md)")
+             "budgets compose: sqrt(sum of mu^2) over the fits that used it, which fedgdp.PrivacyBudget keeps "
+             "(docs/privacy.md)")
 
 #: The rule behind every refusal of a private fit (its ``refusals``; docs/methods.md §2,
 #: "No refusal depends on a record")
@@ -156,7 +158,7 @@ class PrivacyReport:
     """What one fit released, per client: the ledger, its composed and certified mu.
 
     The report covers this fit only (``scope``): a grid search or a cross-validation
-    spends a budget on every fit it makes (docs/real-data.md shows the sum).
+    spends a budget on every fit it makes (`fedgdp.api.budget.PrivacyBudget` keeps the total).
 
     Attributes
     ----------
@@ -388,8 +390,10 @@ class FederatedGLM(ClientsRouting):
         Binary logistic, softmax or Poisson regression (canonical links).
     classes : array-like of shape (C,) or None, default=None
         The public label domain of a classifier (two labels for ``logistic``, two or more
-        for ``multinomial``), in the order of ``classes_`` (logistic: the second is the
-        positive class). ``classes_`` and ``coef_.shape`` then depend on no record, and a
+        for ``multinomial``), in any order: ``classes_`` is it sorted (``np.unique``'s
+        order, scikit-learn's convention), and ``predict_proba``'s columns follow
+        ``classes_``, so scikit-learn's scorers read them right. ``classes_`` and
+        ``coef_.shape`` then depend on no record, and a
         ``y`` holding only some of them still releases. A row whose label is not in
         ``classes`` is refused (ValueError naming the label and row) before anything is
         computed or released: a check of the data holder's own data, stated in advance,
@@ -455,6 +459,11 @@ class FederatedGLM(ClientsRouting):
         ``privacy_.noise_secret`` is then False and ``privacy_.guarantee`` says the
         guarantee is void while the seed is known. (The pipeline's ``seed_sequence``
         reproduces its fit of simulated or public data.)
+    budget : PrivacyBudget or None, default=None
+        A [`PrivacyBudget`][fedgdp.api.budget.PrivacyBudget] charged by every fit (and
+        every clone's: ``clone`` keeps the same budget), as a ``with budget:`` block
+        charges the fits inside it: each record of the fit spends ``mu`` of its total, and
+        a fit that would pass it is refused before anything is computed.
 
     Attributes
     ----------
@@ -463,7 +472,9 @@ class FederatedGLM(ClientsRouting):
     coef_ : ndarray of shape (1, p), (C, p) or (p,)
     intercept_ : ndarray of shape (1,) or (C,), or float
     classes_ : ndarray of shape (C,)
-        The class labels (classifiers only).
+        The class labels, sorted (classifiers only). Logistic's positive class, the one
+        ``coef_``, ``decision_function > 0`` and ``predict_proba[:, 1]`` speak for, is
+        ``classes_[1]``, the larger label, as in scikit-learn.
     privacy_ : PrivacyReport
         The ledger, each client's composed and certified mu, epsilon at a delta.
     clients_ : ndarray of shape (m,)
@@ -513,7 +524,7 @@ class FederatedGLM(ClientsRouting):
 
     def __init__(self, family="logistic", classes=None, method="auto", mu=2.0, privacy_mode="certified", clip=None,
                  hessian_clip=4.0, tau1=0.5, method_settings=None, newton=None, fit_intercept=True,
-                 shuffle=True, random_state=None):
+                 shuffle=True, random_state=None, budget=None):
         self.family = family
         self.classes = classes
         self.method = method
@@ -527,6 +538,7 @@ class FederatedGLM(ClientsRouting):
         self.fit_intercept = fit_intercept
         self.shuffle = shuffle
         self.random_state = random_state
+        self.budget = budget
 
     # ------------------------------------------------------------ estimator protocol
     @classmethod
@@ -603,6 +615,10 @@ class FederatedGLM(ClientsRouting):
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "theta_")
 
+    def __getstate__(self) -> dict:
+        # pickled inside a `with PrivacyBudget` block: marked, so a fit in another process is refused
+        return budgets.pickle_state(self.__dict__.copy())
+
     # ------------------------------------------------------------ the fit
     def _resolved(self, method: str | None = None, d: int = 1) -> dict:
         """The real-data parameters of this fit (`fedgdp.realdata.resolve`): of ``method``
@@ -644,7 +660,7 @@ class FederatedGLM(ClientsRouting):
             raise ValueError(f"method {method!r} is non-private: set mu=inf (got mu={self.mu!r})")
         return p
 
-    def fit(self, X, y, clients=None):
+    def fit(self, X, y, clients=None, **params):
         """Fit the method on the clients' rows.
 
         Parameters
@@ -659,6 +675,9 @@ class FederatedGLM(ClientsRouting):
             row; None: the same, with a `SingleClientWarning` (the guarantee is then of
             the whole data set as one client). Through scikit-learn's tools: metadata
             routing (`set_fit_request`) or the spellings of docs/real-data.md.
+        **params
+            ``sample_weight`` is refused (`fedgdp.api.routing.SAMPLE_WEIGHT_REFUSAL`),
+            as by `score`; there is no other.
 
         Returns
         -------
@@ -669,11 +688,13 @@ class FederatedGLM(ClientsRouting):
         ValueError
             A bad parameter, non-finite, missing or non-numeric values, mismatched
             lengths, a client with fewer rows than the method needs, one class only
-            (without ``classes``), a label outside ``classes``.
+            (without ``classes``), a label outside ``classes``, a ``sample_weight``.
         """
         from ..realdata import FoldData, clip_bound_real, get_method
 
+        refuse_metadata(params, type(self).__name__, "fit")
         p = self._resolved()
+        budgets.check_public(self, p["mu"][0])          # a budget's refusal from public inputs, before the data
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         X = self._check_X(X, reset=True)
@@ -696,6 +717,7 @@ class FederatedGLM(ClientsRouting):
                                  f"{self.method_} needs at least {need} rows per client (its two halves)")
         self._warn_forecast(p, sizes, X.shape[1], model.k)
         diagnostics.check_scale(X)
+        charged = budgets.charge(self, p["mu"][0], X, y, groups)    # or refused: before any release
         # fresh entropy per fit unless a seed is given (module docstring, Randomness)
         root = np.random.SeedSequence() if self.random_state is None else self.random_state
         if self.shuffle:
@@ -738,6 +760,7 @@ class FederatedGLM(ClientsRouting):
             diagnostics.judge_noise(info, theta, noise_se(self), mu=mu)
         self.fit_info_ = info
         diagnostics.warn(self.fit_info_, self.method_)
+        budgets.settle(charged, self.privacy_)
         start = 1 if self.fit_intercept else 0
         intercept = theta[0] if self.fit_intercept else np.zeros(theta.shape[1])
         if self.family == "poisson":
@@ -958,6 +981,7 @@ class FederatedGLM(ClientsRouting):
         """
         self._check_fitted()
         S = self._design(self._check_X(X, reset=False)) @ self.theta_
+        budgets.note_evaluation(self)           # exact scores inside a budget: reported, not covered
         return S[:, 0] if S.shape[1] == 1 else S
 
     @_available_if(_is_classifier)
@@ -1039,22 +1063,21 @@ class FederatedGLM(ClientsRouting):
         ----------
         X : array-like of shape (n, p)
         y : array-like of shape (n,)
-        sample_weight : array-like of shape (n,) or None, default=None
-            Row weights of the score (None: equal); scikit-learn's scoring passes it.
+        sample_weight : None, default=None
+            A weight is refused, as by `fit` (`fedgdp.api.routing.SAMPLE_WEIGHT_REFUSAL`).
 
         Returns
         -------
         float
         """
+        refuse_metadata({"sample_weight": sample_weight}, type(self).__name__, "score")
         pred = self.predict(X)
         y = _column_or_1d(y, len(pred))
-        w = np.ones(len(pred)) if sample_weight is None else _numeric(_column_or_1d(sample_weight, len(pred)),
-                                                                       "sample_weight")
         if _is_classifier(self):
-            return float(np.average(pred == y, weights=w))
+            return float(np.mean(pred == y))
         y = _numeric(y, "y")
-        null = np.full_like(pred, np.average(y, weights=w))
-        return 1.0 - _poisson_deviance(y, pred, w) / _poisson_deviance(y, null, w)
+        null = np.full_like(pred, np.mean(y))
+        return 1.0 - _poisson_deviance(y, pred) / _poisson_deviance(y, null)
 
 
 # ------------------------------------------------------------------ helpers
@@ -1091,7 +1114,9 @@ def _check_missing(y: np.ndarray) -> None:
 
 
 def _label_domain(classes, family: str) -> np.ndarray:
-    """``classes`` checked: a 1-d list of distinct, non-missing labels, 2 for logistic, >= 2 otherwise."""
+    """``classes`` checked (a 1-d list of distinct, non-missing labels, 2 for logistic, >= 2
+    otherwise) and sorted as ``np.unique`` sorts: the order of ``classes_``, whatever order
+    was given (a public domain, so sorting it is post-processing of public information)."""
     if isinstance(classes, (str, bytes)) or np.ndim(classes) != 1:
         raise ValueError(f"classes must be a list of labels, e.g. classes=[0, 1], got classes={classes!r}")
     dom = np.asarray(classes)
@@ -1107,7 +1132,12 @@ def _label_domain(classes, family: str) -> np.ndarray:
     need = "exactly 2" if family == "logistic" else "at least 2"
     if len(values) < 2 or (family == "logistic" and len(values) != 2):
         raise ValueError(f"family {family!r} needs {need} classes, got classes={values!r}")
-    return dom
+    try:        # scikit-learn's order (np.unique): its scorers read predict_proba's columns so
+        return np.unique(dom)
+    except TypeError:        # e.g. numbers and strings mixed in an object array
+        kinds = sorted({type(v).__name__ for v in values})
+        raise ValueError(f"classes must hold labels of one type that sort, got {', '.join(kinds)} in "
+                         f"classes={values!r}") from None
 
 
 def _public_codes(y: np.ndarray, domain: np.ndarray):
@@ -1178,7 +1208,7 @@ def _column_or_1d(y, n: int) -> np.ndarray:
     return y
 
 
-def _poisson_deviance(y: np.ndarray, mean: np.ndarray, w: np.ndarray | None = None) -> float:
+def _poisson_deviance(y: np.ndarray, mean: np.ndarray) -> float:
     with np.errstate(divide="ignore", invalid="ignore"):
         term = np.where(y > 0, y * np.log(y / mean), 0.0)
-    return float(2 * np.sum((term - (y - mean)) * (1.0 if w is None else w)))
+    return float(2 * np.sum(term - (y - mean)))

@@ -18,12 +18,47 @@ import warnings
 
 import numpy as np
 
-__all__ = ["ClientsRouting", "SingleClientWarning", "SINGLE", "client_labels"]
+__all__ = ["ClientsRouting", "SingleClientWarning", "SINGLE", "SAMPLE_WEIGHT_REFUSAL", "client_labels",
+           "refuse_metadata"]
 
 #: The ``clients`` value that asks for one client holding every row, without a warning
 SINGLE = "single"
 
 _UNCHANGED = "$UNCHANGED$"        # scikit-learn's sentinel of set_*_request (sklearn.utils.metadata_routing)
+
+#: Why ``fit`` and ``score`` refuse ``sample_weight`` (docs/privacy.md, "Row weights")
+SAMPLE_WEIGHT_REFUSAL = (
+    "sample_weight is not supported: a record's weight w would scale its clipped gradient by w and enter the "
+    "sensitivity every release is calibrated on (for weight 1), so fit refuses it, and score refuses it alike, "
+    "so that no search scores weights its fits never used; drop sample_weight (docs/privacy.md, 'Row weights')")
+
+
+def refuse_metadata(params: dict, owner: str, method: str) -> None:
+    """Refuse the extra keyword arguments of ``fit`` or ``score``: ``sample_weight``
+    (unless None) with [`SAMPLE_WEIGHT_REFUSAL`][fedgdp.api.routing.SAMPLE_WEIGHT_REFUSAL],
+    any other name as Python refuses an unknown keyword.
+
+    Parameters
+    ----------
+    params : dict
+        The extra keyword arguments.
+    owner : str
+        The estimator's name.
+    method : str
+        ``fit`` or ``score``.
+
+    Raises
+    ------
+    ValueError
+        ``sample_weight`` given (not None).
+    TypeError
+        Another keyword.
+    """
+    for name, value in params.items():
+        if name != "sample_weight":
+            raise TypeError(f"{owner}.{method}() got an unexpected keyword argument {name!r}")
+        if value is not None:
+            raise ValueError(f"{owner}.{method}: {SAMPLE_WEIGHT_REFUSAL}")
 
 
 class SingleClientWarning(UserWarning):
@@ -88,9 +123,13 @@ class ClientsRouting:
     ``_metadata_request``, which ``sklearn.base.clone`` copies.
     """
 
-    def set_fit_request(self, *, clients=_UNCHANGED):
+    def set_fit_request(self, *, clients=_UNCHANGED, **refused):
         """Ask for ``clients`` in ``fit`` when metadata routing is enabled (scikit-learn's
         ``set_{method}_request``).
+
+        ``fit`` consumes ``clients`` only: a ``sample_weight`` is refused here, as by
+        [`set_score_request`][fedgdp.api.routing.ClientsRouting.set_score_request], ``fit``
+        and ``score`` ([`SAMPLE_WEIGHT_REFUSAL`][fedgdp.api.routing.SAMPLE_WEIGHT_REFUSAL]).
 
         Parameters
         ----------
@@ -98,6 +137,8 @@ class ClientsRouting:
             True: route ``clients`` to ``fit``; False: do not; None: refuse it if given
             (scikit-learn's default); a str: route the metadata of that name as
             ``clients``; unchanged when not given.
+        **refused
+            ``sample_weight=True`` (or an alias) is refused; any other name is unknown.
 
         Returns
         -------
@@ -107,21 +148,55 @@ class ClientsRouting:
         ------
         RuntimeError
             Metadata routing is not enabled (``sklearn.set_config(enable_metadata_routing=True)``).
+        ValueError
+            ``sample_weight`` requested.
         """
+        refuse_metadata({k: (v or None) for k, v in refused.items()}, type(self).__name__, "set_fit_request")
+        return self._set_request("fit", "clients", clients)
+
+    def set_score_request(self, *, sample_weight=_UNCHANGED):
+        """``score``'s side of scikit-learn's metadata routing: ``sample_weight`` is known
+        (so that scikit-learn's ``Pipeline.score``, which passes ``sample_weight=None``,
+        routes) and never requested.
+
+        Parameters
+        ----------
+        sample_weight : bool, None or str, default="$UNCHANGED$"
+            False or None: not requested (None, the default, makes scikit-learn refuse a
+            weight passed to a tool); True or an alias: refused
+            ([`SAMPLE_WEIGHT_REFUSAL`][fedgdp.api.routing.SAMPLE_WEIGHT_REFUSAL]).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        RuntimeError
+            Metadata routing is not enabled.
+        ValueError
+            ``sample_weight`` requested.
+        """
+        if not (isinstance(sample_weight, str) and sample_weight == _UNCHANGED):
+            refuse_metadata({"sample_weight": sample_weight or None}, type(self).__name__, "set_score_request")
+        return self._set_request("score", "sample_weight", sample_weight)
+
+    def _set_request(self, method: str, param: str, alias):
+        """Store ``alias`` as the request of ``param`` in ``method`` (unchanged: the sentinel)."""
         from sklearn import get_config
 
         if not get_config().get("enable_metadata_routing", False):
             raise RuntimeError("This method is only available when metadata routing is enabled. You can enable "
                                "it using sklearn.set_config(enable_metadata_routing=True).")
         request = self._get_metadata_request()
-        if not (isinstance(clients, str) and clients == _UNCHANGED):
-            request.fit.add_request(param="clients", alias=clients)
+        if not (isinstance(alias, str) and alias == _UNCHANGED):
+            getattr(request, method).add_request(param=param, alias=alias)
         self._metadata_request = request
         return self
 
     def _get_metadata_request(self):
         """The stored request, or the default: ``fit`` knows ``clients`` and ``score``
-        knows ``sample_weight`` (neither requested)."""
+        knows ``sample_weight`` (neither requested; a weight is refused)."""
         from sklearn.utils.metadata_routing import MetadataRequest
 
         stored = getattr(self, "_metadata_request", None)

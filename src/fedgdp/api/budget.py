@@ -1,0 +1,396 @@
+"""``fedgdp.PrivacyBudget``: each record's mu-GDP composed over every fit charged to it.
+
+A `PrivacyReport` covers one fit. A data holder who fits many times on the same rows (a
+cross-validation, a grid search, its refit) spends each record's budget once per fit that
+used the record, and Gaussian DP composes as ``sqrt(sum_k mu_k^2)`` over those fits
+(`fedgdp.core.privacy`, the one composition rule). A [`PrivacyBudget`][fedgdp.api.budget.PrivacyBudget]
+keeps that sum per record:
+
+- Charged fits: every ``FederatedGLM.fit`` inside ``with budget:`` (scikit-learn's tools
+  included: their clones fit inside the block), and every fit of an estimator given
+  ``budget=budget`` (scikit-learn's ``clone`` keeps the same budget).
+- Records are recognised by their content: the row of ``X`` the estimator receives, its
+  label and its client (a 128-bit BLAKE2b digest of the three). A record therefore keeps its
+  identity across the folds of a search, which hand the estimator subsets of the same rows;
+  identical rows are one record, charged whenever either is used (conservative).
+- A fit at ``mu`` is refused with a [`BudgetExceededError`][fedgdp.api.budget.BudgetExceededError]
+  before its clipping bound, noise or any release is computed: at once when ``mu`` alone
+  exceeds the budget (public inputs), else after the input checks, when a record of the
+  fit would pass the budget. A refused fit charges nothing.
+- Not covered, and reported (``uncovered``; an
+  [`UncoveredSelectionWarning`][fedgdp.api.budget.UncoveredSelectionWarning] at the first
+  evaluation): scores computed on held-out rows are exact, so a choice made from them
+  (GridSearchCV's best candidate) is a release no ledger accounts for; fits that were
+  nominal only or drew their noise from a known seed.
+
+The accounting lives in the process that made the budget: a fit in another process (a
+scikit-learn tool with ``n_jobs > 1`` on processes) is refused rather than charged to a
+copy that no one reads. docs/privacy.md, "A budget across fits".
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import threading
+import warnings
+
+import numpy as np
+
+from ..core.privacy import parse_mu
+
+__all__ = ["PrivacyBudget", "BudgetExceededError", "UncoveredSelectionWarning", "record_keys"]
+
+_ACTIVE: list[PrivacyBudget] = []          # the entered blocks: a global stack, so threads of a tool see them
+_LOCK = threading.RLock()                  # guards _ACTIVE and every check-and-charge
+_TOL = 1e-12                               # relative slack of the comparison with the budget (float sums)
+#: the attribute a pickled estimator carries while a block is active (the pid that pickled it)
+BLOCK_MARK = "_budget_block_pid"
+
+
+class BudgetExceededError(ValueError):
+    """A fit would spend more than a `PrivacyBudget` has left for one of its records (or
+    would run where the budget cannot charge it); raised before anything is computed."""
+
+
+class UncoveredSelectionWarning(UserWarning):
+    """A fitted estimator was evaluated inside a budget: scores read from exact predictions
+    on held-out rows are not covered by the budget (`PrivacyBudget.uncovered`)."""
+
+
+def record_keys(X: np.ndarray, y: np.ndarray, clients: np.ndarray) -> list[bytes]:
+    """One 16-byte key per row: the BLAKE2b digest of the row's features (float64 bytes),
+    label and client.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, p)
+        The features as the estimator receives them (without the intercept column).
+    y : ndarray of shape (n,)
+        The labels or counts.
+    clients : ndarray of shape (n,)
+        The client labels.
+
+    Returns
+    -------
+    list of bytes
+    """
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    return [hashlib.blake2b(row.tobytes() + b"\x1f" + repr(label).encode() + b"\x1f" + repr(client).encode(),
+                            digest_size=16).digest()
+            for row, label, client in zip(X, np.asarray(y).tolist(), np.asarray(clients).tolist())]
+
+
+class PrivacyBudget:
+    """A total mu-GDP per record, charged by every fit that uses the record.
+
+    Parameters
+    ----------
+    mu : float
+        Each record's total budget (finite, > 0). A fit at ``mu_k`` adds ``mu_k^2`` to the
+        squared total of every record it uses; a record's total is ``sqrt(sum_k mu_k^2)``.
+
+    Attributes
+    ----------
+    fits : list of dict
+        One entry per charged fit: ``method``, ``mu``, ``rows``, ``records`` (distinct
+        rows), then ``certified`` and ``noise_secret`` once the fit has ended (None while
+        not, or when it stopped after the charge).
+    evaluations : int
+        Calls of a prediction method (``predict``, ``predict_proba``, ``score``, ...) of a
+        charged estimator while the budget is active.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedgdp import FederatedGLM, PrivacyBudget
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(600, 3)); y = (X[:, 0] + rng.logistic(size=600) > 0).astype(int)
+    >>> clients = np.repeat(np.arange(6), 100)
+    >>> with PrivacyBudget(mu=3) as budget:
+    ...     est = FederatedGLM(mu=2, clip=2.0, classes=[0, 1]).fit(X, y, clients)
+    ...     est = est.set_params(mu=1).fit(X[:300], y[:300], clients[:300])
+    >>> round(budget.spent, 4), round(budget.remaining, 4)     # sqrt(4 + 1), sqrt(9 - 5)
+    (2.2361, 2.0)
+    """
+
+    def __init__(self, mu):
+        mu = parse_mu(mu)
+        if not math.isfinite(mu):
+            raise ValueError(f"PrivacyBudget needs a finite mu (a total each record may spend), got mu={mu}")
+        self.mu = mu
+        self.fits: list[dict] = []
+        self.evaluations = 0
+        self._sq: dict[bytes, float] = {}          # record key -> sum of mu_k^2 over the fits that used it
+        self._client_records: dict = {}             # client label -> distinct records charged
+        self._client_rows: dict = {}                # client label -> largest number of its rows in one fit
+        self._pid = os.getpid()
+        self._warned: set[str] = set()
+
+    # ------------------------------------------------------------ what it says
+    @property
+    def spent(self) -> float:
+        """The largest total of any record, ``max_r sqrt(sum_k mu_k^2)`` (0 before any fit)."""
+        with _LOCK:
+            return math.sqrt(max(self._sq.values(), default=0.0))
+
+    @property
+    def remaining(self) -> float:
+        """The largest mu a further fit on every record may spend: ``sqrt(mu^2 - spent^2)``."""
+        return math.sqrt(max(self.mu ** 2 - self.spent ** 2, 0.0))
+
+    @property
+    def records(self) -> int:
+        """The number of distinct records charged."""
+        return len(self._sq)
+
+    def spent_on(self, X, y, clients=None) -> np.ndarray:
+        """Each row's own total (0 for a row no fit used).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, p)
+        y : array-like of shape (n,)
+        clients : array-like of shape (n,), "single" or None
+            As given to ``fit`` (None: one client, as ``fit`` without clients).
+
+        Returns
+        -------
+        ndarray of shape (n,)
+        """
+        from .routing import client_labels
+
+        X = np.asarray(X, dtype=np.float64)
+        groups = client_labels("single" if clients is None else clients, X.shape[0])
+        keys = record_keys(X, np.asarray(y).reshape(-1), groups)
+        with _LOCK:
+            return np.sqrt(np.array([self._sq.get(k, 0.0) for k in keys], dtype=float))
+
+    @property
+    def uncovered(self) -> list[str]:
+        """What the budget does not cover: exact evaluations (a selection made from them),
+        fits whose mu is nominal only, fits whose noise came from a known seed."""
+        out = []
+        if self.evaluations:
+            out.append(f"selection: {self.evaluations} evaluation(s) of fitted estimators on rows (score, predict, "
+                       "predict_proba, ...): scores of held-out rows are exact, and a choice made from them "
+                       "(cross_validate's scores, GridSearchCV's best candidate and refit) is a release of those "
+                       "rows that no ledger or budget accounts for")
+        for i, f in enumerate(self.fits):
+            if f["certified"] is False:
+                out.append(f"fit {i} ({f['method']}, mu = {f['mu']:g}): nominal only ({'; '.join(f['assumptions'])})")
+            if f["noise_secret"] is False:
+                out.append(f"fit {i} ({f['method']}, mu = {f['mu']:g}): noise from a given random_state, void "
+                           "while the seed is known")
+        return out
+
+    def __repr__(self) -> str:
+        return (f"PrivacyBudget(mu={self.mu:g}; spent {self.spent:.4g}, remaining {self.remaining:.4g}, "
+                f"{len(self.fits)} fit(s), {self.records} record(s))")
+
+    # ------------------------------------------------------------ a block, a parameter
+    def __enter__(self) -> PrivacyBudget:
+        with _LOCK:
+            _ACTIVE.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with _LOCK:
+            for i in range(len(_ACTIVE) - 1, -1, -1):
+                if _ACTIVE[i] is self:
+                    del _ACTIVE[i]
+                    break
+
+    def __copy__(self) -> PrivacyBudget:       # scikit-learn's clone copies parameters: one budget, shared
+        return self
+
+    def __deepcopy__(self, memo) -> PrivacyBudget:
+        return self
+
+    # ------------------------------------------------------------ charging
+    def _check_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise BudgetExceededError(
+                f"{self!r} was made in process {self._pid}; this fit runs in process {os.getpid()} (a tool with "
+                "n_jobs > 1 on processes), where a charge would reach a copy no one reads: run the tool with "
+                "n_jobs=1, or on threads (joblib.parallel_config(prefer='threads'))")
+
+    def _refuse(self, mu: float, worst: float, rows: int) -> None:
+        total = math.sqrt(worst + mu * mu)
+        raise BudgetExceededError(
+            f"PrivacyBudget(mu={self.mu:g}): a fit at mu={mu:g} on {rows} rows would bring a record's total to "
+            f"{total:.6g} > {self.mu:g} (that record has spent {math.sqrt(worst):.6g}, so at most mu="
+            f"{math.sqrt(max(self.mu ** 2 - worst, 0.0)):.6g} is left for it); nothing was computed or released")
+
+
+def _budgets(est) -> list[PrivacyBudget]:
+    """The budgets that charge ``est``: its ``budget`` parameter and the active blocks, once each."""
+    own = getattr(est, "budget", None)
+    if own is not None and not isinstance(own, PrivacyBudget):
+        raise ValueError(f"budget must be a fedgdp.PrivacyBudget or None, got budget={own!r}")
+    with _LOCK:
+        found = ([own] if own is not None else []) + list(_ACTIVE)
+    out: list[PrivacyBudget] = []
+    for b in found:
+        if not any(b is o for o in out):
+            out.append(b)
+    return out
+
+
+def check_public(est, mu: float) -> None:
+    """Before the data are read: refuse a fit whose ``mu`` alone exceeds a budget, a fit in
+    another process than its budget's, and a fit pickled inside a block and fitted in
+    another process (where the block does not reach).
+
+    Parameters
+    ----------
+    est : FederatedGLM
+        The estimator about to fit.
+    mu : float
+        The fit's mu (inf: non-private).
+
+    Raises
+    ------
+    BudgetExceededError
+        As above.
+    """
+    mark = est.__dict__.pop(BLOCK_MARK, None)
+    if mark is not None and mark != os.getpid():
+        raise BudgetExceededError(
+            f"this {type(est).__name__} was sent from a `with PrivacyBudget` block in process {mark} to process "
+            f"{os.getpid()} (a tool with n_jobs > 1 on processes), where the block cannot charge its fit: run "
+            "the tool with n_jobs=1, or on threads (joblib.parallel_config(prefer='threads'))")
+    for b in _budgets(est):
+        b._check_process()
+        if mu > b.mu * (1 + _TOL):
+            what = "a non-private fit (mu=inf)" if math.isinf(mu) else f"a fit at mu={mu:g}"
+            raise BudgetExceededError(f"PrivacyBudget(mu={b.mu:g}): {what} exceeds the whole budget of every "
+                                      "record it uses; nothing was computed or released")
+
+
+def charge(est, mu: float, X: np.ndarray, y: np.ndarray, clients: np.ndarray) -> list[tuple]:
+    """After the input checks, before the clipping bound and any release: charge ``mu^2``
+    to every record of the fit in every budget of ``est``, or refuse and charge nothing.
+
+    Parameters
+    ----------
+    est : FederatedGLM
+        The estimator about to fit.
+    mu : float
+        The fit's mu.
+    X, y, clients : ndarray
+        The rows as ``fit`` checked them (features without the intercept column).
+
+    Returns
+    -------
+    list of (PrivacyBudget, int)
+        Each budget charged and the index of the fit's entry in its ``fits`` (for `settle`).
+
+    Raises
+    ------
+    BudgetExceededError
+        A record would pass a budget (nothing is charged to any budget).
+    """
+    budgets = _budgets(est)
+    if not budgets:
+        return []
+    keys = record_keys(X, y, clients)
+    first: dict[bytes, object] = {}
+    for k, c in zip(keys, np.asarray(clients).tolist()):
+        first.setdefault(k, c)
+    labels, counts = np.unique(np.asarray(clients), return_counts=True)
+    rows_of = dict(zip(labels.tolist(), counts.tolist()))
+    add = mu * mu
+    out = []
+    with _LOCK:
+        for b in budgets:           # every budget agrees, or none is charged
+            b._check_process()
+            worst = max((b._sq.get(k, 0.0) for k in first), default=0.0)
+            if worst + add > b.mu ** 2 * (1 + _TOL):
+                b._refuse(mu, worst, len(keys))
+        for b in budgets:
+            for k, c in first.items():
+                if k not in b._sq:
+                    b._client_records[c] = b._client_records.get(c, 0) + 1
+                b._sq[k] = b._sq.get(k, 0.0) + add
+            for c, n in rows_of.items():
+                b._client_rows[c] = max(b._client_rows.get(c, 0), n)
+            b.fits.append({"method": est.method, "mu": mu, "rows": len(keys), "records": len(first),
+                           "certified": None, "noise_secret": None, "assumptions": []})
+            out.append((b, len(b.fits) - 1))
+            _warn_changed_rows(b)
+    return out
+
+
+def _warn_changed_rows(b: PrivacyBudget) -> None:
+    """Warn (once per budget) when a client has more than twice as many distinct records as
+    its largest fit held: the same records changed between fits (a scaler fitted inside a
+    Pipeline) would look like new records, and the budget would under-count them."""
+    for c, distinct in b._client_records.items():
+        if distinct > 2 * b._client_rows[c] and "rows" not in b._warned:
+            b._warned.add("rows")
+            warnings.warn(
+                f"PrivacyBudget: client {c!r} has {distinct} distinct rows over fits of at most {b._client_rows[c]} "
+                "of its rows: if these are the same records changed between fits (a preprocessing step fitted "
+                "inside a Pipeline or search), the budget counts them as new records and under-counts; give the "
+                "budgeted fits the records themselves (scale with public constants before the search)",
+                UserWarning, stacklevel=4)
+            return
+
+
+def settle(charged: list[tuple], report) -> None:
+    """Record in each budget's fit entry whether the fit was certified and its noise secret.
+
+    Parameters
+    ----------
+    charged : list of (PrivacyBudget, int)
+        What `charge` returned.
+    report : PrivacyReport
+        The fit's report.
+    """
+    for b, i in charged:
+        b.fits[i].update(certified=bool(report.certified), noise_secret=bool(report.noise_secret),
+                         assumptions=list(report.assumptions))
+
+
+def note_evaluation(est) -> None:
+    """Count an evaluation of ``est`` in its budgets; an `UncoveredSelectionWarning` once per budget.
+
+    Parameters
+    ----------
+    est : FederatedGLM
+        The fitted estimator evaluated.
+    """
+    own = getattr(est, "budget", None)
+    with _LOCK:
+        budgets = ([own] if isinstance(own, PrivacyBudget) else []) + [b for b in _ACTIVE if b is not own]
+        first = []
+        for b in budgets:
+            b.evaluations += 1
+            if "evaluation" not in b._warned:
+                b._warned.add("evaluation")
+                first.append(b)
+    for _ in first:
+        warnings.warn(
+            "a fitted estimator is evaluated inside a PrivacyBudget: scores of held-out rows are exact, and a "
+            "choice made from them (a search's best candidate) is not covered by the budget (budget.uncovered; "
+            "docs/privacy.md, 'A budget across fits')", UncoveredSelectionWarning, stacklevel=4)
+
+
+def pickle_state(state: dict) -> dict:
+    """An estimator's pickled state: marked with this process while a block is active, so a
+    fit of its copy in another process is refused (`check_public`).
+
+    Parameters
+    ----------
+    state : dict
+        The estimator's ``__dict__``.
+
+    Returns
+    -------
+    dict
+    """
+    with _LOCK:
+        if _ACTIVE:
+            return {**state, BLOCK_MARK: os.getpid()}
+    return state
