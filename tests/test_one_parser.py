@@ -250,7 +250,7 @@ def test_features_refuse_empty_and_duplicate_names():
 
     assert parse_features(None) is None and parse_features(" a , b ") == ["a", "b"]
     for text in ("", " ", ",", "a,,b", "a,"):
-        one_line(lambda: parse_features(text), "--features", repr(text))
+        one_line(lambda text=text: parse_features(text), "--features", repr(text))
     X, y, c = _data()
     df = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": y, "c": c})
     one_line(lambda: fit_table(df, target="y", client="c", features=["a", "a"], clip=1.0),

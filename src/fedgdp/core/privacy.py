@@ -38,7 +38,8 @@ from .settings import as_float, is_bool, number
 
 __all__ = [
     "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "CLIP_MIN", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX",
-    "NOISE_BOUND", "check_release_bound", "parse_mu", "parse_fraction", "check_clip", "check_clip_bound", "check_privacy", "RELEASES",
+    "NOISE_BOUND", "check_release_bound", "parse_mu", "parse_fraction", "check_clip", "check_clip_bound",
+    "check_privacy", "RELEASES",
     "adds_noise", "clips",
     "clip_rows", "row_norms", "clip_factors", "clip_bound", "bound_of_rule", "Release", "Ledger", "ReleaseSpec",
     "Calibration",
