@@ -177,6 +177,39 @@ CASES = [
          ["clip=inf", "(0, 1e+100]"], id="fit-clip-inf"),
     case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--clip", "1e200"],
          ["clip=1e+200"], id="fit-clip-huge"),
+    # issue 45: --features names columns, each once
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--features", ""],
+         ["--features", "--features=''"], id="fit-features-empty"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--features", "x,,x"],
+         ["--features", "--features='x,,x'"], id="fit-features-empty-name"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--features", "x,x"],
+         ["--features", "'x' more than once", "--features='x,x'"], id="fit-features-duplicate"),
+    # issue 45: one parser for every entry point (booleans are not numbers; one range of mu and clip)
+    case("nn-run", ["nn-run", "--spec", '{"methods": 5}', "--out", "<out>/n.parquet"], ["methods=5"],
+         id="nn-run-methods-number"),
+    case("nn-run", ["nn-run", "--spec", '{"methods": null}', "--out", "<out>/n.parquet"], ["methods=None"],
+         id="nn-run-methods-null"),
+    case("nn-run", ["nn-run", "--params", "<yesmu>", "--out", "<out>/n.parquet"], ["not a boolean", "mu=True"],
+         id="nn-run-mu-yes"),
+    case("nn-run", ["nn-run", "--spec", '{"figure": "fig10", "rounds": true}', "--out", "<out>/n.parquet"],
+         ["not a boolean", "rounds=True"], id="nn-run-rounds-true"),
+    case("nn-run", ["nn-run", "--spec", '{"figure": "fig10", "local_batch": true}', "--out", "<out>/n.parquet"],
+         ["not a boolean", "local_batch=True"], id="nn-run-local-batch-true"),
+    case("nn-run", ["nn-run", "--spec", '{"figure": "fig10", "mu": 1e300}', "--out", "<out>/n.parquet"],
+         ["mu must be at most 1e+100", "mu=1e+300"], id="nn-run-mu-above-max"),
+    case("nn-run", ["nn-run", "--spec", '{"figure": "fig10", "clip": 1e-320}', "--out", "<out>/n.parquet"],
+         ["clip must be a number in [1e-10", "clip=1e-320"], id="nn-run-clip-subnormal"),
+    case("realdata", ["realdata", "--spec", '{"mu": [true]}', "--split", "0", "--out", "<out>/r.parquet"],
+         ["not a boolean", "mu=True"], id="realdata-mu-true"),
+    case("realdata", ["realdata", "--spec", '{"clip": {"rule": "fixed", "value": 1e-320}}', "--split", "0",
+                      "--out", "<out>/r.parquet"], ["clip value", "1e-10", "value=1e-320"],
+         id="realdata-clip-subnormal"),
+    case("simulate", ["simulate", "--params", "<yesmu>", "--seeds", "0", "--out", "<out>/c.parquet"],
+         ["not a boolean", "mu=True"], id="simulate-mu-yes"),
+    case("nn-readings", ["nn-readings", "<yesruns>", "--runs-dir", "<out>/runs", "--out-dir", "<out>/rd"],
+         ["runs=True"], id="nn-readings-runs-yes"),
+    case("fit", ["fit", "<table>", "--target", "y", "--client", "c", "--clip", "1e-320"],
+         ["clip value", "value=1e-320"], id="fit-clip-subnormal"),
     # fedgdp itself
     case("fedgdp", ["simulat"], ["invalid choice: 'simulat'", "did you mean 'simulate'"], id="unknown-command"),
     case("fedgdp", [], ["COMMAND"], id="no-command"),
@@ -195,12 +228,16 @@ def inputs(tmp_path_factory):
     (d / "empty.yaml").write_text("")
     (d / "emptylist.yaml").write_text("[]\n")
     (d / "file").write_text("a file")
+    (d / "yesmu.yaml").write_text("mu: yes\n")            # YAML 1.1's yes is a boolean, not mu = 1
+    (d / "yesruns.yaml").write_text("dataset: digits\npoints: [{figure: fig10, x: 5}]\nruns: yes\n"
+                                     "readings: {private: {}}\n")
     (d / "table.csv").write_text("x,y,c\n" + "".join(f"{i / 10},{i % 2},{i % 3}\n" for i in range(30)))
     (d / "tablena.csv").write_text("x,y,c\n" + "".join(f"{i / 10},{'' if i == 4 else i % 2},{i % 3}\n"
                                                          for i in range(30)))
     return {"table": d / "table.csv", "tablena": d / "tablena.csv", "cell": cell, "summary": summary,
             "notyaml": d / "notyaml", "empty": d / "empty.yaml",
-            "emptylist": d / "emptylist.yaml", "file": d / "file", "config": ROOT / "config.yaml"}
+            "emptylist": d / "emptylist.yaml", "file": d / "file", "config": ROOT / "config.yaml",
+            "yesmu": d / "yesmu.yaml", "yesruns": d / "yesruns.yaml"}
 
 
 class _NoTorch:

@@ -187,11 +187,11 @@ def _accepted_grid():
     """The extremes of every accepted range (and a middle value): clip B, hessian_clip
     (the cg_tol floor and near 1 at each), mu, tau1 (a tiny tau1 is refused by the
     release bound: refused on every data set alike)."""
-    from fedgdp.core.privacy import CLIP_MAX, HESSIAN_CLIP_RANGE, MU_FLOOR
+    from fedgdp.core.privacy import CLIP_MAX, CLIP_MIN, HESSIAN_CLIP_RANGE, MU_FLOOR
     from fedgdp.core.solvers import cg_tol_floor
 
     out = []
-    for B in (1e-300, 1.0, CLIP_MAX):
+    for B in (CLIP_MIN, 1.0, CLIP_MAX):
         for h in (HESSIAN_CLIP_RANGE[0], 4.0, HESSIAN_CLIP_RANGE[1]):
             for tol in (cg_tol_floor(h), 0.999):
                 for mu, tau1 in ((MU_FLOOR, 0.5), (2.0, 0.5), (1e9, 0.5), (2.0, 1e-300)):

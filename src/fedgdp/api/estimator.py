@@ -421,8 +421,9 @@ class FederatedGLM(ClientsRouting):
         ``{"rule": "private_quantile", "q": 0.9, "share": 0.1}`` (a noisy histogram of
         each client's gradient norms spends 10% of mu^2; a `fedgdp.api.diagnostics.ClipWarning` when it lands on
         its grid's top). A number: a public bound B in
-        ``(0, 1e100]`` (`fedgdp.core.privacy.CLIP_MAX`; ``inf`` is refused, as is a
-        private quantile grid reaching above 1e100).
+        ``[1e-10, 1e100]`` (`fedgdp.core.privacy.CLIP_MIN`, `CLIP_MAX`; ``inf`` is refused,
+        as is a private quantile grid reaching above 1e100). No parameter that is a number
+        may be a boolean (``mu=True`` is refused).
         ``"quantile"``: the paper's data-driven 0.9 quantile, which is not accounted
         (a `PrivacyLeakWarning`; refused in mode ``certified``). A dict: any rule
         of `fedgdp.core.privacy.check_clip`.

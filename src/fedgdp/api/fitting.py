@@ -24,7 +24,8 @@ import sys
 import warnings
 from pathlib import Path
 
-__all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report", "parse_classes"]
+__all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report", "parse_classes",
+           "parse_features"]
 
 READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -57,9 +58,39 @@ def read_table(path: str):
         raise ValueError(f"cannot read {path!r} as {kind}: {first}") from None
 
 
+def parse_features(text: str | None) -> list[str] | None:
+    """``--features``: the comma-separated feature columns (None: every other column).
+
+    Parameters
+    ----------
+    text : str or None
+        The option's value.
+
+    Returns
+    -------
+    list of str or None
+        The names, stripped. ValueError, naming the option and the value, for an empty
+        value or an empty name (``''``, ``'a,,b'``); duplicates are refused by `fit_table`.
+    """
+    if text is None:
+        return None
+    names = [c.strip() for c in text.split(",")]
+    if not any(names) or not all(names):
+        raise ValueError(f"--features must name one or more columns, comma-separated, with no empty name "
+                         f"(leave the option out for every other column), got --features={text!r}")
+    return names
+
+
 def _columns(df, target: str, client: str, features: list[str] | None) -> list[str]:
-    """The feature columns, checked: present, numeric, no missing values."""
+    """The feature columns, checked: none, or distinct names, present, numeric, no missing values."""
     names = [str(c) for c in df.columns]
+    if features is not None:
+        if isinstance(features, str) or not list(features):
+            raise ValueError(f"--features must name one or more columns, got --features={features!r}")
+        twice = sorted({c for c in features if list(features).count(c) > 1})
+        if twice:
+            raise ValueError(f"--features names column(s) {', '.join(map(repr, twice))} more than once, got "
+                             f"--features={','.join(map(str, features))!r}")
     for what, col in (("--target", target), ("--client", client)):
         if col not in names:
             raise ValueError(f"{what} column {col!r} is not in the data; columns: {', '.join(names)}")
@@ -145,7 +176,7 @@ def fit_table(df, *, target: str, client: str, features: list[str] | None = None
     target, client : str
         The response's and the client label's columns.
     features : list of str or None
-        The feature columns (default: every other column).
+        The feature columns, distinct (default: every other column).
     **params
         The estimator's parameters (``family``, ``method``, ``mu``, ...).
 
@@ -425,7 +456,7 @@ def _cmd_fit(args) -> int:
         features = [c.strip() for c in args.features.split(",") if c.strip()] if args.features else None
         return _print_forecast(args, features)
     df = read_table(args.data)
-    features = [c.strip() for c in args.features.split(",") if c.strip()] if args.features else None
+    features = parse_features(args.features)
     if not 0 < args.delta < 1:
         raise ValueError(f"--delta must lie in (0, 1), got {args.delta}")
     params = dict(family=args.family, method=args.method, mu=parse_mu(args.mu), privacy_mode=args.privacy_mode,

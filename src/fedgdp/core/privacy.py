@@ -27,15 +27,19 @@ in the ledger (`private_clip_bound`).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from .settings import as_float, is_bool, number
+
 __all__ = [
-    "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX", "NOISE_BOUND",
-    "check_release_bound", "parse_mu", "check_clip", "check_clip_bound", "check_privacy", "RELEASES",
+    "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "CLIP_MIN", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX",
+    "NOISE_BOUND", "check_release_bound", "parse_mu", "parse_fraction", "check_clip", "check_clip_bound",
+    "check_privacy", "RELEASES",
     "adds_noise", "clips",
     "clip_rows", "row_norms", "clip_margin", "clip_scale", "clip_factors", "clip_bound", "bound_of_rule", "Release",
     "Ledger", "ReleaseSpec",
@@ -1193,13 +1197,42 @@ def gdp_delta(mu: float, epsilon: float) -> float:
     Returns
     -------
     float
-        delta (computed in log space, `_gdp_log_delta`).
+        delta (computed in log space, `_gdp_log_delta`). The limits: 1 at ``mu = inf``
+        (no privacy) and 0 at ``epsilon = inf``; both at once is a ValueError.
     """
-    if not mu > 0:
-        raise ValueError(f"mu must be positive, got mu={mu}")
+    mu, epsilon = _gdp_mu_arg(mu), _gdp_epsilon_arg(epsilon)
+    if math.isinf(mu) and math.isinf(epsilon):
+        raise ValueError("delta is undefined at mu=inf and epsilon=inf together (give a finite one)")
     if math.isinf(mu):
         return 1.0
+    if math.isinf(epsilon):
+        return 0.0
     return math.exp(_gdp_log_delta(mu, mu / 2 - epsilon / mu))
+
+
+def _gdp_mu_arg(mu) -> float:
+    """mu of a GDP conversion: a number in ``(0, MU_MAX]``, or ``inf`` (no privacy)."""
+    what = f"a number in (0, {MU_MAX:g}] or inf"
+    value = as_float("mu", mu, what)
+    if not (0 < value <= MU_MAX or value == math.inf):
+        raise ValueError(f"mu must be {what}, got mu={mu!r}")
+    return value
+
+
+def _gdp_epsilon_arg(epsilon) -> float:
+    """epsilon of a GDP conversion: a number >= 0, or ``inf``."""
+    value = as_float("epsilon", epsilon, "a number >= 0 or inf")
+    if not value >= 0:
+        raise ValueError(f"epsilon must be a number >= 0 or inf, got epsilon={epsilon!r}")
+    return value
+
+
+def _gdp_delta_arg(delta) -> float:
+    """delta of a GDP conversion: a number in ``(0, 1)``."""
+    value = as_float("delta", delta, "a number in (0, 1)")
+    if not 0 < value < 1:
+        raise ValueError(f"delta must be a number in (0, 1), got delta={delta!r}")
+    return value
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
@@ -1220,15 +1253,12 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     Returns
     -------
     float
-        epsilon.
+        epsilon (inf at ``mu = inf``).
     """
     from scipy.optimize import brentq
     from scipy.special import ndtri
 
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got delta={delta}")
-    if not mu > 0:
-        raise ValueError(f"mu must be positive, got mu={mu}")
+    mu, delta = _gdp_mu_arg(mu), _gdp_delta_arg(delta)
     if math.isinf(mu):
         return math.inf
     log_delta, top = math.log(delta), mu / 2
@@ -1244,20 +1274,26 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 
     Parameters
     ----------
-    epsilon, delta : float
-        The point of the curve.
+    epsilon : float
+        The point's epsilon, >= 0 or inf.
+    delta : float
+        The point's delta, in (0, 1).
 
     Returns
     -------
     float
-        mu.
+        mu (inf at ``epsilon = inf``, the limit). ValueError where mu would exceed
+        `MU_MAX`.
     """
     from scipy.optimize import brentq
 
-    if epsilon < 0 or not 0 < delta < 1:
-        raise ValueError(f"need epsilon >= 0 and 0 < delta < 1, got epsilon={epsilon}, delta={delta}")
+    epsilon, delta = _gdp_epsilon_arg(epsilon), _gdp_delta_arg(delta)
+    if math.isinf(epsilon):
+        return math.inf
     hi = 1.0
     while gdp_delta(hi, epsilon) < delta:
+        if hi * 2 > MU_MAX:
+            raise ValueError(f"epsilon={epsilon!r} at delta={delta!r} needs a mu above {MU_MAX:g} (MU_MAX)")
         hi *= 2
     return float(brentq(lambda m: gdp_delta(m, epsilon) - delta, 1e-12, hi, xtol=1e-14, rtol=1e-14))
 
@@ -1282,6 +1318,17 @@ MU_MAX = 1e100
 #: far under the float64 maximum 1.8e308 (B = 1e200 overflowed inside CG on some data and
 #: not on a neighbour; docs/methods.md §2, "The certified solve").
 CLIP_MAX = 1e100
+#: The smallest clipping bound B accepted on every path (a fixed value, a private quantile
+#: grid's bottom, the CNN clip; docs/methods.md §2, "Public ranges"): far above the
+#: subnormals, so that every sensitivity (``2B/n``, ``eta B``, ``B/tau1``) and noise sd
+#: (about ``B / (n mu)``, at least 1e-119 for n <= 1e9 and mu <= `MU_MAX`) is a normal
+#: float64 with its full 53 bits (at B = 1e-320 a ledger composed to 1.98 instead of 2),
+#: and ``B^2`` (1e-20) a normal float32 (the CNN clip margin, `fedgdp.nn.clipping`).
+CLIP_MIN = 1e-10
+
+#: The range of a fraction q: a clipping quantile (``clip: {q: ...}``) and the CNN's share
+#: of clients drawn per round, both in (0, 1] (a checker ``parse_fraction(key, value)``).
+parse_fraction = number(0, 1, closed="high")
 
 #: The accepted range of certified FedNewton's ``hessian_clip`` (a multiple of tau1): the
 #: condition number ``kappa = 1 + hessian_clip`` of ``H + tau1 I`` gives CG's rate
@@ -1321,32 +1368,32 @@ def check_release_bound(name: str, bound, fix: str) -> None:
                          f"overflow); lower or raise the settings that set it: {fix}")
 
 
-def parse_mu(value) -> float:
+def parse_mu(value, key: str = "mu") -> float:
     """`MU_FLOOR` (1e-6) <= mu <= `MU_MAX` (1e100), or ``inf``; ValueError naming
-    the bad value otherwise.
+    ``key`` and the bad value otherwise (a boolean is refused). The one range of mu on
+    every path: the estimator, ``fedgdp fit``, the simulation, real-data and CNN settings.
 
     Parameters
     ----------
     value : float or str
         A number or ``inf``.
+    key : str
+        The setting's name (for the message).
 
     Returns
     -------
     float
         mu.
     """
-    try:
-        mu = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"mu must be a positive number or 'inf', got {value!r}") from None
+    mu = as_float(key, value, "a positive number or 'inf'")
     if not mu > 0 or math.isnan(mu):
-        raise ValueError(f"mu must be > 0 (or 'inf' for no privacy), got mu={value}")
+        raise ValueError(f"{key} must be > 0 (or 'inf' for no privacy), got {key}={value}")
     if mu < MU_FLOOR:
-        raise ValueError(f"mu must be at least {MU_FLOOR:g} (smaller values make the noise sd overflow), "
-                         f"got mu={value}")
+        raise ValueError(f"{key} must be at least {MU_FLOOR:g} (smaller values make the noise sd overflow), "
+                         f"got {key}={value}")
     if math.isfinite(mu) and mu > MU_MAX:
-        raise ValueError(f"mu must be at most {MU_MAX:g} or 'inf' (larger values make epsilon overflow), "
-                         f"got mu={value}")
+        raise ValueError(f"{key} must be at most {MU_MAX:g} or 'inf' (larger values make epsilon overflow), "
+                         f"got {key}={value}")
     return mu
 
 
@@ -1354,9 +1401,10 @@ def check_clip(clip) -> dict:
     """The clipping rule as a dict: a number means ``{"rule": "fixed", "value": B}``;
     ValueError naming the bad value otherwise.
 
-    Rules: ``quantile`` (``q``; data-driven, not accounted), ``fixed`` (``value``;
-    public), ``private_quantile`` (``q``, ``share`` of mu^2 in (0, 1), public
-    geometric ``grid: [lo, hi, bins]``; defaults share 0.1, grid [0.01, 100, 64]).
+    Rules: ``quantile`` (``q`` in (0, 1]; data-driven, not accounted), ``fixed``
+    (``value`` >= `CLIP_MIN`; public), ``private_quantile`` (``q``, ``share`` of mu^2 in
+    (0, 1), public geometric ``grid: [lo, hi, bins]`` with ``lo >= CLIP_MIN``; defaults
+    share 0.1, grid [0.01, 100, 64]). A boolean is never a number here.
 
     Parameters
     ----------
@@ -1368,30 +1416,34 @@ def check_clip(clip) -> dict:
     dict
         The checked rule.
     """
-    if isinstance(clip, (int, float)) and not isinstance(clip, bool):
+    if isinstance(clip, numbers.Real) and not is_bool(clip):
         clip = {"rule": "fixed", "value": float(clip)}
     if not isinstance(clip, dict):
         raise ValueError(f"clip must be a mapping with a rule or a number, got clip={clip!r}")
     rule = clip.get("rule")
     if rule not in ("quantile", "fixed", "private_quantile"):
         raise ValueError(f"clip rule must be 'quantile', 'fixed' or 'private_quantile', got {rule!r}")
-    if rule in ("quantile", "private_quantile") and not 0 < float(clip.get("q", -1)) <= 1:
-        raise ValueError(f"clip q must lie in (0, 1], got q={clip.get('q')!r}")
-    if rule == "fixed" and not float(clip.get("value", -1)) > 0:
-        raise ValueError(f"fixed clip value must be > 0, got {clip.get('value')!r}")
+    if rule in ("quantile", "private_quantile"):
+        parse_fraction("clip q", clip.get("q"))
+    if rule == "fixed":                  # (the value is kept as given: it enters the seeds' parameters)
+        what = f"a number >= {CLIP_MIN:g} (CLIP_MIN)"
+        if not as_float("fixed clip value", clip.get("value"), what) >= CLIP_MIN:
+            raise ValueError(f"fixed clip value must be {what}, got value={clip.get('value')!r}")
     if rule == "private_quantile":
         clip = {"share": 0.1, "grid": [0.01, 100.0, 64]} | dict(clip)
-        if not 0 < float(clip["share"]) < 1:
-            raise ValueError(f"clip share must lie in (0, 1), got share={clip['share']!r}")
+        clip["q"], clip["share"] = float(clip["q"]), number(0, 1)("clip share", clip["share"])
         grid = clip["grid"]
         ok = isinstance(grid, (list, tuple)) and len(grid) == 3
         if ok:
             lo, hi, bins = grid
-            ok = float(lo) > 0 and float(hi) > float(lo) and isinstance(bins, int) and bins >= 1
+            try:
+                ok = (CLIP_MIN <= as_float("clip grid", lo) < as_float("clip grid", hi)
+                      and isinstance(bins, int) and not is_bool(bins) and bins >= 1)
+            except ValueError:
+                ok = False
         if not ok:
-            raise ValueError(f"clip grid must be [lo, hi, bins] with 0 < lo < hi and an integer bins >= 1, "
-                             f"got grid={grid!r}")
-        clip["q"], clip["share"] = float(clip["q"]), float(clip["share"])
+            raise ValueError(f"clip grid must be [lo, hi, bins] with {CLIP_MIN:g} (CLIP_MIN) <= lo < hi and an "
+                             f"integer bins >= 1, got grid={grid!r}")
         clip["grid"] = [float(grid[0]), float(grid[1]), int(grid[2])]
     return clip
 
@@ -1447,9 +1499,9 @@ def check_privacy(privacy, clip: dict, release: str = "private") -> dict:
     if out["mode"] not in PRIVACY_MODES:
         raise ValueError(f"privacy mode must be 'paper' or 'certified', got mode={out['mode']!r}")
     try:
-        out["hessian_clip"] = float(out["hessian_clip"])
-    except (TypeError, ValueError):
-        out["hessian_clip"] = -1.0
+        out["hessian_clip"] = as_float("privacy hessian_clip", out["hessian_clip"])
+    except ValueError:
+        out["hessian_clip"] = math.nan
     if release == "private":
         check_clip_bound(clip)
     low, high = HESSIAN_CLIP_RANGE

@@ -26,7 +26,9 @@ import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-__all__ = ["Settings", "setting", "integer", "number", "choice", "name_list", "add_flags",
+import numpy as np
+
+__all__ = ["Settings", "setting", "is_bool", "as_float", "integer", "number", "choice", "name_list", "add_flags",
            "flag_values", "suggest"]
 
 
@@ -52,6 +54,52 @@ def suggest(word, choices) -> str:
 # ------------------------------------------------------------------ checkers
 # A checker is called as parse(key, value) and returns the converted value or raises
 # ValueError with one line naming the key and the value.
+def is_bool(value) -> bool:
+    """Whether ``value`` is a boolean (Python's ``bool``, a subclass of ``int``, or numpy's
+    ``bool_``): never a number here, so that ``mu: true`` (YAML's ``yes``) is refused
+    rather than read as 1.
+
+    Parameters
+    ----------
+    value : object
+        Any value.
+
+    Returns
+    -------
+    bool
+        True for a boolean.
+    """
+    return isinstance(value, (bool, np.bool_))
+
+
+def as_float(key: str, value, what: str = "a number") -> float:
+    """The one reading of a number a user gave (a setting, a parameter, a flag): ``value``
+    as a float (an int, a float, a numpy number or a string ``float`` reads, ``"inf"``
+    included); a boolean or anything else is a ValueError naming ``key`` and ``value``.
+    NaN is returned as NaN (the caller's range check refuses it).
+
+    Parameters
+    ----------
+    key : str
+        The setting's name (for the message).
+    value : object
+        The given value.
+    what : str
+        What ``key`` must be (for the message), e.g. ``"a number in (0, 1]"``.
+
+    Returns
+    -------
+    float
+        The number.
+    """
+    if is_bool(value):
+        raise ValueError(f"{key} must be {what}, not a boolean, got {key}={value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{key} must be {what}, got {key}={value!r}") from None
+
+
 def integer(low: int = 1, *, strict: bool = True) -> Callable:
     """An integer >= ``low``. ``strict``: only an int (no bool, float or string) is
     accepted; otherwise any value that is a whole number (``"10"``, ``10.0``).
@@ -70,13 +118,10 @@ def integer(low: int = 1, *, strict: bool = True) -> Callable:
     """
     def parse(key, value):
         if strict:
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            if is_bool(value) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{key} must be an integer >= {low}, got {key}={value!r}")
             return value
-        try:
-            f = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{key} must be an integer, got {key}={value!r}") from None
+        f = as_float(key, value, "an integer")
         if not f.is_integer():
             raise ValueError(f"{key} must be an integer, got {key}={value!r}")
         if int(f) < low:
@@ -111,10 +156,7 @@ def number(low: float | None = None, high: float | None = None, *, closed: str =
     low_in, high_in = closed in ("low", "both"), closed in ("high", "both")
 
     def parse(key, value):
-        try:
-            f = float(value)
-        except (TypeError, ValueError):
-            f = math.nan
+        f = as_float(key, value, _interval(low, high, low_in, high_in, finite))
         ok = not math.isnan(f) and not (finite and math.isinf(f))
         ok = ok and (low is None or (f >= low if low_in else f > low))
         ok = ok and (high is None or (f <= high if high_in else f < high))
@@ -171,7 +213,8 @@ def choice(*allowed) -> Callable:
 
 
 def name_list(key, value) -> list:
-    """A list of names from a list or a comma-separated string (blanks dropped).
+    """A list of names from a list or a comma-separated string (blanks dropped); anything
+    else (a number, None) is a ValueError naming ``key`` and ``value``.
 
     Parameters
     ----------
@@ -187,6 +230,8 @@ def name_list(key, value) -> list:
     """
     if isinstance(value, str):
         return [s.strip() for s in value.split(",") if s.strip()]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{key} must be a list of names or a comma-separated string, got {key}={value!r}")
     return list(value)
 
 

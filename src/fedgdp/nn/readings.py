@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.settings import is_bool
 from .settings import resolve
 
 __all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "plot_readings", "medians_markdown",
@@ -69,7 +70,7 @@ def load_readings(path: str | os.PathLike) -> dict:
     for key in ("dataset", "points", "runs", "readings"):
         if key not in cfg:
             raise ValueError(f"{path}: missing key {key!r}")
-    if not isinstance(cfg["runs"], int) or cfg["runs"] < 1:
+    if is_bool(cfg["runs"]) or not isinstance(cfg["runs"], int) or cfg["runs"] < 1:
         raise ValueError(f"{path}: runs must be a positive integer, got runs={cfg['runs']!r}")
     if not isinstance(cfg["readings"], dict) or not cfg["readings"]:
         raise ValueError(f"{path}: readings must be a non-empty mapping name -> settings")

@@ -286,11 +286,12 @@ def _batch(key, value):
 
 _POSITIVE = number(0, finite=True)
 
-#: The clipping bounds accepted (docs/cnns.md, "Floors and bounds"). Below ``CLIP_MIN`` a
-#: square that underflows float32 could matter to the clip margin
-#: (`fedgdp.nn.clipping.clip_margin`); above ``CLIP_MAX`` FedNewton-Iter's ``B^3``
+#: The clipping bounds accepted (docs/cnns.md, "Floors and bounds"). ``CLIP_MIN`` is the
+#: floor of every path, `fedgdp.core.privacy.CLIP_MIN` (below it a square that underflows
+#: float32 could matter to the clip margin, `fedgdp.nn.clipping.clip_margin`); ``CLIP_MAX``
+#: narrows the core's 1e100 for float32 networks: above it FedNewton-Iter's ``B^3``
 #: sensitivity could leave float64. `parameter_bound` then bounds what float32 training reaches.
-CLIP_MIN, CLIP_MAX = 1e-10, 1e30
+CLIP_MIN, CLIP_MAX = privacy.CLIP_MIN, 1e30
 #: The largest magnitude a network parameter may reach under the worst case of
 #: `parameter_bound` (float32's maximum is 3.4e38: the rest is headroom for rounding).
 FLOAT32_BOUND = 1e30
@@ -377,8 +378,8 @@ class NNSettings(Settings):
     base_seed: int = setting(2026, "base seed", parse=integer(0, strict=False), flag=int)
     methods: list = setting(help="comma-separated: " + ",".join(METHODS), parse=_methods, flag=str,
                             factory=lambda: list(METHODS))
-    mu: float = setting(2.0, f"privacy parameter mu >= {privacy.MU_FLOOR:g}, or inf",
-                        parse=number(privacy.MU_FLOOR, closed="low"), flag=float)
+    mu: float = setting(2.0, f"privacy parameter mu in [{privacy.MU_FLOOR:g}, {privacy.MU_MAX:g}], or inf",
+                        parse=lambda k, v: privacy.parse_mu(v, k), flag=float)
     release: str = setting("private", "private (clipped at B, noisy) | clip_only (clipped at B, no noise: not "
                            "private) | plain (neither; as mu = inf)", parse=choice(*RELEASES), flag=str)
     reduction: str = setting("mean", "a client's gradient release: the mean of its clipped per-sample gradients "
@@ -398,7 +399,8 @@ class NNSettings(Settings):
     init: str = setting("default", "initial weights: PyTorch's default (default) | Kaiming-uniform for ReLU with "
                         "zero biases (he) | Glorot-uniform with zero biases (xavier); seeded by run",
                         parse=choice(*INITS), flag=str)
-    q: float = setting(0.1, "fraction of clients drawn per round", parse=number(0, 1, closed="high"), flag=float)
+    q: float = setting(0.1, "fraction of clients drawn per round, in (0, 1]", parse=privacy.parse_fraction,
+                       flag=float)
     rounds: int = setting(10, "base global rounds R", parse=integer(1, strict=False), flag=int)
     local_epochs: int = setting(10, "full-batch local steps per round K", parse=integer(1, strict=False), flag=int)
     local_batch: int | None = setting(None, "images per local minibatch: a local epoch is one pass of minibatches, "

@@ -148,6 +148,19 @@ class ClientData:
 
     def __post_init__(self):
         self.n = np.array([int(t.shape[0]) for t in self.y], dtype=np.int64)
+        self.check()
+
+    def check(self) -> None:
+        """ValueError, one line, unless there is at least one client, each with at least one
+        image and as many labels as images: an empty client has no mean gradient, and its
+        releases' sensitivity ``2 B / n_i`` is undefined (`train` checks it again)."""
+        if len(self.x) != len(self.y) or not self.y:
+            raise ValueError(f"clients need images and labels for each of at least one client, got "
+                             f"{len(self.x)} image sets and {len(self.y)} label sets")
+        for i, (x, y) in enumerate(zip(self.x, self.y)):
+            if int(x.shape[0]) != int(y.shape[0]) or int(y.shape[0]) < 1:
+                raise ValueError(f"client {i} has {int(x.shape[0])} images and {int(y.shape[0])} labels: every "
+                                 f"client needs at least one image, with one label each (n_i >= 1)")
 
     @property
     def m(self) -> int:
@@ -232,9 +245,11 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
     -------
     Trained
         The trained parameters, what the backend counted (`TrainInfo`), the
-        ledger and the releases each client made. ValueError when a private network has
-        a parameter that is not finite (`fedgdp.methods.check_finite_release`).
+        ledger and the releases each client made. ValueError when a client holds no image
+        (`ClientData.check`, before any work) or a private network has a parameter that is
+        not finite (`fedgdp.methods.check_finite_release`).
     """
+    clients.check()                      # an empty client: one line, before any work
     meth = get_method(method, CNN)
     s = meth.cnn_settings(p)
     report = Progress(method, meth.rounds(s)) if progress is True else (progress or None)
