@@ -119,7 +119,7 @@ def _search(p: dict, methods: list, seed: int, n: int) -> dict:
                     def release(stage, kw, xs, ys, params=params, batches=batches):
                         return backend(params, xs, ys).release(stage, params, 0, batches=batches, **dict(kw))
 
-                    base = {job: release(*job, x, y) for job in jobs}
+                    base = {(stage, kw): release(stage, kw, x, y) for stage, kw in jobs}
                     images = [("image 0", x[0]), ("zeros", torch.zeros_like(x[0])),
                               ("NaN", torch.full_like(x[0], float("nan"))), ("float max", torch.full_like(x[0], big))]
                     for c in (1.0, 10.0, 1e3):

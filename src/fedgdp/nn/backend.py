@@ -909,7 +909,7 @@ class ScheduleDraw(TorchBackend):
     it to publish the schedule of ``accounting: schedule``; it also records the
     arguments of every stage (``args``, `TorchBackend.release_args`)."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         super().__post_init__()
         self.args: dict = {}
 
