@@ -14,16 +14,8 @@ import numpy as np
 import pytest
 import yaml
 
-from fedgdp.commands.audit import (
-    RATIO_TOL,
-    AuditTarget,
-    audit_nn,
-    change,
-    config_targets,
-    nn_targets,
-    read_run_config,
-    run_audit,
-)
+from fedgdp.audit import RATIO_TOL, AuditTarget, audit_nn, change, nn_targets, run_audit
+from fedgdp.commands.audit import config_targets, read_run_config
 from fedgdp.commands.cli import main
 from fedgdp.realdata import REGISTRY as REAL
 from fedgdp.simulation.backend import REGISTRY
@@ -84,7 +76,7 @@ def test_paper_newton_step_is_flagged(rows):
 def test_tiny_clients_and_extreme_records_are_searched(rows):
     r = next(r for r in rows if (r.method, r.model) == (FAST[0].method, FAST[0].model))
     assert r.budget > 1000
-    from fedgdp.commands.audit import SCALES
+    from fedgdp.audit.search import SCALES
 
     assert max(SCALES) == np.finfo(float).max
 
@@ -93,7 +85,7 @@ def test_a_non_finite_change_counts_as_inf(monkeypatch):
     assert change([1.0, np.nan], [1.0, 0.0]) == math.inf
     assert change([np.finfo(float).max], [-np.finfo(float).max]) == math.inf
     assert change([3.0, 0.0], [0.0, 4.0]) == 5.0
-    import fedgdp.commands.audit as audit
+    import fedgdp.audit.glm as audit
 
     real = audit._sim_release
 
@@ -158,12 +150,12 @@ def test_cli_prints_the_audit_as_json_and_as_a_table(rows, capsys, monkeypatch):
     """The command's plumbing on the rows above: `fedgdp audit --quick` is
     run_audit(quick=True) over the default targets (the search itself: the tests above and
     all_rows, without repeating it here)."""
-    import fedgdp.commands.audit
+    import fedgdp.audit
 
     calls = []
-    monkeypatch.setattr(fedgdp.commands.audit, "run_audit", lambda **kw: calls.append(kw) or rows)
+    monkeypatch.setattr(fedgdp.audit, "run_audit", lambda **kw: calls.append(kw) or rows)
     assert main(["audit", "--quick", "--json"]) == 0
-    assert calls == [{"quick": True, "targets": None, "seed": 0}]
+    assert calls == [{"quick": True, "targets": None, "seed": 0, "histogram": True}]
     out = json.loads(capsys.readouterr().out)
     assert len(out) == len(rows)
     assert {"method", "model", "release", "certified", "observed", "recorded", "ratio", "budget", "pair"} <= set(out[0])
@@ -271,3 +263,66 @@ def test_empirical_points_of_dp_scaffold_and_the_cnns(tmp_path):
     assert all(r.certified and 0 <= r.mu_lower <= r.mu_nominal for r in rows)
     plot_empirical(rows, tmp_path / "audit.pdf", tmp_path / "audit.png")
     assert (tmp_path / "audit.png").stat().st_size > 10_000
+
+
+# ------------------------------------------------------------ the CNN releases, run by the backend
+def _broken_smallest_batch(monkeypatch):
+    """The mutation: the plan records the largest minibatch of a pass instead of the smallest."""
+    import fedgdp.nn.settings as nn_settings
+
+    monkeypatch.setattr(nn_settings, "smallest_batch",
+                        lambda n, b: np.ceil(np.asarray(n, float) / np.ceil(np.asarray(n, float) / b)))
+
+
+def test_a_wrong_minibatch_sensitivity_fails_the_cnn_audit(monkeypatch):
+    """A pass of minibatches of 3 over a client of 5 images (3, 2): the audit replaces one
+    image in each minibatch of the backend's own pass and reads the ledger's sensitivity,
+    2 B lr / 2. It reaches 0.9 of it and stays within it; with `smallest_batch` broken to
+    return the largest minibatch (the ledger then records 2 B lr / 3), the 2-image minibatch
+    moves ~3/2 of the recorded sensitivity: the audit fails (ratio > 1)."""
+    pytest.importorskip("torch")
+    (t,) = [t for t in nn_targets() if t.method == "fedavg"]
+    target = AuditTarget("nn", "fedavg", "cnn", nn=dict(t.nn, local_batch=3))
+    (row,) = audit_nn([target], 0, n=5)
+    assert row.release == "local step" and row.certified and 0.9 <= row.ratio <= 1, row
+    _broken_smallest_batch(monkeypatch)
+    (bad,) = audit_nn([target], 0, n=5)
+    assert bad.ratio > 1.3 and bad.recorded < row.recorded, bad
+
+
+def test_a_readings_config_given_as_a_run_config_names_the_readings_flag(capsys):
+    assert main(["audit", "--configfile", str(ROOT / "config" / "nn-readings.yaml")]) == 2
+    assert "fedgdp audit --readings" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_every_certified_reading_is_audited_at_its_settings(tmp_path, capsys, monkeypatch):
+    """`fedgdp audit --readings config/nn-readings.yaml`: every reading that readings.csv
+    reports with a finite certified mu has every release of every method audited at its own
+    settings (the backend's releases against its ledger), each within its recorded
+    sensitivity; with `smallest_batch` broken, the minibatch reading's local steps fail."""
+    pytest.importorskip("torch")
+    from fedgdp.audit import readings_targets
+    from fedgdp.nn.readings import load_readings, privacy_of
+    from fedgdp.nn.settings import resolve
+
+    path = ROOT / "config" / "nn-readings.yaml"
+    cfg = load_readings(path)
+    certified = {name for name, over in cfg["readings"].items()
+                 if math.isfinite(privacy_of(*(lambda p: (p["release"], p["mu"], p["accounting"]))(
+                     resolve({"dataset": cfg["dataset"], "figure": "fig10", "m": 100, **over})))[0])}
+    assert len(certified) == 16
+    assert main(["audit", "--readings", str(path), "--json", "--table", str(tmp_path / "audit")]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    audited = {name for r in rows for name in r["setting"].split(":")[0].removeprefix("reading ").split(", ")}
+    assert audited == certified
+    assert all(r["model"] == "cnn" and r["certified"] and float(r["ratio"]) <= 1 for r in rows)
+    assert {(r["method"], r["release"]) for r in rows} == {("nn:fedsgd", "gradient"), ("nn:fedhybrid", "gradient"),
+                                                           ("nn:fedhybrid", "local step"), ("nn:fedavg", "local step"),
+                                                           ("nn:fednewton_iter", "local step"),
+                                                           ("nn:fednewton_iter", "newton")}
+    assert (tmp_path / "audit.md").exists()
+    _broken_smallest_batch(monkeypatch)
+    mb = [t for t in readings_targets(path) if t.reading == "private_mb32"]
+    bad = [r for r in audit_nn(mb, 0) if r.release == "local step"]
+    assert len(bad) == 3 and all(r.ratio > 1 for r in bad), bad

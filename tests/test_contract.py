@@ -107,7 +107,7 @@ def test_simulation_and_realdata_backends_agree_on_shared_data(name):
 
 @pytest.mark.parametrize("name", [n for n in SIM + REAL_PRIVATE if methods.REGISTRY[n].private])
 def test_the_audit_has_a_target_on_every_backend_and_mode_of_a_private_method(name):
-    from fedgdp.commands.audit import default_targets
+    from fedgdp.audit import default_targets
 
     meth = methods.REGISTRY[name]
     covered = {(t.kind, t.mode) for t in default_targets() if t.method == name}

@@ -159,7 +159,7 @@ def test_a_new_method_runs_through_the_ledger_the_audit_and_a_figure(oneshot, tm
     its plan, no sensitivity exceeded) and drawn in a figure (the fallback style)."""
     import pandas as pd
 
-    from fedgdp.commands.audit import RATIO_TOL, AuditTarget, run_audit
+    from fedgdp.audit import RATIO_TOL, AuditTarget, run_audit
     from fedgdp.common.figures import METHOD_STYLE, method_style
     from fedgdp.simulation.plots import plot_figure
     from fedgdp.simulation.summary import summarise

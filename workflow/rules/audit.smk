@@ -1,4 +1,4 @@
-# The privacy audit of this run's settings (fedgdp.commands.audit, fedgdp.commands.empirical,
+# The privacy audit of this run's settings (fedgdp.audit, fedgdp.commands.empirical,
 # docs/methods.md §2): the search for every release's worst neighbouring pair beside
 # its recorded sensitivity, and the distinguishing test's empirical lower bound on mu
 # (figure audit). Not in the default target: `snakemake --cores 2 audit`.

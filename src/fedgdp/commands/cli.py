@@ -201,15 +201,26 @@ def _cmd_ledger(args) -> int:
 
 
 def _cmd_audit(args) -> int:
-    from .audit import as_dicts, config_targets, format_table, read_run_config, run_audit, write_audit
+    from .. import audit
+    from .audit import config_targets, read_run_config
 
+    if args.readings and args.configfile:
+        raise ValueError("audit: give --configfile (a run's settings) or --readings (a readings config), not both")
     config = read_run_config(args.configfile) if args.configfile else None
     targets = config_targets(config) if config else None
-    rows = run_audit(quick=args.quick, targets=targets, seed=args.seed)
+    if args.readings:
+        targets = audit.readings_targets(args.readings)
+        if not targets:
+            raise ValueError(f"audit --readings {args.readings}: no certified reading (every reading is clip_only, "
+                             "plain or mu = inf)")
+    rows = audit.run_audit(quick=args.quick, targets=targets, seed=args.seed, histogram=not args.readings)
+    if args.readings and not rows:
+        raise ValueError("audit --readings: the CNN releases need torch (the nn extra)")
+    as_dicts, format_table, write_audit = audit.as_dicts, audit.format_table, audit.write_audit
     if args.table:
         write_audit(rows, args.table)
     if args.empirical:
-        from .audit import default_targets, nn_targets
+        from ..audit import default_targets, nn_targets
         from .empirical import plot_empirical, run_empirical, write_rows
 
         mu = float(config["defaults"].get("mu", 2.0)) if config else 2.0
@@ -339,6 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="audit the releases of this run's settings (methods, privacy mode, tau1, H_c, clip "
                           "rule, Newton solver): config.yaml first, then the run's files (or its "
                           "results/<run>/config.resolved.yaml); default: every method at the defaults")
+    aud.add_argument("--readings", metavar="FILE",
+                     help="audit every certified reading of a readings config (config/nn-readings.yaml) at its own "
+                          "settings, on a tiny network: each release run by the CNN backend, against its ledger")
     aud.add_argument("--table", metavar="PREFIX", help="also write the rows as PREFIX.csv and PREFIX.md")
     aud.add_argument("--empirical", metavar="PREFIX", help="also run the distinguishing test (empirical lower "
                      "bound on mu, simulation methods) and write PREFIX.csv, PREFIX.pdf, PREFIX.png")

@@ -2,7 +2,7 @@
 distinguish (docs/methods.md §2, "The empirical lower bound on mu").
 
 For each simulation method, on a small cell (one client holding the audit's worst
-pair of its most sensitive release, `fedgdp.commands.audit.worst_pair`, a public
+pair of its most sensitive release, `fedgdp.audit.worst_pair`, a public
 clipping bound, ``K`` steps, the nominal mu), `empirical_mu`:
 
 1. runs the whole method (noise included, through `fedgdp.methods.Method.fit`)
@@ -144,7 +144,7 @@ def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, 
         Its method settings (``method_settings[name]`` of a resolved cell).
     pair : tuple
         ``((X, y), (X', y'))``: one client's data sets, ``X`` of shape (n, d) and ``y`` of
-        shape (n,), differing in one record (`fedgdp.commands.audit.worst_pair`).
+        shape (n,), differing in one record (`fedgdp.audit.worst_pair`).
     glm : fedgdp.core.glm.SingleOutput
         The model (`fedgdp.core.glm.get_model`).
     mu : float
@@ -213,8 +213,8 @@ def _robust_pair(meth, s, target, pair, glm, B):
     keeps 99% of the change of the audited release at the public state 0, times 3: an
     extreme record (norm 1e100) moves the release at state 0 only, since its linear
     predictor saturates at any other state, and the mechanism's state is noisy."""
+    from ..audit.glm import _sim_fitdata, _sim_release, change
     from ..simulation.data import Replicate
-    from .audit import _sim_fitdata, _sim_release, change
 
     (X, y), (X2, y2) = pair
     j = int(np.flatnonzero(np.any(X != X2, axis=1) | (y != y2))[0])
@@ -248,8 +248,9 @@ def _real_row(t, *, mu, trials, calibration, alpha, seed, B, n) -> EmpiricalRow:
     """A real-data method (DP-SCAFFOLD and any method without a simulation test): its
     audit (main client ``n``) gives the worst pair of its first release; the whole method
     runs on a one-client fold of that pair at public bound B."""
+    from ..audit import AuditTarget
+    from ..audit.glm import _real_client, audit_real, worst_pair
     from ..realdata import FoldData, get_method, resolve
-    from .audit import AuditTarget, _real_client, audit_real, worst_pair
 
     t = AuditTarget("realdata", t.method, t.model, t.mode, t.tau1, t.hessian_clip, {"rule": "fixed", "value": B},
                     t.newton)
@@ -322,7 +323,7 @@ def _nn_row(t, *, mu, trials, calibration, alpha, seed) -> EmpiricalRow:
 def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials: int = 2000,
                   calibration: int = 500, alpha: float = 0.05, seed: int = 0, B: float = 1.0,
                   real_methods=("dp_scaffold",), n_real: int = 60, nn_trials: int = 200) -> list[EmpiricalRow]:
-    """The distinguishing test of every simulation target (`fedgdp.commands.audit.AuditTarget`)
+    """The distinguishing test of every simulation target (`fedgdp.audit.AuditTarget`)
     on its worst pair: the audit of that target (client size ``n``) runs first, then
     `empirical_mu` on a one-client cell with K steps, public bound B and ``mu``;
     likewise DP-SCAFFOLD on real data (`_real_row`) and the CNN methods
@@ -330,7 +331,7 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
 
     Parameters
     ----------
-    targets : iterable of fedgdp.commands.audit.AuditTarget
+    targets : iterable of fedgdp.audit.AuditTarget
         Targets; only simulation targets of a method in `PAIR_RELEASE` are tested (a
         fixed clipping rule of value ``B`` replaces theirs).
     mu : float, default=2.0
@@ -365,10 +366,11 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
     list of EmpiricalRow
         One row per target tested, in order.
     """
+    from ..audit import AuditTarget
+    from ..audit.glm import audit_sim, worst_pair
     from ..core.glm import get_model
     from ..simulation.backend import get_method
     from ..simulation.params import resolve
-    from .audit import AuditTarget, audit_sim, worst_pair
 
     rows = []
     for t in targets:

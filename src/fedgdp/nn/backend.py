@@ -610,13 +610,7 @@ class TorchBackend:
         once; returned as the client's parameters ``start + release``. A clipped update
         counts every gradient evaluation of its round as clipped; otherwise the round's
         images whose gradient was not finite count (``tally``, per drawn client)."""
-        delta = {k: v - start[k].unsqueeze(0) for k, v in local.items()}
-        if math.isfinite(self.B):
-            delta, clipped = clip_client_vectors(delta, self.B)
-            n = torch.as_tensor(K * self.clients.n[S], device=tally.device)
-            self._clipped += torch.where(clipped.to(tally.device) > 0, n, tally).sum()
-        else:
-            self._clipped += tally.sum()
+        delta = self._clipped_update(start, local, S, K, tally)
         out = {}
         for k, v in delta.items():
             if sd is not None:
@@ -638,6 +632,135 @@ class TorchBackend:
             self.info.grad_evals += int(M.sum())
             for k in local:
                 local[k][pos] = local[k][pos] + self._noisy_step(g[k], eta, None if sd is None else sd[pos], noise)
+
+    def _clipped_update(self, start: dict, local: dict, S: np.ndarray, K: int, tally: torch.Tensor) -> dict:
+        """The pre-noise release of `_released_update`: each drawn client's update ``local -
+        start``, clipped as one vector at B (when B is finite), with its clipped count."""
+        delta = {k: v - start[k].unsqueeze(0) for k, v in local.items()}
+        if math.isfinite(self.B):
+            delta, clipped = clip_client_vectors(delta, self.B)
+            n = torch.as_tensor(K * self.clients.n[S], device=tally.device)
+            self._clipped += torch.where(clipped.to(tally.device) > 0, n, tally).sum()
+        else:
+            self._clipped += tally.sum()
+        return delta
+
+    # -- one client's releases, exposed for the audit (fedgdp.audit.nn)
+    def pass_batches(self, i: int) -> list[np.ndarray] | None:
+        """The minibatches of client ``i``'s next pass (``local_batch``), drawn from the pass
+        stream as `_minibatch_pass` draws them; None for full-batch local steps.
+
+        Parameters
+        ----------
+        i : int
+            The client.
+
+        Returns
+        -------
+        list of ndarray of int or None
+            Disjoint index arrays covering the client's images (`minibatches`).
+        """
+        if self._batch_rng is None:
+            return None
+        return minibatches(self._batch_rng, int(self.clients.n[i]), int(self.p["local_batch"]))
+
+    def release_args(self, method, s) -> dict:
+        """The arguments ``method``'s run passes to each stage's operation, from a dry run
+        (`ScheduleDraw`; no image is read): ``stage -> list of distinct keyword dicts``
+        (``local step``: ``K``, ``eta``; ``gradient``: ``eta``; ``newton``: ``ridge``,
+        ``damping``), the keywords of `release`.
+
+        Parameters
+        ----------
+        method : fedgdp.methods.Method
+            A CNN method.
+        s : dict
+            Its settings.
+
+        Returns
+        -------
+        dict
+            Stage -> the keyword dicts its calls used, in order of first use.
+        """
+        dry = ScheduleDraw(self.params0, self.clients, {**self.p, "accounting": "printed"}, copy.deepcopy(self.rng))
+        method.run(dry, s)
+        return dry.args
+
+    def release(self, stage: str, theta: dict, i: int, *, eta: float = 1.0, K: int = 1, ridge: float = 1.0,
+                damping: float = 1.0, batches: list | None = None) -> torch.Tensor:
+        """Client ``i``'s releases of ``stage`` in one round from the public parameters
+        ``theta``, before noise, as one float64 vector: what its noise sd is calibrated on
+        (`calibrate`) and its noise is added to. Computed by the training's own operations
+        (`_mean_grads`, `_release`, `_minibatch_pass`, `_clipped_update`,
+        `head_newton_step`), each release at ``theta`` (a release's state is public):
+
+        - ``gradient``: the clipped mean gradient (sum under ``reduction: sum``; the
+          client's vector clipped under ``clip_unit: client``), as `server_steps` releases it;
+        - ``local step``: ``-eta`` times it, one full-batch step; with ``local_batch``, the
+          ``-eta g_t`` of every minibatch ``t`` of a pass (``batches``, default the next
+          pass of the stream, `pass_batches`), concatenated: one image lies in one of them;
+          under ``clip_unit: update`` the round's update after ``K`` unclipped, noiseless
+          local steps (passes), clipped at B (`_clipped_update`);
+        - ``newton``: the head ``head - alpha (h + lambda I)^{-1} gbar`` (``ridge``,
+          ``damping``), as `head_newton_release` releases it.
+
+        Parameters
+        ----------
+        stage : str
+            ``gradient``, ``local step`` or ``newton``.
+        theta : dict name -> Tensor
+            The public parameters the release is made at.
+        i : int
+            The client.
+        eta, K, ridge, damping : float, int, float, float
+            The method's arguments of the stage (`release_args`).
+        batches : list of ndarray, optional
+            A pass's minibatches of the client (``local_batch``, except under ``update``,
+            whose passes draw from the stream).
+
+        Returns
+        -------
+        torch.Tensor of shape (D,), float64
+            The client's pre-noise releases of the stage, flattened and concatenated.
+        """
+        S = np.array([int(i)])
+        self._batches = {}                       # a round's cache of padded images (`_batch`)
+
+        def flat(g: dict) -> torch.Tensor:
+            return torch.cat([v.reshape(-1).to(torch.float64) for v in g.values()])
+
+        if stage == "newton":
+            step, _ = head_newton_step(theta, self.clients.x[i], self.clients.y[i], B=self.B, lam=ridge,
+                                       alpha=damping)
+            return head_vector(theta).to(torch.float64) - step
+        if stage == "gradient":
+            return flat(self._mean_grads(theta, S, shared=True))
+        if stage != "local step":
+            raise ValueError(f"no release of stage {stage!r} on the CNN backend")
+        unit = self._unit(stage)
+        local = {k: v.unsqueeze(0).repeat(1, *[1] * v.dim()) for k, v in theta.items()}
+        if unit == "none":                                            # clip_unit: update
+            self._tally = torch.zeros(1, dtype=torch.int64, device=self._device)
+            try:
+                for _ in range(int(K)):
+                    if self._batch_rng is not None:
+                        self._minibatch_pass(local, S, eta, None, None, unit)
+                    else:
+                        g = self._mean_grads(local, S, shared=False, unit=unit)
+                        for k in local:
+                            local[k] -= eta * g[k]
+            finally:
+                tally, self._tally = self._tally, None
+            return flat(self._clipped_update(theta, local, S, int(K), tally))
+        if self._batch_rng is None:
+            return flat({k: -(eta * v) for k, v in self._mean_grads(local, S, shared=False, unit=unit).items()})
+        pos = torch.as_tensor([0], device=self._device)
+        out = []
+        for rows in batches if batches is not None else self.pass_batches(i):  # type: ignore[union-attr]  # local_batch set
+            X, Y, M = self.clients.batch(S, [rows])
+            g = self._release({k: v[pos] for k, v in local.items()}, X, Y, M, shared=False, unit=unit, pos=pos)
+            out.append(flat({k: -(eta * v) for k, v in g.items()}))
+        return torch.cat(out)
 
     def average(self, w, local: Locals):
         """The new global parameters from a round's local results.
@@ -823,7 +946,17 @@ class ScheduleDraw(TorchBackend):
     """A CNN method's rounds without training: each round draws its clients (as
     `TorchBackend` does, from the same generator) and counts their releases; no
     image is read and no parameter moves. `TorchBackend.calibrate` runs a method on
-    it to publish the schedule of ``accounting: schedule``."""
+    it to publish the schedule of ``accounting: schedule``; it also records the
+    arguments of every stage (``args``, `TorchBackend.release_args`)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.args: dict = {}
+
+    def _record(self, stage: str, **kwargs) -> None:
+        seen = self.args.setdefault(stage, [])
+        if kwargs not in seen:
+            seen.append(kwargs)
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
         """Draw a FedAvg round's clients; they make K local-step releases (no training).
@@ -842,6 +975,7 @@ class ScheduleDraw(TorchBackend):
         Locals
             The drawn clients, with ``start`` as their parameters.
         """
+        self._record("local step", K=int(K), eta=float(eta))
         per_round = self._unit("local step") == "none"                # clip_unit update: one release a round
         return Locals(self._draw("local step", 1 if per_round else K), start, params=start)
 
@@ -875,6 +1009,7 @@ class ScheduleDraw(TorchBackend):
         dict name -> Tensor
             ``theta``.
         """
+        self._record("gradient", eta=float(eta))
         for _ in range(K):
             self._draw("gradient", 1)
         return theta
@@ -894,6 +1029,7 @@ class ScheduleDraw(TorchBackend):
         Locals
             The drawn clients, ``head`` empty rows.
         """
+        self._record("newton", ridge=float(ridge), damping=float(damping))
         S = self._draw("newton", 1)
         return Locals(S, theta, head=torch.zeros((len(S), 0)))
 

@@ -1,0 +1,366 @@
+"""The audit of the GLM releases (`fedgdp.audit`): the simulations' (both GLMs, FedNewton in
+both privacy modes), the real data's (binary and softmax regression, every Newton solver)
+and the private clipping rule's histogram, each computed by the study's own code
+(`fedgdp.simulation.backend.ClientBlock` and its local steps, ``FedNewton.newton_update``
+on each backend, `fedgdp.realdata.FoldData.gradient`, `fedgdp.realdata.local_descent`,
+`fedgdp.core.privacy.clip_histogram`)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core import privacy
+from .search import (
+    AUDIT_B,
+    SCALES,
+    AuditRow,
+    AuditTarget,
+    _candidates,
+    _fmt_x,
+    _local_search,
+    _mode_label,
+    _Search,
+    change,
+)
+
+__all__ = ["audit_sim", "audit_real", "worst_pair", "TAU1", "SIM_Y"]
+
+SIM_Y = {"logistic": (0.0, 1.0), "poisson": (0.0, 1.0, 30.0, 1e4)}
+
+
+# ---------------------------------------------------------------- simulations
+def _sim_client(model: str, n: int, rng: np.random.Generator):
+    from ..simulation.data import Replicate
+
+    d = 5
+    X = np.column_stack([np.ones(n), rng.standard_normal((n, d - 1))])
+    eta = X @ np.array([0.2, 1.0, -0.5, 0.5, 0.0])
+    y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float) if model == "logistic" \
+        else rng.poisson(np.exp(np.clip(eta, -5, 2))).astype(float)
+    return Replicate(X, y, np.array([n]))
+
+
+def _adversarial_base(kind: str, n: int, d: int, y_push: float):
+    """An adversarial base data set (X (n, d), y (n,)): ``aligned`` every row
+    ``10 e_1`` with response ``y_push`` (every clipped gradient the same); ``hessian``
+    (FedNewton) half 1 all zero rows (zero curvature), half 2 the aligned rows, so that
+    one Hessian-shaping record of half 1 moves the ridge inverse along the gradient."""
+    X = np.zeros((n, d))
+    X[:, 1] = 10.0
+    if kind == "hessian":
+        X[: n // 2] = 0.0
+    return X, np.full(n, float(y_push))
+
+
+def _sim_release(meth, kind: str, fd, s: dict, theta: np.ndarray) -> np.ndarray:
+    """The pre-noise release ``kind`` of simulation method ``meth`` at public ``theta`` (d,)."""
+    at = theta[None, None, :]
+    if kind == "gradient":
+        return fd.full.gradients(at, fd.bounds(fd.full))[0, 0]
+    if kind == "local step":
+        return fd.full.local_steps(at, K=1, eta=meth.local_step_size(s), bounds=fd.bounds(fd.full), sigma=0.0,
+                                   Z=None)[0, 0]
+    if kind == "local step (half 1)":
+        h1 = fd.halves[0]
+        return h1.local_steps(at, K=1, eta=s["eta"], bounds=fd.bounds(h1), sigma=0.0, Z=None)[0, 0]
+    if kind == "newton":
+        return meth.newton_update(fd.backend({}), theta[None])[0, 0]
+    raise ValueError(f"no audit for release {kind!r}")
+
+
+#: tau1 of the default audit (the config's auto values for the paper's beta_true, rounded)
+TAU1 = {"logistic": 0.081, "poisson": 1.13}
+
+
+def _sim_fitdata(rep, glm, B, target: AuditTarget):
+    from ..simulation.backend import FitData
+
+    return FitData([rep], glm, np.array([B]), 1.0, target.tau1,  # type: ignore[arg-type]  # simulation targets set tau1
+                   privacy={"mode": target.mode, "hessian_clip": target.hessian_clip},
+                   clip={"rule": "fixed", "value": B})
+
+
+def _sim_states(d: int, rng) -> list[np.ndarray]:
+    """Public states: 0, the design's slope, a far point and a random one."""
+    return [np.zeros(d), np.array([0.2, 1.0, -0.5, 0.5, 0.0]), np.array([3.0, 0.0, 0.0, 0.0, 0.0]),
+            0.5 * rng.standard_normal(d)]
+
+
+def _sim_bases(target: AuditTarget, stage: str, n_main: int, rng):
+    """The base data sets of one release: (label, Replicate, B, public states)."""
+    from ..core.glm import get_model
+    from ..simulation.data import Replicate
+
+    glm = get_model(target.model)
+    d = 5
+    sizes = [n_main, 2, 3]
+    out = []
+    for n in sizes:
+        rep = _sim_client(target.model, n, rng)
+        B = target.B or privacy.clip_bound(glm, rep, {"rule": "quantile", "q": 0.9}) or AUDIT_B   # 0: a tiny client
+        states = _sim_states(d, rng) if n == n_main else [np.zeros(d)]
+        out.append((f"random n={n}", rep, B, states))
+    kinds = ["aligned"] + (["hessian"] if stage == "newton" else [])
+    for kind in kinds:
+        for n in sizes:
+            X, y = _adversarial_base(kind, n, d, 0.0)
+            out.append((f"{kind} n={n}", Replicate(X, y, np.array([n])), target.B or AUDIT_B, [np.zeros(d)]))
+    return out
+
+
+def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:
+    """Search every release of one simulation method (see the module docstring).
+
+    Parameters
+    ----------
+    target : AuditTarget
+        A simulation target (``kind="simulation"``; ``model`` a GLM name).
+    n : int
+        Size of the main client (the tiny clients n = 2 and 3 are always searched too).
+    seed : int
+        Seed of the search's generator.
+    local_iters : int, default=30
+        Hill-climbing steps from the best pair found.
+
+    Returns
+    -------
+    list of AuditRow
+        One row per release of the method's plan (stages with a count of zero skipped).
+    """
+    from ..core.glm import get_model
+    from ..simulation.backend import get_method
+    from ..simulation.params import resolve
+
+    glm = get_model(target.model)
+    meth = get_method(target.method)
+    rng = np.random.default_rng(seed)
+    s = resolve({"model": target.model, "methods": [target.method], "K": 10})["method_settings"][target.method]
+    rows = []
+    probe = _sim_fitdata(_sim_client(target.model, n, rng), glm, target.B or AUDIT_B, target)
+    for spec in meth.plan(probe, s):
+        if spec.count == 0:
+            continue
+        search = _Search()
+        for label, rep, B, states in _sim_bases(target, spec.stage, n, rng):
+            size = int(rep.sizes[0])
+            fd = _sim_fitdata(rep, glm, B, target)
+            plan = {sp.stage: sp for sp in meth.plan(fd, s)}
+            recorded = float(np.asarray(plan[spec.stage].sensitivity).ravel()[0])
+            half = size // 2
+            js = [0, size - 1] if meth.halves else [0]   # a record of half 1 and one of half 2
+            for si, theta in enumerate(states):
+                base = _sim_release(meth, spec.stage, fd, s, theta)
+
+                def evaluate(x, y, j, theta=theta, base=base, rep=rep, B=B, recorded=recorded, label=label, si=si):
+                    X, Y = rep.X.copy(), rep.y.copy()
+                    X[j], Y[j] = x, y
+                    other = _sim_fitdata(type(rep)(X, Y, rep.sizes), glm, B, target)
+                    value = change(_sim_release(meth, spec.stage, other, s, theta), base) / recorded  # noqa: B023
+                    return value, (f"base {label}, state {si}, record {j} (half {1 if j < half else 2}) -> "  # noqa: B023
+                                   f"x={_fmt_x(x)}, y={y:g}")
+
+                for j in js:
+                    if spec.stage == "local step (half 1)" and j >= half:
+                        continue
+                    extra = [base - theta, theta] if np.all(np.isfinite(base)) else [theta]
+                    cands = list(_candidates(5, SIM_Y[target.model], rng, extra=extra))
+                    if label.startswith("hessian"):       # Hessian-shaping records along the gradient
+                        cands += [(c * np.eye(5)[1], y) for c in SCALES for y in SIM_Y[target.model]]
+                    for x, y in cands:
+                        search.see(*evaluate(x, y, j), (x, y, j, evaluate, recorded, (rep.X, rep.y)))  # type: ignore[call-arg]  # evaluate returns (value, pair)
+        rows.append(_finish_row(search, rng, local_iters, target, meth, spec))
+    return rows
+
+
+def _finish_row(search: _Search, rng, local_iters: int, target: AuditTarget, meth, spec) -> AuditRow:
+    """Local search from the best pair, then the row (observed and recorded of that pair's base)."""
+    finite = search.finite_record
+    x, y, j, ev, recorded, base = search.record
+    if math.isfinite(search.best):
+        search.record = (x, y)
+        _local_search(lambda x, y: ev(x, y, j), search, rng, local_iters)
+        x, y = search.record
+        finite = (x, y, j, ev, recorded, base)
+    if finite is not None:                    # the pair of the empirical test: finite releases
+        x, y, j, _, _, base = finite
+        X, Y = base[0].copy(), base[1].copy()
+        X[j], Y[j] = x, y
+        _PAIRS[(repr(target), spec.stage)] = (base, (X, Y))
+    return AuditRow(target.method, target.model, spec.stage, spec.certified, search.best * recorded, recorded,
+                    search.best, _mode_label(meth, target.mode), search.evals, search.pair, target.label(),
+                    max(search.finite_best, 0.0))
+
+
+#: The best pair of every release audited in this process: ``(target, stage) -> ((X, Y), (X', Y'))``
+#: (`worst_pair`).
+_PAIRS: dict = {}
+
+
+def worst_pair(target: AuditTarget, stage: str):
+    """The best neighbouring pair with finite releases the last audit of ``target``
+    found for release ``stage``: ``((X, Y), (X', Y'))``, one client's data each (the
+    empirical test's pair).
+
+    Parameters
+    ----------
+    target : AuditTarget
+        An audited target (of this process).
+    stage : str
+        A release of its plan (``gradient``, ``local step``, ``newton``, ...).
+
+    Returns
+    -------
+    tuple
+        ``((X, Y), (X', Y'))``: ``X`` of shape (n, d); ``Y`` of shape (n,) (simulations) or
+        (n, k) (real data, the model's targets); the two differ in one row. KeyError when
+        that release was not audited.
+    """
+    return _PAIRS[(repr(target), stage)]
+
+
+def _audit_histogram(model: str, n: int, seed: int) -> AuditRow:
+    """The private clipping rule's histogram, on the simulation's per-sample norms."""
+    from ..core.glm import get_model
+
+    glm = get_model(model)
+    rng = np.random.default_rng(seed)
+    rule = {"rule": "private_quantile", "q": 0.9, "share": 0.1, "grid": [0.01, 100.0, 64]}
+    d = 5
+    search = _Search()
+
+    def release(X, y):
+        with np.errstate(all="ignore"):
+            return privacy.clip_histogram(privacy.row_norms(glm.per_sample_gradients(np.zeros(d), X, y)), rule)
+
+    for size in (n, 2, 3):
+        rep = _sim_client(model, size, rng)
+        base = release(rep.X, rep.y)
+        for x, y in _candidates(d, SIM_Y[model], rng):
+            X, Y = rep.X.copy(), rep.y.copy()
+            X[0], Y[0] = x, y
+            recorded = float(privacy.plan_clip_histogram(n=float(size), share=rule["share"])[0].sensitivity)
+            search.see(change(release(X, Y), base) / recorded, f"random n={size}, record 0 -> x={_fmt_x(x)}, y={y:g}")
+    spec = privacy.plan_clip_histogram(n=float(n), share=rule["share"])[0]
+    recorded = float(spec.sensitivity)
+    return AuditRow("clip_private_quantile", model, spec.stage, spec.certified, search.best * recorded, recorded,
+                    search.best, "any", search.evals, search.pair, "grid [0.01, 100, 64]", max(search.finite_best, 0.0))
+
+
+# ------------------------------------------------------------------- real data
+def _real_client(task: str, n: int, rng):
+    from ..core.glm import matrix_model
+
+    model = matrix_model(task, n_classes=4)
+    d = 6
+    X = np.column_stack([np.ones(n), rng.random((n, d - 1))])       # image-like: pixels in [0, 1]
+    labels = rng.integers(0, 2 if task == "binary" else model.k, n)
+    return model, X, model.targets(labels)
+
+
+def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.ndarray:
+    from ..realdata import local_descent
+
+    if kind == "gradient":
+        return fd.gradient(0, Theta)
+    if kind == "local step":
+        return local_descent(fd, 0, Theta, K=1, eta=meth.local_step_size(s), sigma=0.0, rng=None,
+                             drift=drift if meth.drifts else None)
+    if kind == "local step (half 1)":
+        return local_descent(fd, 0, Theta, K=1, eta=s["eta"], sigma=0.0, rng=None,
+                             rows=slice(0, fd.sizes[0] // 2))
+    if kind == "newton":
+        try:
+            return meth.newton_update(fd.backend(None), Theta[None])[0, 0]
+        except ValueError:          # a release refused from its public inputs (docs/methods.md §2) releases nothing
+            return np.zeros_like(Theta)
+    raise ValueError(f"no audit for release {kind!r}")
+
+
+def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:
+    """Search every release of one real-data method (see the module docstring).
+
+    Parameters
+    ----------
+    target : AuditTarget
+        A real-data target (``kind="realdata"``; ``model`` the task, ``binary`` or
+        ``multiclass``).
+    n : int
+        Size of the main client (the tiny clients n = 2 and 3 are always searched too).
+    seed : int
+        Seed of the search's generator.
+    local_iters : int, default=30
+        Hill-climbing steps from the best pair found.
+
+    Returns
+    -------
+    list of AuditRow
+        One row per release of the method's plan (stages with a count of zero skipped).
+    """
+    from ..realdata import FoldData, get_method, resolve
+
+    meth = get_method(target.method)
+    rng = np.random.default_rng(seed)
+    task = target.model
+    s = resolve({"methods": [target.method], "task": task})["method_settings"][target.method]
+    priv = {"mode": target.mode, "hessian_clip": target.hessian_clip}
+    newton = dict(target.newton or {"solver": "cg", "cg_tol": 1e-8, "cg_maxiter": 500})
+    model, X0, Y0 = _real_client(task, n, rng)
+    d, k = X0.shape[1], model.k
+
+    def fold(Xc, Yc, B):
+        return FoldData(model, [Xc], [Yc], mu=1.0, B=B, tau1=target.tau1, privacy=priv, newton=newton,
+                        clip={"rule": "fixed", "value": B})
+
+    def quantile_B(X, Y):
+        norms = privacy.row_norms(X) * privacy.row_norms(model.residuals(np.zeros((d, k)), X, Y))
+        return float(np.quantile(norms, 0.9))
+
+    drift = 0.1 * rng.standard_normal((d, k))
+    ys = [model.targets(np.array([c]))[0] for c in ((0, 1) if task == "binary" else range(model.k))]
+    far = np.zeros((d, k))
+    far[0, 0] = 3.0                  # favours class 0: large residuals, small curvature
+    bases = []
+    for size in (n, 2, 3):
+        _, X, Y = (model, X0, Y0) if size == n else _real_client(task, size, rng)
+        states = [np.zeros((d, k)), rng.standard_normal((d, k)), far] if size == n else [np.zeros((d, k))]
+        bases.append((f"random n={size}", X, Y, target.B or quantile_B(X, Y) or AUDIT_B, states))
+    rows = []
+    for spec in meth.plan(fold(X0, Y0, target.B or AUDIT_B), s):
+        if spec.count == 0:
+            continue
+        extra_bases = []
+        for kind in ["aligned"] + (["hessian"] if spec.stage == "newton" else []):
+            for size in (n, 2, 3):
+                X, _ = _adversarial_base(kind, size, d, 0.0)
+                extra_bases.append((f"{kind} n={size}", X, model.targets(np.zeros(size, dtype=np.int64)),
+                                    target.B or AUDIT_B, [np.zeros((d, k))]))
+        search = _Search()
+        for label, X, Y, B, states in bases + extra_bases:
+            size = X.shape[0]
+            fd = fold(X, Y, B)
+            recorded = float(np.asarray({sp.stage: sp for sp in meth.plan(fd, s)}[spec.stage].sensitivity).ravel()[0])
+            for si, Theta in enumerate(states):
+                base = _real_release(meth, spec.stage, fd, s, Theta, drift)
+
+                def evaluate(x, yj, j, Theta=Theta, base=base, X=X, Y=Y, B=B, recorded=recorded, label=label, si=si,
+                             size=size):
+                    Xc, Yc = X.copy(), Y.copy()
+                    Xc[j], Yc[j] = x, yj
+                    with np.errstate(all="ignore"):
+                        moved = _real_release(meth, spec.stage, fold(Xc, Yc, B), s, Theta, drift)  # noqa: B023
+                    return change(moved, base) / recorded, (
+                        f"base {label}, state {si}, record {j} (half {1 if j < size // 2 else 2}) -> x={_fmt_x(x)}, "
+                        f"y={np.argmax(yj) if k > 1 else float(yj[0]):g}")
+
+                step = (base - Theta).sum(axis=1) if np.all(np.isfinite(base)) else np.zeros(d)
+                for j in ([0, size - 1] if meth.halves else [0]):
+                    if spec.stage == "local step (half 1)" and j >= size // 2:
+                        continue
+                    cands = list(_candidates(d, ys, rng, extra=[step]))
+                    if label.startswith("hessian"):
+                        cands += [(c * np.eye(d)[1], yj) for c in SCALES for yj in ys]
+                    for x, yj in cands:
+                        search.see(*evaluate(x, yj, j), (x, yj, j, evaluate, recorded, (X, Y)))  # type: ignore[call-arg]  # evaluate returns (value, pair)
+        rows.append(_finish_row(search, rng, local_iters, target, meth, spec))
+    return rows
