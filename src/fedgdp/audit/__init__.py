@@ -52,6 +52,7 @@ from .nn import NN_KEYS, audit_nn, nn_settings_of, nn_targets, readings_targets
 from .run import as_dicts, audit_targets, default_targets, format_table, run_audit, write_audit
 from .search import RATIO_TOL, AuditRow, AuditTarget, change
 
-__all__ = ["RATIO_TOL", "AuditRow", "AuditTarget", "run_audit", "audit_targets", "default_targets", "change", "nn_targets",
-           "nn_settings_of", "readings_targets", "audit_nn", "NN_KEYS", "write_audit", "format_table", "as_dicts",
+__all__ = ["RATIO_TOL", "AuditRow", "AuditTarget", "run_audit", "audit_targets", "default_targets", "change",
+           "nn_targets", "nn_settings_of", "readings_targets", "audit_nn", "NN_KEYS", "write_audit", "format_table",
+           "as_dicts",
            "worst_pair", "audit_sim", "audit_real"]

@@ -27,8 +27,8 @@ from ..core.privacy import RELEASES
 from ..core.settings import Settings, choice, integer, name_list, number, setting, suggest
 from ..methods import CNN, FedHybrid, get_method, registry
 
-__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "REDUCTIONS", "NOISE_FOR", "SUMMED_STAGES", "CLIP_UNITS", "label", "release_plan",
-           "reduced_plan", "smallest_batch", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
+__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "REDUCTIONS", "NOISE_FOR", "SUMMED_STAGES", "CLIP_UNITS", "label",
+           "release_plan", "reduced_plan", "smallest_batch", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
            "Z_MAX", "parameter_bound",
            "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
 
@@ -468,7 +468,8 @@ class NNSettings(Settings):
             p["n"] = integer(3, strict=False)("n", p["n"])
         elif p["n"] is not None:
             raise ValueError(f"fig10 splits the full training set: n must be full/None, got n={p['n']!r}")
-        if p["noise_for"] == "mean" and (p["reduction"], p["clip_unit"], p["accounting"]) != ("sum", "sample", "printed"):
+        summed = (p["reduction"], p["clip_unit"], p["accounting"]) == ("sum", "sample", "printed")
+        if p["noise_for"] == "mean" and not summed:
             raise ValueError(f"noise_for=mean calibrates a summed release's noise for the mean: it needs "
                              f"reduction=sum, clip_unit=sample, accounting=printed, got reduction={p['reduction']}, "
                              f"clip_unit={p['clip_unit']}, accounting={p['accounting']}")
