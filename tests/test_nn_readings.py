@@ -140,3 +140,14 @@ def test_a_budget_stops_starting_pieces_and_keeps_whole_ones(tmp_path, monkeypat
     assert written == [piece_path(runs, "plain", "fig09", 20, 0)] and len(ran) == 1
     assert written[0].read_text() == "whole"
     assert len(run_missing(cfg, runs)) == len(pieces(cfg)) - 1  # no budget: the rest, the written one kept
+
+
+def test_paper_sum_rows_carry_the_mu_really_spent():
+    """``noise_for: mean`` (reading ``paper_sum``): the row's certified mu is the ledger's
+    composition, never the target, and its privacy text says why."""
+    from fedgdp.nn.readings import privacy_of
+
+    cert, text = privacy_of("private", 2.0, "printed", noise_for="mean", mu_composed=960.0)
+    assert cert == 960.0 and "not mu-GDP at mu = 2" in text and "960" in text
+    assert privacy_of("private", 2.0, "printed")[0] == 2.0
+    assert privacy_of("clip_only", 2.0, "printed", noise_for="mean", mu_composed=960.0)[0] == float("inf")

@@ -218,7 +218,7 @@ def readings_targets(path) -> list[AuditTarget]:
     out: dict = {}
     for reading, _figure, _x, _run, over in pieces(load_readings(path)):
         p = resolve(over)
-        if not math.isfinite(privacy_of(p["release"], p["mu"], p["accounting"])[0]):
+        if not math.isfinite(privacy_of(p["release"], p["mu"], p["accounting"], noise_for=p["noise_for"])[0]):
             continue
         keep = {k: p[k] for k in NN_KEYS}
         for method in p["methods"]:

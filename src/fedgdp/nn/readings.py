@@ -191,7 +191,8 @@ def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto",
     return written
 
 
-def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = False) -> tuple[float, str]:
+def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = False, noise_for: str = "release",
+               mu_composed: float = math.nan) -> tuple[float, str]:
     """The privacy a run really gives: its certified mu and what it is.
 
     ``certified_mu`` is a property of the mechanism and its settings (as
@@ -211,6 +212,11 @@ def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = Fa
     noise_secret : bool, default=False
         Whether the run's noise came from fresh entropy (``fedgdp nn-run --fresh-noise``);
         False: its derived seed (every run file written without the column).
+    noise_for : str, default="release"
+        ``mean``: the summed releases carry the mean's noise (`fedgdp.nn.settings.NOISE_FOR`),
+        so the run spends ``mu_composed``, not ``mu``.
+    mu_composed : float, default=nan
+        The run's ledger composed (its largest client's); read under ``noise_for: mean``.
 
     Returns
     -------
@@ -219,6 +225,10 @@ def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = Fa
     text : str
         What is protected, or why nothing is.
     """
+    if release == "private" and math.isfinite(mu) and noise_for == "mean":
+        return float(mu_composed), (f"not mu-GDP at mu = {mu:g}: the noise is calibrated for the mean of a summed "
+                                    f"release; the ledger's record-level mu, n_i mu at each client, is up to "
+                                    f"{mu_composed:g}")
     if release == "private" and math.isfinite(mu):
         how = "each client's releases" if accounting == "printed" else "each drawn client's releases (schedule)"
         what = f"record-level mu-GDP at each client, calibrated to {how}"
@@ -258,9 +268,11 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
         if not path.exists():
             missing.append((reading, figure, x, run))
             continue
-        reduction = piece_settings(path)[0].get("reduction", "mean")     # a piece from before it: the mean
+        recorded = piece_settings(path)[0]
+        reduction = recorded.get("reduction", "mean")     # a piece from before it: the mean
         for r in read_runs([path]).to_dict("records"):
-            cert, text = privacy_of(r["release"], r["mu"], r["accounting"], r["noise_secret"])
+            cert, text = privacy_of(r["release"], r["mu"], r["accounting"], r["noise_secret"],
+                                    recorded.get("noise_for", "release"), r["mu_composed"])
             rows.append({"reading": reading, "figure": figure, "x": x, "mu": r["mu"], "run": run,
                          "method": r["method"], "accuracy": r["test_accuracy"], "certified_mu": cert,
                          "dataset": r["dataset"], "privacy": text, "release": r["release"],
