@@ -77,3 +77,27 @@ def test_the_readings_table_in_the_cnn_page_is_the_generated_one():
             if line.startswith("|")]
     assert len(rows) > 2
     assert "\n".join(rows) + "\n" in (ROOT / "docs" / "cnns.md").read_text()
+
+
+def test_the_readme_quotes_the_generated_readings_summary():
+    """The README's CNN table is docs/results/nn-readings/summary.md (fedgdp nn-readings)."""
+    rows = (ROOT / "docs/results/nn-readings/summary.md").read_text().splitlines()
+    readme = [line.strip() for line in (ROOT / "README.md").read_text().splitlines()]
+    assert rows and all(row in readme for row in rows), [row for row in rows if row not in readme]
+
+
+def test_no_readme_paragraph_or_bullet_is_over_120_words():
+    """A newcomer reads the README in minutes: prose blocks (paragraphs and bullets, not
+    code or tables) stay at most 120 words."""
+    blocks, cur, code = [], [], False
+    for line in (ROOT / "README.md").read_text().splitlines():
+        fence = line.startswith("```")
+        code = code != fence
+        if code or fence or line.strip().startswith("|") or not line.strip() or line.startswith(("- ", "#")):
+            blocks.append(" ".join(cur))
+            cur = [line] if line.startswith("- ") else []
+        else:
+            cur.append(line)
+    blocks.append(" ".join(cur))
+    long = [b[:60] for b in blocks if len(b.split()) > 120]
+    assert not long, long

@@ -151,3 +151,21 @@ def test_paper_sum_rows_carry_the_mu_really_spent():
     assert cert == 960.0 and "not mu-GDP at mu = 2" in text and "960" in text
     assert privacy_of("private", 2.0, "printed")[0] == 2.0
     assert privacy_of("clip_only", 2.0, "printed", noise_for="mean", mu_composed=960.0)[0] == float("inf")
+
+
+def test_the_summary_table_ranges_the_methods_medians():
+    """summary.md: per reading, the range over methods of the median over runs at each
+    point, the runs' count, and the mu really spent ('not run' where no piece is)."""
+    import pandas as pd
+
+    from fedgdp.nn.readings import summary_markdown
+
+    cfg = {"summary": ["private", "plain"], "points": [{"figure": "fig09", "x": 100}, {"figure": "fig10", "x": 100}],
+           "readings": {"private": {}, "plain": {"release": "plain"}}}
+    rows = [{"reading": "private", "figure": "fig10", "x": 100, "run": r, "method": m, "accuracy": a,
+             "certified_mu": 2.0} for r, (m, a) in enumerate([("fedsgd", 0.5), ("fedsgd", 0.7), ("fedavg", 0.2)])]
+    rows.append({"reading": "plain", "figure": "fig09", "x": 100, "run": 0, "method": "fedsgd", "accuracy": 0.9,
+                 "certified_mu": float("inf")})
+    text = summary_markdown(pd.DataFrame(rows), cfg)
+    assert "| private | nothing (the settings as printed) | 2 | 0.20-0.60 (3) | not run |" in text
+    assert "| plain | release plain | none (not private) | not run | 0.90-0.90 (1) |" in text

@@ -62,7 +62,7 @@ def _cmd_nn_run(args) -> int:
 
 
 def _cmd_nn_readings(args) -> int:
-    from .readings import collect, load_readings, medians_markdown, plot_readings, run_missing
+    from .readings import collect, load_readings, medians_markdown, plot_readings, run_missing, summary_markdown
 
     cfg = load_readings(args.config)
     if args.run:
@@ -85,6 +85,9 @@ def _cmd_nn_readings(args) -> int:
         plot_readings(table, cfg, out / "readings.png")
         with atomic_path(out / "readings.md") as tmp:
             Path(tmp).write_text(medians_markdown(table, cfg))
+        if cfg["summary"]:
+            with atomic_path(out / "summary.md") as tmp:
+                Path(tmp).write_text(summary_markdown(table, cfg))
     print(f"{len(table)} rows from {len(table.groupby(['reading', 'figure', 'x', 'run']))} pieces; "
           f"{len(missing)} pieces missing" + (f" (first: {missing[0]})" if missing else ""))
     return 0
@@ -201,7 +204,7 @@ def add_parsers(sub) -> None:
     rd.add_argument("config", help="readings config (YAML), e.g. config/nn-readings.yaml")
     rd.add_argument("--runs-dir", default="results/nn-readings/runs", help="folder of the pieces (one Parquet each)")
     rd.add_argument("--out-dir", default="results/nn-readings", type=output_dir,
-                    help="where readings.csv, readings.md and readings.png go")
+                    help="where readings.csv, readings.md, readings.png and summary.md go")
     rd.add_argument("--run", action="store_true", help="run the pieces not yet in --runs-dir first (needs torch)")
     rd.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
     rd.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")

@@ -26,6 +26,7 @@ from ..core.settings import is_bool
 from .settings import resolve
 
 __all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "plot_readings", "medians_markdown",
+           "summary_markdown",
            "TABLE_COLUMNS", "privacy_of"]
 
 #: the columns of ``readings.csv`` (the first eight are the map's; the rest say how and where)
@@ -33,7 +34,7 @@ TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "c
                  "release", "accounting", "noise_secret", "reduction", "clip", "lr", "test_loss", "clipped_frac",
                  "mu_spent_min", "mu_spent_max", "elapsed_s"]
 
-_KEYS = {"dataset", "data_dir", "points", "runs", "readings", "band"}
+_KEYS = {"dataset", "data_dir", "points", "runs", "readings", "band", "summary"}
 
 
 def load_readings(path: str | os.PathLike) -> dict:
@@ -92,6 +93,10 @@ def load_readings(path: str | os.PathLike) -> dict:
                 resolve(_settings(cfg, point, over, 0))
             except ValueError as exc:
                 raise ValueError(f"{path}: reading {name!r} at {point}: {exc}") from None
+    summary = cfg.setdefault("summary", [])
+    if not (isinstance(summary, list) and all(isinstance(n, str) and n in cfg["readings"] for n in summary)):
+        raise ValueError(f"{path}: summary={summary!r} must be a list of declared readings "
+                         f"(of {', '.join(cfg['readings'])})")
     cfg.setdefault("data_dir", "data")
     cfg.setdefault("band", {})
     return cfg
@@ -316,6 +321,55 @@ def medians_markdown(table, cfg: dict) -> str:
             point = f"{'Fig. 9, n' if pt['figure'] == 'fig09' else 'Fig. 10, m'} = {pt['x']}"
             lines.append(f"| {name} | {point} | " + " | ".join(cells) +
                          f" | {g['run'].nunique()} | {g['certified_mu'].max():g} | {g['clipped_frac'].mean():.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _changes(over: dict) -> str:
+    """What a reading changes from the printed settings, in words."""
+    if not over:
+        return "nothing (the settings as printed)"
+    return ", ".join(f"{k} {v}" for k, v in over.items())
+
+
+def _spent(g) -> str:
+    """The mu a reading's runs really spend: none, the target, or the ledger's (paper_sum)."""
+    cert = g["certified_mu"]
+    if not np.isfinite(cert).any():
+        return "none (not private)"
+    return f"{cert.min():g}" if cert.min() == cert.max() else f"{cert.min():g}-{cert.max():g}"
+
+
+def summary_markdown(table, cfg: dict) -> str:
+    """The README's table of the readings named by the config's ``summary``: a row per
+    reading, what it changes, the mu its runs really spend, and at each point the range
+    over the four methods of their median accuracy over runs (with the runs' count).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        `collect`'s table.
+    cfg : dict
+        The config (``summary``, ``points``, ``readings``).
+
+    Returns
+    -------
+    str
+        The Markdown table ("" when ``summary`` is empty).
+    """
+    if not cfg.get("summary"):
+        return ""
+    points = [pt for pt in sorted(cfg["points"], key=lambda p: (p["figure"] != "fig10", p["x"]))]
+    names = [f"{'Fig. 9, n' if pt['figure'] == 'fig09' else 'Fig. 10, m'} = {pt['x']}" for pt in points]
+    lines = ["| reading | changes | mu spent | " + " | ".join(names) + " |", "|" + "---|" * (3 + len(points))]
+    for name in cfg["summary"]:
+        rows = table[table["reading"] == name]
+        cells = []
+        for pt in points:
+            g = rows[(rows["figure"] == pt["figure"]) & (rows["x"] == pt["x"])]
+            med = g.groupby("method")["accuracy"].median()
+            cells.append(f"{med.min():.2f}-{med.max():.2f} ({g['run'].nunique()})" if len(med) else "not run")
+        lines.append(f"| {name} | {_changes(cfg['readings'][name])} | {_spent(rows) if len(rows) else ''} | "
+                     + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
