@@ -75,3 +75,17 @@ def test_noise_the_signal_grid_could_absorb_is_refused():
     with pytest.raises(ValueError, match=r"'local step' release is below 256 ulps.*float32"):
         privacy.check_noise_resolves(plan, privacy.calibrate(plan, mu=1e6).sigmas, n, torch.float32)
     privacy.check_noise_resolves(plan, privacy.calibrate(plan, mu=1e6).sigmas, n, torch.float64)
+
+
+def test_a_run_is_refused_before_any_image_when_a_method_fails_the_check(monkeypatch):
+    """nn-run checks every method at the partition's sizes before training any."""
+    from fedgdp.nn import run as nn_run
+    from fedgdp.nn import train as nn_train
+    from fedgdp.nn.data import load_images
+
+    trained = []
+    monkeypatch.setattr(nn_train, "train", lambda *a, **k: trained.append(a))
+    p = resolve({"figure": "fig10", "m": 4, "mu": 1e12, "methods": ["fedsgd", "fedavg"]})
+    with pytest.raises(ValueError, match="256 ulps"):
+        nn_run.run_nn(p, data=load_images("digits"), device="cpu")
+    assert not trained

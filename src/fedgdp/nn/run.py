@@ -39,7 +39,7 @@ import numpy as np
 
 from ..core.seeds import seed_sequence
 from .data import ImageData, load_images
-from .settings import data_key, label, releases_per_round
+from .settings import check_noise, data_key, label, releases_per_round
 
 if TYPE_CHECKING:
     import pandas
@@ -188,6 +188,8 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     model = build_model(p["dataset"], seed=int(init_ss.generate_state(1, np.uint64)[0]),
                         classes=data.classes, init=p["init"]).to(dev)
     params0 = {k: v.detach() for k, v in model.named_parameters()}
+    # every method's noise against its releases' float grid, before any image is read
+    check_noise(p, [c["train"].shape[0] for c in parts], next(iter(params0.values())).dtype)
     n_params = sum(v.numel() for v in params0.values())
 
     def tensors(idx):

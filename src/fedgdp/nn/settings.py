@@ -29,7 +29,7 @@ from ..methods import CNN, FedHybrid, get_method, registry
 
 __all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "REDUCTIONS", "NOISE_FOR", "SUMMED_STAGES", "CLIP_UNITS", "label",
            "release_plan", "reduced_plan", "smallest_batch", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
-           "Z_MAX", "parameter_bound",
+           "Z_MAX", "parameter_bound", "check_noise",
            "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
 
 def _algorithm_number(name: str) -> float:
@@ -337,6 +337,30 @@ def parameter_bound(method: str, p: dict) -> float:
                  * (float(np.max(spec.sensitivity)) / 2 + float(np.max(sd)) * Z_MAX)
                  for spec, sd in zip(plan, cal.sigmas)]
     return 1.0 + float(sum(moves))
+
+
+def check_noise(p: dict, n, dtype) -> None:
+    """Refuse, before any image is read, a private run whose noise the float grid of its
+    releases could absorb (`fedgdp.core.privacy.check_noise_resolves`, docs/methods.md §2,
+    "Noise before rounding"), for every method of ``p`` at the clients' sizes ``n``: the
+    printed calibration (a schedule-aware one only raises a client's sd).
+
+    Parameters
+    ----------
+    p : dict
+        Checked run settings.
+    n : array_like of shape (m,)
+        Training images per client (public: the partition is drawn from public seeds).
+    dtype : torch.dtype
+        The network's precision.
+    """
+    if p["release"] != "private" or not math.isfinite(p["mu"]):
+        return
+    for method in p["methods"]:
+        plan = release_plan(method, p, n)
+        noise_plan = release_plan(method, {**p, "reduction": "mean"}, n) if p["noise_for"] == "mean" else plan
+        privacy.check_noise_resolves(plan, privacy.calibrate(noise_plan, mu=float(p["mu"])).sigmas,
+                                     np.asarray(n, float)[None, :], dtype)
 
 
 #: more images than any client of a data set can hold (the whole data set), for `parameter_bound`
