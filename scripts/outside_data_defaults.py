@@ -15,7 +15,8 @@ draw of the client shares (10, 5 and 8 clients of unequal sizes), at least 20 ro
 For each data set, mu and clipping setting, ``--fits`` fits with fresh noise (no method, no
 ``random_state``; ``classes`` given). A fit is *useless* when, in sample, its AUC < 0.6
 (binary), accuracy < 0.5 (10 classes) or mean Poisson deviance > 2 times the non-private
-pooled fit's (``np_pooled``), the issue's definitions. A useless fit *warned* when it raised a
+pooled fit's (``np_pooled``), the issue's definitions, and (counts) also a mean deviance above the
+intercept-only model's, a stricter reading this measurement added. A useless fit *warned* when it raised a
 ``ConvergenceWarning`` (``NoiseDominatedWarning`` included: noise, or the forecast before the
 fit), a ``ClipWarning`` or a ``FeatureScaleWarning``; a refused fit (ValueError) counts as
 refused. Clip settings: the default (``clip=None``, the public rule), and fixed public bounds
@@ -102,21 +103,31 @@ def score(est, X, y) -> float:
     return _deviance(y, est.predict(X))
 
 
-def useless(family: str, value: float, reference: float) -> bool:
-    """The issue's definitions of a useless fit."""
+def null_score(family: str, y: np.ndarray) -> float:
+    """The intercept-only model's score: AUC 0.5, the majority class's accuracy, the deviance at the mean count."""
+    if family == "logistic":
+        return 0.5
+    if family == "multinomial":
+        return float(np.max(np.bincount(y.astype(int))) / len(y))
+    return _deviance(y, np.full(len(y), y.mean()))
+
+
+def useless(family: str, value: float, reference: float, null: float) -> bool:
+    """The issue's definitions of a useless fit; counts also when worse than the intercept-only model."""
     if not math.isfinite(value):
         return True
     if family == "logistic":
         return value < 0.6
     if family == "multinomial":
         return value < 0.5
-    return value > 2 * reference
+    return value > 2 * reference or value > null
 
 
 def cell(name: str, mu: float, clip, fits: int, data=None) -> dict:
     """``fits`` default fits of one (data set, mu, clip): counts of useless, warned, refused and the reasons."""
     X, y, cl, family, classes = data if data is not None else load(name)
     ref = score(FederatedGLM(family=family, classes=classes, method="np_pooled", mu=math.inf).fit(X, y, cl), X, y)
+    null = null_score(family, y)
     out = {"useless": 0, "useless_warned": 0, "refused": 0, "warned": 0, "why": {}, "scores": [], "methods": set()}
     for _ in range(fits):
         with warnings.catch_warnings(record=True) as caught:
@@ -131,12 +142,12 @@ def cell(name: str, mu: float, clip, fits: int, data=None) -> dict:
         out["scores"].append(value)
         out["methods"].add(est.method_)
         out["warned"] += bool(reasons)
-        if useless(family, value, ref):
+        if useless(family, value, ref, null):
             out["useless"] += 1
             out["useless_warned"] += bool(reasons)
         for r in reasons:
             out["why"][r] = out["why"].get(r, 0) + 1
-    out["reference"] = ref
+    out["reference"], out["null"] = ref, null
     return out
 
 
@@ -148,10 +159,10 @@ def main(argv=None) -> int:
     ap.add_argument("--clips", default=",".join(CLIPS), help=f"comma-separated of {', '.join(CLIPS)}")
     args = ap.parse_args(argv)
     print(f"{args.fits} fits per cell; useless: AUC < 0.6 (binary), accuracy < 0.5 (10 classes), mean deviance > 2x "
-          "np_pooled's (counts), in sample; warned: a ConvergenceWarning, NoiseDominatedWarning, ClipWarning or "
-          "FeatureScaleWarning\n")
+          "np_pooled's or > the intercept-only model's (counts), in sample; "
+          "warned: a ConvergenceWarning, NoiseDominatedWarning, ClipWarning or FeatureScaleWarning\n")
     print("| data | clip | mu | method | useless | of which warned | refused | warned (all) | why | median score "
-          "(non-private) |")
+          "(non-private; intercept only) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     start = time.time()
     for name in args.data.split(","):
@@ -163,7 +174,7 @@ def main(argv=None) -> int:
                 med = f"{np.median(r['scores']):.3g}" if r["scores"] else "-"
                 print(f"| {name} | {clip_name} | {mu:g} | {'/'.join(sorted(r['methods'])) or '-'} | {r['useless']} "
                       f"| {r['useless_warned']} | {r['refused']} | {r['warned']} | {why} | {med} "
-                      f"({r['reference']:.3g}) |",
+                      f"({r['reference']:.3g}; {r['null']:.3g}) |",
                       flush=True)
     print(f"\n{time.time() - start:.0f} s")
     return 0

@@ -759,6 +759,8 @@ class FederatedGLM(ClientsRouting):
                                       label_domain=self._label_domain_mode())
         if fd.private and self.method_ in CANDIDATES + ("fednewton_certified",):   # the noise's own diagnosis
             diagnostics.judge_noise(info, theta, noise_se(self), mu=mu)
+            # the clip's bias: the data holder's own check of their rows (no release, not in fit_info_)
+            diagnostics.check_clip_bias(model, D, Y, theta, float(fd.bound), info["noise_rmse"])
         self.fit_info_ = info
         diagnostics.warn(self.fit_info_, self.method_)
         budgets.settle(charged, self.privacy_)
