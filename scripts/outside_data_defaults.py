@@ -37,7 +37,7 @@ import numpy as np
 from fedgdp import FederatedGLM
 from fedgdp.api.diagnostics import ClipWarning, ConvergenceWarning, FeatureScaleWarning, NoiseDominatedWarning
 
-CLIPS = {"default": None, "B=1": 1.0, "B=3": 3.0}
+CLIPS = {"default": None, "B=1": 1.0, "B=3": 3.0, "B=20": 20.0}
 
 
 def _why(w) -> str | None:

@@ -33,7 +33,7 @@ The verdict (``fit_info_["status"]``):
   beyond where its first stage went: a warning naming the setting to lower;
 - ``noise-dominated``: FedNewton's Newton release carries noise larger than the
   estimate's scale, or (`judge_noise`) the privacy noise's RMS over the coefficients
-  exceeds `NOISE_RATIO` of the estimate's: a
+  exceeds `NOISE_RATIO` of the estimate's noiseless part (its RMS, the noise's share removed): a
   [`NoiseDominatedWarning`][fedgdp.api.diagnostics.NoiseDominatedWarning] naming the mu
   that would do; such a fit is never ``converged``;
 - a non-finite estimate is refused ([`check_finite`][fedgdp.api.diagnostics.check_finite]).
@@ -59,7 +59,7 @@ GTOL_EXACT = 1e-3
 #: A noiseless Newton step this many times longer than stage 1's path counts as unstable
 UNSTABLE_FACTOR = 10.0
 #: A private fit is noise-dominated when its privacy noise's RMS over the coefficients exceeds
-#: this share of the estimate's RMS (then at least about half of what the estimate shows is noise)
+#: this share of the RMS of the estimate's noiseless part (`judge_noise`)
 NOISE_RATIO = 0.5
 #: The advice of an unstable fit: the defaults' step sizes assume standardised features
 STANDARDISE = ("the defaults assume standardised features (mean 0, variance 1, from public or data-independent "
@@ -89,7 +89,7 @@ class FeatureScaleWarning(UserWarning):
 SCALE_TOLERANCE = 1.0
 
 
-def check_scale(X: np.ndarray) -> None:
+def check_scale(X: np.ndarray) -> bool:
     """A `FeatureScaleWarning` when some column of ``X`` (n, p) has a mean beyond
     `SCALE_TOLERANCE` or a standard deviation outside [1/10, 10]. It reads the rows, so it
     is no release: the data holder's own check, as the refusal of a label outside
@@ -99,9 +99,14 @@ def check_scale(X: np.ndarray) -> None:
     ----------
     X : ndarray of shape (n, p)
         The features (without the intercept).
+
+    Returns
+    -------
+    bool
+        Whether it warned.
     """
     if X.shape[0] < 2:
-        return
+        return False
     mean, sd = X.mean(axis=0), X.std(axis=0)
     bad = np.flatnonzero((np.abs(mean) > SCALE_TOLERANCE) | (sd < 0.1) | (sd > 10.0))
     if bad.size:
@@ -111,6 +116,7 @@ def check_scale(X: np.ndarray) -> None:
                       f"noise forecast) assume mean 0 and variance 1: standardise your features, with public or "
                       f"data-independent centring and scaling (a check of your own rows, shown to you only)",
                       FeatureScaleWarning, stacklevel=3)
+    return bool(bad.size)
 
 
 class ClipWarning(UserWarning):
@@ -122,8 +128,10 @@ class ClipWarning(UserWarning):
 CLIP_BIAS_MAX_PARAMS = 2000
 
 
-def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: float, noise_rmse: float) -> None:
-    """A `ClipWarning` when the clipping bound biases the fit as much as the noise limit allows.
+def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: float, noise_rmse: float,
+                    status: str = "", scaled: bool = True) -> None:
+    """A `ClipWarning` when the clipping bound biases the fit as much as the noise limit allows,
+    and a `NoiseDominatedWarning` when the noise moved it further than its linear forecast.
 
     Clipping moves the fit to where the mean *clipped* gradient vanishes. At the released
     estimate the shift is about one Newton step, ``H^{-1} (g - g_B)``: ``g`` the mean
@@ -139,6 +147,16 @@ def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: f
     digits it exceeds half the estimate with no row clipped). Skipped above
     `CLIP_BIAS_MAX_PARAMS` coefficients.
 
+    The same rows say how far the noise moved the fit: the noiseless iteration stops where
+    the mean clipped gradient ``g_B`` vanishes, so the estimate lies about ``H_B^{-1} g_B``
+    from there (``H_B`` the Hessian of the unclipped rows: a clipped row's gradient does not
+    change along its residual). When that exceeds twice the linear forecast ``noise_rmse``
+    and `NOISE_RATIO` of the estimate's noiseless part, a `NoiseDominatedWarning` says so
+    (unless ``status`` already is ``noise-dominated``, or the features are not ``scaled``:
+    then the iteration may simply stop short, which `check_scale` has said): at large noise the linear forecast
+    is low (counts at mu = 0.05 on statsmodels' randhie: forecast 0.18-0.30, observed
+    0.46-0.97; scripts/outside_data_defaults.py), as clipped rows pull back less.
+
     Parameters
     ----------
     model : fedgdp.core.glm.GLM
@@ -153,6 +171,10 @@ def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: f
         The clipping bound.
     noise_rmse : float
         The fit's privacy-noise RMS per coefficient (`judge_noise`), named in the message.
+    status : str
+        The fit's ``fit_info_["status"]``.
+    scaled : bool
+        False when `check_scale` warned.
     """
     from ..core import privacy
 
@@ -182,6 +204,25 @@ def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: f
                       f"{noise_rmse:.3g}): give a larger public bound (clip=B; for counts from their known range) or "
                       f"clip='private_quantile' (a check of your own rows, shown to you only)", ClipWarning,
                       stacklevel=3)
+    if status == "noise-dominated" or not scaled:
+        return
+    # the noise's own displacement: one Newton step of the clipped gradient (a clipped row adds no curvature)
+    kept = (lost == 0).astype(float)
+    try:
+        moved = np.linalg.solve(model.hessian(theta, D, scale=kept) + 1e-3 * np.eye(d * k),
+                                (D.T @ ((1.0 - lost)[:, None] * R) / len(D)).reshape(-1))
+    except np.linalg.LinAlgError:
+        return
+    noise = float(np.sqrt(np.mean(moved ** 2)))
+    signal = math.sqrt(max(scale ** 2 - noise ** 2, 0.0))
+    if math.isfinite(noise) and noise > max(NOISE_RATIO * signal, 2.0 * noise_rmse):
+        warnings.warn(f"the fit lies of order {noise:.3g} per coefficient (RMS; one Newton step of the clipped "
+                      f"gradient "
+                      f"on your rows) from where its noiseless iteration stops, more than twice the privacy noise's "
+                      f"linear forecast ({noise_rmse:.3g}, fit_info_['noise_se']) and comparable to the estimate (RMS "
+                      f"{scale:.3g}): the noise dominates it (clipped rows pull back less than the forecast assumes); "
+                      f"raise mu, or fit more rows per client (a check of your own rows, shown to you only)",
+                      NoiseDominatedWarning, stacklevel=3)
 
 
 def _runs(trace: list) -> list[dict]:
@@ -360,7 +401,10 @@ def judge_noise(info: dict, theta: np.ndarray, se: np.ndarray, *, mu: float) -> 
     ``noise_se`` (d, k) is each coefficient's noise sd from the public sds through the
     method's iteration at the released estimate (`fedgdp.api.forecast.noise_se`), and
     ``noise_rmse`` its RMS. The fit is ``noise-dominated`` when ``noise_rmse`` exceeds
-    `NOISE_RATIO` times the estimate's RMS; its status is then never ``converged`` (an
+    `NOISE_RATIO` times the RMS of the estimate's noiseless part, ``sqrt(max(RMS(theta)^2 -
+    noise_rmse^2, 0))`` (the estimate's mean square holds the noise's: comparing with
+    RMS(theta) itself let a noise as large as the effects pass, e.g. counts at mu = 0.05 with
+    deviance twice the non-private fit's, scripts/outside_data_defaults.py); its status is then never ``converged`` (an
     unstable fit stays ``unstable``), and the advice names the mu that would bring the
     noise to that share (the noise is proportional to 1/mu).
 
@@ -385,13 +429,15 @@ def judge_noise(info: dict, theta: np.ndarray, se: np.ndarray, *, mu: float) -> 
     if theta.shape[1] > 1:          # softmax: centred across the classes, as noise_se is
         theta = theta - theta.mean(axis=1, keepdims=True)
     scale = float(np.sqrt(np.mean(theta ** 2)))
+    # the estimate's mean square holds the noise's: E RMS(theta)^2 = RMS(noiseless)^2 + rmse^2
+    signal = math.sqrt(max(scale ** 2 - rmse ** 2, 0.0))
     info["noise_se"] = np.asarray(se, float)
     info["noise_rmse"] = rmse
-    if rmse > NOISE_RATIO * scale and info["status"] != "unstable":
-        need = mu * rmse / (NOISE_RATIO * max(scale, 1e-300))
+    if rmse > NOISE_RATIO * signal and info["status"] != "unstable":
+        need = mu * rmse / (NOISE_RATIO * signal) if signal > 0 else math.inf
         info["status"] = "noise-dominated"
         info["advice"] = (f"the privacy noise (RMS {rmse:.3g} per coefficient, fit_info_['noise_se']) is comparable "
-                          f"to the estimate (RMS {scale:.3g}): "
+                          f"to the estimate (RMS {scale:.3g}, {signal:.3g} without the noise's share): "
                           + (f"mu >= {need:.3g} would bring it to {NOISE_RATIO:g} of it, " if math.isfinite(need)
                              else "")
                           + "or more rows per client; fedgdp.forecast compares the methods")
