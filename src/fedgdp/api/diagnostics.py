@@ -150,8 +150,11 @@ def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: f
     The same rows say how far the noise moved the fit: the noiseless iteration stops where
     the mean clipped gradient ``g_B`` vanishes, so the estimate lies about ``H_B^{-1} g_B``
     from there (``H_B`` the Hessian of the unclipped rows: a clipped row's gradient does not
-    change along its residual). When that exceeds twice the linear forecast ``noise_rmse``
-    and `NOISE_RATIO` of the estimate's noiseless part, a `NoiseDominatedWarning` says so
+    change along its residual). The step overstates the noise (rows near the bound switch
+    between clipped and not, and pull back more than its local curvature says: on
+    scikit-learn's diabetes, standardised, 5 clients, mu = 1, it read 0.09-0.77 where the noise
+    was 0.06-0.26), so only when it exceeds the estimate's own RMS and twice the linear
+    forecast ``noise_rmse`` does a `NoiseDominatedWarning` say so
     (unless ``status`` already is ``noise-dominated``, or the features are not ``scaled``:
     then the iteration may simply stop short, which `check_scale` has said): at large noise the linear forecast
     is low (counts at mu = 0.05 on statsmodels' randhie: forecast 0.18-0.30, observed
@@ -214,12 +217,12 @@ def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: f
     except np.linalg.LinAlgError:
         return
     noise = float(np.sqrt(np.mean(moved ** 2)))
-    signal = math.sqrt(max(scale ** 2 - noise ** 2, 0.0))
-    if math.isfinite(noise) and noise > max(NOISE_RATIO * signal, 2.0 * noise_rmse):
+    if math.isfinite(noise) and noise > max(scale, 2.0 * noise_rmse):
         warnings.warn(
             f"the fit lies of order {noise:.3g} per coefficient (RMS; one Newton step of the clipped gradient on "
-            f"your rows) from where its noiseless iteration stops, more than twice the privacy noise's linear "
-            f"forecast ({noise_rmse:.3g}, fit_info_['noise_se']) and comparable to the estimate (RMS {scale:.3g}): "
+            f"your rows; it overstates) from where its noiseless iteration stops, more than twice the privacy "
+            f"noise's linear forecast ({noise_rmse:.3g}, fit_info_['noise_se']) and more than the estimate (RMS "
+            f"{scale:.3g}): "
             f"the noise dominates it (clipped rows pull back less than the forecast assumes); raise mu, or fit more "
             f"rows per client (a check of your own rows, shown to you only)", NoiseDominatedWarning, stacklevel=3)
 
