@@ -239,7 +239,10 @@ def standardize(df, cols: list[str], how: str | dict):
         ``{column: {"mean": m, "sd": s}}``, what was used.
     """
     X = df[cols].astype(float)
-    if how == "data":
+    scaling: dict[str, tuple[float, float]]
+    if isinstance(how, str):
+        if how != "data":
+            raise ValueError(f"--standardize must be a JSON file or 'data', got {how!r}")
         sd = X.std(ddof=0)
         flat = [c for c in cols if not sd[c] > 0]
         if flat:
@@ -251,7 +254,7 @@ def standardize(df, cols: list[str], how: str | dict):
         if missing:
             raise ValueError(f"--standardize: feature column {missing[0]!r} has no mean and sd in the file "
                              f"({len(missing)} of {len(cols)} columns missing)")
-        scaling = {c: how[c] for c in cols}
+        scaling = {c: (float(how[c][0]), float(how[c][1])) for c in cols}
     for c in cols:
         X[c] = (X[c] - scaling[c][0]) / scaling[c][1]
     return X, {c: {"mean": m, "sd": s} for c, (m, s) in scaling.items()}
