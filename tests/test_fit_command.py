@@ -193,3 +193,101 @@ def test_bad_file_stops_with_one_line(tmp_path, capsys):
             path.write_text(text)
         rc, _, err = _run(["fit", str(path), "--target", "y", "--client", "c"], capsys)
         assert rc == 2 and len(err.splitlines()) == 1 and message in err, err
+
+
+# --standardize: public numbers (covered) or the data's own means and sds (declared not covered)
+STD = ["--target", "malignant", "--client", "client", "--classes", "0,1", "--mu", "2", "--seed", "3", "--json"]
+
+
+def _public_scaling(df: pd.DataFrame, path: Path) -> dict:
+    cols = [c for c in df.columns if c not in ("malignant", "client")]
+    spec = {c: {"mean": 0.5, "sd": 0.25} for c in cols}        # numbers fixed without the data
+    path.write_text(json.dumps(spec))
+    return spec
+
+
+@pytest.mark.filterwarnings("ignore:.*are not standardised")
+def test_standardize_public_file_is_covered_and_scales_the_features(example, capsys, tmp_path):
+    from fedgdp import FederatedGLM
+
+    df = pd.read_csv(example / "breast_cancer.csv")
+    spec = _public_scaling(df, tmp_path / "scale.json")
+    rc, out, err = _run(["fit", str(example / "breast_cancer.csv"), *STD, "--standardize",
+                         str(tmp_path / "scale.json")], capsys)
+    assert rc == 0 and "are not standardised" not in err, err
+    rep = json.loads(out)
+    assert rep["standardize"]["covered"] is True and rep["standardize"]["columns"] == spec
+    assert rep["privacy"]["certified"] is True and rep["privacy"]["assumptions"] == []
+    # the same fit as the estimator on (x - 0.5) / 0.25, with the same seed (to 1e-12)
+    cols = list(spec)
+    est = FederatedGLM(family="logistic", classes=[0, 1], mu=2, random_state=3).fit(
+        (df[cols] - 0.5) / 0.25, df["malignant"].to_numpy(), df["client"].to_numpy())
+    got = np.array([r["coef"] for r in rep["coefficients"]])
+    np.testing.assert_allclose(got, est.theta_[:, 0], rtol=0, atol=1e-12)
+
+
+def test_standardize_data_is_declared_not_covered(example, capsys):
+    rc, out, err = _run(["fit", str(example / "breast_cancer.csv"), *STD[:-1], "--standardize", "data"], capsys)
+    assert rc == 0
+    assert "are not standardised" not in err and "--standardize data" in err and "PrivacyLeak" not in err
+    assert "features standardised (10 columns, coefficients on that scale): by the data's own means and sds" in out
+    assert "NOT covered by the ledger" in out and "nominal only" in out and "(NOT certified)" in out
+    rc, out, _ = _run(["fit", str(example / "breast_cancer.csv"), *STD, "--standardize", "data"], capsys)
+    rep = json.loads(out)
+    assert rep["standardize"]["covered"] is False and rep["privacy"]["certified"] is False
+    assert any("feature scaling" in a for a in rep["privacy"]["assumptions"])
+    df = pd.read_csv(example / "breast_cancer.csv")
+    assert rep["standardize"]["columns"]["mean_area"] == pytest.approx(
+        {"mean": df["mean_area"].mean(), "sd": df["mean_area"].std(ddof=0)}, rel=1e-12)
+
+
+def test_without_standardize_the_scale_warning_names_it(example, capsys, tmp_path):
+    df = pd.read_csv(example / "breast_cancer.csv")
+    df["mean_area"] = df["mean_area"] * 1000.0                    # raw units
+    df.to_csv(tmp_path / "raw.csv", index=False)
+    main(["fit", str(tmp_path / "raw.csv"), *STD])
+    err = capsys.readouterr().err
+    assert "are not standardised" in err and "(fedgdp fit --standardize FILE.json, or --standardize data)" in err
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[1, 2]", "must hold a JSON object"),
+    ("{", "is not JSON"),
+    ('{"mean_area": {"mean": 0}}', "column 'mean_area' must be {\"mean\": m, \"sd\": s}"),
+    ('{"mean_area": {"mean": 0, "sd": 0}}', "column 'mean_area' has sd 0; it must be a finite number > 0"),
+    ('{"mean_area": {"mean": "x", "sd": 1}}', "column 'mean_area' has mean 'x'"),
+    ('{"mean_area": {"mean": 0, "sd": 1}}', "feature column 'mean_radius' has no mean and sd in the file"),
+    (None, "no such file"),
+])
+def test_standardize_bad_file_stops_with_one_line(example, capsys, tmp_path, text, message):
+    path = tmp_path / "scale.json"
+    if text is not None:
+        path.write_text(text)
+    rc, out, err = _run(["fit", str(example / "breast_cancer.csv"), *STD, "--standardize", str(path)], capsys)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1 and message in err, err
+
+
+def test_standardize_data_refuses_a_constant_column(example, capsys, tmp_path):
+    df = pd.read_csv(example / "breast_cancer.csv")
+    df["flat"] = 1.0
+    df.to_csv(tmp_path / "flat.csv", index=False)
+    rc, out, err = _run(["fit", str(tmp_path / "flat.csv"), *STD, "--standardize", "data"], capsys)
+    assert rc == 2 and "feature column 'flat' is constant (sd 0)" in err and len(err.splitlines()) == 1, err
+
+
+def test_the_docs_diabetes_recipe_and_its_standardize_command(tmp_path, capsys, monkeypatch):
+    """docs/real-data.md: every file its commands use has a recipe; the diabetes file and its public
+    scaling file made as the page says give a covered fit with no warning."""
+    page = (ROOT / "docs" / "real-data.md").read_text()
+    assert "python docs/examples/diabetes.py diabetes.csv" in page and "python docs/examples/breast_cancer.py" in page
+    snippet = page.split("```python\nimport json, math\n")[1].split("```")[0]
+    command = "fit diabetes.csv --target count --client site --family poisson --mu 1 --standardize diabetes-scale.json"
+    assert f"fedgdp {command}" in page
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["diabetes.py", "diabetes.csv"])
+    runpy.run_path(str(ROOT / "docs" / "examples" / "diabetes.py"), run_name="__main__")
+    exec("import json, math\n" + snippet, {})
+    rc, out, err = _run(command.split() + ["--json", "--seed", "0"], capsys)    # seeded: no chance warning
+    assert rc == 0 and err == "", err
+    rep = json.loads(out)
+    assert rep["standardize"]["covered"] and rep["privacy"]["certified"] and rep["client_sizes"] == [89, 89, 88, 88, 88]

@@ -717,7 +717,7 @@ class FederatedGLM(ClientsRouting):
                                  f"(n_samples={len(rows)}); method "
                                  f"{self.method_} needs at least {need} rows per client (its two halves)")
         self._warn_forecast(p, sizes, X.shape[1], model.k)
-        diagnostics.check_scale(X)
+        scaled = not diagnostics.check_scale(X)
         charged = budgets.charge(self, p["mu"][0], X, y, groups)    # or refused: before any release
         # fresh entropy per fit unless a seed is given (module docstring, Randomness)
         root = np.random.SeedSequence() if self.random_state is None else self.random_state
@@ -759,6 +759,9 @@ class FederatedGLM(ClientsRouting):
                                       label_domain=self._label_domain_mode())
         if fd.private and self.method_ in CANDIDATES + ("fednewton_certified",):   # the noise's own diagnosis
             diagnostics.judge_noise(info, theta, noise_se(self), mu=mu)
+            # the clip's bias: the data holder's own check of their rows (no release, not in fit_info_)
+            diagnostics.check_clip_bias(model, D, Y, theta, float(fd.bound), info["noise_rmse"], info["status"],
+                                        scaled)
         self.fit_info_ = info
         diagnostics.warn(self.fit_info_, self.method_)
         budgets.settle(charged, self.privacy_)

@@ -8,6 +8,9 @@ Without ``--seed`` the noise is fresh (the operating system's entropy); with it 
 is reproducible and the report says the guarantee is void while the seed is known.
 ``--classes`` gives a classifier's public label domain (`parse_classes`); without
 it the label set is taken from the data and the report says it is not covered.
+``--standardize`` centres and scales the features before the fit (`standardize`): with
+public numbers (``--standardize FILE.json``, covered) or with the data's own means and sds
+(``--standardize data``, a release outside the ledger: the report says it is not covered).
 Bad input (a missing column, a non-numeric feature, a missing value, a client with
 too few rows for the method) raises ValueError with one line, which the command
 line prints and ends with exit status 2.
@@ -25,7 +28,7 @@ import warnings
 from pathlib import Path
 
 __all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report", "parse_classes",
-           "parse_features"]
+           "parse_features", "read_scaling", "standardize", "SCALING_UNACCOUNTED"]
 
 READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -167,7 +170,98 @@ def parse_classes(text: str | None, column=None) -> list | None:
     return out
 
 
-def fit_table(df, *, target: str, client: str, features: list[str] | None = None, **params):
+#: The ledger's ``unaccounted`` entry of a fit on features scaled by the data's own means and sds
+SCALING_UNACCOUNTED = ("feature scaling: --standardize data centres and scales every feature by the data's own mean "
+                       "and sd, a release accounted by no ledger (one record moves them, and with them every "
+                       "coefficient); give public numbers instead (--standardize FILE.json)")
+
+
+def read_scaling(path: str) -> dict:
+    """``--standardize FILE.json``: public centring and scaling, one entry per feature column.
+
+    Parameters
+    ----------
+    path : str
+        A JSON object ``{"column": {"mean": m, "sd": s}, ...}`` (numbers fixed without the
+        data: a published reference, a design's range); columns not fitted are ignored.
+
+    Returns
+    -------
+    dict
+        ``{column: (mean, sd)}``. ValueError, naming the file and the entry, for anything
+        else: not JSON, not such an object, a non-finite mean, an sd that is not a finite
+        positive number.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"--standardize {path!r}: no such file (give FILE.json with each feature's public mean and "
+                         f"sd, or 'data')")
+    try:
+        spec = json.loads(p.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--standardize {path!r} is not JSON: {exc}") from None
+    if not isinstance(spec, dict) or not spec:
+        raise ValueError(f"--standardize {path!r} must hold a JSON object {{\"column\": {{\"mean\": m, \"sd\": s}}, "
+                         f"...}}, got {type(spec).__name__}")
+    out = {}
+    for col, entry in spec.items():
+        if not isinstance(entry, dict) or set(entry) != {"mean", "sd"}:
+            raise ValueError(f"--standardize {path!r}: column {col!r} must be {{\"mean\": m, \"sd\": s}}, "
+                             f"got {entry!r}")
+        mean, sd = entry["mean"], entry["sd"]
+        if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean):
+            raise ValueError(f"--standardize {path!r}: column {col!r} has mean {mean!r}; it must be a finite number")
+        if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not (math.isfinite(sd) and sd > 0):
+            raise ValueError(f"--standardize {path!r}: column {col!r} has sd {sd!r}; it must be a finite number > 0")
+        out[str(col)] = (float(mean), float(sd))
+    return out
+
+
+def standardize(df, cols: list[str], how: str | dict):
+    """The feature columns centred and scaled: ``(x - mean) / sd`` per column.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table (checked by `fit_table`).
+    cols : list of str
+        The feature columns.
+    how : "data" or dict
+        ``"data"``: each column's own mean and sd (population sd; not covered by the
+        ledger, `SCALING_UNACCOUNTED`); a dict ``{column: (mean, sd)}`` (`read_scaling`):
+        public numbers.
+
+    Returns
+    -------
+    X : pandas.DataFrame
+        The scaled features.
+    scaling : dict
+        ``{column: {"mean": m, "sd": s}}``, what was used.
+    """
+    X = df[cols].astype(float)
+    scaling: dict[str, tuple[float, float]]
+    if isinstance(how, str):
+        if how != "data":
+            raise ValueError(f"--standardize must be a JSON file or 'data', got {how!r}")
+        sd = X.std(ddof=0)
+        flat = [c for c in cols if not sd[c] > 0]
+        if flat:
+            raise ValueError(f"--standardize data: feature column {flat[0]!r} is constant (sd 0); leave it out with "
+                             f"--features")
+        scaling = {c: (float(X[c].mean()), float(sd[c])) for c in cols}
+    else:
+        missing = [c for c in cols if c not in how]
+        if missing:
+            raise ValueError(f"--standardize: feature column {missing[0]!r} has no mean and sd in the file "
+                             f"({len(missing)} of {len(cols)} columns missing)")
+        scaling = {c: (float(how[c][0]), float(how[c][1])) for c in cols}
+    for c in cols:
+        X[c] = (X[c] - scaling[c][0]) / scaling[c][1]
+    return X, {c: {"mean": m, "sd": s} for c, (m, s) in scaling.items()}
+
+
+def fit_table(df, *, target: str, client: str, features: list[str] | None = None,
+              standardize_with: str | dict | None = None, **params):
     """Fit a `FederatedGLM` on a table.
 
     Parameters
@@ -177,18 +271,42 @@ def fit_table(df, *, target: str, client: str, features: list[str] | None = None
         The response's and the client label's columns.
     features : list of str or None
         The feature columns, distinct (default: every other column).
+    standardize_with : None, "data" or dict
+        Centre and scale the features first (`standardize`): None leaves them as they
+        are. With ``"data"`` a private fit's ledger lists `SCALING_UNACCOUNTED` (so
+        ``privacy_.certified`` is False) and a ``PrivacyLeakWarning`` says so.
     **params
         The estimator's parameters (``family``, ``method``, ``mu``, ...).
 
     Returns
     -------
     estimator : FederatedGLM
-        Fitted; ``feature_names_in_`` holds the feature columns.
+        Fitted; ``feature_names_in_`` holds the feature columns, ``scaling_`` the
+        centring and scaling used (``{"source": ..., "covered": bool, "columns": {...}}``)
+        or None.
     """
-    from .estimator import FederatedGLM
+    import dataclasses
+
+    from .estimator import FederatedGLM, PrivacyLeakWarning
 
     cols = _columns(df, target, client, features)
-    return FederatedGLM(**params).fit(df[cols], df[target].to_numpy(), df[client].to_numpy())
+    X, scaling = (df[cols], None) if standardize_with is None else standardize(df, cols, standardize_with)
+    est = FederatedGLM(**params).fit(X, df[target].to_numpy(), df[client].to_numpy())
+    est.scaling_ = None
+    if scaling is not None:
+        covered = standardize_with != "data"
+        est.scaling_ = {"source": "public (given)" if covered else "data (not covered)", "covered": covered,
+                        "columns": scaling}
+        if not covered and est.privacy_.ledger.releases:
+            ledger = est.privacy_.ledger
+            est.privacy_ = dataclasses.replace(
+                est.privacy_, ledger=dataclasses.replace(ledger, unaccounted=[*ledger.unaccounted,
+                                                                              SCALING_UNACCOUNTED]))
+            warnings.warn("the features were scaled by the data's own means and sds (--standardize data), a release "
+                          "no ledger accounts for, so the fit is not covered (privacy certified: False); certified "
+                          "alternative: --standardize FILE.json with public numbers", PrivacyLeakWarning,
+                          stacklevel=2)
+    return est
 
 
 def coefficient_rows(est) -> list[dict]:
@@ -245,7 +363,9 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
         Keys ``data``, ``rows``, ``family``, ``method``, ``n_clients``, ``client_sizes``,
         ``features``, ``coefficients`` (`coefficient_rows`), ``communication``,
         ``settings``, ``fit`` (the diagnosis, ``fit_info_``), ``privacy``
-        (`fedgdp.api.estimator.PrivacyReport.as_dict`) and, for classifiers, ``classes``.
+        (`fedgdp.api.estimator.PrivacyReport.as_dict`), ``standardize`` (``scaling_``: the
+        centring and scaling, whether covered; None without ``--standardize``; the
+        coefficients are on that scale) and, for classifiers, ``classes``.
     """
     out = {"data": data, "rows": rows, "family": est.family, "method": est.method_,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
@@ -253,7 +373,7 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
            "communication": est.communication_, "settings": est.settings_["method_settings"][est.method_],
            "fit": {k: _num(v) if isinstance(v, float) else v.tolist() if hasattr(v, "tolist") else v
                    for k, v in est.fit_info_.items()},
-           "privacy": est.privacy_.as_dict(delta)}
+           "privacy": est.privacy_.as_dict(delta), "standardize": getattr(est, "scaling_", None)}
     if est.family != "poisson":
         out["classes"] = [_plain(c) for c in est.classes_]
     return out
@@ -298,6 +418,11 @@ def format_report(rep: dict) -> str:
                 f"{pv['clip_bound'] if isinstance(pv['clip_bound'], str) else format(pv['clip_bound'], '.6g')}"
               f" (rule {pv['clip']['rule']}); rounds {rep['communication']['rounds']}"]
     lines += [f"  not accounted / assumed: {a}" for a in pv["assumptions"]]
+    if rep.get("standardize"):
+        sc = rep["standardize"]
+        lines.append(f"features standardised ({len(sc['columns'])} columns, coefficients on that scale): "
+                     + ("public centring and scaling (--standardize FILE)" if sc["covered"] else
+                        "by the data's own means and sds (--standardize data), NOT covered by the ledger"))
     if "fit" in rep:
         from .diagnostics import format_info
 
@@ -463,11 +588,18 @@ def _cmd_fit(args) -> int:
                   clip=_clip(args.clip), hessian_clip=args.hessian_clip, tau1=args.tau1,
                   method_settings=_settings(args.settings), random_state=args.seed,
                   classes=parse_classes(args.classes, df[args.target] if args.target in df.columns else None))
+    scale = None if args.standardize is None else "data" if args.standardize == "data" else \
+        read_scaling(args.standardize)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        est = fit_table(df, target=args.target, client=args.client, features=features, **params)
+        est = fit_table(df, target=args.target, client=args.client, features=features, standardize_with=scale,
+                        **params)
+    from .diagnostics import FeatureScaleWarning
+
     for w in caught:        # the leak and convergence warnings: one line each, on stderr
-        sys.stderr.write(f"fedgdp fit: warning: {w.message}\n")
+        hint = " (fedgdp fit --standardize FILE.json, or --standardize data)" \
+            if issubclass(w.category, FeatureScaleWarning) else ""
+        sys.stderr.write(f"fedgdp fit: warning: {w.message}{hint}\n")
     rep = report(est, delta=args.delta, rows=len(df), data=args.data)
     if args.json:
         json.dump(rep, sys.stdout, indent=1)
@@ -522,6 +654,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     ap.add_argument("--tau1", type=float, default=0.5, help="FedNewton's eigenvalue floor / ridge")
     ap.add_argument("--settings", help='the method\'s settings as JSON, e.g. \'{"K": 50, "eta": 0.5}\' '
                                        "(default: the real-data defaults)")
+    ap.add_argument("--standardize", metavar="FILE.json|data",
+                    help="centre and scale the features first: FILE.json gives each column's public mean and sd "
+                         "({\"col\": {\"mean\": m, \"sd\": s}}, covered); 'data' uses the data's own means and sds, a "
+                         "release no ledger covers (the report says so); the coefficients are on that scale")
     ap.add_argument("--seed", type=int, default=None,
                     help="random_state, to reproduce an analysis: anyone who knows the seed can remove the noise, "
                          "so the report marks the guarantee void (default: fresh noise from the OS's entropy)")
