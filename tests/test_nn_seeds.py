@@ -29,8 +29,10 @@ def test_committed_pieces_load_with_noise_secret_false():
     assert "noise_secret" in df and df["noise_secret"].dtype == bool and not df["noise_secret"].any()
     table, _ = collect(load_readings(ROOT / "config/nn-readings.yaml"), COMMITTED / "runs")
     assert len(table) and not table["noise_secret"].any()
-    private = table[np.isfinite(table["certified_mu"])]
+    # rows of a guarantee (paper_sum's rows carry a finite true mu but no guarantee, so no seed clause)
+    private = table[table["privacy"].str.startswith("record-level")]
     assert len(private) and private["privacy"].str.contains("derived seed").all()
+    assert not table.loc[table["privacy"].str.startswith("not mu-GDP"), "noise_secret"].any()
 
 
 def test_old_and_new_run_files_concatenate(tmp_path):
