@@ -4,7 +4,6 @@ written before the column still load."""
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from fedgdp.nn.readings import collect, load_readings, privacy_of
