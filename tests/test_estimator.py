@@ -64,7 +64,7 @@ def test_fit_reproduces_the_pipeline_estimate(task, name, over):
                            classes=[0, 1] if task == "binary" else list(range(10)),     # digits' label domain
                            privacy_mode=p["privacy"]["mode"], clip=p["clip"], tau1=p["tau1"],
                            method_settings=over.get("method_settings", {}).get(name), shuffle=False,
-                           random_state=rows["seed"])
+                           random_state=rows["seed"], inference_share=0)   # the pipeline spends none on inference
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)
             est.fit(rows["X"], rows["y"], rows["clients"])

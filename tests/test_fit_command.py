@@ -32,11 +32,16 @@ def example(tmp_path_factory):
 
 def _run(argv, capsys):
     """The command's status and output; stderr without the one FeatureScaleWarning line the
-    example's [0, 1] features (sd 0.09-0.2) draw since issue 46: asserted here, then set aside."""
+    example's [0, 1] features (sd 0.09-0.2) draw since issue 46: asserted here, then set aside.
+    A release without ``--seed`` draws fresh noise, and on some draws its iteration ends
+    "not converged" or "noise-dominated" (fit_info_'s status, one warning line): that line is
+    a correct outcome of the draw, set aside too (the seeded reproduction keeps it)."""
     rc = main(argv)
     out = capsys.readouterr()
     err = [line for line in out.err.splitlines(keepends=True) if "are not standardised" not in line]
     assert len(err) >= len(out.err.splitlines()) - 1
+    if "--seed" not in argv:
+        err = [line for line in err if not re.match(r"fedgdp fit: warning: \w+: [a-z -]+ \(fit_info_\): ", line)]
     return rc, out.out, "".join(err)
 
 

@@ -35,7 +35,7 @@ def _observed(family, sizes, p, mu, seeds, methods):
     for seed in seeds:
         X, y, cl = _data(family, sizes, p, np.random.default_rng(seed))
         for m in methods:
-            kw = dict(family=family, method=m, clip=B, random_state=seed)
+            kw = dict(family=family, method=m, clip=B, random_state=seed, inference_share=0)   # all of mu
             if family == "logistic":
                 kw["classes"] = [0, 1]
             with warnings.catch_warnings():

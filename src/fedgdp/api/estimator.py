@@ -56,6 +56,7 @@ from ..core.glm import POISSON, matrix_model
 from ..core.seeds import CLIP_STREAM, derived_rng, stable_hash
 from . import budget as budgets
 from . import diagnostics
+from . import inference as inference_
 from .diagnostics import ConvergenceWarning, NoiseDominatedWarning
 from .forecast import CANDIDATES, CLIP_RULE, NOISE_LIMIT, forecast, noise_se, poisson_default_steps, public_clip
 from .routing import ClientsRouting, SingleClientWarning, client_labels, refuse_metadata
@@ -465,6 +466,12 @@ class FederatedGLM(ClientsRouting):
         every clone's: ``clone`` keeps the same budget), as a ``with budget:`` block
         charges the fits inside it: each record of the fit spends ``mu`` of its total, and
         a fit that would pass it is refused before anything is computed.
+    inference_share : float, default=0.1
+        The share of ``mu^2`` spent after the estimate on the private moments behind
+        `summary`'s ``se_sampling`` (`fedgdp.api.inference`, ledger stages ``inference:
+        ...``); the estimation runs at ``mu sqrt(1 - inference_share)``, so the total is mu.
+        0: no release (``se_sampling`` from the public curvature model, which ignores the
+        data's own curvature). In [0, 1).
 
     Attributes
     ----------
@@ -498,6 +505,10 @@ class FederatedGLM(ClientsRouting):
         noise is comparable to the estimate the status is ``noise-dominated``
         (`fedgdp.api.diagnostics.NoiseDominatedWarning`). Before any record is read, a fit
         whose forecast noise exceeds `fedgdp.api.forecast.NOISE_LIMIT` warns the same way.
+    estimation_mu_ : float
+        The mu the estimation spent (``mu`` less the inference share).
+    inference_ : fedgdp.api.inference.Moments
+        The moments behind `summary` (private, exact at mu = inf, or the public model).
     method_ : str
         The method that ran (``method``, or the one ``"auto"`` chose).
     n_features_in_ : int
@@ -525,7 +536,7 @@ class FederatedGLM(ClientsRouting):
 
     def __init__(self, family="logistic", classes=None, method="auto", mu=2.0, privacy_mode="certified", clip=None,
                  hessian_clip=4.0, tau1=0.5, method_settings=None, newton=None, fit_intercept=True,
-                 shuffle=True, random_state=None, budget=None):
+                 shuffle=True, random_state=None, budget=None, inference_share=inference_.DEFAULT_SHARE):
         self.family = family
         self.classes = classes
         self.method = method
@@ -540,6 +551,7 @@ class FederatedGLM(ClientsRouting):
         self.shuffle = shuffle
         self.random_state = random_state
         self.budget = budget
+        self.inference_share = inference_share
 
     # ------------------------------------------------------------ estimator protocol
     @classmethod
@@ -707,7 +719,9 @@ class FederatedGLM(ClientsRouting):
         order = [np.flatnonzero(index == i) for i in range(len(labels))]
         # public inputs only (the client column, the dimension, the settings): the method and the forecast
         sizes, d = np.array([len(r) for r in order], dtype=np.int64), X.shape[1] + bool(self.fit_intercept)
-        self.method_ = self._choose_method(sizes, X.shape[1], model.k, p["mu"][0])
+        share = inference_.check_share(self.inference_share)
+        mu_est, mu_inf = inference_.split_mu(p["mu"][0], share, d, model.k)   # one total mu (api/inference)
+        self.method_ = self._choose_method(sizes, X.shape[1], model.k, mu_est)
         p = self._resolved(self.method_, d)
         meth = get_method(self.method_)
         need = 2 if meth.halves else 1
@@ -727,7 +741,7 @@ class FederatedGLM(ClientsRouting):
         D = self._design(X)
         Xc, Yc = [D[rows] for rows in order], [Y[rows] for rows in order]
 
-        mu = p["mu"][0]
+        mu = mu_est
         B = clip_bound_real(model, Xc, Yc, p["clip"], mu=mu, rng=estimator_rng(root, CLIP_STREAM))
         if p["clip"]["rule"] == "private_quantile" and privacy.adds_noise(mu) \
                 and B >= float(privacy.histogram_grid(p["clip"])[-1]):
@@ -747,6 +761,12 @@ class FederatedGLM(ClientsRouting):
         theta = np.asarray(fit.theta, float)
         diagnostics.check_finite(theta, self.method_, p["method_settings"][self.method_], private=fd.private)
         info = self._fit_info(fd, fit, p, meth, model)
+        if (privacy.adds_noise(mu) and not mu_inf) or d * model.k > inference_.MAX_DIM:   # no release: public
+            self.inference_, spent = inference_.public_moments(self.family, theta, sizes, fd.bound), None
+        else:        # the clients' moments at the estimate, noisy under mu_inf (api/inference)
+            self.inference_, spent = inference_.release(model, Xc, Yc, theta, fd.bound, mu_inf,
+                                                        estimator_rng(root, "inference") if mu_inf else None)
+        self.estimation_mu_ = mu
         self.theta_ = theta
         self.settings_ = p
         self.clients_, self.client_sizes_ = labels, np.array([len(r) for r in order], dtype=np.int64)
@@ -754,8 +774,9 @@ class FederatedGLM(ClientsRouting):
         self.clip_bound_ = float(fd.bound)
         self.communication_ = {"rounds": int(fit.rounds), "floats_up": int(fit.floats_up),
                                "floats_down": int(fit.floats_down)}
-        self.privacy_ = PrivacyReport(self.method_, mu, p["privacy"]["mode"], p["clip"], float(fd.bound), labels,
-                                      self._label_ledger(fit.ledger, fd), noise_secret=self.random_state is None,
+        self.privacy_ = PrivacyReport(self.method_, p["mu"][0], p["privacy"]["mode"], p["clip"], float(fd.bound),
+                                      labels, self._label_ledger(inference_.merge_ledgers(fit.ledger, spent), fd),
+                                      noise_secret=self.random_state is None,
                                       label_domain=self._label_domain_mode())
         if fd.private and self.method_ in CANDIDATES + ("fednewton_certified",):   # the noise's own diagnosis
             diagnostics.judge_noise(info, theta, noise_se(self), mu=mu)
@@ -1059,6 +1080,45 @@ class FederatedGLM(ClientsRouting):
         if S.shape[1] == 2:
             return self.classes_[(S[:, 1] - S[:, 0] > 0).astype(int)]
         return self.classes_[np.argmax(S, axis=1)]
+
+    # ------------------------------------------------------------ inference (api/inference)
+    def summary(self, alpha: float = 0.05, cov_type: str = "model"):
+        """Coefficients with standard errors, z, p and intervals (`fedgdp.api.inference`).
+
+        Parameters
+        ----------
+        alpha : float, default=0.05
+            The intervals' level is ``1 - alpha``.
+        cov_type : {"model", "robust"}, default="model"
+            ``se_sampling`` from the inverse information ``H^-1`` (statsmodels' default) or
+            the sandwich ``H^-1 S H^-1`` (statsmodels' ``HC0``).
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per coefficient (intercept first; for multinomial a block per class,
+            centred across the classes): ``coef``, ``se``, ``z``, ``p``, ``ci_low``,
+            ``ci_high``, ``se_sampling``, ``se_noise``; printed under a header (family,
+            method, m, N, mu spent and inference's share, guarantee, noise secret).
+        """
+        self._check_fitted()
+        return inference_.summary(self, alpha, cov_type)
+
+    def conf_int(self, alpha: float = 0.05, cov_type: str = "model"):
+        """The ``1 - alpha`` confidence intervals of `summary` alone.
+
+        Parameters
+        ----------
+        alpha : float, default=0.05
+        cov_type : {"model", "robust"}, default="model"
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``ci_low``, ``ci_high``; `summary`'s rows.
+        """
+        self._check_fitted()
+        return inference_.conf_int(self, alpha, cov_type)
 
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy (classifiers) or the fraction of Poisson deviance explained, D^2 (Poisson).

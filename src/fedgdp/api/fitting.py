@@ -27,8 +27,8 @@ import sys
 import warnings
 from pathlib import Path
 
-__all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report", "parse_classes",
-           "parse_features", "read_scaling", "standardize", "SCALING_UNACCOUNTED"]
+__all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report", "format_summary",
+           "parse_classes", "parse_features", "read_scaling", "standardize", "SCALING_UNACCOUNTED"]
 
 READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -365,7 +365,9 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
         ``settings``, ``fit`` (the diagnosis, ``fit_info_``), ``privacy``
         (`fedgdp.api.estimator.PrivacyReport.as_dict`), ``standardize`` (``scaling_``: the
         centring and scaling, whether covered; None without ``--standardize``; the
-        coefficients are on that scale) and, for classifiers, ``classes``.
+        coefficients are on that scale), ``summary`` (``header`` lines and ``rows``, one per
+        coefficient: `fedgdp.api.estimator.FederatedGLM.summary`) and, for classifiers,
+        ``classes``.
     """
     out = {"data": data, "rows": rows, "family": est.family, "method": est.method_,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
@@ -376,7 +378,39 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
            "privacy": est.privacy_.as_dict(delta), "standardize": getattr(est, "scaling_", None)}
     if est.family != "poisson":
         out["classes"] = [_plain(c) for c in est.classes_]
+    out["summary"] = _summary(est)
     return out
+
+
+def _summary(est) -> dict:
+    """``est.summary()`` as JSON-ready data (`fedgdp.api.inference.summary_records`; non-finite
+    numbers as strings)."""
+    from .inference import summary_records
+
+    rec = summary_records(est.summary())
+    rec["rows"] = [{k: _num(v) if isinstance(v, float) else _plain(v) for k, v in r.items()} for r in rec["rows"]]
+    return rec
+
+
+def format_summary(summary: dict) -> str:
+    """The ``summary`` of a report (`report`) as the header and table ``FederatedGLM.summary()`` prints.
+
+    Parameters
+    ----------
+    summary : dict
+        ``header`` (lines) and ``rows``.
+
+    Returns
+    -------
+    str
+    """
+    import pandas as pd
+
+    df = pd.DataFrame([{k: float(v) if v in ("nan", "inf", "-inf") else v for k, v in r.items()}
+                       for r in summary["rows"]])
+    df = df.set_index(["class", "term"] if "class" in df.columns else "term")
+    table = df.to_string(float_format=lambda v: f"{v:.4g}")
+    return "\n".join([*summary["header"], table])
 
 
 def format_report(rep: dict) -> str:
@@ -428,6 +462,8 @@ def format_report(rep: dict) -> str:
 
         info = {k: float(v) if v in ("nan", "inf") else v for k, v in rep["fit"].items()}
         lines.append(format_info(info))
+    if "summary" in rep:
+        lines += ["", format_summary(rep["summary"])]
     return "\n".join(lines)
 
 
@@ -587,6 +623,7 @@ def _cmd_fit(args) -> int:
     params = dict(family=args.family, method=args.method, mu=parse_mu(args.mu), privacy_mode=args.privacy_mode,
                   clip=_clip(args.clip), hessian_clip=args.hessian_clip, tau1=args.tau1,
                   method_settings=_settings(args.settings), random_state=args.seed,
+                  inference_share=args.inference_share,
                   classes=parse_classes(args.classes, df[args.target] if args.target in df.columns else None))
     scale = None if args.standardize is None else "data" if args.standardize == "data" else \
         read_scaling(args.standardize)
@@ -627,6 +664,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     from ..common.arguments import output_path
     from ..methods import REALDATA, registry
     from .estimator import FAMILIES
+    from .inference import DEFAULT_SHARE
 
     fits = {n: m for n, m in registry(REALDATA).items() if not m.per_client}      # one global estimate
     private = ", ".join(n for n, m in fits.items() if m.private)
@@ -661,6 +699,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=None,
                     help="random_state, to reproduce an analysis: anyone who knows the seed can remove the noise, "
                          "so the report marks the guarantee void (default: fresh noise from the OS's entropy)")
+    ap.add_argument("--inference-share", dest="inference_share", type=float, default=DEFAULT_SHARE,
+                    help="the share of mu^2 spent on the private moments behind the summary's standard errors "
+                         "(the estimation gets the rest; 0: none, se_sampling from a public model)")
     ap.add_argument("--delta", type=float, default=1e-5, help="delta of the reported (epsilon, delta)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     ap.add_argument("--forecast", action="store_true",

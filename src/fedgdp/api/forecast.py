@@ -374,7 +374,8 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
 def noise_se(est) -> np.ndarray:
     """The privacy-noise standard error of each coefficient of a fitted `FederatedGLM`,
     from its public sds through its method's iteration at the released estimate (the
-    curvature model at ``theta_``; costs no privacy).
+    curvature model at ``theta_``; costs no privacy), at the mu the estimation spent
+    (``estimation_mu_``: mu less the inference share, `fedgdp.api.inference`).
 
     Parameters
     ----------
@@ -389,7 +390,7 @@ def noise_se(est) -> np.ndarray:
     name = est.privacy_.method
     theta = est.theta_
     return method_noise(name, est.family, np.asarray(est.client_sizes_), theta.shape[0], theta.shape[1],
-                        est.privacy_.mu, est.settings_, est.clip_bound_, theta)
+                        getattr(est, "estimation_mu_", est.privacy_.mu), est.settings_, est.clip_bound_, theta)
 
 
 def forecast(family, sizes, n_features, mu, method=None, **settings):

@@ -1,0 +1,533 @@
+"""Inference under privacy: standard errors, confidence intervals and ``FederatedGLM.summary()``.
+
+A coefficient's standard error has two parts that add in variance (the noise is drawn
+independently of the data):
+
+- ``se_noise``: the privacy noise's sd, from the public sds through the method's
+  linearised iteration at the released estimate (`fedgdp.api.forecast.noise_se`,
+  ``fit_info_["noise_se"]``; post-processing, no privacy cost);
+- ``se_sampling``: the sampling sd of the estimator, from the sandwich
+  ``H^-1 S H^-1`` (``cov_type="robust"``) or the inverse information ``H^-1``
+  (``cov_type="model"``, statsmodels' default), with ``H`` the sum of per-sample
+  Hessians and ``S`` the sum of per-sample gradient outer products at the released
+  estimate.
+
+The private sandwich (docs/methods.md §10, "Inference under privacy")
+-------------------------------------------------------------------
+After the estimate is released, each client releases ``S_i = sum_j g_j g_j'`` (``g_j``
+the per-sample gradient ``x_j r_j'`` clipped to B, flattened row-major) and ``H_i =
+sum_j`` of the per-sample Hessians clipped to operator norm ``H_c = B^2``
+(`fedgdp.realdata.solvers.clipped_hessian_rows`), each with symmetric Gaussian noise on
+its upper triangle. Replacing one record changes ``S_i`` by a difference of two PSD
+matrices of Frobenius norm at most ``B^2`` (rank one), so by at most ``sqrt(2) B^2``;
+``H_i`` by at most ``sqrt(2) sqrt(r) H_c`` (a per-sample Hessian has rank ``r`` = 1,
+or ``C - 1`` for softmax). The two releases share ``mu_inf^2 = share mu^2`` equally
+(`fedgdp.core.privacy.calibrate`) and the estimation runs at ``mu_est = mu sqrt(1 -
+share)``, so the ledger composes to mu. Everything after the release (the projection
+onto PSD matrices, the eigenvalue floor, the method's linearisation, the intervals) is
+post-processing. Where no release is made (``inference_share=0``, or more than
+`MAX_DIM` coefficients), ``se_sampling`` is the plug-in model-based sd of the public
+curvature model at the estimate (`fedgdp.api.forecast.curvature`), which ignores the
+data's own curvature, and the summary says so.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+import numpy as np
+
+from ..core import privacy
+from ..core.normals import standard_normal
+from ..core.settings import number
+
+__all__ = ["DEFAULT_SHARE", "MAX_DIM", "STAGES", "COV_TYPES", "Moments", "check_share", "split_mu",
+           "release_plan", "release", "public_moments", "covariance", "summary", "conf_int", "summary_class",
+           "summary_records", "merge_ledgers"]
+
+#: The share of mu^2 spent on inference by default (the estimation gets the rest)
+DEFAULT_SHARE = 0.1
+#: The most coefficients (d k) whose moments are released: above it no release is made (a public rule)
+MAX_DIM = 400
+#: The ledger's stage names of the inference releases
+STAGES = ("inference: score outer products", "inference: curvature")
+#: ``cov_type``: inverse information (statsmodels' default) or the HC0 sandwich
+COV_TYPES = ("model", "robust")
+#: Said by every private summary (the estimate's clipping bias is not in the intervals)
+CLIP_NOTE = ("clipping bias not accounted: the intervals are centred on the clipped estimator, whose target "
+             "moves when per-sample gradients are clipped; clipping bound B")
+PUBLIC_NOTE = ("se_sampling from the public curvature model at the estimate (standardised features), NOT from "
+               "the data: it ignores the data's own curvature and variance (inference_share=0 or more than "
+               f"{MAX_DIM} coefficients)")
+
+_check_share = number(0, 1, closed="low")
+
+
+def check_share(value) -> float:
+    """``inference_share`` checked: a number in [0, 1).
+
+    Parameters
+    ----------
+    value : float
+
+    Returns
+    -------
+    float
+    """
+    return float(_check_share("inference_share", value))
+
+
+def split_mu(mu: float, share: float, d: int, k: int) -> tuple[float, float]:
+    """(estimation mu, inference mu) of a fit: ``mu sqrt(1 - share)`` and ``mu sqrt(share)``,
+    or ``(mu, 0)`` when nothing is released for inference (non-private, share 0, or more
+    than `MAX_DIM` coefficients); from public inputs only.
+
+    Parameters
+    ----------
+    mu : float
+    share : float
+        The share of mu^2 for inference.
+    d, k : int
+        Design columns and outputs.
+
+    Returns
+    -------
+    tuple of float
+    """
+    if not privacy.adds_noise(mu) or share == 0 or d * k > MAX_DIM:
+        return mu, 0.0
+    return mu * math.sqrt(1.0 - share), mu * math.sqrt(share)
+
+
+def _rank(k: int) -> int:
+    return max(k - 1, 1)
+
+
+def release_plan(B, k: int) -> tuple:
+    """The inference releases as `fedgdp.core.privacy.ReleaseSpec` (one of each per client,
+    half of the inference mu^2 each; module docstring for the sensitivities).
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound (``H_c = B^2``).
+    k : int
+        Outputs.
+
+    Returns
+    -------
+    tuple of ReleaseSpec
+    """
+    half = Fraction(1, 2)
+    Hc = np.asarray(B, float) ** 2
+    return (privacy.ReleaseSpec(STAGES[0], 1, math.sqrt(2.0) * Hc, 1.0, half),
+            privacy.ReleaseSpec(STAGES[1], 1, math.sqrt(2.0) * math.sqrt(_rank(k)) * Hc, 1.0, half))
+
+
+@dataclass
+class Moments:
+    """What inference reads: ``S`` and ``H`` (D, D), D = d k, sums over every row.
+
+    Attributes
+    ----------
+    S, H : ndarray of shape (D, D)
+        Score outer products and curvature (noisy when private; symmetric).
+    sizes : ndarray of shape (m,)
+    d, k : int
+    source : str
+        ``exact``, ``private release`` or ``public curvature model``.
+    noise_sd_S, noise_sd_H : float
+        The sd of each entry's noise in the sums (0 when exact).
+    mu : float
+        The inference mu per client (0: nothing released).
+    """
+
+    S: np.ndarray
+    H: np.ndarray
+    sizes: np.ndarray
+    d: int
+    k: int
+    source: str
+    noise_sd_S: float = 0.0
+    noise_sd_H: float = 0.0
+    mu: float = 0.0
+
+
+def _client_moments(model, theta, X, Y, B: float) -> tuple[np.ndarray, np.ndarray]:
+    """One client's ``S_i`` and ``H_i`` (clipped to B and ``B^2``; unclipped when B = inf)."""
+    from ..realdata.clipping import clip_residuals
+    from ..realdata.solvers import clipped_hessian_rows
+
+    X = np.asarray(X, float)
+    n, d = X.shape
+    with np.errstate(over="ignore", invalid="ignore"):
+        R = np.array(model.residuals(theta, X, Y), float).reshape(n, -1)
+    k = R.shape[1]
+    clip_residuals(R, privacy.row_norms(X), B, d)
+    G = (X[:, :, None] * R[:, None, :]).reshape(n, d * k)
+    S = G.T @ G
+    if math.isfinite(B):
+        aX, P = clipped_hessian_rows(model, theta, X, B * B)
+        H = model.hessian(theta, aX, P=P) * n
+    else:
+        H = model.hessian(theta, X) * n
+    return S, H
+
+
+def _symmetric_noise(rng, D: int) -> np.ndarray:
+    Z = np.triu(standard_normal(rng, (D, D)))
+    return Z + np.triu(Z, 1).T
+
+
+def release(model, Xc: list, Yc: list, theta: np.ndarray, B: float, mu: float, rng) -> tuple[Moments, object]:
+    """The clients' moments at the released estimate, noisy under ``mu`` (module docstring).
+
+    Parameters
+    ----------
+    model : fedgdp.core.glm.GLM
+    Xc, Yc : list of ndarray
+        Each client's design (intercept column included) and targets.
+    theta : ndarray of shape (d, k)
+        The released estimate.
+    B : float
+        The clipping bound in force (inf: non-private, exact moments).
+    mu : float
+        The inference mu per client (0 or inf: exact, nothing recorded).
+    rng : numpy.random.Generator or None
+        The noise's generator (when private).
+
+    Returns
+    -------
+    Moments
+    fedgdp.core.privacy.Ledger or None
+        The releases' ledger (None when nothing private was released).
+    """
+    d, k = theta.shape
+    D = d * k
+    sizes = np.array([len(x) for x in Xc], dtype=np.int64)
+    private = 0 < mu < math.inf and math.isfinite(B)
+    ledger, sds = None, [np.zeros(len(Xc)), np.zeros(len(Xc))]
+    if private:
+        cal = privacy.calibrate(release_plan(np.full((1, len(Xc)), B), k), mu=mu)
+        ledger, sds = cal.ledger, [np.asarray(s, float).reshape(-1) for s in cal.sigmas]
+    S, H = np.zeros((D, D)), np.zeros((D, D))
+    for i, (X, Y) in enumerate(zip(Xc, Yc)):
+        Si, Hi = _client_moments(model, theta, X, Y, B)
+        if private:
+            Si = Si + sds[0][i] * _symmetric_noise(rng, D)
+            Hi = Hi + sds[1][i] * _symmetric_noise(rng, D)
+        S += Si
+        H += Hi
+    if not (np.all(np.isfinite(S)) and np.all(np.isfinite(H))):
+        raise ValueError("the inference moments at the estimate are not finite (an overflowing linear predictor): "
+                         "set inference_share=0 or rescale the features")
+    return Moments(S, H, sizes, d, k, "private release" if private else "exact",
+                   float(np.sqrt(np.sum(sds[0] ** 2))), float(np.sqrt(np.sum(sds[1] ** 2))),
+                   mu if private else 0.0), ledger
+
+
+def public_moments(family: str, theta: np.ndarray, sizes, B: float) -> Moments:
+    """The public curvature model's moments at the estimate: ``S = H = N (I_d (x) W)``
+    (`fedgdp.api.forecast.curvature`; standardised features). No privacy cost, and no
+    data: it ignores the data's own curvature.
+
+    Parameters
+    ----------
+    family : str
+    theta : ndarray of shape (d, k)
+    sizes : ndarray of shape (m,)
+    B : float
+        The clipping bound (``curvature``'s Poisson clipping).
+
+    Returns
+    -------
+    Moments
+    """
+    from .forecast import curvature
+
+    d, k = theta.shape
+    values, vectors = curvature(family, k, theta, b=B / math.sqrt(d))
+    W = (vectors * values) @ vectors.T
+    H = float(np.sum(sizes)) * np.kron(np.eye(d), W)
+    return Moments(H.copy(), H, np.asarray(sizes), d, k, "public curvature model")
+
+
+def _basis(d: int, k: int) -> np.ndarray:
+    """An orthonormal basis (D, D') of the identified coefficients: all of them (k = 1), or
+    those centred across the classes (softmax: D' = d (k - 1))."""
+    if k == 1:
+        return np.eye(d)
+    values, vectors = np.linalg.eigh(np.eye(k) - np.ones((k, k)) / k)
+    return np.kron(np.eye(d), vectors[:, values > 0.5])
+
+
+def _psd(A: np.ndarray, floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    values, vectors = np.linalg.eigh((A + A.T) / 2)
+    return np.maximum(values, floor), vectors
+
+
+def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_pooled", settings: dict | None = None
+               ) -> np.ndarray:
+    """The sampling covariance (D, D) of the estimate (row-major in theta's (d, k); softmax:
+    of the coefficients centred across the classes). Post-processing of ``mom``.
+
+    The noisy sums are projected onto the identified coefficients, ``S`` onto the PSD
+    cone and ``H``'s eigenvalues floored at twice the spectral scale of its noise
+    (``2 sd sqrt(D)``). Methods that use every row (all but FedNewton) are taken at the
+    pooled M-estimator: ``(H + R)^-1 M (H + R)^-1`` with ``M = H`` (model) or ``S``
+    (robust) and ``R`` NP-Pooled's ridge penalty (``N ridge`` on the non-intercept
+    rows). FedNewton releases ``theta_1 - F^-1 g_2``: stage 1 (half 1, N1 rows) taken as
+    converged, the gradient from half 2 (N2 rows), ``F = Hm + tau1 I`` (certified) or
+    ``Hm`` with its eigenvalues floored at tau1 (paper), ``Hm = H / N``; linearised,
+    ``V = A V1 A + F^-1 M_m F^-1 / N2`` with ``A = I - F^-1 Hm`` and ``V1`` the pooled
+    covariance at N1 rows.
+
+    Parameters
+    ----------
+    mom : Moments
+    cov_type : {"model", "robust"}
+    method : str
+        The method that made the estimate.
+    settings : dict or None
+        The fit's resolved settings (``settings_``: ``tau1``, ``privacy``, ``method_settings``).
+
+    Returns
+    -------
+    ndarray of shape (D, D)
+    """
+    if cov_type not in COV_TYPES:
+        raise ValueError(f"cov_type must be one of {', '.join(COV_TYPES)}, got cov_type={cov_type!r}")
+    settings = settings or {}
+    Q = _basis(mom.d, mom.k)
+    Dr = Q.shape[1]
+    N = float(np.sum(mom.sizes))
+    hv, hV = _psd(Q.T @ mom.H @ Q)
+    floor = 2.0 * mom.noise_sd_H * math.sqrt(Dr)
+    floor = max(floor, 1e-12 * float(np.max(np.abs(hv), initial=0.0)))
+    if not floor > 0:
+        raise ValueError("the curvature at the estimate is zero: no standard error can be computed")
+    hv = np.maximum(hv, floor)
+    Hr = (hV * hv) @ hV.T
+    if cov_type == "robust":
+        sv, sV = _psd(Q.T @ mom.S @ Q)
+        Mr = (sV * sv) @ sV.T
+    else:
+        Mr = Hr
+    ms = dict(settings.get("method_settings", {}).get(method, {}))
+    if method in ("fednewton", "fednewton_certified"):
+        h = mom.sizes // 2
+        N1, N2 = float(np.sum(h)), float(np.sum(mom.sizes - h))
+        tau = float(settings.get("tau1", 0.5))
+        certified = method == "fednewton_certified" or settings.get("privacy", {}).get("mode") == "certified"
+        c = hv / N                                   # Hm's eigenvalues, in hV's basis
+        f = c + tau if certified else np.maximum(c, tau)
+        a = 1.0 - c / f
+        Mm = hV.T @ Mr @ hV / N                      # in Hm's eigenbasis
+        V1 = Mm / np.outer(c, c) / N1
+        Vr = np.outer(a, a) * V1 + Mm / np.outer(f, f) / N2
+        Vr = hV @ Vr @ hV.T
+    else:
+        ridge = float(ms.get("ridge", 0.0))
+        mask = np.kron(np.r_[0.0, np.ones(mom.d - 1)], np.ones(mom.k))
+        bread = np.linalg.inv(Hr + N * ridge * (Q.T * mask) @ Q)
+        Vr = bread @ Mr @ bread
+    return Q @ ((Vr + Vr.T) / 2) @ Q.T
+
+
+_SUMMARY: list = []
+
+
+def summary_class():
+    """The class of a summary: a pandas DataFrame whose ``header`` (a str) is printed above
+    the table (made on first use, so that importing this module does not import pandas).
+
+    Returns
+    -------
+    type
+    """
+    if _SUMMARY:
+        return _SUMMARY[0]
+    import pandas as pd
+
+    class Summary(pd.DataFrame):
+        """A summary table (one row per coefficient) with its ``header``; printed, both."""
+
+        _metadata = ["header"]
+
+        @property
+        def _constructor(self):
+            return Summary
+
+        def __repr__(self) -> str:
+            with _pd_options():
+                return str(getattr(self, "header", "")) + "\n" + self.to_string()
+
+        __str__ = __repr__
+
+    _SUMMARY.append(Summary)
+    return Summary
+
+
+def _pd_options():
+    import pandas as pd
+
+    return pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format",
+                             lambda v: f"{v:.4g}")
+
+
+def _terms(est) -> list[str]:
+    names = getattr(est, "feature_names_in_", None)
+    names = [str(n) for n in names] if names is not None else [f"x{j}" for j in range(est.n_features_in_)]
+    return (["(intercept)"] if est.fit_intercept else []) + names
+
+
+def _se(est, cov_type: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(coef (d, k), se_sampling (d, k), se_noise (d, k)); softmax centred across the classes."""
+    from .forecast import CANDIDATES
+
+    mom = est.inference_
+    V = covariance(mom, cov_type=cov_type, method=est.method_, settings=est.settings_)
+    theta = np.asarray(est.theta_, float)
+    if theta.shape[1] > 1:
+        theta = theta - theta.mean(axis=1, keepdims=True)
+    se_s = np.sqrt(np.maximum(np.diag(V), 0.0)).reshape(theta.shape)
+    if privacy.adds_noise(est.privacy_.mu) and est.method_ in CANDIDATES + ("fednewton_certified",):
+        se_n = np.asarray(est.fit_info_["noise_se"], float).reshape(theta.shape)
+    else:
+        se_n = np.zeros_like(theta)
+    return theta, se_s, se_n
+
+
+def _frame(est, alpha: float, cov_type: str):
+    import pandas as pd
+    from scipy.stats import norm
+
+    alpha = float(number(0, 1)("alpha", alpha))
+    theta, se_s, se_n = _se(est, cov_type)
+    se = np.sqrt(se_s ** 2 + se_n ** 2)
+    q = float(norm.ppf(1.0 - alpha / 2.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = theta / se
+    cols = {"coef": theta, "se": se, "z": z, "p": 2.0 * norm.sf(np.abs(z)), "ci_low": theta - q * se,
+            "ci_high": theta + q * se, "se_sampling": se_s, "se_noise": se_n}
+    terms = _terms(est)
+    if est.family == "multinomial":
+        classes = [c.item() if hasattr(c, "item") else c for c in est.classes_]
+        index = pd.MultiIndex.from_product([classes, terms], names=["class", "term"])
+        data = {k: v.T.ravel() for k, v in cols.items()}        # one block per class
+    else:
+        index = pd.Index(terms, name="term")
+        data = {k: v[:, 0] for k, v in cols.items()}
+    return pd.DataFrame(data, index=index)
+
+
+def _spent(ledger, stages=None) -> float:
+    """The largest client's composed mu over the ledger's releases of ``stages`` (None: all)."""
+    total = 0.0
+    for r in ledger.releases:
+        if stages is None or r.stage in stages:
+            total = total + r.count * np.asarray(r.mu, float) ** 2
+    return float(np.max(np.sqrt(total))) if np.ndim(total) else 0.0
+
+
+def _header(est, alpha: float, cov_type: str) -> str:
+    rep = est.privacy_
+    mom = est.inference_
+    N = int(np.sum(est.client_sizes_))
+    lines = [f"FederatedGLM summary: family {est.family}, method {est.method_}, m = {est.n_clients_} clients, "
+             f"N = {N} rows"]
+    if rep.ledger.releases and math.isfinite(rep.mu):
+        total, inf = _spent(rep.ledger), _spent(rep.ledger, STAGES)
+        share = (inf / total) ** 2 if total > 0 else 0.0
+        lines.append(f"mu spent {total:.4g} per client (target {rep.mu:g}); inference {inf:.4g} "
+                     f"({share:.0%} of mu^2), estimation mu {getattr(est, 'estimation_mu_', rep.mu):.4g}")
+    else:
+        lines.append("mu = inf: non-private (no clipping, no noise)")
+    lines.append(f"guarantee: {rep.guarantee}")
+    lines.append(f"noise secret: {rep.noise_secret}")
+    lines.append(f"se = sqrt(se_sampling^2 + se_noise^2); se_sampling: {cov_type} "
+                 f"({'H^-1 S H^-1, HC0 sandwich' if cov_type == 'robust' else 'inverse information H^-1'}) "
+                 f"from the {mom.source} moments; {int(round(100 * (1 - alpha)))}% normal intervals")
+    if mom.source == "public curvature model":
+        lines.append(PUBLIC_NOTE)
+    if est.family == "multinomial":
+        lines.append("coefficients centred across the classes (the identified ones: probabilities see only these)")
+    if est.method_ in ("fednewton", "fednewton_certified"):
+        lines.append("FedNewton: its stage 1 taken as converged on half 1 (linearised; docs/methods.md §10)")
+    if math.isfinite(rep.clip_bound):
+        lines.append(f"{CLIP_NOTE} = {rep.clip_bound:.4g}")
+    return "\n".join(lines)
+
+
+def summary(est, alpha: float = 0.05, cov_type: str = "model"):
+    """`FederatedGLM.summary` (module docstring).
+
+    Parameters
+    ----------
+    est : FederatedGLM
+        A fitted estimator.
+    alpha : float, default=0.05
+        The intervals' level is ``1 - alpha``.
+    cov_type : {"model", "robust"}, default="model"
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per coefficient (`summary_class`; ``header`` printed above it).
+    """
+    out = summary_class()(_frame(est, alpha, cov_type))
+    out.header = _header(est, alpha, cov_type)
+    return out
+
+
+def conf_int(est, alpha: float = 0.05, cov_type: str = "model"):
+    """`FederatedGLM.conf_int`: the ``ci_low`` and ``ci_high`` columns of the summary.
+
+    Parameters
+    ----------
+    est : FederatedGLM
+    alpha : float, default=0.05
+    cov_type : {"model", "robust"}, default="model"
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    return _frame(est, alpha, cov_type)[["ci_low", "ci_high"]]
+
+
+def summary_records(s) -> dict:
+    """A summary as JSON-ready data: ``header`` (lines) and ``rows`` (one dict per coefficient).
+
+    Parameters
+    ----------
+    s : pandas.DataFrame
+        A `summary`.
+
+    Returns
+    -------
+    dict
+    """
+    rows = []
+    for key, row in s.iterrows():
+        rec = {"class": key[0], "term": key[1]} if isinstance(key, tuple) else {"term": key}
+        rec.update({c: float(v) for c, v in row.items()})
+        rows.append(rec)
+    return {"header": s.header.split("\n"), "rows": rows}
+
+
+def merge_ledgers(ledger, extra):
+    """``ledger`` with the releases of ``extra`` (None: unchanged) appended.
+
+    Parameters
+    ----------
+    ledger, extra : fedgdp.core.privacy.Ledger
+
+    Returns
+    -------
+    fedgdp.core.privacy.Ledger
+    """
+    if extra is None:
+        return ledger
+    return replace(ledger, releases=[*ledger.releases, *extra.releases])
