@@ -169,3 +169,26 @@ def test_the_summary_table_ranges_the_methods_medians():
     text = summary_markdown(pd.DataFrame(rows), cfg)
     assert "| private | nothing (the settings as printed) | 2 | 0.20-0.60 (3) | not run |" in text
     assert "| plain | release plain | none (not private) | not run | 0.90-0.90 (1) |" in text
+
+
+def test_claims_c6_is_judged_per_reading_where_both_points_ran():
+    """C6's two trends per reading (two points each: a direction, not the grid's slope): a
+    reading that falls by more than ACC_TOL from m = 100 to 1000 agrees, one that rises
+    contradicts; a reading run at one point only gets no line."""
+    import pandas as pd
+
+    from fedgdp.reports import claims
+
+    rows = []
+    for reading, acc in (("falls", {100: 0.9, 1000: 0.8}), ("rises", {100: 0.3, 1000: 0.35}), ("one", {100: 0.5})):
+        for x, a in acc.items():
+            for method in ("fedavg", "fednewton_iter"):
+                rows.append({"reading": reading, "figure": "fig10", "x": x, "run": 0, "method": method,
+                             "accuracy": a, "certified_mu": 2.0, "privacy": "record-level mu-GDP",
+                             "dataset": "mnist", "release": "private"})
+    lines = claims.reading_trends(pd.DataFrame(rows))
+    trend = [line for line in lines if "accuracy falls" in line]
+    assert len(trend) == 2 and not any("reading one" in line for line in lines)
+    assert trend[0].startswith("reading falls (certified mu = 2), fig10: accuracy falls from m = 100 to 1000: holds")
+    assert "FedAvg 0.900 -> 0.800" in trend[0]
+    assert trend[1].startswith("reading rises (certified mu = 2), fig10: accuracy falls from m = 100 to 1000: fails")

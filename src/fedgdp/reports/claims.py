@@ -765,8 +765,11 @@ def _c5_row(dataset: str, task: str, df: pd.DataFrame) -> dict:
 # ------------------------------------------------------------------ C6
 def readings_evidence(readings: pd.DataFrame) -> list[str]:
     """C6's lines from the CNN readings map (`fedgdp.nn.readings`, ``readings.csv``): at
-    each point, the ceiling without noise or clipping, the cost of clipping alone, and the
-    best private reading (median over runs and methods' best) with the mu it certifies.
+    each point, the ceiling without noise or clipping, the cost of clipping alone, the
+    best private reading (median over runs and methods' best) with the mu it certifies and
+    the best reading that spends a finite mu without a guarantee (``paper_sum``: its
+    ``privacy`` text is not record-level), with the mu it really spends; then
+    `reading_trends`.
 
     Parameters
     ----------
@@ -792,12 +795,82 @@ def readings_evidence(readings: pd.DataFrame) -> list[str]:
             if len(sub):
                 best = sub.loc[sub["accuracy"].idxmax()]
                 parts.append(f"{what} {best['accuracy']:.3f} ({best['reading']}, {runs(best['runs'])})")
-        priv = med[np.isfinite(med["certified_mu"])]
-        if len(priv):
-            best = priv.loc[priv["accuracy"].idxmax()]
-            parts.append(f"best private {best['accuracy']:.3f} ({best['reading']}, {runs(best['runs'])}, "
-                         f"certified mu = {best['certified_mu']:g})")
+        spends = np.isfinite(med["certified_mu"])
+        certified = med["reading"].isin(g.loc[g["privacy"].str.startswith("record-level"), "reading"]) \
+            if "privacy" in g else spends
+        for rows, what, mu in ((med[spends & certified], "best private", "certified mu"),
+                               (med[spends & ~certified], "best uncertified", "mu really spent")):
+            if len(rows):
+                best = rows.loc[rows["accuracy"].idxmax()]
+                parts.append(f"{what} {best['accuracy']:.3f} ({best['reading']}, {runs(best['runs'])}, "
+                             f"{mu} = {best['certified_mu']:g})")
         lines.append(f"{point} (median over runs and methods): " + "; ".join(parts))
+    return lines + reading_trends(readings)
+
+
+#: the two points of each figure the readings map runs: (figure, smaller x, larger x, direction, what)
+READING_TRENDS = (("fig09", 100, 600, +1, "rises from n = 100 to 600"),
+                  ("fig10", 100, 1000, -1, "falls from m = 100 to 1000"))
+
+
+def _step_check(label: str, lo: pd.Series, hi: pd.Series, direction: int) -> Check:
+    """One method's two-point trend: agree when its median moves the claimed way by more
+    than `ACC_TOL`, contradict when it moves the other way by more, tie otherwise."""
+    step = float(hi.median() - lo.median())
+    outcome = "agree" if direction * step > ACC_TOL else "contradict" if -direction * step > ACC_TOL else "tie"
+    return Check(outcome, f"{label} {lo.median():.3f} -> {hi.median():.3f}")
+
+
+def _reading_privacy(rows: pd.DataFrame) -> str:
+    """What a reading's rows spend: not private, a certified mu, or the mu a paper_sum-like
+    reading really spends (its ``certified_mu`` column, with a privacy text that is not a guarantee)."""
+    mu = rows["certified_mu"]
+    if not np.isfinite(mu).any():
+        return "not private"
+    if rows["privacy"].str.startswith("record-level").all() and mu.nunique() == 1:
+        return f"certified mu = {mu.iloc[0]:g}"
+    return f"mu really spent {mu.min():g}-{mu.max():g}, no guarantee at the printed mu"
+
+
+def reading_trends(readings: pd.DataFrame) -> list[str]:
+    """C6's trends judged per reading, where the map ran a reading at both points of a
+    figure (`READING_TRENDS`): per method the median over runs at each point, two points
+    only, so a direction rather than the paper's slope; FedNewton-Iter against FedAvg at
+    m = 1000 as `_competitive` (median, best and worst run).
+
+    Parameters
+    ----------
+    readings : DataFrame
+        The readings table (`fedgdp.nn.readings.TABLE_COLUMNS`).
+
+    Returns
+    -------
+    list of str
+        One line per reading and sub-claim it can be judged on.
+    """
+    from ..nn.settings import LABELS
+
+    lines = []
+    for reading, g in readings.groupby("reading", sort=False):
+        for fig, lo, hi, direction, what in READING_TRENDS:
+            f = g[g["figure"] == fig]
+            if not {lo, hi} <= set(f["x"]):
+                continue
+            checks = [_step_check(LABELS[method].removeprefix("DP-"), m[m["x"] == lo]["accuracy"],
+                                  m[m["x"] == hi]["accuracy"], direction)
+                      for method, m in f.groupby("method", sort=False)]
+            v, line = _subclaim_line(f"reading {reading} ({_reading_privacy(f)}), {fig}: accuracy {what}", checks,
+                                     show="all")
+            runs = f.groupby("x")["run"].nunique()
+            lines.append(f"{line} [runs: {runs[lo]} and {runs[hi]}]")
+        f = g[(g["figure"] == "fig10") & (g["x"] == 1000) & g["method"].isin(["fednewton_iter", "fedavg"])]
+        if f["method"].nunique() == 2:
+            acc = {m: f[f["method"] == m]["accuracy"] for m in ("fednewton_iter", "fedavg")}
+            row = {m: pd.Series({"median_accuracy": a.median(), "min_accuracy": a.min(), "max_accuracy": a.max()})
+                   for m, a in acc.items()}
+            v, line = _subclaim_line(f"reading {reading}, fig10: FedNewton-Iter competitive with FedAvg at m = 1000",
+                                     [_competitive(row["fednewton_iter"], row["fedavg"], 1000)], show="all")
+            lines.append(line)
     return lines
 
 
