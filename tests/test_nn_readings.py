@@ -1,10 +1,13 @@
 """The CNN readings map (fedgdp.nn.readings, fedgdp nn-readings): a config declares each
 reading once; pieces are resumable files; the table says what each run protects."""
 import math
+from pathlib import Path
 
 import pytest
 
 from fedgdp.nn.readings import load_readings, pieces, privacy_of
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CONFIG = """
 dataset: digits
@@ -192,3 +195,30 @@ def test_claims_c6_is_judged_per_reading_where_both_points_ran():
     assert trend[0].startswith("reading falls (certified mu = 2), fig10: accuracy falls from m = 100 to 1000: holds")
     assert "FedAvg 0.900 -> 0.800" in trend[0]
     assert trend[1].startswith("reading rises (certified mu = 2), fig10: accuracy falls from m = 100 to 1000: fails")
+
+
+def test_the_panels_draw_the_grid_beside_the_readings(tmp_path):
+    """nn-readings --grid: figures.png from the committed grid summaries and readings table,
+    only when both are there (a user's clone has them: they are tracked files); a grid
+    folder without its summaries is one error naming the file."""
+    import pandas as pd
+
+    from fedgdp.nn.panels import plot_panels, read_grid
+
+    cfg = load_readings(ROOT / "config/nn-readings.yaml")
+    assert cfg["panels"] and set(cfg["panels"]) <= set(cfg["readings"])
+    grid = read_grid(ROOT / "docs/results/paper-nn-mnist")
+    assert set(grid["figure"]) == {"fig09", "fig10"}
+    table = pd.read_csv(ROOT / "docs/results/nn-readings/readings.csv")
+    files = plot_panels(grid, table, cfg, cfg["panels"], tmp_path / "figures.png")
+    assert {f.name for f in files} == {"figures.png", "figures.pdf"} and all(f.stat().st_size > 10_000 for f in files)
+    with pytest.raises(ValueError, match="fig09_summary.csv"):
+        read_grid(tmp_path)
+
+
+def test_panels_must_name_declared_readings(tmp_path):
+    text = (ROOT / "config/nn-readings.yaml").read_text().replace("panels: [schedule_B10_lr0.1, paper_sum]",
+                                                                   "panels: [nope]")
+    (tmp_path / "r.yaml").write_text(text)
+    with pytest.raises(ValueError, match=r"panels=\['nope'\] must be a list of declared readings"):
+        load_readings(tmp_path / "r.yaml")

@@ -88,6 +88,10 @@ def _cmd_nn_readings(args) -> int:
         if cfg["summary"]:
             with atomic_path(out / "summary.md") as tmp:
                 Path(tmp).write_text(summary_markdown(table, cfg))
+        if args.grid:
+            from .panels import plot_panels, read_grid
+
+            plot_panels(read_grid(args.grid), table, cfg, cfg["panels"], out / "figures.png")
     print(f"{len(table)} rows from {len(table.groupby(['reading', 'figure', 'x', 'run']))} pieces; "
           f"{len(missing)} pieces missing" + (f" (first: {missing[0]})" if missing else ""))
     return 0
@@ -206,6 +210,9 @@ def add_parsers(sub) -> None:
     rd.add_argument("--out-dir", default="results/nn-readings", type=output_dir,
                     help="where readings.csv, readings.md, readings.png and summary.md go")
     rd.add_argument("--run", action="store_true", help="run the pieces not yet in --runs-dir first (needs torch)")
+    rd.add_argument("--grid", metavar="DIR", help="folder of the grid's fig09_summary.csv and fig10_summary.csv "
+                                                  "(e.g. docs/results/paper-nn-mnist): also draw figures.png, "
+                                                  "Figures 9-10 with the config's panels readings beside the grid")
     rd.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
     rd.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     rd.add_argument("--budget-s", type=_seconds, metavar="SECONDS",

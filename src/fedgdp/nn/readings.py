@@ -34,7 +34,7 @@ TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "c
                  "release", "accounting", "noise_secret", "reduction", "clip", "lr", "test_loss", "clipped_frac",
                  "mu_spent_min", "mu_spent_max", "elapsed_s"]
 
-_KEYS = {"dataset", "data_dir", "points", "runs", "readings", "band", "summary"}
+_KEYS = {"dataset", "data_dir", "points", "runs", "readings", "band", "summary", "panels"}
 
 
 def load_readings(path: str | os.PathLike) -> dict:
@@ -46,8 +46,9 @@ def load_readings(path: str | os.PathLike) -> dict:
         A YAML file with ``dataset``, ``points`` (a list of ``{figure, x}``: Figure 9's
         n per client at m = 100, or Figure 10's m; optionally ``readings``, the names of
         the readings run at that point, all of them when absent), ``runs``, ``readings`` (name ->
-        settings) and optionally ``data_dir`` and ``band`` (figure -> the paper's
-        accuracy range, drawn on the figure).
+        settings) and optionally ``data_dir``, ``band`` (figure -> the paper's
+        accuracy range, drawn on the figures), ``summary`` (the readings of the README's
+        table) and ``panels`` (the readings drawn beside the grid, `fedgdp.nn.panels`).
 
     Returns
     -------
@@ -93,10 +94,11 @@ def load_readings(path: str | os.PathLike) -> dict:
                 resolve(_settings(cfg, point, over, 0))
             except ValueError as exc:
                 raise ValueError(f"{path}: reading {name!r} at {point}: {exc}") from None
-    summary = cfg.setdefault("summary", [])
-    if not (isinstance(summary, list) and all(isinstance(n, str) and n in cfg["readings"] for n in summary)):
-        raise ValueError(f"{path}: summary={summary!r} must be a list of declared readings "
-                         f"(of {', '.join(cfg['readings'])})")
+    for key in ("summary", "panels"):
+        names = cfg.setdefault(key, [])
+        if not (isinstance(names, list) and all(isinstance(n, str) and n in cfg["readings"] for n in names)):
+            raise ValueError(f"{path}: {key}={names!r} must be a list of declared readings "
+                             f"(of {', '.join(cfg['readings'])})")
     cfg.setdefault("data_dir", "data")
     cfg.setdefault("band", {})
     return cfg

@@ -1,0 +1,102 @@
+"""Figures 9-10 with the readings beside the grid: per method, the grid's printed reading
+over every point (median and range over its runs) and each chosen reading of the readings
+map at the points it ran, labelled with the mu it really spends (docs/cnns.md)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["read_grid", "plot_panels"]
+
+_X = {"fig09": ("Figure 9: samples per client n (m = 100)", "n"), "fig10": ("Figure 10: clients m (full split)", "m")}
+_MARKERS = ["s", "D", "^", "v", "P"]
+
+
+def read_grid(folder: str | os.PathLike):
+    """The grid's summaries ``fig09_summary.csv`` and ``fig10_summary.csv`` of ``folder``
+    (`fedgdp.nn.plots.SUMMARY_COLUMNS`), one table; ValueError naming a missing file."""
+    import pandas as pd
+
+    files = [Path(folder) / f"{fig}_summary.csv" for fig in _X]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise ValueError(f"--grid {folder}: no {', '.join(missing)} (the grid's summaries, fedgdp nn-summarise)")
+    return pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+
+
+def _privacy(rows) -> str:
+    """A reading's privacy for the legend: certified mu, the mu it really spends, or none."""
+    mu = rows["certified_mu"]
+    if not np.isfinite(mu).any():
+        return "not private"
+    spent = f"{mu.min():g}" if mu.min() == mu.max() else f"{mu.min():g}-{mu.max():g}"
+    if rows["privacy"].str.startswith("record-level").all():
+        return f"certified mu = {spent}"
+    return f"mu really spent {spent}, no guarantee"
+
+
+def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathLike) -> list:
+    """A row per figure, a panel per method: the grid's line and band, the readings' points.
+
+    Parameters
+    ----------
+    grid : pandas.DataFrame
+        The grid's summaries (`read_grid`): the printed reading at every point.
+    table : pandas.DataFrame
+        The readings map's table (`fedgdp.nn.readings.collect`).
+    cfg : dict
+        The readings config (its ``band``: the paper's range per figure).
+    readings : list of str
+        The readings to draw beside the grid, each at the points it ran.
+    out : str or path
+        The PNG file (a PDF goes beside it).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
+    from ..common.figures import pyplot, save_figure
+    from .settings import LABELS, METHODS
+
+    plt = pyplot()
+    fig, axes = plt.subplots(2, len(METHODS), figsize=(3.3 * len(METHODS), 6.6), sharey=True, squeeze=False)
+    for row, figure in enumerate(_X):
+        for ax, method in zip(axes[row], METHODS):
+            band = cfg["band"].get(figure)
+            if band:
+                ax.axhspan(band[0], band[1], color="0.88", zorder=0, label="the paper's range")
+            g = grid[(grid["figure"] == figure) & (grid["method"] == method)].sort_values("x")
+            ax.fill_between(g["x"], g["min_accuracy"], g["max_accuracy"], color="0.5", alpha=0.2, linewidth=0)
+            ax.plot(g["x"], g["median_accuracy"], color="0.3", marker="o", markersize=3,
+                    label="as printed, the grid (certified mu = 2)")
+            for k, name in enumerate(readings):
+                r = table[(table["reading"] == name) & (table["figure"] == figure) & (table["method"] == method)]
+                if r.empty:
+                    continue
+                acc = r.groupby("x")["accuracy"]
+                med, lo, hi = acc.median(), acc.min(), acc.max()
+                ax.errorbar(med.index, med, yerr=[med - lo, hi - med], marker=_MARKERS[k % len(_MARKERS)],
+                            linestyle="--", color=f"C{k}", capsize=3, markersize=5,
+                            label=f"{name} ({_privacy(table[table['reading'] == name])})")
+            ax.set_xscale("log")
+            xs = sorted(set(g["x"]) | set(table.loc[table["figure"] == figure, "x"]))
+            ax.set_xticks(xs, [f"{x:g}" for x in xs], fontsize=7)
+            ax.minorticks_off()
+            ax.set_ylim(0, 1)
+            ax.grid(alpha=0.3)
+            ax.set_title(f"{LABELS[method].replace('DP-', '')}", fontsize=9)
+            ax.set_xlabel(_X[figure][0] if method == METHODS[0] else _X[figure][1], fontsize=8)
+        axes[row][0].set_ylabel("test accuracy", fontsize=8)
+    handles: dict = {}
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.suptitle(f"CNN on {cfg['dataset']}: Figures 9-10 as printed (the grid: median, band over its runs) and "
+                 "under other readings (the map's points: median, bars over runs)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.1, 1, 0.97))
+    png = Path(out)
+    return save_figure(fig, png.with_suffix(".pdf"), png, title="CNN Figures 9-10 by reading")
