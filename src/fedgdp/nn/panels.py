@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
 __all__ = ["read_grid", "plot_panels"]
 
 _X = {"fig09": ("Figure 9: samples per client n (m = 100)", "n"), "fig10": ("Figure 10: clients m (full split)", "m")}
@@ -16,7 +14,16 @@ _MARKERS = ["s", "D", "^", "v", "P"]
 
 def read_grid(folder: str | os.PathLike):
     """The grid's summaries ``fig09_summary.csv`` and ``fig10_summary.csv`` of ``folder``
-    (`fedgdp.nn.plots.SUMMARY_COLUMNS`), one table; ValueError naming a missing file."""
+    (`fedgdp.nn.plots.SUMMARY_COLUMNS`), one table; ValueError naming a missing file.
+
+    Parameters
+    ----------
+    folder : str or path
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
     import pandas as pd
 
     files = [Path(folder) / f"{fig}_summary.csv" for fig in _X]
@@ -24,17 +31,6 @@ def read_grid(folder: str | os.PathLike):
     if missing:
         raise ValueError(f"--grid {folder}: no {', '.join(missing)} (the grid's summaries, fedgdp nn-summarise)")
     return pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
-
-
-def _privacy(rows) -> str:
-    """A reading's privacy for the legend: certified mu, the mu it really spends, or none."""
-    mu = rows["certified_mu"]
-    if not np.isfinite(mu).any():
-        return "not private"
-    spent = f"{mu.min():g}" if mu.min() == mu.max() else f"{mu.min():g}-{mu.max():g}"
-    if rows["privacy"].str.startswith("record-level").all():
-        return f"certified mu = {spent}"
-    return f"mu really spent {spent}, no guarantee"
 
 
 def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathLike) -> list:
@@ -59,6 +55,7 @@ def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathL
         The files written.
     """
     from ..common.figures import pyplot, save_figure
+    from .readings import privacy_label
     from .settings import LABELS, METHODS
 
     plt = pyplot()
@@ -80,7 +77,7 @@ def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathL
                 med, lo, hi = acc.median(), acc.min(), acc.max()
                 ax.errorbar(med.index, med, yerr=[med - lo, hi - med], marker=_MARKERS[k % len(_MARKERS)],
                             linestyle="--", color=f"C{k}", capsize=3, markersize=5,
-                            label=f"{name} ({_privacy(table[table['reading'] == name])})")
+                            label=f"{name} ({privacy_label(table[table['reading'] == name])})")
             ax.set_xscale("log")
             xs = sorted(set(g["x"]) | set(table.loc[table["figure"] == figure, "x"]))
             ax.set_xticks(xs, [f"{x:g}" for x in xs], fontsize=7)

@@ -341,6 +341,27 @@ def _spent(g) -> str:
     return f"{cert.min():g}" if cert.min() == cert.max() else f"{cert.min():g}-{cert.max():g}"
 
 
+def privacy_label(rows) -> str:
+    """What a reading's rows spend, in words: not private, the certified mu, or the mu a
+    reading without a guarantee really spends (``paper_sum``: a privacy text that is not
+    record-level). The claims report and `fedgdp.nn.panels` print it.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Rows of `collect`'s table (``certified_mu``, ``privacy``).
+
+    Returns
+    -------
+    str
+    """
+    if not np.isfinite(rows["certified_mu"]).any():
+        return "not private"
+    if rows["privacy"].str.startswith("record-level").all():
+        return f"certified mu = {_spent(rows)}"
+    return f"mu really spent {_spent(rows)}, no guarantee at the printed mu"
+
+
 def summary_markdown(table, cfg: dict) -> str:
     """The README's table of the readings named by the config's ``summary``: a row per
     reading, what it changes, the mu its runs really spend, and at each point the range

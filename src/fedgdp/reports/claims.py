@@ -821,17 +821,6 @@ def _step_check(label: str, lo: pd.Series, hi: pd.Series, direction: int) -> Che
     return Check(outcome, f"{label} {lo.median():.3f} -> {hi.median():.3f}")
 
 
-def _reading_privacy(rows: pd.DataFrame) -> str:
-    """What a reading's rows spend: not private, a certified mu, or the mu a paper_sum-like
-    reading really spends (its ``certified_mu`` column, with a privacy text that is not a guarantee)."""
-    mu = rows["certified_mu"]
-    if not np.isfinite(mu).any():
-        return "not private"
-    if rows["privacy"].str.startswith("record-level").all() and mu.nunique() == 1:
-        return f"certified mu = {mu.iloc[0]:g}"
-    return f"mu really spent {mu.min():g}-{mu.max():g}, no guarantee at the printed mu"
-
-
 def reading_trends(readings: pd.DataFrame) -> list[str]:
     """C6's trends judged per reading, where the map ran a reading at both points of a
     figure (`READING_TRENDS`): per method the median over runs at each point, two points
@@ -848,6 +837,7 @@ def reading_trends(readings: pd.DataFrame) -> list[str]:
     list of str
         One line per reading and sub-claim it can be judged on.
     """
+    from ..nn.readings import privacy_label
     from ..nn.settings import LABELS
 
     lines = []
@@ -859,7 +849,7 @@ def reading_trends(readings: pd.DataFrame) -> list[str]:
             checks = [_step_check(LABELS[method].removeprefix("DP-"), m[m["x"] == lo]["accuracy"],
                                   m[m["x"] == hi]["accuracy"], direction)
                       for method, m in f.groupby("method", sort=False)]
-            v, line = _subclaim_line(f"reading {reading} ({_reading_privacy(f)}), {fig}: accuracy {what}", checks,
+            v, line = _subclaim_line(f"reading {reading} ({privacy_label(f)}), {fig}: accuracy {what}", checks,
                                      show="all")
             runs = f.groupby("x")["run"].nunique()
             lines.append(f"{line} [runs: {runs[lo]} and {runs[hi]}]")
