@@ -170,8 +170,14 @@ def test_the_summary_table_ranges_the_methods_medians():
     rows.append({"reading": "plain", "figure": "fig09", "x": 100, "run": 0, "method": "fedsgd", "accuracy": 0.9,
                  "certified_mu": float("inf")})
     text = summary_markdown(pd.DataFrame(rows), cfg)
+    assert text.startswith("| reading | what it changes | mu really spent | Fig. 10, m = 100 | Fig. 9, n = 100 |\n")
     assert "| private | nothing (the settings as printed) | 2 | 0.20-0.60 (3) | not run |" in text
     assert "| plain | release plain | none (not private) | not run | 0.90-0.90 (1) |" in text
+    with_c6 = summary_markdown(pd.DataFrame(rows), cfg, c6={"private": "holds (Fig. 10 only)"})
+    assert with_c6.splitlines()[0].endswith("| C6 |")
+    assert "| private | nothing (the settings as printed) | 2 | 0.20-0.60 (3) | not run | holds (Fig. 10 only) |" \
+        in with_c6
+    assert "| plain | release plain | none (not private) | not run | 0.90-0.90 (1) | not run |" in with_c6
 
 
 def test_claims_c6_is_judged_per_reading_where_both_points_ran():
@@ -222,3 +228,24 @@ def test_panels_must_name_declared_readings(tmp_path):
     (tmp_path / "r.yaml").write_text(text)
     with pytest.raises(ValueError, match=r"panels=\['nope'\] must be a list of declared readings"):
         load_readings(tmp_path / "r.yaml")
+
+
+def test_claims_c6_verdict_per_reading_names_the_figure_it_rests_on():
+    """`reading_verdicts`: `combine` of a reading's sub-claims, "(Fig. 10 only)" where Figure
+    9 ran at one point; "not run" where nothing can be judged."""
+    import pandas as pd
+
+    from fedgdp.reports import claims
+
+    rows = []
+    for reading, fig, acc in (("both", "fig10", {100: 0.9, 1000: 0.8}), ("both", "fig09", {100: 0.5, 600: 0.4}),
+                              ("ten", "fig10", {100: 0.9, 1000: 0.8}), ("ten", "fig09", {100: 0.5}),
+                              ("one", "fig10", {100: 0.5})):
+        for x, a in acc.items():
+            for method in ("fedavg", "fednewton_iter"):
+                rows.append({"reading": reading, "figure": fig, "x": x, "run": 0, "method": method,
+                             "accuracy": a, "certified_mu": 2.0, "privacy": "record-level mu-GDP",
+                             "dataset": "mnist", "release": "private"})
+    verdicts = claims.reading_verdicts(pd.DataFrame(rows))
+    # both: fig10 falls (holds), Newton-Iter = FedAvg at m = 1000 (holds), fig09 falls (fails)
+    assert verdicts == {"both": "partly", "ten": "holds (Fig. 10 only)", "one": "not run"}

@@ -608,11 +608,20 @@ def _realdata_commands(sub) -> None:
 
 # ---------------------------------------------------------------- CNNs (docs/methods.md §6, extra nn)
 def _nn_commands(sub) -> None:
-    """``nn-run``, ``nn-summarise``, ``nn-plot``, ``nn-fetch``, ``nn-bench`` (in
-    `fedgdp.nn.commands`; only the commands that train import torch)."""
+    """``nn-run``, ``nn-readings``, ``nn-summarise``, ``nn-plot``, ``nn-fetch``, ``nn-bench`` (in
+    `fedgdp.nn.commands`; only the commands that train import torch); ``nn-readings`` gets
+    C6's verdict per reading from here, since `fedgdp.nn` sits below the reports."""
     from ..nn.commands import add_parsers
 
     add_parsers(sub)
+    sub.choices["nn-readings"].set_defaults(c6=_reading_verdicts)
+
+
+def _reading_verdicts(table):
+    """C6 per reading of the readings map (`fedgdp.reports.claims.reading_verdicts`), for summary.md."""
+    from ..reports.claims import reading_verdicts
+
+    return reading_verdicts(table)
 
 
 # ---------------------------------------------------------------- claims report (issue 11)

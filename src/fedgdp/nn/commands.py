@@ -87,7 +87,7 @@ def _cmd_nn_readings(args) -> int:
             Path(tmp).write_text(medians_markdown(table, cfg))
         if cfg["summary"]:
             with atomic_path(out / "summary.md") as tmp:
-                Path(tmp).write_text(summary_markdown(table, cfg))
+                Path(tmp).write_text(summary_markdown(table, cfg, c6=args.c6(table) if args.c6 else None))
         if args.grid:
             from .panels import plot_panels, read_grid
 
@@ -217,7 +217,7 @@ def add_parsers(sub) -> None:
     rd.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     rd.add_argument("--budget-s", type=_seconds, metavar="SECONDS",
                     help="with --run: start no piece after this many seconds (a started piece finishes)")
-    rd.set_defaults(func=_cmd_nn_readings)
+    rd.set_defaults(func=_cmd_nn_readings, c6=None)   # fedgdp's cli hands in C6's rule (reports, a floor up)
 
     summ = sub.add_parser("nn-summarise", help="CNN run files -> summary Parquet (median accuracy)")
     summ.add_argument("inputs", nargs="+", help="run .parquet files")

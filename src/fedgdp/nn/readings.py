@@ -362,10 +362,11 @@ def privacy_label(rows) -> str:
     return f"mu really spent {_spent(rows)}, no guarantee at the printed mu"
 
 
-def summary_markdown(table, cfg: dict) -> str:
+def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
     """The README's table of the readings named by the config's ``summary``: a row per
-    reading, what it changes, the mu its runs really spend, and at each point the range
-    over the four methods of their median accuracy over runs (with the runs' count).
+    reading, what it changes, the mu its runs really spend, at each point (Figure 10's
+    first) the range over the four methods of their median accuracy over runs (with the
+    runs' count), and C6's verdict.
 
     Parameters
     ----------
@@ -373,6 +374,9 @@ def summary_markdown(table, cfg: dict) -> str:
         `collect`'s table.
     cfg : dict
         The config (``summary``, ``points``, ``readings``).
+    c6 : dict of str to str, optional
+        Reading -> C6's verdict (`fedgdp.reports.claims.reading_verdicts`); a last column
+        when given ("not run" for a reading it lacks).
 
     Returns
     -------
@@ -382,17 +386,20 @@ def summary_markdown(table, cfg: dict) -> str:
     if not cfg.get("summary"):
         return ""
     points = [pt for pt in sorted(cfg["points"], key=lambda p: (p["figure"] != "fig10", p["x"]))]
-    names = [f"{'Fig. 9, n' if pt['figure'] == 'fig09' else 'Fig. 10, m'} = {pt['x']}" for pt in points]
-    lines = ["| reading | changes | mu spent | " + " | ".join(names) + " |", "|" + "---|" * (3 + len(points))]
+    head = ["reading", "what it changes", "mu really spent",
+            *(f"{'Fig. 9, n' if pt['figure'] == 'fig09' else 'Fig. 10, m'} = {pt['x']}" for pt in points),
+            *(["C6"] if c6 is not None else [])]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in cfg["summary"]:
         rows = table[table["reading"] == name]
-        cells = []
+        cells = [name, _changes(cfg["readings"][name]), _spent(rows) if len(rows) else ""]
         for pt in points:
             g = rows[(rows["figure"] == pt["figure"]) & (rows["x"] == pt["x"])]
             med = g.groupby("method")["accuracy"].median()
             cells.append(f"{med.min():.2f}-{med.max():.2f} ({g['run'].nunique()})" if len(med) else "not run")
-        lines.append(f"| {name} | {_changes(cfg['readings'][name])} | {_spent(rows) if len(rows) else ''} | "
-                     + " | ".join(cells) + " |")
+        if c6 is not None:
+            cells.append(c6.get(name, "not run"))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

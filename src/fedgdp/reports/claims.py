@@ -44,8 +44,8 @@ import pandas as pd
 
 __all__ = ["TITLE", "VERDICTS", "OUTCOMES", "THRESHOLDS", "CLAIMS", "CLAIM_COLUMNS", "Check",
            "compare_less", "trend", "subclaim_verdict", "combine", "claim_c1", "claim_c2",
-           "claim_c3", "claim_c4", "claim_c5", "claim_c6", "assess", "write_markdown",
-           "write_csv"]
+           "claim_c3", "claim_c4", "claim_c5", "claim_c6", "reading_trends", "reading_verdicts", "assess",
+           "write_markdown", "write_csv"]
 
 TITLE = "Which of the paper's claims the results support"
 VERDICTS = ("holds", "partly", "fails", "not run")
@@ -821,6 +821,34 @@ def _step_check(label: str, lo: pd.Series, hi: pd.Series, direction: int) -> Che
     return Check(outcome, f"{label} {lo.median():.3f} -> {hi.median():.3f}")
 
 
+def _reading_subclaims(readings: pd.DataFrame):
+    """(reading, figure, verdict, evidence line) of every C6 sub-claim the map can judge a
+    reading on (`reading_trends`)."""
+    from ..nn.readings import privacy_label
+    from ..nn.settings import LABELS
+
+    for reading, g in readings.groupby("reading", sort=False):
+        for fig, lo, hi, direction, what in READING_TRENDS:
+            f = g[g["figure"] == fig]
+            if not {lo, hi} <= set(f["x"]):
+                continue
+            checks = [_step_check(LABELS[method].removeprefix("DP-"), m[m["x"] == lo]["accuracy"],
+                                  m[m["x"] == hi]["accuracy"], direction)
+                      for method, m in f.groupby("method", sort=False)]
+            v, line = _subclaim_line(f"reading {reading} ({privacy_label(f)}), {fig}: accuracy {what}", checks,
+                                     show="all")
+            runs = f.groupby("x")["run"].nunique()
+            yield reading, fig, v, f"{line} [runs: {runs[lo]} and {runs[hi]}]"
+        f = g[(g["figure"] == "fig10") & (g["x"] == 1000) & g["method"].isin(["fednewton_iter", "fedavg"])]
+        if f["method"].nunique() == 2:
+            acc = {m: f[f["method"] == m]["accuracy"] for m in ("fednewton_iter", "fedavg")}
+            row = {m: pd.Series({"median_accuracy": a.median(), "min_accuracy": a.min(), "max_accuracy": a.max()})
+                   for m, a in acc.items()}
+            v, line = _subclaim_line(f"reading {reading}, fig10: FedNewton-Iter competitive with FedAvg at m = 1000",
+                                     [_competitive(row["fednewton_iter"], row["fedavg"], 1000)], show="all")
+            yield reading, "fig10", v, line
+
+
 def reading_trends(readings: pd.DataFrame) -> list[str]:
     """C6's trends judged per reading, where the map ran a reading at both points of a
     figure (`READING_TRENDS`): per method the median over runs at each point, two points
@@ -837,31 +865,33 @@ def reading_trends(readings: pd.DataFrame) -> list[str]:
     list of str
         One line per reading and sub-claim it can be judged on.
     """
-    from ..nn.readings import privacy_label
-    from ..nn.settings import LABELS
+    return [line for *_, line in _reading_subclaims(readings)]
 
-    lines = []
-    for reading, g in readings.groupby("reading", sort=False):
-        for fig, lo, hi, direction, what in READING_TRENDS:
-            f = g[g["figure"] == fig]
-            if not {lo, hi} <= set(f["x"]):
-                continue
-            checks = [_step_check(LABELS[method].removeprefix("DP-"), m[m["x"] == lo]["accuracy"],
-                                  m[m["x"] == hi]["accuracy"], direction)
-                      for method, m in f.groupby("method", sort=False)]
-            v, line = _subclaim_line(f"reading {reading} ({privacy_label(f)}), {fig}: accuracy {what}", checks,
-                                     show="all")
-            runs = f.groupby("x")["run"].nunique()
-            lines.append(f"{line} [runs: {runs[lo]} and {runs[hi]}]")
-        f = g[(g["figure"] == "fig10") & (g["x"] == 1000) & g["method"].isin(["fednewton_iter", "fedavg"])]
-        if f["method"].nunique() == 2:
-            acc = {m: f[f["method"] == m]["accuracy"] for m in ("fednewton_iter", "fedavg")}
-            row = {m: pd.Series({"median_accuracy": a.median(), "min_accuracy": a.min(), "max_accuracy": a.max()})
-                   for m, a in acc.items()}
-            v, line = _subclaim_line(f"reading {reading}, fig10: FedNewton-Iter competitive with FedAvg at m = 1000",
-                                     [_competitive(row["fednewton_iter"], row["fedavg"], 1000)], show="all")
-            lines.append(line)
-    return lines
+
+def reading_verdicts(readings: pd.DataFrame) -> dict[str, str]:
+    """C6's verdict per reading: `combine` of the sub-claims of `reading_trends`, with the
+    figure it rests on when the map ran the other at one point only.
+
+    Parameters
+    ----------
+    readings : DataFrame
+        The readings table (`fedgdp.nn.readings.TABLE_COLUMNS`).
+
+    Returns
+    -------
+    dict of str to str
+        Reading -> verdict, e.g. ``"partly"`` or ``"holds (Fig. 10 only)"``; "not run"
+        for a reading no sub-claim can be judged on.
+    """
+    subs: dict[str, list[tuple[str, str]]] = {r: [] for r in readings["reading"].unique()}
+    for reading, fig, v, _ in _reading_subclaims(readings):
+        subs[reading].append((fig, v))
+    out = {}
+    for reading, got in subs.items():
+        figs = {fig for fig, _ in got}
+        only = f" (Fig. {int(next(iter(figs))[3:])} only)" if len(figs) == 1 else ""
+        out[reading] = combine([v for _, v in got]) + only
+    return out
 
 
 def claim_c6(nn: pd.DataFrame, readings: pd.DataFrame | None = None) -> list[dict]:
