@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI: the README's Quick start from a copy of the tracked files, with a fresh virtual
+# CI: the README's install and smoke run from a copy of the tracked files, with a fresh virtual
 # environment holding only the `pipeline` extra (no dev tools): the smoke run, the
 # HTML report of it, and its outputs under the run's name (results/smoke/...).
 #   bash .ci/quickstart.sh [KEEP]

@@ -101,3 +101,51 @@ def test_no_readme_paragraph_or_bullet_is_over_120_words():
     blocks.append(" ".join(cur))
     long = [b[:60] for b in blocks if len(b.split()) > 120]
     assert not long, long
+
+
+def test_the_readme_is_at_most_100_lines():
+    """A newcomer reads the README in two minutes; everything else is in docs/."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 100
+
+
+def test_the_readme_claims_table_is_the_generated_verdicts():
+    """Each README claim row gives the models' verdicts of the committed reports (C1-C5:
+    docs/reproduces.md's copy of the default run's claims.md; C6: the MNIST grid's
+    claims.csv) and their `combine`."""
+    import csv
+
+    from fedgdp.reports.claims import combine
+
+    rows = [line.split("|")[1:-1] for line in (ROOT / "docs" / "reproduces.md").read_text().splitlines()
+            if re.match(r"\| C[1-5] \|", line)]
+    got: dict[str, list[tuple[str, str]]] = {}
+    for cells in rows:
+        got.setdefault(cells[0].strip(), []).append((cells[1].strip(), cells[-1].strip().strip("*")))
+    with open(ROOT / "docs/results/paper-nn-mnist/claims.csv", newline="") as f:
+        got["C6"] = [(r["model"], r["verdict"]) for r in csv.DictReader(f) if r["claim"] == "C6"]
+    readme = {cells[0].strip(): [c.strip() for c in cells[1:]]
+              for line in (ROOT / "README.md").read_text().splitlines()
+              if re.match(r"\| C[1-6] \|", line) for cells in [line.split("|")[1:-1]]}
+    assert sorted(readme) == [f"C{k}" for k in range(1, 7)] and sorted(got) == sorted(readme)
+    for claim, models in got.items():
+        _, verdict, by_model = readme[claim]
+        assert verdict == combine([v for _, v in models]), claim
+        assert by_model == ", ".join(f"{m} {v}" for m, v in models), claim
+
+
+def test_license_and_citation_match_pyproject():
+    """LICENSE is the MIT text pyproject names; CITATION.cff (CFF 1.2.0) cites this version
+    of the software and, as preferred citation, the paper."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == {"text": "MIT"}
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "the fedgdp authors" in text
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["type"] == "software" and cff["license"] == "MIT"
+    assert str(cff["version"]) == project["version"]
+    paper = cff["preferred-citation"]
+    assert paper["title"].startswith("Statistical Limits and Efficient Algorithms")
+    assert [a["family-names"] for a in paper["authors"]] == ["Peng", "Paul", "Auddy"]
+    assert any(r["title"] == paper["title"] for r in cff["references"])

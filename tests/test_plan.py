@@ -394,7 +394,7 @@ def test_shrink_png_is_small_and_keeps_metadata(tmp_path):
 
 
 def test_pipeline_extra_can_build_the_report():
-    """`pip install -e '.[pipeline]'` (the README's Quick start) must bring what
+    """`pip install -e '.[pipeline]'` (the README's install) must bring what
     `snakemake --report` needs (pygments, via snakemake[reports]) and the gallery (pillow)."""
     import tomllib
 

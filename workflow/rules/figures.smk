@@ -1,5 +1,5 @@
 # The simulation figures (kind: simulation), drawn from study summaries only; named
-# targets for every figure and table, and the README gallery.
+# targets for every figure and table, and the gallery (docs/gallery.md).
 
 
 rule plot_figure:
@@ -37,8 +37,8 @@ rule plot_figure:
         " > {log} 2>&1"
 
 
-# README gallery: a small PNG of every figure of the default target (no CNNs), from
-# this run's figures. Only run paper (plan.GALLERY_RUN, what the README shows) has the
+# The gallery (docs/gallery.md): a small PNG of every figure of the default target (no CNNs), from
+# this run's figures. Only run paper (plan.GALLERY_RUN, what docs/gallery.md shows) has the
 # rule; `snakemake gallery` on another run is refused before any job (requests.smk).
 if PLAN.gallery_allowed():
 

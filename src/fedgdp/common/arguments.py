@@ -339,7 +339,7 @@ def user_error(exc: BaseException) -> str | None:
             extra = EXTRAS[name]
             what = {"torch": "PyTorch", "sklearn": "scikit-learn", "PIL": "Pillow"}.get(name, name)
             return (f"this command needs {what}, which is not installed: pip install 'fedgdp[{extra}]'"
-                    + (" (see the README for GPU builds)" if extra == "nn" else ""))
+                    + (" (see docs/cnns.md for GPU builds)" if extra == "nn" else ""))
         return f"a required module is missing: {exc}; reinstall fedgdp (pip install -e .)" if name else None
     if isinstance(exc, MemoryError):
         detail = str(exc).split(";")[0].strip()

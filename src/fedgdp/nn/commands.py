@@ -40,7 +40,7 @@ def _cmd_nn_run(args) -> int:
     try:
         import torch  # noqa: F401
     except ImportError:
-        raise ValueError("nn-run needs PyTorch: pip install 'fedgdp[nn]' (see the README for GPU builds)") from None
+        raise ValueError("nn-run needs PyTorch: pip install 'fedgdp[nn]' (see docs/cnns.md for GPU builds)") from None
     from .run import run_nn, write_runs
     from .train import keep_freed_memory
 

@@ -1,4 +1,4 @@
-"""The README gallery: small PNG copies of the figures (rule gallery runs
+"""The gallery (docs/gallery.md): small PNG copies of the figures (rule gallery runs
 ``python -m fedgdp.plan shrink-png SRC DST``)."""
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import os
 import sys
 
 GALLERY_DIR = "docs/gallery"
-GALLERY_RUN = "paper"    # the run the README's gallery shows: target gallery refuses any other
+GALLERY_RUN = "paper"    # the run the gallery (docs/gallery.md) shows: target gallery refuses any other
 GALLERY_WIDTH = 900      # pixels of a gallery PNG
 GALLERY_COLOURS = 128    # palette size of a gallery PNG (keeps each file at tens of KB)
 
 
 def shrink_png(src: str | os.PathLike, dst: str | os.PathLike, width: int = GALLERY_WIDTH,
                colours: int = GALLERY_COLOURS) -> None:
-    """A small copy of a figure's PNG for the README gallery: ``width`` pixels wide, a
+    """A small copy of a figure's PNG for the gallery: ``width`` pixels wide, a
     palette of ``colours``, its text metadata kept (written atomically).
 
     Parameters

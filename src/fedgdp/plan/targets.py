@@ -74,11 +74,11 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart):
         return [f for f in self.figures() if self.figure(f)["kind"] != "nn" or self.nn_in_default()]
 
     def gallery_figures(self) -> list[str]:
-        """Figures shown in the README gallery: those of the default target without PyTorch."""
+        """Figures shown in the gallery (docs/gallery.md): those of the default target without PyTorch."""
         return [f for f in self.figures() if self.figure(f)["kind"] != "nn"]
 
     def gallery_file(self, fig: str) -> str:
-        """The README gallery's PNG of a figure.
+        """The gallery's PNG of a figure (docs/gallery.md).
 
         Parameters
         ----------
@@ -121,7 +121,7 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart):
 
     # ------------------------------------------------------- the invocation's request
     def gallery_allowed(self) -> bool:
-        """Only run `GALLERY_RUN` may write docs/gallery/ (the README says the gallery shows it)."""
+        """Only run `GALLERY_RUN` may write docs/gallery/ (docs/gallery.md says the gallery shows it)."""
         return self.run == GALLERY_RUN
 
     def check_request(self, targets, *, rule_names=(), dry_run: bool = False, torch: bool = True,
@@ -157,7 +157,7 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart):
                 raise RequestError(f"unknown target {t!r}{hint}; named targets: "
                                    f"{', '.join(n for n in named)} (or a file path)")
         if not self.gallery_allowed() and any(t == "gallery" or t.startswith(GALLERY_DIR + "/") for t in targets):
-            raise RequestError(f"target gallery: {GALLERY_DIR}/ shows run {GALLERY_RUN} (README), not run "
+            raise RequestError(f"target gallery: {GALLERY_DIR}/ shows run {GALLERY_RUN} (docs/gallery.md), not run "
                                f"{self.run}; build it with config.yaml alone (`snakemake --cores 2 gallery`); "
                                f"this run's figures are in figures/{self.run}/")
         if not (dry_run or use_conda or torch):
