@@ -41,7 +41,7 @@ __all__ = [
     "NOISE_BOUND", "check_release_bound", "parse_mu", "parse_fraction", "check_clip", "check_clip_bound",
     "check_privacy", "RELEASES",
     "adds_noise", "clips",
-    "clip_rows", "row_norms", "clip_margin", "clip_scale", "clip_factors", "clip_bound", "bound_of_rule", "Release",
+    "clip_rows", "row_norms", "U64", "CLIP_SLACK", "CLIP_WORK_ROUNDINGS", "TINY64", "round_down_subnormal", "clip_margin", "clip_scale", "clip_factors", "clip_bound", "bound_of_rule", "Release",
     "Ledger", "ReleaseSpec",
     "Calibration",
     "calibrate", "calibrate_schedule", "NOISE_ULPS", "check_noise_resolves",
@@ -140,30 +140,71 @@ def row_norms(X: np.ndarray, plain: np.ndarray | None = None) -> np.ndarray:
 #: The unit roundoff of float64, ``2^-53``: the clip margin's unit (`clip_margin`).
 U64 = 2.0 ** -53
 
+#: The clip margin's slack beyond one ``U64`` per number (`clip_margin`): the margin is
+#: ``(D + CLIP_SLACK) U64``, which covers the norm's rounding, ``(D/2 + 8) U64``, and the five
+#: roundings of the factor and of ``c_j g_j``, with room (docs/methods.md §2, "The clip margin").
+CLIP_SLACK = 16
 
-def clip_margin(D: int) -> float:
-    """The clip margin ``kappa = (D + 16) 2^-53`` of a per-sample gradient of ``D``
-    numbers: the factors clip to ``(1 - kappa) B`` (`clip_scale`), so that rounding
-    never lifts a computed clipped gradient above norm ``B`` (docs/methods.md §2,
-    "The clip margin"; the CNNs' float64 margin, `fedgdp.nn.clipping.clip_margin`, has
-    the same form).
+#: Roundings of ``c_j g_j`` counted in the working precision when it is not the float64
+#: of the norms (the CNNs' torch port: the factor rounded down, times ``delta_j``, times ``a_j``).
+CLIP_WORK_ROUNDINGS = 3
+
+
+def clip_margin(D: int, unit: float = 0.0) -> float:
+    """The clip margin ``kappa = (D + CLIP_SLACK) 2^-53 + CLIP_WORK_ROUNDINGS unit``: the
+    rounding margin of every clip of the package, defined here once.
+
+    Why: a computed norm of ``D`` numbers errs by at most ``(D/2 + 8) 2^-53`` relative, and
+    the factor ``(1 - kappa) B / N`` and the product ``c_j g_j`` take five more roundings;
+    clipping to ``(1 - kappa) B`` instead of ``B`` absorbs all of them, so the *computed*
+    clipped gradient has norm ``<= B`` exactly, not just up to rounding (docs/methods.md
+    §2, "The clip margin", the proof). A port that forms ``c_j g_j`` in a coarser working
+    precision (the CNNs' float32, `fedgdp.nn.clipping.clip_margin`) adds its own three
+    roundings of ``unit`` (in float64 that is conservative by ``3 2^-53``).
 
     Parameters
     ----------
     D : int
         Numbers per record's gradient: ``d`` for ``r_j x_j``, ``d k`` for ``x_j r_j'``.
+    unit : float, default=0.0
+        The unit roundoff of the working precision ``c_j g_j`` is formed in, when it is
+        counted apart (torch ports); 0 for the float64 GLM paths.
 
     Returns
     -------
     float
         ``kappa``.
     """
-    return (int(D) + 16) * U64
+    return CLIP_WORK_ROUNDINGS * unit + (int(D) + CLIP_SLACK) * U64
 
 
-def clip_scale(B, D: int):
+#: The smallest normal float64. A clip factor below it is subnormal: it carries fewer than 53
+#: bits, and its rounding (up to ``2^-1075`` absolute) times a huge gradient is not covered by
+#: the margin, so it is rounded towards zero instead (`round_down_subnormal`).
+TINY64 = float(np.finfo(np.float64).tiny)
+
+
+def round_down_subnormal(q):
+    """``q`` where it is normal (or 0, inf, NaN), else the next float towards zero: a
+    subnormal quotient ``RN(s / N)`` rounded down is at most ``s / N`` exactly, so a
+    gradient of norm about ``N`` times it stays within ``s`` (`clip_factors`).
+
+    Parameters
+    ----------
+    q : ndarray
+        Quotients ``s / N >= 0``.
+
+    Returns
+    -------
+    ndarray
+        ``q``, the subnormal entries one step towards zero.
+    """
+    return np.where(q < TINY64, np.nextafter(q, 0.0), q)
+
+
+def clip_scale(B, D: int, unit: float = 0.0):
     """The norm the clipped gradients are scaled to: ``(1 - kappa) B`` (`clip_margin`;
-    inf stays inf). *The* GLM clipping bound as computed: `clip_factors` and
+    inf stays inf). *The* clipping bound as computed: `clip_factors` and
     the simulations' compiled kernels (``lim_j = clip_scale(B, d) / ||x_j||``) read it.
 
     Parameters
@@ -172,22 +213,27 @@ def clip_scale(B, D: int):
         The clipping bound(s) (the ledger's: sensitivities and noise use B).
     D : int
         Numbers per record's gradient.
+    unit : float, default=0.0
+        `clip_margin`'s working-precision unit.
 
     Returns
     -------
     float or ndarray
-        ``(1 - clip_margin(D)) B``.
+        ``(1 - clip_margin(D, unit)) B``.
     """
-    return (1.0 - clip_margin(D)) * B
+    return (1.0 - clip_margin(D, unit)) * B
 
 
-def clip_factors(norms: np.ndarray, B: float, D: int) -> np.ndarray:
-    """The per-sample clipping factor ``min(1, (1 - kappa) B/||g_j||)`` of gradients with
+def clip_factors(norms: np.ndarray, B: float, D: int, *, unit: float = 0.0) -> np.ndarray:
+    """The reference clip factor ``min(1, (1 - kappa) B/||g_j||)`` of gradients with
     norms ``norms`` (``kappa``: `clip_margin`, rounding's margin), and 0 where the norm
     is not finite (NaN or inf): *the* rule for a non-finite per-sample gradient, which
     is clipped to zero. So every computed clipped per-sample gradient has norm <= B and
     the sensitivity 2B/n holds for every input (docs/methods.md §2, "Finite arithmetic"
-    and "The clip margin").
+    and "The clip margin"). Its ports, held to it by ``tests/test_clip_ports.py``: the
+    simulations' compiled kernels (`fedgdp.simulation.kernels`, the residual clipped to
+    ``clip_scale(B, d) / ||x_j||``) and the CNNs' torch factors
+    (`fedgdp.nn.clipping.clip_factors`).
 
     Parameters
     ----------
@@ -197,15 +243,17 @@ def clip_factors(norms: np.ndarray, B: float, D: int) -> np.ndarray:
         The clipping bound.
     D : int
         Numbers per record's gradient (the margin's size).
+    unit : float, default=0.0
+        `clip_margin`'s working-precision unit.
 
     Returns
     -------
     ndarray
         The factors, shaped as ``norms``.
     """
-    scale = clip_scale(B, D)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(norms > scale, scale / norms, 1.0)
+    scale = clip_scale(B, D, unit)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        factor = round_down_subnormal(np.where(norms > scale, scale / norms, 1.0))
     return np.where(np.isfinite(norms), factor, 0.0)
 
 

@@ -64,6 +64,7 @@ import torch
 from torch.nn import functional as F
 from torch.nn.grad import conv2d_weight
 
+from ..core import privacy
 from .models import HEAD
 
 __all__ = ["layer_names", "clip_margin", "clip_factors", "clipped_grad_sums", "head_grads", "floats_per_image"]
@@ -117,8 +118,9 @@ def floats_per_image(params: dict, image_shape: tuple) -> int:
 
 
 def clip_margin(D: int, dtype: torch.dtype) -> float:
-    """The clip margin ``kappa = 3 u + (D + 16) u64`` of the module docstring: ``u`` the
-    unit roundoff of ``dtype`` (the precision ``c_j g_j`` is formed in), ``u64 = 2^-53``.
+    """The clip margin ``kappa = 3 u + (D + 16) u64`` of the module docstring:
+    `fedgdp.core.privacy.clip_margin` (the one definition) with ``u`` the unit roundoff
+    of ``dtype`` (the precision ``c_j g_j`` is formed in), ``u64 = 2^-53``.
 
     Parameters
     ----------
@@ -132,14 +134,15 @@ def clip_margin(D: int, dtype: torch.dtype) -> float:
     float
         ``kappa``; the factors are ``min(1, (1 - kappa) B / ||g_j||)``.
     """
-    return 3.0 * torch.finfo(dtype).eps / 2 + (int(D) + 16) * 2.0 ** -53
+    return privacy.clip_margin(D, torch.finfo(dtype).eps / 2)
 
 
 def clip_factors(sq: torch.Tensor, B: float, *, margin: float = 0.0,
                  dtype: torch.dtype | None = None) -> torch.Tensor:
-    """``c = min(1, (1 - margin) B / sqrt(sq))`` elementwise, computed in float64 and
-    rounded down to ``dtype``; 0 where ``sq`` is not finite (the non-finite rule of the
-    module docstring); 1 (or 0) when ``B`` is inf.
+    """Torch port of `fedgdp.core.privacy.clip_factors` (held to it by
+    ``tests/test_clip_ports.py``): ``c = min(1, (1 - margin) B / sqrt(sq))`` elementwise,
+    computed in float64 and rounded down to ``dtype``; 0 where ``sq`` is not finite (the
+    non-finite rule of the module docstring); 1 (or 0) when ``B`` is inf.
 
     Parameters
     ----------
