@@ -465,7 +465,8 @@ def hessians(XT, inv_norm, offsets, theta, model, bound, out):
     per-sample weight ``v_j = min(b''(eta_j), bound/||x_j||^2)`` (``bound = inf``: the
     plain Hessian). With a finite bound (certified FedNewton) a weight that is not
     finite (a NaN curvature of a row of huge entries) is 0, so every per-sample Hessian
-    has norm <= bound. theta : (C, d); out : (C, d, d), written in place.
+    has norm <= bound: the compiled port of `fedgdp.core.glm.GLM.clipped_hessian_rows`
+    (``v_j = c_j a_j^2``), held to it by ``tests/test_kernels.py``.
 
     Parameters
     ----------
