@@ -38,7 +38,7 @@ from .settings import as_float, is_bool, number
 
 __all__ = [
     "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "CLIP_MIN", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX",
-    "NOISE_BOUND", "check_release_bound", "parse_mu", "parse_fraction", "check_clip", "check_clip_bound",
+    "NOISE_BOUND", "iterate_bound", "check_release_bound", "parse_mu", "parse_fraction", "check_clip", "check_clip_bound",
     "check_privacy", "RELEASES",
     "adds_noise", "clips",
     "clip_rows", "row_norms", "U64", "CLIP_SLACK", "CLIP_WORK_ROUNDINGS", "TINY64", "round_down_subnormal", "clip_margin", "clip_scale", "clip_factors", "clip_bound", "bound_of_rule", "Release",
@@ -1394,6 +1394,35 @@ RELEASE_MAX = 2.0 ** 1000
 #: tail point ``r + (-log(1 - U)) / r`` with U a 53-bit double below 1, so
 #: ``|z| <= 3.6542 + 53 log(2) / 3.6542 < 13.71``.
 NOISE_BOUND = 14.0
+
+
+def iterate_bound(count, eta, B, sd, *, on_gradient: bool = False):
+    """The most ``count`` noisy clipped steps can move an entry of an iterate, from public
+    inputs only: ``K (eta B + z sd)`` with the noise on the iterate (local steps),
+    ``K eta (B + z sd)`` with it on the gradient (server steps); a clipped gradient's
+    entries are at most B, a noise draw at most ``z = NOISE_BOUND`` sds (docs/methods.md
+    §2). The one overflow bound of the GLM methods' refusals (`check_release_bound`).
+
+    Parameters
+    ----------
+    count : int
+        Steps ``K``.
+    eta : float
+        Step size.
+    B : float or ndarray
+        The clipping bound (a drifted bound for DP-SCAFFOLD).
+    sd : float or ndarray
+        The noise sd of a step.
+    on_gradient : bool, default=False
+        The noise is added to the gradient (moved by ``eta``), not to the iterate.
+
+    Returns
+    -------
+    float or ndarray
+        The bound, shaped as ``B * sd``.
+    """
+    z = NOISE_BOUND
+    return count * (eta * (B + z * sd) if on_gradient else eta * B + z * sd)
 
 
 def check_release_bound(name: str, bound, fix: str) -> None:
