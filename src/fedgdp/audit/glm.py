@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ..core import privacy
+from ..core.solvers import NEWTON_DEFAULTS
 from .search import (
     AUDIT_B,
     SCALES,
@@ -98,7 +99,7 @@ def _sim_bases(target: AuditTarget, stage: str, n_main: int, rng):
     out = []
     for n in sizes:
         rep = _sim_client(target.model, n, rng)
-        B = target.B or privacy.clip_bound(glm, rep, {"rule": "quantile", "q": 0.9}) or AUDIT_B   # 0: a tiny client
+        B = target.B or privacy.clip_bound(glm, rep, dict(privacy.DEFAULT_CLIP)) or AUDIT_B   # 0: a tiny client
         states = _sim_states(d, rng) if n == n_main else [np.zeros(d)]
         out.append((f"random n={n}", rep, B, states))
     kinds = ["aligned"] + (["hessian"] if stage == "newton" else [])
@@ -298,13 +299,14 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
         One row per release of the method's plan (stages with a count of zero skipped).
     """
     from ..realdata import FoldData, get_method, resolve
+    from ..realdata.clipping import clip_bound_real
 
     meth = get_method(target.method)
     rng = np.random.default_rng(seed)
     task = target.model
     s = resolve({"methods": [target.method], "task": task})["method_settings"][target.method]
     priv = {"mode": target.mode, "hessian_clip": target.hessian_clip}
-    newton = dict(target.newton or {"solver": "cg", "cg_tol": 1e-8, "cg_maxiter": 500})
+    newton = dict(target.newton or NEWTON_DEFAULTS)
     model, X0, Y0 = _real_client(task, n, rng)
     d, k = X0.shape[1], model.k
 
@@ -313,8 +315,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
                         clip={"rule": "fixed", "value": B})
 
     def quantile_B(X, Y):
-        norms = privacy.row_norms(X) * privacy.row_norms(model.residuals(np.zeros((d, k)), X, Y))
-        return float(np.quantile(norms, 0.9))
+        return clip_bound_real(model, [X], [Y], dict(privacy.DEFAULT_CLIP))     # the core rule, one client
 
     drift = 0.1 * rng.standard_normal((d, k))
     ys = [model.targets(np.array([c]))[0] for c in ((0, 1) if task == "binary" else range(model.k))]

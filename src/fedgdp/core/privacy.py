@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -37,11 +39,13 @@ import numpy as np
 from .settings import as_float, is_bool, number
 
 __all__ = [
+    "DEFAULT_CLIP", "HESSIAN_CLIP", "DEFAULT_PRIVACY",
     "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "CLIP_MIN", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX",
-    "NOISE_BOUND", "iterate_bound", "check_release_bound", "parse_mu", "parse_fraction", "check_clip", "check_clip_bound",
-    "check_privacy", "RELEASES",
+    "NOISE_BOUND", "iterate_bound", "check_release_bound", "parse_mu", "parse_fraction", "check_clip",
+    "check_clip_bound", "check_privacy", "RELEASES",
     "adds_noise", "clips",
-    "clip_rows", "row_norms", "U64", "CLIP_SLACK", "CLIP_WORK_ROUNDINGS", "TINY64", "round_down_subnormal", "clip_margin", "clip_scale", "clip_factors", "clip_bound", "bound_of_rule", "Release",
+    "clip_rows", "row_norms", "U64", "CLIP_SLACK", "CLIP_WORK_ROUNDINGS", "TINY64", "round_down_subnormal",
+    "clip_margin", "clip_scale", "clip_factors", "clip_bound", "bound_of_rule", "Release",
     "Ledger", "ReleaseSpec",
     "Calibration",
     "calibrate", "calibrate_schedule", "NOISE_ULPS", "check_noise_resolves",
@@ -52,6 +56,16 @@ __all__ = [
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
     "newton_sensitivity", "gdp_delta", "gdp_epsilon", "gdp_mu",
 ]
+
+#: The default clipping rule (paper section 4.1): the max over clients of each client's
+#: 0.9-quantile of its per-sample gradient norms at zero (`bound_of_rule`). Read-only: copy it.
+DEFAULT_CLIP: Mapping[str, Any] = MappingProxyType({"rule": "quantile", "q": 0.9})
+
+#: Certified FedNewton's default per-sample Hessian clip, ``H_c = HESSIAN_CLIP tau1``.
+HESSIAN_CLIP = 4.0
+
+#: The default privacy setting (`check_privacy`). Read-only: copy it.
+DEFAULT_PRIVACY: Mapping[str, Any] = MappingProxyType({"mode": "paper", "hessian_clip": HESSIAN_CLIP})
 
 #: What a fit releases (a cell's ``release`` parameter): the private algorithm, the same with
 #: its noise left out (clipped to the same bound), or neither clipped nor noisy (docs/methods.md §9).
@@ -1572,7 +1586,7 @@ def check_privacy(privacy, clip: dict, release: str = "private") -> dict:
     unknown = set(privacy) - {"mode", "hessian_clip"}
     if unknown:
         raise ValueError(f"unknown privacy key(s) {sorted(unknown)}; known: hessian_clip, mode")
-    out: dict[str, Any] = {"mode": "paper", "hessian_clip": 4.0} | privacy
+    out: dict[str, Any] = dict(DEFAULT_PRIVACY) | privacy
     if out["mode"] not in PRIVACY_MODES:
         raise ValueError(f"privacy mode must be 'paper' or 'certified', got mode={out['mode']!r}")
     try:

@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.glm import GLM
-from ..core.solvers import certified_residual_ok, cg_solve, floored_solve
+from ..core.solvers import CG_MAXITER, CG_TOL, certified_residual_ok, cg_solve, floored_solve
 
 __all__ = ["cg_solve", "newton_step", "ridge_fit", "clipped_hessian_rows"]
 
 
 def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, tau1: float, *,
-                solver: str = "cg", cg_tol: float = 1e-8, cg_maxiter: int = 500,
+                solver: str = "cg", cg_tol: float = CG_TOL, cg_maxiter: int = CG_MAXITER,
                 hessian_bound: float | None = None) -> np.ndarray:
     """The step s of FedNewton's local update ``Theta - s`` (shape of Theta).
 

@@ -101,7 +101,8 @@ class ClientBlock:
             self.XT[:, start:start + r.X.shape[0]] = r.X.T
             start += r.X.shape[0]
         self.y = np.ascontiguousarray(np.concatenate([r.y for r in reps]), dtype=float)
-        with np.errstate(divide="ignore", over="ignore"):    # a zero row: 1/0 = inf, no clip (subnormal rows: clip_bounds)
+        # a zero row: 1/0 = inf, no clip (a row of subnormal norm: clip_bounds redoes its limit)
+        with np.errstate(divide="ignore", over="ignore"):
             self.inv_norm = 1.0 / privacy.row_norms(self.XT.T, np.sqrt(np.einsum("kn,kn->n", self.XT, self.XT)))
         self.groups = client_groups(self.sizes)
         # the intercept column (all ones) is not read by the kernels: x * 1.0 == x, same numbers
@@ -330,8 +331,8 @@ class FitData:
     mu: float
     tau1: float
     weights: str = "size"
-    privacy: dict = field(default_factory=lambda: {"mode": "paper", "hessian_clip": 4.0})
-    clip: dict = field(default_factory=lambda: {"rule": "quantile", "q": 0.9})
+    privacy: dict = field(default_factory=lambda: dict(privacy.DEFAULT_PRIVACY))
+    clip: dict = field(default_factory=lambda: dict(privacy.DEFAULT_CLIP))
     release: str = "private"
 
     def __post_init__(self):
