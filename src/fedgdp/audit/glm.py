@@ -59,10 +59,10 @@ def _sim_release(meth, kind: str, fd, s: dict, theta: np.ndarray) -> np.ndarray:
     at = theta[None, None, :]
     if kind == "gradient":
         return fd.full.gradients(at, fd.bounds(fd.full))[0, 0]
-    if kind == "local step":
+    if kind == privacy.LOCAL_STEP:
         return fd.full.local_steps(at, K=1, eta=meth.local_step_size(s), bounds=fd.bounds(fd.full), sigma=0.0,
                                    Z=None)[0, 0]
-    if kind == "local step (half 1)":
+    if kind == privacy.LOCAL_STEP_HALF1:
         h1 = fd.halves[0]
         return h1.local_steps(at, K=1, eta=s["eta"], bounds=fd.bounds(h1), sigma=0.0, Z=None)[0, 0]
     if kind == "newton":
@@ -162,7 +162,7 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
                                    f"x={_fmt_x(x)}, y={y:g}")
 
                 for j in js:
-                    if spec.stage == "local step (half 1)" and j >= half:
+                    if spec.stage == privacy.LOCAL_STEP_HALF1 and j >= half:
                         continue
                     extra = [base - theta, theta] if np.all(np.isfinite(base)) else [theta]
                     cands = list(_candidates(5, SIM_Y[target.model], rng, extra=extra))
@@ -264,10 +264,10 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
 
     if kind == "gradient":
         return fd.gradient(0, Theta)
-    if kind == "local step":
+    if kind == privacy.LOCAL_STEP:
         return local_descent(fd, 0, Theta, K=1, eta=meth.local_step_size(s), sigma=0.0, rng=None,
                              drift=drift if meth.drifts else None)
-    if kind == "local step (half 1)":
+    if kind == privacy.LOCAL_STEP_HALF1:
         return local_descent(fd, 0, Theta, K=1, eta=s["eta"], sigma=0.0, rng=None,
                              rows=slice(0, fd.sizes[0] // 2))
     if kind == "newton":
@@ -356,7 +356,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
 
                 step = (base - Theta).sum(axis=1) if np.all(np.isfinite(base)) else np.zeros(d)
                 for j in ([0, size - 1] if meth.halves else [0]):
-                    if spec.stage == "local step (half 1)" and j >= size // 2:
+                    if spec.stage == privacy.LOCAL_STEP_HALF1 and j >= size // 2:
                         continue
                     cands = list(_candidates(d, ys, rng, extra=[step]))
                     if label.startswith("hessian"):

@@ -39,7 +39,8 @@ import numpy as np
 from .settings import as_float, is_bool, number
 
 __all__ = [
-    "DEFAULT_CLIP", "HESSIAN_CLIP", "DEFAULT_PRIVACY",
+    "DEFAULT_CLIP", "HESSIAN_CLIP", "DEFAULT_PRIVACY", "GRADIENT", "LOCAL_STEP", "LOCAL_STEP_HALF1", "NEWTON",
+    "CLIP_HISTOGRAM",
     "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "CLIP_MIN", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX",
     "NOISE_BOUND", "iterate_bound", "check_release_bound", "parse_mu", "parse_fraction", "check_clip",
     "check_clip_bound", "check_privacy", "RELEASES",
@@ -56,6 +57,14 @@ __all__ = [
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
     "newton_sensitivity", "gdp_delta", "gdp_epsilon", "gdp_mu",
 ]
+
+#: The release stages of the plans (a `ReleaseSpec`'s ``stage``, a ledger row's): written here
+#: once, read by the methods, the backends and the audit.
+GRADIENT = "gradient"
+LOCAL_STEP = "local step"
+LOCAL_STEP_HALF1 = LOCAL_STEP + " (half 1)"
+NEWTON = "newton"
+CLIP_HISTOGRAM = "clip histogram"
 
 #: The default clipping rule (paper section 4.1): the max over clients of each client's
 #: 0.9-quantile of its per-sample gradient norms at zero (`bound_of_rule`). Read-only: copy it.
@@ -388,7 +397,7 @@ class ReleaseSpec:
     Attributes
     ----------
     stage : str
-        What is released (``"gradient"``, ``"local step"``, ``"newton"``, ...).
+        What is released (`GRADIENT`, `LOCAL_STEP`, `NEWTON`, ...).
     count : int
         Releases per client.
     scale, n : float or ndarray broadcastable to (n_rep, m)
@@ -604,7 +613,7 @@ def plan_fedsgd(*, B, n, K) -> tuple:
     tuple of ReleaseSpec
         The plan.
     """
-    return (ReleaseSpec("gradient", K, 2.0 * B, n),)
+    return (ReleaseSpec(GRADIENT, K, 2.0 * B, n),)
 
 
 def plan_fedavg(*, B, n, eta, R, K) -> tuple:
@@ -626,7 +635,7 @@ def plan_fedavg(*, B, n, eta, R, K) -> tuple:
     tuple of ReleaseSpec
         The plan.
     """
-    return (ReleaseSpec("local step", R * K, 2.0 * B * eta, n),)
+    return (ReleaseSpec(LOCAL_STEP, R * K, 2.0 * B * eta, n),)
 
 
 def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
@@ -650,8 +659,8 @@ def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
         The plan.
     """
     half = Fraction(1, 2) if K1 > 0 and K2 > 0 else Fraction(1)
-    return (ReleaseSpec("local step", K1, 2.0 * B * eta1, n, half),
-            ReleaseSpec("gradient", K2, 2.0 * B, n, half))
+    return (ReleaseSpec(LOCAL_STEP, K1, 2.0 * B * eta1, n, half),
+            ReleaseSpec(GRADIENT, K2, 2.0 * B, n, half))
 
 
 def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0) -> tuple:
@@ -703,9 +712,9 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0
     """
     half = Fraction(1, 2)
     n_eff = 2.0 * np.asarray(n1, float)
-    stage1 = ReleaseSpec("local step (half 1)", K, 4.0 * B * eta, n_eff, half)
+    stage1 = ReleaseSpec(LOCAL_STEP_HALF1, K, 4.0 * B * eta, n_eff, half)
     if hessian_bound is None:
-        newton = ReleaseSpec("newton", 1, 8.0 * B / tau1, n_eff, half, certified=False,
+        newton = ReleaseSpec(NEWTON, 1, 8.0 * B / tau1, n_eff, half, certified=False,
                              assumption=NEWTON_ASSUMPTION)
     else:
         n1, n2 = np.asarray(n1, float), np.asarray(n2, float)
@@ -713,7 +722,7 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0
             delta = np.maximum(2.0 * B / (tau1 * n2), hessian_bound * B / (tau1 ** 2 * n1))
         if solve_tol:
             delta = delta + 2.0 * solve_tol * B / tau1
-        newton = ReleaseSpec("newton", 1, delta, 1.0, half)
+        newton = ReleaseSpec(NEWTON, 1, delta, 1.0, half)
     return (stage1, newton)
 
 
@@ -756,8 +765,8 @@ def plan_fednewton_iter(*, B, n, eta, R, K, cycles, ridge, damping) -> tuple:
         The plan: the local steps, then the Newton releases.
     """
     half = Fraction(1, 2)
-    return (ReleaseSpec("local step", R * K, 2.0 * B * eta, n, half),
-            ReleaseSpec("newton", cycles, damping * B / ridge * (2.0 + B * B / ridge), n, half))
+    return (ReleaseSpec(LOCAL_STEP, R * K, 2.0 * B * eta, n, half),
+            ReleaseSpec(NEWTON, cycles, damping * B / ridge * (2.0 + B * B / ridge), n, half))
 
 
 def plan_clip_histogram(*, n, share) -> tuple:
@@ -777,7 +786,7 @@ def plan_clip_histogram(*, n, share) -> tuple:
     tuple of ReleaseSpec
         The plan (one release per client).
     """
-    return (ReleaseSpec("clip histogram", 1, math.sqrt(2.0), n, Fraction(share)),)
+    return (ReleaseSpec(CLIP_HISTOGRAM, 1, math.sqrt(2.0), n, Fraction(share)),)
 
 
 # Convenience: the sds of one method for given sizes (tests, the loop reference).
@@ -915,7 +924,7 @@ class Release:
     Attributes
     ----------
     stage : str
-        What is released (e.g. ``"gradient"``, ``"local step"``, ``"newton"``).
+        What is released (e.g. `GRADIENT`, `LOCAL_STEP`, `NEWTON`).
     count : int or ndarray of int of shape (n_rep, m)
         Releases per client: the same for every client, or each client's own count
         under a published participation schedule ([`calibrate_schedule`][fedgdp.core.privacy.calibrate_schedule]).
@@ -1090,7 +1099,7 @@ def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
         plan = tuple(spec.rescaled(1 - share) for spec in plan)
     cal = calibrate(pre + tuple(plan), mu=mu, unaccounted=clip_unaccounted(clip) if math.isfinite(mu) else ())
     sigmas = cal.sigmas[len(pre):]
-    steps = [(spec, sd) for spec, sd in zip(plan, sigmas) if spec.stage.startswith(("gradient", "local step"))]
+    steps = [(spec, sd) for spec, sd in zip(plan, sigmas) if spec.stage.startswith((GRADIENT, LOCAL_STEP))]
     check_noise_resolves([a for a, _ in steps], [b for _, b in steps], n, np.float64)
     return Calibration(sigmas, cal.ledger)
 
