@@ -139,3 +139,22 @@ def test_working_memory_per_image():
     # conv 1: 3 * 32 * 28 * 28 + 32 * 1 * 9; conv 2: 3 * 64 * 14 * 14 + 64 * 32 * 9; fc 3136 + 128; head 138
     want = 3 * 32 * 784 + 288 + 3 * 64 * 196 + 18432 + 3136 + 128 + 128 + 10
     assert floats_per_image(params_of(net), SHAPES["mnist"]) == want
+
+
+def test_one_forward_serves_the_network_and_the_clipping():
+    """`convnet_forward` is the ConvNet's forward (bit for bit, under functional_call too),
+    and its stacked form, which the clipping records, gives each client's log-probabilities."""
+    from torch.func import functional_call
+
+    from fedgdp.nn.models import convnet_forward
+
+    net = build_model("digits", seed=1).double()
+    P = params_of(net)
+    x, _ = images(5, SHAPES["digits"], seed=2)
+    assert torch.equal(net(x), convnet_forward(P, x))
+    assert torch.equal(functional_call(net, P, (x,)), convnet_forward(P, x))
+    assert torch.equal(net.features(x), convnet_forward(P, x, head=False))
+    stack = {k: torch.stack([v, 2 * v]) for k, v in P.items()}
+    both = convnet_forward(stack, torch.stack([x, x]), stacked=True)
+    torch.testing.assert_close(both[0], net(x), rtol=1e-12, atol=1e-12)     # batched vs plain products
+    torch.testing.assert_close(both[1], convnet_forward({k: 2 * v for k, v in P.items()}, x), rtol=1e-12, atol=1e-12)

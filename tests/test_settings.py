@@ -131,3 +131,36 @@ def test_command_flags_come_from_the_settings_classes():
             if f.metadata["flag"] is not None:
                 assert actions[f.name].option_strings == ["--" + f.name.replace("_", "-")], (command, f.name)
                 assert actions[f.name].help == f.metadata["help"] and f.metadata["help"], (command, f.name)
+
+
+
+def test_the_schemas_defaults_are_the_named_constants():
+    """The clipping rule, the privacy setting, the Hessian clip and FedNewton's solver are
+    defined once (`privacy.DEFAULT_CLIP`, `DEFAULT_PRIVACY`, `HESSIAN_CLIP`,
+    `solvers.NEWTON_DEFAULTS`); every schema, the estimator, the command line and the audit
+    default to them (each schema to its own copy: editing it leaves the constant alone)."""
+    import inspect
+
+    from fedgdp import FederatedGLM
+    from fedgdp.api.fitting import add_parser
+    from fedgdp.audit.search import AuditTarget
+    from fedgdp.core import privacy, solvers
+    from fedgdp.realdata.parameters import RealdataSettings
+    from fedgdp.simulation.params import CellSettings
+
+    assert dict(privacy.DEFAULT_CLIP) == {"rule": "quantile", "q": 0.9}
+    assert dict(privacy.DEFAULT_PRIVACY) == {"mode": "paper", "hessian_clip": 4.0} and privacy.HESSIAN_CLIP == 4.0
+    assert dict(solvers.NEWTON_DEFAULTS) == {"solver": "cg", "cg_tol": 1e-8, "cg_maxiter": 500}
+    for cls in (CellSettings, RealdataSettings):
+        d = cls.defaults()
+        assert d["clip"] == privacy.DEFAULT_CLIP and d["privacy"] == privacy.DEFAULT_PRIVACY
+        d["clip"]["q"] = 0.5
+        assert privacy.DEFAULT_CLIP["q"] == 0.9
+    assert RealdataSettings.defaults()["newton"] == solvers.NEWTON_DEFAULTS
+    assert privacy.check_privacy({}, dict(privacy.DEFAULT_CLIP)) == privacy.DEFAULT_PRIVACY
+    assert inspect.signature(FederatedGLM).parameters["hessian_clip"].default == privacy.HESSIAN_CLIP
+    target = AuditTarget("simulation", "fednewton", "logistic")
+    assert target.clip == privacy.DEFAULT_CLIP and target.hessian_clip == privacy.HESSIAN_CLIP
+    sub = argparse.ArgumentParser().add_subparsers()
+    fit = add_parser(sub)
+    assert fit.get_default("hessian_clip") == privacy.HESSIAN_CLIP

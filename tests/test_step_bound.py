@@ -36,3 +36,15 @@ def test_default_steps_release_on_data_and_neighbour(method):
         X, y, cl = _data(big=big)
         est = FederatedGLM(method=method, mu=2, clip=1.0, classes=[0, 1], random_state=0).fit(X, y, cl)
         assert np.all(np.isfinite(est.coef_))
+
+
+def test_the_overflow_bound_is_one_function():
+    """`privacy.iterate_bound`, which both the gradient methods' and FedNewton's refusals
+    call: noise on the iterate ``K (eta B + z sd)``, on the gradient ``K eta (B + z sd)``."""
+    from fedgdp.core.privacy import NOISE_BOUND, iterate_bound
+
+    z = NOISE_BOUND
+    assert iterate_bound(5, 0.5, 2.0, 0.25) == 5 * (0.5 * 2.0 + z * 0.25)
+    assert iterate_bound(5, 0.5, 2.0, 0.25, on_gradient=True) == 5 * 0.5 * (2.0 + z * 0.25)
+    np.testing.assert_array_equal(iterate_bound(3, 0.1, np.array([1.0, 2.0]), np.array([0.5, 0.5])),
+                                  3 * (0.1 * np.array([1.0, 2.0]) + z * 0.5))

@@ -535,7 +535,7 @@ class FederatedGLM(ClientsRouting):
     """
 
     def __init__(self, family="logistic", classes=None, method="auto", mu=2.0, privacy_mode="certified", clip=None,
-                 hessian_clip=4.0, tau1=0.5, method_settings=None, newton=None, fit_intercept=True,
+                 hessian_clip=privacy.HESSIAN_CLIP, tau1=0.5, method_settings=None, newton=None, fit_intercept=True,
                  shuffle=True, random_state=None, budget=None, inference_share=inference_.DEFAULT_SHARE):
         self.family = family
         self.classes = classes

@@ -662,6 +662,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
         The ``fit`` parser.
     """
     from ..common.arguments import output_path
+    from ..core.privacy import HESSIAN_CLIP
     from ..methods import REALDATA, registry
     from .estimator import FAMILIES
     from .inference import DEFAULT_SHARE
@@ -687,7 +688,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     ap.add_argument("--clip", help="clipping bound: a number B (public), quantile[:Q] (data-driven, not "
                                    "accounted), private_quantile[:Q[:SHARE]] (default: the public rule B = sqrt(d), "
                                    "2 sqrt(d) for poisson, d design columns; standardise your features)")
-    ap.add_argument("--hessian-clip", dest="hessian_clip", type=float, default=4.0,
+    ap.add_argument("--hessian-clip", dest="hessian_clip", type=float, default=HESSIAN_CLIP,
                     help="certified FedNewton's per-sample Hessian bound, times tau1")
     ap.add_argument("--tau1", type=float, default=0.5, help="FedNewton's eigenvalue floor / ridge")
     ap.add_argument("--settings", help='the method\'s settings as JSON, e.g. \'{"K": 50, "eta": 0.5}\' '

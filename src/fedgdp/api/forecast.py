@@ -294,8 +294,9 @@ def _settings(family, mu, settings: dict) -> dict:
         raise ValueError(f"unknown forecast setting {unknown[0]!r}; choose from {', '.join(SETTINGS)}")
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {', '.join(_FAMILIES)}, got family={family!r}")
-    out = {"n_classes": None, "clip": None, "privacy_mode": "certified", "tau1": 0.5, "hessian_clip": 4.0,
-           "method_settings": None, "newton": None, "fit_intercept": True, **settings}
+    out = {"n_classes": None, "clip": None, "privacy_mode": "certified", "tau1": 0.5,
+           "hessian_clip": privacy.HESSIAN_CLIP, "method_settings": None, "newton": None, "fit_intercept": True,
+           **settings}
     k = out["n_classes"]
     if family == "multinomial":
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:

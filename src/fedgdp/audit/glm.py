@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ..core import privacy
+from ..core.solvers import NEWTON_DEFAULTS
 from .search import (
     AUDIT_B,
     SCALES,
@@ -58,10 +59,10 @@ def _sim_release(meth, kind: str, fd, s: dict, theta: np.ndarray) -> np.ndarray:
     at = theta[None, None, :]
     if kind == "gradient":
         return fd.full.gradients(at, fd.bounds(fd.full))[0, 0]
-    if kind == "local step":
+    if kind == privacy.LOCAL_STEP:
         return fd.full.local_steps(at, K=1, eta=meth.local_step_size(s), bounds=fd.bounds(fd.full), sigma=0.0,
                                    Z=None)[0, 0]
-    if kind == "local step (half 1)":
+    if kind == privacy.LOCAL_STEP_HALF1:
         h1 = fd.halves[0]
         return h1.local_steps(at, K=1, eta=s["eta"], bounds=fd.bounds(h1), sigma=0.0, Z=None)[0, 0]
     if kind == "newton":
@@ -98,7 +99,7 @@ def _sim_bases(target: AuditTarget, stage: str, n_main: int, rng):
     out = []
     for n in sizes:
         rep = _sim_client(target.model, n, rng)
-        B = target.B or privacy.clip_bound(glm, rep, {"rule": "quantile", "q": 0.9}) or AUDIT_B   # 0: a tiny client
+        B = target.B or privacy.clip_bound(glm, rep, dict(privacy.DEFAULT_CLIP)) or AUDIT_B   # 0: a tiny client
         states = _sim_states(d, rng) if n == n_main else [np.zeros(d)]
         out.append((f"random n={n}", rep, B, states))
     kinds = ["aligned"] + (["hessian"] if stage == "newton" else [])
@@ -161,7 +162,7 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
                                    f"x={_fmt_x(x)}, y={y:g}")
 
                 for j in js:
-                    if spec.stage == "local step (half 1)" and j >= half:
+                    if spec.stage == privacy.LOCAL_STEP_HALF1 and j >= half:
                         continue
                     extra = [base - theta, theta] if np.all(np.isfinite(base)) else [theta]
                     cands = list(_candidates(5, SIM_Y[target.model], rng, extra=extra))
@@ -263,10 +264,10 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
 
     if kind == "gradient":
         return fd.gradient(0, Theta)
-    if kind == "local step":
+    if kind == privacy.LOCAL_STEP:
         return local_descent(fd, 0, Theta, K=1, eta=meth.local_step_size(s), sigma=0.0, rng=None,
                              drift=drift if meth.drifts else None)
-    if kind == "local step (half 1)":
+    if kind == privacy.LOCAL_STEP_HALF1:
         return local_descent(fd, 0, Theta, K=1, eta=s["eta"], sigma=0.0, rng=None,
                              rows=slice(0, fd.sizes[0] // 2))
     if kind == "newton":
@@ -298,13 +299,14 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
         One row per release of the method's plan (stages with a count of zero skipped).
     """
     from ..realdata import FoldData, get_method, resolve
+    from ..realdata.clipping import clip_bound_real
 
     meth = get_method(target.method)
     rng = np.random.default_rng(seed)
     task = target.model
     s = resolve({"methods": [target.method], "task": task})["method_settings"][target.method]
     priv = {"mode": target.mode, "hessian_clip": target.hessian_clip}
-    newton = dict(target.newton or {"solver": "cg", "cg_tol": 1e-8, "cg_maxiter": 500})
+    newton = dict(target.newton or NEWTON_DEFAULTS)
     model, X0, Y0 = _real_client(task, n, rng)
     d, k = X0.shape[1], model.k
 
@@ -313,8 +315,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
                         clip={"rule": "fixed", "value": B})
 
     def quantile_B(X, Y):
-        norms = privacy.row_norms(X) * privacy.row_norms(model.residuals(np.zeros((d, k)), X, Y))
-        return float(np.quantile(norms, 0.9))
+        return clip_bound_real(model, [X], [Y], dict(privacy.DEFAULT_CLIP))     # the core rule, one client
 
     drift = 0.1 * rng.standard_normal((d, k))
     ys = [model.targets(np.array([c]))[0] for c in ((0, 1) if task == "binary" else range(model.k))]
@@ -355,7 +356,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
 
                 step = (base - Theta).sum(axis=1) if np.all(np.isfinite(base)) else np.zeros(d)
                 for j in ([0, size - 1] if meth.halves else [0]):
-                    if spec.stage == "local step (half 1)" and j >= size // 2:
+                    if spec.stage == privacy.LOCAL_STEP_HALF1 and j >= size // 2:
                         continue
                     cands = list(_candidates(d, ys, rng, extra=[step]))
                     if label.startswith("hessian"):

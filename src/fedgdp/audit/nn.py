@@ -26,6 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..core.privacy import LOCAL_STEP
 from .search import AuditRow, AuditTarget, _Search, change
 
 __all__ = ["NN_KEYS", "CLIENTS", "nn_settings_of", "nn_targets", "readings_targets", "audit_nn"]
@@ -126,7 +127,7 @@ def _search(p: dict, methods: list, seed: int, n: int) -> dict:
                         images += [(f"{c:g} ones", torch.full_like(x[0], c)),
                                    (f"{c:g} random", c * torch.randn(x[0].shape, generator=gen).to(dtype))]
                     for (stage, kw), names in jobs.items():
-                        for place in (places if stage == "local step" else [0]):
+                        for place in (places if stage == LOCAL_STEP else [0]):
                             for ilabel, img in images:
                                 for label in range(classes):
                                     xs, ys = x.clone(), y.clone()

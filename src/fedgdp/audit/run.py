@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 import numpy as np
 
+from ..core.solvers import NEWTON_DEFAULTS
 from .glm import TAU1, _audit_histogram, audit_real, audit_sim
 from .nn import audit_nn, nn_targets
 from .search import _BUDGET, RANDOM_DIRECTIONS, AuditRow, AuditTarget
@@ -34,7 +35,7 @@ def default_targets() -> list[AuditTarget]:
             for mode in meth.privacy_modes():
                 for solver in (("cg", "ridge", "floor") if meth.solves_newton else ("cg",)):
                     out.append(AuditTarget("realdata", name, task, mode, 0.5,
-                                           newton={"solver": solver, "cg_tol": 1e-8, "cg_maxiter": 500}))
+                                           newton=dict(NEWTON_DEFAULTS, solver=solver)))
     return out
 
 

@@ -57,8 +57,8 @@ class AuditTarget:
     model: str
     mode: str = "paper"
     tau1: float | None = None
-    hessian_clip: float = 4.0
-    clip: dict = field(default_factory=lambda: {"rule": "quantile", "q": 0.9})
+    hessian_clip: float = privacy.HESSIAN_CLIP
+    clip: dict = field(default_factory=lambda: dict(privacy.DEFAULT_CLIP))
     newton: dict | None = None
     nn: dict | None = None
     reading: str = ""

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.solvers import NEWTON_DEFAULTS
+
 __all__ = ["EmpiricalRow", "empirical_mu", "distinguish", "gdp_lower_bound", "clopper_pearson_upper", "run_empirical",
            "plot_empirical", "write_rows"]
 
@@ -242,7 +244,7 @@ def _robust_pair(meth, s, target, pair, glm, B):
 
 
 #: The Newton solver of a real-data target that names none (the audit's).
-NEWTON_CG = {"solver": "cg", "cg_tol": 1e-8, "cg_maxiter": 500}
+NEWTON_CG = dict(NEWTON_DEFAULTS)
 
 def _real_row(t, *, mu, trials, calibration, alpha, seed, B, n) -> EmpiricalRow:
     """A real-data method (DP-SCAFFOLD and any method without a simulation test): its

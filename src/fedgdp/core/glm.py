@@ -459,7 +459,7 @@ class GLM:
     def hvp(self, theta, X, V, scale: np.ndarray | None = None) -> np.ndarray:
         """Hessian of `loss` at theta applied to ``V`` (theta's shape), without forming it.
 
-        ``scale`` (n,): per-sample Hessian weights (`hessian_scale`), or None.
+        ``scale`` (n,): per-sample Hessian weights, or None.
 
         Parameters
         ----------
@@ -526,7 +526,7 @@ class GLM:
         X : ndarray of shape (n, d)
             Design.
         scale : ndarray of shape (n,), optional
-            Per-sample Hessian weights (`hessian_scale`).
+            Per-sample Hessian weights.
         P : ndarray of shape (n, k) or (n,), optional
             The fitted means at theta.
 
@@ -548,28 +548,47 @@ class GLM:
             H[:, :, :, c] = np.einsum("na,nc,nb->acb", X, W, X) / X.shape[0]
         return H.reshape(d * k, d * k)
 
-    def hessian_scale(self, theta, X, bound: float) -> np.ndarray:
-        """Per-sample factors ``min(1, H_c / (c_j ||x_j||^2))``, shape (n,), that clip
-        every per-sample Hessian (``c_j`` from `curvature_bound`) to operator
-        norm at most ``H_c = bound`` (certified FedNewton, docs/methods.md §2).
+    def clipped_hessian_rows(self, theta, X, bound: float) -> tuple[np.ndarray, np.ndarray]:
+        """The reference per-sample Hessian clip (certified FedNewton, docs/methods.md §2):
+        the rows and fitted means of the clipped Hessian, in finite arithmetic.
+
+        Row j is scaled by ``a_j = min(1, sqrt(H_c / c_j) / ||x_j||)`` (``c_j`` the
+        `curvature_bound`, ``||x_j||`` without overflow), so its per-sample Hessian
+        ``c_j a_j^2 x_j x_j'`` has norm <= H_c; a row whose fitted mean or factor is not
+        finite (a row of huge entries), or whose curvature is 0 (its Hessian is zero anyway,
+        and ``0 * inf`` must not arise in ``x_j' V``), gets ``a_j = 0`` and a zero mean
+        (zero curvature for every family): the non-finite rule of docs/methods.md §2. The
+        real-data solvers use it (`fedgdp.realdata.solvers.clipped_hessian_rows`); the
+        simulations' compiled port (`fedgdp.simulation.kernels.hessians`, the weight
+        ``min(b'', H_c/||x_j||^2)``) is held to it by ``tests/test_kernels.py``.
 
         Parameters
         ----------
         theta : ndarray of shape (d, k) or (d,)
-            Coefficients.
-        X : ndarray of shape (n, d)
-            Design.
+            Where the Hessian is taken.
+        X : ndarray or NonzeroColumns of shape (n, d)
+            The rows.
         bound : float
-            The clip ``H_c``.
+            ``H_c``, the bound on each per-sample Hessian's operator norm.
 
         Returns
         -------
-        ndarray of shape (n,)
-            The factors, at most 1.
+        aX : ndarray of shape (n, d)
+            The scaled rows ``a_j x_j``.
+        P : ndarray of shape (n, k)
+            The fitted means (0 in the zeroed rows).
         """
-        h = self.curvature_bound(_columns(self.predict(theta, X))) * np.einsum("nd,nd->n", X, X)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(h > bound, bound / h, 1.0)
+        from .privacy import row_norms
+
+        X = np.asarray(X)              # the entries themselves (a fold's NonzeroColumns made dense)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            P = np.array(self.predict(theta, X), dtype=float).reshape(X.shape[0], -1)
+            c = self.curvature_bound(P)
+            a = np.minimum(1.0, np.sqrt(bound / c) / row_norms(X))
+        bad = ~(np.isfinite(P).all(axis=1) & np.isfinite(a)) | (c == 0)   # c = 0: a zero Hessian anyway
+        a[bad] = 0.0
+        P[bad] = 0.0
+        return X * a[:, None], P
 
 
 class SingleOutput(GLM):

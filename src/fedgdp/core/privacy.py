@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -37,11 +39,14 @@ import numpy as np
 from .settings import as_float, is_bool, number
 
 __all__ = [
+    "DEFAULT_CLIP", "HESSIAN_CLIP", "DEFAULT_PRIVACY", "GRADIENT", "LOCAL_STEP", "LOCAL_STEP_HALF1", "NEWTON",
+    "CLIP_HISTOGRAM",
     "PRIVACY_MODES", "MU_FLOOR", "MU_MAX", "CLIP_MIN", "CLIP_MAX", "HESSIAN_CLIP_RANGE", "RELEASE_MAX",
-    "NOISE_BOUND", "check_release_bound", "parse_mu", "parse_fraction", "check_clip", "check_clip_bound",
-    "check_privacy", "RELEASES",
+    "NOISE_BOUND", "iterate_bound", "check_release_bound", "parse_mu", "parse_fraction", "check_clip",
+    "check_clip_bound", "check_privacy", "RELEASES",
     "adds_noise", "clips",
-    "clip_rows", "row_norms", "clip_margin", "clip_scale", "clip_factors", "clip_bound", "bound_of_rule", "Release",
+    "clip_rows", "row_norms", "U64", "CLIP_SLACK", "CLIP_WORK_ROUNDINGS", "TINY64", "round_down_subnormal",
+    "clip_margin", "clip_scale", "clip_factors", "clip_bound", "bound_of_rule", "Release",
     "Ledger", "ReleaseSpec",
     "Calibration",
     "calibrate", "calibrate_schedule", "NOISE_ULPS", "check_noise_resolves",
@@ -52,6 +57,24 @@ __all__ = [
     "sigma_fedsgd", "sigma_fedavg", "sigma_fedhybrid", "sigma_fednewton",
     "newton_sensitivity", "gdp_delta", "gdp_epsilon", "gdp_mu",
 ]
+
+#: The release stages of the plans (a `ReleaseSpec`'s ``stage``, a ledger row's): written here
+#: once, read by the methods, the backends and the audit.
+GRADIENT = "gradient"
+LOCAL_STEP = "local step"
+LOCAL_STEP_HALF1 = LOCAL_STEP + " (half 1)"
+NEWTON = "newton"
+CLIP_HISTOGRAM = "clip histogram"
+
+#: The default clipping rule (paper section 4.1): the max over clients of each client's
+#: 0.9-quantile of its per-sample gradient norms at zero (`bound_of_rule`). Read-only: copy it.
+DEFAULT_CLIP: Mapping[str, Any] = MappingProxyType({"rule": "quantile", "q": 0.9})
+
+#: Certified FedNewton's default per-sample Hessian clip, ``H_c = HESSIAN_CLIP tau1``.
+HESSIAN_CLIP = 4.0
+
+#: The default privacy setting (`check_privacy`). Read-only: copy it.
+DEFAULT_PRIVACY: Mapping[str, Any] = MappingProxyType({"mode": "paper", "hessian_clip": HESSIAN_CLIP})
 
 #: What a fit releases (a cell's ``release`` parameter): the private algorithm, the same with
 #: its noise left out (clipped to the same bound), or neither clipped nor noisy (docs/methods.md §9).
@@ -140,30 +163,71 @@ def row_norms(X: np.ndarray, plain: np.ndarray | None = None) -> np.ndarray:
 #: The unit roundoff of float64, ``2^-53``: the clip margin's unit (`clip_margin`).
 U64 = 2.0 ** -53
 
+#: The clip margin's slack beyond one ``U64`` per number (`clip_margin`): the margin is
+#: ``(D + CLIP_SLACK) U64``, which covers the norm's rounding, ``(D/2 + 8) U64``, and the five
+#: roundings of the factor and of ``c_j g_j``, with room (docs/methods.md §2, "The clip margin").
+CLIP_SLACK = 16
 
-def clip_margin(D: int) -> float:
-    """The clip margin ``kappa = (D + 16) 2^-53`` of a per-sample gradient of ``D``
-    numbers: the factors clip to ``(1 - kappa) B`` (`clip_scale`), so that rounding
-    never lifts a computed clipped gradient above norm ``B`` (docs/methods.md §2,
-    "The clip margin"; the CNNs' float64 margin, `fedgdp.nn.clipping.clip_margin`, has
-    the same form).
+#: Roundings of ``c_j g_j`` counted in the working precision when it is not the float64
+#: of the norms (the CNNs' torch port: the factor rounded down, times ``delta_j``, times ``a_j``).
+CLIP_WORK_ROUNDINGS = 3
+
+
+def clip_margin(D: int, unit: float = 0.0) -> float:
+    """The clip margin ``kappa = (D + CLIP_SLACK) 2^-53 + CLIP_WORK_ROUNDINGS unit``: the
+    rounding margin of every clip of the package, defined here once.
+
+    Why: a computed norm of ``D`` numbers errs by at most ``(D/2 + 8) 2^-53`` relative, and
+    the factor ``(1 - kappa) B / N`` and the product ``c_j g_j`` take five more roundings;
+    clipping to ``(1 - kappa) B`` instead of ``B`` absorbs all of them, so the *computed*
+    clipped gradient has norm ``<= B`` exactly, not just up to rounding (docs/methods.md
+    §2, "The clip margin", the proof). A port that forms ``c_j g_j`` in a coarser working
+    precision (the CNNs' float32, `fedgdp.nn.clipping.clip_margin`) adds its own three
+    roundings of ``unit`` (in float64 that is conservative by ``3 2^-53``).
 
     Parameters
     ----------
     D : int
         Numbers per record's gradient: ``d`` for ``r_j x_j``, ``d k`` for ``x_j r_j'``.
+    unit : float, default=0.0
+        The unit roundoff of the working precision ``c_j g_j`` is formed in, when it is
+        counted apart (torch ports); 0 for the float64 GLM paths.
 
     Returns
     -------
     float
         ``kappa``.
     """
-    return (int(D) + 16) * U64
+    return CLIP_WORK_ROUNDINGS * unit + (int(D) + CLIP_SLACK) * U64
 
 
-def clip_scale(B, D: int):
+#: The smallest normal float64. A clip factor below it is subnormal: it carries fewer than 53
+#: bits, and its rounding (up to ``2^-1075`` absolute) times a huge gradient is not covered by
+#: the margin, so it is rounded towards zero instead (`round_down_subnormal`).
+TINY64 = float(np.finfo(np.float64).tiny)
+
+
+def round_down_subnormal(q):
+    """``q`` where it is normal (or 0, inf, NaN), else the next float towards zero: a
+    subnormal quotient ``RN(s / N)`` rounded down is at most ``s / N`` exactly, so a
+    gradient of norm about ``N`` times it stays within ``s`` (`clip_factors`).
+
+    Parameters
+    ----------
+    q : ndarray
+        Quotients ``s / N >= 0``.
+
+    Returns
+    -------
+    ndarray
+        ``q``, the subnormal entries one step towards zero.
+    """
+    return np.where(q < TINY64, np.nextafter(q, 0.0), q)
+
+
+def clip_scale(B, D: int, unit: float = 0.0):
     """The norm the clipped gradients are scaled to: ``(1 - kappa) B`` (`clip_margin`;
-    inf stays inf). *The* GLM clipping bound as computed: `clip_factors` and
+    inf stays inf). *The* clipping bound as computed: `clip_factors` and
     the simulations' compiled kernels (``lim_j = clip_scale(B, d) / ||x_j||``) read it.
 
     Parameters
@@ -172,22 +236,27 @@ def clip_scale(B, D: int):
         The clipping bound(s) (the ledger's: sensitivities and noise use B).
     D : int
         Numbers per record's gradient.
+    unit : float, default=0.0
+        `clip_margin`'s working-precision unit.
 
     Returns
     -------
     float or ndarray
-        ``(1 - clip_margin(D)) B``.
+        ``(1 - clip_margin(D, unit)) B``.
     """
-    return (1.0 - clip_margin(D)) * B
+    return (1.0 - clip_margin(D, unit)) * B
 
 
-def clip_factors(norms: np.ndarray, B: float, D: int) -> np.ndarray:
-    """The per-sample clipping factor ``min(1, (1 - kappa) B/||g_j||)`` of gradients with
+def clip_factors(norms: np.ndarray, B: float, D: int, *, unit: float = 0.0) -> np.ndarray:
+    """The reference clip factor ``min(1, (1 - kappa) B/||g_j||)`` of gradients with
     norms ``norms`` (``kappa``: `clip_margin`, rounding's margin), and 0 where the norm
     is not finite (NaN or inf): *the* rule for a non-finite per-sample gradient, which
     is clipped to zero. So every computed clipped per-sample gradient has norm <= B and
     the sensitivity 2B/n holds for every input (docs/methods.md §2, "Finite arithmetic"
-    and "The clip margin").
+    and "The clip margin"). Its ports, held to it by ``tests/test_clip_ports.py``: the
+    simulations' compiled kernels (`fedgdp.simulation.kernels`, the residual clipped to
+    ``clip_scale(B, d) / ||x_j||``) and the CNNs' torch factors
+    (`fedgdp.nn.clipping.clip_factors`).
 
     Parameters
     ----------
@@ -197,15 +266,17 @@ def clip_factors(norms: np.ndarray, B: float, D: int) -> np.ndarray:
         The clipping bound.
     D : int
         Numbers per record's gradient (the margin's size).
+    unit : float, default=0.0
+        `clip_margin`'s working-precision unit.
 
     Returns
     -------
     ndarray
         The factors, shaped as ``norms``.
     """
-    scale = clip_scale(B, D)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(norms > scale, scale / norms, 1.0)
+    scale = clip_scale(B, D, unit)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        factor = round_down_subnormal(np.where(norms > scale, scale / norms, 1.0))
     return np.where(np.isfinite(norms), factor, 0.0)
 
 
@@ -326,7 +397,7 @@ class ReleaseSpec:
     Attributes
     ----------
     stage : str
-        What is released (``"gradient"``, ``"local step"``, ``"newton"``, ...).
+        What is released (`GRADIENT`, `LOCAL_STEP`, `NEWTON`, ...).
     count : int
         Releases per client.
     scale, n : float or ndarray broadcastable to (n_rep, m)
@@ -542,7 +613,7 @@ def plan_fedsgd(*, B, n, K) -> tuple:
     tuple of ReleaseSpec
         The plan.
     """
-    return (ReleaseSpec("gradient", K, 2.0 * B, n),)
+    return (ReleaseSpec(GRADIENT, K, 2.0 * B, n),)
 
 
 def plan_fedavg(*, B, n, eta, R, K) -> tuple:
@@ -564,7 +635,7 @@ def plan_fedavg(*, B, n, eta, R, K) -> tuple:
     tuple of ReleaseSpec
         The plan.
     """
-    return (ReleaseSpec("local step", R * K, 2.0 * B * eta, n),)
+    return (ReleaseSpec(LOCAL_STEP, R * K, 2.0 * B * eta, n),)
 
 
 def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
@@ -588,8 +659,8 @@ def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
         The plan.
     """
     half = Fraction(1, 2) if K1 > 0 and K2 > 0 else Fraction(1)
-    return (ReleaseSpec("local step", K1, 2.0 * B * eta1, n, half),
-            ReleaseSpec("gradient", K2, 2.0 * B, n, half))
+    return (ReleaseSpec(LOCAL_STEP, K1, 2.0 * B * eta1, n, half),
+            ReleaseSpec(GRADIENT, K2, 2.0 * B, n, half))
 
 
 def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0) -> tuple:
@@ -641,9 +712,9 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0
     """
     half = Fraction(1, 2)
     n_eff = 2.0 * np.asarray(n1, float)
-    stage1 = ReleaseSpec("local step (half 1)", K, 4.0 * B * eta, n_eff, half)
+    stage1 = ReleaseSpec(LOCAL_STEP_HALF1, K, 4.0 * B * eta, n_eff, half)
     if hessian_bound is None:
-        newton = ReleaseSpec("newton", 1, 8.0 * B / tau1, n_eff, half, certified=False,
+        newton = ReleaseSpec(NEWTON, 1, 8.0 * B / tau1, n_eff, half, certified=False,
                              assumption=NEWTON_ASSUMPTION)
     else:
         n1, n2 = np.asarray(n1, float), np.asarray(n2, float)
@@ -651,7 +722,7 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0
             delta = np.maximum(2.0 * B / (tau1 * n2), hessian_bound * B / (tau1 ** 2 * n1))
         if solve_tol:
             delta = delta + 2.0 * solve_tol * B / tau1
-        newton = ReleaseSpec("newton", 1, delta, 1.0, half)
+        newton = ReleaseSpec(NEWTON, 1, delta, 1.0, half)
     return (stage1, newton)
 
 
@@ -694,8 +765,8 @@ def plan_fednewton_iter(*, B, n, eta, R, K, cycles, ridge, damping) -> tuple:
         The plan: the local steps, then the Newton releases.
     """
     half = Fraction(1, 2)
-    return (ReleaseSpec("local step", R * K, 2.0 * B * eta, n, half),
-            ReleaseSpec("newton", cycles, damping * B / ridge * (2.0 + B * B / ridge), n, half))
+    return (ReleaseSpec(LOCAL_STEP, R * K, 2.0 * B * eta, n, half),
+            ReleaseSpec(NEWTON, cycles, damping * B / ridge * (2.0 + B * B / ridge), n, half))
 
 
 def plan_clip_histogram(*, n, share) -> tuple:
@@ -715,7 +786,7 @@ def plan_clip_histogram(*, n, share) -> tuple:
     tuple of ReleaseSpec
         The plan (one release per client).
     """
-    return (ReleaseSpec("clip histogram", 1, math.sqrt(2.0), n, Fraction(share)),)
+    return (ReleaseSpec(CLIP_HISTOGRAM, 1, math.sqrt(2.0), n, Fraction(share)),)
 
 
 # Convenience: the sds of one method for given sizes (tests, the loop reference).
@@ -853,7 +924,7 @@ class Release:
     Attributes
     ----------
     stage : str
-        What is released (e.g. ``"gradient"``, ``"local step"``, ``"newton"``).
+        What is released (e.g. `GRADIENT`, `LOCAL_STEP`, `NEWTON`).
     count : int or ndarray of int of shape (n_rep, m)
         Releases per client: the same for every client, or each client's own count
         under a published participation schedule ([`calibrate_schedule`][fedgdp.core.privacy.calibrate_schedule]).
@@ -1028,7 +1099,7 @@ def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
         plan = tuple(spec.rescaled(1 - share) for spec in plan)
     cal = calibrate(pre + tuple(plan), mu=mu, unaccounted=clip_unaccounted(clip) if math.isfinite(mu) else ())
     sigmas = cal.sigmas[len(pre):]
-    steps = [(spec, sd) for spec, sd in zip(plan, sigmas) if spec.stage.startswith(("gradient", "local step"))]
+    steps = [(spec, sd) for spec, sd in zip(plan, sigmas) if spec.stage.startswith((GRADIENT, LOCAL_STEP))]
     check_noise_resolves([a for a, _ in steps], [b for _, b in steps], n, np.float64)
     return Calibration(sigmas, cal.ledger)
 
@@ -1348,6 +1419,35 @@ RELEASE_MAX = 2.0 ** 1000
 NOISE_BOUND = 14.0
 
 
+def iterate_bound(count, eta, B, sd, *, on_gradient: bool = False):
+    """The most ``count`` noisy clipped steps can move an entry of an iterate, from public
+    inputs only: ``K (eta B + z sd)`` with the noise on the iterate (local steps),
+    ``K eta (B + z sd)`` with it on the gradient (server steps); a clipped gradient's
+    entries are at most B, a noise draw at most ``z = NOISE_BOUND`` sds (docs/methods.md
+    §2). The one overflow bound of the GLM methods' refusals (`check_release_bound`).
+
+    Parameters
+    ----------
+    count : int
+        Steps ``K``.
+    eta : float
+        Step size.
+    B : float or ndarray
+        The clipping bound (a drifted bound for DP-SCAFFOLD).
+    sd : float or ndarray
+        The noise sd of a step.
+    on_gradient : bool, default=False
+        The noise is added to the gradient (moved by ``eta``), not to the iterate.
+
+    Returns
+    -------
+    float or ndarray
+        The bound, shaped as ``B * sd``.
+    """
+    z = NOISE_BOUND
+    return count * (eta * (B + z * sd) if on_gradient else eta * B + z * sd)
+
+
 def check_release_bound(name: str, bound, fix: str) -> None:
     """Refuse a certified fit whose release could overflow: ValueError unless the
     public bound ``bound`` (an array or float: the largest entry any release can take,
@@ -1495,7 +1595,7 @@ def check_privacy(privacy, clip: dict, release: str = "private") -> dict:
     unknown = set(privacy) - {"mode", "hessian_clip"}
     if unknown:
         raise ValueError(f"unknown privacy key(s) {sorted(unknown)}; known: hessian_clip, mode")
-    out: dict[str, Any] = {"mode": "paper", "hessian_clip": 4.0} | privacy
+    out: dict[str, Any] = dict(DEFAULT_PRIVACY) | privacy
     if out["mode"] not in PRIVACY_MODES:
         raise ValueError(f"privacy mode must be 'paper' or 'certified', got mode={out['mode']!r}")
     try:

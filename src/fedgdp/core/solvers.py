@@ -18,11 +18,21 @@ settings the proof does not cover, before any data are read.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
 __all__ = ["floored_solve", "ridge_solve", "cg_solve", "certified_cg_iterations", "check_certified_cg",
-           "cg_tol_floor", "certified_residual_ok"]
+           "cg_tol_floor", "certified_residual_ok", "CG_TOL", "CG_MAXITER", "NEWTON_DEFAULTS"]
+
+#: FedNewton's conjugate-gradient defaults: the residual tolerance and the iterations at most.
+CG_TOL = 1e-8
+CG_MAXITER = 500
+
+#: FedNewton's default Newton solver (real data, the estimator, the audit). Read-only: copy it.
+NEWTON_DEFAULTS: Mapping[str, Any] = MappingProxyType({"solver": "cg", "cg_tol": CG_TOL, "cg_maxiter": CG_MAXITER})
 
 
 def _diverged(H: np.ndarray, g: np.ndarray) -> np.ndarray:

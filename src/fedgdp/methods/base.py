@@ -651,8 +651,8 @@ class Method:
         (the bound B, the noise sds, the settings; docs/methods.md §2, "No refusal depends
         on a record"): ValueError unless the largest entry any iterate can reach is at
         most `fedgdp.core.privacy.RELEASE_MAX`, so no later check can fail on some data and
-        not on a neighbour. A clipped gradient's entries are at most B and a noise draw
-        at most ``z = NOISE_BOUND`` sds; averaging with weights summing to one moves no
+        not on a neighbour. Each stage moves an entry by at most
+        `fedgdp.core.privacy.iterate_bound`; averaging with weights summing to one moves no
         entry beyond the largest. The CNN path has its own bound
         (`fedgdp.nn.settings.parameter_bound`).
 
@@ -673,18 +673,18 @@ class Method:
         datas = getattr(be, "fds", [be.data])             # the real-data backend: a fold per privacy level
         if be.kind == CNN or not any(getattr(d, "private", False) for d in datas):
             return
-        B, z = max(float(np.max(np.asarray(d.plan_B, float))) for d in datas), privacy.NOISE_BOUND
+        B = max(float(np.max(np.asarray(d.plan_B, float))) for d in datas)
         with np.errstate(over="ignore", invalid="ignore"):
             if not drift_rounds:
                 top = 0.0
                 for count, eta, sigma, on_gradient in steps:
                     sd = float(np.max(np.asarray(sigma, float)))
-                    top += count * (eta * (B + z * sd) if on_gradient else eta * B + z * sd)
+                    top += privacy.iterate_bound(count, eta, B, sd, on_gradient=on_gradient)
             else:
                 count, eta, sigma, _ = steps[0]
                 K, sd, a, top = count // drift_rounds, float(np.max(np.asarray(sigma, float))), 0.0, 0.0
                 for _ in range(drift_rounds):
-                    move = K * (eta * (B + 2 * a) + z * sd)          # a round's local movement, drift included
+                    move = privacy.iterate_bound(K, eta, B + 2 * a, sd)   # a round's local movement, drift included
                     top += eta_g * move
                     a = 4 * a + move / (K * eta)
                 top = max(top, a)

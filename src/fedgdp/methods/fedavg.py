@@ -9,7 +9,7 @@ from .settings import RoundSettings
 
 class FedAvg(Method):
     name, label, algorithm = "fedavg", "FedAvg", "Algorithm 3"
-    theory_bound, tested_release = "fedavg", "local step"
+    theory_bound, tested_release = "fedavg", privacy.LOCAL_STEP
     backends = GRADIENT_METHODS
 
     def cnn_preset(self, p):

@@ -146,9 +146,9 @@ class FedNewton(Method):
     def check_release_bound(self, data, s, s1, s2) -> None:
         """Refuse a certified fit whose releases could overflow, from public inputs only
         (docs/methods.md §2, "The certified solve"): every entry of a client's stage-1
-        iterate is at most ``K (eta B + z s1)`` (a clipped gradient has norm <= B, a noise
-        draw at most ``z = NOISE_BOUND``), of the step ``s`` at most ``B / tau1``
-        (``||(H + tau1 I)^{-1}|| <= 1/tau1``) and of the Newton release at most their sum
+        iterate is at most ``K (eta B + z s1)`` (`fedgdp.core.privacy.iterate_bound`), of
+        the step ``s`` at most ``B / tau1`` (``||(H + tau1 I)^{-1}|| <= 1/tau1``) and of
+        the Newton release at most their sum
         plus ``z s2``; the Hessian's entries are at most ``(1 + hessian_clip) tau1``. Both
         must be at most `fedgdp.core.privacy.RELEASE_MAX`.
 
@@ -163,7 +163,7 @@ class FedNewton(Method):
         """
         B, tau1, z = np.asarray(data.plan_B, float), float(data.tau1), privacy.NOISE_BOUND
         with np.errstate(over="ignore", invalid="ignore"):
-            bound = s["K"] * (s["eta"] * B + z * np.asarray(s1)) + B / tau1 + z * np.asarray(s2)
+            bound = privacy.iterate_bound(s["K"], s["eta"], B, np.asarray(s1)) + B / tau1 + z * np.asarray(s2)
             bound = np.maximum(np.max(bound), (1.0 + float(data.privacy["hessian_clip"])) * tau1)
         privacy.check_release_bound(self.name, bound, f"clip B={float(np.max(B)):g}, tau1={tau1:g}, "
                                                       f"K={s['K']}, eta={s['eta']:g}, mu, hessian_clip")

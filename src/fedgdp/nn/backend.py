@@ -495,7 +495,7 @@ class TorchBackend:
         """What a release of ``stage`` clips: ``sample``, ``client``, or ``none`` (the
         local steps under ``clip_unit: update``, whose update is clipped afterwards)."""
         if update_is_release(self.p):
-            return "none" if stage == "local step" else "client"
+            return "none" if stage == privacy.LOCAL_STEP else "client"
         return self.p.get("clip_unit", "sample")
 
     def _release(self, P: dict, X, Y, M, *, shared: bool, unit: str | None = None,
@@ -560,11 +560,11 @@ class TorchBackend:
         """
         if part != "full" or drift is not None:
             raise ValueError("the CNN backend runs local steps on every image and without drift")
-        unit = self._unit("local step")
+        unit = self._unit(privacy.LOCAL_STEP)
         if unit == "none" and K != int(self.p.get("local_epochs", K)):
             raise ValueError(f"clip_unit update: a round of {K} local steps, but the plan counts rounds of "
                              f"local_epochs={self.p['local_epochs']}")
-        S = self._draw("local step", 1 if unit == "none" else K)
+        S = self._draw(privacy.LOCAL_STEP, 1 if unit == "none" else K)
         sd_np = np.asarray(sigma)[S]
         ref = next(iter(start.values()))
         sd = torch.as_tensor(sd_np, dtype=ref.dtype, device=ref.device)
@@ -735,7 +735,7 @@ class TorchBackend:
             return head_vector(theta).to(torch.float64) - step
         if stage == "gradient":
             return flat(self._mean_grads(theta, S, shared=True))
-        if stage != "local step":
+        if stage != privacy.LOCAL_STEP:
             raise ValueError(f"no release of stage {stage!r} on the CNN backend")
         unit = self._unit(stage)
         local = {k: v.unsqueeze(0).repeat(1, *[1] * v.dim()) for k, v in theta.items()}
@@ -975,9 +975,9 @@ class ScheduleDraw(TorchBackend):
         Locals
             The drawn clients, with ``start`` as their parameters.
         """
-        self._record("local step", K=int(K), eta=float(eta))
-        per_round = self._unit("local step") == "none"                # clip_unit update: one release a round
-        return Locals(self._draw("local step", 1 if per_round else K), start, params=start)
+        self._record(privacy.LOCAL_STEP, K=int(K), eta=float(eta))
+        per_round = self._unit(privacy.LOCAL_STEP) == "none"                # clip_unit update: one release a round
+        return Locals(self._draw(privacy.LOCAL_STEP, 1 if per_round else K), start, params=start)
 
     def average(self, w, local: Locals):
         """``local.start`` (nothing moves).

@@ -61,30 +61,12 @@ calibration. ``fedgdp nn-bench`` times both.
 from __future__ import annotations
 
 import torch
-from torch.nn import functional as F
 from torch.nn.grad import conv2d_weight
 
-from .models import HEAD
+from ..core import privacy
+from .models import convnet_forward, layer_names
 
 __all__ = ["layer_names", "clip_margin", "clip_factors", "clipped_grad_sums", "head_grads", "floats_per_image"]
-
-
-def layer_names(params: dict) -> list[str]:
-    """The parametrised layers of a ConvNet, input to output: ``convs.0, ..., fc, head``.
-
-    Parameters
-    ----------
-    params : dict name -> Tensor
-        The ConvNet's parameters (keys ``convs.i.weight``, ..., ``head.bias``).
-
-    Returns
-    -------
-    list of str
-        The layer names (parameter keys without ``.weight`` / ``.bias``).
-    """
-    convs = sorted({k.rsplit(".", 1)[0] for k in params if k.startswith("convs.")},
-                   key=lambda s: int(s.split(".")[1]))
-    return [*convs, "fc", HEAD]
 
 
 def floats_per_image(params: dict, image_shape: tuple) -> int:
@@ -117,8 +99,9 @@ def floats_per_image(params: dict, image_shape: tuple) -> int:
 
 
 def clip_margin(D: int, dtype: torch.dtype) -> float:
-    """The clip margin ``kappa = 3 u + (D + 16) u64`` of the module docstring: ``u`` the
-    unit roundoff of ``dtype`` (the precision ``c_j g_j`` is formed in), ``u64 = 2^-53``.
+    """The clip margin ``kappa = 3 u + (D + 16) u64`` of the module docstring:
+    `fedgdp.core.privacy.clip_margin` (the one definition) with ``u`` the unit roundoff
+    of ``dtype`` (the precision ``c_j g_j`` is formed in), ``u64 = 2^-53``.
 
     Parameters
     ----------
@@ -132,14 +115,15 @@ def clip_margin(D: int, dtype: torch.dtype) -> float:
     float
         ``kappa``; the factors are ``min(1, (1 - kappa) B / ||g_j||)``.
     """
-    return 3.0 * torch.finfo(dtype).eps / 2 + (int(D) + 16) * 2.0 ** -53
+    return privacy.clip_margin(D, torch.finfo(dtype).eps / 2)
 
 
 def clip_factors(sq: torch.Tensor, B: float, *, margin: float = 0.0,
                  dtype: torch.dtype | None = None) -> torch.Tensor:
-    """``c = min(1, (1 - margin) B / sqrt(sq))`` elementwise, computed in float64 and
-    rounded down to ``dtype``; 0 where ``sq`` is not finite (the non-finite rule of the
-    module docstring); 1 (or 0) when ``B`` is inf.
+    """Torch port of `fedgdp.core.privacy.clip_factors` (held to it by
+    ``tests/test_clip_ports.py``): ``c = min(1, (1 - margin) B / sqrt(sq))`` elementwise,
+    computed in float64 and rounded down to ``dtype``; 0 where ``sq`` is not finite (the
+    non-finite rule of the module docstring); 1 (or 0) when ``B`` is inf.
 
     Parameters
     ----------
@@ -176,27 +160,13 @@ def _stacked(params: dict, S: int, shared: bool) -> dict:
     return {k: (v.detach().expand(S, *v.shape) if shared else v.detach()) for k, v in params.items()}
 
 
-def _forward(P: dict, X: torch.Tensor, names: list[str]):
-    """Masked-loss inputs: the log-probabilities ``(S, L, classes)``, each layer's input
-    ``a`` and output ``z`` (conv: ``(L, S C, H, W)``; Linear: ``(S, L, features)``)."""
-    S, L = X.shape[:2]
-    h = X.transpose(0, 1).reshape(L, S * X.shape[2], *X.shape[3:]).detach().requires_grad_(True)
-    acts, outs = [], []
-    for name in names:
-        W, b = P[f"{name}.weight"], P[f"{name}.bias"]
-        acts.append(h)
-        if name.startswith("convs."):
-            z = F.conv2d(h, W.reshape(-1, *W.shape[2:]), b.reshape(-1), padding=1, groups=S)
-            outs.append(z)
-            h = F.relu(F.max_pool2d(z, 2))                    # the order of ConvNet.features
-            continue
-        if h.dim() == 4:                                      # (L, S C, H, W) -> (S, L, C H W)
-            h = h.view(L, S, -1).transpose(0, 1)
-            acts[-1] = h
-        z = torch.baddbmm(b[:, None, :], h, W.transpose(1, 2))
-        outs.append(z)
-        h = z if name == HEAD else F.relu(z)
-    return F.log_softmax(h, dim=-1), acts, outs
+def _forward(P: dict, X: torch.Tensor):
+    """Masked-loss inputs of a stack (`fedgdp.nn.models.convnet_forward`): the
+    log-probabilities ``(S, L, classes)``, each layer's input ``a`` and output ``z``
+    (conv: ``(L, S C, H, W)``; Linear: ``(S, L, features)``)."""
+    record: list = []
+    out = convnet_forward(P, X, stacked=True, record=record)
+    return out, [a for a, _ in record], [z for _, z in record]
 
 
 def _conv_per_sample(a: torch.Tensor, d: torch.Tensor, S: int, w_shape) -> torch.Tensor:
@@ -240,7 +210,7 @@ def clipped_grad_sums(params: dict, X: torch.Tensor, Y: torch.Tensor, mask: torc
     names = layer_names(params)
     P = _stacked(params, S, shared)
     with torch.enable_grad():
-        out, acts, outs = _forward(P, X, names)
+        out, acts, outs = _forward(P, X.detach().requires_grad_(True))
         nll = -out.gather(2, Y[:, :, None]).squeeze(2)
         loss = torch.where(mask > 0, nll, torch.zeros_like(nll)).sum()
         deltas = torch.autograd.grad(loss, outs)
@@ -298,10 +268,9 @@ def head_grads(params: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     torch.Tensor of shape (n, D)
         Row j is image j's head gradient ``[weight.flatten(), bias]``, ``D = classes (hidden + 1)``.
     """
-    names = layer_names(params)
     P = _stacked(params, 1, True)
     with torch.no_grad():
-        out, acts, _ = _forward(P, x[None], names)
+        out, acts, _ = _forward(P, x[None])
         r = out[0].exp()
         r[torch.arange(y.shape[0], device=y.device), y] -= 1.0                      # (n, classes)
         z = acts[-1][0]                                                         # (n, hidden)

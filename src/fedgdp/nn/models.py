@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from .settings import INITS
 
-__all__ = ["ConvNet", "build_model", "ARCHITECTURES", "HEAD"]
+__all__ = ["ConvNet", "build_model", "convnet_forward", "layer_names", "ARCHITECTURES", "HEAD"]
 
 HEAD = "head"
 
@@ -39,6 +39,74 @@ ARCHITECTURES = {
     "cifar10": ((3, 32, 32), (32, 64, 128), 256),
     "digits": ((1, 8, 8), (8, 16), 32),
 }
+
+
+def layer_names(params: dict) -> list[str]:
+    """The parametrised layers of a ConvNet, input to output: ``convs.0, ..., fc, head``.
+
+    Parameters
+    ----------
+    params : dict name -> Tensor
+        The ConvNet's parameters (keys ``convs.i.weight``, ..., ``head.bias``).
+
+    Returns
+    -------
+    list of str
+        The layer names (parameter keys without ``.weight`` / ``.bias``).
+    """
+    convs = sorted({k.rsplit(".", 1)[0] for k in params if k.startswith("convs.")},
+                   key=lambda s: int(s.split(".")[1]))
+    return [*convs, "fc", HEAD]
+
+
+def convnet_forward(params: dict, x: torch.Tensor, *, stacked: bool = False, record: list | None = None,
+                    head: bool = True) -> torch.Tensor:
+    """The ConvNet's forward pass, written once: conv blocks (3x3 convolution, max pooling,
+    ReLU), the hidden layer with ReLU, the ``head`` and log-softmax. `ConvNet` calls it
+    with its own parameters, the per-sample clipping (`fedgdp.nn.clipping`) with a stack.
+
+    Parameters
+    ----------
+    params : dict name -> Tensor
+        The parameters (``convs.i.*``, ``fc.*``, ``head.*``): ``(*shape)``, or ``(S,
+        *shape)`` with ``stacked``.
+    x : Tensor of shape (n, C, H, W), or (S, L, C, H, W) with ``stacked``
+        Images.
+    stacked : bool, default=False
+        ``S`` clients, each with its own parameters: the convolutions are one grouped
+        convolution on ``(L, S C, H, W)`` (a group per client), the Linear layers batched
+        products ``(S, L, in) @ (S, in, out)``.
+    record : list or None
+        Appended with ``(input, output)`` of every layer (conv: ``(L, S C, H, W)``;
+        Linear: ``(S, L, features)``, or unstacked shapes).
+    head : bool, default=True
+        False: return the head's input (the penultimate activations) instead.
+
+    Returns
+    -------
+    Tensor of shape (n, classes), or (S, L, classes) with ``stacked``
+        The log-probabilities (the penultimate activations with ``head=False``).
+    """
+    S, L = x.shape[:2] if stacked else (1, x.shape[0])
+    h = x.transpose(0, 1).reshape(L, S * x.shape[2], *x.shape[3:]) if stacked else x
+    for name in layer_names(params):
+        W, b = params[f"{name}.weight"], params[f"{name}.bias"]
+        if name.startswith("convs."):
+            z = (F.conv2d(h, W.reshape(-1, *W.shape[2:]), b.reshape(-1), padding=1, groups=S) if stacked
+                 else F.conv2d(h, W, b, padding=1))
+            if record is not None:
+                record.append((h, z))
+            h = F.relu(F.max_pool2d(z, 2))       # = max_pool(relu(.)) exactly, on a 4x smaller tensor
+            continue
+        if h.dim() == 4:                         # (L, S C, H, W) -> (S, L, C H W); (n, C, H, W) -> (n, C H W)
+            h = h.view(L, S, -1).transpose(0, 1) if stacked else h.flatten(1)
+        if name == HEAD and not head:
+            return h
+        z = torch.baddbmm(b[:, None, :], h, W.transpose(1, 2)) if stacked else F.linear(h, W, b)
+        if record is not None:
+            record.append((h, z))
+        h = z if name == HEAD else F.relu(z)
+    return F.log_softmax(h, dim=-1)
 
 
 def _reinit(net: nn.Module, init: str) -> None:
@@ -93,9 +161,7 @@ class ConvNet(nn.Module):
         torch.Tensor of shape (n, hidden)
             The ReLU outputs of the hidden fully connected layer.
         """
-        for conv in self.convs:
-            x = F.relu(F.max_pool2d(conv(x), 2))      # = max_pool(relu(.)) exactly, on a 4x smaller tensor
-        return F.relu(self.fc(x.flatten(1)))
+        return convnet_forward(self._params(), x, head=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Log-probabilities, shape ``(n, classes)``.
@@ -110,7 +176,17 @@ class ConvNet(nn.Module):
         torch.Tensor of shape (n, classes)
             Log-softmax of the head's outputs.
         """
-        return F.log_softmax(self.head(self.features(x)), dim=-1)
+        return convnet_forward(self._params(), x)
+
+    def _params(self) -> dict:
+        """The parameters by name, read as attributes (so ``functional_call``'s are seen)."""
+        out = {}
+        for i, conv in enumerate(self.convs):
+            out[f"convs.{i}.weight"], out[f"convs.{i}.bias"] = conv.weight, conv.bias
+        for name in ("fc", HEAD):
+            layer = getattr(self, name)
+            out[f"{name}.weight"], out[f"{name}.bias"] = layer.weight, layer.bias
+        return out
 
 
 def build_model(dataset: str, *, seed: int, classes: int = 10, init: str = "default") -> ConvNet:

@@ -49,7 +49,7 @@ ACCOUNTINGS = ("printed", "schedule")
 #: either way (Algorithm 5's ``gbar`` and ``h``)
 REDUCTIONS = ("mean", "sum")
 #: the stages whose releases `reduced_plan` turns into sums under ``reduction: sum``
-SUMMED_STAGES = ("gradient", "local step")
+SUMMED_STAGES = (privacy.GRADIENT, privacy.LOCAL_STEP)
 
 #: what a gradient release clips at B (docs/methods.md §6): ``sample``, each image's
 #: gradient (the paper's Algorithms 1-4; sensitivity ``2 B / n_i``); ``client``, the
@@ -179,7 +179,7 @@ def reduced_plan(plan: tuple, p: dict) -> tuple:
     clip_unit, K = p.get("clip_unit", "sample"), int(p.get("local_epochs", 1))
     out = []
     for spec in plan:
-        if spec.stage == "local step" and update_is_release(p):
+        if spec.stage == privacy.LOCAL_STEP and update_is_release(p):
             if spec.count % K:
                 raise ValueError(f"clip_unit update: {spec.count} local steps are not whole rounds of "
                                  f"local_epochs={K}")
@@ -187,7 +187,7 @@ def reduced_plan(plan: tuple, p: dict) -> tuple:
                            n=np.ones_like(np.asarray(spec.n, float)))
         elif spec.stage in SUMMED_STAGES and (reduction == "sum" or clip_unit != "sample"):
             spec = replace(spec, n=np.ones_like(np.asarray(spec.n, float)))
-        elif spec.stage == "local step" and local_batch is not None:
+        elif spec.stage == privacy.LOCAL_STEP and local_batch is not None:
             spec = replace(spec, n=smallest_batch(np.asarray(spec.n, float), local_batch))
         out.append(spec)
     return tuple(out)
@@ -227,7 +227,7 @@ def releases_per_round(p: dict, stage: str) -> int:
         One gradient or Newton release; ``local_epochs`` local steps, or one under
         ``clip_unit: update`` (`update_is_release`).
     """
-    if stage != "local step" or update_is_release(p):
+    if stage != privacy.LOCAL_STEP or update_is_release(p):
         return 1
     return int(p["local_epochs"])
 
@@ -331,7 +331,7 @@ def parameter_bound(method: str, p: dict) -> float:
     """
     plan = release_plan(method, p, np.ones(1))
     cal = privacy.calibrate(plan, mu=float(p["mu"]))
-    f = {"local step": max(1.0, p["server_lr"]), "gradient": p["server_lr"] * p["lr"], "newton": 1.0}
+    f = {privacy.LOCAL_STEP: max(1.0, p["server_lr"]), privacy.GRADIENT: p["server_lr"] * p["lr"], privacy.NEWTON: 1.0}
     with np.errstate(over="ignore"):
         moves = [spec.count * f[spec.stage] * _steps_and_size(spec.stage, p)
                  * (float(np.max(spec.sensitivity)) / 2 + float(np.max(sd)) * Z_MAX)
@@ -372,10 +372,10 @@ def _steps_and_size(stage: str, p: dict) -> float:
     parameter: the steps of a pass of minibatches (``ceil(n / local_batch)``, local
     steps only), times the images a summed step adds up (``reduction: sum``: the batch, or
     the client's images), with ``n`` at most `DATASET_IMAGES` over the clients (fig09: n)."""
-    if stage not in SUMMED_STAGES or (stage == "local step" and update_is_release(p)):
+    if stage not in SUMMED_STAGES or (stage == privacy.LOCAL_STEP and update_is_release(p)):
         return 1.0                                   # (a clipped model update: within B whatever the steps)
     n = p["n"] if p["n"] is not None else math.ceil(DATASET_IMAGES.get(p["dataset"], 10**6) / p["m"])
-    batch = p.get("local_batch") if stage == "local step" else None
+    batch = p.get("local_batch") if stage == privacy.LOCAL_STEP else None
     steps = math.ceil(n / batch) if batch else 1
     summed = p.get("reduction", "mean") == "sum" and p.get("clip_unit", "sample") == "sample"
     size = min(batch or n, n) if summed else 1     # a client-clipped release is within B whatever it adds up

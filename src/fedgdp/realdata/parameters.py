@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..common.datasets import DATASETS
-from ..core.privacy import check_clip, check_privacy, parse_mu
+from ..core.privacy import DEFAULT_CLIP, DEFAULT_PRIVACY, check_clip, check_privacy, parse_mu
 from ..core.settings import Settings, choice, integer, name_list, number, setting
+from ..core.solvers import NEWTON_DEFAULTS
 from ..methods import REALDATA, registry
 from ..methods import get_method as _get_method
 
@@ -21,7 +22,6 @@ __all__ = ["RealdataSettings", "TASKS", "METRICS", "PRIVATE", "EXTRA_PRIVATE", "
 TASKS = ("binary", "multiclass")
 PRIVATE = ["fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold"]
 NONPRIVATE = ["np_scaffold", "np_fedavg", "np_localfit", "np_pooled"]
-_NEWTON = {"solver": "cg", "cg_tol": 1.0e-8, "cg_maxiter": 500}
 
 
 def _mu_list(key, value) -> list[float]:
@@ -45,7 +45,7 @@ def _newton(key, value) -> dict:
     """The Newton solver's settings; a mapping given updates the defaults key by key."""
     if not isinstance(value, dict):
         raise ValueError(f"newton must be a mapping (solver, cg_tol, cg_maxiter), got newton={value!r}")
-    nw = {**_NEWTON, **value}
+    nw = {**NEWTON_DEFAULTS, **value}
     if nw.get("solver") not in ("cg", "floor", "ridge"):
         raise ValueError(f"newton solver must be cg, floor or ridge, got {nw.get('solver')!r}")
     integer(1)("newton.cg_maxiter", nw["cg_maxiter"])
@@ -72,13 +72,13 @@ class RealdataSettings(Settings):
                        parse=_mu_list, flag=str, factory=lambda: [6.0, 2.0])
     base_seed: int = setting(2026, "root of every split's random draws", parse=integer(0), flag=int)
     clip: dict = setting(help="clipping rule (fedgdp.core.privacy.check_clip)", parse=lambda k, v: check_clip(v),
-                         factory=lambda: {"rule": "quantile", "q": 0.9})
+                         factory=lambda: dict(DEFAULT_CLIP))
     privacy: dict = setting(help="privacy mode and FedNewton's Hessian bound (fedgdp.core.privacy.check_privacy)",
-                            factory=lambda: {"mode": "paper", "hessian_clip": 4.0})
+                            factory=lambda: dict(DEFAULT_PRIVACY))
     tau1: float = setting(0.5, "FedNewton's eigenvalue floor / ridge", parse=number(0), flag=float)
     weights: str = setting("size", "client weights: size (the only choice here)", parse=_weights)
     newton: dict = setting(help="Newton solver: cg | floor | ridge, cg_tol, cg_maxiter", parse=_newton,
-                           factory=lambda: dict(_NEWTON))
+                           factory=lambda: dict(NEWTON_DEFAULTS))
     methods: list = setting(help="comma-separated method names, or all", parse=name_list, flag=str,
                             factory=lambda: PRIVATE + NONPRIVATE)
     method_settings: dict = setting(help="per method, e.g. {fedavg: {R: 2}}", factory=dict)

@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.glm import GLM
-from ..core.solvers import certified_residual_ok, cg_solve, floored_solve
+from ..core.solvers import CG_MAXITER, CG_TOL, certified_residual_ok, cg_solve, floored_solve
 
-__all__ = ["cg_solve", "newton_step", "ridge_fit"]
+__all__ = ["cg_solve", "newton_step", "ridge_fit", "clipped_hessian_rows"]
 
 
 def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, tau1: float, *,
-                solver: str = "cg", cg_tol: float = 1e-8, cg_maxiter: int = 500,
+                solver: str = "cg", cg_tol: float = CG_TOL, cg_maxiter: int = CG_MAXITER,
                 hessian_bound: float | None = None) -> np.ndarray:
     """The step s of FedNewton's local update ``Theta - s`` (shape of Theta).
 
@@ -20,7 +20,7 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
     the simulations; dense, for small d k). All satisfy ``||s|| <= ||g|| / tau1``.
 
     ``hessian_bound = H_c`` (certified FedNewton): every per-sample Hessian is clipped
-    to operator norm H_c (`clipped_hessian_rows`) and the system is
+    to operator norm H_c (`fedgdp.core.glm.GLM.clipped_hessian_rows`) and the system is
     the ridge one, ``(H + tau1 I) s = g`` (``floor`` is not used: the ridge inverse is
     what the certified sensitivity needs; ``cg`` solves it to ``cg_tol`` and checks the
     true residual, whose bound enters the recorded sensitivity: docs/methods.md §2). A CG
@@ -56,7 +56,7 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
     """
     certified = hessian_bound is not None
     if certified:
-        X1, P = clipped_hessian_rows(model, Theta, X1, hessian_bound)  # type: ignore[arg-type]
+        X1, P = model.clipped_hessian_rows(Theta, X1, hessian_bound)  # type: ignore[arg-type]
         if solver == "floor":
             solver = "ridge"
     else:
@@ -82,47 +82,8 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
     raise ValueError(f"unknown newton solver {solver!r}; use cg, ridge or floor")
 
 
-def clipped_hessian_rows(model: GLM, Theta: np.ndarray, X1: np.ndarray, bound: float
-                         ) -> tuple[np.ndarray, np.ndarray]:
-    """The rows and fitted means of certified FedNewton's clipped Hessian, in finite arithmetic.
-
-    Row j is scaled by ``a_j = min(1, sqrt(H_c / c_j) / ||x_j||)`` (``c_j`` the
-    curvature bound of `fedgdp.core.glm.GLM.curvature_bound`, ``||x_j||`` without
-    overflow), so its per-sample Hessian ``c_j a_j^2 x_j x_j'`` has norm <= H_c; a row
-    whose fitted mean or factor is not finite (a row of huge entries), or whose curvature
-    is 0 (its Hessian is zero anyway, and ``0 * inf`` must not arise in ``x_j' V``), gets
-    ``a_j = 0`` and a zero mean (zero curvature for every family): the non-finite rule
-    of docs/methods.md §2. Returns ``(a X1, P)`` of shapes (n, d) and (n, k).
-
-    Parameters
-    ----------
-    model : fedgdp.core.glm.GLM
-        The model.
-    Theta : ndarray of shape (d, k)
-        Where the Hessian is taken.
-    X1 : ndarray or fedgdp.core.glm.NonzeroColumns of shape (n, d)
-        The rows.
-    bound : float
-        ``H_c``, the bound on each per-sample Hessian's operator norm.
-
-    Returns
-    -------
-    aX1 : ndarray of shape (n, d)
-        The scaled rows ``a_j x_j``.
-    P : ndarray of shape (n, k)
-        The fitted means (0 in the zeroed rows).
-    """
-    from ..core.privacy import row_norms
-
-    X1 = np.asarray(X1)              # the entries themselves (a fold's NonzeroColumns made dense)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        P = np.array(model.predict(Theta, X1), dtype=float).reshape(X1.shape[0], -1)
-        c = model.curvature_bound(P)
-        a = np.minimum(1.0, np.sqrt(bound / c) / row_norms(X1))
-    bad = ~(np.isfinite(P).all(axis=1) & np.isfinite(a)) | (c == 0)   # c = 0: a zero Hessian anyway
-    a[bad] = 0.0
-    P[bad] = 0.0
-    return X1 * a[:, None], P
+#: certified FedNewton's per-sample Hessian clip: the one reference, `fedgdp.core.glm.GLM.clipped_hessian_rows`
+clipped_hessian_rows = GLM.clipped_hessian_rows
 
 
 # ------------------------------------------------------------- ridge MLE

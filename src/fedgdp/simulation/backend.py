@@ -50,6 +50,21 @@ _NO_NOISE = np.zeros((0, 0, 0, 0))   # Z of a non-private run (never read)
 _NO_CLIP = np.zeros(0)               # residual clips of a non-private run (never read)
 
 
+def _scaled_limits(X: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``scale / ||x_j||`` of rows whose norm or its inverse is not a normal float, never above
+    its exact value by more than the clip margin: ``(scale/a) / ||x/a||`` with ``a`` the row's
+    largest entry (``scale/a`` capped at the float maximum, so the clipped ``r_j x_j`` is below
+    ``a max <= scale``), subnormal quotients rounded down; inf for a zero row, 0 for a row that
+    is not finite."""
+    a = np.max(np.abs(X), axis=1)
+    ok = np.isfinite(a) & (a > 0)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        safe = np.where(ok, a, 1.0)
+        first = privacy.round_down_subnormal(np.minimum(scale / safe, np.finfo(np.float64).max))
+        q = privacy.round_down_subnormal(first / privacy.row_norms(X / safe[:, None]))
+    return np.where(ok, q, np.where(a == 0, np.inf, 0.0))
+
+
 class ClientBlock:
     """The clients of a block of replicates in the layout of `fedgdp.simulation.kernels`.
 
@@ -86,7 +101,8 @@ class ClientBlock:
             self.XT[:, start:start + r.X.shape[0]] = r.X.T
             start += r.X.shape[0]
         self.y = np.ascontiguousarray(np.concatenate([r.y for r in reps]), dtype=float)
-        with np.errstate(divide="ignore"):    # a zero row: 1/0 = inf, no clip (its gradient is 0)
+        # a zero row: 1/0 = inf, no clip (a row of subnormal norm: clip_bounds redoes its limit)
+        with np.errstate(divide="ignore", over="ignore"):
             self.inv_norm = 1.0 / privacy.row_norms(self.XT.T, np.sqrt(np.einsum("kn,kn->n", self.XT, self.XT)))
         self.groups = client_groups(self.sizes)
         # the intercept column (all ones) is not read by the kernels: x * 1.0 == x, same numbers
@@ -115,7 +131,15 @@ class ClientBlock:
         """
         if B is None:
             return None
-        return np.repeat(privacy.clip_scale(np.asarray(B, float), self.d), self.sizes.sum(axis=1)) * self.inv_norm
+        scale = np.repeat(privacy.clip_scale(np.asarray(B, float), self.d), self.sizes.sum(axis=1))
+        lim = scale * self.inv_norm
+        # where 1/||x_j|| or the limit is subnormal, or 1/||x_j|| overflowed (a row of subnormal
+        # entries, whose residual may still be huge), the limit from the row scaled by its
+        # largest entry a: (s/a)/||x/a||, each subnormal quotient rounded down (as the reference's)
+        redo = ~((self.inv_norm >= privacy.TINY64) & (self.inv_norm < np.inf) & (lim >= privacy.TINY64))
+        if redo.any():
+            lim[redo] = _scaled_limits(self.XT[:, redo].T, scale[redo])
+        return lim
 
     def _clip(self, bounds):
         return (_NO_CLIP, False) if bounds is None else (bounds, True)
@@ -307,8 +331,8 @@ class FitData:
     mu: float
     tau1: float
     weights: str = "size"
-    privacy: dict = field(default_factory=lambda: {"mode": "paper", "hessian_clip": 4.0})
-    clip: dict = field(default_factory=lambda: {"rule": "quantile", "q": 0.9})
+    privacy: dict = field(default_factory=lambda: dict(privacy.DEFAULT_PRIVACY))
+    clip: dict = field(default_factory=lambda: dict(privacy.DEFAULT_CLIP))
     release: str = "private"
 
     def __post_init__(self):

@@ -101,11 +101,13 @@ def _exp(x):
 
 @_njit(_EXACT, inline="always")
 def _clip(r, b):
-    """r clipped to [-b, b]; a residual that is not finite (NaN, e.g. inf - inf in the
-    linear predictor of a row of huge entries, or +-inf) becomes 0: the package's one
-    rule for a non-finite per-sample gradient (clipped to zero, docs/methods.md §2), so
-    the clipped gradient ``r x_j`` has norm <= B for every finite input. Unclipped
-    (non-private) residuals keep NaN: a diverged run stays NaN."""
+    """r clipped to [-b, b]: the compiled port of `fedgdp.core.privacy.clip_factors`
+    (held to it by ``tests/test_clip_ports.py``): with ``b = clip_scale(B, d) / ||x_j||``,
+    ``_clip(r, b) x_j`` is ``min(1, clip_scale(B, d) / ||r x_j||) r x_j``. A residual that
+    is not finite (NaN, e.g. inf - inf in the linear predictor of a row of huge entries,
+    or +-inf) becomes 0: the reference's rule for a non-finite per-sample gradient
+    (clipped to zero, docs/methods.md §2). Unclipped (non-private) residuals keep NaN: a
+    diverged run stays NaN."""
     r = r if (r > -math.inf) and (r < math.inf) else 0.0
     r = b if r > b else r
     return -b if r < -b else r
@@ -463,7 +465,8 @@ def hessians(XT, inv_norm, offsets, theta, model, bound, out):
     per-sample weight ``v_j = min(b''(eta_j), bound/||x_j||^2)`` (``bound = inf``: the
     plain Hessian). With a finite bound (certified FedNewton) a weight that is not
     finite (a NaN curvature of a row of huge entries) is 0, so every per-sample Hessian
-    has norm <= bound. theta : (C, d); out : (C, d, d), written in place.
+    has norm <= bound: the compiled port of `fedgdp.core.glm.GLM.clipped_hessian_rows`
+    (``v_j = c_j a_j^2``), held to it by ``tests/test_kernels.py``.
 
     Parameters
     ----------

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import ClassVar
 
 from ..core.glm import MODELS, population_min_eigenvalue
-from ..core.privacy import RELEASES, check_clip, check_privacy, parse_mu
+from ..core.privacy import DEFAULT_CLIP, DEFAULT_PRIVACY, RELEASES, check_clip, check_privacy, parse_mu
 from ..core.settings import Settings, choice, integer, name_list, number, setting
 from .data import parse_sizes
 
@@ -88,9 +88,9 @@ class CellSettings(Settings):
     beta_true: list | None = setting(None, "true coefficients, intercept first (None: BETA_TRUE[model])")
     n_floor: int = setting(10, "smallest client size of the lognormal and total schemes", parse=integer(1))
     clip: dict = setting(help="clipping rule (check_clip)", parse=lambda k, v: check_clip(v),
-                         factory=lambda: {"rule": "quantile", "q": 0.9})
+                         factory=lambda: dict(DEFAULT_CLIP))
     privacy: dict = setting(help="privacy mode and FedNewton's Hessian bound (check_privacy)",
-                            factory=lambda: {"mode": "paper", "hessian_clip": 4.0})
+                            factory=lambda: dict(DEFAULT_PRIVACY))
     tau1: float | str = setting("auto", "FedNewton eigenvalue floor, or auto", parse=_tau1, flag=str)
     weights: str = setting("size", "size | optimal", parse=choice("size", "optimal"), flag=str)
     base_seed: int = setting(2026, "root of every replicate's random draws", parse=integer(0), flag=int)
