@@ -17,6 +17,7 @@ import pytest
 
 from fedgdp import FederatedGLM
 from fedgdp.api import inference
+from fedgdp.realdata import moments
 
 sm = pytest.importorskip("statsmodels.api")
 
@@ -166,12 +167,12 @@ def test_sensitivity_bounds_hold():
         X = np.column_stack([np.ones(50), rng.normal(size=(50, 2))])
         Y = model.targets(rng.integers(0, max(k, 2), size=50))
         theta = rng.normal(size=(3, k))
-        S, H = inference._client_moments(model, theta, X, Y, B)
+        S, H = moments.client_moments(model, theta, X, Y, B)
         X2, Y2 = X.copy(), Y.copy()
         X2[0] = [1.0, 1e3, -1e3]
         Y2[0] = 1.0 - Y2[0] if k == 1 else np.roll(Y2[0], 1)
-        S2, H2 = inference._client_moments(model, theta, X2, Y2, B)
-        sens = [float(np.ravel(spec.sensitivity)[0]) for spec in inference.release_plan(B, k)]
+        S2, H2 = moments.client_moments(model, theta, X2, Y2, B)
+        sens = [float(np.ravel(spec.sensitivity)[0]) for spec in moments.release_plan(B, k)]
         assert np.linalg.norm(S - S2) <= sens[0] and np.linalg.norm(H - H2) <= sens[1]
 
 

@@ -14,14 +14,10 @@ independently of the data):
 
 The private sandwich (docs/methods.md §10, "Inference under privacy")
 -------------------------------------------------------------------
-After the estimate is released, each client releases ``S_i = sum_j g_j g_j'`` (``g_j``
-the per-sample gradient ``x_j r_j'`` clipped to B, flattened row-major) and ``H_i =
-sum_j`` of the per-sample Hessians clipped to operator norm ``H_c = B^2``
-(`fedgdp.realdata.solvers.clipped_hessian_rows`), each with symmetric Gaussian noise on
-its upper triangle. Replacing one record changes ``S_i`` by a difference of two PSD
-matrices of Frobenius norm at most ``B^2`` (rank one), so by at most ``sqrt(2) B^2``;
-``H_i`` by at most ``sqrt(2) sqrt(r) H_c`` (a per-sample Hessian has rank ``r`` = 1,
-or ``C - 1`` for softmax). The two releases share ``mu_inf^2 = share mu^2`` equally
+After the estimate is released, each client releases its clipped score outer products
+``S_i`` and clipped curvature ``H_i`` at it, with symmetric Gaussian noise
+(`fedgdp.realdata.moments`: the releases and their sensitivities, in one place for the
+estimator and the audit). The two releases share ``mu_inf^2 = share mu^2`` equally
 (`fedgdp.core.privacy.calibrate`) and the estimation runs at ``mu_est = mu sqrt(1 -
 share)``, so the ledger composes to mu. Everything after the release (the projection
 onto PSD matrices, the eigenvalue floor, the method's linearisation, the intervals) is
@@ -34,13 +30,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from fractions import Fraction
 
 import numpy as np
 
 from ..core import privacy
 from ..core.normals import standard_normal
 from ..core.settings import number
+from ..realdata import moments as _moments
+from ..realdata.moments import STAGES, client_moments, release_plan
 
 __all__ = ["DEFAULT_SHARE", "MAX_DIM", "STAGES", "COV_TYPES", "Moments", "check_share", "split_mu",
            "release_plan", "release", "public_moments", "covariance", "summary", "conf_int", "summary_class",
@@ -50,8 +47,6 @@ __all__ = ["DEFAULT_SHARE", "MAX_DIM", "STAGES", "COV_TYPES", "Moments", "check_
 DEFAULT_SHARE = 0.1
 #: The most coefficients (d k) whose moments are released: above it no release is made (a public rule)
 MAX_DIM = 400
-#: The ledger's stage names of the inference releases
-STAGES = ("inference: score outer products", "inference: curvature")
 #: ``cov_type``: inverse information (statsmodels' default) or the HC0 sandwich
 COV_TYPES = ("model", "robust")
 #: Said by every private summary (the estimate's clipping bias is not in the intervals)
@@ -100,31 +95,6 @@ def split_mu(mu: float, share: float, d: int, k: int) -> tuple[float, float]:
     return mu * math.sqrt(1.0 - share), mu * math.sqrt(share)
 
 
-def _rank(k: int) -> int:
-    return max(k - 1, 1)
-
-
-def release_plan(B, k: int) -> tuple:
-    """The inference releases as `fedgdp.core.privacy.ReleaseSpec` (one of each per client,
-    half of the inference mu^2 each; module docstring for the sensitivities).
-
-    Parameters
-    ----------
-    B : float or ndarray
-        The clipping bound (``H_c = B^2``).
-    k : int
-        Outputs.
-
-    Returns
-    -------
-    tuple of ReleaseSpec
-    """
-    half = Fraction(1, 2)
-    Hc = np.asarray(B, float) ** 2
-    return (privacy.ReleaseSpec(STAGES[0], 1, math.sqrt(2.0) * Hc, 1.0, half),
-            privacy.ReleaseSpec(STAGES[1], 1, math.sqrt(2.0) * math.sqrt(_rank(k)) * Hc, 1.0, half))
-
-
 @dataclass
 class Moments:
     """What inference reads: ``S`` and ``H`` (D, D), D = d k, sums over every row.
@@ -152,27 +122,6 @@ class Moments:
     noise_sd_S: float = 0.0
     noise_sd_H: float = 0.0
     mu: float = 0.0
-
-
-def _client_moments(model, theta, X, Y, B: float) -> tuple[np.ndarray, np.ndarray]:
-    """One client's ``S_i`` and ``H_i`` (clipped to B and ``B^2``; unclipped when B = inf)."""
-    from ..realdata.clipping import clip_residuals
-    from ..realdata.solvers import clipped_hessian_rows
-
-    X = np.asarray(X, float)
-    n, d = X.shape
-    with np.errstate(over="ignore", invalid="ignore"):
-        R = np.array(model.residuals(theta, X, Y), float).reshape(n, -1)
-    k = R.shape[1]
-    clip_residuals(R, privacy.row_norms(X), B, d)
-    G = (X[:, :, None] * R[:, None, :]).reshape(n, d * k)
-    S = G.T @ G
-    if math.isfinite(B):
-        aX, P = clipped_hessian_rows(model, theta, X, B * B)
-        H = model.hessian(theta, aX, P=P) * n
-    else:
-        H = model.hessian(theta, X) * n
-    return S, H
 
 
 def _symmetric_noise(rng, D: int) -> np.ndarray:
@@ -209,11 +158,11 @@ def release(model, Xc: list, Yc: list, theta: np.ndarray, B: float, mu: float, r
     private = 0 < mu < math.inf and math.isfinite(B)
     ledger, sds = None, [np.zeros(len(Xc)), np.zeros(len(Xc))]
     if private:
-        cal = privacy.calibrate(release_plan(np.full((1, len(Xc)), B), k), mu=mu)
+        cal = privacy.calibrate(_moments.release_plan(np.full((1, len(Xc)), B), k), mu=mu)
         ledger, sds = cal.ledger, [np.asarray(s, float).reshape(-1) for s in cal.sigmas]
     S, H = np.zeros((D, D)), np.zeros((D, D))
     for i, (X, Y) in enumerate(zip(Xc, Yc)):
-        Si, Hi = _client_moments(model, theta, X, Y, B)
+        Si, Hi = client_moments(model, theta, X, Y, B)
         if private:
             Si = Si + sds[0][i] * _symmetric_noise(rng, D)
             Hi = Hi + sds[1][i] * _symmetric_noise(rng, D)
