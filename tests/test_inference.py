@@ -199,20 +199,3 @@ def test_fit_command_prints_and_json_carries_the_summary(tmp_path, capsys):
             pd.read_csv(tmp_path / "d.csv")[["a", "b"]], y, clients)
     np.testing.assert_allclose([r["se"] for r in rows], est.summary()["se"], rtol=1e-12)
     assert any(r["stage"] == inference.STAGES[0] for r in rep["privacy"]["releases"])
-
-
-def test_coverage_smoke():
-    """scripts/coverage_study.py's replicate on a small cell (4 clients x 500 rows, mu = 2): each
-    coefficient's 95% interval covers the truth in at least 3 of 5 replicates (at 95% coverage
-    the chance of fewer is 0.1% per coefficient), and the widths are those of about 2,000 rows."""
-    import runpy
-    from pathlib import Path
-
-    mod = runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "coverage_study.py"))
-    covered, widths = [], []
-    for r in range(5):
-        c, w, _ = mod["replicate"](r, seed=7, m=4, n=500, mu=2.0, method="auto", cov_type="model", alpha=0.05)
-        covered.append(c)
-        widths.append(w)
-    assert np.all(np.sum(covered, axis=0) >= 3)
-    assert np.all((np.array(widths) > 0.1) & (np.array(widths) < 0.5))   # 2 x 1.96 / sqrt(2000 x ~0.2) = 0.2
