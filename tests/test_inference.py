@@ -129,6 +129,21 @@ def test_summary_shapes_and_ledger(family):
         assert word in text, word
 
 
+def test_a_noise_dominated_curvature_is_said():
+    """4 clients of 30 rows at mu = 1 (B = sqrt(3)): the released H's noise (summed sd 38
+    per entry, floor 2 sd sqrt(3) = 131) exceeds the data's curvature (about 120 x 0.2 per
+    direction), every eigenvalue is floored and the header says se_sampling understates; on
+    4 clients of 300 rows at mu = 5 (eigenvalues 213-287, floor 26) none is."""
+    for n, mu, floored in ((120, 1.0, True), (1200, 5.0, False)):
+        X, y, clients = _data("logistic", n=n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = FederatedGLM(mu=mu, classes=[0, 1], random_state=0).fit(X, y, clients)
+        low, D, floor = inference.floored_directions(est.inference_)
+        assert D == 3 and floor > 0 and (low == 3 if floored else low == 0), (n, mu, low, floor)
+        assert ("curvature noise-dominated in 3 of 3 directions" in str(est.summary())) == floored
+
+
 def test_share_zero_spends_nothing_and_says_so():
     X, y, clients = _data("logistic")
     with warnings.catch_warnings():

@@ -40,7 +40,7 @@ from ..realdata import moments as _moments
 from ..realdata.moments import STAGES, client_moments, release_plan
 
 __all__ = ["DEFAULT_SHARE", "MAX_DIM", "STAGES", "COV_TYPES", "Moments", "check_share", "split_mu",
-           "release_plan", "release", "public_moments", "covariance", "summary", "conf_int", "summary_class",
+           "release_plan", "release", "public_moments", "covariance", "floored_directions", "summary", "conf_int", "summary_class",
            "summary_records", "merge_ledgers"]
 
 #: The share of mu^2 spent on inference by default (the estimation gets the rest)
@@ -216,6 +216,36 @@ def _psd(A: np.ndarray, floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     return np.maximum(values, floor), vectors
 
 
+def _floored_curvature(mom: Moments, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """The eigenvalues and vectors of ``H`` on the identified coefficients, and their floor:
+    twice the spectral scale of its noise, ``2 sd sqrt(D)`` (1e-12 of the largest when exact)."""
+    hv, hV = _psd(Q.T @ mom.H @ Q)
+    floor = max(2.0 * mom.noise_sd_H * math.sqrt(Q.shape[1]), 1e-12 * float(np.max(np.abs(hv), initial=0.0)))
+    if not floor > 0:
+        raise ValueError("the curvature at the estimate is zero: no standard error can be computed")
+    return hv, hV, floor
+
+
+def floored_directions(mom: Moments) -> tuple[int, int, float]:
+    """How many eigenvalues of the released curvature ``H`` lie at or below the floor of
+    `covariance` (its noise's spectral scale): in those directions the data's curvature is
+    below the noise, and ``se_sampling`` uses the floor instead (an understatement where the
+    true curvature is smaller). Post-processing.
+
+    Parameters
+    ----------
+    mom : Moments
+
+    Returns
+    -------
+    tuple
+        (floored, identified coefficients D', the floor).
+    """
+    Q = _basis(mom.d, mom.k)
+    hv, _, floor = _floored_curvature(mom, Q)
+    return int(np.sum(hv <= floor)), int(Q.shape[1]), float(floor)
+
+
 def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_pooled", settings: dict | None = None
                ) -> np.ndarray:
     """The sampling covariance (D, D) of the estimate (row-major in theta's (d, k); softmax:
@@ -249,13 +279,8 @@ def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_poole
         raise ValueError(f"cov_type must be one of {', '.join(COV_TYPES)}, got cov_type={cov_type!r}")
     settings = settings or {}
     Q = _basis(mom.d, mom.k)
-    Dr = Q.shape[1]
     N = float(np.sum(mom.sizes))
-    hv, hV = _psd(Q.T @ mom.H @ Q)
-    floor = 2.0 * mom.noise_sd_H * math.sqrt(Dr)
-    floor = max(floor, 1e-12 * float(np.max(np.abs(hv), initial=0.0)))
-    if not floor > 0:
-        raise ValueError("the curvature at the estimate is zero: no standard error can be computed")
+    hv, hV, floor = _floored_curvature(mom, Q)
     hv = np.maximum(hv, floor)
     Hr = (hV * hv) @ hV.T
     if cov_type == "robust":
@@ -400,6 +425,13 @@ def _header(est, alpha: float, cov_type: str) -> str:
                  f"from the {mom.source} moments; {int(round(100 * (1 - alpha)))}% normal intervals")
     if mom.source == "public curvature model":
         lines.append(PUBLIC_NOTE)
+    elif mom.source == "private release":
+        low, D, floor = floored_directions(mom)
+        if low:
+            lines.append(f"curvature noise-dominated in {low} of {D} directions: there the released H's eigenvalues "
+                         f"are at or below its noise's scale ({floor:.4g}) and se_sampling uses that floor, so it "
+                         "understates the sampling sd where the data's own curvature is smaller (more rows, a "
+                         "larger mu or inference_share, or fewer features)")
     if est.family == "multinomial":
         lines.append("coefficients centred across the classes (the identified ones: probabilities see only these)")
     if est.method_ in ("fednewton", "fednewton_certified"):
