@@ -40,8 +40,8 @@ from ..realdata import moments as _moments
 from ..realdata.moments import STAGES, client_moments, release_plan
 
 __all__ = ["DEFAULT_SHARE", "MAX_DIM", "STAGES", "COV_TYPES", "Moments", "check_share", "split_mu",
-           "release_plan", "release", "public_moments", "covariance", "floored_directions", "summary", "conf_int", "summary_class",
-           "summary_records", "merge_ledgers"]
+           "release_plan", "release", "public_moments", "covariance", "floored_directions", "summary", "conf_int",
+           "summary_class", "summary_records", "merge_ledgers"]
 
 #: The share of mu^2 spent on inference by default (the estimation gets the rest)
 DEFAULT_SHARE = 0.1
