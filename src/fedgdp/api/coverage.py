@@ -294,7 +294,8 @@ def write_table(table, csv: str | os.PathLike | None = None, md: str | os.PathLi
 
 def plot_coverage(table, pdf=None, png=None, *, title: str = "", caption: str = ""):
     """The coverage figure: a panel per (family, method); per mu, one point per (m, n_i)
-    and coefficient with +-2 Monte Carlo SEs; the band [0.93, 0.97] and the nominal level.
+    and coefficient with +-2 Monte Carlo SEs (cut at 0 and 1); the band [0.93, 0.97] and the
+    nominal level.
 
     Parameters
     ----------
@@ -330,7 +331,9 @@ def plot_coverage(table, pdf=None, png=None, *, title: str = "", caption: str = 
                 x = np.array([mus.index(v) for v in g["mu"]], float) + (k - (len(sizes) - 1) / 2) * width
                 terms = list(dict.fromkeys(g["term"]))
                 jitter = np.array([terms.index(t) for t in g["term"]]) * width / (len(terms) + 1) - width / 3
-                ax.errorbar(x + jitter, g["coverage"], yerr=2 * g["mc_se"], fmt="o", markersize=3, capsize=1.5,
+                c, e = g["coverage"].to_numpy(), 2 * g["mc_se"].to_numpy()
+                yerr = np.vstack([np.minimum(e, c), np.minimum(e, 1 - c)])       # within [0, 1]
+                ax.errorbar(x + jitter, c, yerr=yerr, fmt="o", markersize=3, capsize=1.5,
                             elinewidth=0.7, color=colors(k % 10), label=f"m = {m}, n_i = {n}" if i == j == 0 else None)
             ax.set_xticks(range(len(mus)))
             ax.set_xticklabels([f"{v:g}" for v in mus])
