@@ -5,6 +5,7 @@
 #   snakemake --cores 2 --configfile config/smoke.yaml    the smoke run (outputs under smoke/)
 #   snakemake --report reports/paper.html    the figures and tables with captions
 #   snakemake --cores 2 decompose            the error decomposition (not in the default target)
+#   snakemake --cores 2 coverage             the intervals' coverage study (not in the default target)
 # Every decision lives in fedgdp.plan (the rules are thin wrappers around it).
 from snakemake.utils import min_version
 
@@ -23,6 +24,7 @@ include: "workflow/rules/realdata.smk"
 include: "workflow/rules/nn.smk"
 include: "workflow/rules/sensitivity.smk"
 include: "workflow/rules/decomposition.smk"
+include: "workflow/rules/coverage.smk"
 include: "workflow/rules/audit.smk"
 
 

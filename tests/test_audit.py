@@ -6,6 +6,7 @@ settings; the empirical lower bound on mu puts paper-mode FedNewton above its no
 The fast lane searches a representative set of releases (about 6 CPU-s); the full
 default audit (every registered method, every solver), the CNN releases and the command
 line on the full audit are marked slow."""
+import dataclasses
 import json
 import math
 import sys
@@ -99,6 +100,37 @@ def test_a_non_finite_change_counts_as_inf(monkeypatch):
 
 
 @pytest.mark.slow
+def test_the_inference_releases_reach_and_stay_within_their_sensitivity():
+    """A FederatedGLM fit's inference releases (score outer products, curvature; every
+    family): the aligned base and one orthogonal record reach the recorded sensitivity
+    (within 1e-6: the clip margin) and the search finds nothing above it."""
+    from fedgdp.audit.glm import INFERENCE_FAMILIES
+    from fedgdp.realdata.moments import STAGES
+
+    targets = [AuditTarget("inference", "federated_glm", f, "certified") for f in INFERENCE_FAMILIES]
+    rows = run_audit(quick=True, targets=targets, nn=False, histogram=False)
+    assert [(r.model, r.release) for r in rows] == [(f, s) for f in INFERENCE_FAMILIES for s in STAGES]
+    assert all(r.certified and 1 - 1e-6 <= r.ratio <= 1 + RATIO_TOL and r.budget > 500 for r in rows), rows
+
+
+def test_an_understated_inference_sensitivity_fails_the_audit(monkeypatch):
+    """The mutation: the inference releases' plan records 0.6 of their sensitivities (what
+    the fit's ledger would record and calibrate its noise on); the audit flags both releases
+    (ratio about 1/0.6)."""
+    import fedgdp.realdata.moments as moments
+
+    real = moments.release_plan
+
+    def understated(B, k):
+        return tuple(dataclasses.replace(s, scale=0.6 * np.asarray(s.scale)) for s in real(B, k))
+
+    monkeypatch.setattr(moments, "release_plan", understated)
+    rows = run_audit(quick=True, targets=[AuditTarget("inference", "federated_glm", "logistic", "certified")],
+                     nn=False, histogram=False)
+    assert len(rows) == 2 and all(r.ratio > 1.5 for r in rows), rows
+
+
+@pytest.mark.slow
 def test_every_registered_method_release_and_solver_is_audited(all_rows):
     seen = {(r.method, r.model) for r in all_rows}
     for name in REGISTRY:
@@ -107,6 +139,7 @@ def test_every_registered_method_release_and_solver_is_audited(all_rows):
         if meth.private:
             assert {(name, "binary"), (name, "multiclass")} <= seen
     assert {("clip_private_quantile", "logistic"), ("clip_private_quantile", "poisson")} <= seen
+    assert {("federated_glm", f) for f in ("logistic", "poisson", "multinomial")} <= seen
     solvers = {r.setting.split("solver=")[1].split(",")[0] for r in all_rows if "solver=" in r.setting}
     assert solvers == {"cg", "ridge", "floor"}
     bad = [r for r in all_rows if r.certified and not r.ratio <= 1 + RATIO_TOL]

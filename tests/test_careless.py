@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CELL = ["--model", "logistic", "--sizes", "equal(20)", "--m", "4", "--K", "3"]
 PLOT_SPEC = {"layout": "m_by_method", "model": "logistic", "study": "s", "panels": [{}]}
 T1_SPEC = {"model": "logistic", "study": "s", "cell": {"sizes": "equal(20)", "m": 4}}
+COV = {"families": {"logistic": [0.0, 1.0]}, "m": [3], "n": [20], "mu": [2], "methods": ["auto"], "replicates": 1,
+       "base_seed": 0, "alpha": 0.05, "cov_type": "model"}
 
 
 def spec(base: dict, drop=(), **extra) -> str:
@@ -111,6 +113,19 @@ CASES = [
          ["--spec lacks 'K_conv'"], id="decompose-spec-without-K_conv"),
     case("decompose", ["decompose", "<cell>", "--spec", '{"studies": {}, "K_conv": 3}', "--csv", "<out>/d.csv"],
          ["studies is empty"], id="decompose-spec-no-studies"),
+    # coverage-cell, coverage
+    case("coverage-cell", ["coverage-cell", "--spec", spec({"settings": COV}), "--out", "<out>/c.parquet"],
+         ["--spec lacks 'cell'"], id="coverage-cell-spec-without-cell"),
+    case("coverage-cell", ["coverage-cell", "--spec", spec({"settings": COV, "cell": "logistic_m3_n9_mu2_auto"}),
+                           "--out", "<out>/c.parquet"], ["logistic_m3_n9_mu2_auto", "is not a cell"],
+         id="coverage-cell-unknown-cell"),
+    case("coverage-cell", ["coverage-cell", "--spec", spec({"settings": {**COV, "m": [0]}, "cell": "x"}),
+                           "--out", "<out>/c.parquet"], ["coverage.m", "positive integers"],
+         id="coverage-cell-bad-m"),
+    case("coverage", ["coverage", "<cell>", "--spec", spec({"settings": COV})], ["give at least one of"],
+         id="coverage-no-output"),
+    case("coverage", ["coverage", "<cell>", "--spec", spec({"settings": {**COV, "mu": [0]}}), "--csv",
+                      "<out>/c.csv"], ["coverage.mu"], id="coverage-bad-mu"),
     # realdata
     case("realdata", ["realdata", "--split", "-1", "--out", "<out>/r.parquet"], ["--split"],
          id="realdata-negative-split"),
@@ -515,6 +530,8 @@ def test_plan_specs_pass_the_command_schemas(paper_and_smoke):
         check_spec(strict(p.rates_spec()), SPECS["rates"])
         check_spec(strict(p.claims_spec()), SPECS["claims"])
         check_spec(strict(p.decomposition_spec()), SPECS["decompose"])
+        check_spec(strict(p.coverage_spec()), SPECS["coverage"])
+        check_spec(strict(p.coverage_cell_spec(W(cell=p.coverage_cells()[0]))), SPECS["coverage-cell"])
     check_spec(strict(paper_and_smoke[0].sensitivity_map_spec()), SPECS["claims-map"])
     smoke = paper_and_smoke[1]
     for study, s in smoke.config["studies"].items():

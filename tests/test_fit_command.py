@@ -64,6 +64,7 @@ def test_worked_example_table_json_and_coefficients(example, capsys, monkeypatch
 
     rc, out, err = _run(REPRO.split(), capsys)            # the reproduction: void while the seed is known
     assert rc == 0 and err == "", err
+    assert _page_output() == out.rstrip("\n")            # the page shows this output, character for character
     assert "guarantee: void while the seed is known" in out and "NOT secret" in out
     coef = pd.read_csv(example / "coef.csv")
     assert not np.allclose(coef.coef, fresh.coef)
@@ -89,6 +90,35 @@ def test_worked_example_table_json_and_coefficients(example, capsys, monkeypatch
                       capsys)
     assert rc == 0 and json.loads(out)["coefficients"] == rep["coefficients"]
     assert est.score(df[feats], df.malignant) > 0.75
+
+
+def _page_output() -> str:
+    """The output block docs/real-data.md shows under the reproduction command."""
+    page = (ROOT / "docs" / "real-data.md").read_text()
+    after = page.split(f"fedgdp {REPRO}\n```\n\n```\n", 1)[1]
+    return after.split("\n```\n", 1)[0]
+
+
+def test_the_docs_reading_of_the_summary_uses_the_printed_numbers(example, monkeypatch):
+    """The numbers of the statistician's reading on docs/real-data.md: the seeded fit's
+    se_noise, se_sampling and p values (from the block above it) and the MLE's standard
+    errors from the python -c command the page shows."""
+    import subprocess
+    import sys
+
+    page = (ROOT / "docs" / "real-data.md").read_text()
+    block = _page_output()
+    for word in ("curvature noise-dominated in 11 of 11 directions", "noise's scale (517)", "0.04577    0.4539"):
+        assert word in block, word
+    assert "`se_noise` (0.4539 for every" in page and "`se_sampling` (0.04577 for every" in page
+    snippet = page.split('python -c "', 1)[1].split('"\n', 1)[0]
+    monkeypatch.chdir(example)
+    out = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    rows = lines[next(i for i, line in enumerate(lines) if line.startswith("term")) + 1:]     # under the header
+    se = {line.split()[0]: float(line.split()[-1]) for line in rows}
+    assert (se["mean_texture"], se["mean_radius"]) == (min(se.values()), max(se.values())) == (2.5, 104.5)
+    assert "from 2.5 (`mean_texture`) to 104.5 (`mean_radius`)" in page
 
 
 def test_features_family_and_json_out(example, capsys, monkeypatch):

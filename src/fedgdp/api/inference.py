@@ -14,14 +14,10 @@ independently of the data):
 
 The private sandwich (docs/methods.md §10, "Inference under privacy")
 -------------------------------------------------------------------
-After the estimate is released, each client releases ``S_i = sum_j g_j g_j'`` (``g_j``
-the per-sample gradient ``x_j r_j'`` clipped to B, flattened row-major) and ``H_i =
-sum_j`` of the per-sample Hessians clipped to operator norm ``H_c = B^2``
-(`fedgdp.realdata.solvers.clipped_hessian_rows`), each with symmetric Gaussian noise on
-its upper triangle. Replacing one record changes ``S_i`` by a difference of two PSD
-matrices of Frobenius norm at most ``B^2`` (rank one), so by at most ``sqrt(2) B^2``;
-``H_i`` by at most ``sqrt(2) sqrt(r) H_c`` (a per-sample Hessian has rank ``r`` = 1,
-or ``C - 1`` for softmax). The two releases share ``mu_inf^2 = share mu^2`` equally
+After the estimate is released, each client releases its clipped score outer products
+``S_i`` and clipped curvature ``H_i`` at it, with symmetric Gaussian noise
+(`fedgdp.realdata.moments`: the releases and their sensitivities, in one place for the
+estimator and the audit). The two releases share ``mu_inf^2 = share mu^2`` equally
 (`fedgdp.core.privacy.calibrate`) and the estimation runs at ``mu_est = mu sqrt(1 -
 share)``, so the ledger composes to mu. Everything after the release (the projection
 onto PSD matrices, the eigenvalue floor, the method's linearisation, the intervals) is
@@ -34,24 +30,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from fractions import Fraction
 
 import numpy as np
 
 from ..core import privacy
 from ..core.normals import standard_normal
 from ..core.settings import number
+from ..realdata import moments as _moments
+from ..realdata.moments import STAGES, client_moments, release_plan
 
 __all__ = ["DEFAULT_SHARE", "MAX_DIM", "STAGES", "COV_TYPES", "Moments", "check_share", "split_mu",
-           "release_plan", "release", "public_moments", "covariance", "summary", "conf_int", "summary_class",
-           "summary_records", "merge_ledgers"]
+           "release_plan", "release", "public_moments", "covariance", "floored_directions", "summary", "conf_int",
+           "summary_class", "summary_records", "merge_ledgers"]
 
 #: The share of mu^2 spent on inference by default (the estimation gets the rest)
 DEFAULT_SHARE = 0.1
 #: The most coefficients (d k) whose moments are released: above it no release is made (a public rule)
 MAX_DIM = 400
-#: The ledger's stage names of the inference releases
-STAGES = ("inference: score outer products", "inference: curvature")
 #: ``cov_type``: inverse information (statsmodels' default) or the HC0 sandwich
 COV_TYPES = ("model", "robust")
 #: Said by every private summary (the estimate's clipping bias is not in the intervals)
@@ -100,31 +95,6 @@ def split_mu(mu: float, share: float, d: int, k: int) -> tuple[float, float]:
     return mu * math.sqrt(1.0 - share), mu * math.sqrt(share)
 
 
-def _rank(k: int) -> int:
-    return max(k - 1, 1)
-
-
-def release_plan(B, k: int) -> tuple:
-    """The inference releases as `fedgdp.core.privacy.ReleaseSpec` (one of each per client,
-    half of the inference mu^2 each; module docstring for the sensitivities).
-
-    Parameters
-    ----------
-    B : float or ndarray
-        The clipping bound (``H_c = B^2``).
-    k : int
-        Outputs.
-
-    Returns
-    -------
-    tuple of ReleaseSpec
-    """
-    half = Fraction(1, 2)
-    Hc = np.asarray(B, float) ** 2
-    return (privacy.ReleaseSpec(STAGES[0], 1, math.sqrt(2.0) * Hc, 1.0, half),
-            privacy.ReleaseSpec(STAGES[1], 1, math.sqrt(2.0) * math.sqrt(_rank(k)) * Hc, 1.0, half))
-
-
 @dataclass
 class Moments:
     """What inference reads: ``S`` and ``H`` (D, D), D = d k, sums over every row.
@@ -152,27 +122,6 @@ class Moments:
     noise_sd_S: float = 0.0
     noise_sd_H: float = 0.0
     mu: float = 0.0
-
-
-def _client_moments(model, theta, X, Y, B: float) -> tuple[np.ndarray, np.ndarray]:
-    """One client's ``S_i`` and ``H_i`` (clipped to B and ``B^2``; unclipped when B = inf)."""
-    from ..realdata.clipping import clip_residuals
-    from ..realdata.solvers import clipped_hessian_rows
-
-    X = np.asarray(X, float)
-    n, d = X.shape
-    with np.errstate(over="ignore", invalid="ignore"):
-        R = np.array(model.residuals(theta, X, Y), float).reshape(n, -1)
-    k = R.shape[1]
-    clip_residuals(R, privacy.row_norms(X), B, d)
-    G = (X[:, :, None] * R[:, None, :]).reshape(n, d * k)
-    S = G.T @ G
-    if math.isfinite(B):
-        aX, P = clipped_hessian_rows(model, theta, X, B * B)
-        H = model.hessian(theta, aX, P=P) * n
-    else:
-        H = model.hessian(theta, X) * n
-    return S, H
 
 
 def _symmetric_noise(rng, D: int) -> np.ndarray:
@@ -209,11 +158,11 @@ def release(model, Xc: list, Yc: list, theta: np.ndarray, B: float, mu: float, r
     private = 0 < mu < math.inf and math.isfinite(B)
     ledger, sds = None, [np.zeros(len(Xc)), np.zeros(len(Xc))]
     if private:
-        cal = privacy.calibrate(release_plan(np.full((1, len(Xc)), B), k), mu=mu)
+        cal = privacy.calibrate(_moments.release_plan(np.full((1, len(Xc)), B), k), mu=mu)
         ledger, sds = cal.ledger, [np.asarray(s, float).reshape(-1) for s in cal.sigmas]
     S, H = np.zeros((D, D)), np.zeros((D, D))
     for i, (X, Y) in enumerate(zip(Xc, Yc)):
-        Si, Hi = _client_moments(model, theta, X, Y, B)
+        Si, Hi = client_moments(model, theta, X, Y, B)
         if private:
             Si = Si + sds[0][i] * _symmetric_noise(rng, D)
             Hi = Hi + sds[1][i] * _symmetric_noise(rng, D)
@@ -267,6 +216,36 @@ def _psd(A: np.ndarray, floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     return np.maximum(values, floor), vectors
 
 
+def _floored_curvature(mom: Moments, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """The eigenvalues and vectors of ``H`` on the identified coefficients, and their floor:
+    twice the spectral scale of its noise, ``2 sd sqrt(D)`` (1e-12 of the largest when exact)."""
+    hv, hV = _psd(Q.T @ mom.H @ Q)
+    floor = max(2.0 * mom.noise_sd_H * math.sqrt(Q.shape[1]), 1e-12 * float(np.max(np.abs(hv), initial=0.0)))
+    if not floor > 0:
+        raise ValueError("the curvature at the estimate is zero: no standard error can be computed")
+    return hv, hV, floor
+
+
+def floored_directions(mom: Moments) -> tuple[int, int, float]:
+    """How many eigenvalues of the released curvature ``H`` lie at or below the floor of
+    `covariance` (its noise's spectral scale): in those directions the data's curvature is
+    below the noise, and ``se_sampling`` uses the floor instead (an understatement where the
+    true curvature is smaller). Post-processing.
+
+    Parameters
+    ----------
+    mom : Moments
+
+    Returns
+    -------
+    tuple
+        (floored, identified coefficients D', the floor).
+    """
+    Q = _basis(mom.d, mom.k)
+    hv, _, floor = _floored_curvature(mom, Q)
+    return int(np.sum(hv <= floor)), int(Q.shape[1]), float(floor)
+
+
 def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_pooled", settings: dict | None = None
                ) -> np.ndarray:
     """The sampling covariance (D, D) of the estimate (row-major in theta's (d, k); softmax:
@@ -300,13 +279,8 @@ def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_poole
         raise ValueError(f"cov_type must be one of {', '.join(COV_TYPES)}, got cov_type={cov_type!r}")
     settings = settings or {}
     Q = _basis(mom.d, mom.k)
-    Dr = Q.shape[1]
     N = float(np.sum(mom.sizes))
-    hv, hV = _psd(Q.T @ mom.H @ Q)
-    floor = 2.0 * mom.noise_sd_H * math.sqrt(Dr)
-    floor = max(floor, 1e-12 * float(np.max(np.abs(hv), initial=0.0)))
-    if not floor > 0:
-        raise ValueError("the curvature at the estimate is zero: no standard error can be computed")
+    hv, hV, floor = _floored_curvature(mom, Q)
     hv = np.maximum(hv, floor)
     Hr = (hV * hv) @ hV.T
     if cov_type == "robust":
@@ -451,6 +425,13 @@ def _header(est, alpha: float, cov_type: str) -> str:
                  f"from the {mom.source} moments; {int(round(100 * (1 - alpha)))}% normal intervals")
     if mom.source == "public curvature model":
         lines.append(PUBLIC_NOTE)
+    elif mom.source == "private release":
+        low, D, floor = floored_directions(mom)
+        if low:
+            lines.append(f"curvature noise-dominated in {low} of {D} directions: there the released H's eigenvalues "
+                         f"are at or below its noise's scale ({floor:.4g}) and se_sampling uses that floor, so it "
+                         "understates the sampling sd where the data's own curvature is smaller (more rows, a "
+                         "larger mu or inference_share, or fewer features)")
     if est.family == "multinomial":
         lines.append("coefficients centred across the classes (the identified ones: probabilities see only these)")
     if est.method_ in ("fednewton", "fednewton_certified"):

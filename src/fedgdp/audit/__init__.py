@@ -3,12 +3,15 @@ its change beside the sensitivity its ledger records.
 
 For every private method (simulations: both GLMs, FedNewton in both privacy modes;
 real data: binary and softmax regression, every Newton solver; the private clipping
-rule's histogram; the CNN methods of the extra ``nn`` when torch imports),
+rule's histogram; the inference releases of a `FederatedGLM` fit with
+``inference_share > 0``, every family; the CNN methods of the extra ``nn`` when torch
+imports),
 `run_audit` searches for a pair of neighbouring client data sets (one record
 replaced) that moves the release *before noise* the most, at a public state, by
 calling the package's own code paths: `fedgdp.simulation.backend.ClientBlock` and its
 local steps, ``FedNewton.newton_update`` on each backend,
-`fedgdp.realdata.FoldData.gradient`, `fedgdp.core.privacy.clip_histogram` (`glm`), and
+`fedgdp.realdata.FoldData.gradient`, `fedgdp.core.privacy.clip_histogram`,
+`fedgdp.realdata.moments.client_moments` (`glm`), and
 the CNN backend's own release, `fedgdp.nn.backend.TorchBackend.release`, against the
 sensitivity its own ledger records (`nn`: minibatch passes, ``sum``, the ``client`` and
 ``update`` units, schedule-aware accounting, FedNewton-Iter's head).
@@ -47,7 +50,7 @@ The package stands on the studies (floor 3, beside the reports and the estimator
 reading a run's config into targets, which needs the plan, is the command's
 (`fedgdp.commands.audit`).
 """
-from .glm import audit_real, audit_sim, worst_pair
+from .glm import audit_inference, audit_real, audit_sim, worst_pair
 from .nn import NN_KEYS, audit_nn, nn_settings_of, nn_targets, readings_targets
 from .run import as_dicts, audit_targets, default_targets, format_table, run_audit, write_audit
 from .search import RATIO_TOL, AuditRow, AuditTarget, change
@@ -55,4 +58,4 @@ from .search import RATIO_TOL, AuditRow, AuditTarget, change
 __all__ = ["RATIO_TOL", "AuditRow", "AuditTarget", "run_audit", "audit_targets", "default_targets", "change",
            "nn_targets", "nn_settings_of", "readings_targets", "audit_nn", "NN_KEYS", "write_audit", "format_table",
            "as_dicts",
-           "worst_pair", "audit_sim", "audit_real"]
+           "worst_pair", "audit_sim", "audit_real", "audit_inference"]

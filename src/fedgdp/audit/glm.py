@@ -1,9 +1,11 @@
 """The audit of the GLM releases (`fedgdp.audit`): the simulations' (both GLMs, FedNewton in
-both privacy modes), the real data's (binary and softmax regression, every Newton solver)
-and the private clipping rule's histogram, each computed by the study's own code
+both privacy modes), the real data's (binary and softmax regression, every Newton solver),
+the private clipping rule's histogram and the inference releases of a `FederatedGLM` fit
+(``inference_share > 0``: score outer products and curvature at the released estimate,
+all three families), each computed by the study's own code
 (`fedgdp.simulation.backend.ClientBlock` and its local steps, ``FedNewton.newton_update``
 on each backend, `fedgdp.realdata.FoldData.gradient`, `fedgdp.realdata.local_descent`,
-`fedgdp.core.privacy.clip_histogram`)."""
+`fedgdp.core.privacy.clip_histogram`, `fedgdp.realdata.moments.client_moments`)."""
 from __future__ import annotations
 
 import math
@@ -25,7 +27,7 @@ from .search import (
     change,
 )
 
-__all__ = ["audit_sim", "audit_real", "worst_pair", "TAU1", "SIM_Y"]
+__all__ = ["audit_sim", "audit_real", "audit_inference", "worst_pair", "TAU1", "SIM_Y", "INFERENCE_FAMILIES"]
 
 SIM_Y = {"logistic": (0.0, 1.0), "poisson": (0.0, 1.0, 30.0, 1e4)}
 
@@ -365,3 +367,103 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
                         search.see(*evaluate(x, yj, j), (x, yj, j, evaluate, recorded, (X, Y)))  # type: ignore[call-arg]  # evaluate returns (value, pair)
         rows.append(_finish_row(search, rng, local_iters, target, meth, spec))
     return rows
+
+
+# ------------------------------------------------------------------ inference
+#: The families of `FederatedGLM` whose inference releases are audited (softmax with 3 classes)
+INFERENCE_FAMILIES = ("logistic", "poisson", "multinomial")
+_INFERENCE_Y = {"logistic": (0, 1), "poisson": (0.0, 1.0, 30.0, 1e4), "multinomial": (0, 1, 2)}
+
+
+def _inference_model(family: str):
+    from ..core.glm import POISSON, matrix_model
+
+    if family not in INFERENCE_FAMILIES:
+        raise ValueError(f"no inference audit for family {family!r}; choose one of {', '.join(INFERENCE_FAMILIES)}")
+    return POISSON if family == "poisson" else matrix_model("binary" if family == "logistic" else "multiclass", 3)
+
+
+def _inference_targets(model, family: str, y) -> np.ndarray:
+    return model.targets(np.asarray(y, float if family == "poisson" else np.int64))
+
+
+def audit_inference(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:
+    """Search both inference releases of a `FederatedGLM` fit (`fedgdp.realdata.moments`):
+    one client's clipped score outer products ``S_i`` and clipped curvature ``H_i`` at a
+    public estimate, before noise, against the sensitivities of its
+    `fedgdp.realdata.moments.release_plan` (what the fit's ledger records and its noise is
+    calibrated on).
+
+    Bases: a random design (intercept and Gaussian features) of the main size and of 2 and
+    3 rows, at the estimates 0, a random one and a far one (large linear predictors: large
+    residuals, large curvature), and the ``aligned`` bases (every clipped gradient and
+    every clipped Hessian the same); replaced records as in the other GLM audits (norms up
+    to the float maximum, every response).
+
+    Parameters
+    ----------
+    target : AuditTarget
+        ``kind="inference"``, ``model`` a family of `INFERENCE_FAMILIES`; B its fixed
+        clipping bound or `AUDIT_B`.
+    n : int
+        Size of the main client.
+    seed : int
+        Seed of the search's generator.
+    local_iters : int, default=30
+        Hill-climbing steps from the best pair found.
+
+    Returns
+    -------
+    list of AuditRow
+        One row per release (`fedgdp.realdata.moments.STAGES`).
+    """
+    from ..realdata import moments
+
+    model = _inference_model(target.model)
+    rng = np.random.default_rng(seed)
+    d, k = 5, model.k
+    B = target.B or AUDIT_B
+    ys = [_inference_targets(model, target.model, [v])[0] for v in _INFERENCE_Y[target.model]]
+    far = np.zeros((d, k))
+    far[0, 0] = 3.0
+    bases = []
+    for size in (n, 2, 3):
+        X = np.column_stack([np.ones(size), rng.standard_normal((size, d - 1))])
+        y = rng.choice(np.asarray(_INFERENCE_Y[target.model][:3]), size)
+        states = [np.zeros((d, k)), 0.5 * rng.standard_normal((d, k)), far] if size == n else [np.zeros((d, k))]
+        bases.append((f"random n={size}", X, _inference_targets(model, target.model, y), states))
+    for size in (n, 2, 3):
+        X, y = _adversarial_base("aligned", size, d, 0.0)
+        bases.append((f"aligned n={size}", X, _inference_targets(model, target.model, y), [np.zeros((d, k))]))
+    rows = []
+    for which, spec in enumerate(moments.release_plan(B, k)):
+        search = _Search()
+        recorded = float(np.asarray(spec.sensitivity).ravel()[0])
+        for label, X, Y, states in bases:
+            for si, theta in enumerate(states):
+                with np.errstate(all="ignore"):
+                    base = moments.client_moments(model, theta, X, Y, B)[which]
+
+                def evaluate(x, yj, j, theta=theta, base=base, X=X, Y=Y, label=label, si=si, recorded=recorded):
+                    Xc, Yc = X.copy(), Y.copy()
+                    Xc[j], Yc[j] = x, yj
+                    with np.errstate(all="ignore"):
+                        moved = moments.client_moments(model, theta, Xc, Yc, B)[which]  # noqa: B023
+                    shown = np.argmax(yj) if k > 1 else float(yj[0])
+                    return change(moved, base) / recorded, (f"base {label}, state {si}, record {j} -> "
+                                                           f"x={_fmt_x(x)}, y={shown:g}")
+
+                step = np.zeros(d)
+                step[1:] = theta[1:, 0]
+                for x, yj in _candidates(d, ys, rng, extra=[step]):
+                    search.see(*evaluate(x, yj, 0), (x, yj, 0, evaluate, recorded, (X, Y)))  # type: ignore[call-arg]  # evaluate returns (value, pair)
+        rows.append(_finish_row(search, rng, local_iters, target, _InferenceMethod, spec))
+    return rows
+
+
+class _InferenceMethod:
+    """What `_finish_row` reads of a method, for the inference releases (the same in both modes)."""
+
+    @staticmethod
+    def privacy_modes() -> tuple:
+        return ("certified",)

@@ -8,18 +8,24 @@ from dataclasses import asdict
 import numpy as np
 
 from ..core.solvers import NEWTON_DEFAULTS
-from .glm import TAU1, _audit_histogram, audit_real, audit_sim
+from .glm import INFERENCE_FAMILIES, TAU1, _audit_histogram, audit_inference, audit_real, audit_sim
 from .nn import audit_nn, nn_targets
 from .search import _BUDGET, RANDOM_DIRECTIONS, AuditRow, AuditTarget
 
-__all__ = ["default_targets", "audit_targets", "run_audit", "format_table", "write_audit", "as_dicts"]
+__all__ = ["INFERENCE_METHOD", "default_targets", "audit_targets", "run_audit", "format_table", "write_audit",
+           "as_dicts"]
+
+
+#: The method name of the inference releases' rows (`fedgdp.realdata.moments`)
+INFERENCE_METHOD = "federated_glm"
 
 
 # ------------------------------------------------------------------------- all
 def default_targets() -> list[AuditTarget]:
     """Every registered private method at the default settings: simulations (both
     GLMs; FedNewton in both modes), real data (both tasks; FedNewton in both modes and
-    with every Newton solver)."""
+    with every Newton solver), and the inference releases of a `FederatedGLM` fit (every
+    family; `INFERENCE_METHOD`)."""
     from ..realdata import REGISTRY as REAL
     from ..simulation.backend import REGISTRY
 
@@ -36,6 +42,7 @@ def default_targets() -> list[AuditTarget]:
                 for solver in (("cg", "ridge", "floor") if meth.solves_newton else ("cg",)):
                     out.append(AuditTarget("realdata", name, task, mode, 0.5,
                                            newton=dict(NEWTON_DEFAULTS, solver=solver)))
+    out += [AuditTarget("inference", INFERENCE_METHOD, family, "certified") for family in INFERENCE_FAMILIES]
     return out
 
 
@@ -108,7 +115,8 @@ def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] 
     seed : int, default=0
         Seed of every search.
     targets : list of AuditTarget or None, default=None
-        What to audit; None: `default_targets` and `nn_targets`.
+        What to audit (``kind`` ``simulation``, ``realdata``, ``inference`` or ``nn``);
+        None: `default_targets` and `nn_targets`.
     histogram : bool, default=True
         Also audit the private clipping rule's histogram (per simulation model of the
         targets; both models when there is none).
@@ -127,9 +135,12 @@ def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] 
     _BUDGET["random"] = RANDOM_DIRECTIONS["quick" if quick else "full"]
     with np.errstate(all="ignore"):     # extreme candidates overflow; a non-finite change is a violation (inf)
         for t in targets:
-            if t.kind != "nn":
-                rows += (audit_sim(t, n_sim, seed, local_iters=iters) if t.kind == "simulation"
-                         else audit_real(t, n_real, seed, local_iters=iters))
+            if t.kind == "simulation":
+                rows += audit_sim(t, n_sim, seed, local_iters=iters)
+            elif t.kind == "realdata":
+                rows += audit_real(t, n_real, seed, local_iters=iters)
+            elif t.kind == "inference":
+                rows += audit_inference(t, n_real, seed, local_iters=iters)
         if histogram:
             for model in sorted({t.model for t in targets if t.kind == "simulation"} or {"logistic", "poisson"}):
                 rows.append(_audit_histogram(model, n_sim, seed))

@@ -45,8 +45,9 @@ class AuditRow:
 
 @dataclass(frozen=True)
 class AuditTarget:
-    """The settings of one audited method: ``kind`` ``simulation``, ``realdata`` or
-    ``nn``, ``model`` (GLM or task; ``cnn``), privacy mode, tau1, the Hessian clip
+    """The settings of one audited method: ``kind`` ``simulation``, ``realdata``, ``nn``
+    or ``inference`` (a `FederatedGLM` fit's inference releases), ``model`` (GLM or task;
+    ``cnn``; the family for ``inference``), privacy mode, tau1, the Hessian clip
     factor, the clipping rule (the audit holds B public: a fixed value, else
     `AUDIT_B`), on real data the Newton solver settings, and for a CNN method its
     run settings (``nn``, the keys `fedgdp.audit.nn.NN_KEYS`) and, for a reading of a
@@ -70,7 +71,10 @@ class AuditTarget:
 
     def label(self) -> str:
         """The settings audited, as text (tau1, H_c, clipping rule and, on real data, the
-        solver; a CNN target's reading and settings of `fedgdp.audit.nn.NN_KEYS`)."""
+        solver; a CNN target's reading and settings of `fedgdp.audit.nn.NN_KEYS`; the
+        inference releases' clipping bound)."""
+        if self.kind == "inference":
+            return f"B={self.B or AUDIT_B:g}, H_c=B^2, estimate public"
         if self.kind == "nn":
             text = ", ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}"
                              for k, v in (self.nn or {}).items())

@@ -68,6 +68,8 @@ SPECS: dict[str, Any] = {
                    "provenance": (str, False, False), "caption": (str, False, False)},
     "decompose": {"studies": (dict, True, True), "K_conv": (int, True, False), "methods": (list, False, True),
                   "title": (str, False, False), "caption": (str, False, False), "name": (str, False, False)},
+    "coverage-cell": {"settings": (dict, True, True), "cell": (str, True, False)},
+    "coverage": {"settings": (dict, True, True), "title": (str, False, False), "caption": (str, False, False)},
 }
 
 
@@ -409,6 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     _claims_commands(sub)
     _claims_map_commands(sub)
     _decompose_commands(sub)
+    _coverage_commands(sub)
     from ..api.fitting import add_parser as add_fit_parser  # fedgdp fit (fedgdp.api.fitting)
     add_fit_parser(sub)
     _describe(sub)
@@ -758,6 +761,63 @@ def _cmd_decompose(args) -> int:
 
         plot_decomposition(table, spec, args.pdf, args.png)
     return 0
+
+
+def _coverage_settings(spec: dict) -> tuple:
+    """The coverage study's checked settings of a spec, and its cells by name."""
+    from ..api import coverage as cv
+
+    settings = cv.check_settings(spec["settings"])
+    return settings, {cv.cell_name(c): c for c in cv.cells(settings)}
+
+
+def _cmd_coverage_cell(args) -> int:
+    import pyarrow as pa
+
+    from ..api import coverage as cv
+    from ..common.io import write_parquet
+
+    spec = _spec(args.spec, SPECS["coverage-cell"])
+    settings, by_name = _coverage_settings(spec)
+    if spec["cell"] not in by_name:
+        raise ValueError(f"--spec cell {spec['cell']!r} is not a cell of the settings' grid "
+                         f"(e.g. {next(iter(by_name))})")
+    cell = by_name[spec["cell"]]
+    rows = cv.run_cell(cell, replicates=settings["replicates"], base_seed=settings["base_seed"],
+                       alpha=settings["alpha"], cov_type=settings["cov_type"])
+    write_parquet(pa.Table.from_pandas(rows, preserve_index=False), args.out,
+                  {"cell": cell, **{k: settings[k] for k in ("replicates", "base_seed", "alpha", "cov_type")}})
+    return 0
+
+
+def _cmd_coverage(args) -> int:
+    from ..api import coverage as cv
+    from ..common.io import read_parquet_files
+
+    _need_output(args, ".csv", ".md", ".pdf", ".png")
+    spec = _spec(args.spec, SPECS["coverage"])
+    _coverage_settings(spec)
+    table = cv.coverage_table(read_parquet_files(args.cells, cv.ROW_COLUMNS, "coverage cell"))
+    cv.write_table(table, args.csv, args.md, caption=spec.get("caption", ""))
+    if args.pdf or args.png:
+        cv.plot_coverage(table, args.pdf, args.png, title=spec.get("title", ""), caption=spec.get("caption", ""))
+    return 0
+
+
+def _coverage_commands(sub) -> None:
+    cc = sub.add_parser("coverage-cell", help="one cell of the coverage study: every replicate's FederatedGLM fit "
+                                              "and its intervals on known-truth data (fedgdp.api.coverage)")
+    cc.add_argument("--spec", required=True, help="JSON: settings (the config's coverage section), cell (its name, "
+                                                  "e.g. logistic_m10_n1000_mu2_auto)")
+    cc.add_argument("--out", required=True, type=output_path(".parquet"), help="output .parquet of the rows")
+    cc.set_defaults(func=_cmd_coverage_cell)
+    co = sub.add_parser("coverage", help="the coverage study's table and figure from its cell files: coverage "
+                                         "of the intervals per coefficient with Monte Carlo SEs")
+    co.add_argument("cells", nargs="+", help="cell .parquet files (fedgdp coverage-cell)")
+    co.add_argument("--spec", required=True, help="JSON: settings (the config's coverage section); optional "
+                                                  "title, caption")
+    _output_args(co, ".csv", ".md", ".pdf", ".png")
+    co.set_defaults(func=_cmd_coverage)
 
 
 def _decompose_commands(sub) -> None:

@@ -384,6 +384,8 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
             rows.append(_nn_row(t, mu=mu, trials=min(trials, nn_trials), calibration=min(calibration, nn_trials // 2),
                                 alpha=alpha, seed=seed))
             continue
+        if t.kind == "inference":       # the sensitivity search alone (fedgdp.audit.glm.audit_inference)
+            continue
         if t.kind == "realdata":
             if t.method in real_methods:
                 rows.append(_real_row(t, mu=mu, trials=trials, calibration=calibration, alpha=alpha, seed=seed, B=B,

@@ -32,6 +32,7 @@ Modules, lower ones first (a module imports only those above it)::
     realdata       RealdataPart: the real-data fits and figures
     nn             NNPart: the CNN runs and figures
     decomposition  DecompositionPart: the error decomposition
+    coverage       CoveragePart: the coverage study of FederatedGLM's intervals
     sensitivity    the sensitivity section's studies (functions) and SensitivityPart
     schema         load_schema, validate (closed schema, one-line messages)
     gallery        shrink_png and ``python -m fedgdp.plan shrink-png SRC DST``

@@ -8,6 +8,7 @@ import itertools
 from ..core.settings import suggest
 from .base import fmt_mu
 from .config import ConfigError
+from .coverage import CoveragePart
 from .decomposition import DecompositionPart
 from .nn import NNPart
 from .realdata import RealdataPart
@@ -16,7 +17,7 @@ _IMAGES = {"digits": 1797, "mnist": 70000}                       # real data: al
 _NN_TRAIN_IMAGES = {"digits": 1437, "mnist": 60000, "cifar10": 50000}
 
 
-class ChecksPart(DecompositionPart, RealdataPart, NNPart):
+class ChecksPart(DecompositionPart, RealdataPart, NNPart, CoveragePart):
     """Plan methods that check the config."""
 
     def check(self) -> None:
@@ -31,6 +32,8 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
             self._check_nn()
         if self.config.get("decomposition"):
             self._check_decomposition()
+        if self.config.get("coverage"):
+            self._check_coverage()
 
     @staticmethod
     def _check_in(key, value, allowed, what):
@@ -197,6 +200,14 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart):
                     if need > _NN_TRAIN_IMAGES[ds]:
                         raise ConfigError(f"figures.{fig}", f"{ds}: m * n = {need} exceeds its "
                                           f"{_NN_TRAIN_IMAGES[ds]} training images")
+
+    def _check_coverage(self):
+        """The coverage study's settings (`fedgdp.api.coverage.check_settings`: families,
+        truths, grid, methods, replicates, seed, alpha, cov_type)."""
+        try:
+            self.coverage_settings()
+        except ValueError as exc:
+            raise ConfigError("coverage", str(exc)) from None
 
     def _check_decomposition(self):
         """The three studies exist, run their release, and differ in nothing else (so

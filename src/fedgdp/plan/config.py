@@ -115,11 +115,16 @@ LAYOUT_KEYS = ("cells_per_job",)
 #: requests; the device itself is ``nn.device``, which is hashed), and the file of the
 #: readings map (``nn.readings``), whose pieces are named by reading, point and run.
 REQUEST_KEYS = (("nn", "gpus"), ("nn", "readings"))
+#: Sections of studies outside the default target whose outputs are their own files (the
+#: coverage study, `fedgdp.plan.coverage`): left out of the config hash, so adding or
+#: changing one keeps the run's name and leaves the default run's outputs as they were;
+#: its jobs carry their settings as params, so Snakemake reruns them when those change.
+STUDY_KEYS = ("coverage",)
 
 
 def config_sha(config: dict) -> str:
     """SHA-256 of the canonical JSON of ``config`` without its ``run`` key, the
-    `LAYOUT_KEYS` and the `REQUEST_KEYS` (8 hex digits).
+    `LAYOUT_KEYS`, the `STUDY_KEYS` and the `REQUEST_KEYS` (8 hex digits).
 
     Parameters
     ----------
@@ -131,7 +136,7 @@ def config_sha(config: dict) -> str:
     str
         8 hex digits.
     """
-    body = {k: v for k, v in config.items() if k != "run" and k not in LAYOUT_KEYS}
+    body = {k: v for k, v in config.items() if k != "run" and k not in LAYOUT_KEYS and k not in STUDY_KEYS}
     for section, key in REQUEST_KEYS:
         if isinstance(body.get(section), dict) and key in body[section]:
             body[section] = {k: v for k, v in body[section].items() if k != key}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..core.settings import suggest
 from .base import alternatives, figure_number
+from .coverage import CoveragePart
 from .decomposition import DecompositionPart
 from .gallery import GALLERY_DIR, GALLERY_RUN
 from .nn import NNPart
@@ -17,7 +18,7 @@ class RequestError(ValueError):
     """A Snakemake invocation that cannot be served (a target, a missing extra): one line."""
 
 
-class TargetsPart(SensitivityPart, DecompositionPart, NNPart):
+class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
     """Plan methods of the targets and the labels of their files in the report."""
 
     # ----------------------------------------------------------------- targets
@@ -102,7 +103,8 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart):
     def targets(self) -> dict[str, list[str]]:
         """Named targets -> files: one per figure, one per table (``claims`` is the
         claims report), ``gallery``, ``decompose`` (the error decomposition, when the
-        config has one; not in ``all``), ``audit`` (the privacy audit of the run's
+        config has one; not in ``all``), ``coverage`` (the intervals' coverage study, when
+        the config has one; not in ``all``), ``audit`` (the privacy audit of the run's
         settings; not in ``all``), ``all``."""
         out = {fig: self.figure_files(fig) for fig in self.figures()}
         out.update({t: self.table_files(t) for t in self.tables()})
@@ -111,6 +113,8 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart):
             out["sensitivity"] = self.sensitivity_files()   # on request only, never in all
         if self.config.get("decomposition"):
             out["decompose"] = self.decomposition_files()      # not in `all`: extra work
+        if self.config.get("coverage"):
+            out["coverage"] = self.coverage_files()            # not in `all`: thousands of fits
         out["audit"] = self.audit_files()                      # not in `all`: a search, minutes
         if self.nn_readings_config() is not None:
             out["nn_readings"] = self.nn_readings_files()      # not in `all`: hours of CNN runs

@@ -1,0 +1,89 @@
+"""The inference releases of a fit on matrix models (`fedgdp.api.inference`, docs/methods.md
+§10): one client's clipped score outer products and clipped curvature at a public
+estimate, and their sensitivities, in one place for the estimator and the audit
+(`fedgdp.audit.glm.audit_inference`).
+
+After the estimate is released, each client releases ``S_i = sum_j g_j g_j'`` (``g_j``
+the per-sample gradient ``x_j r_j'`` clipped to B, flattened row-major) and ``H_i =
+sum_j`` of the per-sample Hessians clipped to operator norm ``H_c = B^2``
+(`fedgdp.realdata.solvers.clipped_hessian_rows`), each with symmetric Gaussian noise on
+its upper triangle. Replacing one record changes ``S_i`` by a difference of two PSD
+matrices of Frobenius norm at most ``B^2`` (rank one), so by at most ``sqrt(2) B^2``;
+``H_i`` by at most ``sqrt(2) sqrt(r) H_c`` (a per-sample Hessian has rank ``r`` = 1,
+or ``C - 1`` for softmax). The two releases share the inference mu^2 equally.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ..core import privacy
+from .clipping import clip_residuals
+from .solvers import clipped_hessian_rows
+
+__all__ = ["STAGES", "release_plan", "client_moments"]
+
+#: The ledger's stage names of the inference releases
+STAGES = ("inference: score outer products", "inference: curvature")
+
+
+def _rank(k: int) -> int:
+    return max(k - 1, 1)
+
+
+def release_plan(B, k: int) -> tuple:
+    """The inference releases as `fedgdp.core.privacy.ReleaseSpec` (one of each per client,
+    half of the inference mu^2 each; module docstring for the sensitivities).
+
+    Parameters
+    ----------
+    B : float or ndarray
+        The clipping bound (``H_c = B^2``).
+    k : int
+        Outputs.
+
+    Returns
+    -------
+    tuple of ReleaseSpec
+    """
+    half = Fraction(1, 2)
+    Hc = np.asarray(B, float) ** 2
+    return (privacy.ReleaseSpec(STAGES[0], 1, math.sqrt(2.0) * Hc, 1.0, half),
+            privacy.ReleaseSpec(STAGES[1], 1, math.sqrt(2.0) * math.sqrt(_rank(k)) * Hc, 1.0, half))
+
+
+def client_moments(model, theta, X, Y, B: float) -> tuple[np.ndarray, np.ndarray]:
+    """One client's ``S_i`` and ``H_i`` before noise (clipped to B and ``B^2``; unclipped when B = inf).
+
+    Parameters
+    ----------
+    model : fedgdp.core.glm.GLM
+    theta : ndarray of shape (d, k)
+        The public estimate.
+    X : ndarray of shape (n, d)
+        The client's design.
+    Y : ndarray of shape (n, k)
+        Its targets.
+    B : float
+        The clipping bound.
+
+    Returns
+    -------
+    S, H : ndarray of shape (d k, d k)
+    """
+    X = np.asarray(X, float)
+    n, d = X.shape
+    with np.errstate(over="ignore", invalid="ignore"):
+        R = np.array(model.residuals(theta, X, Y), float).reshape(n, -1)
+    k = R.shape[1]
+    clip_residuals(R, privacy.row_norms(X), B, d)
+    G = (X[:, :, None] * R[:, None, :]).reshape(n, d * k)
+    S = G.T @ G
+    if math.isfinite(B):
+        aX, P = clipped_hessian_rows(model, theta, X, B * B)
+        H = model.hessian(theta, aX, P=P) * n
+    else:
+        H = model.hessian(theta, X) * n
+    return S, H
