@@ -237,7 +237,7 @@ class Site:
         self.done.append(want)
         stage = STAGES[(want["op"], want.get("part"))]
         self.counts[stage] = self.counts.get(stage, 0) + want.get("K", 1)
-        spent = self.spent_mu()
+        spent = self.spent_mu()       # the script forbids more; checked all the same
         if not spent <= float(self.settings["mu"]) * (1 + 1e-12) or not math.isfinite(spent):
-            raise AssertionError(f"site {self.name}: spent mu {spent} past {self.settings['mu']}")  # the script forbids it
+            raise AssertionError(f"site {self.name}: spent mu {spent} past {self.settings['mu']}")
         return {"release": release}
