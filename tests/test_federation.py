@@ -89,8 +89,9 @@ def test_one_round_too_many_is_refused_by_every_site(caplog):
     X, y, clients = data()
     st = settings("fedavg", method_settings={"R": 2, "K": 3, "eta": 0.5})
     group = sites(X, y, clients, st)
-    in_process(group, st)
-    last = {"op": "local", "K": 3, "eta": 0.5, "part": "full", "theta": np.zeros((4, 1))}
+    fit = in_process(group, st)
+    last = {**fit.last, "theta": np.zeros((4, 1))}
+    assert fit.last == {"op": "local", "K": 3, "eta": 0.5, "part": "full"}
     with caplog.at_level(logging.WARNING, logger="fedgdp.federation"):
         replies = [site.handle(dict(last)) for site in group]
     assert all("would spend past mu = 1" in r["refused"] for r in replies)
@@ -104,10 +105,9 @@ def test_a_coordinator_that_runs_more_rounds_than_it_announced_is_refused():
     group = sites(X, y, clients, st)
     greedy = settings("fedavg", method_settings={"R": 3, "K": 3, "eta": 0.5})
 
-    def ask(j, request):        # announces the sites' settings, then runs three rounds
-        if request["op"] == "hello":
-            request = {**request, "settings": st}
-        return group[j].handle(request)
+    def ask(pairs):             # announces the sites' settings, then runs three rounds
+        return [group[j].handle({**request, "settings": st} if request["op"] == "hello" else request)
+                for j, request in pairs]
 
     with pytest.raises(RefusedError, match="site 0 refused: site a: refused: request 3 .* would spend past mu"):
         fit_across(ask, 3, greedy)
@@ -138,14 +138,17 @@ def test_a_site_that_drops_out_stops_the_fit_and_the_ledgers_stay_true():
     group = sites(X, y, clients, st)
     calls = {"n": 0}
 
-    def ask(j, request):
-        if j == 1 and request["op"] == "gradient":
-            calls["n"] += 1
-            if calls["n"] == 3:
-                raise ConnectionError("connection reset")
-        return group[j].handle(request)
+    def ask(pairs):
+        replies = []
+        for j, request in pairs:
+            if j == 1 and request["op"] == "gradient":
+                calls["n"] += 1
+                if calls["n"] == 3:
+                    raise ConnectionError("site 1: connection reset")
+            replies.append(group[j].handle(request))
+        return replies
 
-    with pytest.raises(SiteLostError, match="site 1 did not answer request 'gradient'.*releases no estimate"):
+    with pytest.raises(SiteLostError, match="did not answer request 'gradient'.*site 1: connection reset.*no estimate"):
         fit_across(ask, 3, st)
     # site 0 sent 3 gradients, site 1 two, site 2 two: each ledger counts exactly what it sent
     assert [site.counts["gradient"] for site in group] == [3, 2, 2]
@@ -190,3 +193,40 @@ def test_a_refused_request_is_the_refusal_and_not_an_exception():
     with pytest.raises(Refused):
         site._check({"op": "newton", "hessian_bound": 2.0, "theta": np.zeros((4, 1))})
     assert "refused" in site.handle({"op": "gradient", "theta": np.zeros((3, 1))})
+
+
+@pytest.mark.parametrize("method", ["fedhybrid", "fednewton_certified"])
+def test_a_site_answering_each_request_in_a_new_process_is_the_same_site(method):
+    # Flower starts the ClientApp afresh for each message: the site is rebuilt from its file and
+    # takes up its state (requests answered, releases made, noise generator) from context.state
+    X, y, clients = data()
+    st = settings(method)
+    states = [None] * len(SIZES)
+
+    def ask(pairs):
+        replies = []
+        for j, request in pairs:
+            site = sites(X, y, clients, st)[j]
+            if states[j] is not None:
+                site.restore(states[j])
+            replies.append(site.handle(request))
+            states[j] = site.state()
+        return replies
+
+    fit = fit_across(ask, len(SIZES), st)
+    assert np.max(np.abs(fit.theta - in_process_fit(X, y, clients, st).theta_)) <= 1e-12
+    again = sites(X, y, clients, st)[0]
+    again.restore(states[0])
+    assert again.spent_mu() == pytest.approx(1.0, rel=1e-12)
+    assert "would spend past mu" in again.handle({**fit.last, "theta": np.zeros((4, 1))})["refused"]
+
+
+def test_flower_messages_carry_the_request_and_its_array_exactly():
+    pytest.importorskip("flwr", reason="the extra flower is not installed (pip install -e '.[flower]')")
+    from fedgdp.federation.app import decode, encode
+
+    theta = np.random.default_rng(1).normal(size=(4, 1))
+    request = {"op": "newton", "hessian_bound": 2.0, "theta": theta}
+    back = decode(encode(request))
+    assert back.keys() == request.keys() and back["hessian_bound"] == 2.0
+    assert np.array_equal(back["theta"], theta)

@@ -73,8 +73,9 @@ class SitesBackend(RealBackend):
     fold : PublicFold
         The public fold (sizes in the sites' order, settings).
     ask : callable
-        ``ask(i, request) -> reply``: sends a request to site i and returns its reply
-        (``{"release": ndarray (d, k)}``), raising `RefusedError` on a refusal.
+        ``ask([(i, request), ...]) -> [reply, ...]``: sends each request to its site i
+        (all at once) and returns the replies in order (``{"release": ndarray (d, k)}``
+        or ``{"refused": line}``).
     """
 
     kind = REALDATA
@@ -83,13 +84,17 @@ class SitesBackend(RealBackend):
         super().__init__([fold], None)
         self.noise, self.trace, self.ask = _Sent() if fold.private else self.noise, None, ask
 
-    def _release(self, i: int, request: dict, theta: np.ndarray) -> np.ndarray:
-        reply = self.ask(i, {**request, "theta": np.asarray(theta, float)})
-        if "refused" in reply:
-            raise RefusedError(f"site {i} refused: {reply['refused']}")
-        out = np.asarray(reply["release"], dtype=float)
-        if out.shape != theta.shape:
-            raise ValueError(f"site {i} sent a release of shape {out.shape}, expected {theta.shape}")
+    def _releases(self, request: dict, theta: np.ndarray) -> list:
+        """Every site's release for ``request`` at ``theta`` (d, k), asked of all at once."""
+        replies = self.ask([(i, {**request, "theta": np.asarray(theta, float)}) for i in range(self.m)])
+        out = []
+        for i, reply in enumerate(replies):
+            if "refused" in reply:
+                raise RefusedError(f"site {i} refused: {reply['refused']}")
+            r = np.asarray(reply["release"], dtype=float)
+            if r.shape != theta.shape:
+                raise ValueError(f"site {i} sent a release of shape {r.shape}, expected {theta.shape}")
+            out.append(r[None])
         return out
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
@@ -97,17 +102,24 @@ class SitesBackend(RealBackend):
         if drift is not None:
             raise ValueError("a drift (DP-SCAFFOLD) is not run across sites")
         request = {"op": "local", "K": int(K), "eta": float(eta), "part": str(part)}
-        return np.stack([self._release(i, request, start[0])[None] for i in range(self.m)], axis=1)
+        return np.stack(self._releases(request, start[0]), axis=1)
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
-        """K FedSGD steps (`fedgdp.realdata.backend.server_descent`): each site sends its noisy gradient."""
-        return server_descent(theta, w, K=K, eta=eta, m=self.m,
-                              release=lambda i, T: self._release(i, {"op": "gradient"}, T[0])[None])
+        """K FedSGD steps (`fedgdp.realdata.backend.server_descent`): at each step every site
+        sends its noisy gradient (asked of all at once, added in the sites' order)."""
+        step: dict = {}
+
+        def release(i, T):
+            if i == 0:
+                step["releases"] = self._releases({"op": "gradient"}, T[0])
+            return step["releases"][i]
+
+        return server_descent(theta, w, K=K, eta=eta, m=self.m, release=release)
 
     def newton_release(self, theta1, *, hessian_bound):
         """Each site's noisy Newton release at ``theta1`` (the noise is added at the site), (1, m, d, k)."""
         request = {"op": "newton", "hessian_bound": None if hessian_bound is None else float(hessian_bound)}
-        return np.stack([self._release(i, request, theta1[0])[None] for i in range(self.m)], axis=1)
+        return np.stack(self._releases(request, theta1[0]), axis=1)
 
     def add_noise(self, local, sigma, noise):
         """``local`` unchanged: each site added its noise before sending (`newton_release`)."""
@@ -121,9 +133,9 @@ class Recorder:
 
     requests: list = field(default_factory=list)
 
-    def __call__(self, i: int, request: dict) -> dict:
-        self.requests.append({k: v for k, v in request.items() if k != "theta"})
-        return {"release": np.zeros_like(request["theta"])}
+    def __call__(self, pairs: list) -> list:
+        self.requests += [{k: v for k, v in request.items() if k != "theta"} for _, request in pairs]
+        return [{"release": np.zeros_like(request["theta"])} for _, request in pairs]
 
 
 def run_method(meth, fold: PublicFold, s: dict, ask):
@@ -138,7 +150,7 @@ def run_method(meth, fold: PublicFold, s: dict, ask):
     s : dict
         The method's settings.
     ask : callable
-        ``ask(i, request) -> reply`` (`SitesBackend`).
+        ``ask([(i, request), ...]) -> [reply, ...]`` (`SitesBackend`).
 
     Returns
     -------

@@ -23,6 +23,7 @@ its guarantee is then void, and the site says so.
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 
@@ -144,6 +145,20 @@ class Site:
         columns, the outputs, its test place (-1: none) and its guarantee."""
         index = -1 if self.test is None else self.test[0]
         return {"n": self.n, "d": self.fold.d, "k": self.fold.k, "index": index, "guarantee": self.guarantee}
+
+    def state(self) -> str:
+        """What the site must keep between requests (JSON): requests answered, releases per
+        stage (its ledger of releases made) and its noise generator's state."""
+        rng = self.backend.noise.rng
+        return json.dumps({"done": len(self.done), "counts": self.counts,
+                           "rng": None if rng is None else rng.bit_generator.state})
+
+    def restore(self, text: str) -> None:
+        """Take up the state `state` wrote (a process that answers one request at a time)."""
+        st = json.loads(text)
+        self.done, self.counts = list(self.script[:int(st["done"])]), dict(st["counts"])
+        if st["rng"] is not None:
+            self.backend.noise.rng.bit_generator.state = st["rng"]  # type: ignore[union-attr]
 
     # ------------------------------------------------------------ the guard
     def _script(self) -> list:

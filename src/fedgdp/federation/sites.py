@@ -1,7 +1,7 @@
 """A fit across sites by any transport, and the same fit in one process.
 
-`fit_across` takes ``ask(j, request) -> reply`` (the transport to site j: a Flower message,
-or a direct call) and the public settings: it greets every site once (its size n_i
+`fit_across` takes ``ask`` (the transport: Flower messages, or direct calls), which sends
+requests to the sites, all at once, and the public settings: it greets every site once (its size n_i
 comes back), orders them (by their test place when they have one), and runs the method's
 own rounds (`fedgdp.federation.coordinator.run_method`). A site that drops out (its
 ``ask`` raises) stops the fit: no estimate is released, and every site's ledger still
@@ -36,6 +36,7 @@ class AcrossSites:
     order : list of int               the transport's site of each of the fit's clients
     guarantees : list of str          each site's own statement of its guarantee
     rounds : int                      the method's communication rounds
+    last : dict                       the last request's public part (asking it again is one round too many)
     """
 
     theta: np.ndarray
@@ -44,6 +45,7 @@ class AcrossSites:
     order: list
     guarantees: list
     rounds: int
+    last: dict
 
 
 def fit_across(ask, m: int, settings: dict) -> AcrossSites:
@@ -52,8 +54,9 @@ def fit_across(ask, m: int, settings: dict) -> AcrossSites:
     Parameters
     ----------
     ask : callable
-        ``ask(j, request) -> reply`` sends a request to the transport's site j (0 <= j < m);
-        it raises (any exception) when the site does not answer.
+        ``ask([(j, request), ...]) -> [reply, ...]`` sends each request to the transport's
+        site j (0 <= j < m), all at once, and returns the replies in order; it raises (any
+        exception) or returns fewer replies when a site does not answer.
     m : int
         Sites.
     settings : dict
@@ -68,22 +71,23 @@ def fit_across(ask, m: int, settings: dict) -> AcrossSites:
     if not isinstance(m, int) or m < 1:
         raise ValueError(f"a fit across sites needs at least one site, got m={m!r}")
 
-    def call(j: int, request: dict) -> dict:
+    def call(pairs: list) -> list:
         try:
-            return ask(j, request)
-        except RefusedError:
-            raise
+            replies = list(ask(pairs))
         except Exception as exc:
-            raise SiteLostError(f"site {j} did not answer request {request.get('op')!r} ({type(exc).__name__}: "
+            raise SiteLostError(f"a site did not answer request {pairs[0][1].get('op')!r} ({type(exc).__name__}: "
                                 f"{exc}): the fit stops and releases no estimate; each site's ledger counts what "
                                 f"it sent") from exc
+        if len(replies) != len(pairs):
+            raise SiteLostError(f"{len(pairs) - len(replies)} site(s) did not answer request "
+                                f"{pairs[0][1].get('op')!r}: the fit stops and releases no estimate; each site's "
+                                f"ledger counts what it sent")
+        return replies
 
-    hellos = []
-    for j in range(m):
-        reply = call(j, {"op": "hello", "settings": settings})
+    hellos = call([(j, {"op": "hello", "settings": settings}) for j in range(m)])
+    for j, reply in enumerate(hellos):
         if "refused" in reply:
             raise RefusedError(f"site {j} refused: {reply['refused']}")
-        hellos.append(reply)
     dims = {(int(h["d"]), int(h["k"])) for h in hellos}
     if len(dims) != 1:
         raise ValueError(f"the sites' designs differ in shape (d, k): {sorted(dims)}")
@@ -95,9 +99,15 @@ def fit_across(ask, m: int, settings: dict) -> AcrossSites:
     r = resolve(settings, d)
     fold = PublicFold(r.model, [], [], mu=r.p["mu"][0], B=r.B, tau1=r.p["tau1"], newton=r.p["newton"],
                       privacy=r.p["privacy"], clip=r.p["clip"], n=tuple(int(hellos[j]["n"]) for j in order), dim=d)
-    fit = run_method(r.meth, fold, r.s, lambda i, request: call(order[i], request))
+    sent: dict = {}
+
+    def step(pairs: list) -> list:
+        sent["last"] = {k: v for k, v in pairs[-1][1].items() if k != "theta"}
+        return call([(order[i], request) for i, request in pairs])
+
+    fit = run_method(r.meth, fold, r.s, step)
     return AcrossSites(np.asarray(fit.theta, float), fit.ledger, fold.sizes, order,
-                       [str(hellos[j]["guarantee"]) for j in order], int(fit.rounds))
+                       [str(hellos[j]["guarantee"]) for j in order], int(fit.rounds), sent["last"])
 
 
 def in_process(sites: list, settings: dict) -> AcrossSites:
@@ -114,4 +124,4 @@ def in_process(sites: list, settings: dict) -> AcrossSites:
     -------
     AcrossSites
     """
-    return fit_across(lambda j, request: sites[j].handle(request), len(sites), settings)
+    return fit_across(lambda pairs: [sites[j].handle(request) for j, request in pairs], len(sites), settings)
