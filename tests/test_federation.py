@@ -68,6 +68,24 @@ def test_across_sites_equals_the_in_process_fit(method, family):
         assert site.guarantee.startswith("void: test seed given")
 
 
+def test_a_site_given_a_table_computes_in_the_estimator_layout(tmp_path):
+    # a DataFrame's columns give a Fortran-ordered X; the site's products must sum as the estimator's
+    import pandas as pd
+
+    X, y, clients = data()
+    st = settings("fedsgd")
+    group = []
+    for i, c in enumerate(np.unique(clients)):
+        df = pd.DataFrame(X[clients == c], columns=FEATURES).assign(y=y[clients == c])
+        df.to_csv(tmp_path / f"{c}.csv", index=False)
+        Xs, ys = read_site(str(tmp_path / f"{c}.csv"), st)
+        group.append(Site(Xs, ys, st, name=c, test_seed=SEED, test_index=i, test_sites=len(SIZES)))
+    tables = [pd.read_csv(tmp_path / f"{c}.csv") for c in np.unique(clients)]
+    Xt, yt = np.vstack([t[FEATURES].to_numpy() for t in tables]), np.concatenate([t["y"].to_numpy() for t in tables])
+    # bit for bit (one process, one BLAS): a Fortran-ordered design differed by an ulp
+    assert np.array_equal(in_process(group, st).theta, in_process_fit(Xt, yt, clients, st).theta_)
+
+
 def test_sites_in_a_shuffled_transport_order_are_put_back_by_test_place():
     X, y, clients = data()
     st = settings("fedavg")

@@ -109,7 +109,8 @@ class Site:
         if len(X) < need:
             raise ValueError(f"site {self.name} has {len(X)} row(s); method {r.meth.name} needs at least {need}")
         self.meth, self.s, self.model = r.meth, r.s, model
-        self.fold = FoldData(model, [r.est._design(X)], [Y], mu=r.p["mu"][0], B=r.B, tau1=r.p["tau1"],
+        # C order, as `FederatedGLM.fit` takes a client's rows (by index): the products' sums run in the same order
+        self.fold = FoldData(model, [np.ascontiguousarray(r.est._design(X))], [Y], mu=r.p["mu"][0], B=r.B, tau1=r.p["tau1"],
                              newton=r.p["newton"], privacy=r.p["privacy"], clip=r.p["clip"])
         self.test = None if test_seed is None else (test_index, test_sites)
         rng = (np.random.default_rng(np.random.SeedSequence()) if test_seed is None
