@@ -36,14 +36,33 @@ STATE = "fedgdp"
 
 
 def encode(message: dict) -> RecordDict:
-    """A request or reply as Flower records: arrays in ``arrays``, the rest as JSON text."""
+    """A request or reply as Flower records: arrays in ``arrays``, the rest as JSON text.
+
+    Parameters
+    ----------
+    message : dict
+        A request or reply (`fedgdp.federation.coordinator`): arrays of shape (d, k), JSON values.
+
+    Returns
+    -------
+    flwr.app.RecordDict
+    """
     arrays = {k: Array(np.ascontiguousarray(v, dtype=float)) for k, v in message.items() if isinstance(v, np.ndarray)}
     rest = {k: v for k, v in message.items() if not isinstance(v, np.ndarray)}
     return RecordDict({"request": ConfigRecord({"json": json.dumps(rest)}), "arrays": ArrayRecord(arrays)})
 
 
 def decode(records: RecordDict) -> dict:
-    """The dict `encode` wrote."""
+    """The dict `encode` wrote.
+
+    Parameters
+    ----------
+    records : flwr.app.RecordDict
+
+    Returns
+    -------
+    dict
+    """
     out = json.loads(str(records.config_records["request"]["json"]))
     out.update({k: v.numpy() for k, v in records.array_records["arrays"].items()})
     return out
@@ -66,7 +85,20 @@ def _site(node: dict) -> Site:
 
 @client.query()
 def answer(msg: Message, context: Context) -> Message:
-    """The site's reply to one request (its state kept in ``context.state``)."""
+    """The site's reply to one request (its state kept in ``context.state``).
+
+    Parameters
+    ----------
+    msg : flwr.app.Message
+        The request.
+    context : flwr.app.Context
+        The SuperNode's ``node_config`` (``data``, ``settings``, ``name``, test keys) and the run's state.
+
+    Returns
+    -------
+    flwr.app.Message
+        The reply (a release, a greeting or a refusal).
+    """
     try:
         site = _site(dict(context.node_config))
     except (OSError, ValueError) as exc:
@@ -113,7 +145,15 @@ def _transport(grid: Grid, nodes: list, timeout: float):
 
 @server.main()
 def main(grid: Grid, context: Context) -> None:
-    """Run the fit across the connected sites; write the result to the run config's ``out``."""
+    """Run the fit across the connected sites; write the result to the run config's ``out``.
+
+    Parameters
+    ----------
+    grid : flwr.serverapp.Grid
+        The connected SuperNodes.
+    context : flwr.app.Context
+        The run config (module docstring).
+    """
     cfg = context.run_config
     settings, m, timeout = json.loads(str(cfg["settings"])), int(cfg["sites"]), float(cfg.get("timeout", 120))
     result: dict = {}

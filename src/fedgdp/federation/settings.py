@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ ESTIMATOR_KEYS = ("family", "classes", "method", "mu", "clip", "privacy_mode", "
                   "method_settings", "newton", "fit_intercept")
 
 
-def check_settings(settings: dict) -> dict:
+def check_settings(settings: Any) -> dict:
     """The settings with their defaults, checked before any record is read.
 
     Parameters
@@ -69,7 +70,17 @@ def check_settings(settings: dict) -> dict:
 
 
 def same_settings(a: dict, b: dict) -> bool:
-    """Whether two checked settings are the same (canonical JSON)."""
+    """Whether two checked settings are the same (canonical JSON).
+
+    Parameters
+    ----------
+    a, b : dict
+        Checked settings.
+
+    Returns
+    -------
+    bool
+    """
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
@@ -87,11 +98,11 @@ class Resolved:
     B : float                    the public clipping bound
     """
 
-    est: object
+    est: Any
     p: dict
-    meth: object
+    meth: Any
     s: dict
-    model: object
+    model: Any
     B: float
 
 

@@ -110,9 +110,9 @@ class Site:
             raise ValueError(f"site {self.name} has {len(X)} row(s); method {r.meth.name} needs at least {need}")
         self.meth, self.s, self.model = r.meth, r.s, model
         # C order, as `FederatedGLM.fit` takes a client's rows (by index): the products' sums run in the same order
-        self.fold = FoldData(model, [np.ascontiguousarray(r.est._design(X))], [Y], mu=r.p["mu"][0], B=r.B, tau1=r.p["tau1"],
-                             newton=r.p["newton"], privacy=r.p["privacy"], clip=r.p["clip"])
-        self.test = None if test_seed is None else (test_index, test_sites)
+        self.fold = FoldData(model, [np.ascontiguousarray(r.est._design(X))], [Y], mu=r.p["mu"][0], B=r.B,
+                             tau1=r.p["tau1"], newton=r.p["newton"], privacy=r.p["privacy"], clip=r.p["clip"])
+        self.test = None if test_seed is None else (int(test_index), int(test_sites))  # type: ignore[arg-type]
         rng = (np.random.default_rng(np.random.SeedSequence()) if test_seed is None
                else estimator_rng(test_seed, r.meth.noise_stream))
         self.backend = RealBackend([self.fold], rng)
@@ -155,7 +155,13 @@ class Site:
                            "rng": None if rng is None else rng.bit_generator.state})
 
     def restore(self, text: str) -> None:
-        """Take up the state `state` wrote (a process that answers one request at a time)."""
+        """Take up the state `state` wrote (a process that answers one request at a time).
+
+        Parameters
+        ----------
+        text : str
+            What `state` returned.
+        """
         st = json.loads(text)
         self.done, self.counts = list(self.script[:int(st["done"])]), dict(st["counts"])
         if st["rng"] is not None:
