@@ -116,9 +116,9 @@ class Site:
         rng = (np.random.default_rng(np.random.SeedSequence()) if test_seed is None
                else estimator_rng(test_seed, r.meth.noise_stream))
         self.backend = RealBackend([self.fold], rng)
-        (sigmas, ledgers) = self.backend.calibrate(self.meth, self.s)
-        self.sigmas, self.ledger = {spec.stage: sig for spec, sig in zip(self.meth.plan(self.fold, self.s), sigmas)}, \
-            ledgers[0]
+        sigmas, ledgers = self.backend.calibrate(self.meth, self.s)     # (1, 1) sds per stage; the site's ledger
+        self.sigmas = {spec.stage: sig for spec, sig in zip(self.meth.plan(self.fold, self.s), sigmas)}
+        self.ledger = ledgers[0]
         self.script = self._script()
         self.done: list = []
         self.counts: dict = {}
