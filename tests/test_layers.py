@@ -3,7 +3,8 @@ floor is read from its folder, and every import of every module, the lazy ones i
 functions too, points down or stays in its own folder; two folders of one floor never
 import each other.
 
-core <- methods, common <- simulation, realdata, nn <- reports, api, audit <- plan <- commands <- the front door
+core <- methods, common <- simulation, realdata, nn <- reports, api, audit <- plan, federation <- commands
+<- the front door
 """
 import ast
 from pathlib import Path
@@ -16,8 +17,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "fedgdp"
 #: is the package's own two files, ``__init__`` (the public names) and ``__main__``
 #: (``python -m fedgdp``).
 FRONT_DOOR = "the front door"
-FLOORS = [("core",), ("methods", "common"), ("simulation", "realdata", "nn"), ("reports", "api", "audit"), ("plan",),
-          ("commands",), (FRONT_DOOR,)]
+FLOORS = [("core",), ("methods", "common"), ("simulation", "realdata", "nn"), ("reports", "api", "audit"),
+          ("plan", "federation"), ("commands",), (FRONT_DOOR,)]
 FLOOR = {folder: k for k, folders in enumerate(FLOORS) for folder in folders}
 #: The one name every module may read from the front door: the package's version, a
 #: constant of ``fedgdp/__init__.py``, which imports nothing of the package when it runs

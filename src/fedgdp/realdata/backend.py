@@ -18,7 +18,8 @@ from ..methods import REALDATA, Fit, StreamNoise
 from .clipping import stacked_gradients
 from .solvers import newton_step, ridge_fit
 
-__all__ = ["RealBackend", "local_descent", "local_descent_many", "server_descent_many", "same_stream"]
+__all__ = ["RealBackend", "gradient_release", "local_descent", "local_descent_many", "server_descent",
+           "server_descent_many", "same_stream"]
 
 
 def _draw(noise, shape):
@@ -148,20 +149,81 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
     ndarray of shape (J, d, k)
         The global parameters after the K steps.
     """
-    Theta = Theta0.copy()
     sig = np.asarray(sigmas, dtype=float)
+    noise2 = None
     if trace is not None:
         w_ = np.broadcast_to(np.asarray(w, float), sig.shape[-1:])
-        noise2 = (eta ** 2 * (sig ** 2 @ w_ ** 2) if noise is not None else np.zeros(len(sig))) * Theta[0].size
+        noise2 = (eta ** 2 * (sig ** 2 @ w_ ** 2) if noise is not None else np.zeros(len(sig))) * Theta0[0].size
+    return server_descent(Theta0, w, K=K, eta=eta, m=fds[0].m, trace=trace, noise2=noise2,
+                          release=lambda i, Theta: gradient_release(fds, i, Theta, sig[:, i], noise))
+
+
+def gradient_release(fds: list, i: int, Theta: np.ndarray, sigma, noise) -> np.ndarray:
+    """Client i's noisy gradient at J levels, ``g_i(Theta) + sigma_j Z`` (one draw Z (d, k)
+    from ``noise``; None: no noise): what the client sends at one FedSGD step.
+
+    Parameters
+    ----------
+    fds : list of FoldData, length J
+        The folds (same data; one per privacy level).
+    i : int
+        The client.
+    Theta : ndarray of shape (J, d, k)
+        The global parameters.
+    sigma : ndarray of shape (J,)
+        Client i's noise sd at each level.
+    noise : fedgdp.methods.StreamNoise or None
+        The noise stream, None when non-private.
+
+    Returns
+    -------
+    ndarray of shape (J, d, k)
+        The release.
+    """
+    g = stacked_gradients(fds, i, Theta)
+    Z = _draw(noise, Theta.shape[1:])
+    if Z is not None:
+        g += np.asarray(sigma, dtype=float)[:, None, None] * Z
+    return g
+
+
+def server_descent(Theta0, w, *, K: int, eta: float, m: int, release, trace: list | None = None,
+                   noise2: np.ndarray | None = None) -> np.ndarray:
+    """K server steps ``Theta <- Theta - eta sum_i w_i release(i, Theta)``, clients in turn
+    (the aggregation of `server_descent_many`, and of a coordinator across sites).
+
+    Parameters
+    ----------
+    Theta0 : ndarray of shape (J, d, k)
+        The start (not modified).
+    w : ndarray of shape (m,)
+        Aggregation weights.
+    K : int
+        Server steps.
+    eta : float
+        Step size.
+    m : int
+        Clients.
+    release : callable
+        ``release(i, Theta)`` -> client i's noisy gradient (J, d, k) (`gradient_release`).
+    trace : list or None
+        When a list, each global iterate is appended as ``("server", -1, step, eta,
+        Theta, noise2)``.
+    noise2 : ndarray of shape (J,) or None
+        The trace's expected squared norm of a step's noise.
+
+    Returns
+    -------
+    ndarray of shape (J, d, k)
+        The global parameters after the K steps.
+    """
+    Theta = Theta0.copy()
+    if trace is not None:
         trace.append(("server", -1, 0, eta, Theta.copy(), noise2))
     for t in range(K):
         total = np.zeros_like(Theta)
-        for i in range(fds[0].m):
-            g = stacked_gradients(fds, i, Theta)
-            Z = _draw(noise, Theta.shape[1:])
-            if Z is not None:
-                g += sig[:, i, None, None] * Z
-            total += w[i] * g
+        for i in range(m):
+            total += w[i] * release(i, Theta)
         Theta -= eta * total
         if trace is not None:
             trace.append(("server", -1, t + 1, eta, Theta.copy(), noise2))

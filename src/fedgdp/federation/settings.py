@@ -1,0 +1,137 @@
+"""The public settings of a fit across sites, checked, and what they resolve to.
+
+Every site and the coordinator start from the same public settings (a JSON object):
+``family``, ``classes`` (the public label set; required for a classifier), ``method``
+(one of `CERTIFIED`), ``mu`` (finite: each site's budget), ``clip`` (a public bound, or
+None for the public default rule), ``privacy_mode``, ``hessian_clip``, ``tau1``,
+``method_settings`` (the method's rounds, steps and step sizes), ``newton``,
+``fit_intercept``, ``target`` and ``features`` (the columns of every site's file). They
+resolve, as `fedgdp.FederatedGLM` resolves them (with ``shuffle=False`` and
+``inference_share=0``: the whole mu goes to the estimate), to the method, its settings,
+the model and the clipping bound; nothing here reads a record.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CERTIFIED", "DEFAULTS", "Resolved", "check_settings", "resolve", "same_settings"]
+
+#: The methods run across sites: the certified ones of one global estimate.
+CERTIFIED = ("fedsgd", "fedavg", "fedhybrid", "fednewton_certified")
+#: The settings and their defaults (those of `fedgdp.FederatedGLM`, ``target`` and ``features`` of `fedgdp fit`).
+DEFAULTS = {"family": "logistic", "classes": None, "method": "fednewton_certified", "mu": 2.0, "clip": None,
+            "privacy_mode": "certified", "hessian_clip": 4.0, "tau1": 0.5, "method_settings": None,
+            "newton": None, "fit_intercept": True, "target": "y", "features": None}
+#: The estimator's parameters among them.
+ESTIMATOR_KEYS = ("family", "classes", "method", "mu", "clip", "privacy_mode", "hessian_clip", "tau1",
+                  "method_settings", "newton", "fit_intercept")
+
+
+def check_settings(settings: Any) -> dict:
+    """The settings with their defaults, checked before any record is read.
+
+    Parameters
+    ----------
+    settings : dict
+        Public settings (keys of `DEFAULTS`).
+
+    Returns
+    -------
+    dict
+        Every key of `DEFAULTS`, JSON-normal (the form compared across sites).
+    """
+    if not isinstance(settings, dict):
+        raise ValueError(f"the settings must be a JSON object, got {settings!r}")
+    unknown = sorted(set(settings) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown setting(s) {', '.join(map(repr, unknown))}; known: {', '.join(DEFAULTS)}")
+    out = json.loads(json.dumps({**DEFAULTS, **settings}))
+    if out["method"] not in CERTIFIED:
+        raise ValueError(f"method must be one of {', '.join(CERTIFIED)} across sites, got method={out['method']!r}")
+    if out["privacy_mode"] != "certified":
+        raise ValueError(f"privacy_mode must be 'certified' across sites, got privacy_mode={out['privacy_mode']!r}")
+    mu = out["mu"]
+    if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not math.isfinite(mu) or mu <= 0:
+        raise ValueError(f"mu must be a finite positive number across sites (each site's budget), got mu={mu!r}")
+    if out["family"] != "poisson" and out["classes"] is None:
+        raise ValueError(f"classes must be given (the public label set) for family {out['family']!r} across sites, "
+                         f"got classes=None")
+    if not isinstance(out["target"], str):
+        raise ValueError(f"target must be a column name, got target={out['target']!r}")
+    feats = out["features"]
+    if not isinstance(feats, list) or not feats or not all(isinstance(f, str) for f in feats):
+        raise ValueError(f"features must list the feature columns (the same at every site), got features={feats!r}")
+    return out
+
+
+def same_settings(a: dict, b: dict) -> bool:
+    """Whether two checked settings are the same (canonical JSON).
+
+    Parameters
+    ----------
+    a, b : dict
+        Checked settings.
+
+    Returns
+    -------
+    bool
+    """
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+@dataclass
+class Resolved:
+    """What checked settings resolve to for ``d`` design columns.
+
+    Attributes
+    ----------
+    est : fedgdp.FederatedGLM    the estimator of the settings (its checks, design and targets)
+    p : dict                     its real-data parameters (`fedgdp.realdata.resolve`)
+    meth : fedgdp.methods.Method the method
+    s : dict                     the method's settings
+    model : fedgdp.core.glm.GLM  the model
+    B : float                    the public clipping bound
+    """
+
+    est: Any
+    p: dict
+    meth: Any
+    s: dict
+    model: Any
+    B: float
+
+
+def resolve(settings: dict, d: int) -> Resolved:
+    """The checked settings resolved for ``d`` design columns (the intercept included).
+
+    Parameters
+    ----------
+    settings : dict
+        Checked settings (`check_settings`).
+    d : int
+        Design columns.
+
+    Returns
+    -------
+    Resolved
+    """
+    from ..api.estimator import FederatedGLM
+    from ..realdata import clip_bound_real, get_method
+
+    est = FederatedGLM(**{k: settings[k] for k in ESTIMATOR_KEYS}, shuffle=False, inference_share=0.0)
+    p = est._resolved(settings["method"], d)
+    if p["clip"]["rule"] != "fixed":
+        raise ValueError(f"the clipping bound must be public across sites (a number, or None for the public "
+                         f"default), got clip={settings['clip']!r}")
+    labels = np.zeros(1) if settings["family"] == "poisson" else np.asarray(settings["classes"])
+    model = est._targets(labels)[1]              # the model of the public label set (no record)
+    B = clip_bound_real(model, [], [], p["clip"], mu=p["mu"][0])
+    est.method_ = settings["method"]
+    est._default_steps(p, d, B, [], [], model)   # Poisson's public step sizes (docs/real-data.md)
+    meth = get_method(settings["method"])
+    return Resolved(est, p, meth, p["method_settings"][settings["method"]], model, B)

@@ -1,0 +1,265 @@
+"""A site of a fit across sites: one client's rows, its own noise, its own ledger, its guard.
+
+A `Site` holds its rows (read from its own file, checked before it joins), the public
+settings it was started with (`fedgdp.federation.settings`) and, from them and its own
+size n_i, the method's plan calibrated on its one client: its noise sds and its ledger,
+composing to its mu. It is the backend of its one client (`fedgdp.realdata.RealBackend`
+on its own `fedgdp.realdata.FoldData`), so every release is computed by the in-process
+code: K noisy local steps (`RealBackend.local_steps`), a noisy gradient
+(`fedgdp.realdata.backend.gradient_release`), a Newton release plus its noise
+(`RealBackend.newton_release`, `RealBackend.add_noise`).
+
+The guard: before it joins, the site runs the method's own ``run`` against a recorder
+(`fedgdp.federation.coordinator.Recorder`) to list the requests the settings make (the
+*script*), and checks that they spend exactly its plan. A request is answered only when
+it is the script's next one (same operation, K, step size, part, Hessian bound); anything
+else, one round too many included, is refused in one logged line, and the site's ledger
+of releases made (`Site.spent_mu`) never passes its mu.
+
+Noise comes from the operating system's entropy. With a test seed the site draws from
+the stream `fedgdp.FederatedGLM` draws with ``random_state=seed`` (skipping the other
+sites' draws in the in-process order), so a run across sites equals the in-process fit;
+its guarantee is then void, and the site says so.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+import numpy as np
+
+from ..realdata import FoldData, RealBackend
+from ..realdata.backend import gradient_release
+from .coordinator import PublicFold, Recorder, run_method
+from .settings import check_settings, resolve, same_settings
+
+__all__ = ["Refused", "Site", "STAGES", "read_site"]
+
+LOG = logging.getLogger("fedgdp.federation")
+
+#: The ledger stage of each request (its ``part`` for local steps) and how many releases it makes.
+STAGES = {("local", "full"): "local step", ("local", "half1"): "local step (half 1)",
+          ("gradient", None): "gradient", ("newton", None): "newton"}
+
+
+class Refused(ValueError):
+    """A request the site refuses (the message is its one logged line)."""
+
+
+def read_site(path: str, settings: dict):
+    """The site's features (n, p) and targets (n,) from its file, checked.
+
+    Parameters
+    ----------
+    path : str
+        A ``.csv`` or ``.parquet`` file with the settings' ``target`` and ``features`` columns.
+    settings : dict
+        Checked settings.
+
+    Returns
+    -------
+    X : pandas.DataFrame of shape (n, p)
+    y : ndarray of shape (n,)
+    """
+    from ..api.fitting import _columns, read_table
+
+    settings = check_settings(settings)
+    df = read_table(path)
+    cols = _columns(df, settings["target"], settings["target"], settings["features"])
+    return df[cols], df[settings["target"]].to_numpy()
+
+
+class Site:
+    """One site: its rows, its settings, its noise and its ledger.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, p)
+        The site's features (the settings' ``features``, in that order).
+    y : array-like of shape (n,)
+        Its labels or counts.
+    settings : dict
+        The public settings it was started with (`fedgdp.federation.settings.check_settings`).
+    name : str
+        The site's name in its log lines.
+    test_seed : int or None
+        None: noise from the operating system's entropy. An int: the stream of
+        ``FederatedGLM(random_state=test_seed)`` (the guarantee is void).
+    test_index, test_sites : int or None
+        With a test seed: this site's place among the ``test_sites`` clients of the in-process fit.
+    """
+
+    def __init__(self, X, y, settings: dict, *, name: str = "site", test_seed: int | None = None,
+                 test_index: int | None = None, test_sites: int | None = None):
+        from ..api.estimator import _column_or_1d, estimator_rng
+
+        self.settings, self.name = check_settings(settings), str(name)
+        if test_seed is not None and not (isinstance(test_index, int) and isinstance(test_sites, int)
+                                          and 0 <= test_index < test_sites):
+            raise ValueError(f"a test seed needs test_index in [0, test_sites), got test_index={test_index!r}, "
+                             f"test_sites={test_sites!r}")
+        p = len(self.settings["features"])
+        r = resolve(self.settings, p + bool(self.settings["fit_intercept"]))
+        X = r.est._check_X(X, reset=True)
+        if X.shape[1] != p:
+            raise ValueError(f"site {self.name}: {X.shape[1]} feature columns, the settings name {p}")
+        Y, model = r.est._targets(_column_or_1d(y, len(X)))
+        need = 2 if r.meth.halves else 1
+        if len(X) < need:
+            raise ValueError(f"site {self.name} has {len(X)} row(s); method {r.meth.name} needs at least {need}")
+        self.meth, self.s, self.model = r.meth, r.s, model
+        # C order, as `FederatedGLM.fit` takes a client's rows (by index): the products' sums run in the same order
+        self.fold = FoldData(model, [np.ascontiguousarray(r.est._design(X))], [Y], mu=r.p["mu"][0], B=r.B,
+                             tau1=r.p["tau1"], newton=r.p["newton"], privacy=r.p["privacy"], clip=r.p["clip"])
+        self.test = None if test_seed is None else (int(test_index), int(test_sites))  # type: ignore[arg-type]
+        rng = (np.random.default_rng(np.random.SeedSequence()) if test_seed is None
+               else estimator_rng(test_seed, r.meth.noise_stream))
+        self.backend = RealBackend([self.fold], rng)
+        sigmas, ledgers = self.backend.calibrate(self.meth, self.s)     # (1, 1) sds per stage; the site's ledger
+        self.sigmas = {spec.stage: sig for spec, sig in zip(self.meth.plan(self.fold, self.s), sigmas)}
+        self.ledger = ledgers[0]
+        self.script = self._script()
+        self.done: list = []
+        self.counts: dict = {}
+
+    # ------------------------------------------------------------ what the site says
+    @property
+    def n(self) -> int:
+        return int(self.fold.sizes[0])
+
+    @property
+    def guarantee(self) -> str:
+        """The site's guarantee, one line."""
+        mu = float(self.settings["mu"])
+        if self.test is not None:
+            return (f"void: test seed given, anyone who knows it can remove the noise (planned mu = {mu:g} per "
+                    f"record of this site)")
+        return f"{mu:g}-GDP for one record of this site (noise from the operating system's entropy)"
+
+    def spent_mu(self) -> float:
+        """The composed mu of the releases made so far (at most the settings' mu)."""
+        return float(np.ravel(self.ledger.spent_mu(self.counts))[0])
+
+    def hello(self) -> dict:
+        """What the site sends once: its size n_i (public to the mechanism), the design's
+        columns, the outputs, its test place (-1: none) and its guarantee."""
+        index = -1 if self.test is None else self.test[0]
+        return {"n": self.n, "d": self.fold.d, "k": self.fold.k, "index": index, "guarantee": self.guarantee}
+
+    def state(self) -> str:
+        """What the site must keep between requests (JSON): requests answered, releases per
+        stage (its ledger of releases made) and its noise generator's state."""
+        rng = self.backend.noise.rng
+        return json.dumps({"done": len(self.done), "counts": self.counts,
+                           "rng": None if rng is None else rng.bit_generator.state})
+
+    def restore(self, text: str) -> None:
+        """Take up the state `state` wrote (a process that answers one request at a time).
+
+        Parameters
+        ----------
+        text : str
+            What `state` returned.
+        """
+        st = json.loads(text)
+        self.done, self.counts = list(self.script[:int(st["done"])]), dict(st["counts"])
+        if st["rng"] is not None:
+            self.backend.noise.rng.bit_generator.state = st["rng"]  # type: ignore[union-attr]
+
+    # ------------------------------------------------------------ the guard
+    def _script(self) -> list:
+        """The requests the settings make, checked to spend exactly the site's plan."""
+        fold = PublicFold(self.model, [], [], mu=self.fold.mu, B=self.fold.B, tau1=self.fold.tau1,
+                          newton=self.fold.newton, privacy=self.fold.privacy, clip=self.fold.clip,
+                          n=(self.n,), dim=self.fold.d)
+        rec = Recorder()
+        run_method(self.meth, fold, self.s, rec)
+        counts: dict = {}
+        for req in rec.requests:
+            stage = STAGES[(req["op"], req.get("part"))]
+            counts[stage] = counts.get(stage, 0) + req.get("K", 1)
+        plan = {r.stage: r.count for r in self.ledger.releases}
+        if counts != plan:
+            raise ValueError(f"site {self.name}: the settings' requests make releases {counts}, the plan {plan}")
+        return rec.requests
+
+    def _check(self, request: dict) -> dict:
+        """The script's next request, or `Refused`."""
+        public = {k: v for k, v in request.items() if k != "theta"}
+        step = len(self.done)
+        if step >= len(self.script):
+            raise Refused(f"request {step + 1} ({public}) is past the {len(self.script)} the settings allow: it "
+                          f"would spend past mu = {self.settings['mu']:g} (spent {self.spent_mu():.6g})")
+        want = self.script[step]
+        if public != want:
+            raise Refused(f"request {step + 1} ({public}) changes a setting: the settings the site was started "
+                          f"with ask {want}")
+        theta = np.asarray(request.get("theta"), dtype=float)
+        if theta.shape != (self.fold.d, self.fold.k) or not np.all(np.isfinite(theta)):
+            raise Refused(f"request {step + 1}: theta must be finite of shape ({self.fold.d}, {self.fold.k}), got "
+                          f"shape {theta.shape}")
+        return want
+
+    def _skip(self, draws: int) -> None:
+        """With a test seed: the draws of the other sites in the in-process order."""
+        for _ in range(draws):
+            self.backend.noise.draw((self.fold.d, self.fold.k))
+
+    def _release(self, want: dict, theta: np.ndarray) -> np.ndarray:
+        """The release the request asks, computed on the site's rows with its own noise."""
+        be, noise, T = self.backend, self.backend.noise.take("Z"), theta[None]
+        K = want.get("K", 1)
+        before, after = (0, 0) if self.test is None else (self.test[0] * K, (self.test[1] - 1 - self.test[0]) * K)
+        stage = STAGES[(want["op"], want.get("part"))]
+        sigma = self.sigmas[stage]
+        self._skip(before)
+        if want["op"] == "local":
+            out = be.local_steps(T, K=K, eta=want["eta"], sigma=sigma, noise=noise, part=want["part"])[:, 0]
+        elif want["op"] == "gradient":
+            out = gradient_release([self.fold], 0, T, sigma[:, 0], noise)
+        else:
+            local = be.newton_release(T, hessian_bound=want["hessian_bound"])
+            if not np.isfinite(local).all():
+                raise Refused(f"the Newton release is not finite at this theta (method {self.meth.name})")
+            out = be.add_noise(local, sigma, noise)[:, 0]
+        self._skip(after)
+        return out[0]
+
+    def handle(self, request: dict) -> dict:
+        """The reply to one request: ``{"release": (d, k)}``, a hello, or ``{"refused": line}``.
+
+        Parameters
+        ----------
+        request : dict
+            ``{"op": "hello", "settings": ...}``, or a client step (`fedgdp.federation.coordinator`).
+
+        Returns
+        -------
+        dict
+            The reply.
+        """
+        try:
+            if request.get("op") == "hello":
+                theirs = request.get("settings")
+                try:
+                    theirs = check_settings(theirs)
+                except ValueError as exc:
+                    raise Refused(f"the coordinator's settings are invalid: {exc}") from None
+                if not same_settings(theirs, self.settings):
+                    diff = sorted(k for k in self.settings if theirs.get(k) != self.settings[k])
+                    raise Refused(f"the coordinator's settings differ from this site's in {', '.join(diff)}")
+                return self.hello()
+            want = self._check(request)
+            release = self._release(want, np.asarray(request["theta"], dtype=float))
+        except Refused as exc:
+            line = f"site {self.name}: refused: {exc}"
+            LOG.warning(line)
+            return {"refused": line}
+        self.done.append(want)
+        stage = STAGES[(want["op"], want.get("part"))]
+        self.counts[stage] = self.counts.get(stage, 0) + want.get("K", 1)
+        spent = self.spent_mu()       # the script forbids more; checked all the same
+        if not spent <= float(self.settings["mu"]) * (1 + 1e-12) or not math.isfinite(spent):
+            raise AssertionError(f"site {self.name}: spent mu {spent} past {self.settings['mu']}")
+        return {"release": release}

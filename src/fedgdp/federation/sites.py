@@ -1,0 +1,127 @@
+"""A fit across sites by any transport, and the same fit in one process.
+
+`fit_across` takes ``ask`` (the transport: Flower messages, or direct calls), which sends
+requests to the sites, all at once, and the public settings: it greets every site once (its size n_i
+comes back), orders them (by their test place when they have one), and runs the method's
+own rounds (`fedgdp.federation.coordinator.run_method`). A site that drops out (its
+``ask`` raises) stops the fit: no estimate is released, and every site's ledger still
+counts what it sent (`SiteLostError`). `in_process` runs `fedgdp.federation.site.Site`
+objects by direct calls, the simulation of the wire the tests use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .coordinator import PublicFold, RefusedError, run_method
+from .settings import check_settings, resolve
+
+__all__ = ["AcrossSites", "SiteLostError", "fit_across", "in_process"]
+
+
+class SiteLostError(RuntimeError):
+    """A site stopped answering mid-run: the fit stops and releases no estimate."""
+
+
+@dataclass
+class AcrossSites:
+    """A fit across sites.
+
+    Attributes
+    ----------
+    theta : ndarray of shape (d, k)   the estimate (the intercept's row first when fitted)
+    ledger : fedgdp.core.privacy.Ledger  the planned ledger, one column per site (its releases' sds)
+    sizes : ndarray of shape (m,)     the sites' sizes n_i, in the fit's order
+    order : list of int               the transport's site of each of the fit's clients
+    guarantees : list of str          each site's own statement of its guarantee
+    rounds : int                      the method's communication rounds
+    last : dict                       the last request's public part (asking it again is one round too many)
+    """
+
+    theta: np.ndarray
+    ledger: object
+    sizes: np.ndarray
+    order: list
+    guarantees: list
+    rounds: int
+    last: dict
+
+
+def fit_across(ask, m: int, settings: dict) -> AcrossSites:
+    """The method of ``settings`` across ``m`` sites reached by ``ask``.
+
+    Parameters
+    ----------
+    ask : callable
+        ``ask([(j, request), ...]) -> [reply, ...]`` sends each request to the transport's
+        site j (0 <= j < m), all at once, and returns the replies in order; it raises (any
+        exception) or returns fewer replies when a site does not answer.
+    m : int
+        Sites.
+    settings : dict
+        The public settings (`fedgdp.federation.settings.check_settings`).
+
+    Returns
+    -------
+    AcrossSites
+        The fit; `RefusedError` when a site refuses, `SiteLostError` when one drops out.
+    """
+    settings = check_settings(settings)
+    if not isinstance(m, int) or m < 1:
+        raise ValueError(f"a fit across sites needs at least one site, got m={m!r}")
+
+    def call(pairs: list) -> list:
+        try:
+            replies = list(ask(pairs))
+        except Exception as exc:
+            raise SiteLostError(f"a site did not answer request {pairs[0][1].get('op')!r} ({type(exc).__name__}: "
+                                f"{exc}): the fit stops and releases no estimate; each site's ledger counts what "
+                                f"it sent") from exc
+        if len(replies) != len(pairs):
+            raise SiteLostError(f"{len(pairs) - len(replies)} site(s) did not answer request "
+                                f"{pairs[0][1].get('op')!r}: the fit stops and releases no estimate; each site's "
+                                f"ledger counts what it sent")
+        return replies
+
+    hellos = call([(j, {"op": "hello", "settings": settings}) for j in range(m)])
+    for j, reply in enumerate(hellos):
+        if "refused" in reply:
+            raise RefusedError(f"site {j} refused: {reply['refused']}")
+    dims = {(int(h["d"]), int(h["k"])) for h in hellos}
+    if len(dims) != 1:
+        raise ValueError(f"the sites' designs differ in shape (d, k): {sorted(dims)}")
+    (d, _k), = dims
+    places = [int(h["index"]) for h in hellos]
+    order = sorted(range(m), key=lambda j: places[j]) if min(places) >= 0 else list(range(m))
+    if min(places) >= 0 and sorted(places) != list(range(m)):
+        raise ValueError(f"the sites' test places must be 0..{m - 1}, got {places}")
+    r = resolve(settings, d)
+    fold = PublicFold(r.model, [], [], mu=r.p["mu"][0], B=r.B, tau1=r.p["tau1"], newton=r.p["newton"],
+                      privacy=r.p["privacy"], clip=r.p["clip"], n=tuple(int(hellos[j]["n"]) for j in order), dim=d)
+    sent: dict = {}
+
+    def step(pairs: list) -> list:
+        sent["last"] = {k: v for k, v in pairs[-1][1].items() if k != "theta"}
+        return call([(order[i], request) for i, request in pairs])
+
+    fit = run_method(r.meth, fold, r.s, step)
+    return AcrossSites(np.asarray(fit.theta, float), fit.ledger, fold.sizes, order,
+                       [str(hellos[j]["guarantee"]) for j in order], int(fit.rounds), sent["last"])
+
+
+def in_process(sites: list, settings: dict) -> AcrossSites:
+    """`fit_across` with `fedgdp.federation.site.Site` objects called directly (no wire).
+
+    Parameters
+    ----------
+    sites : list of Site
+        The sites.
+    settings : dict
+        The coordinator's settings.
+
+    Returns
+    -------
+    AcrossSites
+    """
+    return fit_across(lambda pairs: [sites[j].handle(request) for j, request in pairs], len(sites), settings)
