@@ -286,3 +286,28 @@ def test_main_runs_outside_the_main_thread(tmp_path):
     t.start()
     t.join()
     assert result == [0] and out.exists()
+
+
+def test_sigterm_wrapped_by_a_library_still_exits_143(monkeypatch, capsys):
+    """A SIGTERM raised inside numba's compiler comes back as its RuntimeError (seen in CI:
+    exit 1 with a traceback, or a crash at teardown): the run still ends as terminated, one
+    line, 143; the next call's errors are errors again."""
+    import types
+
+    from fedgdp.commands import cli
+
+    def wrapped(args):
+        try:
+            cli._on_sigterm(15, None)
+        except cli._Terminated as exc:
+            raise RuntimeError("Failed in nopython mode pipeline") from exc
+
+    def broken(args):
+        raise RuntimeError("a bug")
+
+    for func, code, line in ((wrapped, 143, "fedgdp: terminated"), (broken, 1, "internal error")):
+        monkeypatch.setattr(cli, "build_parser", lambda f=func: types.SimpleNamespace(
+            parse_args=lambda argv: types.SimpleNamespace(func=f)))
+        assert cli.main([]) == code
+        err = capsys.readouterr().err
+        assert line in err.strip().splitlines()[-1], err

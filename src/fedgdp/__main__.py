@@ -1,3 +1,3 @@
-from .commands.cli import main
+from .commands.cli import console
 
-raise SystemExit(main())
+console()

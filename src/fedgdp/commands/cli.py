@@ -457,7 +457,14 @@ class _Terminated(BaseException):
     writers remove their temporary files on the way out."""
 
 
+#: set by the SIGTERM handler: a library that wraps the raised exception in its own (numba
+#: compiling a kernel turns it into a RuntimeError) still ends the run as terminated
+_TERMINATING = False
+
+
 def _on_sigterm(signum, frame):
+    global _TERMINATING
+    _TERMINATING = True
     raise _Terminated()
 
 
@@ -484,10 +491,15 @@ def main(argv: list[str] | None = None) -> int:
 
     in_main_thread = threading.current_thread() is threading.main_thread()   # signals need it
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
+    global _TERMINATING
+    _TERMINATING = False
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
     except Exception as exc:      # the one error path of every command
+        if _TERMINATING:          # SIGTERM, wrapped by a library on its way out
+            sys.stderr.write("fedgdp: terminated\n")
+            return 143
         return _failed(exc)
     except KeyboardInterrupt:
         sys.stderr.write("fedgdp: interrupted\n")
@@ -498,6 +510,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)
+
+
+def console() -> None:
+    """The ``fedgdp`` command: `main`'s exit status; stopped by Ctrl-C or SIGTERM, the
+    process ends at once after its line (``os._exit``: a signal that arrived while numba
+    compiled can leave the compiler in a state the interpreter's teardown crashes on)."""
+    code = main()
+    if code in (130, 143):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise SystemExit(code)
 
 
 # ---------------------------------------------------------------- real data (docs/methods.md §5)
