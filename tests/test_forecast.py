@@ -76,13 +76,14 @@ def test_forecast_within_a_factor_two_of_the_observed_noise():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="a known miss of the forecast: on this grid 5 cells fall outside a factor of 2 "
-                   "(first: logistic, 10 clients of 50 rows, mu = 1, FedAvg, forecast 0.29); strict, so a fix shows")
+@pytest.mark.xfail(strict=True, reason="a known miss of the forecast: on this grid, with the fast grid's 4 seeds, "
+                   "5 cells fall outside a factor of 2, all at 10 clients of 50 rows (observed 2.3-3.6 times the "
+                   "forecast; first: logistic, mu = 1, DP-SCAFFOLD, forecast 0.29); strict, so a fix shows")
 def test_forecast_within_a_factor_two_on_a_larger_grid():
     grid = [(family, sizes, mu) for family in ("logistic", "poisson")
             for sizes in ([50] * 10, [200] * 5, [1000] * 3, [60, 120, 240, 480])
             for mu in (0.5, 1.0, 2.0, 5.0)]
-    assert _grid_check(grid, range(10)) == []
+    assert _grid_check(grid, range(4)) == []   # 10 seeds found 5 cells too (157 s against about 60)
 
 
 def test_forecast_table_columns_and_recommendation():
