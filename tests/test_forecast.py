@@ -28,9 +28,8 @@ def _data(family: str, sizes, p: int, rng):
     return X, y, np.repeat(np.arange(len(sizes)), sizes)
 
 
-def _observed(family, sizes, p, mu, seeds, methods):
-    """RMS over coefficients and seeds of (private fit - the noiseless fit) per method."""
-    B = fc.public_clip(family, p + 1)
+def _observed(family, sizes, p, mu, seeds, methods, B):
+    """RMS over coefficients and seeds of (private fit - the noiseless fit) per method, at clipping bound B."""
     out = {m: [] for m in methods}
     for seed in seeds:
         X, y, cl = _data(family, sizes, p, np.random.default_rng(seed))
@@ -50,7 +49,8 @@ def _grid_check(grid, seeds):
     bad = []
     for family, sizes, mu in grid:
         table = fedgdp.forecast(family, sizes, 4, mu)
-        obs = _observed(family, sizes, 4, mu, seeds, list(table.method))
+        # at the default rule's bound (Poisson: doubled while the least forecast noise stays small)
+        obs = _observed(family, sizes, 4, mu, seeds, list(table.method), float(table.clip_bound.iloc[0]))
         for m, f in zip(table.method, table.noise_rmse):
             top = 2.0 if f <= LINEAR_RANGE else math.inf
             if not 0.5 <= obs[m] / f <= top:
@@ -227,3 +227,33 @@ def test_fit_forecast_reads_only_the_header_and_the_client_column(tmp_path, caps
     assert "read only the header and the client column" in out
     best = fedgdp.forecast("logistic", [100] * 3, 4, 1.0).attrs["recommended"]
     assert f"recommended: {best}" in out
+
+
+def test_poisson_default_bound_doubles_while_the_forecast_noise_stays_small():
+    """The Poisson default: 2 sqrt(d), doubled while the least forecast noise at the doubled bound is at
+    most CLIP_NOISE_TARGET, at most CLIP_DOUBLINGS times; the named method's forecast gives the same bound."""
+    d, large, small = 10, [400] * 8, [30] * 5
+    floor = 2 * math.sqrt(d)
+    for sizes, mu in [(large, 1.0), (large, 5.0), (small, 1.0), (small, 0.1), (large, math.inf)]:
+        t = fedgdp.forecast("poisson", sizes, d - 1, mu)
+        B = float(t.clip_bound.iloc[0])
+        doublings = round(math.log2(B / floor))
+        assert B == pytest.approx(floor * 2 ** doublings) and 0 <= doublings <= fc.CLIP_DOUBLINGS
+        if math.isfinite(mu) and doublings < fc.CLIP_DOUBLINGS:     # the next doubling would be too noisy
+            nxt = fedgdp.forecast("poisson", sizes, d - 1, mu, clip=2 * B)
+            assert nxt.noise_rmse.min() > fc.CLIP_NOISE_TARGET
+        if doublings:
+            assert fedgdp.forecast("poisson", sizes, d - 1, mu, clip=B).noise_rmse.min() <= fc.CLIP_NOISE_TARGET
+        best = t.attrs["recommended"]
+        assert fedgdp.forecast("poisson", sizes, d - 1, mu, method=best).clip_bound.iloc[0] == B
+    assert fedgdp.forecast("poisson", large, d - 1, 5.0).clip_bound.iloc[0] == pytest.approx(4 * floor)
+    assert fedgdp.forecast("poisson", small, d - 1, 0.1).clip_bound.iloc[0] == pytest.approx(floor)
+    assert fedgdp.forecast("poisson", large, d - 1, math.inf).clip_bound.iloc[0] == pytest.approx(floor)
+    assert fedgdp.forecast("logistic", large, d - 1, 5.0).clip_bound.iloc[0] == pytest.approx(math.sqrt(d))
+    # the estimator fits at the same bound, whatever the rows
+    rng = np.random.default_rng(3)
+    X, y = rng.standard_normal((3200, d - 1)), rng.poisson(2.0, 3200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = FederatedGLM(family="poisson", mu=5.0, random_state=0).fit(X, y, np.repeat(np.arange(8), 400))
+    assert est.clip_bound_ == pytest.approx(4 * floor) and est.privacy_.certified

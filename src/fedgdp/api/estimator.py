@@ -418,7 +418,8 @@ class FederatedGLM(ClientsRouting):
     clip : None, float, str or dict, default=None
         The clipping rule of per-sample gradients. None: the public rule for standardised
         features (`fedgdp.api.forecast.CLIP_RULE`: ``B = sqrt(d)`` for the classifiers,
-        ``2 sqrt(d)`` for Poisson, d design columns; docs/real-data.md). ``"private_quantile"``:
+        d design columns; for Poisson ``2 sqrt(d)``, doubled up to twice while the forecast
+        noise stays at most 0.1; docs/real-data.md). ``"private_quantile"``:
         ``{"rule": "private_quantile", "q": 0.9, "share": 0.1}`` (a noisy histogram of
         each client's gradient norms spends 10% of mu^2; a `fedgdp.api.diagnostics.ClipWarning` when it lands on
         its grid's top). A number: a public bound B in
@@ -633,10 +634,11 @@ class FederatedGLM(ClientsRouting):
         return budgets.pickle_state(self.__dict__.copy())
 
     # ------------------------------------------------------------ the fit
-    def _resolved(self, method: str | None = None, d: int = 1) -> dict:
+    def _resolved(self, method: str | None = None, d: int = 1, bound: float | None = None) -> dict:
         """The real-data parameters of this fit (`fedgdp.realdata.resolve`): of ``method``
         (None: the one given, FedNewton standing for ``"auto"`` until the client sizes
-        choose it) with the public clipping rule's bound for ``d`` design columns."""
+        choose it) with, when ``clip`` is None, the public rule's ``bound`` (None: the rule
+        for ``d`` design columns without the sizes, `fedgdp.api.forecast.public_clip`)."""
         from ..realdata import REGISTRY, resolve
 
         if self.family not in FAMILIES:
@@ -662,7 +664,9 @@ class FederatedGLM(ClientsRouting):
             raise ValueError("fit_intercept and shuffle must be True or False")
         mu = privacy.parse_mu(self.mu)
         clip = _clip_rule(self.clip)
-        over = {"mu": [mu], "methods": [method], "clip": public_clip(self.family, d) if clip is None else clip,
+        if clip is None:
+            clip = public_clip(self.family, d) if bound is None else float(bound)
+        over = {"mu": [mu], "methods": [method], "clip": clip,
                 "tau1": self.tau1, "privacy": {"mode": self.privacy_mode, "hessian_clip": self.hessian_clip},
                 "method_settings": {method: dict(self.method_settings or {})}}
         if self.newton is not None:
@@ -721,8 +725,8 @@ class FederatedGLM(ClientsRouting):
         sizes, d = np.array([len(r) for r in order], dtype=np.int64), X.shape[1] + bool(self.fit_intercept)
         share = inference_.check_share(self.inference_share)
         mu_est, mu_inf = inference_.split_mu(p["mu"][0], share, d, model.k)   # one total mu (api/inference)
-        self.method_ = self._choose_method(sizes, X.shape[1], model.k, mu_est)
-        p = self._resolved(self.method_, d)
+        self.method_, bound = self._choose_method(sizes, X.shape[1], model.k, mu_est)
+        p = self._resolved(self.method_, d, bound)
         meth = get_method(self.method_)
         need = 2 if meth.halves else 1
         for lab, rows in zip(labels, order):
@@ -815,13 +819,22 @@ class FederatedGLM(ClientsRouting):
                     for x, y in zip(Xc, Yc))
         poisson_default_steps(p["method_settings"][self.method_], self.method_settings or {}, d, B)
 
-    def _choose_method(self, sizes: np.ndarray, p: int, k: int, mu: float) -> str:
-        """The method of the fit: the one given, or (``"auto"``) the lowest noise forecast
-        (`fedgdp.api.forecast.forecast`, from public inputs only)."""
-        if self.method != "auto":
-            return self.method
-        table = forecast(self.family, sizes, p, mu, **self._forecast_settings(k, with_method=False))
-        return str(table.attrs["recommended"])
+    def _choose_method(self, sizes: np.ndarray, p: int, k: int, mu: float) -> tuple[str, float | None]:
+        """The method of the fit, the one given or (``"auto"``) the lowest noise forecast,
+        and, when ``clip`` is None, the public rule's bound (`fedgdp.api.forecast.forecast`,
+        from public inputs only; None: the rule without the sizes)."""
+        auto = self.method == "auto"
+        if not auto and (self.clip is not None or self.method not in CANDIDATES + ("fednewton_certified",)):
+            return self.method, None
+        try:
+            table = forecast(self.family, sizes, p, mu, None if auto else self.method,
+                             **self._forecast_settings(k, with_method=not auto))
+        except ValueError:        # a named method's steps whose noise overflows: the fit's own refusal follows
+            if auto:
+                raise
+            return self.method, None
+        best = str(table.attrs["recommended"])
+        return best, float(table.loc[table["method"] == best, "clip_bound"].iloc[0])
 
     def _forecast_settings(self, k: int, with_method: bool = True) -> dict:
         """This estimator's settings as `fedgdp.api.forecast.forecast` takes them."""
@@ -845,7 +858,8 @@ class FederatedGLM(ClientsRouting):
                 CANDIDATES + ("fednewton_certified",):
             return
         try:
-            row = forecast(self.family, sizes, n_features, mu, self.method_, **self._forecast_settings(k)).iloc[0]
+            row = forecast(self.family, sizes, n_features, mu, self.method_,
+                           **{**self._forecast_settings(k), "clip": p["clip"]["value"]}).iloc[0]
         except ValueError:           # steps whose noise overflows: the fit's own refusal follows, naming them
             return
         rmse = float(row["noise_rmse"])

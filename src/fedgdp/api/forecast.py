@@ -34,6 +34,7 @@ what the probabilities depend on): the redundant direction's noise changes no pr
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -42,7 +43,8 @@ import numpy as np
 from ..core import privacy
 
 __all__ = ["forecast", "noise_se", "noise_variances", "public_clip", "curvature", "poisson_default_steps",
-           "CANDIDATES", "NOISE_LIMIT", "CLIP_RULE", "SETTINGS"]
+           "CANDIDATES", "NOISE_LIMIT", "CLIP_RULE", "CLIP_NOISE_TARGET", "CLIP_DOUBLINGS",
+           "SETTINGS"]
 
 #: The private methods ``method="auto"`` chooses among (fednewton_certified is fednewton in mode certified)
 CANDIDATES = ("fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold")
@@ -52,9 +54,20 @@ CANDIDATES = ("fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold")
 NOISE_LIMIT = 0.5
 
 #: The default public clipping rule of `FederatedGLM` (`public_clip`)
-CLIP_RULE = ("B = sqrt(d) for logistic and softmax, 2 sqrt(d) for Poisson (d design columns, the intercept "
-             "included): on standardised features ||x|| is about sqrt(d) and a residual is at most 1 "
-             "(logistic), below 1 at theta = 0 (softmax), about 2 for modest counts (Poisson)")
+CLIP_RULE = ("B = sqrt(d) for logistic and softmax (d design columns, the intercept included): on standardised "
+             "features ||x|| is about sqrt(d) and a residual is at most 1 (logistic), below 1 at theta = 0 "
+             "(softmax); for Poisson 2 sqrt(d) (modest counts), doubled while the forecast noise stays at most "
+             "CLIP_NOISE_TARGET, at most twice (B <= 8 sqrt(d)): a count's residual has no public bound, so B is "
+             "as large as the noise allows")
+
+#: The Poisson default bound is doubled while the forecast ``noise_rmse`` at the doubled bound stays at most
+#: this: a fifth of `NOISE_LIMIT`, noise small beside the effects one hopes to estimate, bought to cut the bias
+#: of clipping large counts (docs/real-data.md, "The default clipping bound")
+CLIP_NOISE_TARGET = NOISE_LIMIT / 5
+
+#: At most this many doublings of the Poisson default bound: beyond 8 sqrt(d) its step sizes
+#: (`poisson_default_steps`, proportional to 1/B) leave the default steps short of convergence
+CLIP_DOUBLINGS = 2
 
 #: The settings `forecast` takes (FederatedGLM's parameters of the same names)
 SETTINGS = ("n_classes", "clip", "privacy_mode", "tau1", "hessian_clip", "method_settings", "newton",
@@ -67,7 +80,7 @@ _DRAWS = 512                 # public draws of z for the curvature at an estimat
 _DRAW_SEED = 20240046        # a fixed public seed: the draws depend on no record
 
 
-def public_clip(family: str, d: int) -> float:
+def public_clip(family: str, d: int, noise=None) -> float:
     """The default public clipping bound (`CLIP_RULE`) for ``d`` design columns.
 
     Parameters
@@ -75,13 +88,25 @@ def public_clip(family: str, d: int) -> float:
     family : {"logistic", "multinomial", "poisson"}
     d : int
         Design columns, the intercept included.
+    noise : callable or None
+        Poisson only: ``noise(B)``, the forecast ``noise_rmse`` at bound B (public inputs
+        only). The bound ``2 sqrt(d)`` is doubled while ``noise`` at the doubled bound is
+        at most `CLIP_NOISE_TARGET`, at most `CLIP_DOUBLINGS` times. None: ``2 sqrt(d)``
+        (the sizes or mu are not known).
 
     Returns
     -------
     float
         B.
     """
-    return (2.0 if family == "poisson" else 1.0) * math.sqrt(d)
+    if family != "poisson":
+        return math.sqrt(d)
+    B = 2.0 * math.sqrt(d)
+    for _ in range(CLIP_DOUBLINGS if noise is not None else 0):
+        if not noise(2.0 * B) <= CLIP_NOISE_TARGET:
+            break
+        B *= 2.0
+    return B
 
 
 def poisson_default_steps(s: dict, given: dict, d: int, B: float) -> None:
@@ -410,7 +435,8 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
         One method, or None for every method of `CANDIDATES`.
     **settings
         `FederatedGLM`'s parameters of the same names (`SETTINGS`): ``n_classes``
-        (multinomial), ``clip`` (None: the public rule `public_clip`; a number: B),
+        (multinomial), ``clip`` (None: the public rule `public_clip`, whose Poisson bound
+        follows the lowest forecast noise among the methods asked for; a number: B),
         ``privacy_mode``, ``tau1``, ``hessian_clip``, ``method_settings`` (one method's),
         ``newton``, ``fit_intercept``.
 
@@ -442,7 +468,6 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
     mu = privacy.parse_mu(mu)
     d = int(n_features) + (1 if o["fit_intercept"] else 0)
     k = int(o["n_classes"]) if family == "multinomial" else 1
-    B = public_clip(family, d) if o["clip"] is None else float(o["clip"])
     names = list(CANDIDATES) if method is None else [method]
     if method is not None and method not in (*CANDIDATES, "fednewton_certified"):
         raise ValueError(f"no noise forecast for method {method!r}; choose from "
@@ -451,17 +476,25 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
         raise ValueError(f"method {method} needs at least 2 rows per client (its two halves), got sizes "
                          f"down to {sizes.min()}")
     names = [n for n in names if sizes.min() >= 2 or not get_method(n).halves]
-    rows = []
-    for name in names:
-        p = _resolve(name, family, mu, d, B, o)
-        sd = method_noise(name, family, sizes, d, k, mu, p, B)
-        _check_finite(name, sd, p["method_settings"][name])
-        meth = get_method(name)
-        comm = comm_counts(meth.rounds(p["method_settings"][name]), len(sizes), d * k, meth.per_round)
-        rows.append({"method": name, "noise_rmse": float(np.sqrt(np.mean(sd ** 2))), "noise_max": float(sd.max()),
-                     "rounds": comm["rounds"], "floats_up": comm["floats_up"], "floats_down": comm["floats_down"],
-                     "floats_sent": comm["floats_up"] + comm["floats_down"], "clip_bound": B})
-    df = pd.DataFrame(rows)
+
+    @functools.cache
+    def table(B: float) -> list[dict]:           # each method's row at bound B
+        rows = []
+        for name in names:
+            p = _resolve(name, family, mu, d, B, o)
+            sd = method_noise(name, family, sizes, d, k, mu, p, B)
+            _check_finite(name, sd, p["method_settings"][name])
+            meth = get_method(name)
+            comm = comm_counts(meth.rounds(p["method_settings"][name]), len(sizes), d * k, meth.per_round)
+            rows.append({"method": name, "noise_rmse": float(np.sqrt(np.mean(sd ** 2))),
+                         "noise_max": float(sd.max()), "rounds": comm["rounds"], "floats_up": comm["floats_up"],
+                         "floats_down": comm["floats_down"], "floats_sent": comm["floats_up"] + comm["floats_down"],
+                         "clip_bound": B})
+        return rows
+
+    least = (lambda b: min(r["noise_rmse"] for r in table(b))) if privacy.adds_noise(mu) else None
+    B = public_clip(family, d, least) if o["clip"] is None else float(o["clip"])
+    df = pd.DataFrame(table(B))
     df["_prefer"] = [_PREFER.index(n) if n in _PREFER else len(_PREFER) for n in df["method"]]
     key = ["noise_rmse", "rounds", "_prefer"] if math.isfinite(mu) else ["rounds", "_prefer"]
     best = df.sort_values(key, kind="stable").iloc[0]["method"]
