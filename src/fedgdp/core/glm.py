@@ -72,14 +72,10 @@ ZERO_COLUMNS_MIN = 0.1
 class NonzeroColumns:
     """A dense design X (n, d) multiplied through its columns that are not all zero.
 
-    ``X @ V`` is ``Xc @ V[cols]``, and ``X.T @ C`` is ``Xc.T @ C`` in the rows ``cols``
-    and zero in the others, where ``Xc = X[:, cols]``. The terms left out are the exact
-    zeros ``0 * v`` of the all-zero columns, so each product sums the same nonzero terms
-    as the dense one, grouped otherwise by BLAS: the results agree to rounding (about
-    1e-16 relative), not bit for bit. It offers what the products of `GLM` read
-    (``@``, ``.T @``, ``shape``, row slices); what needs the entries themselves reads
-    ``np.asarray(X)`` (`toarray`). Make one with `of`. The real-data folds
-    keep only this of such a client (not a dense copy besides).
+    ``X @ V`` is ``Xc @ V[cols]`` and ``X.T @ C`` is ``Xc.T @ C`` in the rows ``cols``
+    (zero elsewhere), ``Xc = X[:, cols]``: the dense products' nonzero terms, so equal
+    to rounding (about 1e-16 relative). It offers what `GLM`'s products read (``@``,
+    ``.T @``, ``shape``, row slices); the entries are ``np.asarray(X)``. Make one with `of`.
 
     Parameters
     ----------
@@ -160,14 +156,10 @@ def product_design(X):
     `NonzeroColumns` when X is short (a client), wide and has enough all-zero
     columns (`ZERO_COLUMNS_MIN`); else X itself.
 
-    Every product of `GLM` (``X @ theta``, ``X.T @ R``) accepts each of them; a
-    sparse or column-subset product sums the same nonzero terms in another order, so its
-    results agree with the dense ones to rounding (about 1e-16 relative), not bit for bit.
-
-    ``X`` may also be a list of row blocks (the clients' rows of a pooled design): the
-    design is then their stack, and a sparse one is built block by block without the
-    dense stack (the same CSR arrays as ``csr_matrix(np.vstack(X))``; for MNIST's
-    56,000 x 785 pixels 0.29 CPU-s against 0.87-1.56).
+    Every product of `GLM` accepts each; they agree with the dense ones to rounding.
+    ``X`` may also be a list of row blocks (a pooled design's clients): the design is
+    their stack, a sparse one built block by block without the dense stack (the same CSR
+    arrays as ``csr_matrix(np.vstack(X))``).
 
     Parameters
     ----------
@@ -338,9 +330,6 @@ class GLM:
         """Mean negative log-likelihood, its gradient ``X' (P - Y) / n`` (theta's
         shape) and ``P`` (Y's shape), from one product ``X @ theta``.
 
-        A dense X of more than `ROW_BLOCK_MIN` rows goes by blocks of rows (the same sums,
-        reassociated); X may be sparse (`product_design`).
-
         Parameters
         ----------
         theta : ndarray of shape (d, k) or (d,)
@@ -459,8 +448,6 @@ class GLM:
     def hvp(self, theta, X, V, scale: np.ndarray | None = None) -> np.ndarray:
         """Hessian of `loss` at theta applied to ``V`` (theta's shape), without forming it.
 
-        ``scale`` (n,): per-sample Hessian weights, or None.
-
         Parameters
         ----------
         theta : ndarray of shape (d, k) or (d,)
@@ -480,8 +467,7 @@ class GLM:
         return self.hvp_at(self.predict(theta, X), X, V, scale)
 
     def hvp_at(self, P, X, V, scale: np.ndarray | None = None) -> np.ndarray:
-        """`hvp` given the fitted mean ``P`` at theta (a dense X by blocks of rows for n
-        above `ROW_BLOCK_MIN`; X may be sparse).
+        """`hvp` given the fitted mean ``P`` at theta.
 
         Parameters
         ----------
@@ -516,8 +502,7 @@ class GLM:
 
     def hessian(self, theta, X, scale: np.ndarray | None = None, P: np.ndarray | None = None) -> np.ndarray:
         """Dense Hessian of `loss`, ``mean_j x_j x_j' (Kronecker) W_j``, shape
-        (d k, d k) in row-major order ((d, d) for k = 1; ``scale`` as in `hvp`;
-        ``P`` (n, k): the fitted means, when given, instead of ``mean(X theta)``).
+        (d k, d k) in row-major order ((d, d) for k = 1).
 
         Parameters
         ----------
@@ -553,14 +538,10 @@ class GLM:
         the rows and fitted means of the clipped Hessian, in finite arithmetic.
 
         Row j is scaled by ``a_j = min(1, sqrt(H_c / c_j) / ||x_j||)`` (``c_j`` the
-        `curvature_bound`, ``||x_j||`` without overflow), so its per-sample Hessian
-        ``c_j a_j^2 x_j x_j'`` has norm <= H_c; a row whose fitted mean or factor is not
-        finite (a row of huge entries), or whose curvature is 0 (its Hessian is zero anyway,
-        and ``0 * inf`` must not arise in ``x_j' V``), gets ``a_j = 0`` and a zero mean
-        (zero curvature for every family): the non-finite rule of docs/methods.md §2. The
-        real-data solvers use it (`fedgdp.realdata.solvers.clipped_hessian_rows`); the
-        simulations' compiled port (`fedgdp.simulation.kernels.hessians`, the weight
-        ``min(b'', H_c/||x_j||^2)``) is held to it by ``tests/test_kernels.py``.
+        `curvature_bound`), so its per-sample Hessian ``c_j a_j^2 x_j x_j'`` has norm
+        <= H_c; a row whose mean or factor is not finite, or whose curvature is 0, gets
+        ``a_j = 0`` and a zero mean (docs/methods.md §2). The simulations' compiled port
+        (`fedgdp.simulation.kernels.hessians`) is held to it by ``tests/test_kernels.py``.
 
         Parameters
         ----------
@@ -664,67 +645,19 @@ class SingleOutput(GLM):
         return self.variance_function(self.mean(eta))
 
     def targets(self, labels):
-        """Responses ``Y`` (n, 1): the labels or counts as one float column.
-
-        Parameters
-        ----------
-        labels : array_like of shape (n,)
-            0/1 labels or counts.
-
-        Returns
-        -------
-        ndarray of shape (n, 1)
-            The responses.
-        """
+        """The labels or counts as one float column, (n, 1)."""
         return np.asarray(labels, dtype=float).reshape(-1, 1)
 
     def log_partition_and_mean(self, S):
-        """``b(s_j)`` and ``b'(s_j)`` of each row (see `GLM.log_partition_and_mean`).
-
-        Parameters
-        ----------
-        S : ndarray of shape (n, 1)
-            The scores.
-
-        Returns
-        -------
-        A : ndarray of shape (n,)
-            The cumulant of each row.
-        P : ndarray of shape (n, 1)
-            The fitted mean.
-        """
+        """``b(s_j)`` and ``b'(s_j)`` of each row."""
         return self.cumulant(S[:, 0]), self.mean(S)
 
     def curvature(self, P, V):
-        """``b''(s_j) v_j = V(p_j) v_j``, elementwise (see `GLM.curvature`).
-
-        Parameters
-        ----------
-        P : ndarray of shape (n, 1)
-            The fitted means.
-        V : ndarray of shape (n, 1)
-            The vectors.
-
-        Returns
-        -------
-        ndarray of shape (n, 1)
-            The products.
-        """
+        """``b''(s_j) v_j = V(p_j) v_j``, elementwise."""
         return self.variance_function(P) * V
 
     def curvature_bound(self, P):
-        """``W_j = V(p_j)`` itself (see `GLM.curvature_bound`).
-
-        Parameters
-        ----------
-        P : ndarray of shape (n, 1)
-            The fitted means.
-
-        Returns
-        -------
-        ndarray of shape (n,)
-            ``V(p_j)``.
-        """
+        """``V(p_j)`` itself, shape (n,)."""
         return self.variance_function(P[:, 0])
 
 
@@ -740,65 +673,19 @@ class Logistic(SingleOutput):
     name = "logistic"
 
     def cumulant(self, eta):
-        """``log(1 + e^eta)``, elementwise and overflow free.
-
-        Parameters
-        ----------
-        eta : ndarray
-            Linear predictors.
-
-        Returns
-        -------
-        ndarray
-            ``b(eta)``, eta's shape.
-        """
+        """``log(1 + e^eta)``, elementwise and overflow free."""
         return np.logaddexp(0.0, eta)
 
     def mean(self, S):
-        """The sigmoid of the scores, elementwise.
-
-        Parameters
-        ----------
-        S : ndarray
-            Scores (any shape).
-
-        Returns
-        -------
-        ndarray
-            The probabilities, S's shape.
-        """
+        """The sigmoid of the scores, elementwise."""
         return _sigmoid(S)
 
     def variance_function(self, mu):
-        """``mu (1 - mu)``, elementwise.
-
-        Parameters
-        ----------
-        mu : ndarray
-            Probabilities.
-
-        Returns
-        -------
-        ndarray
-            ``V(mu)``, mu's shape.
-        """
+        """``mu (1 - mu)``, elementwise."""
         return mu * (1.0 - mu)
 
     def sample(self, rng, eta):
-        """Bernoulli responses at probabilities ``sigmoid(eta)``.
-
-        Parameters
-        ----------
-        rng : numpy.random.Generator
-            The generator.
-        eta : ndarray of shape (n,)
-            Linear predictors.
-
-        Returns
-        -------
-        ndarray of shape (n,)
-            0/1 responses (float).
-        """
+        """Bernoulli responses (float) at probabilities ``sigmoid(eta)``."""
         return (rng.random(eta.shape) < _sigmoid(eta)).astype(np.float64)
 
 
@@ -808,65 +695,19 @@ class Poisson(SingleOutput):
     name = "poisson"
 
     def cumulant(self, eta):
-        """``e^eta``, elementwise.
-
-        Parameters
-        ----------
-        eta : ndarray
-            Linear predictors.
-
-        Returns
-        -------
-        ndarray
-            ``b(eta)``, eta's shape.
-        """
+        """``e^eta``, elementwise."""
         return np.exp(eta)
 
     def mean(self, S):
-        """``e^S``, elementwise.
-
-        Parameters
-        ----------
-        S : ndarray
-            Scores (any shape).
-
-        Returns
-        -------
-        ndarray
-            The means, S's shape.
-        """
+        """``e^S``, elementwise."""
         return np.exp(S)
 
     def variance_function(self, mu):
-        """``V(mu) = mu``.
-
-        Parameters
-        ----------
-        mu : ndarray
-            Means.
-
-        Returns
-        -------
-        ndarray
-            ``mu`` itself.
-        """
+        """``V(mu) = mu``."""
         return mu
 
     def sample(self, rng, eta):
-        """Poisson counts at means ``e^eta``.
-
-        Parameters
-        ----------
-        rng : numpy.random.Generator
-            The generator.
-        eta : ndarray of shape (n,)
-            Linear predictors.
-
-        Returns
-        -------
-        ndarray of shape (n,)
-            The counts (float).
-        """
+        """Poisson counts (float) at means ``e^eta``."""
         return rng.poisson(np.exp(eta)).astype(np.float64)
 
 
@@ -887,18 +728,7 @@ class Multinomial(GLM):
         self.k = int(n_classes)
 
     def targets(self, labels):
-        """One-hot responses from class indices (ValueError outside ``0..C-1``).
-
-        Parameters
-        ----------
-        labels : array_like of shape (n,)
-            Class indices.
-
-        Returns
-        -------
-        ndarray of shape (n, C)
-            One-hot rows.
-        """
+        """One-hot responses (n, C) from class indices (ValueError outside ``0..C-1``)."""
         labels = np.asarray(labels, dtype=np.int64)
         if labels.size and (labels.min() < 0 or labels.max() >= self.k):
             raise ValueError(f"labels must lie in 0..{self.k - 1}, got {labels.min()}..{labels.max()}")
@@ -907,21 +737,7 @@ class Multinomial(GLM):
         return Y
 
     def log_partition_and_mean(self, S):
-        # shift by the row maximum: exp never overflows
-        """Log-sum-exp of each row and the softmax, shifted by the row maximum (no overflow).
-
-        Parameters
-        ----------
-        S : ndarray of shape (n, C)
-            The scores.
-
-        Returns
-        -------
-        A : ndarray of shape (n,)
-            ``log sum_c e^(s_c)`` of each row.
-        P : ndarray of shape (n, C)
-            The class probabilities.
-        """
+        """Log-sum-exp of each row and the softmax, shifted by the row maximum (no overflow)."""
         top = S.max(axis=1, keepdims=True)
         E = np.exp(S - top)
         total = E.sum(axis=1, keepdims=True)
@@ -930,53 +746,16 @@ class Multinomial(GLM):
         return A, E
 
     def mean(self, S):
-        """The softmax of each row.
-
-        Parameters
-        ----------
-        S : ndarray of shape (n, C)
-            The scores.
-
-        Returns
-        -------
-        ndarray of shape (n, C)
-            The class probabilities.
-        """
+        """The softmax of each row, (n, C)."""
         return self.log_partition_and_mean(S)[1]
 
     def curvature(self, P, V):
-        # (diag(p) - p p') v, row by row
-        """``(diag(p_j) - p_j p_j') v_j``, row by row.
-
-        Parameters
-        ----------
-        P : ndarray of shape (n, C)
-            The class probabilities.
-        V : ndarray of shape (n, C)
-            The vectors.
-
-        Returns
-        -------
-        ndarray of shape (n, C)
-            The products.
-        """
+        """``(diag(p_j) - p_j p_j') v_j``, row by row."""
         PV = P * V
         return PV - P * PV.sum(axis=1, keepdims=True)
 
     def curvature_bound(self, P):
-        # diag(p) - p p' is PSD and below diag(p)
-        """``max_c p_jc``: ``diag(p) - p p'`` is PSD and below ``diag(p)``.
-
-        Parameters
-        ----------
-        P : ndarray of shape (n, C)
-            The class probabilities.
-
-        Returns
-        -------
-        ndarray of shape (n,)
-            The bounds.
-        """
+        """``max_c p_jc``: ``diag(p) - p p'`` is PSD and below ``diag(p)``."""
         return P.max(axis=1)
 
 
@@ -1071,9 +850,6 @@ def population_hessian(model: str, beta_true, sigma_c: float, *, nodes: int = 80
 
 def population_min_eigenvalue(model: str, beta_true, sigma_c: float) -> float:
     """Smallest eigenvalue of `population_hessian` (docs/methods.md §2, ``tau1: auto``).
-
-    A fixed-seed Monte Carlo estimate would do; the one-dimensional quadrature computes
-    the same expectation without Monte Carlo error (tests compare the two).
 
     Parameters
     ----------
