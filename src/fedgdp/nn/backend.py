@@ -2,26 +2,11 @@
 
 `TorchBackend` implements `fedgdp.methods.Backend` for the methods that
 train the CNNs (``registry("nn")``: FedSGD, FedAvg, FedHybrid and FedNewton-Iter), so
-the CNNs run the same ``Method.run`` as the simulations and the real-data study.
-
-What differs from the GLM backends, and lives here:
-
-- the global parameter is the network's parameter dict ``name -> Tensor`` and every
-  method starts at the seeded initial weights (`TorchBackend.start`);
-- every round draws ``round(q m)`` clients (`sample_clients`); a round's
-  local steps, server steps and Newton releases run on the drawn clients only, and
-  the aggregation weights ``n_i / sum_S n`` are renormalised over them;
-- the server moves by ``server_lr`` times the weighted mean update (FedAvg rounds) or
-  steps by ``server_lr * eta`` (FedSGD steps); the head-only Newton round is a plain
-  weighted average (Algorithm 5);
-- noise comes from a ``torch.Generator`` on the training device (`TorchNoise`),
-  drawn in the order of the computation: a local step's noise after every step, one
-  draw per parameter tensor for all drawn clients; a server step's after the clients'
-  gradients; a Newton round's client by client.
-
-The ledger allows for every round (no amplification by subsampling): each client's
-ledger composes to exactly mu; what a client spent, given how often it was drawn, is
-`TorchBackend.counts` through `fedgdp.core.privacy.Ledger.spent_mu`.
+the CNNs run the same ``Method.run`` as the simulations and the real-data study. What
+it adds (client sampling, ``server_lr``, the order of the noise draws, no amplification
+by subsampling) is docs/methods.md §6, "The methods on the core"; what a client spent,
+given how often it was drawn, is `TorchBackend.counts` through
+`fedgdp.core.privacy.Ledger.spent_mu`.
 
 Nothing here synchronises the host with the device inside a round: the clients are
 drawn by numpy, the noise sds are numpy arrays decided before the round, and the
@@ -80,10 +65,8 @@ def minibatches(rng: np.random.Generator, n: int, batch: int) -> list[np.ndarray
 
 
 def sample_clients(rng: np.random.Generator, m: int, q: float) -> np.ndarray:
-    """``max(1, round(q m))`` distinct clients, sorted, drawn uniformly without replacement.
-
-    ``round`` is Python's (half to even: q m = 2.5 draws 2). Each client is drawn in a
-    round with probability ``round(q m) / m``.
+    """``max(1, round(q m))`` distinct clients, sorted, drawn uniformly without replacement
+    (``round`` is Python's, half to even: q m = 2.5 draws 2).
 
     Parameters
     ----------
@@ -279,10 +262,8 @@ def head_newton_step(params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float
     """Algorithm 5's local step on the head, ``alpha (h + lam I)^{-1} gbar`` (no noise).
 
     The per-sample head gradients (`fedgdp.nn.clipping.head_grads`) are clipped at
-    ``B`` in float64 (the non-finite rule and the clip margin of
-    `fedgdp.nn.clipping` included: every clipped row has norm at most ``B``) before the
-    empirical Fisher ``h`` and the mean ``gbar`` are formed. Returns the step (float64,
-    shape (D,)) and the number of clipped images (a 0-d tensor on the device).
+    ``B`` in float64 (`fedgdp.nn.clipping`'s rule and margin) before the empirical
+    Fisher ``h`` and the mean ``gbar`` are formed.
 
     Parameters
     ----------
@@ -417,23 +398,8 @@ class TorchBackend:
         return tuple(np.asarray(sig)[0] for sig in cal.sigmas), [cal.ledger]
 
     def _schedule(self, method, s) -> dict:
-        """Every client's releases of each stage under the participation schedule: the
-        method run on a `ScheduleDraw` with a copy of this backend's client
-        generator, which then draws the same clients in the same rounds. It reads no
-        image, so the schedule does not depend on the data.
-
-        Parameters
-        ----------
-        method : fedgdp.methods.Method
-            The method.
-        s : dict
-            Its settings.
-
-        Returns
-        -------
-        dict stage -> ndarray of int, shape (m,)
-            The releases each client will make.
-        """
+        """Every client's releases ``stage -> (m,)`` under the participation schedule: the
+        method run on a `ScheduleDraw` with a copy of the client generator (no image read)."""
         dry = ScheduleDraw(self.params0, self.clients, {**self.p, "accounting": "printed"}, copy.deepcopy(self.rng))
         method.run(dry, s)
         return dry.counts
@@ -689,20 +655,11 @@ class TorchBackend:
     def release(self, stage: str, theta: dict, i: int, *, eta: float = 1.0, K: int = 1, ridge: float = 1.0,
                 damping: float = 1.0, batches: list | None = None) -> torch.Tensor:
         """Client ``i``'s releases of ``stage`` in one round from the public parameters
-        ``theta``, before noise, as one float64 vector: what its noise sd is calibrated on
-        (`calibrate`) and its noise is added to. Computed by the training's own operations
-        (`_mean_grads`, `_release`, `_minibatch_pass`, `_clipped_update`,
-        `head_newton_step`), each release at ``theta`` (a release's state is public):
-
-        - ``gradient``: the clipped mean gradient (sum under ``reduction: sum``; the
-          client's vector clipped under ``clip_unit: client``), as `server_steps` releases it;
-        - ``local step``: ``-eta`` times it, one full-batch step; with ``local_batch``, the
-          ``-eta g_t`` of every minibatch ``t`` of a pass (``batches``, default the next
-          pass of the stream, `pass_batches`), concatenated: one image lies in one of them;
-          under ``clip_unit: update`` the round's update after ``K`` unclipped, noiseless
-          local steps (passes), clipped at B (`_clipped_update`);
-        - ``newton``: the head ``head - alpha (h + lambda I)^{-1} gbar`` (``ridge``,
-          ``damping``), as `head_newton_release` releases it.
+        ``theta``, before noise, as one float64 vector (what `calibrate` calibrates),
+        computed by the training's own operations: ``gradient`` as `server_steps` releases
+        it; ``local step`` ``-eta`` times it (with ``local_batch``, every minibatch's of a
+        pass, concatenated; under ``clip_unit: update`` the round's clipped update after
+        ``K`` steps); ``newton`` the head as `head_newton_release` releases it.
 
         Parameters
         ----------
@@ -913,8 +870,7 @@ class TorchBackend:
         return compute()
 
     def finish(self, theta, ledgers, comm):
-        """The fit; its rounds and communication are the counts of `info`
-        (drawn clients only), which also receives the clipped count.
+        """The fit, its rounds and communication from `info` (which receives the clipped count).
 
         Parameters
         ----------
@@ -959,103 +915,37 @@ class ScheduleDraw(TorchBackend):
             seen.append(kwargs)
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
-        """Draw a FedAvg round's clients; they make K local-step releases (no training).
-
-        Parameters
-        ----------
-        start : dict name -> Tensor
-            The global parameters (returned unchanged).
-        K : int
-            Local steps (releases per drawn client).
-        eta, sigma, noise, part, drift
-            Unused.
-
-        Returns
-        -------
-        Locals
-            The drawn clients, with ``start`` as their parameters.
-        """
+        """Draw a FedAvg round's clients; they make K local-step releases (no training)."""
         self._record(privacy.LOCAL_STEP, K=int(K), eta=float(eta))
         per_round = self._unit(privacy.LOCAL_STEP) == "none"                # clip_unit update: one release a round
         return Locals(self._draw(privacy.LOCAL_STEP, 1 if per_round else K), start, params=start)
 
     def average(self, w, local: Locals):
-        """``local.start`` (nothing moves).
-
-        Parameters
-        ----------
-        w, local
-            As `TorchBackend.average`.
-
-        Returns
-        -------
-        dict name -> Tensor
-            The round's starting parameters.
-        """
+        """``local.start`` (nothing moves)."""
         return local.start
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
-        """Draw the clients of K FedSGD steps, one gradient release each (no training).
-
-        Parameters
-        ----------
-        theta : dict name -> Tensor
-            The global parameters (returned unchanged).
-        w, K, eta, sigma, noise
-            As `TorchBackend.server_steps` (only K is read).
-
-        Returns
-        -------
-        dict name -> Tensor
-            ``theta``.
-        """
+        """Draw the clients of K FedSGD steps, one gradient release each (no training)."""
         self._record("gradient", eta=float(eta))
         for _ in range(K):
             self._draw("gradient", 1)
         return theta
 
     def head_newton_release(self, theta, *, ridge: float, damping: float) -> Locals:
-        """Draw a Newton round's clients, one release each (no training).
-
-        Parameters
-        ----------
-        theta : dict name -> Tensor
-            The global parameters.
-        ridge, damping : float
-            Unused.
-
-        Returns
-        -------
-        Locals
-            The drawn clients, ``head`` empty rows.
-        """
+        """Draw a Newton round's clients, one release each (no training; ``head`` empty rows)."""
         self._record("newton", ridge=float(ridge), damping=float(damping))
         S = self._draw("newton", 1)
         return Locals(S, theta, head=torch.zeros((len(S), 0)))
 
     def add_noise(self, local: Locals, sigma, noise):
-        """``local`` (no noise is drawn).
-
-        Parameters
-        ----------
-        local, sigma, noise
-            As `TorchBackend.add_noise`.
-
-        Returns
-        -------
-        Locals
-            ``local``.
-        """
+        """``local`` (no noise is drawn)."""
         return local
 
 
 def clip_client_vectors(g: dict, B: float) -> tuple[dict, torch.Tensor]:
     """Each client's gradient ``name -> (S, *shape)``, all parameters as one vector,
-    clipped at ``B`` (``clip_unit: client``): ``c_s g_s`` with ``c_s = min(1, (1 - kappa) B
-    / ||g_s||)``, the squared norm summed in float64 and ``kappa`` the clip margin of
-    `fedgdp.nn.clipping.clip_margin` (``D`` the numbers of one client's vector), so that
-    ``||c_s g_s|| <= B`` despite rounding; a client whose vector is not finite releases zero
-    (the non-finite rule of `fedgdp.nn.clipping`).
+    clipped at ``B`` (``clip_unit: client``) by `fedgdp.nn.clipping`'s rule and margin
+    (the squared norm summed in float64; a non-finite vector releases zero).
 
     Parameters
     ----------
