@@ -47,7 +47,6 @@ import dataclasses
 import math
 import numbers
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,8 +56,21 @@ from ..core.seeds import CLIP_STREAM, derived_rng, stable_hash
 from . import budget as budgets
 from . import diagnostics
 from . import inference as inference_
+from .checks import (
+    _check_missing,
+    _clip_rule,
+    _column_or_1d,
+    _data_codes,
+    _feature_names,
+    _label_domain,
+    _not_fitted_error,
+    _numeric,
+    _poisson_deviance,
+    _public_codes,
+)
 from .diagnostics import ConvergenceWarning, NoiseDominatedWarning
 from .forecast import CANDIDATES, CLIP_RULE, NOISE_LIMIT, forecast, noise_se, poisson_default_steps, public_clip
+from .report import FIT_SCOPE, REFUSAL_RULE, PrivacyReport
 from .routing import ClientsRouting, SingleClientWarning, client_labels, refuse_metadata
 
 __all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "ConvergenceWarning",
@@ -80,43 +92,11 @@ LABELS_FROM_DATA = "from data (not covered)"
 LABELS_UNACCOUNTED = ("label set: classes_ is np.unique(y), taken from the data and accounted by no ledger "
                       "(one record with a label nobody else has adds a class); pass classes=[...], a public "
                       "label domain")
-#: What a [`PrivacyReport`][fedgdp.api.estimator.PrivacyReport] covers (its ``scope``)
-FIT_SCOPE = ("one fit: the releases of this call to fit only. Every other fit on the same clients' rows (a "
-             "cross-validation fold, a grid-search candidate, the refit) spends its own budget, and a record's "
-             "budgets compose: sqrt(sum of mu^2) over the fits that used it, which fedgdp.PrivacyBudget keeps "
-             "(docs/privacy.md)")
 
-#: The rule behind every refusal of a private fit (its ``refusals``; docs/methods.md §2,
-#: "No refusal depends on a record")
-REFUSAL_RULE = ("every refusal depends on public inputs only (the settings, the clipping bound B, the client "
-                "sizes, the dimension) and is raised before the first release; a certified Newton solve that "
-                "misses its tolerance releases the exact solve instead, so neighbouring data sets both release "
-                "or both refuse (a label outside classes is the data holder's own check, before any work)")
 
 class PrivacyLeakWarning(UserWarning):
     """The fit's privacy guarantee is nominal: a release or the clipping bound is not
     accounted for all inputs (the warning names the certified alternatives)."""
-
-
-class _NotFittedError(ValueError, AttributeError):
-    """Raised by a method that needs a fitted estimator (scikit-learn's NotFittedError
-    when scikit-learn is installed)."""
-
-
-def _not_fitted_error():
-    try:
-        from sklearn.exceptions import NotFittedError
-    except ImportError:
-        return _NotFittedError
-    return NotFittedError
-
-
-def _data_conversion_warning():
-    try:
-        from sklearn.exceptions import DataConversionWarning
-    except ImportError:
-        return UserWarning
-    return DataConversionWarning
 
 
 def estimator_rng(random_state, stream: str) -> np.random.Generator:
@@ -152,179 +132,6 @@ def estimator_rng(random_state, stream: str) -> np.random.Generator:
         raise ValueError(f"random_state must be None, an int >= 0, a numpy SeedSequence or RandomState, "
                          f"got random_state={random_state!r}")
     return derived_rng(int(random_state), ESTIMATOR_KEY, stream=stream)
-
-
-@dataclass
-class PrivacyReport:
-    """What one fit released, per client: the ledger, its composed and certified mu.
-
-    The report covers this fit only (``scope``): a grid search or a cross-validation
-    spends a budget on every fit it makes (`fedgdp.api.budget.PrivacyBudget` keeps the total).
-
-    Attributes
-    ----------
-    method : str
-        The registry name of the method.
-    mu : float
-        The target mu per client (inf: non-private).
-    privacy_mode : str
-        ``certified`` or ``paper``.
-    clip : dict
-        The clipping rule (`fedgdp.core.privacy.check_clip`).
-    clip_bound : float
-        The clipping bound B the fit used (inf when non-private).
-    clients : ndarray of shape (m,)
-        The client labels, in the order of the ledger's columns.
-    ledger : fedgdp.core.privacy.Ledger
-        Every release of every client (arrays of shape (1, m)).
-    noise_secret : bool
-        True when the noise came from fresh entropy (``random_state=None``); False when
-        it came from a given seed, which anyone who knows it can use to remove the
-        noise: the guarantee is then void while the seed is known (``guarantee``).
-    label_domain : str or None
-        ``"public"`` (classifiers given ``classes``), ``"from data (not covered)"``
-        (classifiers without ``classes``: the label set is ``np.unique(y)``, a release no
-        ledger accounts for, listed in the ledger's ``unaccounted``) or None (Poisson).
-    mu_composed : ndarray of shape (m,)
-        Each client's composed (nominal) mu.
-    mu_certified : ndarray of shape (m,)
-        ``mu_composed`` where every release is certified and nothing is unaccounted (the
-        clipping bound public or private, the label domain public), inf otherwise.
-
-    Notes
-    -----
-    ``certified`` is a property of the mechanism: every release's sensitivity holds for
-    all inputs and nothing the fit shows (the clipping bound, the label set) is taken from
-    the data outside the ledger. Whether the noise is secret is a property of the run,
-    reported apart (``noise_secret``); [`guarantee`][fedgdp.api.estimator.PrivacyReport.guarantee]
-    combines both: record-level mu-GDP at each client holds only when both do.
-    """
-
-    method: str
-    mu: float
-    privacy_mode: str
-    clip: dict
-    clip_bound: float
-    clients: np.ndarray
-    ledger: privacy.Ledger
-    noise_secret: bool = False
-    label_domain: str | None = None
-    mu_composed: np.ndarray = field(default=None)  # type: ignore[arg-type]
-    mu_certified: np.ndarray = field(default=None)  # type: ignore[arg-type]
-
-    def __post_init__(self):
-        m = len(self.clients)
-        if self.ledger.releases:
-            self.mu_composed = np.asarray(self.ledger.composed_mu(), float).reshape(-1, m)[0]
-            self.mu_certified = np.asarray(self.ledger.certified_mu(), float).reshape(-1, m)[0]
-        else:        # the plain fits: nothing released with noise
-            self.mu_composed = np.full(m, math.inf)
-            self.mu_certified = np.full(m, math.inf)
-
-    @property
-    def scope(self) -> str:
-        """What the report covers: this one fit ([`FIT_SCOPE`][fedgdp.api.estimator.FIT_SCOPE])."""
-        return FIT_SCOPE
-
-    @property
-    def refusals(self) -> str:
-        """When a fit is refused: from public inputs only (`REFUSAL_RULE`)."""
-        return REFUSAL_RULE
-
-    @property
-    def certified(self) -> bool:
-        """True when every client's guarantee holds for all inputs (finite certified mu)."""
-        return bool(np.all(np.isfinite(self.mu_certified)))
-
-    @property
-    def guarantee_holds(self) -> bool:
-        """True when the fit is record-level mu-GDP at each client: certified, and the
-        noise secret (drawn from fresh entropy)."""
-        return self.certified and self.noise_secret
-
-    @property
-    def guarantee(self) -> str:
-        """What the fit guarantees, in one line: record-level mu-GDP at each client (its
-        mu), nominal only (and why), void while the seed is known, or none (non-private)."""
-        if not self.ledger.releases or not math.isfinite(self.mu):
-            return "none: nothing was released with noise (a non-private fit)"
-        mu = float(np.max(self.mu_composed))
-        if not self.certified:
-            why = "; ".join(self.assumptions) or "a release without finite sensitivity"
-            what = f"nominal only (mu = {mu:g} rests on: {why})"
-        else:
-            what = f"record-level mu-GDP at each client, mu = {mu:g} (certified)"
-        if not self.noise_secret:
-            return (f"void while the seed is known: the noise was drawn from a given random_state, and anyone "
-                    f"who knows it can regenerate the noise and remove it; with fresh noise (random_state=None, "
-                    f"fedgdp fit without --seed) the mechanism is {what}")
-        return what
-
-    @property
-    def assumptions(self) -> list[str]:
-        """What the uncertified releases rest on, and what is unaccounted."""
-        out = [f"{r.stage}: {r.assumption}" for r in self.ledger.releases if not r.certified]
-        return list(dict.fromkeys(out)) + list(self.ledger.unaccounted)
-
-    def epsilon(self, delta: float = 1e-5, *, nominal: bool = False) -> float:
-        """(epsilon, delta)-DP of the worst client: the certified mu converted
-        (`fedgdp.core.privacy.gdp_epsilon`); inf when uncertified, unless ``nominal``
-        (the composed mu, which holds only under ``assumptions``). It is the
-        mechanism's epsilon: a guarantee only while the noise is secret (``guarantee_holds``).
-
-        Parameters
-        ----------
-        delta : float, default=1e-5
-            The delta of (epsilon, delta)-DP.
-        nominal : bool, default=False
-            Convert the composed (nominal) mu instead of the certified one.
-
-        Returns
-        -------
-        float
-            epsilon of the client with the largest mu; inf when that mu is not finite.
-        """
-        mu = float(np.max(self.mu_composed if nominal else self.mu_certified))
-        return math.inf if not math.isfinite(mu) else privacy.gdp_epsilon(mu, delta)
-
-    def as_dict(self, delta: float = 1e-5) -> dict:
-        """A JSON-ready summary: each client's composed and certified mu, the worst
-        client's epsilon at ``delta`` (certified and nominal), every release (stage,
-        count, certified, assumption; sensitivity and sigma per client) and the
-        assumptions. Infinite values are written as the string ``"inf"``.
-
-        Parameters
-        ----------
-        delta : float, default=1e-5
-            The delta of the epsilons reported.
-
-        Returns
-        -------
-        dict
-            Keys ``method``, ``mu``, ``privacy_mode``, ``clip``, ``clip_bound``, ``certified``,
-            ``noise_secret``, ``label_domain``, ``guarantee_holds``, ``guarantee``,
-            ``clients``, ``mu_composed``, ``mu_certified`` (lists, one per client), ``delta``,
-            ``epsilon``, ``epsilon_nominal``, ``assumptions``, ``releases`` (list of dict),
-            ``scope`` (the report covers one fit) and ``refusals`` (the refusal rule).
-        """
-        def num(x):
-            x = float(x)
-            return x if math.isfinite(x) else str(x)
-
-        releases = [{"stage": r.stage, "count": r.count, "certified": r.certified, "assumption": r.assumption,
-                     "sensitivity": [num(v) for v in np.ravel(r.sensitivity)],
-                     "sigma": [num(v) for v in np.ravel(r.sigma)]} for r in self.ledger.releases]
-        return {
-            "method": self.method, "mu": num(self.mu), "privacy_mode": self.privacy_mode, "clip": self.clip,
-            "clip_bound": num(self.clip_bound), "certified": self.certified, "noise_secret": self.noise_secret,
-            "label_domain": self.label_domain, "guarantee_holds": self.guarantee_holds, "guarantee": self.guarantee,
-            "clients": [c.item() if hasattr(c, "item") else c for c in self.clients],
-            "mu_composed": [num(v) for v in self.mu_composed], "mu_certified": [num(v) for v in self.mu_certified],
-            "delta": delta, "epsilon": num(self.epsilon(delta)),
-            "epsilon_nominal": num(self.epsilon(delta, nominal=True)),
-            "assumptions": self.assumptions, "releases": releases, "scope": self.scope,
-            "refusals": self.refusals,
-        }
 
 
 class _AvailableIf:
@@ -1164,129 +971,3 @@ def resolve_np_pooled() -> dict:
     from ..realdata import resolve
 
     return resolve({"methods": ["np_pooled"], "mu": [math.inf]})["method_settings"]["np_pooled"]
-
-
-def _clip_rule(clip):
-    """The estimator's ``clip`` as a real-data clipping rule (checked by the resolver);
-    None: the public rule (`fedgdp.api.forecast.public_clip`), which needs the design's columns."""
-    if clip is None:
-        return None
-    if isinstance(clip, str):
-        if clip in ("quantile", "private_quantile"):
-            return {"rule": clip, "q": 0.9} | ({"share": 0.1} if clip == "private_quantile" else {})
-        raise ValueError(f"clip must be None, a number, 'quantile', 'private_quantile' or a dict, got clip={clip!r}")
-    if isinstance(clip, numbers.Real) and not isinstance(clip, bool):
-        return float(clip)
-    if isinstance(clip, dict):
-        return dict(clip)
-    raise ValueError(f"clip must be None, a number, 'quantile', 'private_quantile' or a dict, got clip={clip!r}")
-
-
-def _check_missing(y: np.ndarray) -> None:
-    """ValueError naming ``y`` and the first row when a label is missing (None or NaN)."""
-    if y.dtype.kind != "O":
-        return
-    for i, v in enumerate(y.tolist()):
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            raise ValueError(f"y contains a missing label (None or NaN) at row {i}: every row needs a label")
-
-
-def _label_domain(classes, family: str) -> np.ndarray:
-    """``classes`` checked (a 1-d list of distinct, non-missing labels, 2 for logistic, >= 2
-    otherwise) and sorted as ``np.unique`` sorts: the order of ``classes_``, whatever order
-    was given (a public domain, so sorting it is post-processing of public information)."""
-    if isinstance(classes, (str, bytes)) or np.ndim(classes) != 1:
-        raise ValueError(f"classes must be a list of labels, e.g. classes=[0, 1], got classes={classes!r}")
-    dom = np.asarray(classes)
-    if dom.dtype.kind == "O":
-        _check_missing(dom.astype(object))
-    elif dom.dtype.kind == "f" and not np.all(np.isfinite(dom)):
-        raise ValueError(f"classes must hold finite labels, got classes={list(classes)!r}")
-    if dom.dtype.kind not in "biufUSO":
-        raise ValueError(f"classes must hold numbers or strings, got dtype {dom.dtype}")
-    values = dom.tolist()
-    if len(set(values)) != len(values):
-        raise ValueError(f"classes must be distinct, got classes={values!r}")
-    need = "exactly 2" if family == "logistic" else "at least 2"
-    if len(values) < 2 or (family == "logistic" and len(values) != 2):
-        raise ValueError(f"family {family!r} needs {need} classes, got classes={values!r}")
-    try:        # scikit-learn's order (np.unique): its scorers read predict_proba's columns so
-        return np.unique(dom)
-    except TypeError:        # e.g. numbers and strings mixed in an object array
-        kinds = sorted({type(v).__name__ for v in values})
-        raise ValueError(f"classes must hold labels of one type that sort, got {', '.join(kinds)} in "
-                         f"classes={values!r}") from None
-
-
-def _public_codes(y: np.ndarray, domain: np.ndarray):
-    """(classes, codes (n,)) against the public domain; a label outside it is refused."""
-    index = {v: i for i, v in enumerate(domain.tolist())}
-    labels = y.tolist()
-    codes = np.fromiter((index.get(v, -1) for v in labels), dtype=np.int64, count=len(labels))
-    bad = np.flatnonzero(codes < 0)
-    if len(bad):
-        raise ValueError(f"y holds the label {labels[bad[0]]!r} at row {bad[0]} (from 0; {len(bad)} row(s) in all), "
-                         f"which is not in classes={domain.tolist()!r}: a label outside the public domain is "
-                         "refused before anything is released")
-    return domain, codes
-
-
-def _data_codes(y: np.ndarray):
-    """(np.unique(y), codes (n,)): the label set taken from the data (not covered)."""
-    try:
-        classes, codes = np.unique(y, return_inverse=True)
-    except TypeError:        # e.g. numbers and strings mixed
-        kinds = sorted({type(v).__name__ for v in y.tolist()})
-        raise ValueError(f"y mixes label types ({', '.join(kinds)}): use one type of label") from None
-    if len(classes) < 2:
-        raise ValueError(f"FederatedGLM needs samples of at least 2 classes in the data, but the data "
-                         f"contain only one class: {classes[0]!r}")
-    return classes, codes.reshape(-1)
-
-
-def _feature_names(X):
-    cols = getattr(X, "columns", None)
-    if cols is None:
-        return None
-    names = np.asarray(list(cols), dtype=object)
-    if len(names) and all(isinstance(c, str) for c in names):
-        return names
-    if any(isinstance(c, str) for c in names):
-        raise TypeError("Feature names are only supported if all input features have string names, "
-                        f"got mixed types: {sorted({type(c).__name__ for c in names})}")
-    return None
-
-
-def _numeric(arr, what: str) -> np.ndarray:
-    arr = np.asarray(arr)
-    if arr.dtype.kind not in "biuf":
-        try:
-            arr = arr.astype(np.float64)
-        except TypeError as exc:       # e.g. a dict among the values
-            raise TypeError(f"{what} must hold numbers: {exc}") from None
-        except ValueError as exc:      # e.g. a string that is no number
-            raise ValueError(f"{what} must hold numbers: {exc}") from None
-    arr = arr.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"Input {what} contains NaN or infinity: every value must be finite")
-    return arr
-
-
-def _column_or_1d(y, n: int) -> np.ndarray:
-    y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        warnings.warn("A column-vector y was passed when a 1d array was expected. Please change the shape "
-                      "of y to (n_samples,), for example using ravel().", _data_conversion_warning(), stacklevel=3)
-        y = y[:, 0]
-    if y.ndim != 1:
-        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
-    if y.shape[0] != n:
-        raise ValueError(f"Found input variables with inconsistent numbers of samples: X has {n} rows, "
-                         f"y has {y.shape[0]}")
-    return y
-
-
-def _poisson_deviance(y: np.ndarray, mean: np.ndarray) -> float:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        term = np.where(y > 0, y * np.log(y / mean), 0.0)
-    return float(2 * np.sum(term - (y - mean)))

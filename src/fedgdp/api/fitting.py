@@ -363,7 +363,7 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
         Keys ``data``, ``rows``, ``family``, ``method``, ``n_clients``, ``client_sizes``,
         ``features``, ``coefficients`` (`coefficient_rows`), ``communication``,
         ``settings``, ``fit`` (the diagnosis, ``fit_info_``), ``privacy``
-        (`fedgdp.api.estimator.PrivacyReport.as_dict`), ``standardize`` (``scaling_``: the
+        (`fedgdp.api.report.PrivacyReport.as_dict`), ``standardize`` (``scaling_``: the
         centring and scaling, whether covered; None without ``--standardize``; the
         coefficients are on that scale), ``summary`` (``header`` lines and ``rows``, one per
         coefficient: `fedgdp.api.estimator.FederatedGLM.summary`) and, for classifiers,

@@ -203,7 +203,7 @@ def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = Fa
     """The privacy a run really gives: its certified mu and what it is.
 
     ``certified_mu`` is a property of the mechanism and its settings (as
-    `fedgdp.api.estimator.PrivacyReport.certified`); whether the noise was secret is a
+    `fedgdp.api.report.PrivacyReport.certified`); whether the noise was secret is a
     property of the run, said in the text: a derived (known) seed voids the guarantee
     for private data (docs/privacy.md, the seed rule), which the figures' public data
     (MNIST, digits, CIFAR-10) do not need.
