@@ -185,12 +185,9 @@ class FederatedGLM(ClientsRouting):
       ``dp_scaffold``; the non-private ``np_fedavg``, ``np_scaffold``, ``np_pooled``
       (``mu=inf``).
 
-    The non-private baselines are not the MLE by default: ``np_pooled`` minimises the
-    mean loss plus ``ridge / 2 ||coef||^2`` with ``ridge = 1e-3`` (the intercept is not
-    penalised; the MLE need not exist, e.g. on images or separable data), and
-    ``method_settings={"ridge": 0}`` gives the MLE where it exists; ``np_fedavg`` and
-    ``np_scaffold`` run their rounds of gradient steps (``fit_info_`` says how far they
-    end from the pooled fit).
+    The non-private baselines are not the MLE by default: ``np_pooled`` is a ridge fit
+    (``ridge = 1e-3``; ``method_settings={"ridge": 0}`` gives the MLE where it exists) and
+    ``np_fedavg``, ``np_scaffold`` run their rounds of steps (docs/real-data.md).
 
     Parameters
     ----------
@@ -198,18 +195,12 @@ class FederatedGLM(ClientsRouting):
         Binary logistic, softmax or Poisson regression (canonical links).
     classes : array-like of shape (C,) or None, default=None
         The public label domain of a classifier (two labels for ``logistic``, two or more
-        for ``multinomial``), in any order: ``classes_`` is it sorted (``np.unique``'s
-        order, scikit-learn's convention), and ``predict_proba``'s columns follow
-        ``classes_``, so scikit-learn's scorers read them right. ``classes_`` and
-        ``coef_.shape`` then depend on no record, and a
-        ``y`` holding only some of them still releases. A row whose label is not in
-        ``classes`` is refused (ValueError naming the label and row) before anything is
-        computed or released: a check of the data holder's own data, stated in advance,
-        whose error only the data holder sees (docs/privacy.md, "The label domain").
-        None: the labels are ``np.unique(y)``, taken from the data and not covered by the
-        guarantee (a [`PrivacyLeakWarning`][fedgdp.api.estimator.PrivacyLeakWarning];
-        ``privacy_.label_domain`` is ``"from data (not covered)"`` and
-        ``privacy_.certified`` is False). Refused with ``poisson``.
+        for ``multinomial``), in any order: ``classes_`` is it sorted (scikit-learn's
+        order, that of ``predict_proba``'s columns). A label of ``y`` outside it is refused
+        before anything is released (docs/privacy.md, "The label domain"). None: the labels
+        are ``np.unique(y)``, not covered by the guarantee (a
+        [`PrivacyLeakWarning`][fedgdp.api.estimator.PrivacyLeakWarning]; ``privacy_.certified``
+        is False). Refused with ``poisson``.
     method : str, default="auto"
         ``"auto"``: the private method with the lowest forecast noise
         ([`fedgdp.api.forecast.forecast`][fedgdp.api.forecast.forecast], from the client
@@ -224,18 +215,13 @@ class FederatedGLM(ClientsRouting):
         or private clipping bound); ``paper``: the algorithms as printed.
     clip : None, float, str or dict, default=None
         The clipping rule of per-sample gradients. None: the public rule for standardised
-        features (`fedgdp.api.forecast.CLIP_RULE`: ``B = sqrt(d)`` for the classifiers,
-        d design columns; for Poisson ``2 sqrt(d)``, doubled up to twice while the forecast
-        noise stays at most 0.1; docs/real-data.md). ``"private_quantile"``:
-        ``{"rule": "private_quantile", "q": 0.9, "share": 0.1}`` (a noisy histogram of
-        each client's gradient norms spends 10% of mu^2; a `fedgdp.api.diagnostics.ClipWarning` when it lands on
-        its grid's top). A number: a public bound B in
-        ``[1e-10, 1e100]`` (`fedgdp.core.privacy.CLIP_MIN`, `CLIP_MAX`; ``inf`` is refused,
-        as is a private quantile grid reaching above 1e100). No parameter that is a number
-        may be a boolean (``mu=True`` is refused).
-        ``"quantile"``: the paper's data-driven 0.9 quantile, which is not accounted
-        (a `PrivacyLeakWarning`; refused in mode ``certified``). A dict: any rule
-        of `fedgdp.core.privacy.check_clip`.
+        features (`fedgdp.api.forecast.CLIP_RULE`, docs/real-data.md). ``"private_quantile"``:
+        ``{"rule": "private_quantile", "q": 0.9, "share": 0.1}`` (a noisy histogram of the
+        gradient norms spends 10% of mu^2). A number: a public bound B in ``[1e-10, 1e100]``
+        (`fedgdp.core.privacy.CLIP_MIN`, `CLIP_MAX`). ``"quantile"``: the paper's
+        data-driven 0.9 quantile, not accounted (a `PrivacyLeakWarning`; refused in mode
+        ``certified``). A dict: any rule of `fedgdp.core.privacy.check_clip`. No number
+        parameter may be a boolean (``mu=True`` is refused).
     hessian_clip : float, default=4
         Certified FedNewton's per-sample Hessian bound, as a multiple of ``tau1``, in
         ``[1e-8, 1e8]`` (`fedgdp.core.privacy.HESSIAN_CLIP_RANGE`).
@@ -251,10 +237,7 @@ class FederatedGLM(ClientsRouting):
         FedNewton's solver over the defaults ``{"solver": "cg", "cg_tol": 1e-8,
         "cg_maxiter": 500}``. Certified, ``cg_tol`` lies in ``[2^-40 (1 + hessian_clip),
         1)`` (`fedgdp.core.solvers.cg_tol_floor`), and a CG solve that misses it releases
-        the exact solve instead. No certified fit refuses one data set and releases on a
-        neighbour: every refusal names a setting, decided from public inputs
-        (docs/methods.md §2, "No refusal depends on a record"), e.g. a ``tau1`` so small
-        that a release could overflow.
+        the exact solve instead (docs/methods.md §2, "No refusal depends on a record").
     fit_intercept : bool, default=True
         Add an intercept column (first) to X.
     shuffle : bool, default=True
@@ -263,12 +246,9 @@ class FederatedGLM(ClientsRouting):
         must not follow a sorted order. False keeps the given order (as the pipeline's
         folds, whose rows are already in random order).
     random_state : None, int, numpy.random.SeedSequence or RandomState, default=None
-        The root of every random draw (module docstring, Randomness). None: fresh noise
-        from the operating system's entropy, what a release of your own data needs. A
-        given seed reproduces a fit, but anyone who knows it can remove the noise:
-        ``privacy_.noise_secret`` is then False and ``privacy_.guarantee`` says the
-        guarantee is void while the seed is known. (The pipeline's ``seed_sequence``
-        reproduces its fit of simulated or public data.)
+        The root of every random draw (module docstring, Randomness). None: fresh noise,
+        what a release of your own data needs. A given seed reproduces a fit, but voids
+        the guarantee while it is known (``privacy_.noise_secret`` is False).
     budget : PrivacyBudget or None, default=None
         A [`PrivacyBudget`][fedgdp.api.budget.PrivacyBudget] charged by every fit (and
         every clone's: ``clone`` keeps the same budget), as a ``with budget:`` block
@@ -302,17 +282,11 @@ class FederatedGLM(ClientsRouting):
         ``rounds``, ``floats_up``, ``floats_down`` of the fit.
     fit_info_ : dict
         Whether and how the fit converged ([`fedgdp.api.diagnostics.diagnose`][fedgdp.api.diagnostics.diagnose]):
-        ``status``, ``n_iter``, ``grad_norm`` and ``change`` over the last steps, read from
-        the released iterates (a statement about the noiseless part, costing no privacy),
-        ``advice`` (the setting to change); at mu = inf ``distance_to_mle`` (to the pooled
-        ridge fit); for ``np_pooled`` the ``ridge`` it used. A fit that is not
-        ``converged`` warns (`fedgdp.api.diagnostics.ConvergenceWarning`); a non-finite
-        estimate is refused. A private fit also has ``noise_se`` (d, k), each coefficient's
-        privacy-noise sd from the public sds through the method's iteration at the
-        released estimate (`fedgdp.api.forecast.noise_se`), and ``noise_rmse``; when that
-        noise is comparable to the estimate the status is ``noise-dominated``
-        (`fedgdp.api.diagnostics.NoiseDominatedWarning`). Before any record is read, a fit
-        whose forecast noise exceeds `fedgdp.api.forecast.NOISE_LIMIT` warns the same way.
+        ``status``, ``n_iter``, ``grad_norm``, ``change``, ``advice``; at mu = inf
+        ``distance_to_mle``; a private fit's ``noise_se`` (d, k) and ``noise_rmse``
+        (`fedgdp.api.forecast.noise_se`). A fit not ``converged`` warns
+        (`fedgdp.api.diagnostics.ConvergenceWarning`, `NoiseDominatedWarning`); a
+        non-finite estimate is refused.
     estimation_mu_ : float
         The mu the estimation spent (``mu`` less the inference share).
     inference_ : fedgdp.api.inference.Moments
@@ -606,18 +580,10 @@ class FederatedGLM(ClientsRouting):
         return self
 
     def _default_steps(self, p: dict, d: int, B: float, Xc: list, Yc: list, model) -> None:
-        """The estimator's default step sizes and steps for Poisson (in place; docs/real-data.md).
-
-        A Poisson step size the user did not set is ``1 / (B sqrt(d) + d)`` (d columns of
-        the design, the intercept included; B the clipping bound), and each step count
-        the user did not set is 4 times the real-data preset. The curvature of the mean
-        Poisson loss has largest eigenvalue at most ``E[mu ||x||^2]``; on standardised
-        features ``||x||^2`` is about d, and a mean count mu is at most ``|y - 1| + 1``,
-        whose ``||x||``-weighted quantile B bounds (B is public or a private release, so
-        the rule is post-processing). At mu = inf, where nothing is clipped, B is the
-        largest per-sample gradient norm at 0 (no privacy to spend). Logistic and
-        softmax keep the real-data presets (eta = 0.5: their curvature is at most 1/4,
-        resp. 1/2, of the largest eigenvalue of ``E[x x']``)."""
+        """The estimator's default step sizes and steps for Poisson, in place: eta ``1 / (B
+        sqrt(d) + d)`` and 4 times the preset's steps where the user set none (at mu = inf B
+        is the largest per-sample gradient norm at 0; docs/real-data.md, "The defaults
+        assume standardised features")."""
         if self.family != "poisson":
             return
         if not math.isfinite(B):
