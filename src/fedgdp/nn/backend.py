@@ -98,10 +98,8 @@ class TorchNoise:
 
         Parameters
         ----------
-        name : str
-            The draw's name (unused: the stream draws in the computation's order).
-        *index : int
-            Unused, as ``name``.
+        name, *index : str, int
+            The draw's name and indices (unused: the stream draws in the computation's order).
 
         Returns
         -------
@@ -720,11 +718,8 @@ class TorchBackend:
         return torch.cat(out)
 
     def average(self, w, local: Locals):
-        """The new global parameters from a round's local results.
-
-        A FedAvg round: ``theta + server_lr sum_{i in S} w_i (local_i - theta)``; a Newton
-        round: the plain weighted average ``sum_{i in S} w_i head_i`` of the heads
-        (Algorithm 5). ``w_i = n_i / sum_S n`` over the drawn clients S.
+        """The new global parameters: ``theta + server_lr sum_{i in S} w_i (local_i - theta)``
+        (FedAvg), or ``sum_{i in S} w_i head_i`` (Newton, Algorithm 5), ``w_i = n_i / sum_S n``.
 
         Parameters
         ----------
@@ -855,10 +850,8 @@ class TorchBackend:
 
         Parameters
         ----------
-        key : str
-            The result's name (unused).
-        inputs : tuple
-            What the result depends on (unused).
+        key, inputs : str, tuple
+            The result's name and what it depends on (unused).
         compute : callable
             Computes the result.
 
