@@ -70,10 +70,6 @@ def record_keys(X: np.ndarray, y: np.ndarray, clients: np.ndarray) -> list[bytes
         The labels or counts.
     clients : ndarray of shape (n,)
         The client labels.
-
-    Returns
-    -------
-    list of bytes
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
     return [hashlib.blake2b(row.tobytes() + b"\x1f" + repr(label).encode() + b"\x1f" + repr(client).encode(),
@@ -153,10 +149,6 @@ class PrivacyBudget:
         y : array-like of shape (n,)
         clients : array-like of shape (n,), "single" or None
             As given to ``fit`` (None: one client, as ``fit`` without clients).
-
-        Returns
-        -------
-        ndarray of shape (n,)
         """
         from .routing import client_labels
 
@@ -385,10 +377,6 @@ def pickle_state(state: dict) -> dict:
     ----------
     state : dict
         The estimator's ``__dict__``.
-
-    Returns
-    -------
-    dict
     """
     with _LOCK:
         if _ACTIVE:

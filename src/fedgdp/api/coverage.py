@@ -60,10 +60,6 @@ def check_settings(settings: dict) -> dict:
         (lists of positive integers), ``mu`` (positive numbers or ``inf``), ``methods``
         (`FederatedGLM` methods, ``auto`` included), ``replicates``, ``base_seed``,
         ``alpha`` and ``cov_type``.
-
-    Returns
-    -------
-    dict
     """
     from ..realdata import REGISTRY
     from .inference import COV_TYPES
@@ -135,10 +131,6 @@ def cell_name(cell: dict) -> str:
     Parameters
     ----------
     cell : dict
-
-    Returns
-    -------
-    str
     """
     return f"{cell['family']}_m{cell['m']}_n{cell['n']}_mu{float(cell['mu']):g}_{cell['method']}"
 

@@ -450,10 +450,6 @@ def format_info(info: dict) -> str:
     ----------
     info : dict
         The fit's ``fit_info_``.
-
-    Returns
-    -------
-    str
     """
     parts = [f"fit: {info['status']} ({info['n_iter']} steps; noiseless part: gradient norm "
              f"{info['grad_norm']:.3g}, change over the last steps {info['change']:.3g}, noise alone "

@@ -399,10 +399,6 @@ def format_summary(summary: dict) -> str:
     ----------
     summary : dict
         ``header`` (lines) and ``rows``.
-
-    Returns
-    -------
-    str
     """
     import pandas as pd
 
@@ -420,10 +416,6 @@ def format_report(rep: dict) -> str:
     ----------
     rep : dict
         The report (`report`).
-
-    Returns
-    -------
-    str
     """
     pv = rep["privacy"]
     lines = [f"{rep['method']} ({pv['privacy_mode']}), family {rep['family']}: {rep['rows']} rows, "

@@ -65,10 +65,6 @@ def check_share(value) -> float:
     Parameters
     ----------
     value : float
-
-    Returns
-    -------
-    float
     """
     return float(_check_share("inference_share", value))
 
@@ -85,10 +81,6 @@ def split_mu(mu: float, share: float, d: int, k: int) -> tuple[float, float]:
         The share of mu^2 for inference.
     d, k : int
         Design columns and outputs.
-
-    Returns
-    -------
-    tuple of float
     """
     if not privacy.adds_noise(mu) or share == 0 or d * k > MAX_DIM:
         return mu, 0.0
@@ -188,10 +180,6 @@ def public_moments(family: str, theta: np.ndarray, sizes, B: float) -> Moments:
     sizes : ndarray of shape (m,)
     B : float
         The clipping bound (``curvature``'s Poisson clipping).
-
-    Returns
-    -------
-    Moments
     """
     from .forecast import curvature
 
@@ -270,10 +258,6 @@ def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_poole
         The method that made the estimate.
     settings : dict or None
         The fit's resolved settings (``settings_``: ``tau1``, ``privacy``, ``method_settings``).
-
-    Returns
-    -------
-    ndarray of shape (D, D)
     """
     if cov_type not in COV_TYPES:
         raise ValueError(f"cov_type must be one of {', '.join(COV_TYPES)}, got cov_type={cov_type!r}")
@@ -485,10 +469,6 @@ def summary_records(s) -> dict:
     ----------
     s : pandas.DataFrame
         A `summary`.
-
-    Returns
-    -------
-    dict
     """
     rows = []
     for key, row in s.iterrows():

@@ -350,10 +350,6 @@ def privacy_label(rows) -> str:
     ----------
     rows : pandas.DataFrame
         Rows of `collect`'s table (``certified_mu``, ``privacy``).
-
-    Returns
-    -------
-    str
     """
     if not np.isfinite(rows["certified_mu"]).any():
         return "not private"

@@ -122,10 +122,6 @@ class PlanBase:
         ----------
         kind : {"simulation", "realdata", "nn"} or None, default=None
             Only figures of this kind; None: every figure.
-
-        Returns
-        -------
-        list of str
         """
         return [f for f, s in self.config.get("figures", {}).items() if kind in (None, s["kind"])]
 
@@ -158,10 +154,6 @@ class PlanBase:
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read (rule save_config has no wildcards; Snakemake passes them to a params function).
-
-        Returns
-        -------
-        str
         """
         import yaml
 

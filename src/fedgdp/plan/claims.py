@@ -97,10 +97,6 @@ class ClaimsPart(TargetsPart, NNPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         rd = self.config.get("realdata", {})
         return ("Which of the paper's conclusions the results support (fedgdp claims, module "

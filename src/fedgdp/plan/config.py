@@ -161,10 +161,6 @@ def run_name(config: dict, overrides: list[dict]) -> str:
     overrides : list of dict
         What the invocation changed (`invocation_overrides`); a None or empty entry
         counts as one that names no run.
-
-    Returns
-    -------
-    str
     """
     name = config["run"]
     if any("run" not in (o or {}) and not (o and set(o) <= set(LAYOUT_KEYS)) for o in overrides):

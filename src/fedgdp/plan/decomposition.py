@@ -27,10 +27,6 @@ class DecompositionPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
         """
         return [f for study in self.decomposition_studies().values()
                 for model in self.config["studies"][study]["models"]
@@ -63,10 +59,6 @@ class DecompositionPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         d, c = self.config["decomposition"], self.config
         st = d["studies"]

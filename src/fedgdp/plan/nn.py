@@ -101,10 +101,6 @@ class NNPart(PlanBase):
             A dataset of ``nn.datasets``.
         fig : str
             A CNN figure name.
-
-        Returns
-        -------
-        list of str
         """
         ms, ns = self.nn_axes(dataset, fig)
         return [self.paths.nn_run.format(dataset=dataset, fig=fig, m=m, n=n, rep=r)
@@ -221,10 +217,6 @@ class NNPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A CNN run path's wildcards: ``dataset`` read.
-
-        Returns
-        -------
-        list of str
         """
         root = self.nn().get("data_dir", "data")
         if wildcards.dataset == "mnist":
@@ -255,10 +247,6 @@ class NNPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A CNN summary path's wildcards: ``dataset``, ``fig``.
-
-        Returns
-        -------
-        list of str
         """
         return self.nn_run_files(wildcards.dataset, wildcards.fig)
 
@@ -269,10 +257,6 @@ class NNPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig``.
-
-        Returns
-        -------
-        list of str
         """
         return [self.paths.nn_summary.format(dataset=ds, fig=wildcards.fig) for ds in self.nn()["datasets"]]
 
@@ -298,10 +282,6 @@ class NNPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig`` (a CNN figure).
-
-        Returns
-        -------
-        str
         """
         from ..nn.settings import LABELS
         from ..nn.settings import resolve as resolve_nn

@@ -150,9 +150,5 @@ class ResourcesPart(SimulationPart):
             Not read.
         attempt : int, default=1
             Snakemake's attempt number (1, then 2, ... on retries).
-
-        Returns
-        -------
-        int
         """
         return 3 * attempt

@@ -79,10 +79,6 @@ class SimulationPart(PlanBase):
         ----------
         study : str or None, default=None
             A study name; None: the config's ``replicates``.
-
-        Returns
-        -------
-        int
         """
         own = self.config["studies"][study].get("replicates") if study else None
         return int(own or self.config["replicates"])
@@ -205,10 +201,6 @@ class SimulationPart(PlanBase):
             One cell of `study_cells` (ValueError if it is not one).
         block : tuple of (int, int)
             First and last replicate (one of `seed_blocks`).
-
-        Returns
-        -------
-        str
         """
         i = self.study_cells(study).index(cell)
         group = next(g for g in self.cell_groups(study) if g[0] <= i <= g[1])
@@ -223,10 +215,6 @@ class SimulationPart(PlanBase):
             The model.
         study : str
             A study name.
-
-        Returns
-        -------
-        str
         """
         return self.paths.summary.format(model=model, study=study)
 
@@ -315,10 +303,6 @@ class SimulationPart(PlanBase):
         ----------
         fig : str
             A simulation figure name.
-
-        Returns
-        -------
-        list of str
         """
         f = self.figure(fig)
         return list(dict.fromkeys(p.get("study", f.get("study")) for p in f["panels"]))
@@ -401,10 +385,6 @@ class SimulationPart(PlanBase):
         ----------
         fig : str
             A simulation figure name.
-
-        Returns
-        -------
-        str
         """
         f = self.figure(fig)
         cells = [(p.get("study", f.get("study")), self.drawn_cells(p.get("study", f.get("study")), p))
@@ -431,10 +411,6 @@ class SimulationPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig``.
-
-        Returns
-        -------
-        list of str
         """
         f = self.figure(wildcards.fig)
         return [self.summary_file(f["model"], s) for s in self.figure_studies(wildcards.fig)]
@@ -469,10 +445,6 @@ class SimulationPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig`` (a simulation figure).
-
-        Returns
-        -------
-        str
         """
         fig = wildcards.fig
         f, c = self.figure(fig), self.config

@@ -66,10 +66,6 @@ class TablesPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
         """
         return [self.summary_file(model, study) for model, study in self._rates_pairs()]
 
@@ -107,10 +103,6 @@ class TablesPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         return self.table_caption("table1")
 
@@ -121,10 +113,6 @@ class TablesPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         return self.table_caption("rates")
 
@@ -135,10 +123,6 @@ class TablesPart(SimulationPart):
         ----------
         name : {"table1", "rates"}
             The table (any other name: the rates caption).
-
-        Returns
-        -------
-        str
         """
         c = self.config
         if name == "table1":

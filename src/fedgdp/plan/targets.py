@@ -205,10 +205,6 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         ----------
         root : str or path-like, default="."
             The folder the run's paths are relative to (the workflow's directory).
-
-        Returns
-        -------
-        str or None
         """
         path = Path(root) / self.paths.config
         try:
@@ -229,10 +225,6 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         ----------
         kind : {"simulation", "realdata", "nn"}
             The figure kind.
-
-        Returns
-        -------
-        str
         """
         return alternatives(self.figures(kind))
 
@@ -244,10 +236,6 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig``.
-
-        Returns
-        -------
-        str
         """
         return figure_number(wildcards.fig)
 
