@@ -68,9 +68,7 @@ def summarise_runs(df):
 
 
 def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -> list[Path]:
-    """Draw Figure 9 or 10 from a summary; write ``out`` (PDF) and its PNG sibling.
-
-    Returns the paths written.
+    """Draw Figure 9 or 10 from a summary; write ``out`` (PDF) and its PNG sibling; return the paths written.
 
     Parameters
     ----------
@@ -82,11 +80,6 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
         The PDF to write.
     png : bool
         Also write ``out`` with suffix ``.png``.
-
-    Returns
-    -------
-    list of Path
-        The paths written.
     """
     plt = pyplot()
 

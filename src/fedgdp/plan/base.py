@@ -126,17 +126,12 @@ class PlanBase:
         return [f for f, s in self.config.get("figures", {}).items() if kind in (None, s["kind"])]
 
     def figure(self, fig: str) -> dict:
-        """The config entry of a figure.
+        """The config entry of a figure, ``config["figures"][fig]`` (KeyError for an unknown figure).
 
         Parameters
         ----------
         fig : str
             A figure name (a key of ``config["figures"]``).
-
-        Returns
-        -------
-        dict
-            ``config["figures"][fig]``; KeyError for an unknown figure.
         """
         return self.config["figures"][fig]
 

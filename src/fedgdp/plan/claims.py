@@ -19,17 +19,12 @@ class ClaimsPart(TargetsPart, NNPart):
                 for claim, studies in DEFAULT_STUDIES.items()}
 
     def claims_summaries(self, wildcards=None) -> list[str]:
-        """Summaries of the studies behind C1-C4.
+        """Summaries of the studies behind C1-C4: one per study of `claims_studies` and model it runs.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
-            One summary per study of `claims_studies` and model it runs.
         """
         studies = dict.fromkeys(s for ss in self.claims_studies().values() for s in ss)
         return [self.summary_file(model, s) for s in studies for model in self.config["studies"][s]["models"]]

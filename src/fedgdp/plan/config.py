@@ -76,7 +76,7 @@ def _without_defaults(schema):
 
 
 def merge_settings(defaults: dict, settings: dict) -> dict:
-    """``defaults`` with a study's ``settings`` laid over it.
+    """``defaults`` with a study's ``settings`` laid over it (a new dict, deep copies).
 
     ``clip`` is replaced whole (its keys depend on its rule); ``privacy`` and
     ``method_settings`` (per method) are merged key by key; any other key is replaced.
@@ -87,11 +87,6 @@ def merge_settings(defaults: dict, settings: dict) -> dict:
         The config's ``defaults`` (not changed).
     settings : dict
         A study's ``settings``.
-
-    Returns
-    -------
-    dict
-        A new dict (deep copies).
     """
     out = copy.deepcopy(defaults)
     for key, value in settings.items():

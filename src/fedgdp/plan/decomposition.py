@@ -83,7 +83,7 @@ class DecompositionPart(SimulationPart):
                 f"Made by {self.provenance()}.")
 
     def decomposition_labels(self, what: str, fmt: str) -> dict:
-        """Report labels of one file of the decomposition.
+        """Report labels of one file of the decomposition: ``{"output": what, "format": fmt, "run": run}``.
 
         Parameters
         ----------
@@ -91,10 +91,5 @@ class DecompositionPart(SimulationPart):
             Which output.
         fmt : str
             The file's format as shown in the report (``CSV``, ``Markdown``, ``PDF``, ``PNG``).
-
-        Returns
-        -------
-        dict
-            ``{"output": what, "format": fmt, "run": run}``.
         """
         return {"output": what, "format": fmt, "run": self.run}

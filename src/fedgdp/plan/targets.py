@@ -46,17 +46,12 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         return out
 
     def table_files(self, name: str) -> list[str]:
-        """tables/<run>/<name>.<ext> of one table.
+        """tables/<run>/<name>.<ext> of one table: table1: csv, md, tex; rates and claims: csv, md.
 
         Parameters
         ----------
         name : {"table1", "rates", "claims"}
             The table.
-
-        Returns
-        -------
-        list of str
-            table1: csv, md, tex; rates and claims: csv, md.
         """
         ext = {"table1": ("csv", "md", "tex"), "rates": ("csv", "md"), "claims": ("csv", "md")}[name]
         return [f"{self.paths.tables}/{name}.{e}" for e in ext]
@@ -79,17 +74,12 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         return [f for f in self.figures() if self.figure(f)["kind"] != "nn"]
 
     def gallery_file(self, fig: str) -> str:
-        """The gallery's PNG of a figure (docs/gallery.md).
+        """The gallery's PNG of a figure (docs/gallery.md): ``docs/gallery/<fig>.png``.
 
         Parameters
         ----------
         fig : str
             A figure name.
-
-        Returns
-        -------
-        str
-            ``docs/gallery/<fig>.png``.
         """
         return f"{GALLERY_DIR}/{fig}.png"
 
@@ -240,32 +230,22 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         return figure_number(wildcards.fig)
 
     def labels_pdf(self, wildcards) -> dict:
-        """Report labels of a figure's PDF.
+        """Report labels of a figure's PDF: ``{"figure": "Figure N", "format": "PDF", "run": run}``.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig``.
-
-        Returns
-        -------
-        dict
-            ``{"figure": "Figure N", "format": "PDF", "run": run}``.
         """
         return {"figure": figure_number(wildcards.fig), "format": "PDF", "run": self.run}
 
     def labels_png(self, wildcards) -> dict:
-        """Report labels of a figure's PNG.
+        """Report labels of a figure's PNG: ``{"figure": "Figure N", "format": "PNG", "run": run}``.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig``.
-
-        Returns
-        -------
-        dict
-            ``{"figure": "Figure N", "format": "PNG", "run": run}``.
         """
         return {"figure": figure_number(wildcards.fig), "format": "PNG", "run": self.run}
 
