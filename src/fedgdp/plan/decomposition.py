@@ -39,12 +39,6 @@ class DecompositionPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
-            JSON with keys ``studies``, ``K_conv``, ``methods`` (of the private study), ``name``,
-            ``title`` and ``caption``.
         """
         d = self.config["decomposition"]
         private = self.config["studies"][d["studies"]["private"]]
