@@ -31,9 +31,7 @@ SAMPLE_WEIGHT_REFUSAL = (
 
 
 def refuse_metadata(params: dict, owner: str, method: str) -> None:
-    """Refuse the extra keyword arguments of ``fit`` or ``score``: ``sample_weight``
-    (unless None) with [`SAMPLE_WEIGHT_REFUSAL`][fedgdp.api.routing.SAMPLE_WEIGHT_REFUSAL],
-    any other name as Python refuses an unknown keyword.
+    """Refuse the extra keyword arguments of ``fit`` or ``score`` (`SAMPLE_WEIGHT_REFUSAL` for ``sample_weight``).
 
     Parameters
     ----------
@@ -59,11 +57,9 @@ def refuse_metadata(params: dict, owner: str, method: str) -> None:
 
 
 class SingleClientWarning(UserWarning):
-    """``fit`` got no client labels, so one client holds every row (m = 1): the guarantee
-    is then record-level mu-GDP of that one client, i.e. of the whole data set as one
-    party, against everything the fit releases. Pass ``clients=`` (one label per row;
-    through scikit-learn's tools see docs/real-data.md), or ``clients="single"`` to
-    fit one client on purpose."""
+    """``fit`` got no client labels, so one client holds every row (m = 1): the whole data set is one party.
+
+    Pass ``clients=`` (one label per row), or ``clients="single"`` to fit one client on purpose."""
 
 
 def client_labels(clients, n: int, owner: str = "FederatedGLM") -> np.ndarray:
