@@ -81,10 +81,9 @@ SCALE_TOLERANCE = 1.0
 
 
 def check_scale(X: np.ndarray) -> bool:
-    """A `FeatureScaleWarning` when some column of ``X`` (n, p) has a mean beyond
-    `SCALE_TOLERANCE` or a standard deviation outside [1/10, 10]. It reads the rows, so it
-    is no release: the data holder's own check, as the refusal of a label outside
-    ``classes`` (docs/privacy.md); do not publish it.
+    """A `FeatureScaleWarning` when a column's mean exceeds `SCALE_TOLERANCE` or its sd leaves [1/10, 10].
+
+    The data holder's own check on the rows, not a release: do not publish it (docs/privacy.md).
 
     Parameters
     ----------
