@@ -1,31 +1,12 @@
 """``fedgdp.PrivacyBudget``: each record's mu-GDP composed over every fit charged to it.
 
-A `PrivacyReport` covers one fit. A data holder who fits many times on the same rows (a
-cross-validation, a grid search, its refit) spends each record's budget once per fit that
-used the record, and Gaussian DP composes as ``sqrt(sum_k mu_k^2)`` over those fits
-(`fedgdp.core.privacy`, the one composition rule). A [`PrivacyBudget`][fedgdp.api.budget.PrivacyBudget]
-keeps that sum per record:
-
-- Charged fits: every ``FederatedGLM.fit`` inside ``with budget:`` (scikit-learn's tools
-  included: their clones fit inside the block), and every fit of an estimator given
-  ``budget=budget`` (scikit-learn's ``clone`` keeps the same budget).
-- Records are recognised by their content: the row of ``X`` the estimator receives, its
-  label and its client (a 128-bit BLAKE2b digest of the three). A record therefore keeps its
-  identity across the folds of a search, which hand the estimator subsets of the same rows;
-  identical rows are one record, charged whenever either is used (conservative).
-- A fit at ``mu`` is refused with a [`BudgetExceededError`][fedgdp.api.budget.BudgetExceededError]
-  before its clipping bound, noise or any release is computed: at once when ``mu`` alone
-  exceeds the budget (public inputs), else after the input checks, when a record of the
-  fit would pass the budget. A refused fit charges nothing.
-- Not covered, and reported (``uncovered``; an
-  [`UncoveredSelectionWarning`][fedgdp.api.budget.UncoveredSelectionWarning] at the first
-  evaluation): scores computed on held-out rows are exact, so a choice made from them
-  (GridSearchCV's best candidate) is a release no ledger accounts for; fits that were
-  nominal only or drew their noise from a known seed.
-
-The accounting lives in the process that made the budget: a fit in another process (a
-scikit-learn tool with ``n_jobs > 1`` on processes) is refused rather than charged to a
-copy that no one reads. docs/privacy.md, "A budget across fits".
+A [`PrivacyBudget`][fedgdp.api.budget.PrivacyBudget] keeps ``sqrt(sum_k mu_k^2)`` per record
+over every fit that used it: fits inside ``with budget:`` or given ``budget=``. Records are
+recognised by a digest of their row, label and client; a fit that would pass the budget
+raises [`BudgetExceededError`][fedgdp.api.budget.BudgetExceededError] before any release;
+selection on exact scores is not covered (an
+[`UncoveredSelectionWarning`][fedgdp.api.budget.UncoveredSelectionWarning]); fits in another
+process are refused. docs/privacy.md, "A budget across fits".
 """
 from __future__ import annotations
 
@@ -59,8 +40,7 @@ class UncoveredSelectionWarning(UserWarning):
 
 
 def record_keys(X: np.ndarray, y: np.ndarray, clients: np.ndarray) -> list[bytes]:
-    """One 16-byte key per row: the BLAKE2b digest of the row's features (float64 bytes),
-    label and client.
+    """One 16-byte key per row: the BLAKE2b digest of its features (float64 bytes), label and client.
 
     Parameters
     ----------
@@ -70,10 +50,6 @@ def record_keys(X: np.ndarray, y: np.ndarray, clients: np.ndarray) -> list[bytes
         The labels or counts.
     clients : ndarray of shape (n,)
         The client labels.
-
-    Returns
-    -------
-    list of bytes
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
     return [hashlib.blake2b(row.tobytes() + b"\x1f" + repr(label).encode() + b"\x1f" + repr(client).encode(),
@@ -87,18 +63,15 @@ class PrivacyBudget:
     Parameters
     ----------
     mu : float
-        Each record's total budget (finite, > 0). A fit at ``mu_k`` adds ``mu_k^2`` to the
-        squared total of every record it uses; a record's total is ``sqrt(sum_k mu_k^2)``.
+        Each record's total budget (finite, > 0); a record's total is ``sqrt(sum_k mu_k^2)``.
 
     Attributes
     ----------
     fits : list of dict
-        One entry per charged fit: ``method``, ``mu``, ``rows``, ``records`` (distinct
-        rows), then ``certified`` and ``noise_secret`` once the fit has ended (None while
-        not, or when it stopped after the charge).
+        One per charged fit: ``method``, ``mu``, ``rows``, ``records``, then ``certified`` and
+        ``noise_secret`` once it has ended (None until then).
     evaluations : int
-        Calls of a prediction method (``predict``, ``predict_proba``, ``score``, ...) of a
-        charged estimator while the budget is active.
+        Calls of a prediction method of a charged estimator while the budget is active.
 
     Examples
     --------
@@ -153,10 +126,6 @@ class PrivacyBudget:
         y : array-like of shape (n,)
         clients : array-like of shape (n,), "single" or None
             As given to ``fit`` (None: one client, as ``fit`` without clients).
-
-        Returns
-        -------
-        ndarray of shape (n,)
         """
         from .routing import client_labels
 
@@ -238,9 +207,7 @@ def _budgets(est) -> list[PrivacyBudget]:
 
 
 def check_public(est, mu: float) -> None:
-    """Before the data are read: refuse a fit whose ``mu`` alone exceeds a budget, a fit in
-    another process than its budget's, and a fit pickled inside a block and fitted in
-    another process (where the block does not reach).
+    """Before the data are read: refuse a fit whose ``mu`` alone exceeds a budget, or one in another process.
 
     Parameters
     ----------
@@ -269,8 +236,7 @@ def check_public(est, mu: float) -> None:
 
 
 def charge(est, mu: float, X: np.ndarray, y: np.ndarray, clients: np.ndarray) -> list[tuple]:
-    """After the input checks, before the clipping bound and any release: charge ``mu^2``
-    to every record of the fit in every budget of ``est``, or refuse and charge nothing.
+    """Before any release: charge ``mu^2`` to every record of the fit in every budget, or refuse and charge nothing.
 
     Parameters
     ----------
@@ -378,17 +344,12 @@ def note_evaluation(est) -> None:
 
 
 def pickle_state(state: dict) -> dict:
-    """An estimator's pickled state: marked with this process while a block is active, so a
-    fit of its copy in another process is refused (`check_public`).
+    """An estimator's pickled state, marked with this process while a block is active (`check_public`).
 
     Parameters
     ----------
     state : dict
         The estimator's ``__dict__``.
-
-    Returns
-    -------
-    dict
     """
     with _LOCK:
         if _ACTIVE:

@@ -1,20 +1,11 @@
 """The coverage study of `FederatedGLM.summary()`'s intervals on known-truth data
 (docs/methods.md §10, "Coverage"; pipeline target ``coverage``, config ``coverage``).
 
-A cell is (family, m, n_i, mu, method): m clients of n_i rows each, standard normal
-features, responses drawn from the family's model at the configured ``truth``
-(intercept first), one `FederatedGLM` fit per replicate at the estimator's defaults
-but ``mu`` and ``method``, and its ``1 - alpha`` intervals. Per coefficient the table
-gives the share of replicates whose interval covers the truth with its Monte Carlo SE
-``sqrt(c (1 - c) / R)``, beside the mean width, the mean ``se_sampling`` and ``se_noise``,
-the empirical sd and bias of the estimate (why an interval fails: too narrow, or
-centred off the truth).
-
-Seeds (`fedgdp.core.seeds`): a replicate's data come from ``(base_seed, data key,
-replicate)``, the data key the family, truth, m and n_i, so every mu and method of a
-(family, m, n_i) sees the same data sets (common random numbers); its fit's noise from
-``(base_seed, cell key, replicate, stream "fit")``. A simulation: the seeds are known,
-which voids no one's guarantee (there is no one's data).
+A cell is (family, m, n_i, mu, method): m clients of n_i standard normal rows, responses
+from the family at the configured ``truth``, one default `FederatedGLM` fit per replicate.
+Per coefficient the table gives the coverage of its ``1 - alpha`` interval with Monte Carlo
+SE, beside width, ``se_sampling``, ``se_noise``, sd and bias. A replicate's data depend
+on (family, truth, m, n_i) only, so every mu and method sees the same data sets.
 """
 from __future__ import annotations
 
@@ -60,10 +51,6 @@ def check_settings(settings: dict) -> dict:
         (lists of positive integers), ``mu`` (positive numbers or ``inf``), ``methods``
         (`FederatedGLM` methods, ``auto`` included), ``replicates``, ``base_seed``,
         ``alpha`` and ``cov_type``.
-
-    Returns
-    -------
-    dict
     """
     from ..realdata import REGISTRY
     from .inference import COV_TYPES
@@ -135,10 +122,6 @@ def cell_name(cell: dict) -> str:
     Parameters
     ----------
     cell : dict
-
-    Returns
-    -------
-    str
     """
     return f"{cell['family']}_m{cell['m']}_n{cell['n']}_mu{float(cell['mu']):g}_{cell['method']}"
 
@@ -156,10 +139,7 @@ def _data(cell: dict, r: int, base_seed: int):
 
 
 def replicate(cell: dict, r: int, *, base_seed: int, alpha: float = 0.05, cov_type: str = "model") -> list[dict]:
-    """One replicate of a cell: its fit's interval per coefficient (`ROW_COLUMNS`).
-
-    A fit that raises (a refused, non-finite estimate) gives rows with ``failed`` True
-    and NaN numbers.
+    """One replicate of a cell: its fit's interval per coefficient (`ROW_COLUMNS`); ``failed`` if it raised.
 
     Parameters
     ----------
@@ -170,11 +150,6 @@ def replicate(cell: dict, r: int, *, base_seed: int, alpha: float = 0.05, cov_ty
     base_seed : int
     alpha : float, default=0.05
     cov_type : {"model", "robust"}, default="model"
-
-    Returns
-    -------
-    list of dict
-        One dict per coefficient, intercept first.
     """
     from .estimator import FederatedGLM
 
@@ -229,9 +204,7 @@ def run_cell(cell: dict, *, replicates: int, base_seed: int, alpha: float = 0.05
 def coverage_table(rows):
     """Coverage per (cell, coefficient) of replicate rows (`run_cell`'s, any cells).
 
-    ``coverage`` is over the fits that returned (``replicates - failed`` of them), with
-    ``mc_se = sqrt(c (1 - c) / R)``; ``converged`` is the share of those whose
-    ``fit_info_`` said converged.
+    ``coverage`` is over the fits that returned, ``mc_se = sqrt(c (1 - c) / R)``.
 
     Parameters
     ----------
@@ -293,9 +266,7 @@ def write_table(table, csv: str | os.PathLike | None = None, md: str | os.PathLi
 
 
 def plot_coverage(table, pdf=None, png=None, *, title: str = "", caption: str = ""):
-    """The coverage figure: a panel per (family, method); per mu, one point per (m, n_i)
-    and coefficient with +-2 Monte Carlo SEs (cut at 0 and 1); the band [0.93, 0.97] and the
-    nominal level.
+    """The coverage figure: a panel per (family, method), points per mu with +-2 MC SEs, the band [0.93, 0.97].
 
     Parameters
     ----------

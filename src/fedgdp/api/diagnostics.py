@@ -1,22 +1,13 @@
 """Convergence diagnostics of a [`FederatedGLM`][fedgdp.api.estimator.FederatedGLM] fit: its ``fit_info_``.
 
-A private fit's diagnosis reads only what the fit released: the noisy iterates of its
-gradient steps (each one a release its ledger accounts for; collected through
-``FoldData.trace``, `fedgdp.realdata.backend.local_descent_many`)
-and the noise sds of the ledger, which are public. It costs no privacy
-(post-processing), and nothing it reports depends on a record beyond those releases.
-
-The noise makes it a statement about the *noiseless part* of the iteration. A step's
-change ``Delta_t = -eta g_t + N_t`` has ``E ||Delta_t||^2 = ||eta g_t||^2 + noise2``
-with ``noise2 = E ||N_t||^2`` known, so ``||eta g||^2`` is estimated by the mean of
-``||Delta_t||^2 - noise2`` over the last steps (the *window*, the last fifth of a run,
-at least one step), and the net movement over the window by ``||theta_K -
-theta_{K-w}||^2 - w noise2``. With noise, the gradient includes the pull back against
-the noise (about ``eta lambda / 2`` of the noise per step for curvature lambda, so
-below the noise while the iteration is stable). At ``mu = inf`` (no noise) both are exact, and the fit is
-also compared with the pooled ridge fit, np_pooled (costs no privacy there). After the
-diagnosis of the iteration, `judge_noise` compares the privacy noise itself (its public
-sds through the method's iteration, `fedgdp.api.forecast.noise_se`) with the estimate.
+A private fit's diagnosis reads only its released noisy iterates and the ledger's public
+noise sds: it costs no privacy (docs/real-data.md, "Does the fit converge?"). Since a step's
+change ``Delta_t = -eta g_t + N_t`` has ``E ||Delta_t||^2 = ||eta g_t||^2 + noise2`` with
+``noise2`` known, the mean of ``||Delta_t||^2 - noise2`` over the *window* (the last fifth
+of a run, at least one step) estimates the noiseless step, and ``||theta_K -
+theta_{K-w}||^2 - w noise2`` the noiseless net movement. At ``mu = inf`` both are exact
+and the fit is compared with the pooled ridge fit. `judge_noise` then compares the
+privacy noise itself with the estimate.
 
 The verdict (``fit_info_["status"]``):
 
@@ -90,10 +81,9 @@ SCALE_TOLERANCE = 1.0
 
 
 def check_scale(X: np.ndarray) -> bool:
-    """A `FeatureScaleWarning` when some column of ``X`` (n, p) has a mean beyond
-    `SCALE_TOLERANCE` or a standard deviation outside [1/10, 10]. It reads the rows, so it
-    is no release: the data holder's own check, as the refusal of a label outside
-    ``classes`` (docs/privacy.md); do not publish it.
+    """A `FeatureScaleWarning` when a column's mean exceeds `SCALE_TOLERANCE` or its sd leaves [1/10, 10].
+
+    The data holder's own check on the rows, not a release: do not publish it (docs/privacy.md).
 
     Parameters
     ----------
@@ -130,35 +120,17 @@ CLIP_BIAS_MAX_PARAMS = 2000
 
 def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: float, noise_rmse: float,
                     status: str = "", scaled: bool = True) -> None:
-    """A `ClipWarning` when the clipping bound biases the fit as much as the noise limit allows,
-    and a `NoiseDominatedWarning` when the noise moved it further than its linear forecast.
+    """A `ClipWarning` when the clip biases a Poisson fit, a `NoiseDominatedWarning` when noise moved it far.
 
-    Clipping moves the fit to where the mean *clipped* gradient vanishes. At the released
-    estimate the shift is about one Newton step, ``H^{-1} (g - g_B)``: ``g`` the mean
-    per-sample gradient, ``g_B`` the mean clipped one, ``H`` the Hessian (np_pooled's
-    ridge 1e-3 added; softmax compared centred across the classes). The fit warns when that
-    shift's RMS per coefficient exceeds `NOISE_RATIO` of the estimate's RMS, as
-    `judge_noise` does for the noise (an overdispersed count clipped at a bound made for
-    modest counts is the case). It reads the rows, so it is no release: the data holder's
-    own check, shown to them only, like `check_scale`; nothing of it enters ``fit_info_``.
-    Poisson only: a logistic or softmax residual is bounded (by 1, resp. sqrt 2), so the
-    default bound clips only rows of unusual norm, and on (nearly) separable classes the
-    unclipped fit runs off to infinity, so the step measures no bias (on scikit-learn's
-    digits it exceeds half the estimate with no row clipped). Skipped above
-    `CLIP_BIAS_MAX_PARAMS` coefficients.
-
-    The same rows say how far the noise moved the fit: the noiseless iteration stops where
-    the mean clipped gradient ``g_B`` vanishes, so the estimate lies about ``H_B^{-1} g_B``
-    from there (``H_B`` the Hessian of the unclipped rows: a clipped row's gradient does not
-    change along its residual). The step overstates the noise (rows near the bound switch
-    between clipped and not, and pull back more than its local curvature says: on
-    scikit-learn's diabetes, standardised, 5 clients, mu = 1, it read 0.09-0.77 where the noise
-    was 0.06-0.26), so only when it exceeds the estimate's own RMS and twice the linear
-    forecast ``noise_rmse`` does a `NoiseDominatedWarning` say so
-    (unless ``status`` already is ``noise-dominated``, or the features are not ``scaled``:
-    then the iteration may simply stop short, which `check_scale` has said): at large noise the linear forecast
-    is low (counts at mu = 0.05 on statsmodels' randhie: forecast 0.18-0.30, observed
-    0.46-0.97; scripts/outside_data_defaults.py), as clipped rows pull back less.
+    The clip's shift is about one Newton step ``H^{-1} (g - g_B)`` (``g_B`` the mean clipped
+    gradient; ridge 1e-3 added); it warns when the shift's RMS exceeds `NOISE_RATIO` of the
+    estimate's. The noise's displacement is about ``H_B^{-1} g_B`` (``H_B`` over the unclipped
+    rows), an overstatement, so it warns only above the estimate's RMS and twice
+    ``noise_rmse`` (and not when ``status`` is already ``noise-dominated`` or the features
+    are not ``scaled``). The data holder's own check on the rows, shown to them only:
+    nothing enters ``fit_info_``. Poisson only (bounded residuals elsewhere); skipped above
+    `CLIP_BIAS_MAX_PARAMS` coefficients. Measurements: docs/real-data.md, "The clip's bias
+    on counts".
 
     Parameters
     ----------
@@ -288,13 +260,10 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
     Returns
     -------
     dict
-        ``status`` (``converged``, ``not converged``, ``unstable``, ``noise-dominated``), ``n_iter`` (gradient
-        steps per client, all stages), ``grad_norm`` (the noiseless clipped gradient's
-        norm over the last window, the worst client), ``change`` (the noiseless net
-        movement over that window relative to ``max(1, ||theta||)``), ``change_noise``
-        (what the noise alone moves, same scale), ``basis``, ``advice`` (the setting to
-        change, or ""), and ``newton_step`` / ``newton_noise`` (FedNewton) and
-        ``distance_to_mle`` (``mu = inf``).
+        ``status``, ``n_iter`` (gradient steps per client), ``grad_norm`` and ``change``
+        (noiseless, over the window, worst client; ``change`` relative to ``max(1, ||theta||)``),
+        ``change_noise``, ``basis``, ``advice`` (or ""), ``newton_step`` / ``newton_noise``
+        (FedNewton) and ``distance_to_mle`` (``mu = inf``).
     """
     runs = [(r, _run_summary(r)) for r in _runs(trace)]
     private = any(r["noise2"] > 0 for r, _ in runs)
@@ -400,14 +369,9 @@ def warn(info: dict, method: str, stacklevel: int = 3) -> None:
 def judge_noise(info: dict, theta: np.ndarray, se: np.ndarray, *, mu: float) -> dict:
     """Add the privacy noise's standard errors to ``info`` and judge them (in place).
 
-    ``noise_se`` (d, k) is each coefficient's noise sd from the public sds through the
-    method's iteration at the released estimate (`fedgdp.api.forecast.noise_se`), and
-    ``noise_rmse`` its RMS. The fit is ``noise-dominated`` when ``noise_rmse`` exceeds
-    `NOISE_RATIO` times the estimate's RMS (not its noiseless part's, which would flag most
-    fits of scikit-learn's digits at mu = 2 whose accuracy is 0.90; a Poisson fit whose noise
-    outgrows the linear forecast is caught on the data holder's rows, `check_clip_bias`); its
-    status is then never ``converged`` (an unstable fit stays ``unstable``), and the advice
-    names the mu that would bring the noise to that share (the noise is proportional to 1/mu).
+    Sets ``noise_se`` (d, k) and its RMS ``noise_rmse``. Above `NOISE_RATIO` times the
+    estimate's RMS the status becomes ``noise-dominated`` (an ``unstable`` fit stays so) and
+    the advice names the mu that would do (the noise is proportional to 1/mu).
 
     Parameters
     ----------
@@ -419,11 +383,6 @@ def judge_noise(info: dict, theta: np.ndarray, se: np.ndarray, *, mu: float) -> 
         The noise sds.
     mu : float
         The fit's mu.
-
-    Returns
-    -------
-    dict
-        ``info``.
     """
     rmse = float(np.sqrt(np.mean(se ** 2)))
     theta = np.asarray(theta, float)
@@ -450,10 +409,6 @@ def format_info(info: dict) -> str:
     ----------
     info : dict
         The fit's ``fit_info_``.
-
-    Returns
-    -------
-    str
     """
     parts = [f"fit: {info['status']} ({info['n_iter']} steps; noiseless part: gradient norm "
              f"{info['grad_norm']:.3g}, change over the last steps {info['change']:.3g}, noise alone "

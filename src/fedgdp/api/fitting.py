@@ -1,19 +1,10 @@
 """``fedgdp fit``: a `fedgdp.api.estimator.FederatedGLM` on a CSV or Parquet file.
 
-One row per record; one column holds the response (``--target``), one the client
-(``--client``), and the features are the columns named by ``--features`` (default:
-every other column). The command prints the estimate and its privacy report, as a
-table or (``--json``) as JSON, and ``--out`` writes the coefficients (CSV or JSON).
-Without ``--seed`` the noise is fresh (the operating system's entropy); with it the fit
-is reproducible and the report says the guarantee is void while the seed is known.
-``--classes`` gives a classifier's public label domain (`parse_classes`); without
-it the label set is taken from the data and the report says it is not covered.
-``--standardize`` centres and scales the features before the fit (`standardize`): with
-public numbers (``--standardize FILE.json``, covered) or with the data's own means and sds
-(``--standardize data``, a release outside the ledger: the report says it is not covered).
-Bad input (a missing column, a non-numeric feature, a missing value, a client with
-too few rows for the method) raises ValueError with one line, which the command
-line prints and ends with exit status 2.
+One row per record: a response (``--target``), a client (``--client``) and feature
+columns (``--features``, default every other). It prints the estimate and its privacy
+report (``--json``), ``--out`` writes the coefficients. Options and what each costs in
+privacy: ``fedgdp fit --help`` and docs/real-data.md. Bad input raises ValueError with
+one line (exit status 2).
 
 `add_parser` registers the command (`fedgdp.commands.cli` calls it);
 `fit_table` is the command without the parser.
@@ -40,11 +31,6 @@ def read_table(path: str):
     ----------
     path : str
         A ``.csv`` file (comma-separated, a header row) or a ``.parquet`` / ``.pq`` file.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The file's columns as stored.
     """
     import pandas as pd
 
@@ -69,11 +55,10 @@ def parse_features(text: str | None) -> list[str] | None:
     text : str or None
         The option's value.
 
-    Returns
-    -------
-    list of str or None
-        The names, stripped. ValueError, naming the option and the value, for an empty
-        value or an empty name (``''``, ``'a,,b'``); duplicates are refused by `fit_table`.
+    Raises
+    ------
+    ValueError
+        An empty value or name (``''``, ``'a,,b'``).
     """
     if text is None:
         return None
@@ -126,15 +111,8 @@ def parse_classes(text: str | None, column=None) -> list | None:
     text : str or None
         E.g. ``"0,1"`` or ``"benign,malignant"``; None: no domain given.
     column : pandas.Series or None
-        The target column: when it holds numbers (integers, floats or booleans) every
-        class is parsed as one (``"1"`` is the integer 1 for an integer column, the float
-        1.0 for a float one; ``true``/``false`` or 1/0 for a boolean one), otherwise
-        every class is the text between the commas, stripped of spaces.
-
-    Returns
-    -------
-    list or None
-        The labels, in the order given.
+        The target column: a numeric (or boolean) column types every class like itself;
+        otherwise each class is the stripped text between the commas.
 
     Raises
     ------
@@ -188,9 +166,7 @@ def read_scaling(path: str) -> dict:
     Returns
     -------
     dict
-        ``{column: (mean, sd)}``. ValueError, naming the file and the entry, for anything
-        else: not JSON, not such an object, a non-finite mean, an sd that is not a finite
-        positive number.
+        ``{column: (mean, sd)}`` (ValueError naming the file and entry for anything else).
     """
     p = Path(path)
     if not p.is_file():
@@ -227,9 +203,8 @@ def standardize(df, cols: list[str], how: str | dict):
     cols : list of str
         The feature columns.
     how : "data" or dict
-        ``"data"``: each column's own mean and sd (population sd; not covered by the
-        ledger, `SCALING_UNACCOUNTED`); a dict ``{column: (mean, sd)}`` (`read_scaling`):
-        public numbers.
+        ``"data"``: each column's own mean and sd (not covered, `SCALING_UNACCOUNTED`), or
+        public ``{column: (mean, sd)}`` (`read_scaling`).
 
     Returns
     -------
@@ -272,18 +247,14 @@ def fit_table(df, *, target: str, client: str, features: list[str] | None = None
     features : list of str or None
         The feature columns, distinct (default: every other column).
     standardize_with : None, "data" or dict
-        Centre and scale the features first (`standardize`): None leaves them as they
-        are. With ``"data"`` a private fit's ledger lists `SCALING_UNACCOUNTED` (so
-        ``privacy_.certified`` is False) and a ``PrivacyLeakWarning`` says so.
+        Centre and scale the features first (`standardize`); ``"data"`` is not certified.
     **params
         The estimator's parameters (``family``, ``method``, ``mu``, ...).
 
     Returns
     -------
     estimator : FederatedGLM
-        Fitted; ``feature_names_in_`` holds the feature columns, ``scaling_`` the
-        centring and scaling used (``{"source": ..., "covered": bool, "columns": {...}}``)
-        or None.
+        Fitted; ``feature_names_in_`` the feature columns, ``scaling_`` the scaling used or None.
     """
     import dataclasses
 
@@ -310,19 +281,12 @@ def fit_table(df, *, target: str, client: str, features: list[str] | None = None
 
 
 def coefficient_rows(est) -> list[dict]:
-    """One row per (class, term): ``term`` (``(intercept)`` or a feature), ``class``
-    (multinomial only; the class label), ``coef``.
+    """One dict per (class, term): ``term``, ``class`` (multinomial only) and ``coef``, in ``theta_``'s order.
 
     Parameters
     ----------
     est : fedgdp.api.estimator.FederatedGLM
         A fitted estimator.
-
-    Returns
-    -------
-    list of dict
-        Keys ``term``, ``coef`` (and first ``class`` for multinomial), class by class, terms
-        in the order of ``theta_``'s rows.
     """
     names = ["(intercept)"] * bool(est.fit_intercept) + [str(c) for c in est.feature_names_in_]
     theta = est.theta_
@@ -360,14 +324,10 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
     Returns
     -------
     dict
-        Keys ``data``, ``rows``, ``family``, ``method``, ``n_clients``, ``client_sizes``,
-        ``features``, ``coefficients`` (`coefficient_rows`), ``communication``,
-        ``settings``, ``fit`` (the diagnosis, ``fit_info_``), ``privacy``
-        (`fedgdp.api.report.PrivacyReport.as_dict`), ``standardize`` (``scaling_``: the
-        centring and scaling, whether covered; None without ``--standardize``; the
-        coefficients are on that scale), ``summary`` (``header`` lines and ``rows``, one per
-        coefficient: `fedgdp.api.estimator.FederatedGLM.summary`) and, for classifiers,
-        ``classes``.
+        ``data``, ``rows``, ``family``, ``method``, ``n_clients``, ``client_sizes``,
+        ``features``, ``coefficients``, ``communication``, ``settings``, ``fit``
+        (``fit_info_``), ``privacy``, ``standardize`` (``scaling_``), ``summary`` and,
+        for classifiers, ``classes``.
     """
     out = {"data": data, "rows": rows, "family": est.family, "method": est.method_,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
@@ -399,10 +359,6 @@ def format_summary(summary: dict) -> str:
     ----------
     summary : dict
         ``header`` (lines) and ``rows``.
-
-    Returns
-    -------
-    str
     """
     import pandas as pd
 
@@ -420,10 +376,6 @@ def format_report(rep: dict) -> str:
     ----------
     rep : dict
         The report (`report`).
-
-    Returns
-    -------
-    str
     """
     pv = rep["privacy"]
     lines = [f"{rep['method']} ({pv['privacy_mode']}), family {rep['family']}: {rep['rows']} rows, "
@@ -518,8 +470,7 @@ def _clip(text: str | None):
 
 def forecast_file(path: str, *, client: str, target: str, features: list[str] | None, family: str, mu: float,
                   classes: list | None = None, **settings):
-    """``fedgdp fit --forecast``: `fedgdp.api.forecast.forecast` from the file's header and its
-    client column only (no feature, no response is read).
+    """``fedgdp fit --forecast``: `fedgdp.api.forecast.forecast` from the header and client column only.
 
     Parameters
     ----------
@@ -535,11 +486,6 @@ def forecast_file(path: str, *, client: str, target: str, features: list[str] | 
         The public label domain (its size is softmax's number of classes).
     **settings
         The forecast's other settings (`fedgdp.api.forecast.SETTINGS`).
-
-    Returns
-    -------
-    pandas.DataFrame
-        The forecast table.
     """
     import pandas as pd
 
@@ -655,11 +601,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     ----------
     sub : argparse._SubParsersAction
         The subparsers of the ``fedgdp`` parser.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-        The ``fit`` parser.
     """
     from ..common.arguments import output_path
     from ..core.privacy import HESSIAN_CLIP

@@ -12,19 +12,11 @@ independently of the data):
   Hessians and ``S`` the sum of per-sample gradient outer products at the released
   estimate.
 
-The private sandwich (docs/methods.md §10, "Inference under privacy")
--------------------------------------------------------------------
-After the estimate is released, each client releases its clipped score outer products
-``S_i`` and clipped curvature ``H_i`` at it, with symmetric Gaussian noise
-(`fedgdp.realdata.moments`: the releases and their sensitivities, in one place for the
-estimator and the audit). The two releases share ``mu_inf^2 = share mu^2`` equally
-(`fedgdp.core.privacy.calibrate`) and the estimation runs at ``mu_est = mu sqrt(1 -
-share)``, so the ledger composes to mu. Everything after the release (the projection
-onto PSD matrices, the eigenvalue floor, the method's linearisation, the intervals) is
-post-processing. Where no release is made (``inference_share=0``, or more than
-`MAX_DIM` coefficients), ``se_sampling`` is the plug-in model-based sd of the public
-curvature model at the estimate (`fedgdp.api.forecast.curvature`), which ignores the
-data's own curvature, and the summary says so.
+Private, each client releases its clipped ``S_i`` and ``H_i`` at the released estimate
+(`fedgdp.realdata.moments`) at ``mu_inf = mu sqrt(share)``, the estimation runs at ``mu
+sqrt(1 - share)``, and the rest is post-processing; without a release ``se_sampling`` is
+the public curvature model's. Sensitivities, composition and estimators: docs/methods.md
+§10, "Inference under privacy".
 """
 from __future__ import annotations
 
@@ -65,18 +57,14 @@ def check_share(value) -> float:
     Parameters
     ----------
     value : float
-
-    Returns
-    -------
-    float
     """
     return float(_check_share("inference_share", value))
 
 
 def split_mu(mu: float, share: float, d: int, k: int) -> tuple[float, float]:
-    """(estimation mu, inference mu) of a fit: ``mu sqrt(1 - share)`` and ``mu sqrt(share)``,
-    or ``(mu, 0)`` when nothing is released for inference (non-private, share 0, or more
-    than `MAX_DIM` coefficients); from public inputs only.
+    """(estimation mu, inference mu): ``mu sqrt(1 - share)`` and ``mu sqrt(share)``, or ``(mu, 0)``.
+
+    ``(mu, 0)`` when nothing is released (non-private, share 0, more than `MAX_DIM` coefficients).
 
     Parameters
     ----------
@@ -85,10 +73,6 @@ def split_mu(mu: float, share: float, d: int, k: int) -> tuple[float, float]:
         The share of mu^2 for inference.
     d, k : int
         Design columns and outputs.
-
-    Returns
-    -------
-    tuple of float
     """
     if not privacy.adds_noise(mu) or share == 0 or d * k > MAX_DIM:
         return mu, 0.0
@@ -177,9 +161,7 @@ def release(model, Xc: list, Yc: list, theta: np.ndarray, B: float, mu: float, r
 
 
 def public_moments(family: str, theta: np.ndarray, sizes, B: float) -> Moments:
-    """The public curvature model's moments at the estimate: ``S = H = N (I_d (x) W)``
-    (`fedgdp.api.forecast.curvature`; standardised features). No privacy cost, and no
-    data: it ignores the data's own curvature.
+    """The public curvature model's moments ``S = H = N (I_d (x) W)`` (`fedgdp.api.forecast.curvature`); no data.
 
     Parameters
     ----------
@@ -188,10 +170,6 @@ def public_moments(family: str, theta: np.ndarray, sizes, B: float) -> Moments:
     sizes : ndarray of shape (m,)
     B : float
         The clipping bound (``curvature``'s Poisson clipping).
-
-    Returns
-    -------
-    Moments
     """
     from .forecast import curvature
 
@@ -227,10 +205,7 @@ def _floored_curvature(mom: Moments, Q: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def floored_directions(mom: Moments) -> tuple[int, int, float]:
-    """How many eigenvalues of the released curvature ``H`` lie at or below the floor of
-    `covariance` (its noise's spectral scale): in those directions the data's curvature is
-    below the noise, and ``se_sampling`` uses the floor instead (an understatement where the
-    true curvature is smaller). Post-processing.
+    """How many eigenvalues of the released ``H`` lie at or below `covariance`'s floor (there ``se_sampling`` uses it).
 
     Parameters
     ----------
@@ -251,16 +226,9 @@ def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_poole
     """The sampling covariance (D, D) of the estimate (row-major in theta's (d, k); softmax:
     of the coefficients centred across the classes). Post-processing of ``mom``.
 
-    The noisy sums are projected onto the identified coefficients, ``S`` onto the PSD
-    cone and ``H``'s eigenvalues floored at twice the spectral scale of its noise
-    (``2 sd sqrt(D)``). Methods that use every row (all but FedNewton) are taken at the
-    pooled M-estimator: ``(H + R)^-1 M (H + R)^-1`` with ``M = H`` (model) or ``S``
-    (robust) and ``R`` NP-Pooled's ridge penalty (``N ridge`` on the non-intercept
-    rows). FedNewton releases ``theta_1 - F^-1 g_2``: stage 1 (half 1, N1 rows) taken as
-    converged, the gradient from half 2 (N2 rows), ``F = Hm + tau1 I`` (certified) or
-    ``Hm`` with its eigenvalues floored at tau1 (paper), ``Hm = H / N``; linearised,
-    ``V = A V1 A + F^-1 M_m F^-1 / N2`` with ``A = I - F^-1 Hm`` and ``V1`` the pooled
-    covariance at N1 rows.
+    ``S`` is projected onto the PSD cone, ``H``'s eigenvalues floored at ``2 sd sqrt(D)``;
+    all methods but FedNewton take ``(H + R)^-1 M (H + R)^-1`` (``M = H`` or ``S``),
+    FedNewton ``V = A V1 A + F^-1 M_m F^-1 / N2`` (docs/methods.md §10, "Which estimator").
 
     Parameters
     ----------
@@ -270,10 +238,6 @@ def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_poole
         The method that made the estimate.
     settings : dict or None
         The fit's resolved settings (``settings_``: ``tau1``, ``privacy``, ``method_settings``).
-
-    Returns
-    -------
-    ndarray of shape (D, D)
     """
     if cov_type not in COV_TYPES:
         raise ValueError(f"cov_type must be one of {', '.join(COV_TYPES)}, got cov_type={cov_type!r}")
@@ -485,10 +449,6 @@ def summary_records(s) -> dict:
     ----------
     s : pandas.DataFrame
         A `summary`.
-
-    Returns
-    -------
-    dict
     """
     rows = []
     for key, row in s.iterrows():

@@ -1,11 +1,8 @@
 """The client labels through scikit-learn's tools: metadata routing and a loud default.
 
 [`FederatedGLM`][fedgdp.api.estimator.FederatedGLM] inherits [`ClientsRouting`][fedgdp.api.routing.ClientsRouting]:
-``set_fit_request(clients=True)`` and ``get_metadata_routing()``, scikit-learn's
-metadata-routing protocol (used when ``sklearn.set_config(enable_metadata_routing=True)``),
-written here so that importing fedgdp imports no scikit-learn. The spelling for each
-tool, with and without routing, is in docs/real-data.md ("Clients through
-scikit-learn's tools").
+scikit-learn's metadata-routing protocol, written here so that importing fedgdp imports no
+scikit-learn (docs/real-data.md, "Clients through scikit-learn's tools").
 
 A fit without client labels treats all rows as one client (m = 1): a different
 guarantee from the federated one, so it warns ([`SingleClientWarning`][fedgdp.api.routing.SingleClientWarning])
@@ -34,9 +31,7 @@ SAMPLE_WEIGHT_REFUSAL = (
 
 
 def refuse_metadata(params: dict, owner: str, method: str) -> None:
-    """Refuse the extra keyword arguments of ``fit`` or ``score``: ``sample_weight``
-    (unless None) with [`SAMPLE_WEIGHT_REFUSAL`][fedgdp.api.routing.SAMPLE_WEIGHT_REFUSAL],
-    any other name as Python refuses an unknown keyword.
+    """Refuse the extra keyword arguments of ``fit`` or ``score`` (`SAMPLE_WEIGHT_REFUSAL` for ``sample_weight``).
 
     Parameters
     ----------
@@ -62,16 +57,13 @@ def refuse_metadata(params: dict, owner: str, method: str) -> None:
 
 
 class SingleClientWarning(UserWarning):
-    """``fit`` got no client labels, so one client holds every row (m = 1): the guarantee
-    is then record-level mu-GDP of that one client, i.e. of the whole data set as one
-    party, against everything the fit releases. Pass ``clients=`` (one label per row;
-    through scikit-learn's tools see docs/real-data.md), or ``clients="single"`` to
-    fit one client on purpose."""
+    """``fit`` got no client labels, so one client holds every row (m = 1): the whole data set is one party.
+
+    Pass ``clients=`` (one label per row), or ``clients="single"`` to fit one client on purpose."""
 
 
 def client_labels(clients, n: int, owner: str = "FederatedGLM") -> np.ndarray:
-    """The client label of each row, checked; a [`SingleClientWarning`][fedgdp.api.routing.SingleClientWarning]
-    when none are given.
+    """The client label of each row, checked; a `SingleClientWarning` when none are given.
 
     Parameters
     ----------
@@ -124,12 +116,7 @@ class ClientsRouting:
     """
 
     def set_fit_request(self, *, clients=_UNCHANGED, **refused):
-        """Ask for ``clients`` in ``fit`` when metadata routing is enabled (scikit-learn's
-        ``set_{method}_request``).
-
-        ``fit`` consumes ``clients`` only: a ``sample_weight`` is refused here, as by
-        [`set_score_request`][fedgdp.api.routing.ClientsRouting.set_score_request], ``fit``
-        and ``score`` ([`SAMPLE_WEIGHT_REFUSAL`][fedgdp.api.routing.SAMPLE_WEIGHT_REFUSAL]).
+        """Ask for ``clients`` in ``fit`` when metadata routing is enabled (``sample_weight`` is refused).
 
         Parameters
         ----------
@@ -155,9 +142,7 @@ class ClientsRouting:
         return self._set_request("fit", "clients", clients)
 
     def set_score_request(self, *, sample_weight=_UNCHANGED):
-        """``score``'s side of scikit-learn's metadata routing: ``sample_weight`` is known
-        (so that scikit-learn's ``Pipeline.score``, which passes ``sample_weight=None``,
-        routes) and never requested.
+        """``score``'s side of metadata routing: ``sample_weight`` is known (for ``Pipeline.score``), never requested.
 
         Parameters
         ----------

@@ -60,10 +60,6 @@ def config_targets(config: dict) -> list[AuditTarget]:
     ----------
     config : dict
         A merged run config; its ``run`` names the plan (default ``audit``).
-
-    Returns
-    -------
-    list of AuditTarget
     """
     from ..plan.realdata import RealdataPart
     from ..plan.simulation import SimulationPart

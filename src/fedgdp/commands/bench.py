@@ -1,14 +1,8 @@
 """``fedgdp bench --suite``: CPU seconds of every study's cells, and the timing helpers.
 
-Suite (`run_suite`): every cell of every study of a config (``config.yaml``),
-each cell's replicates in one call of `fedgdp.simulation.run.run_cell` as one simulate
-job does, timed in CPU seconds per cell, per study and per method. Written as JSON
-so that the next change can be compared with this one.
-
-The fast code against the loop oracle on one cell (their CPU-time ratio) is
-``scripts/speedup.py`` in the repository: the oracle is a test module
-(``tests/oracle.py``), and no module of the package imports it. That script uses
-`timed`, `versions` and `write_json` from here.
+`run_suite` times every cell of a config's studies as a simulate job runs it, per cell,
+study and method, as JSON. ``scripts/speedup.py`` (fast code against ``tests/oracle.py``)
+uses `timed`, `versions` and `write_json` from here.
 """
 from __future__ import annotations
 
@@ -58,9 +52,7 @@ def timed(func, *args, **kwargs):
 
 
 def write_json(result: dict, out: str | None) -> None:
-    """Write ``result`` to the JSON file ``out`` atomically, as strict JSON
-    (`fedgdp.common.io.dumps_strict`: infinity as ``"inf"``, NaN as null); nothing when
-    ``out`` is None.
+    """Write ``result`` to ``out`` atomically as strict JSON (`fedgdp.common.io.dumps_strict`).
 
     Parameters
     ----------
@@ -77,8 +69,7 @@ def write_json(result: dict, out: str | None) -> None:
 
 # ------------------------------------------------------------------------ suite
 def suite_cells(config: dict, studies=None):
-    """``(study, overrides)`` of every cell of the config's studies, for every model: the
-    workflow's own expansion (`fedgdp.plan.Plan.study_cells` and ``cell_overrides``).
+    """``(study, overrides)`` of every cell of the config's studies and models, as the workflow expands them.
 
     Parameters
     ----------
@@ -90,8 +81,7 @@ def suite_cells(config: dict, studies=None):
     Yields
     ------
     tuple of (str, dict)
-        Study name and the cell's parameters (`fedgdp.plan.Plan.cell_overrides`), per
-        study, model and cell in grid order.
+        Study name and the cell's parameters (`fedgdp.plan.Plan.cell_overrides`), in grid order.
     """
     from ..plan.simulation import SimulationPart
 
@@ -139,11 +129,8 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
     Returns
     -------
     dict
-        ``config``, ``replicates``, ``cells`` (their number), ``total_cpu_s``, ``clock``,
-        the `versions` keys, ``studies`` (per study: ``cells``, ``cpu_s``, ``wall_s``,
-        ``methods_cpu_s``, ``data_cpu_s`` = cell time outside the methods' fits) and
-        ``cell_times`` (one entry per cell: its study, model, sizes, m, mu, K, ``cpu_s``
-        and ``methods_cpu_s``).
+        ``config``, ``replicates``, ``cells``, ``total_cpu_s``, ``clock``, the `versions`
+        keys, ``studies`` (per study times) and ``cell_times`` (per cell).
 
     Raises
     ------

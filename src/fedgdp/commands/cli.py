@@ -1,22 +1,10 @@
 """Command line: ``fedgdp COMMAND``; ``fedgdp --help`` lists every command.
 
-Every bad argument ends the program with exit status 2 and one line on stderr that
-names the bad value, before any work starts and without writing a file. Output
-paths are checked when the arguments are parsed (`output_path`): an existing
-folder, a missing parent that is a file, a folder that cannot be written in, or a
-name whose suffix is not the written format is refused. ``--spec`` objects are
-checked against a closed schema per command (`SPECS`), and a simulation's
-memory is estimated from its sizes before any work. Ctrl-C (SIGINT) or SIGTERM ends
-a command with one line on stderr and exit status 130 or 143; writers rename a
-finished temporary file into place, so an interrupted command leaves no
-complete-looking output.
-
-One error path (`main`): the package's own input errors (ValueError), parse
-errors of YAML and JSON, unreadable or unwritable files (OSError), memory errors,
-missing optional extras (ImportError: which extra to install) and a closed output pipe
-are one line ``fedgdp: error: ...`` and exit status 2
-(`fedgdp.common.arguments.user_error`); anything else is a bug in fedgdp: its traceback,
-a line saying so, exit status 1.
+Exit statuses and what a user sees: docs/cli.md. Output paths are checked at parse time
+(`output_path`), ``--spec`` objects against a closed schema per command (`SPECS`). One
+error path (`main`): input errors (ValueError, YAML/JSON, OSError, MemoryError, a missing
+extra, a closed pipe) are one line and exit status 2 (`fedgdp.common.arguments.user_error`);
+anything else is a bug: its traceback, exit status 1.
 
 To add a command: a ``_cmd_<name>(args) -> int`` function and its parser in
 `build_parser` (or a ``_<name>_commands(sub)`` adder listed there); its errors

@@ -1,23 +1,12 @@
 """An empirical lower bound on mu: run the full mechanism on a neighbouring pair and
 distinguish (docs/methods.md §2, "The empirical lower bound on mu").
 
-For each simulation method, on a small cell (one client holding the audit's worst
-pair of its most sensitive release, `fedgdp.audit.worst_pair`, a public
-clipping bound, ``K`` steps, the nominal mu), `empirical_mu`:
-
-1. runs the whole method (noise included, through `fedgdp.methods.Method.fit`)
-   ``calibration`` times on each data set D and D' and takes the direction ``v`` of
-   the difference of the mean estimates and the threshold ``t`` on ``<theta, v>``
-   that maximises the plug-in bound below;
-2. runs it ``trials`` fresh times on each, and counts the false positives (D called
-   D') and the false negatives (D' called D) of the test ``<theta, v> > t``;
-3. turns them into one-sided Clopper-Pearson upper bounds ``FPR_U``, ``FNR_U``, each at
-   level ``1 - alpha/2``, and reports ``mu_lower = Phi^-1(1 - FPR_U) - Phi^-1(FNR_U)``.
-
-A mu-GDP mechanism has ``FNR >= Phi(Phi^-1(1 - FPR) - mu)`` for every test, so with
-probability at least ``1 - alpha`` (over the evaluation runs; the test is fixed before
-them) ``mu_lower <= mu``: a certified method must lie below the diagonal of the
-figure, and a point above it proves that the nominal mu is not the true one.
+The test (`distinguish`): ``calibration`` runs of the whole mechanism on each of D and D'
+fix a direction ``v`` and a threshold ``t``; ``trials`` fresh runs count the false
+positives and negatives of ``<theta, v> > t``; their one-sided Clopper-Pearson upper
+bounds (each at ``1 - alpha/2``) give ``mu_lower = Phi^-1(1 - FPR_U) - Phi^-1(FNR_U)``,
+at most the true mu with probability ``1 - alpha``. A point above the diagonal proves
+the nominal mu wrong.
 
 Arrays: estimates ``(trials, d)``; the pair's data ``X`` (n, d), ``y`` (n,).
 """
@@ -134,9 +123,7 @@ def _best_threshold(a: np.ndarray, b: np.ndarray, alpha: float) -> float:
 
 def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, privacy: dict,
                  trials: int = 2000, calibration: int = 500, alpha: float = 0.05, seed: int = 0):
-    """The lower bound on mu of ``meth`` from the pair ``((X, y), (X', y'))``: a
-    calibration round fixes the test, an evaluation round counts its errors (module
-    docstring). Returns ``(mu_lower, false positives, false negatives)``.
+    """The lower bound on mu of ``meth`` from the pair ``((X, y), (X', y'))`` (`distinguish`).
 
     Parameters
     ----------
@@ -325,17 +312,12 @@ def _nn_row(t, *, mu, trials, calibration, alpha, seed) -> EmpiricalRow:
 def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials: int = 2000,
                   calibration: int = 500, alpha: float = 0.05, seed: int = 0, B: float = 1.0,
                   real_methods=("dp_scaffold",), n_real: int = 60, nn_trials: int = 200) -> list[EmpiricalRow]:
-    """The distinguishing test of every simulation target (`fedgdp.audit.AuditTarget`)
-    on its worst pair: the audit of that target (client size ``n``) runs first, then
-    `empirical_mu` on a one-client cell with K steps, public bound B and ``mu``;
-    likewise DP-SCAFFOLD on real data (`_real_row`) and the CNN methods
-    (`_nn_row`).
+    """`empirical_mu` of every target on the audit's worst pair (one client, K steps, bound B).
 
     Parameters
     ----------
     targets : iterable of fedgdp.audit.AuditTarget
-        Targets; only simulation targets of a method in `PAIR_RELEASE` are tested (a
-        fixed clipping rule of value ``B`` replaces theirs).
+        Targets; simulation ones only for a method in `PAIR_RELEASE` (clipped at ``B``).
     mu : float, default=2.0
         The nominal mu.
     K : int, default=5
@@ -352,16 +334,12 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
         Seed of the audit and of the runs.
     B : float, default=1.0
         The public clipping bound.
-
     real_methods : tuple of str, default=("dp_scaffold",)
-        The real-data targets' methods tested (`_real_row`; the others share the
-        simulation methods' releases, tested there).
+        The real-data targets' methods tested (the others share the simulation methods' releases).
     n_real : int, default=60
         Size of the audited real-data client.
     nn_trials : int, default=200
-        Evaluation runs of a CNN target (``kind="nn"``, `_nn_row`; each a whole,
-        small training), and half as many calibration runs, at most ``trials`` and
-        ``calibration``. CNN targets are skipped when torch is missing.
+        Evaluation runs of a CNN target (half as many calibration runs); skipped without torch.
 
     Returns
     -------

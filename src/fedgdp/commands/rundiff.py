@@ -3,15 +3,9 @@
 A refactor that should not change any number is checked by running the pipeline before
 and after it and comparing the two output trees file by file:
 
-- Parquet data (``results/<run>/**.parquet``): the Arrow tables must be equal, schema and
-  values, exactly (``pyarrow.Table.equals``) once the columns that measure time
-  (`volatile`: ``elapsed_s`` and the summaries' ``*_elapsed_s``) are dropped.
-  File metadata (package version, git commit) is not data
-  and is not compared. Cell files are compared as one table of rows sorted by cell,
-  replicate and method, since how cells are grouped into files (``cells_per_job``) is
-  not a number of any output.
-- Tables (``tables/<run>/*.csv``): byte for byte; a table with a timing column (the
-  CNN summaries' ``mean_elapsed_s``) is compared cell for cell, as text, without it.
+- Parquet data: equal Arrow tables once the timing columns (`volatile`) are dropped; file
+  metadata is not compared, and cell files are one table sorted by cell, replicate, method;
+- tables (``tables/<run>/*.csv``): byte for byte, or cell for cell without a timing column.
 
 Usage::
 

@@ -42,10 +42,6 @@ def encode(message: dict) -> RecordDict:
     ----------
     message : dict
         A request or reply (`fedgdp.federation.coordinator`): arrays of shape (d, k), JSON values.
-
-    Returns
-    -------
-    flwr.app.RecordDict
     """
     arrays = {k: Array(np.ascontiguousarray(v, dtype=float)) for k, v in message.items() if isinstance(v, np.ndarray)}
     rest = {k: v for k, v in message.items() if not isinstance(v, np.ndarray)}
@@ -58,10 +54,6 @@ def decode(records: RecordDict) -> dict:
     Parameters
     ----------
     records : flwr.app.RecordDict
-
-    Returns
-    -------
-    dict
     """
     out = json.loads(str(records.config_records["request"]["json"]))
     out.update({k: v.numpy() for k, v in records.array_records["arrays"].items()})

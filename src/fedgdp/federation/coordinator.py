@@ -1,14 +1,9 @@
-"""The coordinator of a fit across sites: the method's own ``run`` on a backend whose
-client steps are requests to the sites.
+"""The coordinator of a fit across sites: the method's own ``run`` on a backend whose client steps are requests.
 
-`SitesBackend` is `fedgdp.realdata.RealBackend` (one level, J = 1) on the public part of
-the fold (`PublicFold`: the sites' sizes, the settings, no record): calibration, weights,
-averaging and the server's aggregation (`fedgdp.realdata.backend.server_descent`) are the
-in-process code; each client step (K noisy local steps, a noisy gradient, a noisy Newton
-release) is a request to site i, which computes it on its own rows with its own noise
-(`fedgdp.federation.site.Site`). A request is a dict: ``op`` (``local``, ``gradient``,
-``newton``), its public settings, and ``theta`` (d, k), the current global parameter; a
-reply carries one noisy release (d, k), or ``refused``: one line.
+`SitesBackend` is `fedgdp.realdata.RealBackend` (J = 1) on the public fold (`PublicFold`:
+sizes and settings, no record). A request is a dict: ``op`` (``local``, ``gradient``,
+``newton``), its public settings and ``theta`` (d, k); a reply carries one noisy release
+(d, k) or ``refused``: one line (docs/federation.md, "What crosses the wire").
 """
 from __future__ import annotations
 
@@ -124,8 +119,7 @@ class SitesBackend(RealBackend):
         return np.stack(self._releases(request, start[0]), axis=1)
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
-        """K FedSGD steps (`fedgdp.realdata.backend.server_descent`): at each step every site
-        sends its noisy gradient (asked of all at once, added in the sites' order).
+        """K FedSGD steps (`fedgdp.realdata.backend.server_descent`) on the sites' noisy gradients.
 
         Parameters
         ----------
@@ -211,10 +205,10 @@ def run_method(meth, fold: PublicFold, s: dict, ask):
     ask : callable
         ``ask([(i, request), ...]) -> [reply, ...]`` (`SitesBackend`).
 
-    Returns
-    -------
-    fedgdp.methods.Fit
-        The fit; ValueError when a private estimate is not finite.
+    Raises
+    ------
+    ValueError
+        A private estimate is not finite.
     """
     meth.check_backend(REALDATA)
     return check_finite_release(meth.name, fold, meth.run(SitesBackend(fold, ask), s))[0]

@@ -76,10 +76,6 @@ def same_settings(a: dict, b: dict) -> bool:
     ----------
     a, b : dict
         Checked settings.
-
-    Returns
-    -------
-    bool
     """
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
@@ -115,10 +111,6 @@ def resolve(settings: dict, d: int) -> Resolved:
         Checked settings (`check_settings`).
     d : int
         Design columns.
-
-    Returns
-    -------
-    Resolved
     """
     from ..api.estimator import FederatedGLM
     from ..realdata import clip_bound_real, get_method

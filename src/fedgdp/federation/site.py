@@ -1,25 +1,12 @@
 """A site of a fit across sites: one client's rows, its own noise, its own ledger, its guard.
 
-A `Site` holds its rows (read from its own file, checked before it joins), the public
-settings it was started with (`fedgdp.federation.settings`) and, from them and its own
-size n_i, the method's plan calibrated on its one client: its noise sds and its ledger,
-composing to its mu. It is the backend of its one client (`fedgdp.realdata.RealBackend`
-on its own `fedgdp.realdata.FoldData`), so every release is computed by the in-process
-code: K noisy local steps (`RealBackend.local_steps`), a noisy gradient
-(`fedgdp.realdata.backend.gradient_release`), a Newton release plus its noise
-(`RealBackend.newton_release`, `RealBackend.add_noise`).
-
-The guard: before it joins, the site runs the method's own ``run`` against a recorder
-(`fedgdp.federation.coordinator.Recorder`) to list the requests the settings make (the
-*script*), and checks that they spend exactly its plan. A request is answered only when
-it is the script's next one (same operation, K, step size, part, Hessian bound); anything
-else, one round too many included, is refused in one logged line, and the site's ledger
-of releases made (`Site.spent_mu`) never passes its mu.
-
-Noise comes from the operating system's entropy. With a test seed the site draws from
-the stream `fedgdp.FederatedGLM` draws with ``random_state=seed`` (skipping the other
-sites' draws in the in-process order), so a run across sites equals the in-process fit;
-its guarantee is then void, and the site says so.
+A `Site` holds its checked rows, the public settings and the method's plan calibrated on
+its own n_i (noise sds, ledger composing to its mu). It is the backend of its one client
+(`fedgdp.realdata.RealBackend` on its own `fedgdp.realdata.FoldData`), so every release
+is the in-process code's. The guard answers only the next request of the *script* that the
+method's own ``run`` makes against a `fedgdp.federation.coordinator.Recorder`; anything else
+is refused in one logged line. Noise is fresh entropy, or with a test seed the in-process
+fit's stream (guarantee void). docs/federation.md, "The site is the guardian".
 """
 from __future__ import annotations
 

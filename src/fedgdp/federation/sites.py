@@ -119,9 +119,5 @@ def in_process(sites: list, settings: dict) -> AcrossSites:
         The sites.
     settings : dict
         The coordinator's settings.
-
-    Returns
-    -------
-    AcrossSites
     """
     return fit_across(lambda pairs: [sites[j].handle(request) for j, request in pairs], len(sites), settings)

@@ -1,25 +1,10 @@
 """``fedgdp nn-bench``: one client-step of the paper's CNNs, timed against a plain gradient.
 
-For each network (``mnist``, ``cifar10``) and client size n (default 100 and 600), on
-random images of the network's shape, one process times:
-
-- ``plain``: the ordinary full-batch gradient of the mean loss (one autograd
-  ``backward``; no clipping): the reference every ratio divides by;
-- ``fedgdp``: the package's clipped mean gradient (`fedgdp.nn.clipping.clipped_grad_sums`,
-  book-keeping clipping: no per-sample gradient of a Linear layer is formed);
-- ``vmap``: per-sample gradients materialised with ``torch.func.vmap(grad)``, clipped
-  and averaged (the package's former path; ``tests/nn_oracle.py``);
-- ``opacus_hooks``, ``opacus_ghost``: opacus' per-sample gradient hooks
-  (``GradSampleModule`` + ``DPOptimizer``) and its ghost clipping
-  (``GradSampleModuleFastGradientClipping`` + ``DPLossFastGradientClipping``), noise 0,
-  when opacus is installed.
-
-Each time is the minimum over ``repeats`` calls after one warm-up, measured in turn
-(method after method, repeated ``rounds`` times, the minimum kept), so a busy machine
-slows every method alike; the ratios to ``plain`` are the result, the seconds depend on
-the machine. Each method's clipped mean is compared with ``fedgdp``'s (largest relative
-difference, float32). ``run_s`` extrapolates a paper-scale run from the measured step
-(see `estimate_runs`).
+Methods (`step_methods`): ``plain`` (the unclipped gradient, the reference of every
+ratio), ``fedgdp`` (`fedgdp.nn.clipping.clipped_grad_sums`), ``vmap`` (materialised
+per-sample gradients) and opacus' hooks and ghost clipping when installed. Each time is
+the minimum over calls, methods measured in turn; the ratios are the result
+(docs/cnns.md, "The private step: `fedgdp nn-bench`").
 """
 from __future__ import annotations
 
@@ -52,8 +37,7 @@ def _vmap_clipped_mean(model, params, x, y, B):
 
 
 def step_methods(dataset: str, x, y, B: float) -> dict:
-    """name -> a function computing one client's clipped mean gradient (``plain``: the
-    unclipped mean gradient) as ``name -> Tensor``; opacus' two when it imports.
+    """name -> a function computing one client's clipped mean gradient (``plain``: unclipped).
 
     Parameters
     ----------
@@ -69,8 +53,8 @@ def step_methods(dataset: str, x, y, B: float) -> dict:
     Returns
     -------
     dict str -> callable
-        ``plain``, ``fedgdp``, ``vmap`` (and ``opacus_hooks``, ``opacus_ghost``): each
-        called without arguments returns the gradient ``name -> Tensor, (*shape)``.
+        ``plain``, ``fedgdp``, ``vmap`` (``opacus_hooks``, ``opacus_ghost``), each returning
+        ``name -> Tensor (*shape)``.
     """
     import torch
     from torch.nn import functional as F
@@ -145,16 +129,9 @@ def _time(fn, sync, repeats: int) -> float:
 
 
 def estimate_runs(step_s: dict, *, dataset: str = "mnist", cpu_cores: int | None = None) -> dict:
-    """Seconds of one paper-scale run (the four methods) per grid point, from the clipped
-    step time at the measured sizes.
+    """Seconds of one paper-scale run (four methods) per grid point: about ``4 R K round(q m) t(0.8 n)``.
 
-    Every method makes ``R K`` full-batch clipped gradient steps on each of the ``round(q
-    m)`` drawn clients (compute-matched), so a run is about ``4 R K round(q m)
-    t(n_train)`` with ``n_train = 0.8 n`` (10% validation, 10% local test held out) and
-    ``t`` interpolated linearly in n between the measured sizes (proportional to n
-    beyond them);
-    Figure 10 splits the N training images over m clients (``n = N / m``). Evaluation
-    and the Newton rounds are small beside it and left out.
+    ``t`` is the clipped step, interpolated linearly in n; evaluation and Newton rounds are left out.
 
     Parameters
     ----------
@@ -197,18 +174,12 @@ def estimate_runs(step_s: dict, *, dataset: str = "mnist", cpu_cores: int | None
 
 
 def format_markdown(result: dict) -> str:
-    """One bench result as a Markdown table: per network and n, each method's seconds and
-    ratio to the plain gradient, and its largest relative difference to fedgdp's step.
+    """One bench result as a Markdown table: seconds, ratio to ``plain`` and difference to ``fedgdp``.
 
     Parameters
     ----------
     result : dict
         The result of `run_nn_bench`.
-
-    Returns
-    -------
-    str
-        The Markdown (a header line, then the table).
     """
     lines = [f"device {result['device']}, {result['threads']} threads, torch {result['torch']}, "
              f"opacus {result['opacus']}, load average at start {result['load_average']}", "",
@@ -252,8 +223,7 @@ def run_nn_bench(*, datasets=("mnist", "cifar10"), sizes=(100, 600), repeats: in
     Returns
     -------
     dict
-        The result: the machine, and per network its parameter count, per n the seconds,
-        ratios to ``plain`` and differences to ``fedgdp``, and `estimate_runs`.
+        The machine; per network its size, per n the seconds, ratios and differences, `estimate_runs`.
     """
     import torch
 

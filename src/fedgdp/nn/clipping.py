@@ -12,25 +12,11 @@ FedSGD). Their images are padded to ``X (S, L, C, H, W)`` with a 0/1 ``mask (S, 
 are batched matrix products ``(S, L, in) @ (S, in, out)``. With ``S = 1`` these are the
 ordinary layers.
 
-Method
-------
-For a layer with input activations ``a_j`` and output gradient ``delta_j = dl_j/dz_j``
-the gradient of image ``j``'s loss is
-
-- Linear: ``delta_j a_j'`` (weight) and ``delta_j`` (bias), an outer product, so its
-  squared norm is ``||delta_j||^2 (||a_j||^2 + 1)`` and it is never formed (Goodfellow
-  2015; "ghost clipping", Li et al. 2022);
-- Conv2d (3x3, padding 1): small (288 and 18,432 numbers for the MNIST network's two
-  convolutions), formed for all images at once as the weight gradient of a grouped
-  convolution with one group per image.
-
-One forward pass keeps every ``a``; one backward pass of the summed, masked loss to the
-layer outputs gives every ``delta`` (the parameters' own gradients are not computed).
-With ``||g_j||^2`` summed over the layers and ``c_j = min(1, B/||g_j||)``, the clipped
-sum ``sum_j c_j g_j`` of every layer is its ordinary gradient formula with ``delta_j``
-scaled by ``c_j``: no second backward pass ("book-keeping", Bu et al. 2023). The
-result equals clipping the materialised per-sample gradients (tested against
-``torch.func.vmap(grad)`` in ``tests/test_nn_clipping.py``).
+Method (docs/methods.md §6, "Exact per-sample clipping, fast"; why not opacus, likewise):
+a Linear layer's per-sample gradient ``delta_j a_j'`` has squared norm ``||delta_j||^2
+(||a_j||^2 + 1)`` and is never formed; a 3x3 conv's is formed for all images at once by a
+grouped convolution. The clipped sum is each layer's gradient formula with ``delta_j``
+scaled by ``c_j``: one forward and one backward pass (``tests/test_nn_clipping.py``).
 
 Non-finite rule: an image whose per-sample gradient has a non-finite squared norm (a
 NaN or inf anywhere, or an entry whose square overflows the working precision) gets
@@ -51,12 +37,6 @@ precision, and ``c_j g_j`` is formed with at most two roundings of ``u`` each (t
 factor times ``delta_j``, then times ``a_j``), so ``||c_j g_j|| <= B`` exactly. In
 float32 ``kappa`` is about ``1.8e-7`` (the float32 clip without it left a norm up to
 ``B (1 + 2.5e-7)``); in float64 it is below ``2e-10`` for the MNIST network.
-
-Why not opacus: its ghost clipping (``GradSampleModuleFastGradientClipping``) wraps a
-module and an optimizer for mini-batch DP-SGD, needs a second backward pass and adds
-its own noise; here the step is full batch, per client, for many clients with different
-parameters at once, without an optimizer, and the noise comes from the package's
-calibration. ``fedgdp nn-bench`` times both.
 """
 from __future__ import annotations
 
@@ -120,16 +100,14 @@ def clip_margin(D: int, dtype: torch.dtype) -> float:
 
 def clip_factors(sq: torch.Tensor, B: float, *, margin: float = 0.0,
                  dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Torch port of `fedgdp.core.privacy.clip_factors` (held to it by
-    ``tests/test_clip_ports.py``): ``c = min(1, (1 - margin) B / sqrt(sq))`` elementwise,
-    computed in float64 and rounded down to ``dtype``; 0 where ``sq`` is not finite (the
-    non-finite rule of the module docstring); 1 (or 0) when ``B`` is inf.
+    """Torch port of `fedgdp.core.privacy.clip_factors`: ``min(1, (1 - margin) B / sqrt(sq))``, rounded down.
+
+    0 where ``sq`` is not finite (the module's non-finite rule); 1 (or 0) when ``B`` is inf.
 
     Parameters
     ----------
     sq : torch.Tensor, any shape
-        Squared per-sample gradient norms ``||g_j||^2`` (float64 for the clip margin's
-        proof; a float32 ``sq`` that overflowed is not finite).
+        Squared per-sample gradient norms ``||g_j||^2`` (float64 for the clip margin's proof).
     B : float
         Clipping bound (may be inf).
     margin : float, default=0.0
@@ -195,8 +173,7 @@ def clipped_grad_sums(params: dict, X: torch.Tensor, Y: torch.Tensor, mask: torc
     B : float
         Clipping bound; ``inf``: the plain sums (still with the non-finite rule).
     shared : bool
-        One copy of the parameters ``(*shape)`` for every client (FedSGD) instead of a
-        stack ``(S, *shape)``.
+        One copy of the parameters ``(*shape)`` for every client (FedSGD), not a stack.
 
     Returns
     -------

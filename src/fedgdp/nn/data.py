@@ -1,13 +1,7 @@
 """Image data for the CNN experiments: digits (offline default), MNIST, CIFAR-10.
 
-This module needs numpy only (no torch), so data can be fetched and checked on a
-machine without PyTorch.
-
-Conventions
------------
-Images are ``float32`` arrays of shape ``(N, C, H, W)``, already normalised with
-fixed public constants (no statistic of the training data is used, so the
-normalisation costs no privacy); labels are ``int64`` of shape ``(N,)``.
+Numpy only (no torch). Images are ``float32`` ``(N, C, H, W)``, normalised with fixed
+public constants (no privacy cost); labels ``int64`` ``(N,)``.
 
 Datasets
 --------
@@ -26,10 +20,7 @@ Datasets
     ``test_batch``), or the archive ``cifar-10-python.tar.gz`` in
     ``<data_dir>/cifar10/`` (unpacked on first use): 50,000 + 10,000 images, 3x32x32.
 
-`fetch` downloads MNIST (through `fedgdp.common.datasets.fetch_mnist`) or
-CIFAR-10 and verifies the published MD5 checksums;
-without a network it raises `DataUnavailable` naming the files to place and
-where. `load_images` never downloads.
+`fetch` downloads and checks MD5s; `load_images` never downloads.
 """
 from __future__ import annotations
 
@@ -188,12 +179,6 @@ def load_images(name: str, data_dir: str | os.PathLike = "data") -> ImageData:
     data_dir : str or path
         The folder holding ``mnist/`` and ``cifar10/`` (unused for ``digits``).
 
-    Returns
-    -------
-    ImageData
-        The standard training and test splits (images ``(N, C, H, W)`` float32, labels
-        ``(N,)`` int64).
-
     Raises
     ------
     DataUnavailable
@@ -232,9 +217,8 @@ def _download(url: str, dest: Path, md5: str, timeout: float) -> None:
 def fetch(name: str, data_dir: str | os.PathLike = "data", *, timeout: float = 30.0) -> Path:
     """Download MNIST or CIFAR-10 into ``data_dir`` and verify the MD5 checksums.
 
-    Files already present with the right checksum are kept. Returns the dataset's
-    folder. Raises `DataUnavailable` when the network cannot be reached (the
-    message says which files to place where) or a checksum does not match.
+    Files already present with the right checksum are kept. `DataUnavailable` (naming the
+    files to place where) without a network or on a bad checksum.
 
     Parameters
     ----------

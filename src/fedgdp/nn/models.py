@@ -3,9 +3,7 @@
 Every model maps images ``(n, C, H, W)`` to log-probabilities ``(n, 10)``
 (log-softmax; the loss is the negative log-likelihood). A convolutional *block* is
 a 3x3 convolution (padding 1), ReLU and 2x2 max pooling, computed as pooling then
-ReLU: ReLU is monotone, so ``relu(max_pool(z)) = max_pool(relu(z))`` exactly (the same
-numbers and the same gradients, bit for bit), and the ReLU and its backward pass then
-touch a tensor 4 times smaller (docs/performance.md, the CNN section). ``features(x)`` returns
+ReLU (the same numbers bit for bit: ReLU is monotone; docs/performance.md). ``features(x)`` returns
 the penultimate activations ``(n, h)`` and ``head`` is the last ``nn.Linear(h, 10)``:
 the layer that DP-FedNewton-Iter refines (Algorithm 5).
 
@@ -17,9 +15,7 @@ cifar10    block 32 -> block 64 -> block 128 -> fc 256 -> fc 10       620,362
 digits     block 8 -> block 16 -> fc 32 -> fc 10 (8x8x1 input)        3,658
 =========  =========================================================  ==========
 
-No dropout or batch normalisation: per-sample gradients and full-batch steps need
-a model whose output for one image does not depend on the others or on a random
-mask.
+No dropout or batch normalisation: one image's output depends on no other image.
 """
 from __future__ import annotations
 
@@ -48,11 +44,6 @@ def layer_names(params: dict) -> list[str]:
     ----------
     params : dict name -> Tensor
         The ConvNet's parameters (keys ``convs.i.weight``, ..., ``head.bias``).
-
-    Returns
-    -------
-    list of str
-        The layer names (parameter keys without ``.weight`` / ``.bias``).
     """
     convs = sorted({k.rsplit(".", 1)[0] for k in params if k.startswith("convs.")},
                    key=lambda s: int(s.split(".")[1]))
@@ -61,9 +52,7 @@ def layer_names(params: dict) -> list[str]:
 
 def convnet_forward(params: dict, x: torch.Tensor, *, stacked: bool = False, record: list | None = None,
                     head: bool = True) -> torch.Tensor:
-    """The ConvNet's forward pass, written once: conv blocks (3x3 convolution, max pooling,
-    ReLU), the hidden layer with ReLU, the ``head`` and log-softmax. `ConvNet` calls it
-    with its own parameters, the per-sample clipping (`fedgdp.nn.clipping`) with a stack.
+    """The ConvNet's forward pass, written once, for `ConvNet` and for a stack (`fedgdp.nn.clipping`).
 
     Parameters
     ----------
@@ -73,9 +62,7 @@ def convnet_forward(params: dict, x: torch.Tensor, *, stacked: bool = False, rec
     x : Tensor of shape (n, C, H, W), or (S, L, C, H, W) with ``stacked``
         Images.
     stacked : bool, default=False
-        ``S`` clients, each with its own parameters: the convolutions are one grouped
-        convolution on ``(L, S C, H, W)`` (a group per client), the Linear layers batched
-        products ``(S, L, in) @ (S, in, out)``.
+        ``S`` clients, each with its own parameters (a grouped convolution, batched products).
     record : list or None
         Appended with ``(input, output)`` of every layer (conv: ``(L, S C, H, W)``;
         Linear: ``(S, L, features)``, or unstacked shapes).
@@ -155,11 +142,6 @@ class ConvNet(nn.Module):
         ----------
         x : torch.Tensor of shape (n, C, H, W)
             Images.
-
-        Returns
-        -------
-        torch.Tensor of shape (n, hidden)
-            The ReLU outputs of the hidden fully connected layer.
         """
         return convnet_forward(self._params(), x, head=False)
 
@@ -170,11 +152,6 @@ class ConvNet(nn.Module):
         ----------
         x : torch.Tensor of shape (n, C, H, W)
             Images.
-
-        Returns
-        -------
-        torch.Tensor of shape (n, classes)
-            Log-softmax of the head's outputs.
         """
         return convnet_forward(self._params(), x)
 
@@ -192,10 +169,8 @@ class ConvNet(nn.Module):
 def build_model(dataset: str, *, seed: int, classes: int = 10, init: str = "default") -> ConvNet:
     """The dataset's CNN with its initial weights drawn from ``seed``.
 
-    The draw uses a forked generator, so the global torch RNG is left untouched and
-    the same seed gives the same weights in any process. (The GLM methods start at
-    theta = 0; a ReLU network started at 0 has zero gradients, so the networks start
-    at a seeded random point that does not depend on any data.)
+    The draw uses a forked generator: the global torch RNG is untouched, the weights the
+    same in any process, and independent of the data.
 
     Parameters
     ----------

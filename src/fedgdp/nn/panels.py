@@ -13,8 +13,7 @@ _MARKERS = ["s", "D", "^", "v", "P"]
 
 
 def read_grid(folder: str | os.PathLike):
-    """The grid's summaries ``fig09_summary.csv`` and ``fig10_summary.csv`` of ``folder``
-    (`fedgdp.nn.plots.SUMMARY_COLUMNS`), one table; ValueError naming a missing file.
+    """The grid's ``fig09_summary.csv`` and ``fig10_summary.csv`` of ``folder`` as one table (ValueError if missing).
 
     Parameters
     ----------
@@ -48,11 +47,6 @@ def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathL
         The readings to draw beside the grid, each at the points it ran.
     out : str or path
         The PNG file (a PDF goes beside it).
-
-    Returns
-    -------
-    list of pathlib.Path
-        The files written.
     """
     from ..common.figures import pyplot, save_figure
     from .readings import privacy_label

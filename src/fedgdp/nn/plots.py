@@ -32,8 +32,6 @@ SUMMARY_COLUMNS = ["figure", "dataset", "method", "label", "x", "m", "n", "mu", 
 def summarise_runs(df):
     """Per (figure, dataset, method, x): median and range of the test accuracy over runs.
 
-    ``df`` holds run rows (`fedgdp.nn.run.read_runs`); ``x`` is n (fig09) or m (fig10).
-
     Parameters
     ----------
     df : pandas.DataFrame
@@ -42,8 +40,7 @@ def summarise_runs(df):
     Returns
     -------
     pandas.DataFrame
-        One row per (figure, dataset, method, label, x, mu), columns `SUMMARY_COLUMNS`
-        (``m`` or ``n`` is -1 where it varies within the group).
+        Columns `SUMMARY_COLUMNS`; ``x`` is n (fig09) or m (fig10), ``m`` or ``n`` -1 where it varies.
     """
     import pandas as pd
 
@@ -68,9 +65,7 @@ def summarise_runs(df):
 
 
 def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -> list[Path]:
-    """Draw Figure 9 or 10 from a summary; write ``out`` (PDF) and its PNG sibling.
-
-    Returns the paths written.
+    """Draw Figure 9 or 10 from a summary; write ``out`` (PDF) and its PNG sibling; return the paths written.
 
     Parameters
     ----------
@@ -82,11 +77,6 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
         The PDF to write.
     png : bool
         Also write ``out`` with suffix ``.png``.
-
-    Returns
-    -------
-    list of Path
-        The paths written.
     """
     plt = pyplot()
 

@@ -1,18 +1,10 @@
-"""The CNN readings map: the MNIST runs under readings of the settings the paper leaves
-open (what is clipped and how hard, the step size, the noise's calibration), beside the
-ceilings without noise, each reading declared once in a config (``config/nn-readings.yaml``).
+"""The CNN readings map: MNIST runs under readings of the settings the paper leaves open (docs/cnns.md).
 
-A *reading* is a name and settings over the paper's (``fedgdp.nn.settings``' dataset
-defaults): for example ``{release: clip_only, clip: 10}``. A *piece* is one (reading,
-point, run): one ``fedgdp nn-run`` of every method, one Parquet file
-``<runs_dir>/<reading>/<figure>-<x>-run<run>.parquet``. Pieces already on disk are kept,
-so a stopped map resumes where it stopped, and committed pieces restore it.
-
-The table (`collect`, ``readings.csv``) has one row per (reading, point, run,
-method) with the test accuracy and the privacy the run really gives: its certified mu
-(record-level mu-GDP at each client, against everything that client releases) where it
-adds calibrated noise, inf and the reason otherwise. Imports numpy, pandas and yaml only;
-running a piece needs torch (`run_missing`).
+A *reading* is a name and settings over the dataset defaults (``{release: clip_only, clip:
+10}``), declared in ``config/nn-readings.yaml``. A *piece* is one (reading, point, run): one
+``fedgdp nn-run`` of every method, one Parquet file (`piece_path`); pieces on disk are kept,
+so the map resumes. The table (`collect`, ``readings.csv``) gives each row's accuracy and
+certified mu (`privacy_of`). Only running a piece needs torch.
 """
 from __future__ import annotations
 
@@ -43,18 +35,14 @@ def load_readings(path: str | os.PathLike) -> dict:
     Parameters
     ----------
     path : str or path
-        A YAML file with ``dataset``, ``points`` (a list of ``{figure, x}``: Figure 9's
-        n per client at m = 100, or Figure 10's m; optionally ``readings``, the names of
-        the readings run at that point, all of them when absent), ``runs``, ``readings`` (name ->
-        settings) and optionally ``data_dir``, ``band`` (figure -> the paper's
-        accuracy range, drawn on the figures), ``summary`` (the readings of the README's
-        table) and ``panels`` (the readings drawn beside the grid, `fedgdp.nn.panels`).
+        A YAML file: ``dataset``, ``points`` (``{figure, x}``, optionally the ``readings``
+        run there), ``runs``, ``readings`` (name -> settings); optionally ``data_dir``,
+        ``band`` (figure -> the paper's range), ``summary`` and ``panels`` (readings shown).
 
     Returns
     -------
     dict
-        The config, with ``readings`` in file order. ValueError naming the key, the
-        reading or the value otherwise (before any run).
+        The config, ``readings`` in file order (ValueError naming a bad key or value).
     """
     import yaml
 
@@ -111,19 +99,12 @@ def _settings(cfg: dict, point: dict, over: dict, run: int) -> dict:
 
 
 def pieces(cfg: dict) -> list[tuple]:
-    """Every (reading, figure, x, run, settings) of the map, run by run (each run's
-    readings together, so a partial map has whole runs); a point with ``readings`` has
-    those readings only.
+    """Every ``(reading, figure, x, run, settings)`` of the map, run by run (so a partial map has whole runs).
 
     Parameters
     ----------
     cfg : dict
         A config of `load_readings`.
-
-    Returns
-    -------
-    list of tuple
-        ``(reading, figure, x, run, settings)``, settings for ``fedgdp.nn.settings.resolve``.
     """
     return [(name, pt["figure"], int(pt["x"]), run, _settings(cfg, pt, over, run))
             for run in range(cfg["runs"]) for pt in cfg["points"] for name, over in cfg["readings"].items()
@@ -139,19 +120,13 @@ def piece_path(runs_dir: str | os.PathLike, reading: str, figure: str, x: int, r
         The map's folder of pieces.
     reading, figure : str
     x, run : int
-
-    Returns
-    -------
-    pathlib.Path
-        The file.
     """
     return Path(runs_dir) / reading / f"{figure}-{x}-run{run}.parquet"
 
 
 def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto", threads: int | None = None,
                 progress: bool = True, budget_s: float | None = None) -> list[Path]:
-    """Run every piece whose file is missing (each written atomically when it finishes),
-    in `pieces`' order, starting none once ``budget_s`` seconds have passed.
+    """Run every missing piece in `pieces`' order (each written atomically), none started after ``budget_s``.
 
     Parameters
     ----------
@@ -166,8 +141,7 @@ def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto",
     progress : bool
         One line per round of every method on standard error.
     budget_s : float, optional
-        Start no piece after this many seconds from the call (a piece already started
-        runs to its end, so a machine lent for a while stops with whole pieces only).
+        Start no piece after this many seconds (a started piece runs to its end).
 
     Returns
     -------
@@ -202,11 +176,8 @@ def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = Fa
                mu_composed: float = math.nan) -> tuple[float, str]:
     """The privacy a run really gives: its certified mu and what it is.
 
-    ``certified_mu`` is a property of the mechanism and its settings (as
-    `fedgdp.api.report.PrivacyReport.certified`); whether the noise was secret is a
-    property of the run, said in the text: a derived (known) seed voids the guarantee
-    for private data (docs/privacy.md, the seed rule), which the figures' public data
-    (MNIST, digits, CIFAR-10) do not need.
+    A derived (known) noise seed is said in the text, not in ``certified_mu``: it voids
+    the guarantee for private data only (docs/privacy.md, the seed rule).
 
     Parameters
     ----------
@@ -217,11 +188,9 @@ def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = Fa
     accounting : str
         ``printed`` or ``schedule``.
     noise_secret : bool, default=False
-        Whether the run's noise came from fresh entropy (``fedgdp nn-run --fresh-noise``);
-        False: its derived seed (every run file written without the column).
+        Whether the run's noise came from fresh entropy (``fedgdp nn-run --fresh-noise``).
     noise_for : str, default="release"
-        ``mean``: the summed releases carry the mean's noise (`fedgdp.nn.settings.NOISE_FOR`),
-        so the run spends ``mu_composed``, not ``mu``.
+        ``mean``: the run spends ``mu_composed``, not ``mu`` (`fedgdp.nn.settings.NOISE_FOR`).
     mu_composed : float, default=nan
         The run's ledger composed (its largest client's); read under ``noise_for: mean``.
 
@@ -291,9 +260,7 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
 
 
 def medians_markdown(table, cfg: dict) -> str:
-    """A Markdown table of the median accuracy over runs: a row per (reading, point), a
-    column per method, then the runs, the certified mu and the share of per-sample
-    gradients clipped.
+    """A Markdown table of median accuracy over runs: a row per (reading, point), a column per method.
 
     Parameters
     ----------
@@ -301,11 +268,6 @@ def medians_markdown(table, cfg: dict) -> str:
         `collect`'s table.
     cfg : dict
         The config (its order of readings and points).
-
-    Returns
-    -------
-    str
-        The table (with a header line saying what it is).
     """
     from .settings import LABELS, METHODS
 
@@ -342,18 +304,12 @@ def _spent(g) -> str:
 
 
 def privacy_label(rows) -> str:
-    """What a reading's rows spend, in words: not private, the certified mu, or the mu a
-    reading without a guarantee really spends (``paper_sum``: a privacy text that is not
-    record-level). The claims report and `fedgdp.nn.panels` print it.
+    """What a reading's rows spend, in words: not private, the certified mu, or the mu really spent.
 
     Parameters
     ----------
     rows : pandas.DataFrame
         Rows of `collect`'s table (``certified_mu``, ``privacy``).
-
-    Returns
-    -------
-    str
     """
     if not np.isfinite(rows["certified_mu"]).any():
         return "not private"
@@ -363,10 +319,7 @@ def privacy_label(rows) -> str:
 
 
 def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
-    """The README's table of the readings named by the config's ``summary``: a row per
-    reading, what it changes, the mu its runs really spend, at each point (Figure 10's
-    first) the range over the four methods of their median accuracy over runs (with the
-    runs' count), and C6's verdict.
+    """The README's table of the ``summary`` readings: changes, mu spent, median accuracies per point, C6.
 
     Parameters
     ----------
@@ -375,8 +328,7 @@ def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
     cfg : dict
         The config (``summary``, ``points``, ``readings``).
     c6 : dict of str to str, optional
-        Reading -> C6's verdict (`fedgdp.reports.claims.reading_verdicts`); a last column
-        when given ("not run" for a reading it lacks).
+        Reading -> C6's verdict (`fedgdp.reports.claims.reading_verdicts`), a last column.
 
     Returns
     -------
@@ -404,8 +356,7 @@ def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
 
 
 def plot_readings(table, cfg: dict, out: str | os.PathLike) -> list:
-    """Accuracy by reading: a panel per point, a row per reading, a dot per (run, method)
-    coloured by method and the median over runs as a bar; the paper's range as a band.
+    """Accuracy by reading: a panel per point, a dot per (run, method), medians as bars, the paper's band.
 
     Parameters
     ----------

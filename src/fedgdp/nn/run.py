@@ -1,31 +1,16 @@
 """One CNN run (every method on one partition) and its Parquet file.
 
-Seeds (`fedgdp.core.seeds`, as in the simulations, docs/methods.md §1): a run uses
-``SeedSequence([base_seed, stable_hash(data_key), run])`` for its partition and
-initial weights (shared by all methods: common random numbers), and method ``M``
-uses ``SeedSequence([base_seed, stable_hash(data_key), run, stable_hash(M)])`` for
-its client sampling (numpy) and its noise (a ``torch.Generator`` seeded from it).
-Nothing is seeded from the clock. On CPU a run is bit-for-bit reproducible (same
-torch version and thread count); on CUDA, reduction order may differ slightly.
+Seeds (`fedgdp.core.seeds`, docs/methods.md §1): the run's
+``SeedSequence([base_seed, stable_hash(data_key), run])`` draws the partition and initial
+weights (shared by all methods); method ``M`` appends ``stable_hash(M)`` for its client
+sampling and noise. On CPU a run is bit-for-bit reproducible. A derived noise seed is known,
+so the rows say ``noise_secret = False`` (docs/privacy.md, the seed rule);
+``fresh_noise=True`` draws the noise seed alone from fresh entropy.
 
-A derived seed is known to anyone who knows the settings, so its noise can be
-regenerated and removed: the rows say ``noise_secret = False``, and the mu-GDP
-guarantee is void while the seed is known (docs/privacy.md, the seed rule). That is
-fine for the figures, whose data are public (digits, MNIST, CIFAR-10) and whose point
-is reproduction. ``fresh_noise=True`` (``fedgdp nn-run --fresh-noise``, for private
-data) seeds the noise generator from the operating system's entropy
-(``numpy.random.SeedSequence()``) instead: ``noise_secret = True``. Only the noise
-stream is fresh; the partition, the initial weights, the client sampling and the
-minibatches stay derived (public: they are drawn before any image is read and do
-not depend on the data).
-
-Partition (paper section 5.2.1): the training split is permuted; ``fig09`` gives
-client i the images ``perm[i n : (i+1) n]`` (requires ``m n <= N``); ``fig10`` cuts
-the whole permutation into m near-equal parts. Each client then keeps
-``round(val_frac s)`` images for validation and ``round(test_frac s)`` for a local
-test set, and trains on the rest. The reported metric is the accuracy on the
-dataset's standard test set; local test and validation accuracies (pooled over
-clients) are reported beside it. Validation is not used for any choice.
+Partition (paper section 5.2.1): ``fig09`` gives client i the images ``perm[i n : (i+1) n]``
+of a permutation of the training split, ``fig10`` cuts it into m near-equal parts; each
+client holds out ``val_frac`` and ``test_frac`` of its images. The metric is the accuracy
+on the standard test set; validation is not used for any choice.
 """
 from __future__ import annotations
 
@@ -67,19 +52,12 @@ def run_seeds(p: dict, method: str | None = None) -> np.random.SeedSequence:
         Resolved run settings (``base_seed``, ``run`` and `fedgdp.nn.settings.data_key`).
     method : str, optional
         A method's name: its own stream; None: the run's (partition and initial weights).
-
-    Returns
-    -------
-    numpy.random.SeedSequence
-        The seed sequence.
     """
     return seed_sequence(p["base_seed"], data_key(p), p["run"], stream=method)
 
 
 def noise_seed(p: dict, method: str, *, fresh: bool = False) -> int:
-    """The seed of one method's noise generator: derived from the run's settings (known
-    to anyone who knows them), or from the operating system's entropy when ``fresh``
-    (see the module docstring).
+    """The 64-bit seed of one method's noise generator: derived from the settings, or fresh entropy.
 
     Parameters
     ----------
@@ -89,11 +67,6 @@ def noise_seed(p: dict, method: str, *, fresh: bool = False) -> int:
         The method's name.
     fresh : bool, default=False
         Draw it from ``numpy.random.SeedSequence()`` (fresh entropy, never recorded).
-
-    Returns
-    -------
-    int
-        A 64-bit seed for ``torch.Generator.manual_seed``.
     """
     ss = np.random.SeedSequence() if fresh else run_seeds(p, method).spawn(2)[1]
     return int(ss.generate_state(1, np.uint64)[0])
@@ -114,8 +87,7 @@ def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
     Returns
     -------
     list of dict, length m
-        Per client, ``train``, ``val`` and ``test``: disjoint int arrays of indices into
-        the training split. ValueError when the split is too small.
+        Disjoint index arrays per client (ValueError when the split is too small).
     """
     m = p["m"]
     perm = rng.permutation(N)
@@ -160,11 +132,9 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     return_ledgers : bool
         Also return every method's ledger.
     progress : bool
-        Print one line per round of every method on standard error
-        ([`Progress`][fedgdp.nn.train.Progress]; `fedgdp nn-run` does).
+        Print one line per round of every method on standard error (`fedgdp.nn.train.Progress`).
     fresh_noise : bool, default=False
-        Seed every method's noise from fresh entropy (`noise_seed`): the rows say
-        ``noise_secret = True``. False: the derived seed, ``noise_secret = False``.
+        Seed every method's noise from fresh entropy (`noise_seed`; ``noise_secret = True``).
 
     Returns
     -------
@@ -289,10 +259,7 @@ def _schema():
 
 
 def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta: dict | None = None) -> None:
-    """Write a run's rows atomically (temporary file, then rename) with provenance metadata.
-
-    Metadata: package version, git commit, torch version, platform, the resolved
-    settings as JSON and, when given, ``extra_meta`` (e.g. the ledgers).
+    """Write a run's rows atomically with provenance metadata (versions, commit, settings, ``extra_meta``).
 
     Parameters
     ----------
@@ -324,18 +291,11 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
 
 def read_runs(paths) -> pandas.DataFrame:
     """Concatenate run files; ValueError naming a file that is corrupt or lacks columns.
-    A file written before ``noise_secret`` was recorded ran on its derived seed: its
-    rows read ``noise_secret = False``.
 
     Parameters
     ----------
     paths : str, path or sequence of them
         Run files written by `write_runs`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Their rows (at least the columns `COLUMNS`).
     """
     from ..common.io import read_parquet_files
 
@@ -361,10 +321,9 @@ def piece_settings(path: str | os.PathLike) -> tuple[dict, str]:
     Returns
     -------
     settings : dict
-        The settings of ``params`` (strict JSON: mu = inf reads as the string ``"inf"``).
+        The settings of ``params`` (strict JSON: mu = inf reads as ``"inf"``).
     commit : str
-        The commit of the code that wrote it (``"unknown"`` when not recorded).
-        ValueError naming the file when it is not a run file.
+        The commit that wrote it, or ``"unknown"`` (ValueError for a file that is not a run file).
     """
     import json
 

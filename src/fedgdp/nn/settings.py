@@ -1,18 +1,9 @@
 """Settings of one CNN run: defaults per dataset, validation (numpy only, no torch).
 
 A *run* is one (figure, dataset, m, n, run index): the data are partitioned once
-and every method trains on the same partition from the same initial weights
-(common random numbers).
-
-Paper settings (docs/methods.md §6, paper section 5.2.2) are the ``mnist`` and ``cifar10``
-defaults. The offline ``digits`` defaults are scaled down so that the default
-Figures 9 and 10 run in minutes on two CPU cores (see `DEFAULT_GRID`):
-
-- q = 0.5 instead of 0.1, so that a round still draws a few of the 5-40 clients;
-- lr 0.3 instead of 0.01 (tiny network, 8x8 inputs; with lr 0.01 the 100 local
-  steps barely move it); server lr 1.0, B = 1.0, mu = 2, R = 10, K = 10 as for MNIST;
-- grid: Figure 9 with m = 10 clients and n in {30, 60, 100, 140} (1,437 training
-  images in all), Figure 10 with m in {5, 10, 20, 40}; 3 runs each (paper: 5 and 4).
+and every method trains on the same partition from the same initial weights.
+The ``mnist`` and ``cifar10`` defaults are the paper's (section 5.2.2); the offline
+``digits`` ones are scaled down to run in minutes (docs/methods.md §6, `DEFAULT_GRID`).
 """
 from __future__ import annotations
 
@@ -81,8 +72,7 @@ LABELS = {name: "DP-" + m.label for name, m in registry(CNN).items()}
 
 
 def label(method: str, mu: float, release: str = "private") -> str:
-    """The legend label of a CNN method at privacy ``mu``: ``DP-...``; ``NP-...`` at inf or
-    for a ``plain`` release; ``Clip-...`` for a ``clip_only`` release (clipped, no noise).
+    """The legend label of a CNN method: ``DP-``, ``NP-`` (mu = inf or ``plain``) or ``Clip-``.
 
     Parameters
     ----------
@@ -92,11 +82,6 @@ def label(method: str, mu: float, release: str = "private") -> str:
         The privacy parameter (inf: non-private).
     release : str
         ``private``, ``clip_only`` or ``plain`` (`fedgdp.core.privacy.RELEASES`).
-
-    Returns
-    -------
-    str
-        The label.
     """
     if mu == float("inf") or release == "plain":
         return LABELS[method].replace("DP-", "NP-", 1)
@@ -104,10 +89,7 @@ def label(method: str, mu: float, release: str = "private") -> str:
 
 
 def release_plan(method: str, p: dict, n) -> tuple:
-    """The releases of CNN ``method`` under run settings ``p`` for clients of ``n``
-    training images: its plan in `fedgdp.methods` (a tuple of
-    `fedgdp.core.privacy.ReleaseSpec`, arrays shaped (1, m)); ``fedgdp.core.privacy.calibrate``
-    turns it into noise sds and the ledger, as `fedgdp.nn.backend.TorchBackend` does.
+    """The releases of CNN ``method`` under run settings ``p`` (its plan, `reduced_plan`).
 
     Parameters
     ----------
@@ -129,45 +111,21 @@ def release_plan(method: str, p: dict, n) -> tuple:
 
 
 def reduced_plan(plan: tuple, p: dict) -> tuple:
-    """A method's plan under the run settings ``p``: the loss's ``reduction``
-    (`REDUCTIONS`), the local epoch's minibatches (``local_batch``) and the clipping unit
-    (``clip_unit``, `CLIP_UNITS`).
+    """A method's plan as its releases are made under ``reduction``, ``local_batch`` and ``clip_unit``.
 
-    Under ``sum`` a gradient or local-step release (`SUMMED_STAGES`) is the sum of the
-    client's clipped per-sample gradients, not their mean: replacing one image moves it by
-    at most ``2 B`` (times the step), whatever the client's size, so its spec has ``n = 1``
-    (`fedgdp.core.privacy.ReleaseSpec`). The release is ``n_i`` times the mean's, and so is its
-    noise sd: the same mu. The Newton releases keep their size.
-
-    With ``local_batch`` b, a local epoch is one pass over the client's images in
-    minibatches of near-equal size (`fedgdp.nn.backend.minibatches`), each a step with
-    its own noise. The minibatches of a pass are disjoint and drawn without looking at
-    the data, so one image takes part in one step of the pass: by parallel composition the
-    pass is one release of the mean over a minibatch (sensitivity ``2 B eta / b_i``, with
-    ``b_i`` the client's smallest minibatch, `smallest_batch`), the count of the plan's
-    local-step spec is unchanged, and its n becomes ``b_i`` (1 under ``sum``).
-
-    Under ``clip_unit: client`` a gradient or local-step release is the client's mean
-    (``sum``: summed) gradient of the unclipped per-sample gradients, clipped as one vector
-    at B: replacing one image can move the unclipped vector anywhere, and both clipped
-    vectors lie in the ball of radius B, so the release moves by at most ``2 B`` (times
-    the step) and its spec has ``n = 1``, with or without minibatches.
-
-    Under ``clip_unit: update`` a round's ``local_epochs`` local steps are taken without
-    clipping or noise and the client releases its model update, clipped as one vector at
-    B, with noise once: the local-step spec counts one release per round (its count over
-    ``local_epochs``), of sensitivity ``2 B`` (no step size: the update itself is clipped),
-    ``n = 1``; gradient releases are clipped as under ``client``.
+    A summed or client-clipped gradient or local-step release gets ``n = 1``; a pass of
+    minibatches gets ``n = b_i`` (`smallest_batch`); under ``clip_unit: update`` the local
+    steps of a round become one release of sensitivity ``2 B``. Why each is private:
+    docs/methods.md §6 ("The loss's reduction", "A local epoch as a pass of minibatches",
+    "The clipping unit").
 
     Parameters
     ----------
     plan : tuple of fedgdp.core.privacy.ReleaseSpec
         A CNN method's plan (arrays shaped (1, m)).
     p : dict
-        Run settings: ``reduction`` (``mean`` or ``sum``), ``local_batch`` (images per
-        local minibatch; None: one full-batch step per local epoch), ``clip_unit``,
-        ``local_epochs`` (local steps or passes per round) and ``clip`` (B); missing keys
-        take their defaults.
+        Run settings (``reduction``, ``local_batch``, ``clip_unit``, ``local_epochs``,
+        ``clip``); missing keys take their defaults.
 
     Returns
     -------
@@ -194,19 +152,12 @@ def reduced_plan(plan: tuple, p: dict) -> tuple:
 
 
 def update_is_release(p: dict) -> bool:
-    """Whether a round's model update is one release (``clip_unit: update``: its local
-    steps are unclipped and noiseless, the update is clipped and noised once), so that a
-    drawn client makes one local-step release a round instead of ``local_epochs``.
+    """Whether a round's model update is one release (``clip_unit: update``).
 
     Parameters
     ----------
     p : dict
         Run settings (``clip_unit``; missing: ``sample``).
-
-    Returns
-    -------
-    bool
-        True under ``clip_unit: update``.
     """
     return p.get("clip_unit", "sample") == "update"
 
@@ -302,20 +253,13 @@ Z_MAX = 40.0
 
 
 def parameter_bound(method: str, p: dict) -> float:
-    """An upper bound on the magnitude of every parameter of a private network trained by
-    ``method`` under run settings ``p``, whatever the data and the noise draws: the global
-    parameters and every local iterate that a release forms (under ``clip_unit: update``
-    the unclipped local steps inside a round are not bounded; an update they make
-    non-finite is released as zero).
+    """A bound on every parameter a private network of ``method`` reaches, whatever the data and noise.
 
-    Every release spec of the method's plan at client size 1 (its largest noise sd
-    ``sigma``; sensitivity ``Delta``) moves a parameter by at most ``f (Delta / 2 + sigma
-    Z_MAX)`` per release: the clipped step (norm at most ``eta B``, ``B`` or ``alpha B /
-    lambda``, each ``Delta / 2``) plus its noise, scaled by ``f = server_lr`` (a local
-    step, averaged), ``server_lr lr`` (a gradient: a server step) or 1 (a Newton release:
-    a weighted average of the heads), and by the steps of a pass of minibatches and the
-    images a summed step adds up (`reduced_plan`; at most the data set's size per client).
-    Every initialisation of `INITS` starts every parameter in [-1, 1].
+    Each release at client size 1 (sensitivity ``Delta``, noise sd ``sigma``) moves a
+    parameter by at most ``f (Delta / 2 + sigma Z_MAX)``, with ``f`` the server step it
+    goes through, times the steps and images it adds up (`reduced_plan`); every `INITS`
+    starts in [-1, 1]. The unclipped local steps under ``clip_unit: update`` are not
+    bounded (docs/cnns.md, "Floors, the clip margin and the audit").
 
     Parameters
     ----------
@@ -340,10 +284,10 @@ def parameter_bound(method: str, p: dict) -> float:
 
 
 def check_noise(p: dict, n, dtype) -> None:
-    """Refuse, before any image is read, a private run whose noise the float grid of its
-    releases could absorb (`fedgdp.core.privacy.check_noise_resolves`, docs/methods.md §2,
-    "Noise before rounding"), for every method of ``p`` at the clients' sizes ``n``: the
-    printed calibration (a schedule-aware one only raises a client's sd).
+    """Refuse, before any image is read, a private run whose noise the float grid could absorb.
+
+    `fedgdp.core.privacy.check_noise_resolves` for every method of ``p`` under the printed
+    calibration (docs/methods.md §2, "Noise before rounding").
 
     Parameters
     ----------
@@ -368,10 +312,7 @@ DATASET_IMAGES = {"digits": 1797, "mnist": 70000, "cifar10": 60000}
 
 
 def _steps_and_size(stage: str, p: dict) -> float:
-    """How much more than one step at client size 1 a release of ``stage`` can move a
-    parameter: the steps of a pass of minibatches (``ceil(n / local_batch)``, local
-    steps only), times the images a summed step adds up (``reduction: sum``: the batch, or
-    the client's images), with ``n`` at most `DATASET_IMAGES` over the clients (fig09: n)."""
+    """How many client-size-1 steps a release of ``stage`` can add up (steps of a pass x images summed)."""
     if stage not in SUMMED_STAGES or (stage == privacy.LOCAL_STEP and update_is_release(p)):
         return 1.0                                   # (a clipped model update: within B whatever the steps)
     n = p["n"] if p["n"] is not None else math.ceil(DATASET_IMAGES.get(p["dataset"], 10**6) / p["m"])
@@ -456,11 +397,10 @@ class NNSettings(Settings):
         mapping : dict
             The given overrides (``dataset`` is read; default ``digits``).
 
-        Returns
-        -------
-        dict
-            The defaults of ``lr``, ``server_lr``, ``clip``, ``local_epochs`` and ``q``.
-            ValueError for an unknown data set.
+        Raises
+        ------
+        ValueError
+            An unknown data set.
         """
         dataset = mapping.get("dataset", "digits")
         if dataset not in DATASET_DEFAULTS:
@@ -470,21 +410,17 @@ class NNSettings(Settings):
 
     @classmethod
     def finish(cls, p: dict) -> dict:
-        """Cross-field checks, on the checked values (in place): ``fig09`` needs ``n``
-        (at least 3), ``fig10`` none; FedNewton-Iter needs ``rounds`` a multiple of
-        ``newton_cycles``; a private run's `parameter_bound` is at most
-        `FLOAT32_BOUND` for every method (so the released float32 parameters stay finite).
-        ValueError naming the values otherwise.
+        """Cross-field checks, in place: ``n`` per figure, the method settings, `parameter_bound`.
 
         Parameters
         ----------
         p : dict
-            The checked values.
+            The checked values; returned.
 
-        Returns
-        -------
-        dict
-            ``p``.
+        Raises
+        ------
+        ValueError
+            Naming the values, when a check fails (a bound above `FLOAT32_BOUND`, say).
         """
         if p["figure"] == "fig09":
             if p["n"] is None:
@@ -531,34 +467,23 @@ PAPER_GRID = {
 
 
 def resolve(overrides: dict | None = None) -> dict:
-    """Defaults, then the dataset's defaults, then ``overrides``; validated
-    (`NNSettings`). Raises ValueError naming the bad key and value.
+    """Every setting of `NNSettings` by name: defaults, the dataset's, then ``overrides``.
 
     Parameters
     ----------
     overrides : dict or None
-        Settings that override the defaults.
-
-    Returns
-    -------
-    dict
-        Every setting of `NNSettings`, by name.
+        Settings that override the defaults (ValueError naming a bad key or value).
     """
     return NNSettings.build(overrides).as_dict()
 
 
 def data_key(p: dict) -> dict:
-    """The settings that define a run's partition (and initial weights).
+    """The settings that define a run's partition and initial weights (``dataset``, ``m``, ``n``, fractions).
 
     Parameters
     ----------
     p : dict
         Resolved run settings.
-
-    Returns
-    -------
-    dict
-        ``dataset``, ``m``, ``n``, ``val_frac`` and ``test_frac`` of ``p``.
     """
     return {"dataset": p["dataset"], "m": p["m"], "n": p["n"], "val_frac": p["val_frac"],
             "test_frac": p["test_frac"]}

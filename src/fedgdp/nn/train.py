@@ -1,9 +1,7 @@
 """Training a CNN with a method of the algorithm core: devices, client data, evaluation.
 
-The methods themselves are `fedgdp.methods` (FedSGD, FedAvg, FedHybrid and
-FedNewton-Iter, ``registry("nn")``) run on `fedgdp.nn.backend.TorchBackend`;
-per-sample clipping is `fedgdp.nn.clipping`. `train` puts them together for
-one method of one run.
+`train` runs one method of `fedgdp.methods` (``registry("nn")``) on
+`fedgdp.nn.backend.TorchBackend` for one run; clipping is `fedgdp.nn.clipping`.
 
 Conventions
 -----------
@@ -43,20 +41,18 @@ _M_MMAP_MAX, _M_TRIM_THRESHOLD = -4, -1
 def resolve_device(spec: str | None = "auto") -> torch.device:
     """``auto``: CUDA when available, else CPU; anything else is passed to torch.device.
 
-    On CUDA, cuDNN is set to deterministic algorithms without autotuning, so a run is
-    repeatable on the same GPU model, driver and torch version. It is not bit-identical to
-    a CPU run (different kernels sum in different orders), and the float32 results of two
-    GPU models may differ in their last bits.
+    On CUDA, cuDNN is set to deterministic algorithms, so a run is repeatable on the same
+    GPU model, driver and torch version (not bit-identical to a CPU run).
 
     Parameters
     ----------
     spec : str or None
         ``auto`` (or None, ``""``), ``cpu``, ``cuda``, ``cuda:N``.
 
-    Returns
-    -------
-    torch.device
-        The device. ValueError for a bad spec, or CUDA requested but not available.
+    Raises
+    ------
+    ValueError
+        A bad spec, or CUDA requested but not available.
     """
     if spec in (None, "", "auto"):
         dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -76,14 +72,9 @@ def resolve_device(spec: str | None = "auto") -> torch.device:
 def keep_freed_memory() -> bool:
     """Keep freed memory in the process instead of handing it back to the kernel (glibc only).
 
-    glibc serves a block of more than 32 MB (its largest mmap threshold) by a fresh
-    ``mmap`` and returns it with ``munmap`` when freed. A clipped gradient call on the
-    MNIST network allocates several such tensors (one client's 480 images: 48 MB of
-    first-layer activations), so every call faulted them in anew and the kernel zeroed
-    the pages: half of a CNN run's CPU time was system time. With mmap off and no
-    trimming, a freed block is reused by the next call. The numbers do not change (the
-    same operations on the same values); the process keeps its peak memory (about 1.2 GB
-    for a Figure 10 point) until it ends. Measured in docs/performance.md ("The CNN run").
+    Large blocks are then reused instead of unmapped and zeroed by the kernel on every
+    clipped call; results are unchanged, peak memory is kept until exit
+    (docs/performance.md, "The CNN run").
 
     Returns
     -------
@@ -99,8 +90,7 @@ def keep_freed_memory() -> bool:
 
 @dataclass
 class Progress:
-    """One line per round on a stream: the method, round r of R, elapsed time and an
-    estimate of what is left (the mean time of a round so far times the rounds left).
+    """One line per round on a stream: the method, round r of R, elapsed time and an estimate of what is left.
 
     Parameters
     ----------
@@ -167,8 +157,7 @@ class ClientData:
         return len(self.y)
 
     def batch(self, clients, index=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Padded images ``(S, L, C, H, W)``, labels ``(S, L)`` and a 0/1 mask ``(S, L)``
-        of the given clients; ``L`` is their largest size (padding rows are zeros).
+        """Padded images, labels and 0/1 mask of the given clients; ``L`` is their largest size.
 
         Parameters
         ----------
@@ -238,16 +227,12 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
     stack : bool, optional
         Stack a round's clients (see `fedgdp.nn.backend.TorchBackend`).
     progress : bool or callable
-        True: a [`Progress`][fedgdp.nn.train.Progress] line on standard error after every
-        round; a callable is called with the rounds done; False: silent.
+        True: a `Progress` line on standard error per round; a callable gets the rounds done.
 
-    Returns
-    -------
-    Trained
-        The trained parameters, what the backend counted (`TrainInfo`), the
-        ledger and the releases each client made. ValueError when a client holds no image
-        (`ClientData.check`, before any work) or a private network has a parameter that is
-        not finite (`fedgdp.methods.check_finite_release`).
+    Raises
+    ------
+    ValueError
+        A client holds no image (before any work), or a private network's parameter is not finite.
     """
     clients.check()                      # an empty client: one line, before any work
     meth = get_method(method, CNN)

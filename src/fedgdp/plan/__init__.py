@@ -1,26 +1,9 @@
 """The workflow's plan: every decision of the Snakemake pipeline as plain Python.
 
-The rules in ``workflow/rules/*.smk`` are thin wrappers around one `Plan`,
-built from the merged config by `load`. The plan holds what Snakemake would
-otherwise hide in rule files, so it can be unit-tested without Snakemake
-(``tests/test_plan.py``):
-
-- config checks: the closed schema (`validate`, every unknown key named with the
-  nearest known one) and the checks a schema cannot express (`Plan.check`);
-- the run name (`run_name`) and the output tree of a run, so that two configs
-  never write to the same files;
-- the cells of every study, the jobs that run them (groups of cells x seed blocks),
-  the named targets (`Plan.targets`);
-- per-job specs (the JSON each ``fedgdp`` command receives), report captions, and the
-  resources a cluster job asks for (`Plan.cell_runtime` and friends).
-
-Output tree of a run named ``R``::
-
-    results/R/config.resolved.yaml         the config that made every output below
-    results/R/cells/...  summary/...  realdata/...  nn/...
-    figures/R/<fig>.pdf, .png
-    tables/R/table1.*, rates.*, <fig>_medians.csv, <fig>_summary.csv (claims.*: reserved)
-    logs/R/<rule>/...,  benchmarks/R/<rule>/...
+The rules in ``workflow/rules/*.smk`` are thin wrappers around one `Plan`, built from
+the merged config by `load`: config checks, the run name and output tree, cells, jobs,
+targets, job specs, captions and cluster resources, unit-tested without Snakemake
+(docs/ARCHITECTURE.md, "The workflow").
 
 Modules, lower ones first (a module imports only those above it)::
 

@@ -14,17 +14,12 @@ FIGURE_KINDS = ("simulation", "realdata", "nn")
 
 
 def fmt_mu(mu) -> str:
-    """Path form of mu: 2 -> '2', 0.5 -> '0.5', inf -> 'inf'.
+    """Path form of mu, ``f"{mu:g}"``: 2 -> '2', 0.5 -> '0.5', inf -> 'inf'.
 
     Parameters
     ----------
     mu : float, int or str
         A privacy budget (anything ``float`` reads, ``inf`` included).
-
-    Returns
-    -------
-    str
-        ``f"{mu:g}"``, or ``'inf'``.
     """
     mu = float(mu)
     return "inf" if math.isinf(mu) else f"{mu:g}"
@@ -41,44 +36,31 @@ def alternatives(values) -> str:
     Returns
     -------
     str
-        A regular expression: the escaped values joined by ``|``, longest first; ``(?!)``
-        when ``values`` is empty.
+        The escaped values joined by ``|``, longest first; ``(?!)`` when empty.
     """
     values = sorted({str(v) for v in values}, key=lambda v: (-len(v), v))
     return "|".join(re.escape(v) for v in values) if values else "(?!)"
 
 
 def figure_number(fig: str) -> str:
-    """Report category of a figure: fig03 -> 'Figure 3'.
+    """Report category of a figure: fig03 -> 'Figure 3' (``fig`` itself when it ends in no digits).
 
     Parameters
     ----------
     fig : str
         A figure name ending in digits (``fig03``).
-
-    Returns
-    -------
-    str
-        ``'Figure N'``; ``fig`` itself when it ends in no digits.
     """
     hit = re.search(r"(\d+)$", fig)
     return f"Figure {int(hit.group(1))}" if hit else fig
 
 
 def mnist_files(folder: str) -> list[str]:
-    """MNIST's files in ``folder``: mnist.npz, or the unpacked IDX files, when present;
-    otherwise the four IDX .gz files (what fetch rules make).
+    """MNIST's files in ``folder``: mnist.npz or the unpacked IDX files when present, else the four IDX .gz files.
 
     Parameters
     ----------
     folder : str
         The folder MNIST is kept in.
-
-    Returns
-    -------
-    list of str
-        Paths in ``folder``: ``[mnist.npz]``, the four unpacked IDX files, or the four IDX
-        ``.gz`` files.
     """
     from ..common.datasets import MNIST_FILES
 
@@ -122,25 +104,16 @@ class PlanBase:
         ----------
         kind : {"simulation", "realdata", "nn"} or None, default=None
             Only figures of this kind; None: every figure.
-
-        Returns
-        -------
-        list of str
         """
         return [f for f, s in self.config.get("figures", {}).items() if kind in (None, s["kind"])]
 
     def figure(self, fig: str) -> dict:
-        """The config entry of a figure.
+        """The config entry of a figure, ``config["figures"][fig]`` (KeyError for an unknown figure).
 
         Parameters
         ----------
         fig : str
             A figure name (a key of ``config["figures"]``).
-
-        Returns
-        -------
-        dict
-            ``config["figures"][fig]``; KeyError for an unknown figure.
         """
         return self.config["figures"][fig]
 
@@ -150,18 +123,12 @@ class PlanBase:
         return f"run {self.run}, config {self.sha} ({self.paths.config})"
 
     def resolved_config_text(self, wildcards=None) -> str:
-        """The resolved config as YAML, with a header naming the run and its hash (a
-        params function of rule save_config: Snakemake would read the braces of a
-        title's placeholders in a params string as wildcards).
+        """The resolved config as YAML under a header naming the run and hash (a params function of save_config).
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
-            Not read (rule save_config has no wildcards; Snakemake passes them to a params function).
-
-        Returns
-        -------
-        str
+            Not read.
         """
         import yaml
 

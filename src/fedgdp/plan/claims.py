@@ -19,33 +19,23 @@ class ClaimsPart(TargetsPart, NNPart):
                 for claim, studies in DEFAULT_STUDIES.items()}
 
     def claims_summaries(self, wildcards=None) -> list[str]:
-        """Summaries of the studies behind C1-C4.
+        """Summaries of the studies behind C1-C4: one per study of `claims_studies` and model it runs.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
-            One summary per study of `claims_studies` and model it runs.
         """
         studies = dict.fromkeys(s for ss in self.claims_studies().values() for s in ss)
         return [self.summary_file(model, s) for s in studies for model in self.config["studies"][s]["models"]]
 
     def claims_realdata_files(self, wildcards=None) -> list[str]:
-        """Real-data files behind C5 (none when the run draws no real-data figure).
+        """Real-data files behind C5: every task x split file, or none when no real-data figure is drawn.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
-            Every task x split file of the run's dataset, or none.
         """
         rd = self.config.get("realdata")
         if not rd or not any(self.figure(f)["kind"] == "realdata" for f in self.default_figures()):
@@ -53,18 +43,12 @@ class ClaimsPart(TargetsPart, NNPart):
         return [self.realdata_split_file(t, s) for t in rd["tasks"] for s in range(rd["splits"])]
 
     def claims_nn_summaries(self, wildcards=None) -> list[str]:
-        """CNN summaries behind C6, only when the CNN figures are in the default target
-        (otherwise C6 is reported as not run and no training starts).
+        """CNN summaries behind C6 (dataset x figure), or none when the CNN figures are not in the default target.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
-            One summary per dataset x CNN figure, or none.
         """
         if not self.nn_in_default():
             return []
@@ -78,12 +62,6 @@ class ClaimsPart(TargetsPart, NNPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
-            JSON with keys ``models`` (every model of the studies, in order), ``studies``
-            (`claims_studies`) and ``title``.
         """
         models = list(dict.fromkeys(m for s in self.config["studies"].values() for m in s["models"]))
         return json.dumps({"models": models, "studies": self.claims_studies(),
@@ -97,10 +75,6 @@ class ClaimsPart(TargetsPart, NNPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         rd = self.config.get("realdata", {})
         return ("Which of the paper's conclusions the results support (fedgdp claims, module "

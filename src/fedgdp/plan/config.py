@@ -21,18 +21,12 @@ class ConfigError(ValueError):
 
 # ---------------------------------------------------------------- config basics
 def numbers(value):
-    """Nested values given with ``--config`` arrive as strings (``'defaults={mu: 6}'``
-    gives mu='6'): turn strings that are numbers back into numbers (a new object).
+    """``value`` rebuilt with number strings as numbers (``--config`` passes nested values as strings).
 
     Parameters
     ----------
     value : object
         A config value: dicts and lists are walked, other values kept.
-
-    Returns
-    -------
-    object
-        ``value`` rebuilt, number strings as int (digits only) or float.
     """
     if isinstance(value, dict):
         return {k: numbers(v) for k, v in value.items()}
@@ -44,17 +38,12 @@ def numbers(value):
 
 
 def key_path(path) -> str:
-    """Dotted form of a path of keys and indices: studies.compare.grid.sizes[0].
+    """Dotted form of a path of keys and indices (``studies.compare.grid.sizes[0]``; ``'<top level>'`` if empty).
 
     Parameters
     ----------
     path : iterable of str or int
         Keys (str) and list indices (int), outermost first.
-
-    Returns
-    -------
-    str
-        ``'<top level>'`` for an empty path.
     """
     out = ""
     for part in path:
@@ -76,7 +65,7 @@ def _without_defaults(schema):
 
 
 def merge_settings(defaults: dict, settings: dict) -> dict:
-    """``defaults`` with a study's ``settings`` laid over it.
+    """``defaults`` with a study's ``settings`` laid over it (a new dict, deep copies).
 
     ``clip`` is replaced whole (its keys depend on its rule); ``privacy`` and
     ``method_settings`` (per method) are merged key by key; any other key is replaced.
@@ -87,11 +76,6 @@ def merge_settings(defaults: dict, settings: dict) -> dict:
         The config's ``defaults`` (not changed).
     settings : dict
         A study's ``settings``.
-
-    Returns
-    -------
-    dict
-        A new dict (deep copies).
     """
     out = copy.deepcopy(defaults)
     for key, value in settings.items():
@@ -123,18 +107,12 @@ STUDY_KEYS = ("coverage",)
 
 
 def config_sha(config: dict) -> str:
-    """SHA-256 of the canonical JSON of ``config`` without its ``run`` key, the
-    `LAYOUT_KEYS`, the `STUDY_KEYS` and the `REQUEST_KEYS` (8 hex digits).
+    """SHA-256 (8 hex digits) of ``config``'s JSON less ``run``, `LAYOUT_KEYS`, `STUDY_KEYS`, `REQUEST_KEYS`.
 
     Parameters
     ----------
     config : dict
         A resolved config.
-
-    Returns
-    -------
-    str
-        8 hex digits.
     """
     body = {k: v for k, v in config.items() if k != "run" and k not in LAYOUT_KEYS and k not in STUDY_KEYS}
     for section, key in REQUEST_KEYS:
@@ -161,10 +139,6 @@ def run_name(config: dict, overrides: list[dict]) -> str:
     overrides : list of dict
         What the invocation changed (`invocation_overrides`); a None or empty entry
         counts as one that names no run.
-
-    Returns
-    -------
-    str
     """
     name = config["run"]
     if any("run" not in (o or {}) and not (o and set(o) <= set(LAYOUT_KEYS)) for o in overrides):

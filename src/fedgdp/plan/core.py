@@ -42,10 +42,6 @@ def load(config: dict, schema_path, overrides: list[dict] | None = None) -> Plan
         What the invocation changed (`fedgdp.plan.config.invocation_overrides`), for
         `run_name`; None: none.
 
-    Returns
-    -------
-    Plan
-
     Raises
     ------
     ConfigError

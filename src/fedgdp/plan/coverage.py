@@ -30,10 +30,6 @@ class CoveragePart(PlanBase):
         ----------
         cell : str
             A cell's name.
-
-        Returns
-        -------
-        str
         """
         return f"results/{self.run}/coverage/{cell}.parquet"
 
@@ -44,10 +40,6 @@ class CoveragePart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
         """
         return [self.coverage_cell_file(c) for c in self.coverage_cells()]
 
@@ -70,10 +62,6 @@ class CoveragePart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             ``cell``.
-
-        Returns
-        -------
-        str
         """
         return json.dumps({"settings": self._coverage_section(), "cell": wildcards.cell}, sort_keys=True)
 
@@ -84,10 +72,6 @@ class CoveragePart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         c = self.config["coverage"]
         return json.dumps({"settings": self._coverage_section(), "caption": self.coverage_caption(),
@@ -100,10 +84,6 @@ class CoveragePart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         s = self.coverage_settings()
         truths = "; ".join(f"{f}: ({', '.join(f'{v:g}' for v in t)})" for f, t in s["families"].items())

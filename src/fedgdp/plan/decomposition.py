@@ -27,10 +27,6 @@ class DecompositionPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
         """
         return [f for study in self.decomposition_studies().values()
                 for model in self.config["studies"][study]["models"]
@@ -43,12 +39,6 @@ class DecompositionPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
-            JSON with keys ``studies``, ``K_conv``, ``methods`` (of the private study), ``name``,
-            ``title`` and ``caption``.
         """
         d = self.config["decomposition"]
         private = self.config["studies"][d["studies"]["private"]]
@@ -63,10 +53,6 @@ class DecompositionPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         d, c = self.config["decomposition"], self.config
         st = d["studies"]
@@ -91,7 +77,7 @@ class DecompositionPart(SimulationPart):
                 f"Made by {self.provenance()}.")
 
     def decomposition_labels(self, what: str, fmt: str) -> dict:
-        """Report labels of one file of the decomposition.
+        """Report labels of one file of the decomposition: ``{"output": what, "format": fmt, "run": run}``.
 
         Parameters
         ----------
@@ -99,10 +85,5 @@ class DecompositionPart(SimulationPart):
             Which output.
         fmt : str
             The file's format as shown in the report (``CSV``, ``Markdown``, ``PDF``, ``PNG``).
-
-        Returns
-        -------
-        dict
-            ``{"output": what, "format": fmt, "run": run}``.
         """
         return {"output": what, "format": fmt, "run": self.run}

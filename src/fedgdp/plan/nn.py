@@ -1,5 +1,4 @@
-"""The CNN experiments (Figures 9-10): the grid of runs per dataset, their settings,
-files and data, constraints and captions."""
+"""The CNN experiments (Figures 9-10): runs per dataset, their settings, files, data and captions."""
 from __future__ import annotations
 
 import functools
@@ -23,19 +22,12 @@ class NNPart(PlanBase):
         return self.config.get("nn", {})
 
     def nn_gpus(self, wildcards=None) -> int:
-        """GPUs a CNN run asks for (rule ``train_nn``'s ``gpu`` resource, which the SLURM
-        executor plugin turns into ``sbatch --gpus=N``; 0 asks for none).
+        """GPUs a CNN run asks for (rule ``train_nn``'s ``gpu`` resource): ``nn.gpus``, else 1 for a ``cuda`` device.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards, optional
             Unused (the same for every run).
-
-        Returns
-        -------
-        int
-            ``nn.gpus`` when set; else 1 when ``nn.device`` is ``cuda`` or ``cuda:N``, 0 otherwise
-            (``auto`` uses a GPU only where the job lands on one).
         """
         nn = self.nn()
         if nn.get("gpus") is not None:
@@ -43,19 +35,14 @@ class NNPart(PlanBase):
         return 1 if str(nn.get("device", "auto")).startswith("cuda") else 0
 
     def nn_axes(self, dataset: str, fig: str) -> tuple[list[int], list]:
-        """(m values, n values) of a CNN figure's grid for one dataset; n 'full' when x is m.
+        """(m values, n values) of a CNN figure's grid: ``([m], [n, ...])`` or ``([m, ...], ["full"])``.
 
         Parameters
         ----------
         dataset : str
             A dataset of ``nn.datasets``.
         fig : str
-            A CNN figure name (``x`` is ``n`` or ``m``).
-
-        Returns
-        -------
-        tuple of (list of int, list)
-            x = n: ``([m], [n, ...])``; x = m: ``([m, ...], ["full"])``.
+            A CNN figure name.
         """
         f = self.figure(fig)
         if f["x"] == "n":
@@ -81,8 +68,7 @@ class NNPart(PlanBase):
         Returns
         -------
         dict
-            ``nn.settings``, then ``nn.dataset_settings[dataset]``, then ``figure``, ``dataset``,
-            ``m``, ``n``, ``run``, ``base_seed`` and ``methods``.
+            ``nn.settings``, then ``nn.dataset_settings[dataset]``, then the run's own keys.
         """
         s = self.nn()
         p = dict(s.get("settings", {}))
@@ -101,10 +87,6 @@ class NNPart(PlanBase):
             A dataset of ``nn.datasets``.
         fig : str
             A CNN figure name.
-
-        Returns
-        -------
-        list of str
         """
         ms, ns = self.nn_axes(dataset, fig)
         return [self.paths.nn_run.format(dataset=dataset, fig=fig, m=m, n=n, rep=r)
@@ -117,11 +99,6 @@ class NNPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A CNN run path's wildcards: ``dataset``, ``fig``, ``m``, ``n``, ``rep``.
-
-        Returns
-        -------
-        str
-            JSON (keys sorted) of `nn_settings`.
 
         Raises
         ------
@@ -136,35 +113,26 @@ class NNPart(PlanBase):
 
     def nn_restore(self, pieces: str | os.PathLike | None, *, readings: str | os.PathLike | None = None,
                    dry_run: bool = False) -> list[dict]:
-        """Put committed run files back into this run's results, so that Snakemake reruns
-        only the (point, run) pairs that are missing: a grid longer than one sitting
-        resumes from the files committed as they finished.
+        """Copy committed run files back into this run's results, so Snakemake reruns only the missing ones.
 
-        A committed file ``<pieces>/<dataset>/<fig>/m~<m>/n~<n>/rep~<r>.parquet`` (the
-        layout under ``results/<run>/nn/``) is copied only when the settings it recorded
-        (`fedgdp.nn.run.piece_settings`) equal the settings this config gives that run, and
-        the run's file is absent; a file already there is kept. A setting the file does not
-        record (one added to `fedgdp.nn.settings.NNSettings` after it was written) counts
-        as its default, the code path that file ran. The code's version is not
-        compared: the commit that wrote each file is reported (the grid's PROVENANCE.md
-        names it).
+        A file is copied only when the settings it recorded (`fedgdp.nn.run.piece_settings`;
+        a setting it lacks at its default) equal this config's and the target is absent
+        (docs/cnns.md, ``fedgdp nn-restore``). The code's version is not compared.
 
         Parameters
         ----------
         pieces : str or path or None
             The folder of committed run files of the grid (None: none).
         readings : str or path, optional
-            The folder of committed pieces of the readings map (`nn.readings`), laid out
-            as ``results/<run>/nn_readings/``; restored by the same rule.
+            The folder of committed pieces of the readings map, laid out as ``results/<run>/nn_readings/``.
         dry_run : bool
             Report what would be copied, copy nothing.
 
         Returns
         -------
         list of dict
-            One per run file of every CNN figure of the config: ``file`` (the run's path),
-            ``action`` (``restored``, ``kept``: already there, ``differs``: recorded under
-            other settings, named in ``reason``; ``absent``: nothing committed) and ``commit``.
+            One per run file: ``file``, ``action`` (``restored``, ``kept``, ``differs``,
+            ``absent``), ``reason`` and ``commit``.
         """
         root = self.paths.nn_run.split("{")[0]
         out = []
@@ -221,10 +189,6 @@ class NNPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A CNN run path's wildcards: ``dataset`` read.
-
-        Returns
-        -------
-        list of str
         """
         root = self.nn().get("data_dir", "data")
         if wildcards.dataset == "mnist":
@@ -239,8 +203,7 @@ class NNPart(PlanBase):
         return [os.path.join(root, "cifar10", "cifar-10-batches-py", b) for b in _CIFAR_BATCHES]
 
     def nn_mnist_fetch_files(self) -> list[str]:
-        """MNIST's IDX files for rule fetch_nn_mnist; empty (no such rule) when rule
-        fetch_mnist already makes them (nn.data_dir/mnist is realdata.path)."""
+        """MNIST's IDX files for rule fetch_nn_mnist; empty when rule fetch_mnist already makes them."""
         from ..common.datasets import MNIST_FILES
 
         folder = os.path.join(self.nn().get("data_dir", "data"), "mnist")
@@ -255,10 +218,6 @@ class NNPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A CNN summary path's wildcards: ``dataset``, ``fig``.
-
-        Returns
-        -------
-        list of str
         """
         return self.nn_run_files(wildcards.dataset, wildcards.fig)
 
@@ -269,25 +228,16 @@ class NNPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig``.
-
-        Returns
-        -------
-        list of str
         """
         return [self.paths.nn_summary.format(dataset=ds, fig=wildcards.fig) for ds in self.nn()["datasets"]]
 
     def nn_figure_id(self, wildcards) -> str:
-        """fedgdp.nn's identifier of the figure's layout (fig09: x = n, fig10: x = m).
+        """fedgdp.nn's identifier of the figure's layout: ``fig09`` (x = n) or ``fig10`` (x = m).
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig`` (a CNN figure).
-
-        Returns
-        -------
-        str
-            ``"fig09"`` or ``"fig10"`` (`NN_X`).
         """
         return NN_X[self.figure(wildcards.fig)["x"]]
 
@@ -298,10 +248,6 @@ class NNPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig`` (a CNN figure).
-
-        Returns
-        -------
-        str
         """
         from ..nn.settings import LABELS
         from ..nn.settings import resolve as resolve_nn
@@ -328,8 +274,7 @@ class NNPart(PlanBase):
 
     @staticmethod
     def nn_fetch_root(wildcards, output) -> str:
-        """nn.data_dir, from a fetch rule's outputs (<root>/mnist/<file> or
-        <root>/cifar10/cifar-10-batches-py/<file>).
+        """nn.data_dir (``"."`` if empty), from a fetch rule's outputs.
 
         Parameters
         ----------
@@ -337,11 +282,6 @@ class NNPart(PlanBase):
             Not read.
         output : snakemake.io.OutputFiles
             The fetch rule's outputs (the first is read).
-
-        Returns
-        -------
-        str
-            ``"."`` when the root is empty.
         """
         path = os.path.dirname(output[0])
         if path.endswith("cifar-10-batches-py"):
@@ -350,9 +290,7 @@ class NNPart(PlanBase):
 
     # ------------------------------------------------------------ the readings map
     def nn_readings_config(self) -> dict | None:
-        """The readings map of ``nn.readings`` (`fedgdp.nn.readings.load_readings`, read
-        once), or None when that file does not exist (then there is no ``nn_readings``
-        target)."""
+        """The readings map of ``nn.readings`` (read once), or None when that file does not exist."""
         return self._readings_map
 
     @functools.cached_property
@@ -363,13 +301,7 @@ class NNPart(PlanBase):
         return load_readings(path) if os.path.exists(path) else None
 
     def nn_reading_files(self) -> list[str]:
-        """Every piece of the readings map: one run file per (reading, point, run).
-
-        Returns
-        -------
-        list of str
-            `paths.nn_reading` of `fedgdp.nn.readings.pieces`, run by run (empty without a map).
-        """
+        """Every piece of the readings map: one run file per (reading, point, run); empty without a map."""
         cfg = self.nn_readings_config()
         if cfg is None:
             return []
@@ -379,8 +311,7 @@ class NNPart(PlanBase):
                 for name, fig, x, run, _ in pieces(cfg)]
 
     def nn_readings_files(self) -> list[str]:
-        """The map's table and figure (`fedgdp nn-readings`): ``readings.csv``, ``.md``,
-        ``.pdf`` and ``.png`` under `paths.nn_readings`."""
+        """The map's table and figure (`fedgdp nn-readings`): ``readings.{csv,md,pdf,png}``."""
         return [f"{self.paths.nn_readings}/readings.{ext}" for ext in ("csv", "md", "pdf", "png")]
 
     def nn_reading_spec(self, wildcards) -> str:
@@ -391,10 +322,10 @@ class NNPart(PlanBase):
         wildcards : snakemake.io.Wildcards
             A piece's wildcards: ``reading``, ``fig``, ``x``, ``rep``.
 
-        Returns
-        -------
-        str
-            JSON (keys sorted). ValueError for wildcards that name no piece of the map.
+        Raises
+        ------
+        ValueError
+            Wildcards that name no piece of the map.
         """
         from ..nn.readings import pieces
 

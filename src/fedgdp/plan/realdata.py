@@ -30,10 +30,6 @@ class RealdataPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         return json.dumps(self.realdata_settings(), sort_keys=True)
 
@@ -46,10 +42,6 @@ class RealdataPart(PlanBase):
             A task of ``realdata.tasks`` (``binary`` or ``multiclass``).
         split : int
             The split index.
-
-        Returns
-        -------
-        str
         """
         return self.paths.realdata.format(dataset=self.config["realdata"]["dataset"], task=task, split=split)
 
@@ -60,10 +52,6 @@ class RealdataPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
         """
         rd = self.config["realdata"]
         return mnist_files(rd["path"]) if rd["dataset"] == "mnist" else []
@@ -78,10 +66,6 @@ class RealdataPart(PlanBase):
             Not read.
         output : snakemake.io.OutputFiles
             The fetch rule's outputs (the first is read).
-
-        Returns
-        -------
-        str
         """
         return os.path.dirname(output[0])
 
@@ -98,10 +82,6 @@ class RealdataPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig`` (a real-data figure).
-
-        Returns
-        -------
-        str
         """
         return self.figure(wildcards.fig)["task"]
 
@@ -112,10 +92,6 @@ class RealdataPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig`` (a real-data figure).
-
-        Returns
-        -------
-        list of str
         """
         task = self.realdata_figure_task(wildcards)
         return [self.realdata_split_file(task, s) for s in range(self.config["realdata"]["splits"])]
@@ -127,10 +103,6 @@ class RealdataPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig``.
-
-        Returns
-        -------
-        str
         """
         return f"{self.figure(wildcards.fig).get('title', wildcards.fig)} [{self.run}, {self.sha}]"
 
@@ -141,10 +113,6 @@ class RealdataPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig`` (a real-data figure).
-
-        Returns
-        -------
-        str
         """
         from ..realdata import resolve as resolve_realdata
 

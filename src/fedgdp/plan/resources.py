@@ -23,7 +23,7 @@ class ResourcesPart(SimulationPart):
                 for c in self._group_of(wildcards)]
 
     def cell_runtime(self, wildcards, attempt: int = 1) -> int:
-        """Minutes a simulate_cell job asks for.
+        """Minutes a simulate_cell job asks for: ``attempt`` x (2 + the summed estimated minutes of the job's cells).
 
         Parameters
         ----------
@@ -31,17 +31,12 @@ class ResourcesPart(SimulationPart):
             A cell path's wildcards: ``model``, ``study``, ``cells``, ``first``, ``last``.
         attempt : int, default=1
             Snakemake's attempt number (1, then 2, ... on retries).
-
-        Returns
-        -------
-        int
-            ``attempt`` x (2 + the summed estimated minutes of the job's cells).
         """
         return attempt * (2 + sum(int(2e-8 * reps * max(K, 50) * samples)
                                   for samples, K, reps in self._job_cells(wildcards)))
 
     def cell_mem_mb(self, wildcards, attempt: int = 1) -> int:
-        """Megabytes a simulate_cell job asks for.
+        """Megabytes a simulate_cell job asks for: ``attempt`` x (1000 + the largest cell's expected samples / 100).
 
         Parameters
         ----------
@@ -49,11 +44,6 @@ class ResourcesPart(SimulationPart):
             A cell path's wildcards: ``model``, ``study``, ``cells``, ``first``, ``last``.
         attempt : int, default=1
             Snakemake's attempt number (1, then 2, ... on retries).
-
-        Returns
-        -------
-        int
-            ``attempt`` x (1000 + the largest cell's expected samples / 100).
         """
         return attempt * (1000 + int(max(samples for samples, _, _ in self._job_cells(wildcards)) / 100))
 
@@ -84,7 +74,7 @@ class ResourcesPart(SimulationPart):
 
     @staticmethod
     def realdata_mem_mb(wildcards, attempt: int = 1) -> int:
-        """Megabytes a real-data split job asks for.
+        """Megabytes a real-data split job asks for: 4000 (MNIST) or 1000 per attempt.
 
         Parameters
         ----------
@@ -92,11 +82,6 @@ class ResourcesPart(SimulationPart):
             A real-data path's wildcards: ``dataset`` read.
         attempt : int, default=1
             Snakemake's attempt number (1, then 2, ... on retries).
-
-        Returns
-        -------
-        int
-            4000 (MNIST) or 1000 per attempt.
         """
         return (4000 if wildcards.dataset == "mnist" else 1000) * attempt
 
@@ -104,7 +89,7 @@ class ResourcesPart(SimulationPart):
     # CIFAR-10 (30 local epochs, a larger network) not measured: a day as the ceiling.
     @staticmethod
     def nn_runtime(wildcards, attempt: int = 1) -> int:
-        """Minutes a CNN run asks for.
+        """Minutes a CNN run asks for: 60 (digits), 360 (MNIST) or 1440 (any other dataset) per attempt.
 
         Parameters
         ----------
@@ -113,17 +98,12 @@ class ResourcesPart(SimulationPart):
             none: sized as an MNIST run, the map's data set).
         attempt : int, default=1
             Snakemake's attempt number (1, then 2, ... on retries).
-
-        Returns
-        -------
-        int
-            60 (digits), 360 (MNIST) or 1440 (any other dataset) per attempt.
         """
         return {"digits": 60, "mnist": 360}.get(getattr(wildcards, "dataset", "mnist"), 1440) * attempt
 
     @staticmethod
     def nn_mem_mb(wildcards, attempt: int = 1) -> int:
-        """Megabytes a CNN run asks for.
+        """Megabytes a CNN run asks for: 2000 (digits) or 8000 per attempt.
 
         Parameters
         ----------
@@ -132,11 +112,6 @@ class ResourcesPart(SimulationPart):
             none: sized as an MNIST run, the map's data set).
         attempt : int, default=1
             Snakemake's attempt number (1, then 2, ... on retries).
-
-        Returns
-        -------
-        int
-            2000 (digits) or 8000 per attempt.
         """
         return (2000 if getattr(wildcards, "dataset", "mnist") == "digits" else 8000) * attempt
 
@@ -150,9 +125,5 @@ class ResourcesPart(SimulationPart):
             Not read.
         attempt : int, default=1
             Snakemake's attempt number (1, then 2, ... on retries).
-
-        Returns
-        -------
-        int
         """
         return 3 * attempt

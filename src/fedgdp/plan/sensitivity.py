@@ -44,10 +44,6 @@ def sensitivity_study_name(variant: str, claim: str) -> str:
         A variant name (``base`` included).
     claim : str
         A claim of `SENSITIVITY_CLAIMS`.
-
-    Returns
-    -------
-    str
     """
     return f"sens_{variant}_{claim}"
 
@@ -237,10 +233,6 @@ class SensitivityPart(SimulationPart, RealdataPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
         """
         return [self.summary_file(model, e["study"]) for e in sensitivity_index(self.config)
                 for model in e["models"]]
@@ -291,10 +283,6 @@ class SensitivityPart(SimulationPart, RealdataPart):
             A task of the variant.
         split : int
             The split index.
-
-        Returns
-        -------
-        str
         """
         p = self._sensitivity_realdata_params(variant, dataset)
         if p == self.config["realdata"]:
@@ -320,10 +308,6 @@ class SensitivityPart(SimulationPart, RealdataPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
         """
         return [f for r in self.sensitivity_realdata_runs() for f in r["files"]]
 
@@ -360,10 +344,6 @@ class SensitivityPart(SimulationPart, RealdataPart):
         ----------
         wildcards : snakemake.io.Wildcards
             A sensitivity real-data path's wildcards: ``dataset`` read.
-
-        Returns
-        -------
-        list of str
         """
         return mnist_files(self.config["realdata"]["path"]) if wildcards.dataset == "mnist" else []
 
@@ -407,10 +387,6 @@ class SensitivityPart(SimulationPart, RealdataPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         sens = self.sensitivity()
         designs = "; ".join(

@@ -1,6 +1,4 @@
-"""The simulation studies: cells, the jobs that run them (groups of cells x seed
-blocks), their files and specs, the wildcard constraints of their paths, and the
-specs and captions of the simulation figures."""
+"""The simulation studies: cells, jobs (cell groups x seed blocks), files, specs and figures."""
 from __future__ import annotations
 
 import itertools
@@ -57,17 +55,12 @@ class SimulationPart(PlanBase):
         }
 
     def study_cells(self, study: str) -> list[dict]:
-        """Every cell of a study: dicts with sizes (canonical text), m, mu (path form), K.
+        """Every cell of a study (the product of `study_axes`, K fastest): sizes, m, mu, K.
 
         Parameters
         ----------
         study : str
             A study name (a key of ``config["studies"]``).
-
-        Returns
-        -------
-        list of dict
-            The product of `study_axes` in grid order (the last axis, K, fastest).
         """
         axes = self.study_axes(study)
         return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
@@ -79,10 +72,6 @@ class SimulationPart(PlanBase):
         ----------
         study : str or None, default=None
             A study name; None: the config's ``replicates``.
-
-        Returns
-        -------
-        int
         """
         own = self.config["studies"][study].get("replicates") if study else None
         return int(own or self.config["replicates"])
@@ -98,33 +87,25 @@ class SimulationPart(PlanBase):
         Returns
         -------
         list of tuple of (int, int)
-            Consecutive blocks of ``seeds_per_job`` replicates (the last may be shorter),
-            inclusive bounds.
+            Blocks of ``seeds_per_job`` replicates (the last may be shorter), inclusive.
         """
         n, per = self.replicates(study), self.config["seeds_per_job"]
         return [(a, min(a + per, n) - 1) for a in range(0, n, per)]
 
     def study_settings(self, study: str) -> dict:
-        """The cell parameters of a study: ``defaults`` with its ``settings`` laid over them.
+        """The cell parameters of a study: ``defaults`` with its ``settings`` laid over them (a new dict).
 
         Parameters
         ----------
         study : str
             A study name (a key of ``config["studies"]``).
-
-        Returns
-        -------
-        dict
-            A new dict (`fedgdp.plan.config.merge_settings`).
         """
         return merge_settings(self.config["defaults"], self.config["studies"][study].get("settings", {}))
 
     def cell_groups(self, study: str) -> list[tuple[int, int]]:
         """(first, last) index into `study_cells` of the cells of every simulate job.
 
-        A job runs up to ``cells_per_job`` consecutive cells of one study (and one model)
-        in one process: ``ceil(n / cells_per_job)`` groups whose sizes differ by at most
-        one, so the process start-up (imports, compiled kernels) is paid once per group.
+        ``ceil(n / cells_per_job)`` groups of consecutive cells, sizes differing by at most one.
 
         Parameters
         ----------
@@ -157,9 +138,8 @@ class SimulationPart(PlanBase):
         Returns
         -------
         dict
-            The study's settings (grid axes left out) with ``model``, ``study``, ``sizes``,
-            ``m``, ``mu``, ``K``, ``schedule``, ``methods`` and ``beta_true`` (scaled by the
-            settings' ``beta_scale`` when set, which is then dropped).
+            The study's settings with the cell's axes, ``schedule``, ``methods`` and
+            ``beta_true`` (times ``beta_scale`` when set).
         """
         s = self.config["studies"][study]
         p = {k: v for k, v in self.study_settings(study).items() if k not in GRID_AXES}
@@ -175,19 +155,12 @@ class SimulationPart(PlanBase):
 
         Parameters
         ----------
-        model : str
-            The model.
-        study : str
-            A study name.
+        model, study : str
+            The model and study.
         group : tuple of (int, int)
             First and last cell index of the group (one of `cell_groups`).
         block : tuple of (int, int)
             First and last replicate (one of `seed_blocks`).
-
-        Returns
-        -------
-        str
-            The path (``paths.cell`` filled in).
         """
         return self.paths.cell.format(model=model, study=study, cells=f"{group[0]}-{group[1]}",
                                       first=block[0], last=block[1])
@@ -197,18 +170,12 @@ class SimulationPart(PlanBase):
 
         Parameters
         ----------
-        model : str
-            The model.
-        study : str
-            A study name.
+        model, study : str
+            The model and study.
         cell : dict
             One cell of `study_cells` (ValueError if it is not one).
         block : tuple of (int, int)
             First and last replicate (one of `seed_blocks`).
-
-        Returns
-        -------
-        str
         """
         i = self.study_cells(study).index(cell)
         group = next(g for g in self.cell_groups(study) if g[0] <= i <= g[1])
@@ -219,20 +186,13 @@ class SimulationPart(PlanBase):
 
         Parameters
         ----------
-        model : str
-            The model.
-        study : str
-            A study name.
-
-        Returns
-        -------
-        str
+        model, study : str
+            The model and study.
         """
         return self.paths.summary.format(model=model, study=study)
 
     def _group_of(self, w) -> list[dict]:
-        """The grid cells of a job named by a cell path's wildcards (model, study, cells,
-        first, last); ValueError if the config has no such job."""
+        """The grid cells of the job a cell path's wildcards name; ValueError if there is none."""
         study = self.config["studies"][w.study]
         if w.model not in study["models"]:
             raise ValueError(f"study {w.study} is not run for model {w.model}")
@@ -248,18 +208,12 @@ class SimulationPart(PlanBase):
         return self.study_cells(w.study)[int(first):int(last) + 1]
 
     def cell_params(self, wildcards) -> str:
-        """JSON list of the parameters of every cell a simulate job runs, in grid order
-        (checked against the config).
+        """The parameters of every cell a simulate job runs, in grid order (JSON).
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A cell path's wildcards: ``model``, ``study``, ``cells``, ``first``, ``last``.
-
-        Returns
-        -------
-        str
-            JSON list of `cell_overrides` dicts (keys sorted).
 
         Raises
         ------
@@ -277,11 +231,6 @@ class SimulationPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A summary path's wildcards: ``model`` and ``study``.
-
-        Returns
-        -------
-        list of str
-            One file per cell group x seed block.
 
         Raises
         ------
@@ -309,16 +258,12 @@ class SimulationPart(PlanBase):
 
     # --------------------------------------------------- simulation figures/tables
     def figure_studies(self, fig: str) -> list[str]:
-        """The studies a simulation figure's panels draw (a panel's ``study``, else the figure's), in order, once each.
+        """The studies a simulation figure's panels draw, in order, once each.
 
         Parameters
         ----------
         fig : str
             A simulation figure name.
-
-        Returns
-        -------
-        list of str
         """
         f = self.figure(fig)
         return list(dict.fromkeys(p.get("study", f.get("study")) for p in f["panels"]))
@@ -331,13 +276,7 @@ class SimulationPart(PlanBase):
         study : str
             A study name.
         fixed : dict or None, default=None
-            A panel's or fit's config entry: its ``sizes`` and ``m``, when present, fix those
-            axes (other keys are ignored); None: no axis fixed.
-
-        Returns
-        -------
-        list of tuple of (str, int)
-            Canonical size text and m of each cell drawn (mu and K are not distinguished).
+            A panel's or fit's config entry; its ``sizes`` and ``m``, when present, fix those axes.
         """
         from ..simulation.data import parse_sizes
 
@@ -348,9 +287,7 @@ class SimulationPart(PlanBase):
         return [(sz, m) for sz in sizes for m in ms]
 
     def render_title(self, text: str, study_cells: list[tuple[str, list]], key: str) -> str:
-        """``text`` with its placeholders (`TITLE_FIELDS`) filled in from the cells
-        drawn, given as (study, [(sizes, m), ...]); ConfigError naming ``key`` for an
-        unknown placeholder or a brace that is not one.
+        """``text`` with its placeholders (`TITLE_FIELDS`) filled in from the cells drawn.
 
         Parameters
         ----------
@@ -360,11 +297,6 @@ class SimulationPart(PlanBase):
             (study, `drawn_cells` of it) for each part the text describes.
         key : str
             The config key of ``text``, for errors.
-
-        Returns
-        -------
-        str
-            ``text`` formatted (``text`` itself when it has no placeholder).
 
         Raises
         ------
@@ -394,17 +326,12 @@ class SimulationPart(PlanBase):
         return text.format_map({"mean_n": _span(means), "N": _span(totals)})
 
     def figure_title(self, fig: str) -> str:
-        """A simulation figure's title (default: its name), placeholders filled in from
-        the cells its panels draw (`render_title`).
+        """A simulation figure's title (default: its name), placeholders filled in (`render_title`).
 
         Parameters
         ----------
         fig : str
             A simulation figure name.
-
-        Returns
-        -------
-        str
         """
         f = self.figure(fig)
         cells = [(p.get("study", f.get("study")), self.drawn_cells(p.get("study", f.get("study")), p))
@@ -412,9 +339,7 @@ class SimulationPart(PlanBase):
         return self.render_title(f.get("title", fig), cells, f"figures.{fig}.title")
 
     def rates_fits(self) -> list[dict]:
-        """The rates table's fits (here, beside the titles, so that the config checks use it),
-        each label's placeholders (``{mean_n}``, ``{N}``) filled
-        in from the cells of its study (`render_title`)."""
+        """The rates table's fits, each label's placeholders filled in (`render_title`)."""
         out = []
         for i, fit in enumerate(self.config["tables"]["rates"]["fits"]):
             fit = dict(fit)
@@ -425,16 +350,12 @@ class SimulationPart(PlanBase):
         return out
 
     def figure_summaries(self, wildcards) -> list[str]:
-        """The summary files a simulation figure reads (input of its plot rule), one per figure study.
+        """The summary files a simulation figure reads, one per figure study.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig``.
-
-        Returns
-        -------
-        list of str
         """
         f = self.figure(wildcards.fig)
         return [self.summary_file(f["model"], s) for s in self.figure_studies(wildcards.fig)]
@@ -450,9 +371,7 @@ class SimulationPart(PlanBase):
         Returns
         -------
         str
-            JSON (keys sorted) of the figure's entry without ``kind``, with ``name``, ``title``
-            (provenance appended), ``studies`` (their config entries), ``d`` (the length of
-            beta_true) and ``method_settings`` (of the first study).
+            JSON of the entry with ``name``, ``title``, ``studies``, ``d`` and ``method_settings``.
         """
         fig = wildcards.fig
         f = {k: v for k, v in self.figure(fig).items() if k != "kind"}
@@ -469,10 +388,6 @@ class SimulationPart(PlanBase):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig`` (a simulation figure).
-
-        Returns
-        -------
-        str
         """
         fig = wildcards.fig
         f, c = self.figure(fig), self.config

@@ -10,17 +10,12 @@ class TablesPart(SimulationPart):
     """Plan methods of tables/<run>/table1.* and rates.*."""
 
     def table1_summaries(self, wildcards=None) -> list[str]:
-        """The summary file Table 1 reads: that of its model and study.
+        """The summary file Table 1 reads (one path): that of its model and study.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
-            One path.
         """
         t = self.config["tables"]["table1"]
         return [self.summary_file(t["model"], t["study"])]
@@ -36,8 +31,7 @@ class TablesPart(SimulationPart):
         Returns
         -------
         str
-            JSON (keys sorted) of ``tables.table1`` with ``cell`` (mu and K from ``defaults``
-            when not given), ``methods`` (the study's when not given) and ``note``.
+            JSON; ``cell``'s mu and K default to ``defaults``', ``methods`` to the study's.
         """
         c = self.config
         t = c["tables"]["table1"]
@@ -66,10 +60,6 @@ class TablesPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        list of str
         """
         return [self.summary_file(model, study) for model, study in self._rates_pairs()]
 
@@ -84,9 +74,7 @@ class TablesPart(SimulationPart):
         Returns
         -------
         str
-            JSON (keys sorted) of ``tables.rates`` with ``fits`` (`rates_fits`),
-            ``studies`` (entries with their ``method_settings``), ``d`` (model -> length of
-            beta_true), ``method_settings`` (of ``defaults``) and ``note``.
+            JSON with ``fits`` (`rates_fits`), ``studies``, ``d``, ``method_settings`` and ``note``.
         """
         c = self.config
         spec = dict(c["tables"]["rates"], fits=self.rates_fits(),
@@ -107,10 +95,6 @@ class TablesPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         return self.table_caption("table1")
 
@@ -121,10 +105,6 @@ class TablesPart(SimulationPart):
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
         """
         return self.table_caption("rates")
 
@@ -135,10 +115,6 @@ class TablesPart(SimulationPart):
         ----------
         name : {"table1", "rates"}
             The table (any other name: the rates caption).
-
-        Returns
-        -------
-        str
         """
         c = self.config
         if name == "table1":

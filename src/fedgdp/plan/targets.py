@@ -29,12 +29,6 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         ----------
         fig : str
             A figure name.
-
-        Returns
-        -------
-        list of str
-            ``figures/<run>/<fig>.pdf`` and ``.png``, plus ``tables/<run>/<fig>_medians.csv``
-            (real data) or ``<fig>_summary.csv`` (CNNs).
         """
         base = self.paths.figure.format(fig=fig)
         out = [f"{base}.pdf", f"{base}.png"]
@@ -46,24 +40,18 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         return out
 
     def table_files(self, name: str) -> list[str]:
-        """tables/<run>/<name>.<ext> of one table.
+        """tables/<run>/<name>.<ext> of one table: table1: csv, md, tex; rates and claims: csv, md.
 
         Parameters
         ----------
         name : {"table1", "rates", "claims"}
             The table.
-
-        Returns
-        -------
-        list of str
-            table1: csv, md, tex; rates and claims: csv, md.
         """
         ext = {"table1": ("csv", "md", "tex"), "rates": ("csv", "md"), "claims": ("csv", "md")}[name]
         return [f"{self.paths.tables}/{name}.{e}" for e in ext]
 
     def tables(self) -> list[str]:
-        """The tables of the run: those the config asks for (rule tabulate_<name> each)
-        and the claims report (rule assess_claims)."""
+        """The tables of the run: those the config asks for and the claims report."""
         return [t for t in ("table1", "rates") if t in self.config.get("tables", {})] + ["claims"]
 
     def nn_in_default(self) -> bool:
@@ -79,33 +67,25 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         return [f for f in self.figures() if self.figure(f)["kind"] != "nn"]
 
     def gallery_file(self, fig: str) -> str:
-        """The gallery's PNG of a figure (docs/gallery.md).
+        """The gallery's PNG of a figure (docs/gallery.md): ``docs/gallery/<fig>.png``.
 
         Parameters
         ----------
         fig : str
             A figure name.
-
-        Returns
-        -------
-        str
-            ``docs/gallery/<fig>.png``.
         """
         return f"{GALLERY_DIR}/{fig}.png"
 
     def audit_files(self) -> list[str]:
-        """The privacy audit of this run's settings and the empirical lower bound on mu
-        (target ``audit``, never in ``all``: ``fedgdp audit --configfile`` on the run's
-        resolved config; docs/methods.md §2)."""
+        """The files of target ``audit`` (not in ``all``): the privacy audit and empirical mu of the run's settings."""
         t, f = self.paths.tables, self.paths.figure.format(fig="audit")
         return [f"{t}/audit.csv", f"{t}/audit.md", f"{f}.csv", f"{f}.pdf", f"{f}.png"]
 
     def targets(self) -> dict[str, list[str]]:
-        """Named targets -> files: one per figure, one per table (``claims`` is the
-        claims report), ``gallery``, ``decompose`` (the error decomposition, when the
-        config has one; not in ``all``), ``coverage`` (the intervals' coverage study, when
-        the config has one; not in ``all``), ``audit`` (the privacy audit of the run's
-        settings; not in ``all``), ``all``."""
+        """Named targets -> files: each figure and table, ``gallery``, ``decompose``, ``coverage``, ``audit``, ``all``.
+
+        ``decompose``, ``coverage`` (when configured) and ``audit`` are not in ``all``.
+        """
         out = {fig: self.figure_files(fig) for fig in self.figures()}
         out.update({t: self.table_files(t) for t in self.tables()})
         out["gallery"] = [self.gallery_file(f) for f in self.gallery_figures()]
@@ -148,8 +128,7 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         Raises
         ------
         RequestError
-            An unknown target, the gallery asked of another run than `GALLERY_RUN`, or
-            CNN targets without PyTorch (outside a dry run and ``--sdm conda``).
+            An unknown target, the gallery of another run than `GALLERY_RUN`, or CNN targets without PyTorch.
         """
         named = self.targets()
         known = list(dict.fromkeys([*named, *rule_names]))
@@ -172,17 +151,12 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
                                    "with --sdm conda); a dry run (-n) plans without it")
 
     def nn_requested(self, targets) -> list[str]:
-        """The targets (``all`` for none given) that need CNN training jobs.
+        """The targets, in order, whose files include a CNN figure or run file (training jobs).
 
         Parameters
         ----------
         targets : iterable of str
             The targets given: named targets or file paths (empty: ``all``).
-
-        Returns
-        -------
-        list of str
-            Those targets, in order, whose files include a CNN figure file or a CNN run file.
         """
         named = self.targets()
         nn_files = {p for f in self.figures("nn") for p in self.figure_files(f)}
@@ -196,19 +170,12 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         return out
 
     def run_warning(self, root=".") -> str | None:
-        """A line when this run's folder already holds results of another config (its
-        config.resolved.yaml records another hash), e.g. ``--config run=paper`` with
-        changed settings: jobs whose parameters changed are rebuilt beside files of the
-        old config. None otherwise.
+        """A line when this run's folder holds results of another config hash (e.g. ``--config run=paper``), else None.
 
         Parameters
         ----------
         root : str or path-like, default="."
             The folder the run's paths are relative to (the workflow's directory).
-
-        Returns
-        -------
-        str or None
         """
         path = Path(root) / self.paths.config
         try:
@@ -229,10 +196,6 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         ----------
         kind : {"simulation", "realdata", "nn"}
             The figure kind.
-
-        Returns
-        -------
-        str
         """
         return alternatives(self.figures(kind))
 
@@ -244,40 +207,26 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig``.
-
-        Returns
-        -------
-        str
         """
         return figure_number(wildcards.fig)
 
     def labels_pdf(self, wildcards) -> dict:
-        """Report labels of a figure's PDF.
+        """Report labels of a figure's PDF: ``{"figure": "Figure N", "format": "PDF", "run": run}``.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig``.
-
-        Returns
-        -------
-        dict
-            ``{"figure": "Figure N", "format": "PDF", "run": run}``.
         """
         return {"figure": figure_number(wildcards.fig), "format": "PDF", "run": self.run}
 
     def labels_png(self, wildcards) -> dict:
-        """Report labels of a figure's PNG.
+        """Report labels of a figure's PNG: ``{"figure": "Figure N", "format": "PNG", "run": run}``.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig``.
-
-        Returns
-        -------
-        dict
-            ``{"figure": "Figure N", "format": "PNG", "run": run}``.
         """
         return {"figure": figure_number(wildcards.fig), "format": "PNG", "run": self.run}
 

@@ -1,12 +1,8 @@
-"""Error decomposition of each method's MSE into statistical error, optimisation error,
-clipping bias and privacy noise (docs/methods.md §9; beyond the paper).
+"""Error decomposition of each method's MSE into statistical, optimisation, clipping and privacy terms.
 
-Three studies run the same cells on the same replicate data (the data seeds leave out
-the release, mu and K), each with one value of the cell parameter ``release``
-(`fedgdp.simulation.backend.RELEASES`): ``private`` (the algorithm), ``clip_only`` (the
-same clipping bound, no noise) and ``plain`` (neither). With ``e_r(K)`` the squared
-error of a replicate under release r at iteration budget K, and ``K_conv`` a budget at
-which the plain fit has converged:
+Three studies run the same cells and replicate data under ``release`` ``private``,
+``clip_only`` and ``plain`` (docs/methods.md §9; beyond the paper). With ``e_r(K)`` a
+replicate's squared error under release r at budget K and ``K_conv`` a converged budget:
 
 ==============  ==========================================
 statistical     ``e_plain(K_conv)``
@@ -15,17 +11,9 @@ clipping        ``e_clip_only(K) - e_plain(K)``
 privacy         ``e_private(K) - e_clip_only(K)``
 ==============  ==========================================
 
-The four terms add up to ``e_private(K)`` replicate by replicate, so their means add up
-to the private MSE. Each term's Monte Carlo standard error is that of the mean of its
-per-replicate (paired) differences. A replicate counts for a (model, method, cell)
-only when all four squared errors are finite; the others are counted in ``dropped``.
-
-- `paired` lines the rows of the three studies up by replicate (and checks they
-  share their data);
-- `decompose` reduces them to one row per (model, method, sizes, m, K), and
-  `ordered` sorts them;
-- `write_csv`, `write_markdown` write the table; the figure is
-  `fedgdp.reports.plots_decomposition.plot_decomposition`.
+The terms add up to ``e_private(K)`` replicate by replicate; each SE is that of the
+paired differences. `paired` lines the studies up, `decompose` reduces, `ordered` sorts,
+`write_csv` and `write_markdown` write; the figure is `fedgdp.reports.plots_decomposition`.
 """
 from __future__ import annotations
 
@@ -68,11 +56,6 @@ def read_rows(paths) -> pd.DataFrame:
     ----------
     paths : str, path-like or iterable of them
         Cell files.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Their rows, just the columns ``_READ``.
     """
     from ..common.io import read_parquet_files
 
@@ -94,15 +77,13 @@ def paired(rows: pd.DataFrame, studies: dict, K_conv: int) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        One row per (model, method, sizes, m, K, replicate) present under all three
-        releases (K: those of the private study), columns ``private``, ``clip_only``,
-        ``plain`` (squared errors at K) and ``plain_conv`` (the plain one at K_conv).
+        One row per (model, method, sizes, m, K, replicate) present under all three releases:
+        ``private``, ``clip_only``, ``plain`` (at K) and ``plain_conv`` (at K_conv).
 
     Raises
     ------
     ValueError
-        When a study has no rows, K_conv is not a K of the plain study, or two releases
-        of a replicate have different data (total sample size N): not paired.
+        A study without rows, K_conv not a K of the plain study, or releases of unequal data.
     """
     key = CELL + ["replicate"]
     parts = {}
@@ -139,22 +120,14 @@ def paired(rows: pd.DataFrame, studies: dict, K_conv: int) -> pd.DataFrame:
 
 
 def decompose(wide: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, method, sizes, m, K): the private MSE and the four terms
-    (`TERMS`), each with the Monte Carlo SE of its paired per-replicate values.
+    """One row per (model, method, sizes, m, K): the private MSE and the four `TERMS` with SEs (`COLUMNS`).
 
-    ``replicates`` counts the replicates used (all four squared errors finite),
-    ``dropped`` the others. The term means add up to ``mse_private`` (up to rounding).
-    Rows keep the order in which cells first appear.
+    ``replicates`` counts the replicates with all four errors finite, ``dropped`` the others.
 
     Parameters
     ----------
     wide : pandas.DataFrame
         Paired squared errors (`paired`).
-
-    Returns
-    -------
-    pandas.DataFrame
-        The table, columns `COLUMNS`.
     """
     out = []
     for cell, g in wide.groupby(CELL, sort=False):
@@ -171,8 +144,7 @@ def decompose(wide: pd.DataFrame) -> pd.DataFrame:
 
 
 def ordered(table: pd.DataFrame, methods=None) -> pd.DataFrame:
-    """The rows sorted by model, K, method (in the order of ``methods``, default
-    alphabetical), sizes and m: the same table whatever order the cell files came in.
+    """The rows sorted by model, K, method, sizes and m (a new index), whatever the files' order.
 
     Parameters
     ----------
@@ -180,11 +152,6 @@ def ordered(table: pd.DataFrame, methods=None) -> pd.DataFrame:
         A table of `decompose`.
     methods : sequence of str or None
         The methods' order (methods not in it last); None: alphabetical.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The sorted table (a new index).
     """
     rank = {m: i for i, m in enumerate(methods or sorted(table["method"].unique()))}
     def key(c):
@@ -232,8 +199,7 @@ def write_csv(df: pd.DataFrame, path) -> None:
 
 
 def write_markdown(df: pd.DataFrame, path, *, title: str = "", note: str = "") -> None:
-    """The table as GitHub-flavoured Markdown, 3 significant digits, with a note
-    (`fedgdp.reports.tables.write_markdown` of the formatted text).
+    """The table as GitHub-flavoured Markdown, 3 significant digits, with a title and note.
 
     Parameters
     ----------

@@ -1,20 +1,10 @@
 """The claims map: which of the paper's claims hold under which of the settings it leaves open.
 
-The sensitivity study (config section ``sensitivity``, docs/methods.md §8) runs every
-*variant* of the settings (mu, the clipping rule, FedSGD's step and iterations, the
-size of beta_true, sigma_c, tau1, certified FedNewton's Hessian bound; for real data
-tau1, eta and K) on a reduced *design* per claim, as ordinary studies named
-``sens_<variant>_<claim>``. This module tests the claims on each variant's results
-with the functions of `fedgdp.reports.claims` (the same tests and thresholds as the
-claims report) and assembles the verdicts into a map:
-
-- one row per claim, model, FedNewton version and variant, at the claim level and per
-  sub-claim (the sub-claim verdicts are read from the claim's evidence lines, which
-  `fedgdp.reports.claims` writes as ``"<sub-claim>: <verdict> (<tally>)..."``);
-- C2 and C4 a second time with certified FedNewton in FedNewton's place (``newton =
-  certified``), so the Hessian-bound variants have something to change;
-- a key statistic per row (median MSE per method for C2, log-log slopes for C1 and C4,
-  median AUC / accuracy for C5), computed with `fedgdp.reports.claims.trend`.
+The sensitivity study (docs/methods.md §8) runs every *variant* of the settings on a
+reduced *design* per claim, as studies ``sens_<variant>_<claim>``. This module tests the
+claims on each variant with `fedgdp.reports.claims` (the same tests and thresholds) and
+maps the verdicts: a row per claim and sub-claim, model, FedNewton version (C2 and C4
+also with certified FedNewton) and variant, with a key statistic.
 
 Outputs: `write_csv` (`MAP_COLUMNS`), `write_markdown` and
 `draw` (a claims x variants grid, verdict colour and text in every cell).
@@ -140,12 +130,6 @@ def claims_map(summary: pd.DataFrame | None, real: dict | None, spec: dict) -> p
         ``designs``: generated study -> {variant, claim, models}; ``variants`` and
         ``realdata_variants``: name -> settings (what each changes); ``skipped``: notes
         on datasets not run. See `fedgdp.plan.Plan.sensitivity_map_spec`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per claim (and sub-claim), model, FedNewton version and variant; columns
-        `MAP_COLUMNS`.
     """
     rows = []
     variants = spec.get("variants", {})
@@ -183,7 +167,7 @@ GRID_SUBCLAIMS = ("C2", "C4", "C5")
 
 
 def where_holds(df: pd.DataFrame, claim: str) -> list[tuple[str, str, str]]:
-    """(variant, model, FedNewton version) where ``claim`` holds as a whole.
+    """``(variant, model, newton)`` of each claim-level row where ``claim`` holds.
 
     Parameters
     ----------
@@ -191,11 +175,6 @@ def where_holds(df: pd.DataFrame, claim: str) -> list[tuple[str, str, str]]:
         The map (`claims_map`).
     claim : str
         ``C1`` ... ``C5``.
-
-    Returns
-    -------
-    list of tuple of str
-        ``(variant, model, newton)`` of each claim-level row whose verdict is ``holds``.
     """
     top = df[(df["claim"] == claim) & (df["subclaim"] == "") & (df["verdict"] == "holds")]
     return list(zip(top["variant"], top["model"], top["newton"]))
@@ -233,11 +212,6 @@ def render_markdown(df: pd.DataFrame, spec: dict) -> str:
         The map (`claims_map`).
     spec : dict
         The map's spec (as in `claims_map`; also ``title``, ``provenance``, ``replicates``, ``order``).
-
-    Returns
-    -------
-    str
-        The Markdown text.
     """
     def esc(s):
         return str(s).replace("|", "\\|")
@@ -313,8 +287,7 @@ def write_csv(df: pd.DataFrame, path) -> None:
 
 
 def draw(df: pd.DataFrame, spec: dict, pdf=None, png=None) -> None:
-    """The claims map as a grid: rows claims (and C2, C4, C5 sub-claims), columns variants,
-    each cell coloured by its verdict (`VERDICT_COLOURS`) with the verdict written in it.
+    """The claims map as a grid: claims and sub-claims x variants, each cell coloured and labelled by its verdict.
 
     Parameters
     ----------

@@ -45,10 +45,8 @@ def table1(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        One row per method, columns ``method`` (label), ``algorithm``, ``rounds_theory``,
-        ``communication_theory``, ``bound_theory``, ``rounds``, ``floats_up``,
-        ``floats_down``, ``mse``, ``se``, ``replicates``, ``diverged`` (headers:
-        `TABLE1_HEADERS`); a method absent from the cell has empty measurements.
+        One row per method, columns as `TABLE1_HEADERS` (theory, then measurements; empty
+        for a method absent from the cell).
 
     Raises
     ------
@@ -218,19 +216,14 @@ _DIGITS = {"display": {"sci": 2, "fixed": 3}, "csv": {"sci": 6, "fixed": 6}}
 
 
 def column_styles(df: pd.DataFrame) -> dict:
-    """One number style per column: ``"sci"``, ``"fixed"`` or ``"auto"`` (integers, text,
-    yes/no). A float column not in `SCIENTIFIC` or `FIXED` is fixed point when
-    every finite non-zero value lies in ``[0.01, 1e5)``, scientific otherwise.
+    """Column name -> ``"sci"``, ``"fixed"`` or ``"auto"`` (floats not in `SCIENTIFIC` or `FIXED`: by range).
+
+    Such a float column is fixed point when every finite non-zero value lies in ``[0.01, 1e5)``.
 
     Parameters
     ----------
     df : DataFrame
         The table.
-
-    Returns
-    -------
-    dict of str to str
-        Column name -> style.
     """
     styles = {}
     for col in df.columns:
