@@ -270,39 +270,13 @@ class RealBackend:
         self.trace = getattr(self.data, "trace", None)      # FoldData.trace: the iterates, for diagnostics
 
     def calibrate(self, method, s):
-        """The noise sds of the method's plan at every level, and the ledgers.
-
-        Parameters
-        ----------
-        method : fedgdp.methods.Method
-            The method (its plan is calibrated on each fold, `FoldData.calibrate`).
-        s : dict
-            The method's settings.
-
-        Returns
-        -------
-        sigmas : tuple of ndarray, each shape (J, m)
-            One array of noise sds per release spec of the plan.
-        ledgers : list of fedgdp.core.privacy.Ledger, length J
-            One ledger per level.
-        """
+        """The noise sds of the method's plan at every level, and the ledgers."""
         cals = [fd.calibrate(method.plan(fd, s)) for fd in self.fds]
         sigmas = tuple(np.stack([c[0][r] for c in cals]) for r in range(len(cals[0][0])))
         return sigmas, [c[1] for c in cals]
 
     def weights(self, releases):
-        """Aggregation weights ``n_i / sum n`` (the same at every level).
-
-        Parameters
-        ----------
-        releases : int
-            Releases each client makes (unused).
-
-        Returns
-        -------
-        ndarray of shape (m,)
-            The weights, summing to one.
-        """
+        """Aggregation weights ``n_i / sum n`` (the same at every level)."""
         return self.data.weights
 
     def zeros(self):
@@ -321,76 +295,18 @@ class RealBackend:
         raise ValueError(f"unknown part {part!r}; use full or half1")
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
-        """K noisy local steps of every client from ``start`` (`local_descent_many`),
-        client by client.
-
-        Parameters
-        ----------
-        start : ndarray of shape (J, d, k)
-            The global parameters.
-        K : int
-            Local steps.
-        eta : float
-            Step size.
-        sigma : ndarray of shape (J, m)
-            Noise sds.
-        noise : fedgdp.methods.StreamNoise or None
-            The noise stream, None when non-private.
-        part : str
-            ``full`` (all rows) or ``half1`` (each client's first ``floor(n_i / 2)`` rows).
-        drift : ndarray of shape (J, m, d, k), optional
-            Per-client drift.
-
-        Returns
-        -------
-        ndarray of shape (J, m, d, k)
-            Per-client parameters.
-        """
+        """K noisy local steps of every client from ``start`` (`local_descent_many`), client by client."""
         return np.stack([local_descent_many(self.fds, i, start, K=K, eta=eta, sigmas=sigma[:, i], noise=noise,
                                             rows=rows, drift=None if drift is None else drift[:, i],
                                             trace=self.trace)
                          for i, rows in enumerate(self._rows(part))], axis=1)
 
     def average(self, w, local):
-        """``sum_i w_i local_i``.
-
-        Parameters
-        ----------
-        w : ndarray of shape (m,)
-            Weights.
-        local : ndarray of shape (J, m, d, k)
-            Per-client parameters.
-
-        Returns
-        -------
-        ndarray of shape (J, d, k)
-            The global parameters.
-        """
+        """``sum_i w_i local_i``."""
         return sum(w[i] * local[:, i] for i in range(self.m))
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
-        """K FedSGD steps (`server_descent_many`).
-
-        Parameters
-        ----------
-        theta : ndarray of shape (J, d, k)
-            The global parameters.
-        w : ndarray of shape (m,)
-            Weights.
-        K : int
-            Server steps.
-        eta : float
-            Step size.
-        sigma : ndarray of shape (J, m)
-            Noise sds.
-        noise : fedgdp.methods.StreamNoise or None
-            The noise stream, None when non-private.
-
-        Returns
-        -------
-        ndarray of shape (J, d, k)
-            The global parameters.
-        """
+        """K FedSGD steps (`server_descent_many`)."""
         return server_descent_many(self.fds, theta, w, K=K, eta=eta, sigmas=sigma, noise=noise, trace=self.trace)
 
     def newton_release(self, theta1, *, hessian_bound):
@@ -449,41 +365,11 @@ class RealBackend:
         return local
 
     def memo(self, key, inputs, compute):
-        """``compute()``: this backend keeps no results.
-
-        Parameters
-        ----------
-        key : str
-            The result's name (unused).
-        inputs : tuple
-            What the result depends on (unused).
-        compute : callable
-            Computes the result.
-
-        Returns
-        -------
-        object
-            ``compute()``.
-        """
+        """``compute()``: this backend keeps no results."""
         return compute()
 
     def finish(self, theta, ledgers, comm):
-        """The fits, one per level.
-
-        Parameters
-        ----------
-        theta : ndarray of shape (J, d, k)
-            The final global parameters.
-        ledgers : list of fedgdp.core.privacy.Ledger, length J
-            One ledger per level.
-        comm : dict
-            ``rounds``, ``floats_up``, ``floats_down`` (`fedgdp.methods.Method.comm`).
-
-        Returns
-        -------
-        list of fedgdp.methods.Fit, length J
-            Fit j has ``theta[j]`` (d, k) and ``ledgers[j]``.
-        """
+        """The fits, one per level."""
         return [Fit(T, ledger, **comm) for T, ledger in zip(theta, ledgers)]
 
     # -- the plain fits (non-private, one level)

@@ -457,36 +457,12 @@ class SimBackend:
         self.m, self.dk = fd.full.m, fd.full.d
 
     def calibrate(self, method, s):
-        """The sds of ``method``'s plan on this block and its one ledger (`FitData.calibrate`).
-
-        Parameters
-        ----------
-        method : fedgdp.methods.Method
-            The method.
-        s : dict
-            The method's settings.
-
-        Returns
-        -------
-        tuple
-            The sds (one (n_rep, m) array per spec) and ``[ledger]``.
-        """
+        """The sds of ``method``'s plan on this block and its one ledger (`FitData.calibrate`)."""
         sigmas, ledger = self.data.calibrate(method.plan(self.data, s))
         return sigmas, [ledger]
 
     def weights(self, releases):
-        """The block's aggregation weights (`aggregation_weights` at the block's rule, B and mu).
-
-        Parameters
-        ----------
-        releases : int
-            Noisy releases per client.
-
-        Returns
-        -------
-        ndarray of shape (n_rep, m)
-            The weights.
-        """
+        """The block's aggregation weights (`aggregation_weights` at the block's rule, B and mu)."""
         fd = self.data
         return aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=releases, d=fd.full.d)
 
@@ -505,30 +481,7 @@ class SimBackend:
         raise ValueError(f"unknown part {part!r}; use full or half1")
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
-        """K noisy local steps of every client of ``part`` from the global ``start`` (no drift here).
-
-        Parameters
-        ----------
-        start : ndarray of shape (n_rep, d)
-            The global parameter.
-        K : int
-            Local steps.
-        eta : float
-            Step size.
-        sigma : ndarray of shape (n_rep, m)
-            Noise sds.
-        noise : ndarray of shape (n_rep, K, m, d), or None
-            Standard normals.
-        part : str
-            ``full`` or ``half1``.
-        drift : None
-            Must be None (ValueError otherwise).
-
-        Returns
-        -------
-        ndarray of shape (n_rep, m, d)
-            Per-client parameters.
-        """
+        """K noisy local steps of every client of ``part`` from the global ``start`` (no drift here)."""
         if drift is not None:
             raise ValueError("the simulation backend has no drift term in its local steps")
         data = self._part(part)
@@ -536,45 +489,11 @@ class SimBackend:
                                 bounds=self.data.bounds(data), sigma=sigma, Z=noise)
 
     def average(self, w, local):
-        """``sum_i w_i local_i`` per replicate.
-
-        Parameters
-        ----------
-        w : ndarray of shape (n_rep, m)
-            Weights.
-        local : ndarray of shape (n_rep, m, d)
-            Per-client parameters.
-
-        Returns
-        -------
-        ndarray of shape (n_rep, d)
-            The global parameter.
-        """
+        """``sum_i w_i local_i`` per replicate."""
         return np.einsum("rm,rmd->rd", w, local)
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
-        """K FedSGD steps on the full block (`ClientBlock.server_steps`).
-
-        Parameters
-        ----------
-        theta : ndarray of shape (n_rep, d)
-            The global parameter.
-        w : ndarray of shape (n_rep, m)
-            Weights.
-        K : int
-            Server steps.
-        eta : float
-            Step size.
-        sigma : ndarray of shape (n_rep, m)
-            Noise sds.
-        noise : ndarray of shape (n_rep, K, m, d), or None
-            Standard normals.
-
-        Returns
-        -------
-        ndarray of shape (n_rep, d)
-            The global parameter.
-        """
+        """K FedSGD steps on the full block (`ClientBlock.server_steps`)."""
         data = self.data.full
         return data.server_steps(theta, w, K=K, eta=eta, bounds=self.data.bounds(data), sigma=sigma, Z=noise)
 
@@ -603,43 +522,13 @@ class SimBackend:
         return at - floored_solve(h1.hessians(at), g, fd.tau1)
 
     def add_noise(self, local, sigma, noise):
-        """``local + sigma Z``, in place (``local`` unchanged when noise is None).
-
-        Parameters
-        ----------
-        local : ndarray of shape (n_rep, m, d)
-            Per-client parameters (modified in place).
-        sigma : ndarray of shape (n_rep, m)
-            Noise sds.
-        noise : ndarray of shape (n_rep, m, d), or None
-            Standard normals.
-
-        Returns
-        -------
-        ndarray of shape (n_rep, m, d)
-            ``local``.
-        """
+        """``local + sigma Z``, in place (``local`` unchanged when noise is None)."""
         if noise is not None:
             local += sigma[..., None] * noise
         return local
 
     def memo(self, key, inputs, compute):
-        """Results kept on the block (`FitData`), reused for equal inputs.
-
-        Parameters
-        ----------
-        key : str
-            The result's name (an attribute of the block).
-        inputs : tuple
-            What the result depends on (scalars, arrays or None, compared elementwise).
-        compute : callable
-            Computes the result.
-
-        Returns
-        -------
-        object
-            The kept or computed result.
-        """
+        """Results kept on the block (`FitData`), reused for equal inputs."""
         cached = self.data.__dict__.get(key)
         if cached is not None and _same(cached[0], inputs):
             return cached[1]
@@ -648,22 +537,7 @@ class SimBackend:
         return value
 
     def finish(self, theta, ledgers, comm):
-        """The block's one fit.
-
-        Parameters
-        ----------
-        theta : ndarray of shape (n_rep, d)
-            The final estimates.
-        ledgers : list of fedgdp.core.privacy.Ledger
-            One ledger (the block's).
-        comm : dict
-            ``rounds``, ``floats_up``, ``floats_down``.
-
-        Returns
-        -------
-        list of Fit
-            One fit.
-        """
+        """The block's one fit."""
         return [Fit(theta, ledgers[0], **comm)]
 
 
