@@ -75,7 +75,9 @@ class FedNewton(Method):
 
     def check_release_bound(self, data, s, s1, s2) -> None:
         """Refuse a certified fit whose releases could exceed `fedgdp.core.privacy.RELEASE_MAX`,
-        from public inputs only (docs/methods.md §2, "The certified solve").
+        from public inputs only (docs/methods.md §2, "The certified solve"): entries of the
+        stage-1 iterate <= ``K (eta B + z s1)``, of the step <= ``B / tau1``, of the release
+        <= their sum + ``z s2``; of the Hessian <= ``(1 + hessian_clip) tau1``.
 
         Parameters
         ----------

@@ -1,13 +1,10 @@
 """The real-data backend of the algorithm core: per-client matrices, J privacy levels in one pass.
 
-`RealBackend` implements `fedgdp.methods.Backend` on J
-`FoldData` with the same data (one per mu; the batch
-axis is the level): parameters (J, d, k) and per client (J, m, d, k). Noise comes
-from one generator (`fedgdp.methods.StreamNoise`), drawn in a fixed order:
-local steps client by client, each client's K steps in turn; server steps step by
-step, each step's clients in turn; one draw (d, k) serves all J levels, which is what
-J separate runs draw, their generators being seeded alike (common random numbers
-across mu). Gradients of the J levels come from one product (`stacked_gradients`).
+`RealBackend` implements `fedgdp.methods.Backend` on J `FoldData` with the same data (one
+per mu, the batch axis): parameters (J, d, k), per client (J, m, d, k). Noise comes from
+one generator (`fedgdp.methods.StreamNoise`) in a fixed order (local steps client by
+client, server steps step by step); one draw (d, k) serves all J levels, as J separate
+runs seeded alike would draw (common random numbers across mu).
 """
 from __future__ import annotations
 
@@ -29,14 +26,13 @@ def _draw(noise, shape):
 def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas, noise,
                        rows: slice = slice(None), drift: np.ndarray | None = None,
                        trace: list | None = None) -> np.ndarray:
-    """K noisy local steps of client i at J privacy levels: ``Theta <- Theta - eta
-    (g(Theta) + drift) + sigma_j Z`` (``fds``, ``sigmas`` (J,), ``Theta0`` and ``drift``
-    (J, d, k)), one draw Z (d, k) per step from ``noise`` (None: no noise).
+    """K noisy local steps of client i at J levels: ``Theta <- Theta - eta (g(Theta) + drift) + sigma_j Z``,
+    one draw Z (d, k) per step.
 
     Parameters
     ----------
     fds : list of FoldData, length J
-        The folds (same data; one per privacy level, bound ``fds[j].bound``).
+        The folds (same data; one per privacy level).
     i : int
         The client.
     Theta0 : ndarray of shape (J, d, k)
@@ -54,10 +50,8 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
     drift : ndarray of shape (J, d, k), optional
         Added to every step's gradient (SCAFFOLD's correction).
     trace : list or None
-        When a list, each noisy iterate is appended as ``("local", i, step, eta, Theta,
-        noise2)``, ``noise2`` (J,) the expected squared norm of the step's noise (what
-        [`fedgdp.api.diagnostics`][fedgdp.api.diagnostics] reads; the iterates are releases the
-        ledger accounts for).
+        Appended ``("local", i, step, eta, Theta, noise2)`` per iterate, ``noise2`` (J,) the
+        expected squared norm of the step's noise (read by `fedgdp.api.diagnostics`).
 
     Returns
     -------
@@ -85,8 +79,7 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
 
 def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
                   rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
-    """`local_descent_many` at one level on the fold ``fd`` (`FoldData`):
-    Theta0 and drift (d, k), noise from ``rng``.
+    """`local_descent_many` at one level on the fold ``fd``, noise from ``rng``.
 
     Parameters
     ----------
@@ -121,8 +114,7 @@ def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
 
 def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.ndarray, noise,
                         trace: list | None = None) -> np.ndarray:
-    """K FedSGD steps at J levels: ``Theta <- Theta - eta sum_i w_i (g_i(Theta) + sigma_i Z_i)``
-    (``sigmas`` (J, m), ``Theta0`` (J, d, k)), one draw per client and step.
+    """K FedSGD steps at J levels: ``Theta <- Theta - eta sum_i w_i (g_i(Theta) + sigma_i Z_i)``.
 
     Parameters
     ----------
@@ -141,8 +133,7 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
     noise : fedgdp.methods.StreamNoise or None
         The noise stream, None when non-private.
     trace : list or None
-        When a list, each global iterate is appended as ``("server", -1, step, eta,
-        Theta, noise2)`` (`local_descent_many`).
+        Appended ``("server", -1, step, eta, Theta, noise2)`` per iterate.
 
     Returns
     -------
@@ -159,8 +150,7 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
 
 
 def gradient_release(fds: list, i: int, Theta: np.ndarray, sigma, noise) -> np.ndarray:
-    """Client i's noisy gradient at J levels, ``g_i(Theta) + sigma_j Z`` (one draw Z (d, k)
-    from ``noise``; None: no noise): what the client sends at one FedSGD step.
+    """Client i's noisy gradient (J, d, k), ``g_i(Theta) + sigma_j Z``: one FedSGD step's release.
 
     Parameters
     ----------
@@ -174,11 +164,6 @@ def gradient_release(fds: list, i: int, Theta: np.ndarray, sigma, noise) -> np.n
         Client i's noise sd at each level.
     noise : fedgdp.methods.StreamNoise or None
         The noise stream, None when non-private.
-
-    Returns
-    -------
-    ndarray of shape (J, d, k)
-        The release.
     """
     g = stacked_gradients(fds, i, Theta)
     Z = _draw(noise, Theta.shape[1:])
@@ -190,7 +175,7 @@ def gradient_release(fds: list, i: int, Theta: np.ndarray, sigma, noise) -> np.n
 def server_descent(Theta0, w, *, K: int, eta: float, m: int, release, trace: list | None = None,
                    noise2: np.ndarray | None = None) -> np.ndarray:
     """K server steps ``Theta <- Theta - eta sum_i w_i release(i, Theta)``, clients in turn
-    (the aggregation of `server_descent_many`, and of a coordinator across sites).
+    (also a coordinator's across sites).
 
     Parameters
     ----------
@@ -207,8 +192,7 @@ def server_descent(Theta0, w, *, K: int, eta: float, m: int, release, trace: lis
     release : callable
         ``release(i, Theta)`` -> client i's noisy gradient (J, d, k) (`gradient_release`).
     trace : list or None
-        When a list, each global iterate is appended as ``("server", -1, step, eta,
-        Theta, noise2)``.
+        Appended ``("server", -1, step, eta, Theta, noise2)`` per iterate.
     noise2 : ndarray of shape (J,) or None
         The trace's expected squared norm of a step's noise.
 
@@ -237,11 +221,6 @@ def same_stream(rngs: list) -> bool:
     ----------
     rngs : list of numpy.random.Generator or None
         The generators.
-
-    Returns
-    -------
-    bool
-        Whether one stream can serve them all.
     """
     if all(r is None for r in rngs):
         return True
@@ -310,22 +289,14 @@ class RealBackend:
         return server_descent_many(self.fds, theta, w, K=K, eta=eta, sigmas=sigma, noise=noise, trace=self.trace)
 
     def newton_release(self, theta1, *, hessian_bound):
-        """Every client's pre-noise Newton release ``theta1 - s_i`` at every level: s_i is
-        `fedgdp.realdata.solvers.newton_step` with the Hessian of its half 1 (its
-        first ``floor(n_i / 2)`` rows) and the clipped gradient of its half 2, at theta1.
+        """Every client's pre-noise release ``theta1 - s_i`` (J, m, d, k), s_i by `fedgdp.realdata.solvers.newton_step`.
 
         Parameters
         ----------
         theta1 : ndarray of shape (J, d, k)
             The stage-1 global parameters.
         hessian_bound : float or None
-            Clips per-sample Hessians (certified FedNewton), None: the uncertified step
-            with the solver ``data.newton["solver"]`` (``cg``, ``ridge`` or ``floor``).
-
-        Returns
-        -------
-        ndarray of shape (J, m, d, k)
-            The releases.
+            Clips per-sample Hessians (certified); None: the solver ``data.newton["solver"]``.
         """
         h1, nw = self.data.half_sizes(), self.data.newton
         plain_cg = nw["solver"] == "cg" and hessian_bound is None
@@ -341,23 +312,7 @@ class RealBackend:
         return out
 
     def add_noise(self, local, sigma, noise):
-        """``local_i + sigma_i Z_i``, one draw Z_i (d, k) per client serving every level,
-        in place; ``local`` unchanged when noise is None.
-
-        Parameters
-        ----------
-        local : ndarray of shape (J, m, d, k)
-            Per-client releases (modified in place).
-        sigma : ndarray of shape (J, m)
-            Noise sds.
-        noise : fedgdp.methods.StreamNoise or None
-            The noise stream, None when non-private.
-
-        Returns
-        -------
-        ndarray of shape (J, m, d, k)
-            ``local``, with the noise added.
-        """
+        """``local_i + sigma_i Z_i`` in place, one draw (d, k) per client serving every level."""
         for i in range(self.m):
             Z = _draw(noise, local.shape[2:])
             if Z is not None:
@@ -379,32 +334,19 @@ class RealBackend:
         Parameters
         ----------
         s : dict
-            The fit's settings: ``ridge``, ``maxiter`` and optionally ``gtol``
-            (`fedgdp.realdata.solvers.ridge_fit`).
-
-        Returns
-        -------
-        ndarray of shape (m, d, k)
-            Client i's fit in row i.
+            ``ridge``, ``maxiter`` and optionally ``gtol`` (`fedgdp.realdata.solvers.ridge_fit`).
         """
         fd = self.data
         return np.stack([ridge_fit(fd.model, fd.design(i), fd.Y[i], ridge=s["ridge"], maxiter=s["maxiter"],
                                    gtol=s.get("gtol", 1e-8)) for i in range(fd.m)])
 
     def ridge_fit_pooled(self, s: dict) -> tuple[np.ndarray, int]:
-        """The ridge MLE on the pooled data (d, k) and the floats uploaded (the raw data).
+        """The ridge MLE on the pooled data (d, k), and the floats uploaded (the pooled X and Y).
 
         Parameters
         ----------
         s : dict
-            The fit's settings: ``ridge``, ``maxiter`` and optionally ``gtol``.
-
-        Returns
-        -------
-        Theta : ndarray of shape (d, k)
-            The fit.
-        floats_up : int
-            Numbers in the pooled X and Y.
+            ``ridge``, ``maxiter`` and optionally ``gtol``.
         """
         X, Y = product_design(list(self.data.X)), np.vstack(self.data.Y)   # CSR when large and sparse
         Theta = ridge_fit(self.data.model, X, Y, ridge=s["ridge"], maxiter=s["maxiter"], gtol=s.get("gtol", 1e-8))
