@@ -22,7 +22,9 @@ INFERENCE_METHOD = "federated_glm"
 
 # ------------------------------------------------------------------------- all
 def default_targets() -> list[AuditTarget]:
-    """Every registered private method at the default settings (both GLMs and tasks; FedNewton in both modes and every solver) and the inference releases."""
+    """Every registered private method at the default settings (FedNewton in both modes and
+    with every solver) and the inference releases of a `FederatedGLM` fit.
+    """
     from ..realdata import REGISTRY as REAL
     from ..simulation.backend import REGISTRY
 
