@@ -185,11 +185,6 @@ def readings_targets(path) -> list[AuditTarget]:
     ----------
     path : str or path
         A readings config (``config/nn-readings.yaml``).
-
-    Returns
-    -------
-    list of AuditTarget
-        ``kind="nn"``, ``reading`` the reading's name, in the config's order.
     """
     from ..nn.readings import load_readings, pieces, privacy_of
     from ..nn.settings import resolve
@@ -220,11 +215,6 @@ def audit_nn(targets: list[AuditTarget], seed: int, *, n: int = 20) -> list[Audi
         Seed of the images, the networks and the backend's streams.
     n : int, default=20
         Size of the main client (2, 1 and b + 1 under ``local_batch`` b are searched too).
-
-    Returns
-    -------
-    list of AuditRow
-        One row per release of each target's method, in the order its run makes them.
     """
     groups: dict = {}
     for t in targets:

@@ -54,11 +54,6 @@ def audit_targets(plan) -> list[AuditTarget]:
     plan : fedgdp.plan.Plan
         Any object with ``config``, ``cell_overrides``, ``study_cells``, ``realdata_settings``;
         sensitivity studies (``sens_*``) and non-private cells and releases are skipped.
-
-    Returns
-    -------
-    list of AuditTarget
-        Distinct targets, in config order.
     """
     from ..realdata import REGISTRY as REAL
     from ..realdata import resolve as resolve_real
@@ -113,11 +108,6 @@ def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] 
         Also audit the private clipping rule's histogram (per simulation model of the targets).
     nn : bool, default=True
         Audit the CNN targets when torch imports.
-
-    Returns
-    -------
-    list of AuditRow
-        The rows.
     """
     n_sim, n_real, iters = (200, 100, 10) if quick else (400, 120, 30)
     targets = default_targets() + nn_targets() if targets is None else targets

@@ -314,11 +314,6 @@ def fetch_mnist(folder: str | os.PathLike, *, mirrors=MNIST_MIRRORS, timeout: fl
     files : dict or None, default=None
         File name -> MD5; None: `MNIST_FILES`.
 
-    Returns
-    -------
-    list of pathlib.Path
-        The files, in the order of ``files``.
-
     Raises
     ------
     FileNotFoundError

@@ -89,11 +89,6 @@ def save_figure(fig, pdf=None, png=None, *, title: str = "", about: str = "", **
         Metadata of the files.
     **savefig
         Passed to ``savefig`` (e.g. ``bbox_inches="tight"``).
-
-    Returns
-    -------
-    list
-        The paths written.
     """
     from .io import atomic_path
 

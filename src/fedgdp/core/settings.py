@@ -306,11 +306,6 @@ def add_flags(group, cls: type[Settings], shown: Callable | None = None) -> list
         The settings class.
     shown : callable or None
         ``shown(name)``: the default the help ends with (else the field's).
-
-    Returns
-    -------
-    list of str
-        The fields' names (see `flag_values`).
     """
     names = []
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]

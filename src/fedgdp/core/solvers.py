@@ -34,7 +34,8 @@ def _diverged(H: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
-    """Solve ``H_floor s = g`` with H's eigenvalues floored at tau1: ``||s|| <= ||g||/tau1``.
+    """Solve ``H_floor s = g`` with H's eigenvalues floored at tau1: s (..., d), ``||s|| <= ||g||/tau1``,
+    NaN for a client whose H or g is not finite.
 
     Parameters
     ----------
@@ -44,11 +45,6 @@ def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
         Right-hand sides.
     tau1 : float
         The eigenvalue floor.
-
-    Returns
-    -------
-    ndarray of shape (..., d)
-        The solutions; NaN for a client whose H or g is not finite.
     """
     bad = _diverged(H, g)
     if bad.any():   # a diverged client: keep NaN instead of failing inside LAPACK
@@ -62,7 +58,8 @@ def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
 
 
 def ridge_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
-    """Solve ``(H + tau1 I) s = g`` (certified FedNewton).
+    """Solve ``(H + tau1 I) s = g`` (certified FedNewton): s (..., d), NaN for a client whose H or g
+    is not finite.
 
     Parameters
     ----------
@@ -72,11 +69,6 @@ def ridge_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
         Right-hand sides.
     tau1 : float
         The ridge.
-
-    Returns
-    -------
-    ndarray of shape (..., d)
-        The solutions; NaN for a client whose H or g is not finite.
     """
     bad = _diverged(H, g)
     A = H + tau1 * np.eye(H.shape[-1])

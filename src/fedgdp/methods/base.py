@@ -126,7 +126,7 @@ class Backend(Protocol):
 
     def local_steps(self, start, *, K: int, eta: float, sigma, noise, part: str = "full",
                     drift=None) -> np.ndarray:
-        """K noisy local steps of every client from the global ``start``:
+        """K noisy local steps of every client from the global ``start``, per-client (b, m, P):
         ``theta <- theta - eta (mean_j clip(g_j(theta)) + drift_i) + sigma_i Z`` on rows ``part``.
 
         Parameters
@@ -145,11 +145,6 @@ class Backend(Protocol):
             ``full`` or ``half1``.
         drift : ndarray or None
             Per-client drift (b, m, P).
-
-        Returns
-        -------
-        ndarray
-            Per-client parameters (b, m, P).
         """
 
     def average(self, w, local) -> np.ndarray:
@@ -164,7 +159,7 @@ class Backend(Protocol):
         """
 
     def server_steps(self, theta, w, *, K: int, eta: float, sigma, noise) -> np.ndarray:
-        """K FedSGD steps ``theta -= eta sum_i w_i (mean_j clip(g_j(theta)) + sigma_i Z_i)``.
+        """K FedSGD steps to a global (b, P): ``theta -= eta sum_i w_i (mean_j clip(g_j(theta)) + sigma_i Z_i)``.
 
         Parameters
         ----------
@@ -180,11 +175,6 @@ class Backend(Protocol):
             Noise sds (b, m).
         noise : object
             The noise, None when non-private.
-
-        Returns
-        -------
-        ndarray
-            The global parameter (b, P).
         """
 
     def newton_release(self, theta1, *, hessian_bound) -> np.ndarray:
@@ -264,8 +254,8 @@ class Fit:
 
 
 def comm_counts(rounds: int, m: int, dk: int, per_round: int = 1) -> dict:
-    """Communication of a fit: each round every client uploads ``per_round`` parameters of
-    ``dk`` floats and the server broadcasts as many to each.
+    """Communication of a fit (``rounds``, ``floats_up``, ``floats_down``): each round every client
+    uploads ``per_round`` parameters of ``dk`` floats and the server broadcasts as many to each.
 
     Parameters
     ----------
@@ -277,11 +267,6 @@ def comm_counts(rounds: int, m: int, dk: int, per_round: int = 1) -> dict:
         Floats of one parameter.
     per_round : int
         Parameters each client uploads per round.
-
-    Returns
-    -------
-    dict
-        ``rounds``, ``floats_up``, ``floats_down``.
     """
     return {"rounds": rounds, "floats_up": rounds * m * dk * per_round,
             "floats_down": rounds * m * dk * per_round}
@@ -617,7 +602,8 @@ class Method:
         return be.weights(releases=self.release_count(be, s))
 
     def plan(self, data, s: dict) -> tuple:
-        """The releases: every release each client makes, with its count and sensitivity.
+        """The releases, a tuple of `fedgdp.core.privacy.ReleaseSpec`: every release each client
+        makes, with its count and sensitivity.
 
         Parameters
         ----------
@@ -626,16 +612,11 @@ class Method:
             ``tau1``, ``privacy``.
         s : dict
             The method's settings.
-
-        Returns
-        -------
-        tuple of fedgdp.core.privacy.ReleaseSpec
-            The plan.
         """
         raise NotImplementedError
 
     def run(self, be: Backend, s: dict) -> list[Fit]:
-        """The algorithm on backend ``be``.
+        """The algorithm on backend ``be``: one `Fit` per privacy level.
 
         Parameters
         ----------
@@ -643,11 +624,6 @@ class Method:
             The backend of the fit.
         s : dict
             The method's settings.
-
-        Returns
-        -------
-        list of Fit
-            One fit per privacy level.
         """
         raise NotImplementedError
 

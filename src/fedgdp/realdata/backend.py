@@ -26,8 +26,8 @@ def _draw(noise, shape):
 def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas, noise,
                        rows: slice = slice(None), drift: np.ndarray | None = None,
                        trace: list | None = None) -> np.ndarray:
-    """K noisy local steps of client i at J levels: ``Theta <- Theta - eta (g(Theta) + drift) + sigma_j Z``,
-    one draw Z (d, k) per step.
+    """K noisy local steps of client i at J levels, its parameters (J, d, k) after them:
+    ``Theta <- Theta - eta (g(Theta) + drift) + sigma_j Z``, one draw Z (d, k) per step.
 
     Parameters
     ----------
@@ -52,11 +52,6 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
     trace : list or None
         Appended ``("local", i, step, eta, Theta, noise2)`` per iterate, ``noise2`` (J,) the
         expected squared norm of the step's noise (read by `fedgdp.api.diagnostics`).
-
-    Returns
-    -------
-    ndarray of shape (J, d, k)
-        Client i's parameters after the K steps.
     """
     Theta = Theta0.copy()
     sig = np.asarray(sigmas, dtype=float)[:, None, None]
@@ -79,7 +74,7 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
 
 def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
                   rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
-    """`local_descent_many` at one level on the fold ``fd``, noise from ``rng``.
+    """`local_descent_many` at one level on the fold ``fd`` (noise from ``rng``): client i's (d, k).
 
     Parameters
     ----------
@@ -101,11 +96,6 @@ def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
         The client's rows to use.
     drift : ndarray of shape (d, k), optional
         Added to every step's gradient.
-
-    Returns
-    -------
-    ndarray of shape (d, k)
-        Client i's parameter after the K steps.
     """
     return local_descent_many([fd], i, Theta0[None], K=K, eta=eta, sigmas=np.array([sigma]),
                               noise=StreamNoise(rng).take("Z"), rows=rows,
@@ -114,7 +104,7 @@ def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
 
 def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.ndarray, noise,
                         trace: list | None = None) -> np.ndarray:
-    """K FedSGD steps at J levels: ``Theta <- Theta - eta sum_i w_i (g_i(Theta) + sigma_i Z_i)``.
+    """K FedSGD steps at J levels to (J, d, k): ``Theta <- Theta - eta sum_i w_i (g_i(Theta) + sigma_i Z_i)``.
 
     Parameters
     ----------
@@ -134,11 +124,6 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
         The noise stream, None when non-private.
     trace : list or None
         Appended ``("server", -1, step, eta, Theta, noise2)`` per iterate.
-
-    Returns
-    -------
-    ndarray of shape (J, d, k)
-        The global parameters after the K steps.
     """
     sig = np.asarray(sigmas, dtype=float)
     noise2 = None
@@ -174,8 +159,8 @@ def gradient_release(fds: list, i: int, Theta: np.ndarray, sigma, noise) -> np.n
 
 def server_descent(Theta0, w, *, K: int, eta: float, m: int, release, trace: list | None = None,
                    noise2: np.ndarray | None = None) -> np.ndarray:
-    """K server steps ``Theta <- Theta - eta sum_i w_i release(i, Theta)``, clients in turn
-    (also a coordinator's across sites).
+    """K server steps ``Theta <- Theta - eta sum_i w_i release(i, Theta)`` to (J, d, k), clients in
+    turn (also a coordinator's across sites).
 
     Parameters
     ----------
@@ -195,11 +180,6 @@ def server_descent(Theta0, w, *, K: int, eta: float, m: int, release, trace: lis
         Appended ``("server", -1, step, eta, Theta, noise2)`` per iterate.
     noise2 : ndarray of shape (J,) or None
         The trace's expected squared norm of a step's noise.
-
-    Returns
-    -------
-    ndarray of shape (J, d, k)
-        The global parameters after the K steps.
     """
     Theta = Theta0.copy()
     if trace is not None:

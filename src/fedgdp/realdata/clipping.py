@@ -17,7 +17,7 @@ __all__ = ["clip_residuals", "clipped_gradient", "stacked_gradients", "clip_boun
 
 
 def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
-    """Mean over rows of the per-sample gradients ``x_j r_j'`` clipped to norm B (inf: plain).
+    """Mean (d, k) over rows of the per-sample gradients ``x_j r_j'`` clipped to norm B (inf: plain).
 
     Parameters
     ----------
@@ -33,11 +33,6 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
         The clipping bound.
     xnorm : ndarray or None of shape (n,)
         The row norms of X, when computed already.
-
-    Returns
-    -------
-    ndarray of shape (d, k)
-        The mean clipped gradient.
     """
     with np.errstate(over="ignore", invalid="ignore"):
         Res = model.residuals(Theta, X, Y)

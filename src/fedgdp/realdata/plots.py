@@ -68,7 +68,7 @@ def _mu_title(mu: float, certified: bool = False) -> str:
 def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None = None,
                   png: str | os.PathLike | None = None, title: str | None = None,
                   methods: list[str] | None = None):
-    """Draw Figure 7 (binary) or 8 (multiclass) from real-data rows.
+    """Draw Figure 7 (binary) or 8 (multiclass) from real-data rows; return the figure.
 
     Parameters
     ----------
@@ -82,11 +82,6 @@ def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None 
         Figure title (default: task, data set and layout).
     methods : list of str or None
         Subset and order (default: the registry order).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure.
     """
     plt = pyplot()
 

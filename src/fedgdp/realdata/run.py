@@ -56,9 +56,9 @@ def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.rand
 
 
 def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int = 1) -> list[dict]:
-    """Every configured method (private ones at every mu) on every fold of one split; with
-    ``workers > 1`` the (fold, method) fits are shared among forked processes, the rows the
-    same bit for bit (each fit has its own noise stream).
+    """Every configured method (private ones at every mu) on every fold of one split: one row
+    per (method, mu, client), keys `COLUMNS`. With ``workers > 1`` the (fold, method) fits are
+    shared among forked processes, the rows the same bit for bit (each fit has its own noise stream).
 
     Parameters
     ----------
@@ -72,11 +72,6 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int
         Called with one line per (fold, method, mu).
     workers : int
         Processes sharing the fits (1: this process).
-
-    Returns
-    -------
-    list of dict
-        One row per (method, mu, client), keys `COLUMNS`.
     """
     split_ = _Split(p, data, split)
     tasks = [(f, name) for f in range(p["folds"]) for name in p["methods"]]

@@ -94,11 +94,6 @@ def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter
         Stop when ``||grad f||`` is at most this.
     Theta0 : ndarray of shape (d, k), optional
         The start (default 0).
-
-    Returns
-    -------
-    ndarray of shape (d, k)
-        The minimiser found.
     """
     from scipy.optimize import minimize
 

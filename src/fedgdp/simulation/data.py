@@ -284,7 +284,7 @@ class Replicate:
 
 def simulate_replicate(rng: np.random.Generator, *, model: str, scheme: SizeScheme, m: int,
                        beta_true: np.ndarray, sigma_c: float) -> Replicate:
-    """Draw one replicate: sizes, then ``C ~ N(0, sigma_c^2)``, then ``y`` (docs/methods.md §1).
+    """Draw one `Replicate`: sizes, then ``C ~ N(0, sigma_c^2)``, then ``y`` (docs/methods.md §1).
 
     Parameters
     ----------
@@ -300,11 +300,6 @@ def simulate_replicate(rng: np.random.Generator, *, model: str, scheme: SizeSche
         True coefficients, intercept first.
     sigma_c : float
         The covariates' standard deviation.
-
-    Returns
-    -------
-    Replicate
-        ``X`` (N, p) with intercept column, ``y`` (N,), ``sizes`` (m,).
     """
     glm = get_model(model)
     sizes = scheme.draw(rng, m)

@@ -261,8 +261,8 @@ def _scratch(d):
 
 # ------------------------------------------------------------------ public kernels
 def client_groups(sizes: np.ndarray, max_rows: int = GROUP_ROWS) -> np.ndarray:
-    """Groups of consecutive clients for the local steps: group q is the flat clients
-    ``groups[q]:groups[q+1]`` of one replicate, at most ``max_rows`` rows unless one client has more.
+    """Group boundaries (G + 1,) in flat client indices ``r m + i``, from 0 to ``n_rep m``: group q is
+    clients ``groups[q]:groups[q+1]`` of one replicate, at most ``max_rows`` rows unless one client has more.
 
     Parameters
     ----------
@@ -270,11 +270,6 @@ def client_groups(sizes: np.ndarray, max_rows: int = GROUP_ROWS) -> np.ndarray:
         Client sizes.
     max_rows : int
         The most rows of a group (unless one client has more).
-
-    Returns
-    -------
-    ndarray of int64 of shape (G + 1,)
-        Group boundaries in flat client indices, from 0 to ``n_rep m``.
     """
     n_rep, m = sizes.shape
     total = np.cumsum(sizes, axis=1)

@@ -212,7 +212,7 @@ def _settings_text(rows: pd.DataFrame, layout: PanelLayout) -> str:
 # ------------------------------------------------------------------------ figure
 def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None = None,
                 png: str | os.PathLike | None = None):
-    """Draw one figure from summary rows; write it as PDF and/or PNG.
+    """Draw one figure from summary rows, write it as PDF and/or PNG, and return it.
 
     Parameters
     ----------
@@ -225,11 +225,6 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         Rows of `fedgdp.simulation.summary.summarise` (several studies may be concatenated).
     pdf, png : str, path-like or None
         Where to write the figure (None: not in that format).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure.
     """
     plt = pyplot()
     from matplotlib.lines import Line2D
