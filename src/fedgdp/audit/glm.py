@@ -277,12 +277,8 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
     ----------
     target : AuditTarget
         A real-data target (``model`` ``binary`` or ``multiclass``).
-    n : int
-        Size of the main client (n = 2 and 3 are searched too).
-    seed : int
-        Seed of the search's generator.
-    local_iters : int, default=30
-        Hill-climbing steps from the best pair found.
+    n, seed, local_iters
+        As in `audit_sim`.
     """
     from ..realdata import FoldData, get_method, resolve
     from ..realdata.clipping import clip_bound_real
@@ -381,12 +377,8 @@ def audit_inference(target: AuditTarget, n: int, seed: int, *, local_iters: int 
     ----------
     target : AuditTarget
         ``kind="inference"``, ``model`` a family of `INFERENCE_FAMILIES`.
-    n : int
-        Size of the main client.
-    seed : int
-        Seed of the search's generator.
-    local_iters : int, default=30
-        Hill-climbing steps from the best pair found.
+    n, seed, local_iters
+        As in `audit_sim` (no tiny clients).
     """
     from ..realdata import moments
 

@@ -53,7 +53,7 @@ def seed_sequence(base_seed: int, key, *indices: int, stream: str | None = None)
 
 
 def derived_rng(base_seed: int, key, *indices: int, stream: str | None = None) -> np.random.Generator:
-    """The generator of `seed_sequence` (same parameters).
+    """The generator of `seed_sequence`.
 
     Parameters
     ----------

@@ -80,22 +80,12 @@ def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
     ----------
     fd : FoldData
         The fold.
-    i : int
-        The client.
-    Theta0 : ndarray of shape (d, k)
-        The start.
-    K : int
-        Local steps.
-    eta : float
-        Step size.
+    i, Theta0, K, eta, rows, drift
+        As in `local_descent_many`, at one level: Theta0 and drift (d, k).
     sigma : float
         The noise sd.
     rng : numpy.random.Generator or None
         Draws the noise (None: no noise).
-    rows : slice
-        The client's rows to use.
-    drift : ndarray of shape (d, k), optional
-        Added to every step's gradient.
     """
     return local_descent_many([fd], i, Theta0[None], K=K, eta=eta, sigmas=np.array([sigma]),
                               noise=StreamNoise(rng).take("Z"), rows=rows,
@@ -164,20 +154,12 @@ def server_descent(Theta0, w, *, K: int, eta: float, m: int, release, trace: lis
 
     Parameters
     ----------
-    Theta0 : ndarray of shape (J, d, k)
-        The start (not modified).
-    w : ndarray of shape (m,)
-        Aggregation weights.
-    K : int
-        Server steps.
-    eta : float
-        Step size.
+    Theta0, w, K, eta, trace
+        As in `server_descent_many`.
     m : int
         Clients.
     release : callable
         ``release(i, Theta)`` -> client i's noisy gradient (J, d, k) (`gradient_release`).
-    trace : list or None
-        Appended ``("server", -1, step, eta, Theta, noise2)`` per iterate.
     noise2 : ndarray of shape (J,) or None
         The trace's expected squared norm of a step's noise.
     """

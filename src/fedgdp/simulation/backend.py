@@ -175,16 +175,8 @@ class ClientBlock:
             The global start (not changed).
         w : ndarray of shape (n_rep, m)
             Aggregation weights.
-        K : int
-            Server steps.
-        eta : float
-            Step size.
-        bounds : ndarray of shape (N,), or None
-            Residual clips (`clip_bounds`), None: no clipping.
-        sigma : float or ndarray
-            Noise sds, broadcastable to (n_rep, m).
-        Z : ndarray of shape (n_rep, K, m, d), or None
-            Standard normals (None: no noise).
+        K, eta, bounds, sigma, Z
+            As in `local_steps` (K: server steps).
         """
         from . import kernels
 

@@ -45,12 +45,8 @@ def noise_rng(base_seed: int, data_key: dict, replicate: int, method: str) -> np
 
     Parameters
     ----------
-    base_seed : int
-        The study's base seed.
-    data_key : dict
-        The parameters that define the data.
-    replicate : int
-        The replicate's index r.
+    base_seed, data_key, replicate
+        As in `replicate_rng`.
     method : str
         The method's noise stream (its ``noise_stream``).
     """

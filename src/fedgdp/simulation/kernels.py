@@ -365,30 +365,14 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
     ----------
     XT, y, lim, offsets : ndarray
         The layout (module docstring; ``lim`` read only when ``clip``).
-    m : int
-        Clients per replicate.
+    m, K, eta, model, clip, sigma, Z, noisy, ones
+        As in `local_descent` (K: server steps).
     theta : ndarray of shape (n_rep, d)
         Each replicate's global parameter, updated in place.
     wrow : ndarray of shape (N,)
         Each row's weight ``w_ri / n_i``.
     w : ndarray of shape (n_rep, m)
         Aggregation weights.
-    K : int
-        Server steps.
-    eta : float
-        Step size.
-    model : int
-        `MODEL_CODES`.
-    clip : bool
-        Clip residuals to ``lim`` (False: non-private).
-    sigma : ndarray of shape (C,)
-        Noise sds.
-    Z : ndarray of shape (n_rep, K, m, d)
-        Standard normals (read only when ``noisy``).
-    noisy : bool
-        Add the noise.
-    ones : bool
-        Row 0 of XT is all ones (the intercept), then not read: the same numbers.
     """
     n_rep, d = theta.shape
     sign = -1.0 if model == 0 else 1.0
