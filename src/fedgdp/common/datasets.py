@@ -79,17 +79,12 @@ class Dataset:
         return int(self.X.shape[1])
 
     def targets(self, task: str) -> np.ndarray:
-        """Labels of a task: ``binary`` (1 = odd digit, paper section 5.1) or ``multiclass`` (0..9).
+        """Labels (N,) of a task: ``binary`` (1 = odd digit, paper section 5.1) or ``multiclass`` (0..9).
 
         Parameters
         ----------
         task : {"binary", "multiclass"}
             The task (ValueError otherwise).
-
-        Returns
-        -------
-        ndarray of int64 of shape (N,)
-            The labels.
         """
         if task == "binary":
             return (self.labels % 2).astype(np.int64)
@@ -449,7 +444,7 @@ class ClientLayout:
 
 
 def allocate_total(total: int, weights: np.ndarray, n_floor: int) -> np.ndarray:
-    """Split ``total`` samples over clients: ``n_floor`` each, the rest in proportion to
+    """Split ``total`` samples over m clients, sizes (m,): ``n_floor`` each, the rest in proportion to
     ``weights`` by largest-remainder rounding, so the sizes sum to ``total`` exactly.
 
     Parameters
@@ -460,11 +455,6 @@ def allocate_total(total: int, weights: np.ndarray, n_floor: int) -> np.ndarray:
         Non-negative proportions (normalised here; not all zero).
     n_floor : int
         Samples every client gets first.
-
-    Returns
-    -------
-    ndarray of int64 of shape (m,)
-        The sizes.
     """
     m = weights.shape[0]
     rest = total - m * n_floor
@@ -508,16 +498,8 @@ def client_layout(rng: np.random.Generator, N: int, *, m: int, n_min: int, alpha
     ----------
     rng : numpy.random.Generator
         Draws the permutation, the Dirichlet shares and each client's permutation.
-    N : int
-        Images in the data set.
-    m : int
-        Number of clients (>= 1).
-    n_min : int
-        Images every client gets first (>= 0).
-    alpha : float, default=1.0
-        Dirichlet concentration (> 0).
-    folds : int, default=5
-        Folds within each client (>= 2).
+    N, m, n_min, alpha, folds
+        As in `layout_key` (m >= 1, n_min >= 0, alpha > 0 (default 1), folds >= 2 (default 5)).
 
     Raises
     ------

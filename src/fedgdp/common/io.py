@@ -85,10 +85,8 @@ def write_text(path, text: str) -> None:
 
     Parameters
     ----------
-    path : str or path-like
-        The file to write.
-    text : str
-        Its contents.
+    path, text
+        The file to write and its contents.
     """
     with atomic_path(path) as tmp:
         tmp.write_text(text)
@@ -110,10 +108,8 @@ def write_parquet(table, out: str | os.PathLike, params) -> None:
 
     Parameters
     ----------
-    table : pyarrow.Table
-        The rows.
-    out : str or path-like
-        The Parquet file to write.
+    table, out
+        The rows and the Parquet file to write.
     params : object
         The resolved parameters, stored as strict JSON (`dumps_strict`) under ``params``.
     """

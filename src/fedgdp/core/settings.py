@@ -27,10 +27,8 @@ def suggest(word, choices) -> str:
 
     Parameters
     ----------
-    word : object
-        The unknown word.
-    choices : iterable
-        The known words.
+    word, choices
+        The unknown word and the known words.
     """
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -169,10 +167,8 @@ def name_list(key, value) -> list:
 
     Parameters
     ----------
-    key : str
-        The setting's name.
-    value : str or list
-        The names.
+    key, value
+        The setting's name and the names (a list or a string).
     """
     if isinstance(value, str):
         return [s.strip() for s in value.split(",") if s.strip()]
@@ -186,10 +182,8 @@ def anything(key, value):
 
     Parameters
     ----------
-    key : str
-        The setting's name.
-    value : object
-        The value.
+    key, value
+        The setting's name and its value.
     """
     return value
 
@@ -323,10 +317,8 @@ def flag_values(args, cls: type[Settings]) -> dict:
 
     Parameters
     ----------
-    args : argparse.Namespace
-        The parsed arguments.
-    cls : type of Settings
-        The settings class.
+    args, cls
+        The parsed arguments and the settings class.
     """
     return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)  # type: ignore[arg-type]
             if f.metadata.get("flag") is not None and getattr(args, f.name, None) is not None}

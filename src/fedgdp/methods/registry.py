@@ -44,17 +44,13 @@ class RegistryView(Mapping):
 
 
 def registry(kind: str | None = None) -> RegistryView:
-    """The methods that run on backend ``kind`` (all when None), in registry order.
+    """The methods that run on backend ``kind`` (all when None), in registry order: a live,
+    read-only `RegistryView` of `REGISTRY`.
 
     Parameters
     ----------
     kind : str or None
         ``simulation``, ``realdata``, ``nn``, or None.
-
-    Returns
-    -------
-    RegistryView
-        A live, read-only view of `REGISTRY`.
     """
     return RegistryView(kind)
 

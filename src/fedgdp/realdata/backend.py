@@ -98,8 +98,8 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
 
     Parameters
     ----------
-    fds : list of FoldData, length J
-        The folds (same data; one per privacy level).
+    fds, noise
+        As in `local_descent_many`.
     Theta0 : ndarray of shape (J, d, k)
         The start (not modified).
     w : ndarray of shape (m,)
@@ -110,8 +110,6 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
         Step size.
     sigmas : ndarray of shape (J, m)
         Noise sds per level and client.
-    noise : fedgdp.methods.StreamNoise or None
-        The noise stream, None when non-private.
     trace : list or None
         Appended ``("server", -1, step, eta, Theta, noise2)`` per iterate.
     """
@@ -129,16 +127,12 @@ def gradient_release(fds: list, i: int, Theta: np.ndarray, sigma, noise) -> np.n
 
     Parameters
     ----------
-    fds : list of FoldData, length J
-        The folds (same data; one per privacy level).
-    i : int
-        The client.
+    fds, i, noise
+        As in `local_descent_many`.
     Theta : ndarray of shape (J, d, k)
         The global parameters.
     sigma : ndarray of shape (J,)
         Client i's noise sd at each level.
-    noise : fedgdp.methods.StreamNoise or None
-        The noise stream, None when non-private.
     """
     g = stacked_gradients(fds, i, Theta)
     Z = _draw(noise, Theta.shape[1:])

@@ -21,14 +21,8 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
 
     Parameters
     ----------
-    model : fedgdp.core.glm.GLM
-        The model.
-    Theta : ndarray of shape (d, k)
-        The parameter.
-    X : ndarray of shape (n, d)
-        The rows.
-    Y : ndarray of shape (n, k)
-        The targets.
+    model, Theta, X, Y
+        The model, the parameter (d, k), the rows (n, d) and targets (n, k).
     B : float
         The clipping bound.
     xnorm : ndarray or None of shape (n,)

@@ -48,10 +48,8 @@ def client_metric(task: str, model: GLM, Theta, X, labels) -> float:
     ----------
     task : str
         ``binary`` (AUC of the first column of the fitted means), else multiclass.
-    model : fedgdp.core.glm.GLM
-        The model.
-    Theta : ndarray of shape (d, k)
-        The estimate.
+    model, Theta
+        The model and the estimate (d, k).
     X : ndarray of shape (n, d)
         The client's test rows.
     labels : ndarray of shape (n,)

@@ -49,14 +49,8 @@ def client_moments(model, theta, X, Y, B: float) -> tuple[np.ndarray, np.ndarray
 
     Parameters
     ----------
-    model : fedgdp.core.glm.GLM
-        The model.
-    theta : ndarray of shape (d, k)
-        The public estimate.
-    X : ndarray of shape (n, d)
-        The client's design.
-    Y : ndarray of shape (n, k)
-        Its targets.
+    model, theta, X, Y
+        The model, the public estimate (d, k), the client's design (n, d) and targets (n, k).
     B : float
         The clipping bound.
     """

@@ -280,12 +280,10 @@ def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
 
     Parameters
     ----------
-    rows : list of dict
-        Rows of `run_split`.
+    rows, out
+        The rows of `run_split` and the Parquet file.
     p : dict
         The resolved parameters (written into the metadata).
-    out : str or path
-        The Parquet file to write.
     """
     import pyarrow as pa
 

@@ -32,10 +32,8 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
         The eigenvalue floor / ridge.
     solver : str
         ``cg``, ``ridge`` or ``floor`` (ValueError otherwise).
-    cg_tol : float
-        Residual tolerance of ``cg``.
-    cg_maxiter : int
-        Iterations of ``cg`` at most.
+    cg_tol, cg_maxiter
+        ``cg``'s residual tolerance and most iterations.
     hessian_bound : float or None
         ``H_c``: clips the per-sample Hessians (certified); None: not clipped.
     """

@@ -91,10 +91,8 @@ class SizeScheme:
 
         Parameters
         ----------
-        rng : numpy.random.Generator
-            The replicate's data generator.
-        m : int
-            Clients.
+        rng, m
+            The replicate's data generator and the number of clients.
         """
         if self.kind == "equal":
             return np.full(m, int(self.args[0]), dtype=np.int64)
@@ -110,10 +108,8 @@ class SizeScheme:
 
         Parameters
         ----------
-        rng : numpy.random.Generator
-            The replicate's data generator.
-        m : int
-            Clients.
+        rng, m
+            As in `draw`.
         """
         if self.kind == "equal":
             return np.ones(m)

@@ -38,11 +38,9 @@ def simulate_block(p: dict, replicates: list[int]):
 
     Parameters
     ----------
-    p : dict
+    p, replicates
         Resolved cell parameters (``sizes``, ``n_floor``, ``model``, ``m``, ``beta_true``,
-        ``sigma_c``, ``base_seed``).
-    replicates : list of int
-        The replicates' indices.
+        ``sigma_c``, ``base_seed``) and the replicates' indices.
     """
     scheme = parse_sizes(p["sizes"], p["n_floor"])
     key = data_key(p)
@@ -80,10 +78,8 @@ def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_boun
 
     Parameters
     ----------
-    p : dict
-        Resolved cell parameters (``mu``, ``release``, ``clip``, ``base_seed``).
-    glm : GLM
-        The model.
+    p, glm
+        Resolved cell parameters (``mu``, ``release``, ``clip``, ``base_seed``) and the model.
     reps : list of Replicate
         The block's replicates.
     replicates : list of int
@@ -260,12 +256,10 @@ def write_cell(rows: list[dict], p: dict | list[dict], out: str | os.PathLike) -
 
     Parameters
     ----------
-    rows : list of dict
-        The rows, keys `COLUMNS`.
+    rows, out
+        The rows (keys `COLUMNS`) and the file.
     p : dict or list of dict
         Resolved parameters (stored in the metadata as JSON).
-    out : str or path-like
-        The file.
     """
     write_parquet(rows_to_table(rows, _schema()), out, p)
 
