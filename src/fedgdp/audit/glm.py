@@ -119,10 +119,8 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
         A simulation target (``model`` a GLM name).
     n : int
         Size of the main client (n = 2 and 3 are searched too).
-    seed : int
-        Seed of the search's generator.
-    local_iters : int, default=30
-        Hill-climbing steps from the best pair found.
+    seed, local_iters
+        Seed of the search's generator; hill-climbing steps from the best pair found (default 30).
     """
     from ..core.glm import get_model
     from ..simulation.backend import get_method

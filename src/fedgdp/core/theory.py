@@ -120,12 +120,8 @@ def lower_bound(n, *, d: int, mu: float) -> float:
 
     Parameters
     ----------
-    n : int or array_like of shape (m,)
-        Client sizes.
-    d : int
-        Parameter dimension.
-    mu : float
-        The privacy parameter.
+    n, d, mu
+        As in `upper_bound`.
     """
     n = np.atleast_1d(np.asarray(n, dtype=float))
     if not lower_bound_holds(mu):

@@ -63,10 +63,8 @@ class StreamNoise:
 
         Parameters
         ----------
-        name : str
-            The draw's name.
-        *index : int
-            Its indices.
+        name, *index
+            The draw's name and indices (unused: the stream draws in the computation's order).
         """
         return None if self.rng is None else self
 
@@ -259,12 +257,8 @@ def comm_counts(rounds: int, m: int, dk: int, per_round: int = 1) -> dict:
 
     Parameters
     ----------
-    rounds : int
-        Communication rounds.
-    m : int
-        Clients.
-    dk : int
-        Floats of one parameter.
+    rounds, m, dk
+        Communication rounds, clients, floats of one parameter.
     per_round : int
         Parameters each client uploads per round.
     """
@@ -689,10 +683,8 @@ def check_finite_release(name: str, data, fits: list) -> list:
 
     Parameters
     ----------
-    name : str
-        The method (for the message).
-    data : object
-        The fit's data (its ``private`` flag is read).
+    name, data
+        The method (for the message) and the fit's data (its ``private`` flag is read).
     fits : list of Fit
         The fits: ``theta`` an array, or a network's parameters ``name -> tensor``.
     """

@@ -37,10 +37,8 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
         The client.
     Theta0 : ndarray of shape (J, d, k)
         The start, one per level (not modified).
-    K : int
-        Local steps.
-    eta : float
-        Step size.
+    K, eta
+        Local steps and their size.
     sigmas : array_like of shape (J,)
         Client i's noise sd at each level.
     noise : fedgdp.methods.StreamNoise or None
@@ -104,10 +102,8 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
         The start (not modified).
     w : ndarray of shape (m,)
         Aggregation weights.
-    K : int
-        Server steps.
-    eta : float
-        Step size.
+    K, eta
+        Server steps and their size.
     sigmas : ndarray of shape (J, m)
         Noise sds per level and client.
     trace : list or None
@@ -129,10 +125,8 @@ def gradient_release(fds: list, i: int, Theta: np.ndarray, sigma, noise) -> np.n
     ----------
     fds, i, noise
         As in `local_descent_many`.
-    Theta : ndarray of shape (J, d, k)
-        The global parameters.
-    sigma : ndarray of shape (J,)
-        Client i's noise sd at each level.
+    Theta, sigma
+        The global parameters (J, d, k) and client i's noise sd at each level (J,).
     """
     g = stacked_gradients(fds, i, Theta)
     Z = _draw(noise, Theta.shape[1:])

@@ -146,10 +146,8 @@ class ClientBlock:
         ----------
         theta : ndarray of shape (n_rep, m, d)
             Every client's start (not changed).
-        K : int
-            Local steps.
-        eta : float
-            Step size.
+        K, eta
+            Local steps and their size.
         bounds : ndarray of shape (N,), or None
             Residual clips (`clip_bounds`), None: no clipping.
         sigma : float or ndarray

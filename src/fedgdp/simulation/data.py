@@ -30,12 +30,8 @@ def replicate_rng(base_seed: int, data_key: dict, replicate: int) -> np.random.G
 
     Parameters
     ----------
-    base_seed : int
-        The study's base seed.
-    data_key : dict
-        The parameters that define the data.
-    replicate : int
-        The replicate's index r.
+    base_seed, data_key, replicate
+        The study's base seed, the parameters that define the data, the replicate's index r.
     """
     return derived_rng(base_seed, data_key, replicate)
 
@@ -282,12 +278,8 @@ def simulate_replicate(rng: np.random.Generator, *, model: str, scheme: SizeSche
     ----------
     rng : numpy.random.Generator
         The replicate's own generator (`replicate_rng`).
-    model : str
-        ``logistic`` or ``poisson``.
-    scheme : SizeScheme
-        The client sizes' scheme.
-    m : int
-        Clients.
+    model, scheme, m
+        ``logistic`` or ``poisson``, the client sizes' `SizeScheme` and the number of clients.
     beta_true : ndarray of shape (p,)
         True coefficients, intercept first.
     sigma_c : float

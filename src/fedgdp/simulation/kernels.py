@@ -322,10 +322,8 @@ def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, si
         Clients per replicate.
     theta : ndarray of shape (C, d)
         Each client's parameter, updated in place.
-    K : int
-        Local steps.
-    eta : float
-        Step size.
+    K, eta
+        Local steps and their size.
     model : int
         `MODEL_CODES`.
     clip : bool

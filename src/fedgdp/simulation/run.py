@@ -57,12 +57,8 @@ def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dic
     ----------
     p : dict
         Resolved cell parameters (``mu``, ``release``, ``m``, ``base_seed``, ``method_settings``).
-    method : str
-        The method's name.
-    replicates : list of int
-        The replicates' indices.
-    d : int
-        Parameter dimension.
+    method, replicates, d
+        The method's name, the replicates' indices, the parameter dimension.
     """
     meth, s = get_method(method), p["method_settings"][method]
     key = data_key(p)

@@ -204,12 +204,9 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
         The simulation method.
     d : int
         Parameter dimension.
-    schedule : str
-        ``paper`` or ``budget``.
-    method_settings : dict or None
-        The study's ``method_settings``.
-    form : str
-        ``table1`` or ``k_explicit``.
+    schedule, method_settings, form
+        The simulation's schedule (``paper``, ``budget``), the study's ``method_settings``, and
+        the bound's form (``table1`` or ``k_explicit``).
     """
     from ..core.theory import upper_bound
     from .backend import get_method
