@@ -302,10 +302,9 @@ def fetch_mnist(folder: str | os.PathLike, *, mirrors=MNIST_MIRRORS, timeout: fl
     ----------
     folder : str or path-like
         Where to write the files (made when absent).
-    mirrors : sequence of str, default=MNIST_MIRRORS
-        Base URLs, tried in order for each file.
-    timeout : float, default=30.0
-        Seconds per connection attempt.
+    mirrors, timeout
+        Base URLs tried in order for each file (default `MNIST_MIRRORS`), and seconds per
+        connection attempt (default 30).
     files : dict or None, default=None
         File name -> MD5; None: `MNIST_FILES`.
 

@@ -62,10 +62,8 @@ def rows_of(table, column: str, value, known, what: str):
         The column to select on.
     value : object
         The value to select (ValueError unless one of ``known`` with rows in the table).
-    known : sequence
-        The values allowed.
-    what : str
-        The table, in words (for the message).
+    known, what
+        The values allowed, and the table in words (for the message).
     """
     if value not in known:
         raise ValueError(f"unknown {column} {value!r}; choose from {', '.join(map(str, known))}")

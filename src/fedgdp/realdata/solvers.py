@@ -86,10 +86,8 @@ def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter
         The targets.
     ridge : float
         The penalty on rows 1.. of Theta.
-    maxiter : int
-        Newton iterations at most.
-    gtol : float
-        Stop when ``||grad f||`` is at most this.
+    maxiter, gtol
+        Newton iterations at most; stop when ``||grad f||`` is at most ``gtol``.
     Theta0 : ndarray of shape (d, k), optional
         The start (default 0).
     """

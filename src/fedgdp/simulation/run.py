@@ -99,10 +99,8 @@ def block_size(p: dict, rows_per_block: int) -> int:
 
     Parameters
     ----------
-    p : dict
-        Resolved cell parameters (``sizes``, ``n_floor``, ``m``).
-    rows_per_block : int
-        The target rows of a block.
+    p, rows_per_block
+        Resolved cell parameters (``sizes``, ``n_floor``, ``m``) and the target rows of a block.
     """
     mean_n = parse_sizes(p["sizes"], p["n_floor"]).mean_size(p["m"])
     return max(1, int(rows_per_block // max(1.0, p["m"] * mean_n)))
@@ -116,10 +114,8 @@ def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = BLOCK_ROWS
     ----------
     p : dict
         Resolved cell parameters (``sizes``, ``n_floor``, ``m``, ``beta_true``, ``method_settings``).
-    n_replicates : int
-        Replicates of the cell.
-    rows_per_block : int
-        As in `run_cell`.
+    n_replicates, rows_per_block
+        Replicates of the cell; rows per block, as in `run_cell`.
     """
     scheme = parse_sizes(p["sizes"], p["n_floor"])
     per_block = min(max(1, n_replicates), block_size(p, rows_per_block))
