@@ -1,11 +1,9 @@
-"""The audit of the GLM releases (`fedgdp.audit`): the simulations' (both GLMs, FedNewton in
-both privacy modes), the real data's (binary and softmax regression, every Newton solver),
-the private clipping rule's histogram and the inference releases of a `FederatedGLM` fit
-(``inference_share > 0``: score outer products and curvature at the released estimate,
-all three families), each computed by the study's own code
-(`fedgdp.simulation.backend.ClientBlock` and its local steps, ``FedNewton.newton_update``
-on each backend, `fedgdp.realdata.FoldData.gradient`, `fedgdp.realdata.local_descent`,
-`fedgdp.core.privacy.clip_histogram`, `fedgdp.realdata.moments.client_moments`)."""
+"""The audit of the GLM releases (`fedgdp.audit`): the simulations', the real data's, the
+private clipping histogram and a `FederatedGLM` fit's inference releases, each computed
+by the study's own code (`fedgdp.simulation.backend.ClientBlock`, ``FedNewton.newton_update``,
+`fedgdp.realdata.FoldData.gradient`, `fedgdp.realdata.local_descent`,
+`fedgdp.core.privacy.clip_histogram`, `fedgdp.realdata.moments.client_moments`).
+"""
 from __future__ import annotations
 
 import math
@@ -113,23 +111,16 @@ def _sim_bases(target: AuditTarget, stage: str, n_main: int, rng):
 
 
 def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:
-    """Search every release of one simulation method (see the module docstring).
+    """Search every release of one simulation method: one row per release of its plan.
 
     Parameters
     ----------
     target : AuditTarget
-        A simulation target (``kind="simulation"``; ``model`` a GLM name).
+        A simulation target (``model`` a GLM name).
     n : int
-        Size of the main client (the tiny clients n = 2 and 3 are always searched too).
-    seed : int
-        Seed of the search's generator.
-    local_iters : int, default=30
-        Hill-climbing steps from the best pair found.
-
-    Returns
-    -------
-    list of AuditRow
-        One row per release of the method's plan (stages with a count of zero skipped).
+        Size of the main client (n = 2 and 3 are searched too).
+    seed, local_iters
+        Seed of the search's generator; hill-climbing steps from the best pair found (default 30).
     """
     from ..core.glm import get_model
     from ..simulation.backend import get_method
@@ -201,9 +192,8 @@ _PAIRS: dict = {}
 
 
 def worst_pair(target: AuditTarget, stage: str):
-    """The best neighbouring pair with finite releases the last audit of ``target``
-    found for release ``stage``: ``((X, Y), (X', Y'))``, one client's data each (the
-    empirical test's pair).
+    """The best finite pair the last audit of ``target`` found for release ``stage`` (the
+    empirical test's pair); KeyError when not audited.
 
     Parameters
     ----------
@@ -215,9 +205,7 @@ def worst_pair(target: AuditTarget, stage: str):
     Returns
     -------
     tuple
-        ``((X, Y), (X', Y'))``: ``X`` of shape (n, d); ``Y`` of shape (n,) (simulations) or
-        (n, k) (real data, the model's targets); the two differ in one row. KeyError when
-        that release was not audited.
+        ``((X, Y), (X', Y'))``: X (n, d), Y (n,) or (n, k); the two differ in one row.
     """
     return _PAIRS[(repr(target), stage)]
 
@@ -281,24 +269,14 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
 
 
 def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:
-    """Search every release of one real-data method (see the module docstring).
+    """Search every release of one real-data method: one row per release of its plan.
 
     Parameters
     ----------
     target : AuditTarget
-        A real-data target (``kind="realdata"``; ``model`` the task, ``binary`` or
-        ``multiclass``).
-    n : int
-        Size of the main client (the tiny clients n = 2 and 3 are always searched too).
-    seed : int
-        Seed of the search's generator.
-    local_iters : int, default=30
-        Hill-climbing steps from the best pair found.
-
-    Returns
-    -------
-    list of AuditRow
-        One row per release of the method's plan (stages with a count of zero skipped).
+        A real-data target (``model`` ``binary`` or ``multiclass``).
+    n, seed, local_iters
+        As in `audit_sim`.
     """
     from ..realdata import FoldData, get_method, resolve
     from ..realdata.clipping import clip_bound_real
@@ -388,34 +366,17 @@ def _inference_targets(model, family: str, y) -> np.ndarray:
 
 
 def audit_inference(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:
-    """Search both inference releases of a `FederatedGLM` fit (`fedgdp.realdata.moments`):
-    one client's clipped score outer products ``S_i`` and clipped curvature ``H_i`` at a
-    public estimate, before noise, against the sensitivities of its
-    `fedgdp.realdata.moments.release_plan` (what the fit's ledger records and its noise is
-    calibrated on).
-
-    Bases: a random design (intercept and Gaussian features) of the main size and of 2 and
-    3 rows, at the estimates 0, a random one and a far one (large linear predictors: large
-    residuals, large curvature), and the ``aligned`` bases (every clipped gradient and
-    every clipped Hessian the same); replaced records as in the other GLM audits (norms up
-    to the float maximum, every response).
+    """Search both inference releases of a `FederatedGLM` fit (``S_i`` and ``H_i`` of
+    `fedgdp.realdata.moments`) against `fedgdp.realdata.moments.release_plan`: random bases
+    at the estimates 0, random and far, and the ``aligned`` bases, with the other GLM audits'
+    replaced records. One row per release.
 
     Parameters
     ----------
     target : AuditTarget
-        ``kind="inference"``, ``model`` a family of `INFERENCE_FAMILIES`; B its fixed
-        clipping bound or `AUDIT_B`.
-    n : int
-        Size of the main client.
-    seed : int
-        Seed of the search's generator.
-    local_iters : int, default=30
-        Hill-climbing steps from the best pair found.
-
-    Returns
-    -------
-    list of AuditRow
-        One row per release (`fedgdp.realdata.moments.STAGES`).
+        ``kind="inference"``, ``model`` a family of `INFERENCE_FAMILIES`.
+    n, seed, local_iters
+        As in `audit_sim` (no tiny clients).
     """
     from ..realdata import moments
 

@@ -1,23 +1,14 @@
 """The audit of the CNN releases (`fedgdp.audit`), run by the CNN backend itself.
 
-Each release is `fedgdp.nn.backend.TorchBackend.release`: one client's pre-noise release
-of a stage, computed by the training's own operations (tested bit for bit against the
-training in ``tests/test_nn_release.py``), with the arguments the method's own run passes
-(`fedgdp.nn.backend.TorchBackend.release_args`): the clipped gradient (``mean`` or
-``sum``; ``clip_unit`` ``sample`` or ``client``), a local step's ``-eta g`` (full batch,
-or every minibatch of a pass under ``local_batch``), the clipped update of a round under
-``clip_unit: update``, and FedNewton-Iter's head. Its recorded sensitivity is read from
-the ledger that backend's `calibrate` makes for the audited client (the ``printed`` or
-the ``schedule`` accounting of the settings, the schedule drawn among `CLIENTS` clients at
-the settings' q), so a wrong sensitivity anywhere in the plan's reduction
-(`fedgdp.nn.settings.reduced_plan`) shows as a ratio above 1.
+Each release is `fedgdp.nn.backend.TorchBackend.release` (the training's own operations,
+``tests/test_nn_release.py``) with the arguments the method's run passes, against the
+sensitivity in the ledger the backend's `calibrate` makes for the audited client, so a
+wrong sensitivity in `fedgdp.nn.settings.reduced_plan` shows as a ratio above 1.
 
-The search, at settings ``p``: public states (two random tiny ConvNets of 3 classes and
-one whose zero head splits every image 50/50 between 2 classes); bases of random or
-identical images of client sizes ``n``, 2, 1 and, under ``local_batch`` b, b + 1 (a pass
-of two unequal minibatches), in float64 and (size 1) float32; one image replaced at the
-first place of every minibatch of the pass (at place 0 otherwise) by zeros, NaN, the float
-maximum, scaled or random images or the base's own image, with every label.
+The search: public states (`_states`); bases of random or identical images of client
+sizes ``n``, 2, 1 and, under ``local_batch`` b, b + 1, in float64 and (size 1) float32;
+one image of every minibatch replaced by zeros, NaN, the float maximum, scaled or random
+images or the base's own, with every label.
 """
 from __future__ import annotations
 
@@ -39,9 +30,10 @@ CLIENTS = 4
 
 
 def _states(seed: int, torch) -> list:
-    """Public parameter points ``(label, params, classes)``: two random tiny ConvNets (3
-    classes) and one whose zero head splits every image 50/50 between 2 classes (there a
-    label flip reverses an image's head gradient: the Newton release's worst case)."""
+    """Public points ``(label, params, classes)``: two random tiny ConvNets (3 classes) and one
+    whose zero head splits every image 50/50 between 2 classes (a label flip there reverses
+    the head gradient: the Newton release's worst case).
+    """
     from ..nn.models import ConvNet
 
     out = []
@@ -143,18 +135,13 @@ def _search(p: dict, methods: list, seed: int, n: int) -> dict:
 
 
 def nn_settings_of(config: dict | None) -> list[dict]:
-    """The distinct private CNN settings of a run config's ``nn`` section (each data
-    set's, `NN_KEYS`), with its methods; the digits defaults when there is none.
+    """The distinct private CNN settings of a run config's ``nn`` section (`NN_KEYS`), with
+    their methods, resolved (`fedgdp.nn.settings.resolve`); the digits defaults when none.
 
     Parameters
     ----------
     config : dict or None
-        A merged run config (`fedgdp.commands.audit.read_run_config`); None: the default settings.
-
-    Returns
-    -------
-    list of dict
-        Resolved CNN settings (`fedgdp.nn.settings.resolve`), non-private ones skipped.
+        A merged run config (`fedgdp.commands.audit.read_run_config`); None: the defaults.
     """
     from ..nn.settings import resolve
 
@@ -176,17 +163,12 @@ def nn_settings_of(config: dict | None) -> list[dict]:
 
 
 def nn_targets(config: dict | None = None) -> list[AuditTarget]:
-    """One target per CNN method and distinct setting of `nn_settings_of`.
+    """One ``kind="nn"`` target per CNN method and distinct setting of `nn_settings_of`.
 
     Parameters
     ----------
     config : dict or None
         A merged run config; None: the default settings.
-
-    Returns
-    -------
-    list of AuditTarget
-        ``kind="nn"``, ``model="cnn"``, the settings of `NN_KEYS` in ``nn``.
     """
     out = []
     for p in nn_settings_of(config):
@@ -196,22 +178,13 @@ def nn_targets(config: dict | None = None) -> list[AuditTarget]:
 
 
 def readings_targets(path) -> list[AuditTarget]:
-    """One target per method and certified reading of a readings config
-    (`fedgdp.nn.readings.load_readings`): the readings whose runs
-    `fedgdp.nn.readings.privacy_of` reports with a finite certified mu, at their own
-    settings (`NN_KEYS`; points that differ only in the clients' number and size, and
-    readings that differ only in what no release depends on, such as ``init``, share a
-    target, named by its readings).
+    """One target per method and certified reading (finite certified mu) of a readings config,
+    at its own settings; readings differing only in what no release depends on share one.
 
     Parameters
     ----------
     path : str or path
         A readings config (``config/nn-readings.yaml``).
-
-    Returns
-    -------
-    list of AuditTarget
-        ``kind="nn"``, ``reading`` the reading's name, in the config's order.
     """
     from ..nn.readings import load_readings, pieces, privacy_of
     from ..nn.settings import resolve
@@ -231,9 +204,8 @@ def readings_targets(path) -> list[AuditTarget]:
 
 
 def audit_nn(targets: list[AuditTarget], seed: int, *, n: int = 20) -> list[AuditRow]:
-    """Search every release of CNN targets (``kind="nn"``; one search per distinct
-    setting for all its methods) against the sensitivity each method's ledger records. A
-    non-finite change counts as inf.
+    """Search every release of CNN targets (one search per distinct setting); a non-finite
+    change counts as inf.
 
     Parameters
     ----------
@@ -242,13 +214,7 @@ def audit_nn(targets: list[AuditTarget], seed: int, *, n: int = 20) -> list[Audi
     seed : int
         Seed of the images, the networks and the backend's streams.
     n : int, default=20
-        Size of the main client (the tiny clients 2 and 1, and b + 1 under ``local_batch``
-        b, are searched too).
-
-    Returns
-    -------
-    list of AuditRow
-        One row per release of each target's method, in the order its run makes them.
+        Size of the main client (2, 1 and b + 1 under ``local_batch`` b are searched too).
     """
     groups: dict = {}
     for t in targets:

@@ -22,10 +22,9 @@ INFERENCE_METHOD = "federated_glm"
 
 # ------------------------------------------------------------------------- all
 def default_targets() -> list[AuditTarget]:
-    """Every registered private method at the default settings: simulations (both
-    GLMs; FedNewton in both modes), real data (both tasks; FedNewton in both modes and
-    with every Newton solver), and the inference releases of a `FederatedGLM` fit (every
-    family; `INFERENCE_METHOD`)."""
+    """Every registered private method at the default settings (FedNewton in both modes and
+    with every solver) and the inference releases of a `FederatedGLM` fit.
+    """
     from ..realdata import REGISTRY as REAL
     from ..simulation.backend import REGISTRY
 
@@ -47,22 +46,14 @@ def default_targets() -> list[AuditTarget]:
 
 
 def audit_targets(plan) -> list[AuditTarget]:
-    """The releases of one run's settings (a `fedgdp.plan.Plan`): every
-    simulation study's models, methods, privacy mode, tau1 (``auto`` computed), Hessian
-    clip and clipping rule (one target per distinct setting), and the real-data
-    section's methods with its privacy mode, tau1, clipping rule and Newton solver.
+    """The distinct releases of one run's settings: each simulation study's models, methods,
+    privacy mode, tau1, Hessian clip and clipping rule, and the real-data section's.
 
     Parameters
     ----------
     plan : fedgdp.plan.Plan
-        Any object with the plan's simulation and real-data parts (``config``,
-        ``cell_overrides``, ``study_cells``, ``realdata_settings``). Generated sensitivity
-        studies (``sens_*``), non-private cells and non-private releases are skipped.
-
-    Returns
-    -------
-    list of AuditTarget
-        Distinct targets, in config order.
+        Any object with ``config``, ``cell_overrides``, ``study_cells``, ``realdata_settings``;
+        sensitivity studies (``sens_*``) and non-private cells and releases are skipped.
     """
     from ..realdata import REGISTRY as REAL
     from ..realdata import resolve as resolve_real
@@ -100,33 +91,23 @@ def audit_targets(plan) -> list[AuditTarget]:
 
 def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] | None = None,
               histogram: bool = True, nn: bool = True) -> list[AuditRow]:
-    """Search every release of every target (`default_targets` when None; see the
-    module docstring).
-
-    ``quick``: smaller main clients and a shorter local search (the test suite). Rows in
-    the order of the targets, then the clipping histogram (``histogram``), then the CNN
-    methods when torch imports (``nn``).
+    """Search every release of every target; rows in the targets' order, then the clipping
+    histogram, then the CNN methods.
 
     Parameters
     ----------
     quick : bool, default=False
-        Main clients of 200 (simulation) and 100 (real data) instead of 400 and 120, 10
-        local-search steps instead of 30, fewer random directions.
+        Main clients of 200 (simulation) and 100 (real data) instead of 400 and 120, a
+        shorter local search (the test suite).
     seed : int, default=0
         Seed of every search.
     targets : list of AuditTarget or None, default=None
-        What to audit (``kind`` ``simulation``, ``realdata``, ``inference`` or ``nn``);
-        None: `default_targets` and `nn_targets`.
+        ``kind`` ``simulation``, ``realdata``, ``inference`` or ``nn``; None: `default_targets`
+        and `nn_targets`.
     histogram : bool, default=True
-        Also audit the private clipping rule's histogram (per simulation model of the
-        targets; both models when there is none).
+        Also audit the private clipping rule's histogram (per simulation model of the targets).
     nn : bool, default=True
-        Audit the CNN targets (``kind="nn"``: those of ``targets``, or `nn_targets`'
-        defaults when ``targets`` is None), when torch imports; False leaves them out.
-
-    Returns
-    -------
-    list of AuditRow
+        Audit the CNN targets when torch imports.
     """
     n_sim, n_real, iters = (200, 100, 10) if quick else (400, 120, 30)
     targets = default_targets() + nn_targets() if targets is None else targets
@@ -154,18 +135,12 @@ def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] 
 
 
 def format_table(rows: list[AuditRow]) -> str:
-    """A plain text table of audit rows.
+    """A plain text table of audit rows: a header, then one line per row.
 
     Parameters
     ----------
     rows : list of AuditRow
         The audit's rows.
-
-    Returns
-    -------
-    str
-        A header line, then one line per row (columns method, model, mode, release,
-        certified, observed, recorded, ratio, finite, budget, setting).
     """
     head = ("method", "model", "mode", "release", "certified", "observed", "recorded", "ratio", "finite", "budget",
             "setting")
@@ -178,15 +153,15 @@ def format_table(rows: list[AuditRow]) -> str:
 
 
 def write_audit(rows: list[AuditRow], prefix: str) -> None:
-    """The rows as ``prefix.csv`` and ``prefix.md`` (atomically): every field, a note
-    that the audit is a lower bound and that a non-finite change counts as inf.
+    """The rows as ``prefix.csv`` and ``prefix.md`` (atomically), with a note that the audit is
+    a lower bound and that a non-finite change counts as inf.
 
     Parameters
     ----------
     rows : list of AuditRow
         The audit's rows.
     prefix : str
-        Path without extension; ``.csv`` and ``.md`` are appended.
+        Path without extension.
     """
     import csv
     import io
@@ -216,18 +191,12 @@ def write_audit(rows: list[AuditRow], prefix: str) -> None:
 
 
 def as_dicts(rows: list[AuditRow]) -> list[dict]:
-    """JSON-ready rows (inf and NaN as strings).
+    """JSON-ready rows, one dict per `AuditRow`; non-finite ratios and changes as ``'inf'`` or ``'nan'``.
 
     Parameters
     ----------
     rows : list of AuditRow
         The audit's rows.
-
-    Returns
-    -------
-    list of dict
-        One dict per row, keys the fields of `AuditRow`; non-finite ``observed``,
-        ``recorded``, ``ratio`` and ``ratio_finite`` as ``'inf'`` or ``'nan'``.
     """
     out = []
     for r in rows:

@@ -23,11 +23,10 @@ AUDIT_B = 1.0
 
 @dataclass(frozen=True)
 class AuditRow:
-    """One release of one method: the largest change found beside the recorded
-    sensitivity (``ratio = observed / recorded``; inf when a release was not finite),
-    the number of neighbouring pairs evaluated (``budget``), the best pair found
-    (``pair``), the settings audited and the largest ratio among pairs whose releases
-    are finite (``ratio_finite``)."""
+    """One release of one method: ``observed`` beside ``recorded`` (``ratio``; inf when a release
+    was not finite), ``budget`` pairs evaluated, the best ``pair``, the settings, and
+    ``ratio_finite`` among pairs with finite releases.
+    """
 
     method: str
     model: str
@@ -45,13 +44,10 @@ class AuditRow:
 
 @dataclass(frozen=True)
 class AuditTarget:
-    """The settings of one audited method: ``kind`` ``simulation``, ``realdata``, ``nn``
-    or ``inference`` (a `FederatedGLM` fit's inference releases), ``model`` (GLM or task;
-    ``cnn``; the family for ``inference``), privacy mode, tau1, the Hessian clip
-    factor, the clipping rule (the audit holds B public: a fixed value, else
-    `AUDIT_B`), on real data the Newton solver settings, and for a CNN method its
-    run settings (``nn``, the keys `fedgdp.audit.nn.NN_KEYS`) and, for a reading of a
-    readings config, its name (``reading``)."""
+    """The settings of one audited method: ``kind`` (``simulation``, ``realdata``, ``nn``,
+    ``inference``), ``model``, privacy mode, tau1, Hessian clip, clipping rule (B held
+    public: fixed, else `AUDIT_B`), the Newton solver, a CNN's ``nn`` settings and ``reading``.
+    """
 
     kind: str
     method: str
@@ -70,9 +66,7 @@ class AuditTarget:
         return float(self.clip["value"]) if self.clip.get("rule") == "fixed" else None
 
     def label(self) -> str:
-        """The settings audited, as text (tau1, H_c, clipping rule and, on real data, the
-        solver; a CNN target's reading and settings of `fedgdp.audit.nn.NN_KEYS`; the
-        inference releases' clipping bound)."""
+        """The settings audited, as text."""
         if self.kind == "inference":
             return f"B={self.B or AUDIT_B:g}, H_c=B^2, estimate public"
         if self.kind == "nn":
@@ -93,19 +87,12 @@ def _mode_label(meth, mode: str) -> str:
 
 
 def change(a, b) -> float:
-    """``||a - b||``, or inf when either release is not finite (a violation: a release
-    that is not finite is never an output).
+    """``||a - b||`` (Frobenius), or inf when either release is not finite or the norm overflows.
 
     Parameters
     ----------
     a, b : array-like
         Two releases of the same shape.
-
-    Returns
-    -------
-    float
-        The Euclidean (Frobenius) norm of ``a - b``; inf when either holds a value that is
-        not finite, or when the norm overflows.
     """
     a, b = np.asarray(a, float), np.asarray(b, float)
     if not (np.isfinite(a).all() and np.isfinite(b).all()):

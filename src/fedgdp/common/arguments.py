@@ -1,9 +1,6 @@
 """What the command lines share: argument types, help that shows every default, the
-one-line error parser, the readers of ``--params`` files and ``--spec`` JSON (checked
-against a closed schema), and the one error path of every command (`user_error`).
-
-Used by `fedgdp.commands.cli` and `fedgdp.nn.commands`; imports nothing else of the
-package, so the two command modules do not import each other.
+one-line error parser, the readers of ``--params`` files and ``--spec`` JSON, and the
+one error path of every command (`user_error`). Imports nothing else of the package.
 """
 from __future__ import annotations
 
@@ -18,12 +15,8 @@ __all__ = ["output_path", "output_dir", "show_defaults", "load_params_file", "ch
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Help in which every option ends with its default.
-
-    The default is the parser's own, or, for an option whose default is applied
-    later by a resolver (the parser keeps ``None`` so that flags can override a
-    ``--params`` file), the resolver's, attached by `show_defaults` as
-    ``action.fallback`` (a callable, only called when help is printed).
+    """Help in which every option ends with its default: the parser's, or the resolver's
+    ``action.fallback`` attached by `show_defaults` (called only when help is printed).
     """
 
     def _format_action(self, action):
@@ -66,19 +59,15 @@ def _shown(value) -> str:
 
 
 def show_defaults(parser: argparse.ArgumentParser, lookup) -> None:
-    """Show, in ``parser``'s help, the defaults a resolver applies to options left at None.
-
-    ``lookup(dest)`` returns the default of the option with that ``dest`` (called only
-    when help is printed, so the resolver's module is imported only then), or raises
-    KeyError for an option it does not know. An option that already has a fallback
-    (a flag made by `fedgdp.core.settings.add_flags`) keeps it.
+    """Show, in ``parser``'s help, the defaults a resolver applies to options left at None
+    (an option that already has a fallback keeps it).
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
-        The parser; its optional arguments left at None get a ``fallback``.
+        The parser.
     lookup : callable
-        ``lookup(dest) -> default``; KeyError for an unknown ``dest``.
+        ``lookup(dest) -> default``, called only when help is printed; KeyError for an unknown ``dest``.
     """
     def fallback(dest):
         def value():
@@ -103,23 +92,13 @@ def _module_defaults(module: str, name: str = "DEFAULTS"):
 
 
 def output_path(*suffixes: str):
-    """An argparse ``type`` for an output file written in one format.
-
-    The value is refused (exit 2, one line naming the option and the value, before any
-    work) when it is an existing folder, when a folder on its path is a file, or when
-    its suffix is not one of ``suffixes`` (case-insensitive), e.g. ``--out a.csv`` for a
-    Parquet file.
+    """An argparse ``type`` for an output file: refuses (exit 2, before any work) an existing
+    folder, a path through a file, or a suffix not in ``suffixes`` (case-insensitive).
 
     Parameters
     ----------
     *suffixes : str
-        The accepted suffixes, lower case with the dot (``".parquet"``); the first is named
-        in the message about a folder.
-
-    Returns
-    -------
-    callable
-        ``check(value: str) -> str``: ``value`` itself, or argparse.ArgumentTypeError.
+        The accepted suffixes, lower case with the dot (``".parquet"``).
     """
     def check(value: str) -> str:
         path = Path(value)
@@ -135,23 +114,13 @@ def output_path(*suffixes: str):
 
 
 def output_dir(value: str) -> str:
-    """An argparse ``type`` for an output folder: refused if it exists and is not a folder.
+    """An argparse ``type`` for an output folder: ``value`` itself, or ArgumentTypeError for an
+    existing file or a path whose nearest existing folder is a file or not writable.
 
     Parameters
     ----------
     value : str
         The option's value.
-
-    Returns
-    -------
-    str
-        ``value`` itself.
-
-    Raises
-    ------
-    argparse.ArgumentTypeError
-        An existing file, or a path whose nearest existing folder is a file or cannot be
-        written in.
     """
     path = Path(value)
     if path.exists() and not path.is_dir():
@@ -161,10 +130,9 @@ def output_dir(value: str) -> str:
 
 
 def _check_parents(path: Path, value: str) -> None:
-    """The nearest existing folder on ``path`` must be a folder we can create files in
-    (probed by creating and removing a temporary file: permission bits alone do not
-    say, e.g. for root on /sys or a read-only mount), so that a command never does its
-    work and then fails to write."""
+    """The nearest existing folder on ``path`` must accept new files (probed with a temporary
+    file: permission bits do not say), so a command never does its work and then fails to write.
+    """
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -198,9 +166,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def load_params_file(path: str, many: bool = False) -> dict | list[dict]:
-    """A ``--params`` YAML file as a dict; ValueError naming the file otherwise.
-
-    With ``many``, a non-empty list of mappings (several cells) is accepted too.
+    """A ``--params`` YAML file as a dict (with ``many``, also a non-empty list of mappings).
 
     Parameters
     ----------
@@ -209,15 +175,10 @@ def load_params_file(path: str, many: bool = False) -> dict | list[dict]:
     many : bool, default=False
         Also accept a non-empty list of mappings.
 
-    Returns
-    -------
-    dict or list of dict
-        The mapping, or (with ``many``) the list of mappings.
-
     Raises
     ------
     ValueError
-        An unreadable, empty or invalid file, or one that holds something else.
+        Naming an unreadable, empty or invalid file, or one that holds something else.
     """
     import yaml
 
@@ -267,17 +228,16 @@ Key = tuple
 
 
 def check_spec(spec: dict, schema: dict, what: str = "--spec") -> None:
-    """Check a spec against a closed schema: ValueError naming the first bad key.
+    """Check a spec against a closed schema: ValueError naming the first bad key (an unknown
+    key with the nearest known one).
 
     Parameters
     ----------
     spec : dict
         The parsed JSON object.
     schema : dict
-        ``key -> (types, required, nonempty)``: the Python types its value may have
-        (``dict``, ``list``, ``str``, ...), whether it must be given, and whether an
-        empty list or mapping is refused (e.g. a figure with no panels). A key not in
-        the schema is refused, with the nearest known key.
+        ``key -> (types, required, nonempty)``: the value's allowed Python types, whether
+        it must be given, whether an empty list or mapping is refused.
     what : str
         How the message names the spec.
     """
@@ -312,24 +272,14 @@ EXTRAS = {"torch": "nn", "torchvision": "nn", "snakemake_executor_plugin_slurm":
 
 
 def user_error(exc: BaseException) -> str | None:
-    """The one line shown for an error caused by the user's input or environment, or
-    None for an internal error (a bug: the caller prints the traceback).
-
-    Input errors are the package's own ``ValueError`` (config, settings, specs, files:
-    each names its culprit), a YAML or JSON parse error, an ``OSError`` (a file that
-    cannot be read or written, named with its reason), a ``MemoryError`` (sizes too
-    large), an ``ImportError`` of an optional extra (which extra to install) and a
-    closed output pipe.
+    """The one line shown for an error of the user's input or environment (the package's own
+    ValueError, a YAML or JSON error, OSError, MemoryError, a missing optional extra, a
+    closed pipe), or None for an internal error (the caller prints the traceback).
 
     Parameters
     ----------
     exc : BaseException
         The error a command raised.
-
-    Returns
-    -------
-    str or None
-        The message (no prefix, one line), or None for an internal error.
     """
     if isinstance(exc, BrokenPipeError):
         return "output pipe closed before the command finished (e.g. `| head`); output truncated"

@@ -1,33 +1,15 @@
 """Image data sets for the real-data study and their federated client layout (docs/methods.md §5).
 
-Data sets
----------
-- ``digits``: scikit-learn's bundled 8x8 digits (1,797 images, pixels 0..16), the
-  offline default; needs scikit-learn, nothing else.
-- ``mnist``: the 70,000 MNIST images (train and test pooled), read from a folder
-  holding either the four original IDX files (``train-images-idx3-ubyte.gz``,
-  ``train-labels-idx1-ubyte.gz``, ``t10k-images-idx3-ubyte.gz``,
-  ``t10k-labels-idx1-ubyte.gz``; uncompressed copies without ``.gz`` also work) or
-  one ``mnist.npz`` with arrays ``x_train, y_train, x_test, y_test`` (the Keras
-  layout). `fetch_mnist` downloads the IDX files and checks their MD5 sums;
-  without a network, `load_mnist` says which files to place where. Every read checks
-  the data against MNIST's published sums (`read_mnist`): each IDX file's
-  uncompressed content against `MNIST_RAW_MD5` (so a re-compressed copy passes), an
-  ``mnist.npz`` against Keras' published SHA256 (`MNIST_NPZ_SHA256`) or, failing that,
-  its four arrays written as IDX files against `MNIST_RAW_MD5`; a mismatch is a
-  one-line error naming the file.
+- ``digits``: scikit-learn's bundled 8x8 digits (1,797 images), the offline default.
+- ``mnist``: the 70,000 MNIST images (train and test pooled), from a folder holding the
+  four IDX files (gzip or not) or Keras' ``mnist.npz``, checked against the published
+  sums (`read_mnist`); `fetch_mnist` downloads them (docs/real-data.md, "Real data").
 
-Features are the pixels scaled to [0, 1] (divided by 16 or 255) with an intercept
-column first, so ``d = 65`` (digits) or ``785`` (MNIST).
-
-Client layout (paper section 5.1)
----------------------------------
-Images are shuffled; each of ``m`` clients gets ``n_min`` images and the rest are
-shared by Dirichlet(alpha, ..., alpha) proportions (largest-remainder rounding, so
-the sizes sum to N exactly). Within each client a random permutation splits the
-images into ``folds`` near-equal folds. Split ``s`` draws everything from
-``default_rng(SeedSequence([base_seed, stable_hash(layout_key), s]))``, as the
-simulations draw replicates (`fedgdp.core.seeds.derived_rng`).
+Features are the pixels scaled to [0, 1] with an intercept column first: ``d = 65``
+(digits) or ``785`` (MNIST). Client layout (paper section 5.1): each of ``m`` clients
+gets ``n_min`` shuffled images, the rest shared by Dirichlet(alpha) proportions
+(`allocate_total`), each client's images split into ``folds`` folds; split ``s`` draws
+from ``SeedSequence([base_seed, stable_hash(layout_key), s])`` (`fedgdp.core.seeds`).
 """
 from __future__ import annotations
 
@@ -97,22 +79,12 @@ class Dataset:
         return int(self.X.shape[1])
 
     def targets(self, task: str) -> np.ndarray:
-        """Labels of a task: ``binary`` (1 = odd digit, paper section 5.1) or ``multiclass``.
+        """Labels (N,) of a task: ``binary`` (1 = odd digit, paper section 5.1) or ``multiclass`` (0..9).
 
         Parameters
         ----------
         task : {"binary", "multiclass"}
-            The task.
-
-        Returns
-        -------
-        ndarray of int64 of shape (N,)
-            0/1 (binary) or the digit 0..9 (multiclass).
-
-        Raises
-        ------
-        ValueError
-            An unknown task.
+            The task (ValueError otherwise).
         """
         if task == "binary":
             return (self.labels % 2).astype(np.int64)
@@ -122,8 +94,7 @@ class Dataset:
 
 
 def check_finite(X: np.ndarray, source: str) -> None:
-    """ValueError naming ``source`` (a file) and the first row of X (n, ...) that holds a
-    value that is not finite: every computation downstream assumes finite data.
+    """ValueError naming ``source`` and the first row of X that holds a non-finite value.
 
     Parameters
     ----------
@@ -131,11 +102,6 @@ def check_finite(X: np.ndarray, source: str) -> None:
         The data, one row per sample.
     source : str
         Where the data came from (named in the error).
-
-    Raises
-    ------
-    ValueError
-        A row holds NaN or inf.
     """
     bad = ~np.isfinite(np.asarray(X, dtype=np.float64).reshape(X.shape[0], -1)).all(axis=1)
     if bad.any():
@@ -181,14 +147,12 @@ def read_idx(path: str | os.PathLike, md5: str | None = None) -> np.ndarray:
     Returns
     -------
     ndarray
-        Shape and dtype of the header (native byte order), e.g. uint8 (n, 28, 28) for images
-        and (n,) for labels.
+        The header's shape and dtype, e.g. uint8 (n, 28, 28) for images, (n,) for labels.
 
     Raises
     ------
     ValueError
-        A bad magic number, a body that does not match the header, or content whose
-        MD5 is not ``md5``.
+        A bad magic number, a body that does not match the header, or a wrong MD5.
     """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
@@ -210,7 +174,7 @@ def read_idx(path: str | os.PathLike, md5: str | None = None) -> np.ndarray:
 
 
 def write_idx(path: str | os.PathLike, array: np.ndarray) -> None:
-    """Write a uint8 array as an IDX file (gzip when the name ends in .gz); for tests.
+    """Write a uint8 array (ValueError otherwise) as an IDX file (gzip for .gz); for tests.
 
     Parameters
     ----------
@@ -218,11 +182,6 @@ def write_idx(path: str | os.PathLike, array: np.ndarray) -> None:
         The file to write.
     array : ndarray of uint8
         Any shape.
-
-    Raises
-    ------
-    ValueError
-        ``array`` is not uint8.
     """
     array = np.asarray(array)
     if array.dtype != np.uint8:
@@ -254,23 +213,17 @@ def _missing_message(folder: Path, reason: str = "") -> str:
 
 
 def load_mnist(folder: str | os.PathLike) -> Dataset:
-    """MNIST's 70,000 images (train then test) from ``folder``; d = 785.
+    """MNIST's 70,000 images (train then test) from ``folder``: X (70000, 785).
 
     Parameters
     ----------
     folder : str or path-like
         Holds the four IDX files (gzip or not; preferred) or ``mnist.npz``.
 
-    Returns
-    -------
-    Dataset
-        ``name="mnist"``, ``X`` shape (70000, 785), ``labels`` shape (70000,).
-
     Raises
     ------
     FileNotFoundError
-        Saying which files to place where, when neither the IDX files nor
-        ``mnist.npz`` are there.
+        Saying which files to place where, when neither is there.
     """
     folder = Path(folder)
     got = read_mnist(folder)
@@ -286,8 +239,9 @@ def load_mnist(folder: str | os.PathLike) -> Dataset:
 
 
 def read_mnist(folder: str | os.PathLike) -> tuple[list[np.ndarray], str] | None:
-    """MNIST's arrays from ``folder``, checked against the published sums: the four IDX
-    files (gzip or not; preferred) or ``mnist.npz`` (see the module docstring).
+    """MNIST's arrays from ``folder``, checked against the published sums: each IDX file's
+    uncompressed content against `MNIST_RAW_MD5`, an ``mnist.npz`` against
+    `MNIST_NPZ_SHA256` or, failing that, its arrays written as IDX files.
 
     Parameters
     ----------
@@ -297,8 +251,8 @@ def read_mnist(folder: str | os.PathLike) -> tuple[list[np.ndarray], str] | None
     Returns
     -------
     (arrays, source) or None
-        ``[x_train, y_train, x_test, y_test]`` and a description of the files and of the
-        check that passed; None when neither the four IDX files nor ``mnist.npz`` are there.
+        ``[x_train, y_train, x_test, y_test]`` and a description of the files and the check
+        that passed; None when neither the IDX files nor ``mnist.npz`` are there.
 
     Raises
     ------
@@ -341,32 +295,25 @@ def _md5(path: Path) -> str:
 
 def fetch_mnist(folder: str | os.PathLike, *, mirrors=MNIST_MIRRORS, timeout: float = 30.0,
                 files: dict | None = None) -> list[Path]:
-    """Download the four MNIST IDX files into ``folder`` and verify their MD5 sums.
-
-    Files already present with the right checksum are kept. Each file is written to
-    a temporary name and renamed once its checksum matches.
+    """Download the four MNIST IDX files into ``folder`` and verify their MD5 sums; files
+    already there with the right sum are kept, each download is renamed once it matches.
 
     Parameters
     ----------
     folder : str or path-like
         Where to write the files (made when absent).
-    mirrors : sequence of str, default=MNIST_MIRRORS
-        Base URLs, tried in order for each file.
-    timeout : float, default=30.0
-        Seconds per connection attempt.
+    mirrors, timeout
+        Base URLs tried in order for each file (default `MNIST_MIRRORS`), and seconds per
+        connection attempt (default 30).
     files : dict or None, default=None
         File name -> MD5; None: `MNIST_FILES`.
-
-    Returns
-    -------
-    list of pathlib.Path
-        The files in ``folder``, in the order of ``files``.
 
     Raises
     ------
     FileNotFoundError
-        When no mirror could be reached (the message says which files to place
-        where), or ValueError when a download has the wrong checksum.
+        No mirror reachable (the message says which files to place where).
+    ValueError
+        A download with the wrong checksum.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -406,18 +353,14 @@ DATASETS = ("digits", "mnist")
 
 
 def load_dataset(name: str, path: str | os.PathLike | None = None) -> Dataset:
-    """``digits`` (bundled) or ``mnist`` (from ``path``, see `load_mnist`).
+    """``digits`` (bundled) or ``mnist`` (from ``path``, `load_mnist`).
 
     Parameters
     ----------
     name : {"digits", "mnist"}
         The data set.
     path : str, path-like or None, default=None
-        MNIST's folder (needed for ``mnist``; ignored for ``digits``).
-
-    Returns
-    -------
-    Dataset
+        MNIST's folder (needed for ``mnist``).
 
     Raises
     ------
@@ -473,23 +416,19 @@ class ClientLayout:
         return out
 
     def members(self, i: int) -> np.ndarray:
-        """Indices of client i's images, in the client's permutation order.
+        """Indices of client i's images (sizes[i],), in the client's permutation order.
 
         Parameters
         ----------
         i : int
             The client, 0 <= i < m.
-
-        Returns
-        -------
-        ndarray of int of shape (sizes[i],)
         """
         off = self.offsets
         return self.order[off[i]:off[i + 1]]
 
     def train_test(self, i: int, f: int) -> tuple[np.ndarray, np.ndarray]:
-        """Client i's training indices (folds other than f) and test indices (fold f),
-        both in the client's permutation order.
+        """Client i's training indices (folds other than f) and test indices (fold f), in the
+        client's permutation order.
 
         Parameters
         ----------
@@ -497,11 +436,6 @@ class ClientLayout:
             The client, 0 <= i < m.
         f : int
             The test fold, 0 <= f < folds.
-
-        Returns
-        -------
-        tuple of (ndarray of int, ndarray of int)
-            Training and test indices into the data set's rows; together, `members`.
         """
         idx = self.members(i)
         in_test = self.fold[idx] == f
@@ -509,29 +443,17 @@ class ClientLayout:
 
 
 def allocate_total(total: int, weights: np.ndarray, n_floor: int) -> np.ndarray:
-    """Split ``total`` samples over clients in proportion to ``weights``.
-
-    Each client first gets ``n_floor``; the remaining samples are shared by
-    largest-remainder rounding, so the sizes sum to ``total`` exactly.
+    """Split ``total`` samples over m clients, sizes (m,): ``n_floor`` each, the rest in proportion to
+    ``weights`` by largest-remainder rounding, so the sizes sum to ``total`` exactly.
 
     Parameters
     ----------
     total : int
-        Samples to share.
+        Samples to share (ValueError when below ``m * n_floor``).
     weights : ndarray of shape (m,)
         Non-negative proportions (normalised here; not all zero).
     n_floor : int
         Samples every client gets first.
-
-    Returns
-    -------
-    ndarray of int64 of shape (m,)
-        Sizes, each at least ``n_floor``, summing to ``total``.
-
-    Raises
-    ------
-    ValueError
-        ``total < m * n_floor``.
     """
     m = weights.shape[0]
     rest = total - m * n_floor
@@ -546,7 +468,7 @@ def allocate_total(total: int, weights: np.ndarray, n_floor: int) -> np.ndarray:
 
 
 def layout_key(dataset: str, N: int, m: int, n_min: int, alpha: float, folds: int) -> dict:
-    """The parameters that define a layout (and so its seeds).
+    """The parameters that define a layout (and so its seeds), as a dict of these names.
 
     Parameters
     ----------
@@ -562,11 +484,6 @@ def layout_key(dataset: str, N: int, m: int, n_min: int, alpha: float, folds: in
         Dirichlet concentration of the remaining shares.
     folds : int
         Cross-validation folds within each client.
-
-    Returns
-    -------
-    dict
-        Keys ``dataset``, ``N``, ``m``, ``n_min``, ``alpha``, ``folds`` (as int, float).
     """
     return {"dataset": dataset, "N": int(N), "m": int(m), "n_min": int(n_min),
             "alpha": float(alpha), "folds": int(folds)}
@@ -574,26 +491,14 @@ def layout_key(dataset: str, N: int, m: int, n_min: int, alpha: float, folds: in
 
 def client_layout(rng: np.random.Generator, N: int, *, m: int, n_min: int, alpha: float = 1.0,
                   folds: int = 5) -> ClientLayout:
-    """Random client split of N images (see the module docstring).
+    """Random client split of N images (the module's layout).
 
     Parameters
     ----------
     rng : numpy.random.Generator
         Draws the permutation, the Dirichlet shares and each client's permutation.
-    N : int
-        Images in the data set.
-    m : int
-        Number of clients (>= 1).
-    n_min : int
-        Images every client gets first (>= 0).
-    alpha : float, default=1.0
-        Dirichlet concentration (> 0).
-    folds : int, default=5
-        Folds within each client (>= 2).
-
-    Returns
-    -------
-    ClientLayout
+    N, m, n_min, alpha, folds
+        As in `layout_key` (m >= 1, n_min >= 0, alpha > 0 (default 1), folds >= 2 (default 5)).
 
     Raises
     ------
@@ -621,7 +526,7 @@ def client_layout(rng: np.random.Generator, N: int, *, m: int, n_min: int, alpha
 
 
 def split_layout(base_seed: int, key: dict, split: int) -> ClientLayout:
-    """ClientLayout of split ``split``, drawn from its own generator (module docstring).
+    """The `ClientLayout` of split ``split``, drawn from its own generator.
 
     Parameters
     ----------
@@ -631,10 +536,6 @@ def split_layout(base_seed: int, key: dict, split: int) -> ClientLayout:
         The layout's parameters (`layout_key`).
     split : int
         The split index.
-
-    Returns
-    -------
-    ClientLayout
     """
     return client_layout(derived_rng(base_seed, key, split), key["N"], m=key["m"],
                          n_min=key["n_min"], alpha=key["alpha"], folds=key["folds"])

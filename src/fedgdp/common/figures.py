@@ -1,13 +1,6 @@
-"""What every figure shares: one colour and marker per method, the plotting backend,
-and how a figure is written.
-
-matplotlib is imported on first use (`pyplot`), so importing this module costs
-nothing. The hues are the colour-blind safe Tableau palette. A method keeps its colour in every
-experiment: the simulation figures (`fedgdp.simulation.plots`), the real-data box plots
-(`fedgdp.realdata.plots`, where a non-private twin of a private algorithm has
-its colour, hatched) and the CNN curves (`fedgdp.nn.plots`, where the iterated
-FedNewton has FedNewton's). A method missing here gets a derived fallback style
-(`method_style`).
+"""What every figure shares: one colour and marker per method in every experiment
+(colour-blind safe Tableau hues; non-private twins hatched), the plotting backend
+(matplotlib imported on first use) and how a figure is written.
 """
 from __future__ import annotations
 
@@ -34,19 +27,13 @@ _FALLBACK_MARKERS = "vP*Xph<>"
 
 
 def method_style(name: str) -> dict[str, str]:
-    """The style of ``name``: its `METHOD_STYLE` entry, or a fallback derived
-    from the name (a matplotlib cycle colour ``C4``-``C9`` and a marker), so that a new
-    method is drawn distinctly before it is given a style.
+    """``color`` and ``marker`` of ``name``: its `METHOD_STYLE` entry, or a fallback derived
+    from the name (a cycle colour ``C4``-``C9`` and a marker).
 
     Parameters
     ----------
     name : str
         The method's name.
-
-    Returns
-    -------
-    dict
-        ``color`` and ``marker``.
     """
     if name in METHOD_STYLE:
         return METHOD_STYLE[name]
@@ -65,9 +52,7 @@ def pyplot():
 
 
 def rows_of(table, column: str, value, known, what: str):
-    """The rows of ``table`` (a DataFrame) whose ``column`` equals ``value``: what one
-    figure draws. ValueError naming the value when it is not one of ``known``, or when
-    ``what`` (the table, in words) holds no row of it.
+    """The rows of ``table`` whose ``column`` equals ``value``: what one figure draws.
 
     Parameters
     ----------
@@ -76,16 +61,9 @@ def rows_of(table, column: str, value, known, what: str):
     column : str
         The column to select on.
     value : object
-        The value to select.
-    known : sequence
-        The values allowed.
-    what : str
-        The table, in words (for the message).
-
-    Returns
-    -------
-    pandas.DataFrame
-        The rows.
+        The value to select (ValueError unless one of ``known`` with rows in the table).
+    known, what
+        The values allowed, and the table in words (for the message).
     """
     if value not in known:
         raise ValueError(f"unknown {column} {value!r}; choose from {', '.join(map(str, known))}")
@@ -96,12 +74,8 @@ def rows_of(table, column: str, value, known, what: str):
 
 
 def save_figure(fig, pdf=None, png=None, *, title: str = "", about: str = "", **savefig) -> list:
-    """Write ``fig`` as PDF and/or PNG (150 dpi), each atomically (`fedgdp.common.io.atomic_path`).
-
-    The PDF carries no creation date, so a rerun writes the same bytes; ``title`` and
-    ``about`` (e.g. the figure's JSON contents) go into the files' metadata. Extra
-    keyword arguments go to ``savefig`` (e.g. ``bbox_inches="tight"``). Returns the
-    paths written and closes the figure.
+    """Write ``fig`` as PDF and/or PNG (150 dpi), each atomically, and close it; the PDF has
+    no creation date, so a rerun writes the same bytes.
 
     Parameters
     ----------
@@ -112,12 +86,7 @@ def save_figure(fig, pdf=None, png=None, *, title: str = "", about: str = "", **
     title, about : str
         Metadata of the files.
     **savefig
-        Passed to ``savefig``.
-
-    Returns
-    -------
-    list
-        The paths written.
+        Passed to ``savefig`` (e.g. ``bbox_inches="tight"``).
     """
     from .io import atomic_path
 

@@ -1,15 +1,9 @@
 """Files: the one atomic writer and the Parquet reader and writer every output goes through.
 
-Every file the package writes (cell, summary, real-data and CNN Parquet files, tables,
-figures, downloads) is written under a temporary name beside its target and renamed
-into place only when complete (`atomic_path`), so a killed job never leaves a
-complete-looking file. Parquet files carry provenance metadata (`write_parquet`);
-each file kind keeps its own schema (``simulation.run.COLUMNS``, ``realdata.COLUMNS``,
-``nn.run.COLUMNS``, ``simulation.summary.SUMMARY_COLUMNS``) and is read back, with a clear error
-naming a damaged file or a missing column, by `read_parquet_files`.
-
-This module imports no estimator, so writing a CNN or real-data result costs only
-pyarrow.
+Every file is written under a temporary name and renamed when complete (`atomic_path`);
+Parquet files carry provenance metadata (`write_parquet`) and are read back, with an
+error naming a damaged file or a missing column, by `read_parquet_files`. Imports no
+estimator, so writing a result costs only pyarrow.
 """
 from __future__ import annotations
 
@@ -26,20 +20,13 @@ __all__ = ["atomic_path", "write_text", "git_commit", "write_parquet", "read_par
 
 
 def strict_json(value):
-    """``value`` with every non-finite float made valid JSON (RFC 8259 has no
-    Infinity or NaN): infinity is written as the string ``"inf"`` (``"-inf"``), NaN as
-    ``null``. Numpy scalars and arrays become Python numbers and lists. A new object.
+    """A new ``value`` that is valid JSON (RFC 8259): inf -> ``"inf"`` (``"-inf"``), NaN ->
+    ``null``, numpy scalars and arrays -> Python numbers and lists.
 
     Parameters
     ----------
     value : object
-        A JSON-like value: dicts and lists (tuples too) are walked; numpy scalars and
-        arrays are converted.
-
-    Returns
-    -------
-    object
-        Dicts, lists and plain values, every float finite or replaced.
+        A JSON-like value: dicts, lists and tuples are walked.
     """
     import math
 
@@ -62,20 +49,15 @@ def dumps_strict(value, **kwargs) -> str:
     value : object
         A JSON-like value (`strict_json`).
     **kwargs
-        Passed to ``json.dumps`` (``sort_keys``, ``default``, ``indent``, ...).
-
-    Returns
-    -------
-    str
+        Passed to ``json.dumps``.
     """
     return json.dumps(strict_json(value), allow_nan=False, **kwargs)
 
 
 @contextmanager
 def atomic_path(path):
-    """Yield a temporary name beside ``path``; rename it to ``path`` when the block ends
-    without error (so a killed job never leaves a complete-looking file). The parent
-    folder is created.
+    """Yield a temporary name beside ``path`` (its folder made), renamed to ``path`` when the
+    block ends without error and removed when it raises.
 
     Parameters
     ----------
@@ -85,8 +67,7 @@ def atomic_path(path):
     Yields
     ------
     pathlib.Path
-        The temporary name (``.<name>.<pid>.tmp`` in the same folder); removed when the block
-        raises.
+        The temporary name (``.<name>.<pid>.tmp`` in the same folder).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,10 +85,8 @@ def write_text(path, text: str) -> None:
 
     Parameters
     ----------
-    path : str or path-like
-        The file to write.
-    text : str
-        Its contents.
+    path, text
+        The file to write and its contents.
     """
     with atomic_path(path) as tmp:
         tmp.write_text(text)
@@ -124,19 +103,15 @@ def git_commit() -> str:
 
 
 def write_parquet(table, out: str | os.PathLike, params) -> None:
-    """Write a pyarrow Table atomically with provenance metadata: package version, git
-    commit, the resolved parameters (strict JSON, `dumps_strict`: mu = inf is
-    ``"inf"``), the SLURM job id if any; metadata already on
-    the table is kept.
+    """Write a pyarrow Table atomically with provenance metadata (package version, git commit,
+    the parameters, the SLURM job id if any), keeping the table's own metadata.
 
     Parameters
     ----------
-    table : pyarrow.Table
-        The rows.
-    out : str or path-like
-        The Parquet file to write.
+    table, out
+        The rows and the Parquet file to write.
     params : object
-        The resolved parameters, stored as strict JSON under the metadata key ``params``.
+        The resolved parameters, stored as strict JSON (`dumps_strict`) under ``params``.
     """
     import pyarrow.parquet as pq
 
@@ -150,11 +125,7 @@ def write_parquet(table, out: str | os.PathLike, params) -> None:
 
 
 def read_parquet_files(paths, columns, what: str, *, only: bool = False):
-    """Read and concatenate Parquet files into a DataFrame.
-
-    ValueError naming the file when one is corrupt or lacks any of ``columns``
-    (``what`` names the kind of file in the message, e.g. ``"cell"``). ``only``: read
-    just ``columns``, in that order (the schema is checked first, the rest never read).
+    """Read and concatenate Parquet files into a DataFrame (index reset).
 
     Parameters
     ----------
@@ -163,14 +134,9 @@ def read_parquet_files(paths, columns, what: str, *, only: bool = False):
     columns : iterable of str
         Columns every file must have.
     what : str
-        The kind of file, for messages.
+        The kind of file, for messages (e.g. ``"cell"``).
     only : bool, default=False
-        Read only ``columns``; False: every column.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The files' rows in order (index reset).
+        Read only ``columns``, in that order; False: every column.
 
     Raises
     ------

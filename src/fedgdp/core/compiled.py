@@ -1,10 +1,6 @@
-"""The package's one numba set-up: the import and ``njit`` with the on-disk cache.
-
-Used by the simulation kernels (`fedgdp.simulation.kernels`) and the normal draws
-(`fedgdp.core.normals`). Compilation is cached on disk (``cache=True``: next to the
-compiled module, else in the user's cache directory, or in ``NUMBA_CACHE_DIR``), so only
-the first process compiles; where no cache location is writable the functions compile in
-every process, with one warning.
+"""The package's one numba set-up: the import and ``njit`` with the on-disk cache (or
+``NUMBA_CACHE_DIR``), so only the first process compiles; where no cache location is
+writable the functions compile in every process, with one warning.
 """
 from __future__ import annotations
 
@@ -14,14 +10,8 @@ __all__ = ["numba", "njit"]
 
 
 def _import_numba():
-    """Import numba and its array typing without letting it import ``scipy.linalg``.
-
-    numba's first compile or cache load imports ``numba.np.arraymath``, which imports
-    ``scipy.linalg`` (when scipy is installed) only to see whether BLAS is there for
-    ``np.cov``-style inner products; that import costs a process about 0.15 CPU-s
-    (half as much as importing numba). The package's compiled code uses no BLAS, so unless
-    scipy.linalg is already loaded the check fails fast (numba then uses its plain loop
-    there; ``np.dot`` in compiled code still finds BLAS later, as it checks again).
+    """Import numba without letting it import ``scipy.linalg`` for a BLAS probe the package's
+    compiled code does not need (about 0.15 CPU-s a process; docs/ARCHITECTURE.md, "The fast path").
     """
     import numba
 
@@ -38,21 +28,16 @@ numba = _import_numba()
 
 
 def njit(fastmath, inline="never"):
-    """``numba.njit`` with the on-disk cache, or without it where no cache location is
-    writable (numba raises RuntimeError at decoration then).
+    """The ``numba.njit`` decorator with the on-disk cache, or without it where no cache
+    location is writable.
 
     Parameters
     ----------
     fastmath : bool or set of str
-        numba's ``fastmath`` (the package passes the flags it allows: ``{"contract"}`` for
-        elementwise loops, ``{"contract", "reassoc"}`` for sums).
+        numba's ``fastmath`` (``{"contract"}`` for elementwise loops, ``{"contract", "reassoc"}``
+        for sums).
     inline : str
         numba's ``inline`` (``"always"`` for small helpers).
-
-    Returns
-    -------
-    callable
-        The decorator.
     """
     opts = dict(fastmath=fastmath, error_model="numpy", nogil=True, inline=inline)
 

@@ -1,19 +1,11 @@
 """Standard normal draws: numpy's own numbers, drawn by compiled code.
 
-``standard_normal(rng, shape)`` returns exactly ``rng.standard_normal(shape)`` (the same
-numbers, and the generator left in the same state), about three times faster for large
-draws: numba's ``Generator.standard_normal`` is a port of numpy's 256-step ziggurat that
-reads the same bit generator, and in a compiled loop it costs 2.2-3.6 ns a draw against
-numpy's 8.0-8.7 on the runs' shapes (``python scripts/profile_draws.py``). Every normal of the simulations (the
-covariates, the privacy noise) and of the real-data fits' noise is drawn here; the tests
-check the identity on millions of draws, tail and wedge samples included
-(``tests/test_normals.py``), and every process checks it once on first use
-(`CHECK_DRAWS`), falling back to numpy where an installation differs.
-
-Small draws (fewer than `COMPILED_FROM` numbers) go to numpy itself: handing the
-generator to compiled code costs a few microseconds a call. numba's ``Generator.poisson``
-is not used: its PTRS branch (means >= 10) truncates where numpy floors, so its counts
-differ from numpy's.
+``standard_normal(rng, shape)`` is exactly ``rng.standard_normal(shape)`` (same numbers,
+same generator state), about three times faster for large draws through numba's port of
+numpy's ziggurat (docs/ARCHITECTURE.md, "The fast path"; ``scripts/profile_draws.py``).
+Each process checks the identity once (`CHECK_DRAWS`) and falls back to numpy where an
+installation differs; draws under `COMPILED_FROM` numbers go to numpy. numba's
+``Generator.poisson`` is not used: it truncates where numpy floors.
 """
 from __future__ import annotations
 
@@ -33,13 +25,8 @@ _FILL: list = []
 
 
 def _filler():
-    """The compiled ``out[i] = rng.standard_normal()`` loop (compiled, or loaded from the
-    disk cache, on first use), or None when it does not reproduce numpy here.
-
-    On first use it draws `CHECK_DRAWS` numbers both ways from one seed (tail and
-    wedge samples included) and keeps the compiled loop only if they are identical, so a
-    numba or numpy release whose ziggurats differ falls back to numpy (with a warning)
-    instead of changing a number.
+    """The compiled ``out[i] = rng.standard_normal()`` loop, or None when its `CHECK_DRAWS`
+    numbers (tail and wedge samples included) differ from numpy's here (with a warning).
     """
     if not _FILL:
         from .compiled import njit
@@ -62,19 +49,14 @@ def _filler():
 
 
 def standard_normal(rng: np.random.Generator, shape) -> np.ndarray:
-    """``rng.standard_normal(shape)``, the same numbers, drawn faster when there are many.
+    """``rng.standard_normal(shape)``: the same numbers in C order, the generator advanced alike.
 
     Parameters
     ----------
     rng : numpy.random.Generator
-        The generator (advanced as by numpy's own draw).
+        The generator.
     shape : int or tuple of int
         The shape of the draw.
-
-    Returns
-    -------
-    ndarray of float64, shape ``shape``
-        Standard normals, in numpy's order (C order).
     """
     dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     n = math.prod(dims)

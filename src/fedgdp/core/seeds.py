@@ -1,16 +1,10 @@
-"""Seed derivation, the same for every experiment (docs/methods.md §1, Seeds).
-
-Every random generator of the package is derived, never taken from the clock:
+"""Seed derivation, the same for every experiment (docs/ARCHITECTURE.md, "Randomness").
 
     SeedSequence([base_seed, stable_hash(key), *indices])                  data
     SeedSequence([base_seed, stable_hash(key), *indices, stable_hash(M)])  stream M
 
-``key`` is a mapping of the settings that define the data (a simulation cell's model,
-sizes, m, ...; a real-data layout plus task; a CNN run's data settings), ``indices``
-say which draw (replicate; split and fold; run) and ``M`` names a noise stream (a
-method, or the clipping histogram). Runs that differ only in settings outside ``key``
-(mu, K, the methods) share their data (common random numbers), and adding a method
-never changes another method's numbers.
+``key``: the settings that define the data; ``indices``: which draw (replicate; split
+and fold; run); ``M``: a noise stream (a method, or the clipping histogram).
 """
 from __future__ import annotations
 
@@ -26,17 +20,13 @@ CLIP_STREAM = "clip_histogram"
 
 
 def stable_hash(obj) -> int:
-    """A 64-bit hash of a JSON-serialisable object, identical across Python runs.
+    """A 64-bit hash of a JSON-serialisable object, identical across Python runs: the first 8
+    bytes, little-endian, of the SHA-256 of its JSON (keys sorted; other objects by ``str``).
 
     Parameters
     ----------
     obj : object
-        JSON-serialisable (keys sorted; other objects by ``str``).
-
-    Returns
-    -------
-    int
-        The first 8 bytes of its SHA-256, little-endian.
+        JSON-serialisable.
     """
     blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
     return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
@@ -55,11 +45,6 @@ def seed_sequence(base_seed: int, key, *indices: int, stream: str | None = None)
         Which draw (replicate; split and fold; run).
     stream : str or None
         The noise stream (None: the data).
-
-    Returns
-    -------
-    numpy.random.SeedSequence
-        The seed sequence.
     """
     entropy = [base_seed, stable_hash(key), *indices]
     if stream is not None:
@@ -75,15 +60,10 @@ def derived_rng(base_seed: int, key, *indices: int, stream: str | None = None) -
     base_seed : int
         The root seed.
     key : object
-        The settings that define the data (JSON-serialisable).
+        The settings that define the data.
     *indices : int
         Which draw.
     stream : str or None
         The noise stream (None: the data).
-
-    Returns
-    -------
-    numpy.random.Generator
-        The generator.
     """
     return np.random.default_rng(seed_sequence(base_seed, key, *indices, stream=stream))

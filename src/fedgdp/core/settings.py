@@ -1,21 +1,11 @@
 """One settings mechanism for every experiment: frozen dataclasses built from a mapping.
 
-An experiment declares its settings once, as a frozen dataclass whose fields are made
-by `setting`: a default, a one-line help, how a given value is checked and
-converted (``parse``: one of the checkers below or any callable), and whether a
-subcommand exposes it as a flag. `Settings` then gives
-
-- `Settings.build`: the settings from a mapping of overrides, each value checked
-  (ValueError naming the key and the value; an unknown key gets a "did you mean"),
-  then the class's cross-field checks and derived values (`Settings.finish`);
-- `Settings.as_dict`: the plain dict (fields in declaration order) that the rest
-  of the code, the seeds and the Parquet metadata use;
-- `Settings.defaults`: that dict of the defaults;
-- `add_flags`: ``--name`` flags generated from the fields, whose help ends with
-  the default (`flag_values` reads them back into overrides).
-
-Used by `fedgdp.simulation.params` (simulation cells), `fedgdp.realdata.parameters` (real-data
-fits) and `fedgdp.nn.settings` (CNN runs). Imports nothing else of the package.
+Fields are made by `setting` (default, one-line help, a checker ``parse``, an optional
+flag); `Settings.build` checks a mapping of overrides (ValueError naming the key and
+value, "did you mean" for unknown keys) and runs `Settings.finish`; `Settings.as_dict`
+is the plain dict the seeds and Parquet metadata use; `add_flags` / `flag_values` make
+and read ``--name`` flags. Used by `fedgdp.simulation.params`, `fedgdp.realdata.parameters`
+and `fedgdp.nn.settings` (docs/ARCHITECTURE.md, "Settings"). Imports nothing else of the package.
 """
 from __future__ import annotations
 
@@ -37,15 +27,8 @@ def suggest(word, choices) -> str:
 
     Parameters
     ----------
-    word : object
-        The unknown word.
-    choices : iterable
-        The known words.
-
-    Returns
-    -------
-    str
-        The suggestion, or the empty string.
+    word, choices
+        The unknown word and the known words.
     """
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -55,42 +38,29 @@ def suggest(word, choices) -> str:
 # A checker is called as parse(key, value) and returns the converted value or raises
 # ValueError with one line naming the key and the value.
 def is_bool(value) -> bool:
-    """Whether ``value`` is a boolean (Python's ``bool``, a subclass of ``int``, or numpy's
-    ``bool_``): never a number here, so that ``mu: true`` (YAML's ``yes``) is refused
-    rather than read as 1.
+    """Whether ``value`` is a boolean (``bool`` or numpy's ``bool_``), never a number here:
+    ``mu: true`` is refused rather than read as 1.
 
     Parameters
     ----------
     value : object
         Any value.
-
-    Returns
-    -------
-    bool
-        True for a boolean.
     """
     return isinstance(value, (bool, np.bool_))
 
 
 def as_float(key: str, value, what: str = "a number") -> float:
-    """The one reading of a number a user gave (a setting, a parameter, a flag): ``value``
-    as a float (an int, a float, a numpy number or a string ``float`` reads, ``"inf"``
-    included); a boolean or anything else is a ValueError naming ``key`` and ``value``.
-    NaN is returned as NaN (the caller's range check refuses it).
+    """The one reading of a number a user gave: an int, float, numpy number or a string
+    ``float`` reads (``"inf"`` included); NaN stays NaN for the caller's range check.
 
     Parameters
     ----------
     key : str
         The setting's name (for the message).
     value : object
-        The given value.
+        The given value (a boolean or anything else: ValueError naming ``key``).
     what : str
         What ``key`` must be (for the message), e.g. ``"a number in (0, 1]"``.
-
-    Returns
-    -------
-    float
-        The number.
     """
     if is_bool(value):
         raise ValueError(f"{key} must be {what}, not a boolean, got {key}={value!r}")
@@ -101,20 +71,14 @@ def as_float(key: str, value, what: str = "a number") -> float:
 
 
 def integer(low: int = 1, *, strict: bool = True) -> Callable:
-    """An integer >= ``low``. ``strict``: only an int (no bool, float or string) is
-    accepted; otherwise any value that is a whole number (``"10"``, ``10.0``).
+    """Checker ``parse(key, value)`` of an integer >= ``low``.
 
     Parameters
     ----------
     low : int
         The smallest value.
     strict : bool
-        Only an int.
-
-    Returns
-    -------
-    callable
-        The checker ``parse(key, value)``.
+        Only an int (no bool, float or string); otherwise any whole number (``"10"``, ``10.0``).
     """
     def parse(key, value):
         if strict:
@@ -132,26 +96,18 @@ def integer(low: int = 1, *, strict: bool = True) -> Callable:
 
 def number(low: float | None = None, high: float | None = None, *, closed: str = "", finite: bool = False,
            keep: bool = False) -> Callable:
-    """A number in the interval from ``low`` to ``high`` (None: unbounded), open at both
-    ends unless ``closed`` names them (``"low"``, ``"high"`` or ``"both"``); ``finite``
-    refuses inf. Returned as a float, or as given when ``keep`` (a value that enters a
-    seed keeps the type it was given in).
+    """Checker ``parse(key, value)`` of a number between ``low`` and ``high``, returned as a float.
 
     Parameters
     ----------
     low, high : float or None
-        The interval's ends.
+        The interval's ends (None: unbounded).
     closed : str
-        ``""``, ``"low"``, ``"high"`` or ``"both"``.
+        The closed ends: ``""``, ``"low"``, ``"high"`` or ``"both"``.
     finite : bool
         Refuse inf.
     keep : bool
-        Return the value as given.
-
-    Returns
-    -------
-    callable
-        The checker ``parse(key, value)``.
+        Return the value as given (a value that enters a seed keeps its type).
     """
     low_in, high_in = closed in ("low", "both"), closed in ("high", "both")
 
@@ -173,9 +129,7 @@ def number(low: float | None = None, high: float | None = None, *, closed: str =
 
 
 def _described(parse: Callable, schema: dict) -> Callable:
-    """``parse`` with the JSON schema of the values it accepts (``parse.json_schema``: the
-    type and bounds, looser where JSON cannot say more, e.g. inf; the checker has the last
-    word) for the config schema (`Settings.json_schema`)."""
+    """``parse`` with ``parse.json_schema`` (type and bounds, looser where JSON cannot say more)."""
     setattr(parse, "json_schema", schema)  # noqa: B010  # an attribute of a function: mypy would refuse the dot
     return parse
 
@@ -192,17 +146,12 @@ def _interval(low, high, low_in, high_in, finite) -> str:
 
 
 def choice(*allowed) -> Callable:
-    """One of ``allowed``: ``unknown KEY 'x' (did you mean ...?); choose from a, b``.
+    """Checker ``parse(key, value)`` of one of ``allowed`` (the error suggests and lists them).
 
     Parameters
     ----------
     *allowed : object
         The allowed values.
-
-    Returns
-    -------
-    callable
-        The checker ``parse(key, value)``.
     """
     def parse(key, value):
         if value not in allowed:
@@ -214,19 +163,12 @@ def choice(*allowed) -> Callable:
 
 def name_list(key, value) -> list:
     """A list of names from a list or a comma-separated string (blanks dropped); anything
-    else (a number, None) is a ValueError naming ``key`` and ``value``.
+    else is a ValueError naming ``key`` and ``value``.
 
     Parameters
     ----------
-    key : str
-        The setting's name.
-    value : str or list
-        The names.
-
-    Returns
-    -------
-    list
-        The names.
+    key, value
+        The setting's name and the names (a list or a string).
     """
     if isinstance(value, str):
         return [s.strip() for s in value.split(",") if s.strip()]
@@ -240,15 +182,8 @@ def anything(key, value):
 
     Parameters
     ----------
-    key : str
-        The setting's name.
-    value : object
-        The value.
-
-    Returns
-    -------
-    object
-        ``value``.
+    key, value
+        The setting's name and its value.
     """
     return value
 
@@ -256,21 +191,20 @@ def anything(key, value):
 # ------------------------------------------------------------------ fields
 def setting(default: Any = None, help: str = "", *, parse: Callable = anything, flag: type | None = None,
             factory: Callable | None = None):
-    """A field of a `Settings` dataclass.
+    """A field of a `Settings` dataclass (``help``, ``parse`` and ``flag`` in its metadata).
 
     Parameters
     ----------
-    default : the value when the mapping lacks the key (use ``factory`` for a list or dict)
-    help : one line for ``--help`` and the docs
-    parse : ``parse(key, value)`` -> the checked value (ValueError naming key and value)
-    flag : the argparse ``type`` of the field's ``--name`` flag where a subcommand
-        exposes the fields (`add_flags`); None: no flag
-    factory : a function making the default (a fresh list or dict each time)
-
-    Returns
-    -------
-    dataclasses.Field
-        The field, with ``help``, ``parse`` and ``flag`` in its metadata.
+    default : object
+        The value when the mapping lacks the key (``factory`` for a list or dict).
+    help : str
+        One line for ``--help`` and the docs.
+    parse : callable
+        ``parse(key, value)`` -> the checked value (ValueError naming key and value).
+    flag : type or None
+        The argparse ``type`` of the field's ``--name`` flag (`add_flags`); None: no flag.
+    factory : callable or None
+        Makes the default (a fresh list or dict each time).
     """
     meta = {"help": help, "parse": parse, "flag": flag}
     if factory is not None:
@@ -292,43 +226,28 @@ class Settings:
         ----------
         mapping : dict
             The given overrides.
-
-        Returns
-        -------
-        dict
-            The defaults that depend on them.
         """
         return {}
 
     @classmethod
     def finish(cls, values: dict) -> dict:
-        """Cross-field checks and derived values, on the checked values (in place).
+        """Cross-field checks and derived values on the checked values, in place; returns them.
 
         Parameters
         ----------
         values : dict
             The checked values.
-
-        Returns
-        -------
-        dict
-            ``values``.
         """
         return values
 
     @classmethod
     def build(cls, mapping: dict | None = None):
-        """The settings from ``mapping`` (unknown key, bad value: ValueError naming it).
+        """The frozen settings from ``mapping`` (unknown key, bad value: ValueError naming it).
 
         Parameters
         ----------
         mapping : dict or None
             Overrides of the defaults.
-
-        Returns
-        -------
-        Settings
-            The frozen settings.
         """
         mapping = dict(mapping or {})
         fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -344,27 +263,13 @@ class Settings:
         return cls(**cls.finish(values))
 
     def as_dict(self) -> dict:
-        """The plain dict of the settings (a deep copy, fields in declaration order).
-
-        Returns
-        -------
-        dict
-            The settings.
-        """
+        """The plain dict of the settings (a deep copy, fields in declaration order)."""
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
     @classmethod
     def json_schema(cls) -> dict:
-        """The JSON schema of a mapping of these settings: a closed object whose properties
-        are the fields, each with its checker's type and bounds (see ``number``, ``integer``,
-        ``choice``; none for another checker) and its help as the description. No defaults:
-        a validator that fills them in would change the mapping (they depend on the
-        experiment).
-
-        Returns
-        -------
-        dict
-            ``{"type": "object", "additionalProperties": False, "properties": {...}}``.
+        """The closed JSON object schema of these settings: each field's checker type, bounds and
+        help; no defaults (they depend on the experiment, and a validator would fill them in).
         """
         props = {f.name: {**getattr(f.metadata["parse"], "json_schema", {}), "description": f.metadata["help"]}
                  for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -372,13 +277,7 @@ class Settings:
 
     @classmethod
     def defaults(cls) -> dict:
-        """The defaults as a plain dict (unchecked, before `finish`).
-
-        Returns
-        -------
-        dict
-            The defaults.
-        """
+        """The defaults as a plain dict (unchecked, before `finish`)."""
         return {f.name: _default(f) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
 
 
@@ -390,11 +289,8 @@ def _default(f):
 
 # ------------------------------------------------------------------ flags
 def add_flags(group, cls: type[Settings], shown: Callable | None = None) -> list[str]:
-    """Add ``--name`` (underscores as dashes) for every field of ``cls`` with a flag type.
-
-    Each flag defaults to None (so that a flag overrides a ``--params`` file only when
-    given); its help ends with the field's default, or with ``shown(name)`` when given
-    (e.g. per-data-set defaults).
+    """Add ``--name`` (underscores as dashes) for every field of ``cls`` with a flag type;
+    each defaults to None, so it overrides a ``--params`` file only when given.
 
     Parameters
     ----------
@@ -403,12 +299,7 @@ def add_flags(group, cls: type[Settings], shown: Callable | None = None) -> list
     cls : type of Settings
         The settings class.
     shown : callable or None
-        ``shown(name)``: the default to show.
-
-    Returns
-    -------
-    list of str
-        The fields' names (see `flag_values`).
+        ``shown(name)``: the default the help ends with (else the field's).
     """
     names = []
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
@@ -426,15 +317,8 @@ def flag_values(args, cls: type[Settings]) -> dict:
 
     Parameters
     ----------
-    args : argparse.Namespace
-        The parsed arguments.
-    cls : type of Settings
-        The settings class.
-
-    Returns
-    -------
-    dict
-        The given flags' values.
+    args, cls
+        The parsed arguments and the settings class.
     """
     return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)  # type: ignore[arg-type]
             if f.metadata.get("flag") is not None and getattr(args, f.name, None) is not None}

@@ -4,16 +4,9 @@
 - `ridge_solve`    ``(H + tau1 I) s = g`` densely (certified FedNewton).
 - `cg_solve`       conjugate gradients on a matrix-free operator (the real-data ridge solve).
 
-All keep ``||s|| <= ||g|| / tau1``, the bound FedNewton's calibration assumes
-(docs/methods.md §2). Batched solves take ``H`` (..., d, d) and ``g`` (..., d).
-
-Certified FedNewton's CG solve (docs/methods.md §2, "The certified solve"): a truncated
-CG solve is not ``(1/tau1)``-Lipschitz in g, so the certified mode records the exact
-solve's sensitivity plus ``2 cg_tol B / tau1`` and checks the true residual
-``||g - A s|| <= cg_tol ||g||`` of every solve (`certified_residual_ok`); a solve
-that fails the check is replaced by the exact (dense) ridge solve, so no data set is
-refused (`fedgdp.realdata.solvers.newton_step`); `check_certified_cg` refuses
-settings the proof does not cover, before any data are read.
+All keep ``||s|| <= ||g|| / tau1``, the bound FedNewton's calibration assumes. Batched
+solves take ``H`` (..., d, d) and ``g`` (..., d). The certified CG solve's checks
+(`check_certified_cg`, `certified_residual_ok`): docs/methods.md §2, "The certified solve".
 """
 from __future__ import annotations
 
@@ -41,9 +34,8 @@ def _diverged(H: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
-    """Solve ``H_floor s = g`` with H's eigenvalues floored at tau1 (docs/methods.md §2).
-
-    H: (..., d, d) symmetric, g: (..., d). Returns s: (..., d), ``||s|| <= ||g||/tau1``.
+    """Solve ``H_floor s = g`` with H's eigenvalues floored at tau1: s (..., d), ``||s|| <= ||g||/tau1``,
+    NaN for a client whose H or g is not finite.
 
     Parameters
     ----------
@@ -53,11 +45,6 @@ def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
         Right-hand sides.
     tau1 : float
         The eigenvalue floor.
-
-    Returns
-    -------
-    ndarray of shape (..., d)
-        The solutions ``s``; NaN for a client whose H or g is not finite.
     """
     bad = _diverged(H, g)
     if bad.any():   # a diverged client: keep NaN instead of failing inside LAPACK
@@ -71,10 +58,8 @@ def floored_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
 
 
 def ridge_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
-    """Solve ``(H + tau1 I) s = g`` (certified FedNewton).
-
-    H: (..., d, d) symmetric PSD, g: (..., d). Returns s: (..., d); NaN for a
-    client whose H or g is not finite (a diverged run).
+    """Solve ``(H + tau1 I) s = g`` (certified FedNewton): s (..., d), NaN for a client whose H or g
+    is not finite.
 
     Parameters
     ----------
@@ -84,11 +69,6 @@ def ridge_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
         Right-hand sides.
     tau1 : float
         The ridge.
-
-    Returns
-    -------
-    ndarray of shape (..., d)
-        The solutions ``s``.
     """
     bad = _diverged(H, g)
     A = H + tau1 * np.eye(H.shape[-1])
@@ -101,17 +81,13 @@ def ridge_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
 
 
 def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> tuple[np.ndarray, int]:
-    """Conjugate gradients for ``A x = b`` with A symmetric positive definite.
-
-    ``apply(v)`` returns ``A v`` for arrays shaped like ``b``. Stops when
-    ``||b - A x|| <= tol ||b||``. Returns ``(x, iterations)``; x is NaN when a curvature
-    ``p' A p`` is not positive and finite (overflowed data: never released). Started at 0, the
-    iterates grow in norm, so a truncated solve keeps ``||x|| <= ||b|| / lambda_min(A)``.
+    """Conjugate gradients for ``A x = b``, A symmetric positive definite, from 0 until
+    ``||b - A x|| <= tol ||b||``; a truncated solve keeps ``||x|| <= ||b|| / lambda_min(A)``.
 
     Parameters
     ----------
     apply : callable
-        ``apply(v) -> A v``.
+        ``apply(v) -> A v`` for arrays shaped like ``b``.
     b : ndarray
         The right-hand side, any shape (e.g. (d, k)).
     tol : float
@@ -122,7 +98,7 @@ def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> 
     Returns
     -------
     x : ndarray
-        The solution, b's shape (NaN on a non-positive curvature).
+        The solution, b's shape; NaN when a curvature ``p' A p`` is not positive and finite.
     iterations : int
         Iterations used (0 when b is 0).
     """
@@ -151,13 +127,10 @@ def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> 
 
 # ------------------------------------------------------------ certified CG
 def certified_cg_iterations(tol: float, hessian_clip: float) -> int:
-    """Iterations after which exact-arithmetic CG on ``A = H + tau1 I`` meets
-    ``||b - A x|| <= tol ||b||`` for every H with ``0 <= H <= hessian_clip * tau1``.
-
-    A's condition number is at most ``kappa = 1 + hessian_clip``, and CG started at 0
-    satisfies ``||r_k|| <= 2 sqrt(kappa) rho^k ||b||`` with
-    ``rho = (sqrt(kappa) - 1) / (sqrt(kappa) + 1)`` (the Chebyshev bound on the A-norm
-    error, ``||r|| <= sqrt(lambda_max) ||e||_A`` and ``||e_0||_A <= ||b|| / sqrt(lambda_min)``).
+    """Iterations (at least 1) after which exact-arithmetic CG on ``A = H + tau1 I`` meets
+    ``||b - A x|| <= tol ||b||`` for every ``0 <= H <= hessian_clip * tau1``: the Chebyshev
+    bound ``||r_k|| <= 2 sqrt(kappa) rho^k ||b||``, ``kappa = 1 + hessian_clip``,
+    ``rho = (sqrt(kappa) - 1) / (sqrt(kappa) + 1)``.
 
     Parameters
     ----------
@@ -165,11 +138,6 @@ def certified_cg_iterations(tol: float, hessian_clip: float) -> int:
         The relative residual, in (0, 1).
     hessian_clip : float
         The bound of H as a multiple of tau1.
-
-    Returns
-    -------
-    int
-        The iterations, at least 1.
     """
     root = math.sqrt(1.0 + float(hessian_clip))
     rho = (root - 1.0) / (root + 1.0)
@@ -177,35 +145,20 @@ def certified_cg_iterations(tol: float, hessian_clip: float) -> int:
 
 
 def cg_tol_floor(hessian_clip: float) -> float:
-    """The smallest ``cg_tol`` certified FedNewton accepts: ``2^-40 (1 + hessian_clip)``.
-
-    The true residual ``g - A s`` is computed in float64 with an error of about
-    ``2^-53 (||g|| + ||A|| ||s||) <= 2^-53 (1 + kappa) ||g||`` times a factor that grows
-    with the dimension (``kappa = 1 + hessian_clip``), so a tolerance within a few thousand
-    times ``2^-53 kappa`` of it cannot be met reliably: ``cg_tol = 2e-16`` passed the check
-    on some data and not on a neighbour. The floor is ``2^13 2^-53 kappa`` (4.5e-12 at
-    ``hessian_clip = 4``); a solve that still misses the tolerance falls back to the exact
-    solve (docs/methods.md §2).
+    """The smallest ``cg_tol`` certified FedNewton accepts, ``2^-40 (1 + hessian_clip)``: below
+    it float64's true residual cannot be checked reliably (docs/methods.md §2).
 
     Parameters
     ----------
     hessian_clip : float
         The per-sample Hessian clip as a multiple of tau1.
-
-    Returns
-    -------
-    float
-        The floor.
     """
     return 2.0 ** -40 * (1.0 + float(hessian_clip))
 
 
 def check_certified_cg(cg_tol, cg_maxiter, hessian_clip) -> None:
-    """Refuse CG settings that certified FedNewton's proof does not cover: ``cg_tol``
-    must lie in ``[cg_tol_floor(hessian_clip), 1)`` (`cg_tol_floor`; the recorded
-    sensitivity adds ``2 cg_tol B / tau1``) and ``cg_maxiter`` must allow
-    `certified_cg_iterations` iterations (the exact-arithmetic bound; the true
-    residual is still checked at every solve).
+    """Refuse CG settings that certified FedNewton's proof does not cover: ``cg_tol`` outside
+    ``[cg_tol_floor(hessian_clip), 1)`` or ``cg_maxiter`` below `certified_cg_iterations`.
 
     Parameters
     ----------
@@ -233,9 +186,8 @@ def check_certified_cg(cg_tol, cg_maxiter, hessian_clip) -> None:
 
 
 def certified_residual_ok(apply, b: np.ndarray, x: np.ndarray, tol: float) -> bool:
-    """Whether the true residual ``||b - A x|| <= tol ||b||`` (certified FedNewton: the
-    bound its recorded sensitivity rests on). False also when x or the residual is not
-    finite (a CG that overflowed).
+    """Whether the true residual ``||b - A x|| <= tol ||b||`` holds and is finite (the bound
+    certified FedNewton's recorded sensitivity rests on).
 
     Parameters
     ----------
@@ -247,11 +199,6 @@ def certified_residual_ok(apply, b: np.ndarray, x: np.ndarray, tol: float) -> bo
         The solve's result, b's shape.
     tol : float
         The relative residual bound ``cg_tol``.
-
-    Returns
-    -------
-    bool
-        True when the bound holds.
     """
     with np.errstate(over="ignore", invalid="ignore"):
         res = float(np.linalg.norm(b - apply(x)))

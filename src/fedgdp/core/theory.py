@@ -1,9 +1,7 @@
 """The paper's error bounds, up to constants (Table 1, Theorems 3.2-3.10; docs/methods.md §7).
 
-Conventions: ``n`` is an array of client sizes, shape ``(m,)``, ``N = n.sum()``;
-``d`` the dimension; ``mu`` the privacy parameter (``inf``: non-private). Every
-bound is returned with all constants set to one, so only its shape (how it scales
-with m, n, N, mu, K) is meaningful; figures rescale it to the data before drawing.
+``n``: client sizes (m,), ``N = n.sum()``; ``mu = inf``: non-private. Every bound has
+its constants set to one, so only its shape in m, n, N, mu, K is meaningful.
 """
 from __future__ import annotations
 
@@ -37,27 +35,20 @@ BOUND_TERMS = {
 
 def upper_bound(method: str, n, *, d: int, mu: float, K: int = 50, R: int = 2, K2: int | None = None,
                 form: str = "table1") -> float:
-    """Order of the MSE bound of ``method``, constants set to one: ``d/N`` plus the term
-    `BOUND_TERMS` names for ``form``.
+    """Order of the MSE bound of ``method``: ``d/N`` plus the term `BOUND_TERMS` names for ``form``.
 
-    ``form="table1"`` (Table 1; the iteration counts at the orders the theory picks,
-    K = Theta(log N) for FedSGD and K2 = Theta(log m) for FedHybrid):
+    ``form="table1"`` (Table 1; K = Theta(log N) for FedSGD, K2 = Theta(log m) for FedHybrid):
 
     - fedsgd   : d/N + m d^2 log(N) / (mu^2 N^2)           (Theorem 3.2, Remark 3.2)
     - fedhybrid: d/N + m d^2 log(m) / (mu^2 N^2)           (Theorem 3.5)
     - fedavg   : d/N + m^2 d^2 / N^2 + m d^2 R K / (mu^2 N^2)   (Theorem 3.7)
     - fednewton: d/N + m d^2 / (mu^2 N^2)                  (Theorem 3.9)
 
-    ``form="k_explicit"`` (Remark 3.4): the number of noisy releases stays in the
-    privacy term as the algorithm ran it, for a fixed iteration budget such as the
-    simulations' K = 50:
+    ``form="k_explicit"`` (Remark 3.4): the noisy releases as the algorithm ran them:
 
-    - fedsgd   : d/N + m K d^2 / (mu^2 N^2)     (K server rounds, each a noisy gradient)
-    - fedhybrid: d/N + m K2 d^2 / (mu^2 N^2)    (K2 noisy gradients of stage 2; ``K2`` required)
-    - fedavg   : as Table 1 (it already carries R K)
-    - fednewton: as Table 1 (no K: Remark 3.9)
-
-    ``n`` may be an int (equal sizes need ``m`` via an array) or an array of sizes.
+    - fedsgd   : d/N + m K d^2 / (mu^2 N^2)
+    - fedhybrid: d/N + m K2 d^2 / (mu^2 N^2)    (``K2`` required)
+    - fedavg, fednewton: as Table 1 (Remark 3.9: no K for FedNewton)
 
     Parameters
     ----------
@@ -77,11 +68,6 @@ def upper_bound(method: str, n, *, d: int, mu: float, K: int = 50, R: int = 2, K
         FedHybrid's stage-2 steps (required for ``k_explicit``).
     form : str
         ``table1`` or ``k_explicit`` (`BOUND_FORMS`).
-
-    Returns
-    -------
-    float
-        The bound's order.
     """
     if form not in BOUND_FORMS:
         raise ValueError(f"unknown bound form {form!r}; use one of {', '.join(BOUND_FORMS)}")
@@ -118,41 +104,24 @@ _BOUNDS = {"fedsgd": _fedsgd, "fedhybrid": _fedhybrid, "fedavg": _fedavg, "fedne
 
 
 def lower_bound_holds(mu: float) -> bool:
-    """Whether Theorem 3.10 covers the privacy level ``mu`` (it is stated for ``0 < mu < 1``).
+    """Whether Theorem 3.10 covers ``mu`` (it is stated for ``0 < mu < 1``).
 
     Parameters
     ----------
     mu : float
         The privacy parameter.
-
-    Returns
-    -------
-    bool
-        True for ``0 < mu < 1``.
     """
     return bool(0 < mu < 1)
 
 
 def lower_bound(n, *, d: int, mu: float) -> float:
     """Minimax lower bound of Theorem 3.10, constants set to one:
-    ``d / sum_i min(n_i, n_i^2 mu^2 log(1/mu) / d)``, stated for ``0 < mu < 1``.
-
-    For ``mu >= 1`` (see `lower_bound_holds`) the privacy term is not covered by
-    the theorem; the function then returns the non-private ``d / N``.
+    ``d / sum_i min(n_i, n_i^2 mu^2 log(1/mu) / d)``; ``d / N`` for ``mu >= 1`` (not covered).
 
     Parameters
     ----------
-    n : int or array_like of shape (m,)
-        Client sizes.
-    d : int
-        Parameter dimension.
-    mu : float
-        The privacy parameter.
-
-    Returns
-    -------
-    float
-        The lower bound's order.
+    n, d, mu
+        As in `upper_bound`.
     """
     n = np.atleast_1d(np.asarray(n, dtype=float))
     if not lower_bound_holds(mu):
@@ -175,8 +144,7 @@ TABLE1 = {
 
 
 def local_exponent(xs, ys) -> float:
-    """Least-squares slope of ``log ys`` on ``log xs``: the exponent a bound predicts
-    over the range of a grid (compared with the fitted slope of the data).
+    """Least-squares slope of ``log ys`` on ``log xs``: the exponent a bound predicts over a grid.
 
     Parameters
     ----------
@@ -184,11 +152,6 @@ def local_exponent(xs, ys) -> float:
         Grid values (positive).
     ys : array_like of shape (k,)
         The bound or the MSE at them (positive).
-
-    Returns
-    -------
-    float
-        The slope.
     """
     lx, ly = np.log(np.asarray(xs, float)), np.log(np.asarray(ys, float))
     lx = lx - lx.mean()

@@ -1,22 +1,14 @@
 """The base of every method: `Method`, the `Backend` protocol it is written against,
 `Fit`, and the two noise sources (`PreDrawnNoise`, `StreamNoise`).
 
-A method is written against a *backend* (`Backend`): the data of one fit and
-its noise. Three backends implement it: the simulation's
-(`fedgdp.simulation.backend.SimBackend`: a block of replicates in the fused kernels'
-layout, noise pre-drawn per replicate) and the real data's
-(`fedgdp.realdata.backend.RealBackend`: per-client matrices, J privacy levels
-stacked, noise drawn from one generator in the order the computation asks for it)
-and the CNNs' (`fedgdp.nn.backend.TorchBackend`: a network's parameters, client
-sampling and a server learning rate, noise from a ``torch.Generator``).
-A method's ``backends`` names the ones it runs on; `fedgdp.methods.get_method` checks it.
+Backends: the simulation's (`fedgdp.simulation.backend.SimBackend`, noise pre-drawn per
+replicate), the real data's (`fedgdp.realdata.backend.RealBackend`, J privacy levels
+stacked, noise drawn in the computation's order) and the CNNs'
+(`fedgdp.nn.backend.TorchBackend`). A method's ``backends`` names the ones it runs on.
 
-Conventions
------------
-Arrays carry a leading *batch* axis ``b``: the replicates of a block (simulation) or
-the privacy levels fitted in one pass (real data). Global parameters are ``(b, P)``,
-per-client ones ``(b, m, P)``, where P is ``d`` (simulation) or ``d, k`` (real data);
-noise sds are ``(b, m)``. ``dk`` is the number of floats of one parameter.
+Arrays carry a leading batch axis ``b`` (replicates, or privacy levels): global
+parameters ``(b, P)``, per-client ``(b, m, P)``, noise sds ``(b, m)``; P is ``d`` or
+``d, k``, and ``dk`` the floats of one parameter (docs/ARCHITECTURE.md, "Array conventions").
 """
 
 from __future__ import annotations
@@ -37,56 +29,42 @@ GRADIENT_METHODS = BOTH | {CNN}       # FedSGD, FedAvg, FedHybrid also train the
 
 # ------------------------------------------------------------------------ noise
 class PreDrawnNoise:
-    """Noise drawn before the fit (simulation): one standard-normal array per name,
-    replicate axis first (shapes: `Method.noise_shapes`); None values when
-    non-private. ``take(name, *index)`` is the array indexed after the replicate axis."""
+    """Noise drawn before the fit (simulation): one standard-normal array per name, replicate
+    axis first (shapes: `Method.noise_shapes`); None values when non-private.
+    """
 
     def __init__(self, arrays: dict):
         self.arrays = arrays
 
     def take(self, name: str, *index):
-        """The pre-drawn array ``name``, indexed after the replicate axis.
+        """The pre-drawn array ``name`` (None when non-private), indexed after the replicate axis.
 
         Parameters
         ----------
         name : str
-            The array's name (a key of `Method.noise_shapes`).
+            A key of `Method.noise_shapes`.
         *index : int
             Indices after the replicate axis (e.g. the round).
-
-        Returns
-        -------
-        ndarray or None
-            The standard normals, replicate axis first; None when non-private.
         """
         Z = self.arrays[name]
         return Z if Z is None or not index else Z[(slice(None),) + index]
 
 
 class StreamNoise:
-    """Noise drawn from one generator in the order the computation asks (real data).
-
-    ``take`` returns this stream (None when non-private); a backend operation then
-    calls `draw` once per client and step, in its own fixed order.
+    """Noise drawn from one generator in the order the computation asks (real data): ``take``
+    hands out the stream, a backend operation `draw`s once per client and step.
     """
 
     def __init__(self, rng: np.random.Generator | None):
         self.rng = rng
 
     def take(self, name: str, *index):
-        """This stream, or None when non-private.
+        """This stream, or None when non-private; ``name`` and ``index`` are unused.
 
         Parameters
         ----------
-        name : str
-            The draw's name (unused: the stream draws in the computation's order).
-        *index : int
-            Unused, as ``name``.
-
-        Returns
-        -------
-        StreamNoise or None
-            The stream to `draw` from.
+        name, *index
+            The draw's name and indices (unused: the stream draws in the computation's order).
         """
         return None if self.rng is None else self
 
@@ -97,11 +75,6 @@ class StreamNoise:
         ----------
         shape : tuple
             The shape of the draw.
-
-        Returns
-        -------
-        ndarray
-            The draw.
         """
         return standard_normal(self.rng, shape)  # type: ignore[arg-type]  # take() hands out a private stream only
 
@@ -109,11 +82,8 @@ class StreamNoise:
 
 # ---------------------------------------------------------------------- backend
 class Backend(Protocol):
-    """What a method may ask of the data of one fit (see the module's conventions).
-
-    ``kind`` (``simulation`` | ``realdata``), ``data`` (what `Method.plan` reads:
-    ``plan_B``, ``plan_n``, ``plan_halves()``, ``tau1``, ``privacy``), ``m``, ``dk``, and
-    ``noise`` (`PreDrawnNoise` or `StreamNoise`).
+    """What a method may ask of the data of one fit: ``kind``, ``data`` (what `Method.plan`
+    reads), ``m``, ``dk`` and ``noise`` (`PreDrawnNoise` or `StreamNoise`).
     """
 
     kind: str
@@ -134,7 +104,7 @@ class Backend(Protocol):
         Returns
         -------
         tuple
-            One (b, m) array of sds per release spec, and the ledgers (one per privacy level).
+            One (b, m) array of sds per release spec, and one ledger per privacy level.
         """
 
     def weights(self, releases: int) -> np.ndarray:
@@ -144,37 +114,18 @@ class Backend(Protocol):
         ----------
         releases : int
             Releases each client makes (the optimal weights depend on it).
-
-        Returns
-        -------
-        ndarray
-            The weights.
         """
 
     def zeros(self) -> np.ndarray:
-        """A global parameter of zeros (b, P).
-
-        Returns
-        -------
-        ndarray
-            Zeros.
-        """
+        """A global parameter of zeros (b, P)."""
 
     def start(self):
-        """The global parameter every method starts from: zeros for the GLMs, the seeded
-        initial weights for a network.
-
-        Returns
-        -------
-        object
-            The start (b, P), or a network's parameters.
-        """
+        """The start of every method (b, P): zeros for the GLMs, the seeded weights of a network."""
 
     def local_steps(self, start, *, K: int, eta: float, sigma, noise, part: str = "full",
                     drift=None) -> np.ndarray:
-        """K noisy local steps of every client from the global ``start`` (b, P):
-        ``theta <- theta - eta (mean_j clip(g_j(theta)) + drift_i) + sigma_i Z`` on the
-        rows ``part`` (``full`` or ``half1``) of each client.
+        """K noisy local steps of every client from the global ``start``, per-client (b, m, P):
+        ``theta <- theta - eta (mean_j clip(g_j(theta)) + drift_i) + sigma_i Z`` on rows ``part``.
 
         Parameters
         ----------
@@ -187,16 +138,11 @@ class Backend(Protocol):
         sigma : ndarray
             Noise sds (b, m).
         noise : object
-            The noise (``be.noise.take(...)``), None when non-private.
+            ``be.noise.take(...)``; None when non-private.
         part : str
             ``full`` or ``half1``.
         drift : ndarray or None
             Per-client drift (b, m, P).
-
-        Returns
-        -------
-        ndarray
-            Per-client parameters (b, m, P).
         """
 
     def average(self, w, local) -> np.ndarray:
@@ -208,15 +154,10 @@ class Backend(Protocol):
             Weights (b, m) or (m,).
         local : ndarray
             Per-client parameters (b, m, P).
-
-        Returns
-        -------
-        ndarray
-            The global parameter (b, P).
         """
 
     def server_steps(self, theta, w, *, K: int, eta: float, sigma, noise) -> np.ndarray:
-        """K FedSGD steps ``theta -= eta sum_i w_i (mean_j clip(g_j(theta)) + sigma_i Z_i)``.
+        """K FedSGD steps to a global (b, P): ``theta -= eta sum_i w_i (mean_j clip(g_j(theta)) + sigma_i Z_i)``.
 
         Parameters
         ----------
@@ -232,33 +173,22 @@ class Backend(Protocol):
             Noise sds (b, m).
         noise : object
             The noise, None when non-private.
-
-        Returns
-        -------
-        ndarray
-            The global parameter (b, P).
         """
 
     def newton_release(self, theta1, *, hessian_bound) -> np.ndarray:
-        """Every client's pre-noise Newton release ``theta1 - s_i`` (b, m, P), where s_i
-        solves the (floored or ridge) Newton system of its half-1 Hessian and its
-        clipped half-2 gradient at theta1.
+        """Every client's pre-noise Newton release ``theta1 - s_i`` (b, m, P): s_i solves the
+        (floored or ridge) system of its half-1 Hessian and clipped half-2 gradient at theta1.
 
         Parameters
         ----------
         theta1 : ndarray
             The stage-1 global parameter (b, P).
         hessian_bound : float or None
-            Clips per-sample Hessians (certified), None: the paper's floor.
-
-        Returns
-        -------
-        ndarray
-            The releases (b, m, P).
+            Clips per-sample Hessians (certified); None: the paper's floor.
         """
 
     def add_noise(self, local, sigma, noise) -> np.ndarray:
-        """``local_i + sigma_i Z_i`` (one draw per client), or local when noise is None.
+        """``local_i + sigma_i Z_i`` (b, m, P), one draw per client; ``local`` when noise is None.
 
         Parameters
         ----------
@@ -268,15 +198,10 @@ class Backend(Protocol):
             Noise sds (b, m).
         noise : object
             The noise, None when non-private.
-
-        Returns
-        -------
-        ndarray
-            The noisy releases (b, m, P).
         """
 
     def memo(self, key: str, inputs: tuple, compute):
-        """``compute()``, reused for equal inputs when the backend keeps results.
+        """``compute()``, reused for equal ``inputs`` when the backend keeps results.
 
         Parameters
         ----------
@@ -286,11 +211,6 @@ class Backend(Protocol):
             What the result depends on (compared for reuse).
         compute : callable
             Computes the result.
-
-        Returns
-        -------
-        object
-            The result.
         """
 
     def finish(self, theta, ledgers: list, comm: dict) -> list[Fit]:
@@ -304,20 +224,13 @@ class Backend(Protocol):
             One ledger per privacy level.
         comm : dict
             The communication (`Method.comm`).
-
-        Returns
-        -------
-        list of Fit
-            The fits.
         """
 
 
 @dataclass
 class Fit:
-    """A method's result: estimates, ledger, communication of one fit.
-
-    ``theta``: (n_rep, d) over a simulation block; (d, k) on real data, or (m, d, k) one
-    model per client (``local``).
+    """A method's result: ``theta`` (n_rep, d) over a simulation block, (d, k) on real data or
+    (m, d, k) one model per client (``local``), its ledger and communication.
     """
 
     theta: np.ndarray
@@ -328,40 +241,26 @@ class Fit:
     local: bool = False
 
     def client_theta(self, i: int) -> np.ndarray:
-        """Client i's estimate: its own (``local``) or the global one.
+        """Client i's estimate (d, k): its own (``local``) or the global one.
 
         Parameters
         ----------
         i : int
             The client.
-
-        Returns
-        -------
-        ndarray
-            The estimate (d, k) on real data.
         """
         return self.theta[i] if self.local else self.theta
 
 
 def comm_counts(rounds: int, m: int, dk: int, per_round: int = 1) -> dict:
-    """Communication of a fit: each round every client uploads ``per_round`` parameters
-    of dk floats and the server broadcasts as many to each.
+    """Communication of a fit (``rounds``, ``floats_up``, ``floats_down``): each round every client
+    uploads ``per_round`` parameters of ``dk`` floats and the server broadcasts as many to each.
 
     Parameters
     ----------
-    rounds : int
-        Communication rounds.
-    m : int
-        Clients.
-    dk : int
-        Floats of one parameter.
+    rounds, m, dk
+        Communication rounds, clients, floats of one parameter.
     per_round : int
         Parameters each client uploads per round.
-
-    Returns
-    -------
-    dict
-        ``rounds``, ``floats_up``, ``floats_down``.
     """
     return {"rounds": rounds, "floats_up": rounds * m * dk * per_round,
             "floats_down": rounds * m * dk * per_round}
@@ -374,10 +273,9 @@ def _method_params(params: dict, name: str) -> dict:
 
 # ---------------------------------------------------------------------- methods
 class Method:
-    """One estimator. Subclasses set the class attributes and write `plan` and
-    `run`; the simulation also needs `settings` and `noise_shapes`.
-
-    ``private`` methods run at every configured mu, the others once at mu = inf;
+    """One estimator: subclasses set the class attributes and write `plan` and `run` (the
+    simulation also needs `settings` and `noise_shapes`; docs/ARCHITECTURE.md, "Adding a
+    method"). ``private`` methods run at every configured mu, the others once at mu = inf;
     ``stacks_levels``: the real-data backend may fit all mu levels in one pass.
     """
 
@@ -416,62 +314,47 @@ class Method:
     solves_newton = False
 
     def setting_names(self) -> list[str]:
-        """The names of the method's settings (its ``settings_class`` fields).
-
-        Returns
-        -------
-        list of str
-            The names, in declaration order (empty when the method has no settings).
-        """
+        """The names of the ``settings_class`` fields, in order (empty without settings)."""
         return [] if self.settings_class is None else list(self.settings_class.defaults())
 
     def local_step_size(self, s: dict) -> float:
-        """The step size of the method's local steps (its ``local step`` release).
+        """The step size of the method's local steps: ``s["eta"]`` (FedHybrid: ``eta1``).
 
         Parameters
         ----------
         s : dict
             The method's settings.
-
-        Returns
-        -------
-        float
-            ``s["eta"]`` (FedHybrid: its stage-1 ``eta1``).
         """
         return s["eta"]
 
     def settings_schema(self) -> dict:
-        """The JSON schema of the method's settings in a config (``method_settings.<name>``):
-        its ``settings_class`` fields, their types, bounds and help (`Settings.json_schema`).
-
-        Returns
-        -------
-        dict
-            A closed object schema (no properties when the method has no settings).
-        """
+        """The closed JSON schema of ``method_settings.<name>`` (`Settings.json_schema`)."""
         if self.settings_class is None:
             return {"type": "object", "additionalProperties": False, "properties": {}}
         return self.settings_class.json_schema()
 
     def resolve_settings(self, defaults: dict, given: dict | None, derive=None) -> dict:
-        """The method's settings: ``defaults`` updated by ``given`` (an unknown key: ValueError
-        with a "did you mean"), then ``derive(s)`` filling derived values, then every value
-        checked by its field (ValueError naming ``method.key`` and the value), then the
-        cross-field `check_settings`.
+        """The method's settings: ``defaults`` updated by ``given``, ``derive(s)``, each value
+        checked by its field, then `check_settings`.
 
         Parameters
         ----------
         defaults : dict
-            The defaults (a preset, or a parent's resolved settings and a preset), in order.
+            A preset, or a parent's resolved settings and a preset, in order.
         given : dict or None
             The user's settings of this method.
         derive : callable or None
-            ``derive(s)`` fills derived values (in place) before the checks.
+            ``derive(s)`` fills derived values in place before the checks.
 
         Returns
         -------
         dict
-            The resolved settings (a new dict: the defaults' order, then new keys).
+            A new dict: the defaults' order, then new keys.
+
+        Raises
+        ------
+        ValueError
+            An unknown key (with a "did you mean"), or a value its field refuses.
         """
         names = self.setting_names()
         s = dict(defaults)
@@ -490,45 +373,29 @@ class Method:
         return s
 
     def simulation_preset(self, params: dict) -> dict:
-        """The simulation's defaults of a cell (before the user's settings).
+        """The simulation's defaults of a cell, in the resolved order.
 
         Parameters
         ----------
         params : dict
             Resolved cell parameters (``K``, ``schedule``).
-
-        Returns
-        -------
-        dict
-            The defaults, in the resolved order.
         """
         raise NotImplementedError
 
     @property
     def noise_stream(self) -> str:
-        """Name that seeds the method's noise generator (its own name by default).
-
-        Returns
-        -------
-        str
-            The stream's name.
-        """
+        """Name that seeds the method's noise generator (its own name by default)."""
         return self.name
 
     # -- simulation: settings from the cell's parameters, the pre-drawn noise
     def settings(self, params: dict) -> dict:
-        """The method's settings (K, eta, ...) from resolved cell parameters: the cell's
-        preset, the study's ``method_settings`` of the method, derived values; checked.
+        """The simulation settings: the cell's preset, the study's ``method_settings`` of the
+        method, derived values; checked.
 
         Parameters
         ----------
         params : dict
             Cell parameters: ``K``, ``schedule`` and ``method_settings`` are read.
-
-        Returns
-        -------
-        dict
-            The settings, in the preset's order.
         """
         return self.resolve_settings(self.simulation_preset(params), _method_params(params, self.name),
                                      lambda s: self.derive_simulation(s, params))
@@ -539,45 +406,39 @@ class Method:
         Parameters
         ----------
         s : dict
-            The settings so far (defaults and the user's).
+            The settings so far.
         params : dict
             Resolved cell parameters.
         """
 
     def derive_realdata(self, s: dict, given: dict) -> None:
-        """Fill the real data's derived settings of ``s`` in place from the user's ``given``
-        (none by default).
+        """Fill the real data's derived settings of ``s`` in place (none by default).
 
         Parameters
         ----------
         s : dict
-            The settings so far (defaults and the user's).
+            The settings so far.
         given : dict
             The user's settings of the method.
         """
 
     def realdata_settings(self, resolved: dict, given: dict | None) -> dict:
-        """The method's real-data settings: its parent's resolved settings (``resolved``
-        maps a name to them), its preset, the user's ``given``; derived values; checked.
+        """The real-data settings: the parent's resolved settings, the preset, the user's
+        ``given``; derived values; checked.
 
         Parameters
         ----------
         resolved : dict
-            The settings of the methods resolved so far (the parent among them).
+            Name -> resolved settings of the methods so far (the ``settings_parent`` among them).
         given : dict or None
             The user's settings of this method.
-
-        Returns
-        -------
-        dict
-            The settings (the parent's keys first, then the preset's).
         """
         parent = resolved[self.settings_parent] if self.settings_parent else {}
         defaults = {**parent, **self.presets.get(REALDATA, {})}
         return self.resolve_settings(defaults, given, lambda s: self.derive_realdata(s, given or {}))
 
     def noise_shapes(self, s: dict, m: int, d: int) -> dict[str, tuple]:
-        """The standard-normal arrays one replicate draws, in draw order.
+        """Name -> shape of the standard-normal arrays one replicate draws, in draw order.
 
         Parameters
         ----------
@@ -587,16 +448,11 @@ class Method:
             Clients.
         d : int
             Parameter dimension.
-
-        Returns
-        -------
-        dict
-            Name -> shape.
         """
         raise NotImplementedError
 
     def draw_noise(self, rng: np.random.Generator, s: dict, m: int, d: int, private: bool) -> dict:
-        """One replicate's noise, in the order of `noise_shapes` (None if non-private).
+        """One replicate's noise: name -> standard normals of `noise_shapes` (None if not private).
 
         Parameters
         ----------
@@ -610,35 +466,23 @@ class Method:
             Parameter dimension.
         private : bool
             Whether the fit adds noise.
-
-        Returns
-        -------
-        dict
-            Name -> standard normals (or None).
         """
         return {k: (standard_normal(rng, shape) if private else None)
                 for k, shape in self.noise_shapes(s, m, d).items()}
 
     # -- CNNs: settings from a run's settings (fedgdp.nn.settings.NNSettings)
     def cnn_preset(self, p: dict) -> dict:
-        """The CNN preset: the method's settings from a run's settings ``p``, in the
-        resolved order (compute-matched: every method makes ``rounds * local_epochs``
-        gradient steps per drawn client; docs/methods.md §6).
+        """The CNN preset from a run's settings, compute-matched (docs/methods.md §6).
 
         Parameters
         ----------
         p : dict
             Resolved CNN run settings (`fedgdp.nn.settings.NNSettings`).
-
-        Returns
-        -------
-        dict
-            The preset.
         """
         raise NotImplementedError
 
     def check_settings(self, s: dict) -> None:
-        """Cross-field checks of resolved settings ``s`` (ValueError; none by default).
+        """Cross-field checks of resolved settings (ValueError; none by default).
 
         Parameters
         ----------
@@ -647,28 +491,29 @@ class Method:
         """
 
     def check_step_bound(self, be, steps, *, drift_rounds: int = 0, eta_g: float = 1.0) -> None:
-        """Refuse a private GLM fit whose iterates could overflow, from public inputs only
-        (the bound B, the noise sds, the settings; docs/methods.md §2, "No refusal depends
-        on a record"): ValueError unless the largest entry any iterate can reach is at
-        most `fedgdp.core.privacy.RELEASE_MAX`, so no later check can fail on some data and
-        not on a neighbour. Each stage moves an entry by at most
-        `fedgdp.core.privacy.iterate_bound`; averaging with weights summing to one moves no
-        entry beyond the largest. The CNN path has its own bound
-        (`fedgdp.nn.settings.parameter_bound`).
+        """Refuse a private GLM fit whose iterates could exceed `fedgdp.core.privacy.RELEASE_MAX`,
+        from public inputs only (docs/methods.md §2, "No refusal depends on a record").
+
+        Each stage moves an entry by at most `fedgdp.core.privacy.iterate_bound`; averaging
+        moves none beyond the largest. CNNs: `fedgdp.nn.settings.parameter_bound`.
 
         Parameters
         ----------
         be : Backend
-            The backend of the fit (``data.plan_B``; skipped when not private or on CNNs).
+            The fit's backend (``data.plan_B``; skipped when not private or on CNNs).
         steps : list of (int, float, ndarray, bool)
-            ``(count, eta, sigma, on_gradient)``: ``count`` steps of size ``eta`` with noise
-            sd ``sigma`` added to the iterate (local steps) or, ``on_gradient``, to the
-            gradient (server steps: moved by ``eta`` times it).
+            ``(count, eta, sigma, on_gradient)``: noise added to the iterate (local steps) or,
+            ``on_gradient``, to the gradient (server steps).
         drift_rounds : int
-            DP-SCAFFOLD: the rounds of local steps corrected by ``c - c_i``; the control
-            variates' bound ``a`` grows per round as ``a <- 4 a + (B + 2 a) + z sigma / eta``.
+            DP-SCAFFOLD's rounds; the control variates' bound grows per round as
+            ``a <- 4 a + (B + 2 a) + z sigma / eta``.
         eta_g : float
-            DP-SCAFFOLD's server step on the averaged update.
+            DP-SCAFFOLD's server step.
+
+        Raises
+        ------
+        ValueError
+            When the bound exceeds the limit.
         """
         datas = getattr(be, "fds", [be.data])             # the real-data backend: a fold per privacy level
         if be.kind == CNN or not any(getattr(d, "private", False) for d in datas):
@@ -692,18 +537,12 @@ class Method:
         privacy.check_release_bound(self.name, top, f"clip B={B:g}, {settings}, mu")
 
     def cnn_settings(self, p: dict) -> dict:
-        """The method's settings on a CNN run ``p``: its `cnn_preset`, each value
-        checked by its field, then `check_settings` (`resolve_settings`).
+        """The settings on a CNN run: `cnn_preset`, checked (`resolve_settings`).
 
         Parameters
         ----------
         p : dict
             Resolved CNN run settings (`fedgdp.nn.settings.NNSettings`).
-
-        Returns
-        -------
-        dict
-            The method's settings.
         """
         return self.resolve_settings(self.cnn_preset(p), None)
 
@@ -715,11 +554,6 @@ class Method:
         ----------
         s : dict
             The method's settings.
-
-        Returns
-        -------
-        int
-            The rounds.
         """
         raise NotImplementedError
 
@@ -734,35 +568,23 @@ class Method:
             Clients.
         dk : int
             Floats of one parameter.
-
-        Returns
-        -------
-        dict
-            ``rounds``, ``floats_up``, ``floats_down``.
         """
         return comm_counts(self.rounds(s), m, dk, self.per_round)
 
     def release_count(self, be: Backend, s: dict) -> int:
-        """Releases each client makes: the sum of the counts of the method's plan (the
-        one statement of them; the data a plan reads is ``be.data``, or the backend itself
-        for the CNNs').
+        """Releases each client makes: the sum of the plan's counts (e.g. ``R K`` for FedAvg).
 
         Parameters
         ----------
         be : Backend
-            The backend of the fit.
+            The fit's backend (its ``data``, or itself on CNNs, is planned).
         s : dict
             The method's settings.
-
-        Returns
-        -------
-        int
-            The number of releases (e.g. ``R K`` for FedAvg, ``K + 1`` for FedNewton).
         """
         return sum(int(spec.count) for spec in self.plan(getattr(be, "data", be), s))
 
     def weights(self, be: Backend, s: dict):
-        """The aggregation weights of the fit (``be.weights`` at `release_count`).
+        """The aggregation weights (b, m) or (m,): ``be.weights`` at `release_count`.
 
         Parameters
         ----------
@@ -770,16 +592,12 @@ class Method:
             The backend of the fit.
         s : dict
             The method's settings.
-
-        Returns
-        -------
-        ndarray
-            Weights (b, m) or (m,), rows summing to one.
         """
         return be.weights(releases=self.release_count(be, s))
 
     def plan(self, data, s: dict) -> tuple:
-        """The releases (`fedgdp.core.privacy.ReleaseSpec`) on ``data``.
+        """The releases, a tuple of `fedgdp.core.privacy.ReleaseSpec`: every release each client
+        makes, with its count and sensitivity.
 
         Parameters
         ----------
@@ -788,16 +606,11 @@ class Method:
             ``tau1``, ``privacy``.
         s : dict
             The method's settings.
-
-        Returns
-        -------
-        tuple of fedgdp.core.privacy.ReleaseSpec
-            The plan: every release each client makes, with its count and sensitivity.
         """
         raise NotImplementedError
 
     def run(self, be: Backend, s: dict) -> list[Fit]:
-        """The algorithm on backend ``be``; one `Fit` per privacy level.
+        """The algorithm on backend ``be``: one `Fit` per privacy level.
 
         Parameters
         ----------
@@ -805,11 +618,6 @@ class Method:
             The backend of the fit.
         s : dict
             The method's settings.
-
-        Returns
-        -------
-        list of Fit
-            One fit per privacy level.
         """
         raise NotImplementedError
 
@@ -819,24 +627,22 @@ class Method:
         Parameters
         ----------
         data : object
-            `fedgdp.simulation.backend.FitData` (with pre-drawn noise arrays) or
-            `fedgdp.realdata.FoldData` (with a generator or None).
+            `fedgdp.simulation.backend.FitData` or `fedgdp.realdata.FoldData`.
         s : dict
             The method's settings.
         noise : dict or numpy.random.Generator or None
             The pre-drawn arrays, or the generator (None: non-private).
 
-        Returns
-        -------
-        Fit
-            The fit (ValueError when a private release is not finite).
+        Raises
+        ------
+        ValueError
+            When a private release is not finite.
         """
         self.check_backend(data.kind)
         return check_finite_release(self.name, data, self.run(data.backend(noise), s))[0]
 
     def fit_many(self, data: list, s: dict, noises: list) -> list[Fit]:
-        """`fit` at J privacy levels on the same data, each with its noise; one
-        pass over stacked parameters when the method and the backend allow it.
+        """`fit` at J privacy levels on the same data, in one stacked pass when allowed.
 
         Parameters
         ----------
@@ -846,11 +652,6 @@ class Method:
             The method's settings.
         noises : list
             One noise source per level.
-
-        Returns
-        -------
-        list of Fit
-            One fit per level.
         """
         self.check_backend(data[0].kind)
         if self.stacks_levels:
@@ -860,14 +661,7 @@ class Method:
         return [self.fit(d, s, z) for d, z in zip(data, noises)]
 
     def privacy_modes(self) -> tuple[str, ...]:
-        """The privacy modes in which the method's releases differ (``paper`` only, unless
-        the mode changes them: FedNewton).
-
-        Returns
-        -------
-        tuple of str
-            ``("paper",)`` or ``("paper", "certified")``.
-        """
+        """The privacy modes in which the releases differ: ``("paper",)``, or with ``"certified"``."""
         return ("paper",)
 
     def check_backend(self, kind: str) -> None:
@@ -884,27 +678,15 @@ class Method:
 
 
 def check_finite_release(name: str, data, fits: list) -> list:
-    """``fits``, or ValueError when a private fit's estimate is not finite: a release
-    that is not finite is an error, never an output (docs/methods.md §2, "Finite
-    arithmetic"; every clipped per-sample quantity is finite by construction, so this
-    fires only on a bug or an uncertified step, e.g. the paper's unclipped Hessian on
-    rows of huge entries). Non-private fits may diverge: their rows are flagged. A fit's
-    ``theta`` is an array, or a network's parameters ``name -> tensor`` (a CNN: one
-    non-finite parameter is an error).
+    """``fits``, or ValueError when a private fit's estimate is not finite (docs/methods.md §2,
+    "Finite arithmetic"); non-private fits may diverge and are flagged instead.
 
     Parameters
     ----------
-    name : str
-        The method (for the message).
-    data : object
-        The fit's data (its ``private`` flag is read).
+    name, data
+        The method (for the message) and the fit's data (its ``private`` flag is read).
     fits : list of Fit
-        The fits.
-
-    Returns
-    -------
-    list of Fit
-        ``fits``.
+        The fits: ``theta`` an array, or a network's parameters ``name -> tensor``.
     """
     if getattr(data, "private", False):
         for f in fits:
@@ -915,8 +697,7 @@ def check_finite_release(name: str, data, fits: list) -> list:
 
 
 def _all_finite(theta) -> bool:
-    """Whether every entry of an estimate is finite: an array, or a network's parameter
-    dict ``name -> tensor`` (the CNN backend's)."""
+    """Whether every entry of an array, or of a ``name -> tensor`` dict, is finite."""
     if isinstance(theta, dict):
         return all(bool(v.isfinite().all()) for v in theta.values())
     return bool(np.isfinite(theta).all())

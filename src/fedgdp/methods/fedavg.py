@@ -13,117 +13,35 @@ class FedAvg(Method):
     backends = GRADIENT_METHODS
 
     def cnn_preset(self, p):
-        """The preset on a CNN run: ``R = rounds`` rounds of ``K = local_epochs`` local steps of size ``lr``.
-
-        Parameters
-        ----------
-        p : dict
-            Resolved CNN run settings (``rounds``, ``local_epochs``, ``lr``).
-
-        Returns
-        -------
-        dict
-            ``R``, ``K``, ``eta``.
-        """
+        """The preset on a CNN run: ``R = rounds`` rounds of ``K = local_epochs`` local steps of size ``lr``."""
         return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"]}
 
     settings_class = RoundSettings
     presets = {REALDATA: {"R": 2, "K": 50, "eta": 0.5}}
 
     def simulation_preset(self, params):
-        """The simulation's defaults: ``R = 2``, ``eta = 0.5`` (K is derived: `derive_simulation`).
-
-        Parameters
-        ----------
-        params : dict
-            Resolved cell parameters (unused).
-
-        Returns
-        -------
-        dict
-            ``R``, ``eta``.
-        """
+        """The simulation's defaults: ``R = 2``, ``eta = 0.5`` (K is derived: `derive_simulation`)."""
         return {"R": 2, "eta": 0.5}
 
     def derive_simulation(self, s, params):
-        """Fill ``K`` unless given: the cell's K (schedule ``paper``), else ``ceil(K / R)`` (at least 1).
-
-        Parameters
-        ----------
-        s : dict
-            The settings so far (``R`` is read; ``K`` is set in place).
-        params : dict
-            Resolved cell parameters (``K``, ``schedule``).
-        """
+        """Fill ``K`` unless given: the cell's K (schedule ``paper``), else ``ceil(K / R)`` (at least 1)."""
         if "K" not in s:
             s["K"] = params["K"] if params["schedule"] == "paper" else max(1, -(-params["K"] // s["R"]))
 
     def noise_shapes(self, s, m, d):
-        """One replicate's noise: ``Z`` of shape (R, K, m, d), one draw per round, step and client.
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings (``R``, ``K``).
-        m : int
-            Clients.
-        d : int
-            Parameter dimension.
-
-        Returns
-        -------
-        dict
-            ``{"Z": (R, K, m, d)}``.
-        """
+        """One replicate's noise: ``Z`` of shape (R, K, m, d), one draw per round, step and client."""
         return {"Z": (s["R"], s["K"], m, d)}
 
     def rounds(self, s):
-        """Communication rounds: ``R``.
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings.
-
-        Returns
-        -------
-        int
-            ``R``.
-        """
+        """Communication rounds: ``R``."""
         return s["R"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 3 (`fedgdp.core.privacy.plan_fedavg`): R K noisy local iterates per client.
-
-        Parameters
-        ----------
-        data : object
-            A backend's data (``plan_B``, ``plan_n``).
-        s : dict
-            The method's settings (``eta``, ``R``, ``K``).
-
-        Returns
-        -------
-        tuple of fedgdp.core.privacy.ReleaseSpec
-            The plan.
-        """
+        """The releases of Algorithm 3 (`fedgdp.core.privacy.plan_fedavg`): R K noisy local iterates per client."""
         return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"])
 
     def run(self, be, s):
-        """Algorithm 3: R rounds of K noisy local steps from the global parameter, each averaged with the weights.
-
-        Parameters
-        ----------
-        be : Backend
-            The backend of the fit.
-        s : dict
-            The method's settings (``R``, ``K``, ``eta``).
-
-        Returns
-        -------
-        list of Fit
-            One fit per privacy level.
-        """
+        """Algorithm 3: R rounds of K noisy local steps from the global parameter, each averaged with the weights."""
         (sigma,), ledgers = be.calibrate(self, s)
         self.check_step_bound(be, [(s["R"] * s["K"], s["eta"], sigma, False)])
         w = self.weights(be, s)

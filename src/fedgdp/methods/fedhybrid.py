@@ -8,13 +8,9 @@ from .settings import HybridSettings
 
 
 class FedHybrid(Method):
-    """Algorithm 2 of the paper (noisy local steps, averaged, then FedSGD steps); not the
-    first/second-order "FedHybrid" of Niu & Wei (IEEE TSP 2023).
-
-    Stage 1 is ``R1`` rounds of ``K1`` local steps (``R1 = 1`` unless set: the paper's
-    single averaging); stage 2 is ``K2`` server steps. ``share1`` of the steps go to
-    stage 1: ``split(total, share1)`` (the simulations split K; the CNNs split their
-    rounds R, each of ``local_epochs`` steps).
+    """Algorithm 2 of the paper (not the "FedHybrid" of Niu & Wei, IEEE TSP 2023): ``R1``
+    rounds of ``K1`` local steps (``R1 = 1`` unless set), then ``K2`` server steps;
+    ``share1`` of the steps (CNNs: of the rounds) go to stage 1, ``split(total, share1)``.
     """
 
     name, label, algorithm = "fedhybrid", "FedHybrid", "Algorithm 2"
@@ -32,11 +28,6 @@ class FedHybrid(Method):
             The steps (or rounds) to split.
         share : float
             Stage 1's share.
-
-        Returns
-        -------
-        int
-            Stage 1's part.
         """
         return int(round(share * total))
 
@@ -44,30 +35,11 @@ class FedHybrid(Method):
     presets = {REALDATA: {"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}}
 
     def simulation_preset(self, params):
-        """The simulation's defaults: ``eta1 = eta2 = 0.5`` and ``share1`` (K1, K2: `derive_simulation`).
-
-        Parameters
-        ----------
-        params : dict
-            Resolved cell parameters (unused).
-
-        Returns
-        -------
-        dict
-            ``eta1``, ``eta2``, ``share1``.
-        """
+        """The simulation's defaults: ``eta1 = eta2 = 0.5`` and ``share1`` (K1, K2: `derive_simulation`)."""
         return {"eta1": 0.5, "eta2": 0.5, "share1": self.SHARE1}
 
     def derive_simulation(self, s, params):
-        """Fill ``K1 = split(K, share1)`` and ``K2 = K - K1`` unless given (K: the cell's).
-
-        Parameters
-        ----------
-        s : dict
-            The settings so far (``share1`` is read; ``K1``, ``K2`` are set in place).
-        params : dict
-            Resolved cell parameters (``K``).
-        """
+        """Fill ``K1 = split(K, share1)`` and ``K2 = K - K1`` unless given (K: the cell's)."""
         if s.get("R1", 1) != 1:              # its noise is drawn for one stage-1 round (noise_shapes)
             raise ValueError(f"fedhybrid.R1: the simulation runs one stage-1 round, got fedhybrid.R1={s['R1']!r}")
         if "K1" not in s:
@@ -76,15 +48,7 @@ class FedHybrid(Method):
             s["K2"] = params["K"] - s["K1"]
 
     def derive_realdata(self, s, given):
-        """When ``share1`` is given, split the preset's ``K1 + K2`` steps by it (K1, K2 not given are set).
-
-        Parameters
-        ----------
-        s : dict
-            The settings so far (set in place).
-        given : dict
-            The user's settings of the method.
-        """
+        """When ``share1`` is given, split the preset's ``K1 + K2`` steps by it (K1, K2 not given are set)."""
         if "share1" in given:                # split the preset's K1 + K2 steps by the given share
             total = self.presets[REALDATA]["K1"] + self.presets[REALDATA]["K2"]
             if "K1" not in given:
@@ -93,55 +57,17 @@ class FedHybrid(Method):
                 s["K2"] = total - s["K1"]
 
     def cnn_preset(self, p):
-        """The preset on a CNN run: ``R1 = split(rounds, hybrid_local_share)`` rounds of ``K1 = local_epochs``
-        local steps, then ``K2 = (rounds - R1) local_epochs`` server steps, both of size ``lr``.
-
-        Parameters
-        ----------
-        p : dict
-            Resolved CNN run settings (``rounds``, ``local_epochs``, ``hybrid_local_share``, ``lr``).
-
-        Returns
-        -------
-        dict
-            ``R1``, ``K1``, ``K2``, ``eta1``, ``eta2``.
-        """
+        """CNN preset: ``R1 = split(rounds, hybrid_local_share)`` rounds of ``local_epochs`` steps, then the rest."""
         R, K = p["rounds"], p["local_epochs"]
         R1 = self.split(R, p["hybrid_local_share"])
         return {"R1": R1, "K1": K, "K2": (R - R1) * K, "eta1": p["lr"], "eta2": p["lr"]}
 
     def noise_shapes(self, s, m, d):
-        """One replicate's noise: ``Z1`` (K1, m, d) for stage 1, ``Z2`` (K2, m, d) for stage 2.
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings (``K1``, ``K2``).
-        m : int
-            Clients.
-        d : int
-            Parameter dimension.
-
-        Returns
-        -------
-        dict
-            ``{"Z1": (K1, m, d), "Z2": (K2, m, d)}``.
-        """
+        """One replicate's noise: ``Z1`` (K1, m, d) for stage 1, ``Z2`` (K2, m, d) for stage 2."""
         return {"Z1": (s["K1"], m, d), "Z2": (s["K2"], m, d)}
 
     def local_step_size(self, s):
-        """Stage 1's step size ``eta1`` (its ``local step`` release).
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings.
-
-        Returns
-        -------
-        float
-            ``s["eta1"]``.
-        """
+        """Stage 1's step size ``eta1`` (its ``local step`` release)."""
         return s["eta1"]
 
     @staticmethod
@@ -152,63 +78,20 @@ class FedHybrid(Method):
         ----------
         s : dict
             The method's settings.
-
-        Returns
-        -------
-        int
-            ``R1``.
         """
         return int(s.get("R1", 1))
 
     def rounds(self, s):
-        """Communication rounds: ``R1 + K2``.
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings.
-
-        Returns
-        -------
-        int
-            ``R1 + K2``.
-        """
+        """Communication rounds: ``R1 + K2``."""
         return self.stage1_rounds(s) + s["K2"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 2 (`fedgdp.core.privacy.plan_fedhybrid`): ``R1 K1`` local iterates, then K2
-        clipped gradients per client.
-
-        Parameters
-        ----------
-        data : object
-            A backend's data (``plan_B``, ``plan_n``).
-        s : dict
-            The method's settings (``eta1``, ``K1``, ``K2``, optional ``R1``).
-
-        Returns
-        -------
-        tuple of fedgdp.core.privacy.ReleaseSpec
-            The plan.
-        """
+        """Algorithm 2's releases (`fedgdp.core.privacy.plan_fedhybrid`): R1 K1 iterates, K2 gradients."""
         return privacy.plan_fedhybrid(B=data.plan_B, n=data.plan_n, eta1=s["eta1"], K1=self.stage1_rounds(s) * s["K1"],
                                       K2=s["K2"])
 
     def run(self, be, s):
-        """Algorithm 2: R1 rounds of K1 noisy local steps, each averaged, then K2 FedSGD server steps.
-
-        Parameters
-        ----------
-        be : Backend
-            The backend of the fit.
-        s : dict
-            The method's settings (``K1``, ``eta1``, ``K2``, ``eta2``, optional ``R1``).
-
-        Returns
-        -------
-        list of Fit
-            One fit per privacy level.
-        """
+        """Algorithm 2: R1 rounds of K1 noisy local steps, each averaged, then K2 FedSGD server steps."""
         (a1, a2), ledgers = be.calibrate(self, s)
         self.check_step_bound(be, [(self.stage1_rounds(s) * s["K1"], s["eta1"], a1, False),
                                    (s["K2"], s["eta2"], a2, True)])

@@ -11,13 +11,10 @@ from .settings import StepSettings
 
 
 class FedNewton(Method):
-    """Algorithm 4. In privacy mode ``paper`` as printed (eigenvalue floor, the Newton
-    release calibrated on ``8B/(tau1 n)``, uncertified); in mode ``certified`` with
-    clipped per-sample Hessians and the ridge solve (`fedgdp.core.privacy.plan_fednewton`).
-
-    Stage 1 is kept by backends that keep results (the simulation's block) and reused
-    by the other FedNewton variant when every input is equal (checked, not assumed):
-    both draw the same noise (common random numbers).
+    """Algorithm 4: in privacy mode ``paper`` as printed (eigenvalue floor, uncertified), in
+    ``certified`` with clipped per-sample Hessians and the ridge solve
+    (`fedgdp.core.privacy.plan_fednewton`). Stage 1 is reused by the other variant when
+    every input is equal (checked): both draw the same noise.
     """
 
     name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
@@ -34,62 +31,19 @@ class FedNewton(Method):
     presets = {REALDATA: {"K": 50, "eta": 0.5}}
 
     def simulation_preset(self, params):
-        """The simulation's defaults: the cell's ``K`` and ``eta = 0.5``.
-
-        Parameters
-        ----------
-        params : dict
-            Resolved cell parameters (``K`` is read).
-
-        Returns
-        -------
-        dict
-            ``K``, ``eta``.
-        """
+        """The simulation's defaults: the cell's ``K`` and ``eta = 0.5``."""
         return {"K": params["K"], "eta": 0.5}
 
     def noise_shapes(self, s, m, d):
-        """One replicate's noise: ``Z1`` (K, m, d) for the stage-1 local steps, ``Z2`` (m, d) for the Newton release.
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings (``K``).
-        m : int
-            Clients.
-        d : int
-            Parameter dimension.
-
-        Returns
-        -------
-        dict
-            ``{"Z1": (K, m, d), "Z2": (m, d)}``.
-        """
+        """One replicate's noise: ``Z1`` (K, m, d) for the stage-1 local steps, ``Z2`` (m, d) for the Newton release."""
         return {"Z1": (s["K"], m, d), "Z2": (m, d)}
 
     def rounds(self, s):
-        """Communication rounds: 2 (stage 1's average, then the Newton step).
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings (unused).
-
-        Returns
-        -------
-        int
-            2.
-        """
+        """Communication rounds: 2 (stage 1's average, then the Newton step)."""
         return 2
 
     def privacy_modes(self) -> tuple[str, ...]:
-        """Both modes, unless certified in every mode (`FedNewtonCertified`).
-
-        Returns
-        -------
-        tuple of str
-            ``("paper", "certified")``, or ``("paper",)``.
-        """
+        """Both modes, unless certified in every mode (`FedNewtonCertified`)."""
         return ("paper",) if self.always_certified else ("paper", "certified")
 
     def certified(self, data) -> bool:
@@ -99,58 +53,31 @@ class FedNewton(Method):
         ----------
         data : object
             A backend's data (its ``privacy`` dict is read).
-
-        Returns
-        -------
-        bool
-            True when certified.
         """
         return self.always_certified or data.privacy.get("mode", "paper") == "certified"
 
     def hessian_bound(self, data) -> float | None:
-        """The per-sample Hessian clip ``H_c = hessian_clip * tau1`` (certified), else None.
+        """The per-sample Hessian clip ``H_c = hessian_clip * tau1`` when certified, else None.
 
         Parameters
         ----------
         data : object
             A backend's data (``privacy["hessian_clip"]``, ``tau1``).
-
-        Returns
-        -------
-        float or None
-            ``H_c``, or None (the paper's eigenvalue floor).
         """
         return float(data.privacy["hessian_clip"]) * data.tau1 if self.certified(data) else None
 
     def plan(self, data, s):
-        """The releases of Algorithm 4 (`fedgdp.core.privacy.plan_fednewton`): K local iterates on half 1, then
-        one Newton release.
-
-        Parameters
-        ----------
-        data : object
-            A backend's data (``plan_B``, ``plan_halves()``, ``tau1``, ``privacy``, ``solve_tol``).
-        s : dict
-            The method's settings (``eta``, ``K``).
-
-        Returns
-        -------
-        tuple of fedgdp.core.privacy.ReleaseSpec
-            The plan.
-        """
+        """Algorithm 4's releases (`fedgdp.core.privacy.plan_fednewton`): K iterates, one Newton release."""
         n1, n2 = data.plan_halves()
         bound = self.hessian_bound(data)
         return privacy.plan_fednewton(B=data.plan_B, n1=n1, n2=n2, eta=s["eta"], K=s["K"], tau1=data.tau1,
                                       hessian_bound=bound, solve_tol=0.0 if bound is None else data.solve_tol)
 
     def check_release_bound(self, data, s, s1, s2) -> None:
-        """Refuse a certified fit whose releases could overflow, from public inputs only
-        (docs/methods.md §2, "The certified solve"): every entry of a client's stage-1
-        iterate is at most ``K (eta B + z s1)`` (`fedgdp.core.privacy.iterate_bound`), of
-        the step ``s`` at most ``B / tau1`` (``||(H + tau1 I)^{-1}|| <= 1/tau1``) and of
-        the Newton release at most their sum
-        plus ``z s2``; the Hessian's entries are at most ``(1 + hessian_clip) tau1``. Both
-        must be at most `fedgdp.core.privacy.RELEASE_MAX`.
+        """Refuse a certified fit whose releases could exceed `fedgdp.core.privacy.RELEASE_MAX`,
+        from public inputs only (docs/methods.md §2, "The certified solve"): entries of the
+        stage-1 iterate <= ``K (eta B + z s1)``, of the step <= ``B / tau1``, of the release
+        <= their sum + ``z s2``; of the Hessian <= ``(1 + hessian_clip) tau1``.
 
         Parameters
         ----------
@@ -177,29 +104,11 @@ class FedNewton(Method):
             The backend of the fit.
         theta1 : ndarray of shape (b, P)
             The stage-1 global parameter.
-
-        Returns
-        -------
-        ndarray of shape (b, m, P)
-            The releases before noise.
         """
         return be.newton_release(theta1, hessian_bound=self.hessian_bound(be.data))
 
     def run(self, be, s):
-        """Algorithm 4: FedAvg (R = 1, K local steps on half 1), then every client's noisy Newton release, averaged.
-
-        Parameters
-        ----------
-        be : Backend
-            The backend of the fit.
-        s : dict
-            The method's settings (``K``, ``eta``).
-
-        Returns
-        -------
-        list of Fit
-            One fit per privacy level (ValueError when a private Newton release is not finite).
-        """
+        """Algorithm 4: FedAvg (R = 1, K local steps on half 1), then every client's noisy Newton release, averaged."""
         K, eta = s["K"], s["eta"]
         (s1, s2), ledgers = be.calibrate(self, s)
         if be.data.private and self.certified(be.data):

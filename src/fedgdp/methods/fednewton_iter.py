@@ -20,82 +20,27 @@ class FedNewtonIter(Method):
     settings_class = IterSettings
 
     def check_settings(self, s):
-        """Refuse ``rounds`` that are not a multiple of ``newton_cycles``.
-
-        Parameters
-        ----------
-        s : dict
-            The resolved settings (``R``, ``cycles``).
-        """
+        """Refuse ``rounds`` that are not a multiple of ``newton_cycles``."""
         if s["R"] % s["cycles"]:
             raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={s['R']}, "
                              f"newton_cycles={s['cycles']}")
 
     def cnn_preset(self, p):
-        """The preset on a CNN run: ``R = rounds`` FedAvg rounds of ``K = local_epochs`` steps of size ``lr``,
-        ``cycles = newton_cycles`` head-Newton rounds, ``ridge`` and ``damping``.
-
-        Parameters
-        ----------
-        p : dict
-            Resolved CNN run settings.
-
-        Returns
-        -------
-        dict
-            ``R``, ``K``, ``eta``, ``cycles``, ``ridge``, ``damping``.
-        """
+        """CNN preset: ``R = rounds`` FedAvg rounds, ``cycles = newton_cycles``, ``ridge``, ``damping``."""
         return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"], "cycles": p["newton_cycles"],
                 "ridge": p["ridge"], "damping": p["damping"]}
 
     def rounds(self, s):
-        """Communication rounds: ``R + cycles``.
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings.
-
-        Returns
-        -------
-        int
-            ``R + cycles``.
-        """
+        """Communication rounds: ``R + cycles``."""
         return s["R"] + s["cycles"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 5 (`fedgdp.core.privacy.plan_fednewton_iter`).
-
-        Parameters
-        ----------
-        data : object
-            The data the plan reads (``plan_B``, ``plan_n``; the CNN backend itself).
-        s : dict
-            The method's settings (``eta``, ``R``, ``K``, ``cycles``, ``ridge``, ``damping``).
-
-        Returns
-        -------
-        tuple of fedgdp.core.privacy.ReleaseSpec
-            The plan.
-        """
+        """The releases of Algorithm 5 (`fedgdp.core.privacy.plan_fednewton_iter`)."""
         return privacy.plan_fednewton_iter(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"],
                                            cycles=s["cycles"], ridge=s["ridge"], damping=s["damping"])
 
     def run(self, be, s):
-        """Algorithm 5: ``cycles`` times, ``R / cycles`` FedAvg rounds, then one noisy head-only Newton round.
-
-        Parameters
-        ----------
-        be : Backend
-            The backend of the fit (the CNNs': ``head_newton_release``).
-        s : dict
-            The method's settings (ValueError unless ``R`` is a multiple of ``cycles``).
-
-        Returns
-        -------
-        list of Fit
-            One fit per privacy level.
-        """
+        """Algorithm 5: ``cycles`` times, ``R / cycles`` FedAvg rounds, then one noisy head-only Newton round."""
         R, K, C = s["R"], s["K"], s["cycles"]
         self.check_settings(s)
         (sigma1, sigma2), ledgers = be.calibrate(self, s)

@@ -16,101 +16,27 @@ class FedSGD(Method):
     presets = {REALDATA: {"K": 50, "eta": 0.5}}
 
     def simulation_preset(self, params):
-        """The simulation's defaults: the cell's ``K`` and ``eta = 0.5``.
-
-        Parameters
-        ----------
-        params : dict
-            Resolved cell parameters (``K`` is read).
-
-        Returns
-        -------
-        dict
-            ``K``, ``eta``.
-        """
+        """The simulation's defaults: the cell's ``K`` and ``eta = 0.5``."""
         return {"K": params["K"], "eta": 0.5}
 
     def cnn_preset(self, p):
-        """The preset on a CNN run: ``K = rounds * local_epochs`` server steps of size ``lr``.
-
-        Parameters
-        ----------
-        p : dict
-            Resolved CNN run settings (``rounds``, ``local_epochs``, ``lr``).
-
-        Returns
-        -------
-        dict
-            ``K``, ``eta``.
-        """
+        """The preset on a CNN run: ``K = rounds * local_epochs`` server steps of size ``lr``."""
         return {"K": p["rounds"] * p["local_epochs"], "eta": p["lr"]}
 
     def noise_shapes(self, s, m, d):
-        """One replicate's noise: ``Z`` of shape (K, m, d), one draw per step and client.
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings (``K``).
-        m : int
-            Clients.
-        d : int
-            Parameter dimension.
-
-        Returns
-        -------
-        dict
-            ``{"Z": (K, m, d)}``.
-        """
+        """One replicate's noise: ``Z`` of shape (K, m, d), one draw per step and client."""
         return {"Z": (s["K"], m, d)}
 
     def rounds(self, s):
-        """Communication rounds: one per server step, ``K``.
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings.
-
-        Returns
-        -------
-        int
-            ``K``.
-        """
+        """Communication rounds: one per server step, ``K``."""
         return s["K"]
 
     def plan(self, data, s):
-        """The releases of Algorithm 1 (`fedgdp.core.privacy.plan_fedsgd`): K clipped gradients per client.
-
-        Parameters
-        ----------
-        data : object
-            A backend's data (``plan_B``, ``plan_n``).
-        s : dict
-            The method's settings (``K``).
-
-        Returns
-        -------
-        tuple of fedgdp.core.privacy.ReleaseSpec
-            The plan.
-        """
+        """The releases of Algorithm 1 (`fedgdp.core.privacy.plan_fedsgd`): K clipped gradients per client."""
         return privacy.plan_fedsgd(B=data.plan_B, n=data.plan_n, K=s["K"])
 
     def run(self, be, s):
-        """Algorithm 1: K server steps from `Backend.start` on the weighted noisy clipped gradients.
-
-        Parameters
-        ----------
-        be : Backend
-            The backend of the fit.
-        s : dict
-            The method's settings (``K``, ``eta``).
-
-        Returns
-        -------
-        list of Fit
-            One fit per privacy level.
-        """
+        """Algorithm 1: K server steps from `Backend.start` on the weighted noisy clipped gradients."""
         (sigma,), ledgers = be.calibrate(self, s)
         self.check_step_bound(be, [(s["K"], s["eta"], sigma, True)])
         w = self.weights(be, s)

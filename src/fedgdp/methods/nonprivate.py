@@ -23,56 +23,15 @@ class NonPrivate(Method):
         self.presets = {REALDATA: {}}
 
     def comm(self, s, m, dk):
-        """The base method's communication.
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings.
-        m : int
-            Clients.
-        dk : int
-            Floats of one parameter.
-
-        Returns
-        -------
-        dict
-            ``rounds``, ``floats_up``, ``floats_down``.
-        """
+        """The base method's communication."""
         return self.base.comm(s, m, dk)
 
     def local_step_size(self, s):
-        """The base method's local step size.
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings.
-
-        Returns
-        -------
-        float
-            As `Method.local_step_size` of the base method.
-        """
+        """The base method's local step size."""
         return self.base.local_step_size(s)
 
     def fit(self, data, s, noise):
-        """The base method's fit without noise (ValueError when ``data`` is private).
-
-        Parameters
-        ----------
-        data : object
-            The fit's data (must be non-private).
-        s : dict
-            The method's settings.
-        noise : object
-            Ignored (the base fits with None).
-
-        Returns
-        -------
-        Fit
-            The fit.
-        """
+        """The base method's fit without noise (ValueError when ``data`` is private)."""
         if data.private:
             raise ValueError(f"{self.name} is non-private; got mu={data.mu}")
         self.check_backend(data.kind)
@@ -89,20 +48,7 @@ class NPLocalFit(Method):
     presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
     def run(self, be, s):
-        """Every client's own ridge MLE (``be.ridge_fit_clients``); no releases, no rounds.
-
-        Parameters
-        ----------
-        be : Backend
-            The real-data backend.
-        s : dict
-            The method's settings (``ridge``, ``maxiter``, ``gtol``).
-
-        Returns
-        -------
-        list of Fit
-            One fit, ``local``: theta of shape (m, d, k).
-        """
+        """Every client's own ridge MLE (``be.ridge_fit_clients``); no releases, no rounds."""
         theta = be.ridge_fit_clients(s)
         return [Fit(theta, privacy.Ledger(), rounds=0, floats_up=0, floats_down=0, local=self.per_client)]
 
@@ -116,19 +62,6 @@ class NPPooled(Method):
     presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
     def run(self, be, s):
-        """One ridge MLE on the pooled data (``be.ridge_fit_pooled``): one round, the data's floats uploaded.
-
-        Parameters
-        ----------
-        be : Backend
-            The real-data backend.
-        s : dict
-            The method's settings (``ridge``, ``maxiter``, ``gtol``).
-
-        Returns
-        -------
-        list of Fit
-            One fit: theta of shape (d, k).
-        """
+        """One ridge MLE on the pooled data (``be.ridge_fit_pooled``): one round, the data's floats uploaded."""
         theta, uploaded = be.ridge_fit_pooled(s)
         return [Fit(theta, privacy.Ledger(), rounds=1, floats_up=uploaded, floats_down=0)]

@@ -1,7 +1,4 @@
-"""The one registry of methods, `REGISTRY`, and its view per backend (`registry`,
-`get_method`). Adding a method: its module, and its entry here (the import and the instance in
-the tuple; docs/ARCHITECTURE.md, "Adding a method").
-"""
+"""The one registry of methods, `REGISTRY`, and its view per backend (`registry`, `get_method`)."""
 
 from __future__ import annotations
 
@@ -47,23 +44,19 @@ class RegistryView(Mapping):
 
 
 def registry(kind: str | None = None) -> RegistryView:
-    """The methods that run on backend ``kind`` (all when None), in registry order.
+    """The methods that run on backend ``kind`` (all when None), in registry order: a live,
+    read-only `RegistryView` of `REGISTRY`.
 
     Parameters
     ----------
     kind : str or None
         ``simulation``, ``realdata``, ``nn``, or None.
-
-    Returns
-    -------
-    RegistryView
-        A live, read-only view of `REGISTRY`.
     """
     return RegistryView(kind)
 
 
 def get_method(name: str, kind: str | None = None) -> Method:
-    """Look up a method (that runs on backend ``kind``); ValueError naming the bad value.
+    """The registered method ``name`` (that runs on backend ``kind``).
 
     Parameters
     ----------
@@ -72,10 +65,10 @@ def get_method(name: str, kind: str | None = None) -> Method:
     kind : str or None
         The backend it must run on (None: any).
 
-    Returns
-    -------
-    Method
-        The registered method.
+    Raises
+    ------
+    ValueError
+        An unknown name, or a method that does not run on ``kind``.
     """
     methods = registry(kind)._methods()
     if name not in methods:

@@ -25,52 +25,15 @@ class DPScaffold(Method):
     settings_parent = "fedavg"             # FedAvg's schedule (so FedAvg's noise), plus eta_g
 
     def rounds(self, s):
-        """Communication rounds: ``R``.
-
-        Parameters
-        ----------
-        s : dict
-            The method's settings.
-
-        Returns
-        -------
-        int
-            ``R``.
-        """
+        """Communication rounds: ``R``."""
         return s["R"]
 
     def plan(self, data, s):   # FedAvg's releases: the control variates are post-processing
-        """FedAvg's releases (`fedgdp.core.privacy.plan_fedavg`): the control variates are post-processing.
-
-        Parameters
-        ----------
-        data : object
-            A backend's data (``plan_B``, ``plan_n``).
-        s : dict
-            The method's settings (``eta``, ``R``, ``K``).
-
-        Returns
-        -------
-        tuple of fedgdp.core.privacy.ReleaseSpec
-            The plan.
-        """
+        """FedAvg's releases (`fedgdp.core.privacy.plan_fedavg`): the control variates are post-processing."""
         return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"])
 
     def run(self, be, s):
-        """SCAFFOLD (option II): R rounds of K noisy local steps with drift ``c - c_i``, a server step ``eta_g``.
-
-        Parameters
-        ----------
-        be : Backend
-            The backend of the fit.
-        s : dict
-            The method's settings (``R``, ``K``, ``eta``, ``eta_g``).
-
-        Returns
-        -------
-        list of Fit
-            One fit per privacy level.
-        """
+        """SCAFFOLD (option II): R rounds of K noisy local steps with drift ``c - c_i``, a server step ``eta_g``."""
         rounds, K, eta = s["R"], s["K"], s["eta"]
         (sigma,), ledgers = be.calibrate(self, s)
         self.check_step_bound(be, [(rounds * K, eta, sigma, False)], drift_rounds=rounds, eta_g=s["eta_g"])

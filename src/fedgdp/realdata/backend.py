@@ -1,13 +1,10 @@
 """The real-data backend of the algorithm core: per-client matrices, J privacy levels in one pass.
 
-`RealBackend` implements `fedgdp.methods.Backend` on J
-`FoldData` with the same data (one per mu; the batch
-axis is the level): parameters (J, d, k) and per client (J, m, d, k). Noise comes
-from one generator (`fedgdp.methods.StreamNoise`), drawn in a fixed order:
-local steps client by client, each client's K steps in turn; server steps step by
-step, each step's clients in turn; one draw (d, k) serves all J levels, which is what
-J separate runs draw, their generators being seeded alike (common random numbers
-across mu). Gradients of the J levels come from one product (`stacked_gradients`).
+`RealBackend` implements `fedgdp.methods.Backend` on J `FoldData` with the same data (one
+per mu, the batch axis): parameters (J, d, k), per client (J, m, d, k). Noise comes from
+one generator (`fedgdp.methods.StreamNoise`) in a fixed order (local steps client by
+client, server steps step by step); one draw (d, k) serves all J levels, as J separate
+runs seeded alike would draw (common random numbers across mu).
 """
 from __future__ import annotations
 
@@ -29,22 +26,19 @@ def _draw(noise, shape):
 def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas, noise,
                        rows: slice = slice(None), drift: np.ndarray | None = None,
                        trace: list | None = None) -> np.ndarray:
-    """K noisy local steps of client i at J privacy levels: ``Theta <- Theta - eta
-    (g(Theta) + drift) + sigma_j Z`` (``fds``, ``sigmas`` (J,), ``Theta0`` and ``drift``
-    (J, d, k)), one draw Z (d, k) per step from ``noise`` (None: no noise).
+    """K noisy local steps of client i at J levels, its parameters (J, d, k) after them:
+    ``Theta <- Theta - eta (g(Theta) + drift) + sigma_j Z``, one draw Z (d, k) per step.
 
     Parameters
     ----------
     fds : list of FoldData, length J
-        The folds (same data; one per privacy level, bound ``fds[j].bound``).
+        The folds (same data; one per privacy level).
     i : int
         The client.
     Theta0 : ndarray of shape (J, d, k)
         The start, one per level (not modified).
-    K : int
-        Local steps.
-    eta : float
-        Step size.
+    K, eta
+        Local steps and their size.
     sigmas : array_like of shape (J,)
         Client i's noise sd at each level.
     noise : fedgdp.methods.StreamNoise or None
@@ -54,15 +48,8 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
     drift : ndarray of shape (J, d, k), optional
         Added to every step's gradient (SCAFFOLD's correction).
     trace : list or None
-        When a list, each noisy iterate is appended as ``("local", i, step, eta, Theta,
-        noise2)``, ``noise2`` (J,) the expected squared norm of the step's noise (what
-        [`fedgdp.api.diagnostics`][fedgdp.api.diagnostics] reads; the iterates are releases the
-        ledger accounts for).
-
-    Returns
-    -------
-    ndarray of shape (J, d, k)
-        Client i's parameters after the K steps.
+        Appended ``("local", i, step, eta, Theta, noise2)`` per iterate, ``noise2`` (J,) the
+        expected squared norm of the step's noise (read by `fedgdp.api.diagnostics`).
     """
     Theta = Theta0.copy()
     sig = np.asarray(sigmas, dtype=float)[:, None, None]
@@ -85,34 +72,18 @@ def local_descent_many(fds: list, i: int, Theta0, *, K: int, eta: float, sigmas,
 
 def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
                   rows: slice = slice(None), drift: np.ndarray | None = None) -> np.ndarray:
-    """`local_descent_many` at one level on the fold ``fd`` (`FoldData`):
-    Theta0 and drift (d, k), noise from ``rng``.
+    """`local_descent_many` at one level on the fold ``fd`` (noise from ``rng``): client i's (d, k).
 
     Parameters
     ----------
     fd : FoldData
         The fold.
-    i : int
-        The client.
-    Theta0 : ndarray of shape (d, k)
-        The start.
-    K : int
-        Local steps.
-    eta : float
-        Step size.
+    i, Theta0, K, eta, rows, drift
+        As in `local_descent_many`, at one level: Theta0 and drift (d, k).
     sigma : float
         The noise sd.
     rng : numpy.random.Generator or None
         Draws the noise (None: no noise).
-    rows : slice
-        The client's rows to use.
-    drift : ndarray of shape (d, k), optional
-        Added to every step's gradient.
-
-    Returns
-    -------
-    ndarray of shape (d, k)
-        Client i's parameter after the K steps.
     """
     return local_descent_many([fd], i, Theta0[None], K=K, eta=eta, sigmas=np.array([sigma]),
                               noise=StreamNoise(rng).take("Z"), rows=rows,
@@ -121,33 +92,22 @@ def local_descent(fd, i: int, Theta0, *, K: int, eta: float, sigma: float, rng,
 
 def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.ndarray, noise,
                         trace: list | None = None) -> np.ndarray:
-    """K FedSGD steps at J levels: ``Theta <- Theta - eta sum_i w_i (g_i(Theta) + sigma_i Z_i)``
-    (``sigmas`` (J, m), ``Theta0`` (J, d, k)), one draw per client and step.
+    """K FedSGD steps at J levels to (J, d, k): ``Theta <- Theta - eta sum_i w_i (g_i(Theta) + sigma_i Z_i)``.
 
     Parameters
     ----------
-    fds : list of FoldData, length J
-        The folds (same data; one per privacy level).
+    fds, noise
+        As in `local_descent_many`.
     Theta0 : ndarray of shape (J, d, k)
         The start (not modified).
     w : ndarray of shape (m,)
         Aggregation weights.
-    K : int
-        Server steps.
-    eta : float
-        Step size.
+    K, eta
+        Server steps and their size.
     sigmas : ndarray of shape (J, m)
         Noise sds per level and client.
-    noise : fedgdp.methods.StreamNoise or None
-        The noise stream, None when non-private.
     trace : list or None
-        When a list, each global iterate is appended as ``("server", -1, step, eta,
-        Theta, noise2)`` (`local_descent_many`).
-
-    Returns
-    -------
-    ndarray of shape (J, d, k)
-        The global parameters after the K steps.
+        Appended ``("server", -1, step, eta, Theta, noise2)`` per iterate.
     """
     sig = np.asarray(sigmas, dtype=float)
     noise2 = None
@@ -159,26 +119,14 @@ def server_descent_many(fds: list, Theta0, w, *, K: int, eta: float, sigmas: np.
 
 
 def gradient_release(fds: list, i: int, Theta: np.ndarray, sigma, noise) -> np.ndarray:
-    """Client i's noisy gradient at J levels, ``g_i(Theta) + sigma_j Z`` (one draw Z (d, k)
-    from ``noise``; None: no noise): what the client sends at one FedSGD step.
+    """Client i's noisy gradient (J, d, k), ``g_i(Theta) + sigma_j Z``: one FedSGD step's release.
 
     Parameters
     ----------
-    fds : list of FoldData, length J
-        The folds (same data; one per privacy level).
-    i : int
-        The client.
-    Theta : ndarray of shape (J, d, k)
-        The global parameters.
-    sigma : ndarray of shape (J,)
-        Client i's noise sd at each level.
-    noise : fedgdp.methods.StreamNoise or None
-        The noise stream, None when non-private.
-
-    Returns
-    -------
-    ndarray of shape (J, d, k)
-        The release.
+    fds, i, noise
+        As in `local_descent_many`.
+    Theta, sigma
+        The global parameters (J, d, k) and client i's noise sd at each level (J,).
     """
     g = stacked_gradients(fds, i, Theta)
     Z = _draw(noise, Theta.shape[1:])
@@ -189,33 +137,19 @@ def gradient_release(fds: list, i: int, Theta: np.ndarray, sigma, noise) -> np.n
 
 def server_descent(Theta0, w, *, K: int, eta: float, m: int, release, trace: list | None = None,
                    noise2: np.ndarray | None = None) -> np.ndarray:
-    """K server steps ``Theta <- Theta - eta sum_i w_i release(i, Theta)``, clients in turn
-    (the aggregation of `server_descent_many`, and of a coordinator across sites).
+    """K server steps ``Theta <- Theta - eta sum_i w_i release(i, Theta)`` to (J, d, k), clients in
+    turn (also a coordinator's across sites).
 
     Parameters
     ----------
-    Theta0 : ndarray of shape (J, d, k)
-        The start (not modified).
-    w : ndarray of shape (m,)
-        Aggregation weights.
-    K : int
-        Server steps.
-    eta : float
-        Step size.
+    Theta0, w, K, eta, trace
+        As in `server_descent_many`.
     m : int
         Clients.
     release : callable
         ``release(i, Theta)`` -> client i's noisy gradient (J, d, k) (`gradient_release`).
-    trace : list or None
-        When a list, each global iterate is appended as ``("server", -1, step, eta,
-        Theta, noise2)``.
     noise2 : ndarray of shape (J,) or None
         The trace's expected squared norm of a step's noise.
-
-    Returns
-    -------
-    ndarray of shape (J, d, k)
-        The global parameters after the K steps.
     """
     Theta = Theta0.copy()
     if trace is not None:
@@ -237,11 +171,6 @@ def same_stream(rngs: list) -> bool:
     ----------
     rngs : list of numpy.random.Generator or None
         The generators.
-
-    Returns
-    -------
-    bool
-        Whether one stream can serve them all.
     """
     if all(r is None for r in rngs):
         return True
@@ -270,39 +199,13 @@ class RealBackend:
         self.trace = getattr(self.data, "trace", None)      # FoldData.trace: the iterates, for diagnostics
 
     def calibrate(self, method, s):
-        """The noise sds of the method's plan at every level, and the ledgers.
-
-        Parameters
-        ----------
-        method : fedgdp.methods.Method
-            The method (its plan is calibrated on each fold, `FoldData.calibrate`).
-        s : dict
-            The method's settings.
-
-        Returns
-        -------
-        sigmas : tuple of ndarray, each shape (J, m)
-            One array of noise sds per release spec of the plan.
-        ledgers : list of fedgdp.core.privacy.Ledger, length J
-            One ledger per level.
-        """
+        """The noise sds of the method's plan at every level, and the ledgers."""
         cals = [fd.calibrate(method.plan(fd, s)) for fd in self.fds]
         sigmas = tuple(np.stack([c[0][r] for c in cals]) for r in range(len(cals[0][0])))
         return sigmas, [c[1] for c in cals]
 
     def weights(self, releases):
-        """Aggregation weights ``n_i / sum n`` (the same at every level).
-
-        Parameters
-        ----------
-        releases : int
-            Releases each client makes (unused).
-
-        Returns
-        -------
-        ndarray of shape (m,)
-            The weights, summing to one.
-        """
+        """Aggregation weights ``n_i / sum n`` (the same at every level)."""
         return self.data.weights
 
     def zeros(self):
@@ -321,95 +224,29 @@ class RealBackend:
         raise ValueError(f"unknown part {part!r}; use full or half1")
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
-        """K noisy local steps of every client from ``start`` (`local_descent_many`),
-        client by client.
-
-        Parameters
-        ----------
-        start : ndarray of shape (J, d, k)
-            The global parameters.
-        K : int
-            Local steps.
-        eta : float
-            Step size.
-        sigma : ndarray of shape (J, m)
-            Noise sds.
-        noise : fedgdp.methods.StreamNoise or None
-            The noise stream, None when non-private.
-        part : str
-            ``full`` (all rows) or ``half1`` (each client's first ``floor(n_i / 2)`` rows).
-        drift : ndarray of shape (J, m, d, k), optional
-            Per-client drift.
-
-        Returns
-        -------
-        ndarray of shape (J, m, d, k)
-            Per-client parameters.
-        """
+        """K noisy local steps of every client from ``start`` (`local_descent_many`), client by client."""
         return np.stack([local_descent_many(self.fds, i, start, K=K, eta=eta, sigmas=sigma[:, i], noise=noise,
                                             rows=rows, drift=None if drift is None else drift[:, i],
                                             trace=self.trace)
                          for i, rows in enumerate(self._rows(part))], axis=1)
 
     def average(self, w, local):
-        """``sum_i w_i local_i``.
-
-        Parameters
-        ----------
-        w : ndarray of shape (m,)
-            Weights.
-        local : ndarray of shape (J, m, d, k)
-            Per-client parameters.
-
-        Returns
-        -------
-        ndarray of shape (J, d, k)
-            The global parameters.
-        """
+        """``sum_i w_i local_i``."""
         return sum(w[i] * local[:, i] for i in range(self.m))
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
-        """K FedSGD steps (`server_descent_many`).
-
-        Parameters
-        ----------
-        theta : ndarray of shape (J, d, k)
-            The global parameters.
-        w : ndarray of shape (m,)
-            Weights.
-        K : int
-            Server steps.
-        eta : float
-            Step size.
-        sigma : ndarray of shape (J, m)
-            Noise sds.
-        noise : fedgdp.methods.StreamNoise or None
-            The noise stream, None when non-private.
-
-        Returns
-        -------
-        ndarray of shape (J, d, k)
-            The global parameters.
-        """
+        """K FedSGD steps (`server_descent_many`)."""
         return server_descent_many(self.fds, theta, w, K=K, eta=eta, sigmas=sigma, noise=noise, trace=self.trace)
 
     def newton_release(self, theta1, *, hessian_bound):
-        """Every client's pre-noise Newton release ``theta1 - s_i`` at every level: s_i is
-        `fedgdp.realdata.solvers.newton_step` with the Hessian of its half 1 (its
-        first ``floor(n_i / 2)`` rows) and the clipped gradient of its half 2, at theta1.
+        """Every client's pre-noise release ``theta1 - s_i`` (J, m, d, k), s_i by `fedgdp.realdata.solvers.newton_step`.
 
         Parameters
         ----------
         theta1 : ndarray of shape (J, d, k)
             The stage-1 global parameters.
         hessian_bound : float or None
-            Clips per-sample Hessians (certified FedNewton), None: the uncertified step
-            with the solver ``data.newton["solver"]`` (``cg``, ``ridge`` or ``floor``).
-
-        Returns
-        -------
-        ndarray of shape (J, m, d, k)
-            The releases.
+            Clips per-sample Hessians (certified); None: the solver ``data.newton["solver"]``.
         """
         h1, nw = self.data.half_sizes(), self.data.newton
         plain_cg = nw["solver"] == "cg" and hessian_bound is None
@@ -425,23 +262,7 @@ class RealBackend:
         return out
 
     def add_noise(self, local, sigma, noise):
-        """``local_i + sigma_i Z_i``, one draw Z_i (d, k) per client serving every level,
-        in place; ``local`` unchanged when noise is None.
-
-        Parameters
-        ----------
-        local : ndarray of shape (J, m, d, k)
-            Per-client releases (modified in place).
-        sigma : ndarray of shape (J, m)
-            Noise sds.
-        noise : fedgdp.methods.StreamNoise or None
-            The noise stream, None when non-private.
-
-        Returns
-        -------
-        ndarray of shape (J, m, d, k)
-            ``local``, with the noise added.
-        """
+        """``local_i + sigma_i Z_i`` in place, one draw (d, k) per client serving every level."""
         for i in range(self.m):
             Z = _draw(noise, local.shape[2:])
             if Z is not None:
@@ -449,41 +270,11 @@ class RealBackend:
         return local
 
     def memo(self, key, inputs, compute):
-        """``compute()``: this backend keeps no results.
-
-        Parameters
-        ----------
-        key : str
-            The result's name (unused).
-        inputs : tuple
-            What the result depends on (unused).
-        compute : callable
-            Computes the result.
-
-        Returns
-        -------
-        object
-            ``compute()``.
-        """
+        """``compute()``: this backend keeps no results."""
         return compute()
 
     def finish(self, theta, ledgers, comm):
-        """The fits, one per level.
-
-        Parameters
-        ----------
-        theta : ndarray of shape (J, d, k)
-            The final global parameters.
-        ledgers : list of fedgdp.core.privacy.Ledger, length J
-            One ledger per level.
-        comm : dict
-            ``rounds``, ``floats_up``, ``floats_down`` (`fedgdp.methods.Method.comm`).
-
-        Returns
-        -------
-        list of fedgdp.methods.Fit, length J
-            Fit j has ``theta[j]`` (d, k) and ``ledgers[j]``.
-        """
+        """The fits, one per level."""
         return [Fit(T, ledger, **comm) for T, ledger in zip(theta, ledgers)]
 
     # -- the plain fits (non-private, one level)
@@ -493,32 +284,19 @@ class RealBackend:
         Parameters
         ----------
         s : dict
-            The fit's settings: ``ridge``, ``maxiter`` and optionally ``gtol``
-            (`fedgdp.realdata.solvers.ridge_fit`).
-
-        Returns
-        -------
-        ndarray of shape (m, d, k)
-            Client i's fit in row i.
+            ``ridge``, ``maxiter`` and optionally ``gtol`` (`fedgdp.realdata.solvers.ridge_fit`).
         """
         fd = self.data
         return np.stack([ridge_fit(fd.model, fd.design(i), fd.Y[i], ridge=s["ridge"], maxiter=s["maxiter"],
                                    gtol=s.get("gtol", 1e-8)) for i in range(fd.m)])
 
     def ridge_fit_pooled(self, s: dict) -> tuple[np.ndarray, int]:
-        """The ridge MLE on the pooled data (d, k) and the floats uploaded (the raw data).
+        """The ridge MLE on the pooled data (d, k), and the floats uploaded (the pooled X and Y).
 
         Parameters
         ----------
         s : dict
-            The fit's settings: ``ridge``, ``maxiter`` and optionally ``gtol``.
-
-        Returns
-        -------
-        Theta : ndarray of shape (d, k)
-            The fit.
-        floats_up : int
-            Numbers in the pooled X and Y.
+            ``ridge``, ``maxiter`` and optionally ``gtol``.
         """
         X, Y = product_design(list(self.data.X)), np.vstack(self.data.Y)   # CSR when large and sparse
         Theta = ridge_fit(self.data.model, X, Y, ridge=s["ridge"], maxiter=s["maxiter"], gtol=s.get("gtol", 1e-8))

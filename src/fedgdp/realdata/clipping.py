@@ -17,30 +17,16 @@ __all__ = ["clip_residuals", "clipped_gradient", "stacked_gradients", "clip_boun
 
 
 def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
-    """Mean over rows of the per-sample gradients ``x_j r_j'`` clipped to norm B.
-
-    The Frobenius norm of ``x_j r_j'`` is ``||x_j|| ||r_j||``, so clipping scales the
-    residual row ``r_j``. ``B = inf`` gives the plain gradient.
+    """Mean (d, k) over rows of the per-sample gradients ``x_j r_j'`` clipped to norm B (inf: plain).
 
     Parameters
     ----------
-    model : fedgdp.core.glm.GLM
-        The model.
-    Theta : ndarray of shape (d, k)
-        The parameter.
-    X : ndarray of shape (n, d)
-        The rows.
-    Y : ndarray of shape (n, k)
-        The targets.
+    model, Theta, X, Y
+        The model, the parameter (d, k), the rows (n, d) and targets (n, k).
     B : float
         The clipping bound.
     xnorm : ndarray or None of shape (n,)
         The row norms of X, when computed already.
-
-    Returns
-    -------
-    ndarray of shape (d, k)
-        The mean clipped gradient.
     """
     with np.errstate(over="ignore", invalid="ignore"):
         Res = model.residuals(Theta, X, Y)
@@ -49,11 +35,8 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
 
 
 def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float, d: int) -> None:
-    """Scale the rows of the residuals Res (n, k) in place so that ``||x_j|| ||r_j|| <= B``
-    (to ``(1 - kappa) B``, the margin of `fedgdp.core.privacy.clip_factors` for a
-    gradient of ``d k`` numbers, so that the computed ``x_j r_j'`` has norm at most B);
-    a per-sample gradient whose norm is not finite (a NaN or overflowed residual, or a
-    row norm that overflows) becomes zero.
+    """Scale the residual rows in place so that ``||x_j|| ||r_j|| <= (1 - kappa) B`` (the
+    margin of `fedgdp.core.privacy.clip_factors`); a non-finite per-sample norm gives zero.
 
     Parameters
     ----------
@@ -75,30 +58,19 @@ def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float, d: int) -> None
 
 
 def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
-    """Client i's clipped gradients at J parameters at once, shape (J, d, k).
-
-    ``fds``: J `FoldData` on the same data (one per mu; bound ``fds[j].bound``);
-    ``Thetas`` (J, d, k). For softmax (k > 1) and J > 1 the scores of all J come from
-    one product ``X [Theta_1 ... Theta_J]`` and the gradients from one ``X' [Res_1 ...
-    Res_J]``: a wider product reads X once for J models (about 1.6x faster for J = 2,
-    k = 10 on MNIST-sized clients). For k = 1 (matrix-vector products) the J
-    gradients are computed one by one, which is faster there.
+    """Client i's clipped gradients at J parameters at once (J, d, k): for softmax, from one
+    product ``X [Theta_1 ... Theta_J]`` (X read once); for k = 1 one by one.
 
     Parameters
     ----------
     fds : list of FoldData
-        J fold data on the same clients.
+        J fold data on the same clients (one per mu; bound ``fds[j].bound``).
     i : int
         The client.
     Thetas : ndarray of shape (J, d, k)
         The parameters.
     rows : slice
         The client's rows to use.
-
-    Returns
-    -------
-    ndarray of shape (J, d, k)
-        The clipped gradients.
     """
     fd = fds[0]
     J, d, k = Thetas.shape
@@ -117,10 +89,9 @@ def stacked_gradients(fds: list, i: int, Thetas: np.ndarray, rows: slice = slice
 
 def clip_bound_real(model: GLM, X: list, Y: list, rule: dict, *, mu: float = math.inf,
                     rng=None) -> float:
-    """The clipping bound on real data: max over clients of the q-quantile of the
-    per-sample gradient norms at Theta = 0 (``quantile``), the fixed value, or the
-    private quantile (`fedgdp.core.privacy.private_clip_bound`, needs mu and rng); the
-    rules are dispatched by `fedgdp.core.privacy.bound_of_rule`.
+    """The clipping bound on real data by `fedgdp.core.privacy.bound_of_rule`: max over clients
+    of the q-quantile of per-sample gradient norms at Theta = 0, a fixed value, or the
+    private quantile.
 
     Parameters
     ----------
@@ -134,11 +105,6 @@ def clip_bound_real(model: GLM, X: list, Y: list, rule: dict, *, mu: float = mat
         The target mu (``private_quantile``).
     rng : numpy.random.Generator or None
         The histogram's noise (``private_quantile``).
-
-    Returns
-    -------
-    float
-        The bound.
     """
     def norms():
         zero = np.zeros((X[0].shape[1], model.k))

@@ -1,9 +1,4 @@
-"""The training data of one fold, split by client: clipped gradients and the clipping bound.
-
-Client i holds ``X_i`` (n_i, d) and targets ``Y_i`` (n_i, k) (`fedgdp.core.glm`, matrix
-models); parameters are ``Theta`` (d, k). Clipping a per-sample gradient ``x_j r_j'``
-to Frobenius norm B scales its residual row ``r_j`` (the norm is ``||x_j|| ||r_j||``).
-"""
+"""The training data of one fold, split by client (shapes: `fedgdp.realdata`), and its privacy setting."""
 from __future__ import annotations
 
 import math
@@ -31,17 +26,14 @@ class FoldData:
     model : GLM
     X, Y : list of ndarray
         Client i's design (n_i, d) and targets (n_i, k), rows in random order; a design
-        may be a `fedgdp.core.glm.NonzeroColumns` (a split's wide clients: what needs
-        the entries reads ``np.asarray``).
+        may be a `fedgdp.core.glm.NonzeroColumns` (read entries with ``np.asarray``).
     mu : float          target mu per client (inf: non-private)
     B : float           clipping bound (ignored, no clipping, when mu = inf)
     tau1 : float        FedNewton's eigenvalue floor / ridge
     newton : dict       solver settings (``solver``, ``cg_tol``, ``cg_maxiter``)
-    products : list     what the products read: each X_i, or its CSR copy when wide and
-                        sparse (`fedgdp.core.glm.product_design`; made when not given)
+    products : list     what the products read (`fedgdp.core.glm.product_design`; made when not given)
     xnorm : list        each client's row norms (n_i,) (made when not given)
-    trace : list | None a list to collect the noisy iterates of the gradient steps in
-                        (``fedgdp.api.diagnostics``); None (the pipeline) keeps none
+    trace : list | None collects the noisy iterates (``fedgdp.api.diagnostics``); None keeps none
     """
 
     model: GLM
@@ -67,8 +59,7 @@ class FoldData:
 
     @property
     def private(self) -> bool:
-        """Whether the releases carry privacy noise (`fedgdp.core.privacy.adds_noise`; real
-        data have no ``release`` setting, so: finite mu)."""
+        """Whether the releases carry noise (`fedgdp.core.privacy.adds_noise`): finite mu."""
         return privacy.adds_noise(self.mu)
 
     @property
@@ -106,17 +97,12 @@ class FoldData:
             The client.
         rows : slice
             The client's rows to use (``slice(None)``: all).
-
-        Returns
-        -------
-        ndarray or scipy.sparse.csr_matrix of shape (rows, d)
-            The rows of `products` ``[i]``.
         """
         X = self.products[i]  # type: ignore[index]
         return X if rows == slice(None) else X[rows]
 
     def gradient(self, i: int, Theta: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
-        """Client i's average clipped gradient at Theta over ``rows`` of its data.
+        """Client i's average gradient (d, k) at Theta over ``rows``, per-sample clipped to `bound`.
 
         Parameters
         ----------
@@ -126,19 +112,12 @@ class FoldData:
             The parameter.
         rows : slice
             The client's rows to use (``slice(None)``: all).
-
-        Returns
-        -------
-        ndarray of shape (d, k)
-            The mean of the per-sample gradients clipped to `bound`.
         """
         return clipped_gradient(self.model, Theta, self.design(i, rows), self.Y[i][rows], self.bound,
                                 self.xnorm[i][rows])  # type: ignore[index]
 
     def calibrate(self, plan: tuple) -> tuple[list, Ledger]:
-        """Per-client noise sds (one (m,) array per spec) and the ledger of a plan
-        built with ``B = self.B`` and ``n`` of shape (1, m)
-        (`fedgdp.core.privacy.calibrate_with_clip`).
+        """Per-client noise sds and the ledger of a plan (`fedgdp.core.privacy.calibrate_with_clip`).
 
         Parameters
         ----------
@@ -170,8 +149,7 @@ class FoldData:
 
     @property
     def solve_tol(self) -> float:
-        """The residual tolerance of FedNewton's iterative solve (``cg``: ``cg_tol``),
-        0 for the dense solves; it enters the certified sensitivity (docs/methods.md §2)."""
+        """FedNewton's solve tolerance (``cg``: ``cg_tol``; dense: 0), in the certified sensitivity."""
         return float(self.newton["cg_tol"]) if self.newton["solver"] == "cg" else 0.0
 
     def half_sizes(self) -> np.ndarray:
@@ -187,24 +165,19 @@ class FoldData:
         return h1[None, :].astype(float), (self.sizes - h1)[None, :].astype(float)
 
     def backend(self, rng: np.random.Generator | None):
-        """This fold with its noise generator (`fedgdp.realdata.backend.RealBackend`).
+        """This fold with its noise generator: a `fedgdp.realdata.backend.RealBackend` with J = 1.
 
         Parameters
         ----------
         rng : numpy.random.Generator or None
             Draws the noise (None: no noise).
-
-        Returns
-        -------
-        RealBackend
-            A backend of one level (J = 1).
         """
         return RealBackend([self], rng)
 
     @staticmethod
     def stacked_backend(fds: list, rngs: list):
-        """The J folds (one per privacy level, same data) as one backend, or None when
-        their generators would not draw the same numbers.
+        """The J folds (same data, one per level) as one backend with noise from ``rngs[0]``, or
+        None when their generators would not draw the same numbers.
 
         Parameters
         ----------
@@ -212,10 +185,5 @@ class FoldData:
             The folds.
         rngs : list of numpy.random.Generator or None, length J
             Their noise generators (`fedgdp.realdata.backend.same_stream`).
-
-        Returns
-        -------
-        RealBackend or None
-            The backend (noise from ``rngs[0]``), or None.
         """
         return RealBackend(fds, rngs[0]) if same_stream(rngs) else None

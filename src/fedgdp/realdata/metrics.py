@@ -17,11 +17,6 @@ def auc(scores: np.ndarray, y: np.ndarray) -> float:
         Scores (higher: more likely positive).
     y : ndarray of shape (n,)
         Labels, 0/1 or bool.
-
-    Returns
-    -------
-    float
-        The AUC in [0, 1], or NaN.
     """
     from scipy.stats import rankdata
 
@@ -34,7 +29,7 @@ def auc(scores: np.ndarray, y: np.ndarray) -> float:
 
 
 def accuracy(P: np.ndarray, labels: np.ndarray) -> float:
-    """Share of rows whose most probable class is the label.
+    """Share of rows whose most probable class is the label (NaN when n = 0).
 
     Parameters
     ----------
@@ -42,35 +37,23 @@ def accuracy(P: np.ndarray, labels: np.ndarray) -> float:
         Class probabilities.
     labels : ndarray of shape (n,)
         Class indices in ``0..k-1``.
-
-    Returns
-    -------
-    float
-        The accuracy (NaN when n = 0).
     """
     return float(np.mean(np.argmax(P, axis=1) == np.asarray(labels)))
 
 
 def client_metric(task: str, model: GLM, Theta, X, labels) -> float:
-    """A client's metric of ``Theta`` on its test rows: AUC (``binary``) or accuracy.
+    """A client's metric of ``Theta`` on its test rows: AUC (``binary``) or accuracy; NaN when n = 0.
 
     Parameters
     ----------
     task : str
-        ``binary`` (AUC of the first column of the fitted means), else multiclass (accuracy).
-    model : fedgdp.core.glm.GLM
-        The model.
-    Theta : ndarray of shape (d, k)
-        The estimate.
+        ``binary`` (AUC of the first column of the fitted means), else multiclass.
+    model, Theta
+        The model and the estimate (d, k).
     X : ndarray of shape (n, d)
         The client's test rows.
     labels : ndarray of shape (n,)
         0/1 labels (binary) or class indices.
-
-    Returns
-    -------
-    float
-        The metric; NaN when n = 0 (or, for AUC, when one class is absent).
     """
     if labels.shape[0] == 0:
         return float("nan")

@@ -1,16 +1,11 @@
 """The inference releases of a fit on matrix models (`fedgdp.api.inference`, docs/methods.md
-§10): one client's clipped score outer products and clipped curvature at a public
-estimate, and their sensitivities, in one place for the estimator and the audit
-(`fedgdp.audit.glm.audit_inference`).
+§10), shared by the estimator and the audit (`fedgdp.audit.glm.audit_inference`).
 
-After the estimate is released, each client releases ``S_i = sum_j g_j g_j'`` (``g_j``
-the per-sample gradient ``x_j r_j'`` clipped to B, flattened row-major) and ``H_i =
-sum_j`` of the per-sample Hessians clipped to operator norm ``H_c = B^2``
-(`fedgdp.realdata.solvers.clipped_hessian_rows`), each with symmetric Gaussian noise on
-its upper triangle. Replacing one record changes ``S_i`` by a difference of two PSD
-matrices of Frobenius norm at most ``B^2`` (rank one), so by at most ``sqrt(2) B^2``;
-``H_i`` by at most ``sqrt(2) sqrt(r) H_c`` (a per-sample Hessian has rank ``r`` = 1,
-or ``C - 1`` for softmax). The two releases share the inference mu^2 equally.
+Each client releases ``S_i = sum_j g_j g_j'`` (``g_j = x_j r_j'`` clipped to B, flattened
+row-major) and ``H_i``, the sum of per-sample Hessians clipped to ``H_c = B^2``, each with
+symmetric noise on its upper triangle. Sensitivities: ``sqrt(2) B^2`` for S_i,
+``sqrt(2) sqrt(r) H_c`` for H_i (rank r = 1, or ``C - 1`` for softmax); the two share the
+inference mu^2 equally.
 """
 from __future__ import annotations
 
@@ -34,8 +29,7 @@ def _rank(k: int) -> int:
 
 
 def release_plan(B, k: int) -> tuple:
-    """The inference releases as `fedgdp.core.privacy.ReleaseSpec` (one of each per client,
-    half of the inference mu^2 each; module docstring for the sensitivities).
+    """The inference releases as `fedgdp.core.privacy.ReleaseSpec` (one of each per client).
 
     Parameters
     ----------
@@ -43,10 +37,6 @@ def release_plan(B, k: int) -> tuple:
         The clipping bound (``H_c = B^2``).
     k : int
         Outputs.
-
-    Returns
-    -------
-    tuple of ReleaseSpec
     """
     half = Fraction(1, 2)
     Hc = np.asarray(B, float) ** 2
@@ -55,23 +45,14 @@ def release_plan(B, k: int) -> tuple:
 
 
 def client_moments(model, theta, X, Y, B: float) -> tuple[np.ndarray, np.ndarray]:
-    """One client's ``S_i`` and ``H_i`` before noise (clipped to B and ``B^2``; unclipped when B = inf).
+    """One client's ``S_i`` and ``H_i`` (d k, d k) before noise (unclipped when B = inf).
 
     Parameters
     ----------
-    model : fedgdp.core.glm.GLM
-    theta : ndarray of shape (d, k)
-        The public estimate.
-    X : ndarray of shape (n, d)
-        The client's design.
-    Y : ndarray of shape (n, k)
-        Its targets.
+    model, theta, X, Y
+        The model, the public estimate (d, k), the client's design (n, d) and targets (n, k).
     B : float
         The clipping bound.
-
-    Returns
-    -------
-    S, H : ndarray of shape (d k, d k)
     """
     X = np.asarray(X, float)
     n, d = X.shape

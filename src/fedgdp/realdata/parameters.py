@@ -1,8 +1,6 @@
-"""Real-data parameters (Figures 7-8, docs/methods.md §3, §5): `RealdataSettings`
-(a `fedgdp.core.settings` dataclass: defaults, checks, help) and `resolve`,
-which builds the settings and then each method's (declared on the method:
-`fedgdp.methods.Method.realdata_settings`). The defaults are the digits layout (the offline run);
-config/mnist.yaml holds the paper's.
+"""Real-data parameters (Figures 7-8, docs/methods.md §3, §5): `RealdataSettings` and
+`resolve` (then each method's `fedgdp.methods.Method.realdata_settings`). The defaults
+are the digits layout (the offline run); config/mnist.yaml holds the paper's.
 """
 from __future__ import annotations
 
@@ -85,19 +83,7 @@ class RealdataSettings(Settings):
 
     @classmethod
     def finish(cls, p: dict) -> dict:
-        """Cross-field checks, on the checked values (in place): ``privacy`` is checked
-        against ``clip`` (`fedgdp.core.privacy.check_privacy`), and ``mnist`` needs ``path``.
-
-        Parameters
-        ----------
-        p : dict
-            The checked values.
-
-        Returns
-        -------
-        dict
-            ``p``, its ``privacy`` replaced by the checked mapping.
-        """
+        """Check ``privacy`` against ``clip`` (`fedgdp.core.privacy.check_privacy`); ``mnist`` needs ``path``."""
         p["privacy"] = check_privacy(p["privacy"], p["clip"])
         if p["dataset"] == "mnist" and not p["path"]:
             raise ValueError("dataset 'mnist' needs path: the folder holding the MNIST IDX files or mnist.npz")
@@ -117,35 +103,25 @@ REGISTRY = registry(REALDATA)
 
 
 def get_method(name: str):
-    """Look up a real-data method; ValueError naming the bad value otherwise.
+    """A method that runs on real data (ValueError naming the bad value otherwise).
 
     Parameters
     ----------
     name : str
         The method's name.
-
-    Returns
-    -------
-    fedgdp.methods.Method
-        The registered method.
     """
     return _get_method(name, REALDATA)
 
 
 # --------------------------------------------------------------- parameters
 def resolve(overrides: dict | None = None) -> dict:
-    """Fully resolved real-data parameters (a new dict); ValueError naming a bad value.
+    """Fully resolved real-data parameters (a new dict, ``method_settings`` holding each listed
+    method's resolved settings); ValueError naming a bad value.
 
     Parameters
     ----------
     overrides : dict or None
         Real-data parameters over the defaults (`RealdataSettings` fields).
-
-    Returns
-    -------
-    dict
-        Every parameter, ``method_settings`` holding each listed method's resolved
-        settings (`fedgdp.methods.Method.realdata_settings`).
     """
     p = RealdataSettings.build(overrides).as_dict()      # every parameter but the methods'
     if p["methods"] in (["all"], "all"):

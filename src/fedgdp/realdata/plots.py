@@ -1,11 +1,8 @@
 """Figures 7 and 8: per-client AUC / accuracy of the nine real-data methods (docs/methods.md §5).
 
-One panel per privacy level mu (largest first, as in the paper); in each panel one
-box per method over its m x S per-client values (fold averages): the five private
-methods at that mu, then, on a shaded background, the four non-private baselines
-(the same values in every panel, they do not depend on mu). The private methods
-keep the colours of the simulation figures (`fedgdp.common.figures.METHOD_STYLE`);
-a non-private version of a private algorithm has the same colour, hatched.
+One panel per mu (largest first): one box per method over its m x S per-client values,
+the private methods at that mu, then, shaded, the non-private baselines (the same in
+every panel); a non-private twin has its algorithm's colour, hatched.
 """
 from __future__ import annotations
 
@@ -32,24 +29,20 @@ def method_colors() -> dict[str, str]:
 
 
 def realdata_medians(df: pd.DataFrame) -> pd.DataFrame:
-    """Median, quartiles and count of the per-client values per (task, method, mu).
-
-    ``mu`` is the nominal target; ``mu_certified`` is the largest certified mu of the
-    group's rows (inf when a release or the clipping bound is not certified, and for
-    the non-private baselines), so the table never shows a nominal mu as a guarantee.
+    """Median, quartiles and count of the per-client values per (task, method, mu), with
+    ``mu_certified`` (inf unless every release and the bound are certified), so a nominal
+    mu never shows as a guarantee.
 
     Parameters
     ----------
     df : pandas.DataFrame
-        Real-data rows (`fedgdp.realdata.run.COLUMNS`); rows with a NaN ``value`` are
-        left out.
+        Real-data rows (`fedgdp.realdata.run.COLUMNS`); NaN values are left out.
 
     Returns
     -------
     pandas.DataFrame
         One row per (task, dataset, method, mu): ``mu_certified``, ``median``, ``q25``,
-        ``q75`` and ``count``; by task, private levels by mu descending, then mu = inf,
-        methods in registry order.
+        ``q75``, ``count``; private levels by mu descending, then mu = inf, registry order.
     """
     rows = df.dropna(subset=["value"])
     keys = ["task", "dataset", "method", "mu"]
@@ -75,20 +68,20 @@ def _mu_title(mu: float, certified: bool = False) -> str:
 def plot_realdata(df: pd.DataFrame, *, task: str, pdf: str | os.PathLike | None = None,
                   png: str | os.PathLike | None = None, title: str | None = None,
                   methods: list[str] | None = None):
-    """Draw Figure 7 (binary) or 8 (multiclass) from real-data rows.
+    """Draw Figure 7 (binary) or 8 (multiclass) from real-data rows; return the figure.
 
     Parameters
     ----------
     df : DataFrame
         Rows of `fedgdp.realdata.run_split` (several splits concatenated).
     task : {"binary", "multiclass"}
-    pdf, png : paths to write (either or both)
-    title : optional figure title (default: task, data set and layout)
-    methods : optional subset and order (default: the registry order)
-
-    Returns
-    -------
-    matplotlib Figure
+        The task.
+    pdf, png : str, path or None
+        Paths to write (either or both).
+    title : str or None
+        Figure title (default: task, data set and layout).
+    methods : list of str or None
+        Subset and order (default: the registry order).
     """
     plt = pyplot()
 

@@ -37,7 +37,7 @@ COLUMNS = ["task", "dataset", "method", "label", "private", "mu", "split", "clie
 
 
 def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.random.Generator:
-    """The noise generator of one method in one split and fold (module docstring).
+    """The noise generator of one method in one split and fold (docs/methods.md §5, Seeds).
 
     Parameters
     ----------
@@ -50,24 +50,15 @@ def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.rand
     fold : int
         The fold.
     method : str
-        The stream: a method's ``noise_stream``, or `CLIP_STREAM` for the clipping bound.
-
-    Returns
-    -------
-    numpy.random.Generator
-        The generator.
+        A method's ``noise_stream``, or `CLIP_STREAM` for the clipping bound.
     """
     return derived_rng(p["base_seed"], {**key, "task": p["task"]}, split, fold, stream=method)
 
 
 def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int = 1) -> list[dict]:
-    """Every configured method (private ones at every mu) on every fold of one split.
-
-    The fits of one method on one fold are independent of every other (their own noise
-    stream, `noise_rng`; the fold's clipping bounds from their own stream), so
-    ``workers > 1`` shares the (fold, method) fits among that many forked processes;
-    the rows are the same, bit for bit, for any number of workers (only ``elapsed_s``,
-    a time, differs).
+    """Every configured method (private ones at every mu) on every fold of one split: one row
+    per (method, mu, client), keys `COLUMNS`. With ``workers > 1`` the (fold, method) fits are
+    shared among forked processes, the rows the same bit for bit (each fit has its own noise stream).
 
     Parameters
     ----------
@@ -81,11 +72,6 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int
         Called with one line per (fold, method, mu).
     workers : int
         Processes sharing the fits (1: this process).
-
-    Returns
-    -------
-    list of dict
-        One row per (method, mu, client), keys `COLUMNS`.
     """
     split_ = _Split(p, data, split)
     tasks = [(f, name) for f in range(p["folds"]) for name in p["methods"]]
@@ -150,9 +136,7 @@ class _Split:
         self.keep_all = False
 
     def prepare(self, threads: int = 1) -> None:
-        """Set every fold up now (its training data and bounds, kept for all tasks), the
-        folds shared by ``threads`` threads (numpy's copies and sums release the GIL; each
-        fold draws from its own generator, so the set-ups do not depend on the threads).
+        """Set every fold up now, ``threads`` at a time (each draws from its own generator).
 
         Parameters
         ----------
@@ -203,9 +187,8 @@ class _Split:
         Returns
         -------
         tuple of dict
-            The fold's clipping bound per mu, and per mu: the clients' test-fold
-            metrics (m,), composed and certified mu (m,), ``(rounds, floats_up,
-            floats_down)`` and the fit's seconds.
+            The clipping bound per mu, and per mu the clients' metrics (m,), composed and
+            certified mu (m,), ``(rounds, floats_up, floats_down)`` and the fit's seconds.
         """
         p = self.p
         _, parts, Xtr, Ytr, shared, fold_bounds = self._setup(f)
@@ -243,14 +226,9 @@ def _fit_task(task: tuple[int, str]) -> tuple[tuple, float]:
 
 
 def _map_tasks(split_: _Split, tasks: list, workers: int) -> list:
-    """``split_.fit`` on every (fold, method) task, results in the order of ``tasks``:
-    here, or in ``workers`` forked processes (where the platform forks; elsewhere here).
-
-    The workers share every fold's data, set up before the fork. Tasks are handed out
-    one at a time, longest first: a method's folds cost about the same, so once one of
-    its folds has been timed its others go in order of that time (untimed methods first,
-    in the given order), and the short fits come last, where a worker waiting for the
-    other costs least. Which worker fits which task changes no number.
+    """``split_.fit`` on every (fold, method) task, in the order of ``tasks``: here, or in
+    ``workers`` forked processes sharing the folds, longest tasks first; which worker fits
+    which task changes no number.
     """
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -298,17 +276,14 @@ def _schema():
 
 
 def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
-    """Write rows (`COLUMNS`) atomically with provenance metadata
-    (`fedgdp.common.io.write_parquet`).
+    """Write rows (`COLUMNS`) with `fedgdp.common.io.write_parquet`.
 
     Parameters
     ----------
-    rows : list of dict
-        Rows of `run_split`.
+    rows, out
+        The rows of `run_split` and the Parquet file.
     p : dict
         The resolved parameters (written into the metadata).
-    out : str or path
-        The Parquet file to write.
     """
     import pyarrow as pa
 
@@ -318,18 +293,12 @@ def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
 
 
 def read_rows(paths):
-    """Read and concatenate real-data Parquet files into a pandas DataFrame;
-    ValueError naming a bad file.
+    """Real-data Parquet files as one DataFrame (at least `COLUMNS`); ValueError naming a bad file.
 
     Parameters
     ----------
     paths : str, path or sequence of them
         Files written by `write_rows`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Their rows (at least the columns `COLUMNS`).
     """
     from ..common.io import read_parquet_files
 

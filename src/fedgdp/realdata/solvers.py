@@ -12,21 +12,11 @@ __all__ = ["cg_solve", "newton_step", "ridge_fit", "clipped_hessian_rows"]
 def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, tau1: float, *,
                 solver: str = "cg", cg_tol: float = CG_TOL, cg_maxiter: int = CG_MAXITER,
                 hessian_bound: float | None = None) -> np.ndarray:
-    """The step s of FedNewton's local update ``Theta - s`` (shape of Theta).
-
-    ``cg``: ``(H + tau1 I) s = g`` by conjugate gradients on Hessian-vector products
-    of the loss on X1 (no dense Hessian). ``ridge``: the same system solved densely.
-    ``floor``: ``H_floor s = g`` with H's eigenvalues floored at tau1 (docs/methods.md §2, as in
-    the simulations; dense, for small d k). All satisfy ``||s|| <= ||g|| / tau1``.
-
-    ``hessian_bound = H_c`` (certified FedNewton): every per-sample Hessian is clipped
-    to operator norm H_c (`fedgdp.core.glm.GLM.clipped_hessian_rows`) and the system is
-    the ridge one, ``(H + tau1 I) s = g`` (``floor`` is not used: the ridge inverse is
-    what the certified sensitivity needs; ``cg`` solves it to ``cg_tol`` and checks the
-    true residual, whose bound enters the recorded sensitivity: docs/methods.md §2). A CG
-    solve that fails the check (not met, or not finite) is replaced by the dense ridge
-    solve, which the same recorded sensitivity covers: the step is never refused, and
-    nothing tells which solve ran.
+    """The step s (d, k) of FedNewton's local update ``Theta - s``, ``||s|| <= ||g|| / tau1``:
+    ``cg`` solves ``(H + tau1 I) s = g`` on Hessian-vector products, ``ridge`` densely,
+    ``floor`` floors H's eigenvalues at tau1 (dense). Certified (``hessian_bound``): the
+    ridge system on clipped per-sample Hessians; a CG solve failing its true-residual check
+    is replaced by the dense solve (docs/methods.md §2, "The certified solve").
 
     Parameters
     ----------
@@ -41,18 +31,11 @@ def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, ta
     tau1 : float
         The eigenvalue floor / ridge.
     solver : str
-        ``cg``, ``ridge`` or ``floor``.
-    cg_tol : float
-        Residual tolerance of ``cg``.
-    cg_maxiter : int
-        Iterations of ``cg`` at most.
+        ``cg``, ``ridge`` or ``floor`` (ValueError otherwise).
+    cg_tol, cg_maxiter
+        ``cg``'s residual tolerance and most iterations.
     hessian_bound : float or None
         ``H_c``: clips the per-sample Hessians (certified); None: not clipped.
-
-    Returns
-    -------
-    ndarray of shape (d, k)
-        The step s. ValueError for an unknown solver.
     """
     certified = hessian_bound is not None
     if certified:
@@ -89,18 +72,9 @@ clipped_hessian_rows = GLM.clipped_hessian_rows
 # ------------------------------------------------------------- ridge MLE
 def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter: int,
               gtol: float = 1e-8, Theta0: np.ndarray | None = None) -> np.ndarray:
-    """Minimise ``f(Theta) = loss + ridge/2 ||Theta[1:]||^2`` (intercept row free).
-
-    Trust-region Newton-CG (scipy's ``trust-ncg``) on exact Hessian-vector products
-    (`fedgdp.core.glm.GLM.hvp_at`), stopping when ``||grad f||_F <= gtol`` or
-    after ``maxiter`` Newton iterations. One evaluation is one product ``X Theta``
-    (loss, gradient and probabilities together); one Hessian-vector product is two
-    products with X. f is strongly convex with modulus at least ``ridge`` on the
-    penalised rows, so ``||grad f|| <= 1e-8`` puts them within ``1e-8 / ridge = 1e-5``
-    (ridge 1e-3) of the minimiser; softmax's one flat direction (the same shift of
-    every class's intercept) changes no probability and is never moved, since the
-    gradient is orthogonal to it. L-BFGS, used before, stopped at a max-abs gradient
-    of 1e-6 about 0.01 away from the minimiser on MNIST-sized data at a similar cost.
+    """Minimise ``loss + ridge/2 ||Theta[1:]||^2`` (intercept row free) by trust-region Newton-CG
+    (scipy's ``trust-ncg``) on exact Hessian-vector products, until ``||grad||_F <= gtol``;
+    strong convexity puts the penalised rows within ``gtol / ridge`` of the minimiser.
 
     Parameters
     ----------
@@ -112,17 +86,10 @@ def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter
         The targets.
     ridge : float
         The penalty on rows 1.. of Theta.
-    maxiter : int
-        Newton iterations at most.
-    gtol : float
-        Stop when ``||grad f||`` is at most this.
+    maxiter, gtol
+        Newton iterations at most; stop when ``||grad f||`` is at most ``gtol``.
     Theta0 : ndarray of shape (d, k), optional
         The start (default 0).
-
-    Returns
-    -------
-    ndarray of shape (d, k)
-        The minimiser found.
     """
     from scipy.optimize import minimize
 

@@ -1,31 +1,12 @@
 """The simulation backend of the algorithm core: a block of replicates in the kernels' layout.
 
-The methods themselves (FedSGD, FedHybrid, FedAvg, FedNewton and the certified
-FedNewton, paper Algorithms 1-4) live in `fedgdp.methods`; this module holds the
-data they run on in the simulations and the operations they ask of it
-(`SimBackend`, an implementation of `fedgdp.methods.Backend`):
-
-- `ClientBlock` the clients of a block of replicates, rows-contiguous and
-  features-first, with the fused kernels' gradients, local and server steps, Hessians;
-- `FitData` a block plus its privacy setting (clipping bounds, mu, tau1,
-  weights rule, privacy mode) and the calibration of a method's plan;
-- `aggregation_weights` the server weights (size or optimal).
-
-`REGISTRY` and `get_method` are the simulation's view of the one registry.
-
-Conventions
------------
-``n_rep`` replicates (of one cell), ``m`` clients, ``d`` parameters. Parameters are
-``(n_rep, d)`` (global) or ``(n_rep, m, d)`` (per client); sizes, clipping bounds and noise
-sds are ``(n_rep, m)`` or ``(n_rep,)``; standard-normal noise arrays carry the replicate axis
-first, e.g. ``(n_rep, K, m, d)``. All methods start at theta = 0.
-
-Speed: `ClientBlock` stores the clients of a block of replicates rows-contiguous
-and features-first, and the gradient steps run in the fused compiled kernels of
-`fedgdp.simulation.kernels` (one pass over a client's rows per step; clipping a per-sample
-gradient ``r_j x_j`` is clipping the scalar ``r_j`` to ``B/||x_j||``). Every client is
-computed on its own, so a replicate's numbers do not depend on which replicates share
-its block.
+`ClientBlock` (the clients of a block, rows-contiguous and features-first, with the
+fused kernels' steps and Hessians), `FitData` (a block, its privacy setting and the
+calibration of a method's plan), `SimBackend` (its `fedgdp.methods.Backend`) and
+`aggregation_weights`. ``n_rep`` replicates, ``m`` clients, ``d`` parameters; shapes as
+in `fedgdp.methods.base`, noise ``(n_rep, K, m, d)``. All methods start at theta = 0.
+Every client is computed on its own, so a replicate's numbers do not depend on which
+replicates share its block (docs/ARCHITECTURE.md, "The fast path").
 """
 from __future__ import annotations
 
@@ -51,11 +32,10 @@ _NO_CLIP = np.zeros(0)               # residual clips of a non-private run (neve
 
 
 def _scaled_limits(X: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """``scale / ||x_j||`` of rows whose norm or its inverse is not a normal float, never above
-    its exact value by more than the clip margin: ``(scale/a) / ||x/a||`` with ``a`` the row's
-    largest entry (``scale/a`` capped at the float maximum, so the clipped ``r_j x_j`` is below
-    ``a max <= scale``), subnormal quotients rounded down; inf for a zero row, 0 for a row that
-    is not finite."""
+    """``scale / ||x_j||`` for rows whose norm or its inverse is not a normal float, computed
+    as ``(scale/a) / ||x/a||`` (``a`` the largest entry) so never above the exact value by
+    more than the clip margin; inf for a zero row, 0 for a row that is not finite.
+    """
     a = np.max(np.abs(X), axis=1)
     ok = np.isfinite(a) & (a > 0)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
@@ -114,20 +94,13 @@ class ClientBlock:
         return self.n_rep * self.m
 
     def clip_bounds(self, B: np.ndarray | None) -> np.ndarray | None:
-        """The clip of every row's residual, ``(1 - kappa) B_r / ||x_j||``, shape ``(N,)``
-        (B: one bound per replicate of shape (n_rep,); the margin ``kappa`` of
-        `fedgdp.core.privacy.clip_scale`, the rule of `fedgdp.core.privacy.clip_factors`
-        that the kernels port), or None (no clipping).
+        """The clip of every row's residual, ``(1 - kappa) B_r / ||x_j||`` (N,), or None: the rule of
+        `fedgdp.core.privacy.clip_factors` that the kernels port.
 
         Parameters
         ----------
         B : ndarray of shape (n_rep,), or None
             The clipping bound of each replicate (None: no clipping).
-
-        Returns
-        -------
-        ndarray of shape (N,), or None
-            The residual clip of every row of the block.
         """
         if B is None:
             return None
@@ -149,16 +122,14 @@ class ClientBlock:
         return np.ascontiguousarray(np.broadcast_to(np.asarray(a, float), (self.n_rep, self.m)).ravel())
 
     def gradients(self, theta: np.ndarray, bounds) -> np.ndarray:
-        """Average clipped gradient of every client at its own parameter.
+        """Average clipped gradient (n_rep, m, d) of every client at its own parameter.
 
         Parameters
         ----------
         theta : ndarray of shape (n_rep, m, d)
-        bounds : from `clip_bounds`
-
-        Returns
-        -------
-        ndarray of shape (n_rep, m, d)
+            Every client's parameter.
+        bounds : ndarray of shape (N,), or None
+            Residual clips (`clip_bounds`).
         """
         from . import kernels
 
@@ -169,28 +140,20 @@ class ClientBlock:
         return out.reshape(self.n_rep, self.m, self.d)
 
     def local_steps(self, theta, *, K, eta, bounds, sigma, Z) -> np.ndarray:
-        """K noisy local steps of every client from ``theta`` (n_rep, m, d); see
-        `fedgdp.simulation.kernels.local_descent`. Returns a new (n_rep, m, d) array.
+        """K noisy local steps (`fedgdp.simulation.kernels.local_descent`): a new (n_rep, m, d) array.
 
         Parameters
         ----------
         theta : ndarray of shape (n_rep, m, d)
             Every client's start (not changed).
-        K : int
-            Local steps.
-        eta : float
-            Step size.
+        K, eta
+            Local steps and their size.
         bounds : ndarray of shape (N,), or None
             Residual clips (`clip_bounds`), None: no clipping.
         sigma : float or ndarray
             Noise sds, broadcastable to (n_rep, m).
         Z : ndarray of shape (n_rep, K, m, d), or None
             Standard normals (None: no noise).
-
-        Returns
-        -------
-        ndarray of shape (n_rep, m, d)
-            The clients' parameters after K steps.
         """
         from . import kernels
 
@@ -202,8 +165,7 @@ class ClientBlock:
         return th.reshape(self.n_rep, self.m, self.d)
 
     def server_steps(self, theta, w, *, K, eta, bounds, sigma, Z) -> np.ndarray:
-        """K FedSGD steps of every replicate from the global ``theta`` (n_rep, d); see
-        `fedgdp.simulation.kernels.server_descent`. Returns a new (n_rep, d) array.
+        """K FedSGD steps (`fedgdp.simulation.kernels.server_descent`): a new (n_rep, d) array.
 
         Parameters
         ----------
@@ -211,21 +173,8 @@ class ClientBlock:
             The global start (not changed).
         w : ndarray of shape (n_rep, m)
             Aggregation weights.
-        K : int
-            Server steps.
-        eta : float
-            Step size.
-        bounds : ndarray of shape (N,), or None
-            Residual clips (`clip_bounds`), None: no clipping.
-        sigma : float or ndarray
-            Noise sds, broadcastable to (n_rep, m).
-        Z : ndarray of shape (n_rep, K, m, d), or None
-            Standard normals (None: no noise).
-
-        Returns
-        -------
-        ndarray of shape (n_rep, d)
-            The global parameter after K steps.
+        K, eta, bounds, sigma, Z
+            As in `local_steps` (K: server steps).
         """
         from . import kernels
 
@@ -239,23 +188,15 @@ class ClientBlock:
         return th
 
     def hessians(self, theta: np.ndarray, bound: float | None = None) -> np.ndarray:
-        """Hessian of every client's loss at its parameter, (n_rep, m, d, d).
-
-        ``bound = H_c`` clips every per-sample Hessian ``b''(eta_j) x_j x_j'`` to
-        operator norm H_c: its weight becomes ``min(b''(eta_j), H_c / ||x_j||^2)``
-        (certified FedNewton); None leaves them unclipped (Algorithm 4 as printed).
+        """Mean Hessian of every client's loss at its parameter, (n_rep, m, d, d).
 
         Parameters
         ----------
         theta : ndarray of shape (n_rep, m, d)
             Every client's parameter.
         bound : float or None
-            The per-sample Hessian clip ``H_c`` (None: unclipped).
-
-        Returns
-        -------
-        ndarray of shape (n_rep, m, d, d)
-            The clients' mean Hessians.
+            ``H_c``: each per-sample Hessian's weight becomes ``min(b''(eta_j), H_c / ||x_j||^2)``
+            (certified FedNewton); None: unclipped (Algorithm 4 as printed).
         """
         from . import kernels
 
@@ -268,11 +209,10 @@ class ClientBlock:
 
 # --------------------------------------------------------------- shared pieces
 def aggregation_weights(sizes: np.ndarray, rule: str, *, B=None, mu=np.inf, releases=1, d=1) -> np.ndarray:
-    """Server weights, shape ``(n_rep, m)``, rows summing to one.
+    """Server weights (n_rep, m), rows summing to one.
 
     ``size``: ``n_i / N`` (the paper's simulations). ``optimal``: proportional to
-    ``(d/n_i + B^2 K d/(mu^2 n_i^2))^{-1}`` (Theorem 3.2, Remark 3.3), K = number of
-    noisy releases per client.
+    ``(d/n_i + B^2 K d/(mu^2 n_i^2))^{-1}`` (Theorem 3.2, Remark 3.3).
 
     Parameters
     ----------
@@ -288,11 +228,6 @@ def aggregation_weights(sizes: np.ndarray, rule: str, *, B=None, mu=np.inf, rele
         Noisy releases per client, the K of Theorem 3.2.
     d : int
         Parameter dimension.
-
-    Returns
-    -------
-    ndarray of shape (n_rep, m)
-        The weights.
     """
     n = sizes.astype(float)
     if rule == "size" or not np.isfinite(mu):
@@ -319,10 +254,8 @@ class FitData:
     weights : str             ``size`` or ``optimal``
     privacy : dict            ``{"mode": "paper" | "certified", "hessian_clip": factor of tau1}``
     clip : dict               the clipping rule that gave B (its share of mu^2, ledger notes)
-    release : str             what the fit releases (`fedgdp.core.privacy.RELEASES`, docs/methods.md §9):
-                              ``private`` clipped and noisy (the algorithms); ``clip_only``
-                              clipped to the same B, no noise (ledger of mu = inf); ``plain``
-                              neither (sets mu = inf: the non-private fit, bit for bit)
+    release : str             ``private``, ``clip_only`` or ``plain`` (`fedgdp.core.privacy.RELEASES`,
+                              docs/methods.md §9)
     """
 
     reps: list
@@ -365,26 +298,18 @@ class FitData:
         return self.full.sizes
 
     def bounds(self, data: ClientBlock):
-        """The residual clips of ``data``'s rows, or None when the fit does not clip.
+        """`ClientBlock.clip_bounds` of ``data`` at ``B``, or None when the fit does not clip.
 
         Parameters
         ----------
         data : ClientBlock
             `full` or one of `halves`.
-
-        Returns
-        -------
-        ndarray of shape (N,), or None
-            `ClientBlock.clip_bounds` at ``B``.
         """
         return data.clip_bounds(self.B if self.clipped else None)
 
     def calibrate(self, plan: tuple) -> tuple[tuple, Ledger]:
-        """Noise sds of a method's plan and its ledger (`fedgdp.core.privacy.calibrate`).
-
-        A ``private_quantile`` clipping rule's histogram release comes first in the
-        ledger and the method's releases share the rest of mu^2; a data-driven
-        ``quantile`` bound is noted as unaccounted.
+        """Noise sds of a method's plan and its ledger (`fedgdp.core.privacy.calibrate`); a
+        ``private_quantile`` clip's histogram release comes first in the ledger.
 
         Parameters
         ----------
@@ -394,7 +319,7 @@ class FitData:
         Returns
         -------
         sigmas : tuple of ndarray
-            One sd array per spec of ``plan``, shape (n_rep, m).
+            One (n_rep, m) sd array per spec of ``plan``.
         ledger : fedgdp.core.privacy.Ledger
             The ledger.
         """
@@ -429,12 +354,7 @@ class FitData:
         Parameters
         ----------
         noise : dict
-            Name -> stacked standard normals, shape (n_rep, ...) (or None when non-private).
-
-        Returns
-        -------
-        SimBackend
-            The backend.
+            Name -> standard normals (n_rep, ...), or None values when non-private.
         """
         return SimBackend(self, noise)
 
@@ -446,9 +366,7 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 class SimBackend:
-    """The simulation backend of `fedgdp.methods.Backend`: a block of n_rep
-    replicates (the batch axis), parameters (n_rep, d) and (n_rep, m, d), noise pre-drawn
-    (`fedgdp.methods.PreDrawnNoise`), steps in the compiled kernels."""
+    """The simulation's `fedgdp.methods.Backend`: n_rep replicates, pre-drawn noise, compiled steps."""
 
     kind = SIMULATION
 
@@ -457,36 +375,12 @@ class SimBackend:
         self.m, self.dk = fd.full.m, fd.full.d
 
     def calibrate(self, method, s):
-        """The sds of ``method``'s plan on this block and its one ledger (`FitData.calibrate`).
-
-        Parameters
-        ----------
-        method : fedgdp.methods.Method
-            The method.
-        s : dict
-            The method's settings.
-
-        Returns
-        -------
-        tuple
-            The sds (one (n_rep, m) array per spec) and ``[ledger]``.
-        """
+        """The sds of ``method``'s plan on this block and its one ledger (`FitData.calibrate`)."""
         sigmas, ledger = self.data.calibrate(method.plan(self.data, s))
         return sigmas, [ledger]
 
     def weights(self, releases):
-        """The block's aggregation weights (`aggregation_weights` at the block's rule, B and mu).
-
-        Parameters
-        ----------
-        releases : int
-            Noisy releases per client.
-
-        Returns
-        -------
-        ndarray of shape (n_rep, m)
-            The weights.
-        """
+        """The block's aggregation weights (`aggregation_weights` at the block's rule, B and mu)."""
         fd = self.data
         return aggregation_weights(fd.sizes, fd.weights, B=fd.B, mu=fd.mu, releases=releases, d=fd.full.d)
 
@@ -505,30 +399,7 @@ class SimBackend:
         raise ValueError(f"unknown part {part!r}; use full or half1")
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
-        """K noisy local steps of every client of ``part`` from the global ``start`` (no drift here).
-
-        Parameters
-        ----------
-        start : ndarray of shape (n_rep, d)
-            The global parameter.
-        K : int
-            Local steps.
-        eta : float
-            Step size.
-        sigma : ndarray of shape (n_rep, m)
-            Noise sds.
-        noise : ndarray of shape (n_rep, K, m, d), or None
-            Standard normals.
-        part : str
-            ``full`` or ``half1``.
-        drift : None
-            Must be None (ValueError otherwise).
-
-        Returns
-        -------
-        ndarray of shape (n_rep, m, d)
-            Per-client parameters.
-        """
+        """K noisy local steps of every client of ``part`` from the global ``start`` (no drift here)."""
         if drift is not None:
             raise ValueError("the simulation backend has no drift term in its local steps")
         data = self._part(part)
@@ -536,64 +407,16 @@ class SimBackend:
                                 bounds=self.data.bounds(data), sigma=sigma, Z=noise)
 
     def average(self, w, local):
-        """``sum_i w_i local_i`` per replicate.
-
-        Parameters
-        ----------
-        w : ndarray of shape (n_rep, m)
-            Weights.
-        local : ndarray of shape (n_rep, m, d)
-            Per-client parameters.
-
-        Returns
-        -------
-        ndarray of shape (n_rep, d)
-            The global parameter.
-        """
+        """``sum_i w_i local_i`` per replicate."""
         return np.einsum("rm,rmd->rd", w, local)
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
-        """K FedSGD steps on the full block (`ClientBlock.server_steps`).
-
-        Parameters
-        ----------
-        theta : ndarray of shape (n_rep, d)
-            The global parameter.
-        w : ndarray of shape (n_rep, m)
-            Weights.
-        K : int
-            Server steps.
-        eta : float
-            Step size.
-        sigma : ndarray of shape (n_rep, m)
-            Noise sds.
-        noise : ndarray of shape (n_rep, K, m, d), or None
-            Standard normals.
-
-        Returns
-        -------
-        ndarray of shape (n_rep, d)
-            The global parameter.
-        """
+        """K FedSGD steps on the full block (`ClientBlock.server_steps`)."""
         data = self.data.full
         return data.server_steps(theta, w, K=K, eta=eta, bounds=self.data.bounds(data), sigma=sigma, Z=noise)
 
     def newton_release(self, theta1, *, hessian_bound):
-        """``theta1 - s_i``: s_i solves the half-1 Hessian system (eigenvalue floor tau1, or the ridge tau1 on
-        clipped Hessians) with the clipped half-2 gradient.
-
-        Parameters
-        ----------
-        theta1 : ndarray of shape (n_rep, d)
-            The stage-1 global parameter.
-        hessian_bound : float or None
-            The per-sample Hessian clip (certified), None: the floor.
-
-        Returns
-        -------
-        ndarray of shape (n_rep, m, d)
-            The releases before noise.
-        """
+        """``theta1 - s_i`` (n_rep, m, d): half-1 Hessian system (floor, or ridge when clipped)."""
         fd = self.data
         h1, h2 = fd.halves
         at = np.repeat(theta1[:, None, :], h1.m, axis=1)
@@ -603,43 +426,13 @@ class SimBackend:
         return at - floored_solve(h1.hessians(at), g, fd.tau1)
 
     def add_noise(self, local, sigma, noise):
-        """``local + sigma Z``, in place (``local`` unchanged when noise is None).
-
-        Parameters
-        ----------
-        local : ndarray of shape (n_rep, m, d)
-            Per-client parameters (modified in place).
-        sigma : ndarray of shape (n_rep, m)
-            Noise sds.
-        noise : ndarray of shape (n_rep, m, d), or None
-            Standard normals.
-
-        Returns
-        -------
-        ndarray of shape (n_rep, m, d)
-            ``local``.
-        """
+        """``local + sigma Z``, in place (``local`` unchanged when noise is None)."""
         if noise is not None:
             local += sigma[..., None] * noise
         return local
 
     def memo(self, key, inputs, compute):
-        """Results kept on the block (`FitData`), reused for equal inputs.
-
-        Parameters
-        ----------
-        key : str
-            The result's name (an attribute of the block).
-        inputs : tuple
-            What the result depends on (scalars, arrays or None, compared elementwise).
-        compute : callable
-            Computes the result.
-
-        Returns
-        -------
-        object
-            The kept or computed result.
-        """
+        """Results kept on the block (`FitData`), reused for equal inputs."""
         cached = self.data.__dict__.get(key)
         if cached is not None and _same(cached[0], inputs):
             return cached[1]
@@ -648,22 +441,7 @@ class SimBackend:
         return value
 
     def finish(self, theta, ledgers, comm):
-        """The block's one fit.
-
-        Parameters
-        ----------
-        theta : ndarray of shape (n_rep, d)
-            The final estimates.
-        ledgers : list of fedgdp.core.privacy.Ledger
-            One ledger (the block's).
-        comm : dict
-            ``rounds``, ``floats_up``, ``floats_down``.
-
-        Returns
-        -------
-        list of Fit
-            One fit.
-        """
+        """The block's one fit."""
         return [Fit(theta, ledgers[0], **comm)]
 
 
@@ -672,16 +450,11 @@ REGISTRY = registry(SIMULATION)
 
 
 def get_method(name: str) -> Method:
-    """Look up a simulation method; ValueError naming the bad value otherwise.
+    """A method that runs on the simulation (ValueError naming the bad value otherwise).
 
     Parameters
     ----------
     name : str
         The method's name.
-
-    Returns
-    -------
-    fedgdp.methods.Method
-        The method (one that runs on the simulation).
     """
     return _get_method(name, SIMULATION)

@@ -1,18 +1,10 @@
 """Simulated federated GLM data: client sizes, designs, responses, seeds (docs/methods.md §1).
 
-Conventions
------------
-One replicate holds ``X`` of shape ``(N, d)`` (intercept first), ``y`` of shape
-``(N,)`` and client sizes ``sizes`` of shape ``(m,)``; client ``i`` owns the
-contiguous rows ``offsets[i]:offsets[i+1]``. Sizes are redrawn in every replicate.
-
-Seeds (`fedgdp.core.seeds`): replicate ``r`` of a cell uses
-``default_rng(SeedSequence([base_seed, stable_hash(data_key), r]))`` for its data,
-where ``data_key`` holds the parameters that define the data (model, sizes scheme,
-m, p, sigma_c, beta_true). Cells that differ only in mu, K or the methods therefore
-share their data (common random numbers). Privacy noise of method ``M`` comes from
-``SeedSequence([base_seed, stable_hash(data_key), r, stable_hash(M)])``, so adding a
-method never changes another method's numbers.
+One replicate holds ``X`` (N, d) (intercept first), ``y`` (N,) and ``sizes`` (m,),
+redrawn in every replicate; client ``i`` owns rows ``offsets[i]:offsets[i+1]``.
+Replicate ``r`` draws its data from ``SeedSequence([base_seed, stable_hash(data_key), r])``
+and method ``M``'s noise with ``stable_hash(M)`` appended, so cells differing only in
+mu or K share their data (docs/ARCHITECTURE.md, "Randomness").
 """
 from __future__ import annotations
 
@@ -38,17 +30,8 @@ def replicate_rng(base_seed: int, data_key: dict, replicate: int) -> np.random.G
 
     Parameters
     ----------
-    base_seed : int
-        The study's base seed.
-    data_key : dict
-        The parameters that define the data.
-    replicate : int
-        The replicate's index r.
-
-    Returns
-    -------
-    numpy.random.Generator
-        The generator.
+    base_seed, data_key, replicate
+        The study's base seed, the parameters that define the data, the replicate's index r.
     """
     return derived_rng(base_seed, data_key, replicate)
 
@@ -58,19 +41,10 @@ def noise_rng(base_seed: int, data_key: dict, replicate: int, method: str) -> np
 
     Parameters
     ----------
-    base_seed : int
-        The study's base seed.
-    data_key : dict
-        The parameters that define the data.
-    replicate : int
-        The replicate's index r.
+    base_seed, data_key, replicate
+        As in `replicate_rng`.
     method : str
         The method's noise stream (its ``noise_stream``).
-
-    Returns
-    -------
-    numpy.random.Generator
-        The generator.
     """
     return derived_rng(base_seed, data_key, replicate, stream=method)
 
@@ -109,19 +83,12 @@ class SizeScheme:
     text: str = ""
 
     def draw(self, rng: np.random.Generator, m: int) -> np.ndarray:
-        """Client sizes, int64 array of shape ``(m,)``.
+        """Client sizes, int64 of shape (m,).
 
         Parameters
         ----------
-        rng : numpy.random.Generator
-            The replicate's data generator.
-        m : int
-            Clients.
-
-        Returns
-        -------
-        ndarray of int64 of shape (m,)
-            The sizes.
+        rng, m
+            The replicate's data generator and the number of clients.
         """
         if self.kind == "equal":
             return np.full(m, int(self.args[0]), dtype=np.int64)
@@ -133,19 +100,12 @@ class SizeScheme:
         return allocate_total(int(self.args[0]), self.inner.weights(rng, m), self.n_floor)  # type: ignore[union-attr]
 
     def weights(self, rng: np.random.Generator, m: int) -> np.ndarray:
-        """Allocation weights of a scheme used inside ``total(N, scheme)``.
+        """Positive allocation weights (m,) of a scheme inside ``total(N, scheme)`` (ValueError for ``total``).
 
         Parameters
         ----------
-        rng : numpy.random.Generator
-            The replicate's data generator.
-        m : int
-            Clients.
-
-        Returns
-        -------
-        ndarray of shape (m,)
-            Positive weights (ValueError for a ``total`` scheme).
+        rng, m
+            As in `draw`.
         """
         if self.kind == "equal":
             return np.ones(m)
@@ -156,17 +116,12 @@ class SizeScheme:
         raise ValueError(f"total() cannot nest {self.text!r}")
 
     def mean_size(self, m: int) -> float:
-        """Expected client size (used for planning work, not for statistics).
+        """Expected client size (for planning work, not for statistics).
 
         Parameters
         ----------
         m : int
             Clients (``total``: N / m).
-
-        Returns
-        -------
-        float
-            The expected size.
         """
         if self.kind == "equal":
             return float(self.args[0])
@@ -199,12 +154,6 @@ class SizeScheme:
 def parse_sizes(text: str, n_floor: int = 10) -> SizeScheme:
     """Parse a sizes scheme such as ``equal(400)`` or ``total(20000, lognormal(0,1))``.
 
-    Raises
-    ------
-    ValueError
-        Naming the bad string, for unknown schemes, malformed arguments,
-        non-positive sizes or a uniform range with a > b.
-
     Parameters
     ----------
     text : str
@@ -216,6 +165,12 @@ def parse_sizes(text: str, n_floor: int = 10) -> SizeScheme:
     -------
     SizeScheme
         The scheme (``text``: the normalised string).
+
+    Raises
+    ------
+    ValueError
+        Naming the bad string: unknown schemes, malformed arguments, non-positive sizes,
+        a uniform range with a > b.
     """
     s = str(text).strip().replace(" ", "")
     for kind, pat in _PATTERNS.items():
@@ -252,11 +207,6 @@ def size_slug(text: str) -> str:
     ----------
     text : str
         The sizes scheme.
-
-    Returns
-    -------
-    str
-        The slug.
     """
     s = str(text).replace(" ", "")
     return re.sub(r"[(),]+", "-", s).strip("-")
@@ -269,11 +219,6 @@ def parse_size_slug(slug: str) -> str:
     ----------
     slug : str
         A slug from `size_slug`.
-
-    Returns
-    -------
-    str
-        The scheme, e.g. ``uniform(100,700)``.
     """
     parts = slug.split("-")
     if parts[0] == "total":
@@ -305,28 +250,18 @@ class Replicate:
         return np.concatenate([[0], np.cumsum(self.sizes)])
 
     def client(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of client i: ``X_i`` (n_i, d), ``y_i`` (n_i,).
+        """Rows of client i: views ``X_i`` (n_i, d) and ``y_i`` (n_i,).
 
         Parameters
         ----------
         i : int
             The client.
-
-        Returns
-        -------
-        X_i : ndarray of shape (n_i, d)
-            Its design rows (a view).
-        y_i : ndarray of shape (n_i,)
-            Its responses (a view).
         """
         a, b = self.offsets[i], self.offsets[i + 1]
         return self.X[a:b], self.y[a:b]
 
     def halves(self) -> tuple[Replicate, Replicate]:
-        """Split every client into half 1 (first floor(n_i/2) rows) and half 2 (the rest).
-
-        The rows are i.i.d. draws, so a fixed split is a random split (Algorithm 4).
-        """
+        """Every client split into half 1 (first floor(n_i/2) rows) and half 2: rows are i.i.d. (Algorithm 4)."""
         h1 = self.sizes // 2
         # row j of client i is in half 1 when its index within the client is below h1[i]
         within = np.arange(self.X.shape[0]) - np.repeat(self.offsets[:-1], self.sizes)
@@ -337,27 +272,18 @@ class Replicate:
 
 def simulate_replicate(rng: np.random.Generator, *, model: str, scheme: SizeScheme, m: int,
                        beta_true: np.ndarray, sigma_c: float) -> Replicate:
-    """Draw one replicate: sizes, then ``C ~ N(0, sigma_c^2)``, then ``y`` (docs/methods.md §1).
+    """Draw one `Replicate`: sizes, then ``C ~ N(0, sigma_c^2)``, then ``y`` (docs/methods.md §1).
 
     Parameters
     ----------
     rng : numpy.random.Generator
         The replicate's own generator (`replicate_rng`).
-    model : str
-        ``logistic`` or ``poisson``.
-    scheme : SizeScheme
-        The client sizes' scheme.
-    m : int
-        Clients.
+    model, scheme, m
+        ``logistic`` or ``poisson``, the client sizes' `SizeScheme` and the number of clients.
     beta_true : ndarray of shape (p,)
         True coefficients, intercept first.
     sigma_c : float
         The covariates' standard deviation.
-
-    Returns
-    -------
-    Replicate
-        ``X`` (N, p) with intercept column, ``y`` (N,), ``sizes`` (m,).
     """
     glm = get_model(model)
     sizes = scheme.draw(rng, m)

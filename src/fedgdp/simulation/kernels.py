@@ -1,37 +1,17 @@
 """Fused compiled kernels (numba) for the clipped GLM gradient steps of the simulations.
 
-Layout
-------
-The clients of a block of replicates are stored rows-contiguous and features-first:
-``XT`` of shape ``(d, N)`` (N rows of all clients of all replicates), ``y`` of shape
-``(N,)``, ``lim`` of shape ``(N,)`` (the clip of row j's residual, ``B_c/||x_j||``)
-and ``offsets`` of shape ``(C + 1,)``: client ``c = r m + i`` (replicate r, client i)
-owns columns ``offsets[c]:offsets[c + 1]``. Parameters are ``(C, d)`` per client or
-``(n_rep, d)`` global; noise sds ``sigma`` are ``(C,)``; standard-normal noise is
-``(n_rep, K, m, d)`` as drawn by the methods.
+Layout: rows-contiguous, features-first: ``XT`` (d, N), ``y`` and ``lim`` (N,) (``lim``:
+the clip of row j's residual, ``B_c/||x_j||``), ``offsets`` (C + 1,): client
+``c = r m + i`` owns columns ``offsets[c]:offsets[c + 1]``. Parameters are (C, d) per
+client or (n_rep, d) global, sds (C,), noise (n_rep, K, m, d).
 
-One pass per gradient step
---------------------------
-Rows are processed in chunks of `CHUNK` consecutive rows: the linear predictor
-(d vectorised multiply-adds per row, with each row's own client parameter), the mean
-``b'(eta)`` through a vectorisable ``exp`` (`_exp`), the residual
-``r_j = b'(eta_j) - y_j`` clipped to ``[-lim_j, lim_j]`` (clipping the per-sample
-gradient ``r_j x_j`` to norm B), and the sums of ``r_j x_j`` while the chunk is in
-the L1 cache. A chunk may span several small clients, so short clients do not pay a
-loop set-up per client and pass; it ends early where a client with at least
-`SPLIT_ROWS` rows in it ends, so larger clients use one parameter per chunk.
-
-Local steps (Algorithms 2-4) run on groups of consecutive clients of one replicate
-(at most `GROUP_ROWS` rows, or one larger client), all K steps of a group
-before the next, so its rows stay in cache; server steps (Algorithms 1-2) run
-replicate by replicate, the server's weighted sum of the client means taken row by
-row (``sum_j w_i/n_i r_j x_j``). Groups and chunks start at a replicate's (group's)
-first row and depend only on its own sizes, so a replicate's numbers do not depend
-on which replicates share its block.
-
-Compilation is cached on disk (`fedgdp.core.compiled`: next to this file, else in the
-user's cache directory, or in ``NUMBA_CACHE_DIR``), so only the first process
-compiles; where no cache location is writable the kernels compile in every process.
+One pass per gradient step: chunks of `CHUNK` rows compute the linear predictor, the
+residual ``b'(eta_j) - y_j`` clipped to ``[-lim_j, lim_j]`` (clipping ``r_j x_j`` to norm
+B) and the sums of ``r_j x_j`` while in L1 cache; a chunk may span small clients and ends
+where a client of `SPLIT_ROWS` rows or more ends. Local steps run on groups of at most
+`GROUP_ROWS` rows (`client_groups`), all K steps of a group at once; server steps run
+replicate by replicate. Chunks and groups depend only on a replicate's own sizes, so its
+numbers do not depend on its block. Compilation: `fedgdp.core.compiled`.
 """
 from __future__ import annotations
 
@@ -101,13 +81,10 @@ def _exp(x):
 
 @_njit(_EXACT, inline="always")
 def _clip(r, b):
-    """r clipped to [-b, b]: the compiled port of `fedgdp.core.privacy.clip_factors`
-    (held to it by ``tests/test_clip_ports.py``): with ``b = clip_scale(B, d) / ||x_j||``,
-    ``_clip(r, b) x_j`` is ``min(1, clip_scale(B, d) / ||r x_j||) r x_j``. A residual that
-    is not finite (NaN, e.g. inf - inf in the linear predictor of a row of huge entries,
-    or +-inf) becomes 0: the reference's rule for a non-finite per-sample gradient
-    (clipped to zero, docs/methods.md §2). Unclipped (non-private) residuals keep NaN: a
-    diverged run stays NaN."""
+    """r clipped to [-b, b], the compiled port of `fedgdp.core.privacy.clip_factors`
+    (``tests/test_clip_ports.py``): ``_clip(r, b) x_j = min(1, clip_scale(B, d) / ||r x_j||) r x_j``.
+    A non-finite residual becomes 0 (docs/methods.md §2); unclipped residuals keep NaN.
+    """
     r = r if (r > -math.inf) and (r < math.inf) else 0.0
     r = b if r > b else r
     return -b if r < -b else r
@@ -284,11 +261,8 @@ def _scratch(d):
 
 # ------------------------------------------------------------------ public kernels
 def client_groups(sizes: np.ndarray, max_rows: int = GROUP_ROWS) -> np.ndarray:
-    """Groups of consecutive clients for the local steps, shape ``(G + 1,)``.
-
-    sizes: ``(n_rep, m)``. Group q is the clients ``groups[q]:groups[q+1]`` (flat index
-    ``r m + i``), all of one replicate, at most ``max_rows`` rows together unless a
-    single client has more; cut greedily from each replicate's own sizes.
+    """Group boundaries (G + 1,) in flat client indices ``r m + i``, from 0 to ``n_rep m``: group q is
+    clients ``groups[q]:groups[q+1]`` of one replicate, at most ``max_rows`` rows unless one client has more.
 
     Parameters
     ----------
@@ -296,11 +270,6 @@ def client_groups(sizes: np.ndarray, max_rows: int = GROUP_ROWS) -> np.ndarray:
         Client sizes.
     max_rows : int
         The most rows of a group (unless one client has more).
-
-    Returns
-    -------
-    ndarray of int64 of shape (G + 1,)
-        Group boundaries in flat client indices, from 0 to ``n_rep m``.
     """
     n_rep, m = sizes.shape
     total = np.cumsum(sizes, axis=1)
@@ -317,16 +286,22 @@ def client_groups(sizes: np.ndarray, max_rows: int = GROUP_ROWS) -> np.ndarray:
 
 @_njit(_EXACT)
 def gradients(XT, y, lim, offsets, groups, theta, model, clip, out, ones=False):
-    """Mean clipped gradient of every client at its own parameter.
+    """Mean clipped gradient of every client at its own parameter, into ``out``.
 
     Parameters
     ----------
-    XT : (d, N); y, lim : (N,); offsets : (C + 1,) int64; groups : from `client_groups`
-    theta : (C, d)            parameter of each client
-    model : int               `MODEL_CODES`
-    clip : bool               clip residuals to ``lim`` (False: non-private)
-    out : (C, d)              written in place
-    ones : bool               row 0 of XT is all ones (the intercept; then not read)
+    XT, y, lim, offsets, groups : ndarray
+        The layout (module docstring) and `client_groups`.
+    theta : ndarray of shape (C, d)
+        Each client's parameter.
+    model : int
+        `MODEL_CODES`.
+    clip : bool
+        Clip residuals to ``lim`` (False: non-private).
+    out : ndarray of shape (C, d)
+        Written in place.
+    ones : bool
+        Row 0 of XT is all ones (the intercept; then not read).
     """
     buf, tb = _scratch(XT.shape[0])
     for q in range(groups.shape[0] - 1):
@@ -339,29 +314,16 @@ def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, si
     """K noisy local steps of every client, in place (Algorithms 2-4):
     ``theta_c <- theta_c - eta * mean_j clip(g_j) + sigma_c Z[r, t, i]``.
 
-    theta : (C, d) with ``C = n_rep m``; sigma : (C,); Z : (n_rep, K, m, d), read only when
-    ``noisy``; groups : from `client_groups`.
-
     Parameters
     ----------
-    XT : ndarray of shape (d, N)
-        All rows, features first.
-    y : ndarray of shape (N,)
-        Responses.
-    lim : ndarray of shape (N,)
-        Residual clips (read only when ``clip``).
-    offsets : ndarray of int64 of shape (C + 1,)
-        Client row offsets.
-    groups : ndarray of int64 of shape (G + 1,)
-        From `client_groups`.
+    XT, y, lim, offsets, groups : ndarray
+        The layout (module docstring; ``lim`` read only when ``clip``) and `client_groups`.
     m : int
         Clients per replicate.
     theta : ndarray of shape (C, d)
         Each client's parameter, updated in place.
-    K : int
-        Local steps.
-    eta : float
-        Step size.
+    K, eta
+        Local steps and their size.
     model : int
         `MODEL_CODES`.
     clip : bool
@@ -373,7 +335,7 @@ def local_descent(XT, y, lim, offsets, groups, m, theta, K, eta, model, clip, si
     noisy : bool
         Add the noise.
     ones : bool
-        Row 0 of XT is all ones (the intercept), which is then not read (``x * 1.0 == x``: the same numbers).
+        Row 0 of XT is all ones (the intercept), then not read: the same numbers.
     """
     C, d = theta.shape
     g = np.empty((C, d))
@@ -397,43 +359,18 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
     """K server steps of every replicate, in place (Algorithms 1-2):
     ``theta_r <- theta_r - eta * sum_i w_ri (mean_j clip(g_j) + sigma_c Z[r, k, i])``.
 
-    theta : (n_rep, d); wrow : (N,) the weight ``w_ri / n_i`` of each row; w : (n_rep, m);
-    sigma : (C,); Z : (n_rep, K, m, d), read only when ``noisy``.
-
     Parameters
     ----------
-    XT : ndarray of shape (d, N)
-        All rows, features first.
-    y : ndarray of shape (N,)
-        Responses.
-    lim : ndarray of shape (N,)
-        Residual clips (read only when ``clip``).
-    offsets : ndarray of int64 of shape (C + 1,)
-        Client row offsets.
-    m : int
-        Clients per replicate.
+    XT, y, lim, offsets : ndarray
+        The layout (module docstring; ``lim`` read only when ``clip``).
+    m, K, eta, model, clip, sigma, Z, noisy, ones
+        As in `local_descent` (K: server steps).
     theta : ndarray of shape (n_rep, d)
         Each replicate's global parameter, updated in place.
     wrow : ndarray of shape (N,)
         Each row's weight ``w_ri / n_i``.
     w : ndarray of shape (n_rep, m)
         Aggregation weights.
-    K : int
-        Server steps.
-    eta : float
-        Step size.
-    model : int
-        `MODEL_CODES`.
-    clip : bool
-        Clip residuals to ``lim`` (False: non-private).
-    sigma : ndarray of shape (C,)
-        Noise sds.
-    Z : ndarray of shape (n_rep, K, m, d)
-        Standard normals (read only when ``noisy``).
-    noisy : bool
-        Add the noise.
-    ones : bool
-        Row 0 of XT is all ones (the intercept), which is then not read (``x * 1.0 == x``: the same numbers).
     """
     n_rep, d = theta.shape
     sign = -1.0 if model == 0 else 1.0
@@ -461,12 +398,9 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
 
 @_njit(_EXACT)
 def hessians(XT, inv_norm, offsets, theta, model, bound, out):
-    """Hessian ``mean_j v_j x_j x_j'`` of every client's loss at its parameter, with the
-    per-sample weight ``v_j = min(b''(eta_j), bound/||x_j||^2)`` (``bound = inf``: the
-    plain Hessian). With a finite bound (certified FedNewton) a weight that is not
-    finite (a NaN curvature of a row of huge entries) is 0, so every per-sample Hessian
-    has norm <= bound: the compiled port of `fedgdp.core.glm.GLM.clipped_hessian_rows`
-    (``v_j = c_j a_j^2``), held to it by ``tests/test_kernels.py``.
+    """Hessian ``mean_j v_j x_j x_j'`` of every client's loss, ``v_j = min(b''(eta_j), bound/||x_j||^2)``:
+    the compiled port of `fedgdp.core.glm.GLM.clipped_hessian_rows` (``tests/test_kernels.py``);
+    with a finite bound a non-finite weight is 0, so every per-sample Hessian has norm <= bound.
 
     Parameters
     ----------

@@ -1,9 +1,5 @@
-"""Cell parameters: docs/methods.md §3 defaults, resolution and validation.
-
-A *cell* is one point of a study grid (model, sizes, m, mu, K). Its parameters are the
-fields of `CellSettings` (`fedgdp.core.settings`: defaults, checks, flags);
-``resolve`` builds them from user overrides (ValueError naming the bad value) and fills
-derived values (``tau1`` when ``auto``, each method's settings).
+"""Cell parameters (docs/methods.md §3): `CellSettings` (defaults, checks, flags) and
+`resolve`, which fills derived values (``tau1: auto``, each method's settings).
 """
 from __future__ import annotations
 
@@ -51,8 +47,8 @@ def _tau1(key, value):
 
 
 def check_halves(methods: list, scheme) -> None:
-    """FedNewton splits every client into two halves, both non-empty: n_i >= 2
-    (an empty half gives a NaN Hessian or gradient and a NaN ledger).
+    """ValueError unless every client can be split into two non-empty halves (n_i >= 2) when
+    a method reads halves (FedNewton).
 
     Parameters
     ----------
@@ -105,20 +101,7 @@ class CellSettings(Settings):
 
     @classmethod
     def finish(cls, p: dict) -> dict:
-        """The cell's cross-field checks and derived values (see `fedgdp.core.settings.Settings.finish`): the
-        sizes scheme checked for m and FedNewton's halves and canonicalised, ``beta_true`` filled and checked,
-        the privacy mode checked against the clip rule, ``tau1: auto`` computed.
-
-        Parameters
-        ----------
-        p : dict
-            The checked values (changed in place).
-
-        Returns
-        -------
-        dict
-            ``p``.
-        """
+        """Check the sizes scheme, ``beta_true`` and the privacy mode; compute ``tau1: auto``."""
         scheme = parse_sizes(p["sizes"], p["n_floor"])
         scheme.check(p["m"])
         check_halves(p["methods"], scheme)
@@ -145,11 +128,6 @@ def parse_seeds(text: str) -> list[int]:
     ----------
     text : str
         The replicate ranges.
-
-    Returns
-    -------
-    list of int
-        The replicate indices.
     """
     out: list[int] = []
     for part in str(text).split(","):
@@ -172,18 +150,13 @@ def _tau1_auto(model: str, beta: tuple, sigma_c: float) -> float:
 
 
 def resolve(overrides: dict | None = None) -> dict:
-    """Fully resolved parameters of one cell (a new dict): `CellSettings` from
-    ``overrides``, then each method's settings (``method_settings``, checked).
+    """Fully resolved parameters of one cell (a new dict): `CellSettings` from ``overrides``,
+    then each method's checked settings in ``method_settings``.
 
     Parameters
     ----------
     overrides : dict or None
         Cell parameters over the defaults (`CellSettings` fields).
-
-    Returns
-    -------
-    dict
-        Every parameter, ``method_settings`` holding each method's resolved settings.
 
     Raises
     ------
@@ -204,10 +177,5 @@ def data_key(p: dict) -> dict:
     ----------
     p : dict
         Resolved cell parameters.
-
-    Returns
-    -------
-    dict
-        The data-defining parameters.
     """
     return {k: p[k] for k in ("model", "sizes", "m", "sigma_c", "beta_true", "n_floor")}

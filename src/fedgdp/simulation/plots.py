@@ -1,20 +1,9 @@
-"""Figures from study summaries: one generic drawing function, three layouts.
+"""Figures from study summaries: one generic drawing function, three layouts (docs/methods.md §4).
 
-Every simulation figure of the paper is a grid of panels; each panel plots the
-empirical MSE (log scale, +-2 Monte Carlo standard errors) of one set of cells
-against one axis, one line per value of another axis (docs/methods.md §4):
-
-- ``m_by_size``   MSE against m, one line per sizes scheme, a panel per
-                  (study, method): Figures 1, 2, 11-14.
-- ``m_by_method`` MSE against m, one line per method, a panel per sizes scheme:
-                  Figures 3, 5, 6, 16.
-- ``K_by_mu``     MSE against the iteration budget K, one line per mu, a panel per
-                  method: Figures 4, 15.
-
-A figure *spec* (a figure entry of ``config.yaml`` with the studies it reads) says
-which layout, which model and study, and what each panel fixes; see
-`plot_figure`. Method colours and markers come from `fedgdp.common.figures.METHOD_STYLE`
-and are the same in every figure.
+Each panel plots the empirical MSE (log scale, +-2 Monte Carlo standard errors) of a set
+of cells against one axis, one line per value of another: ``m_by_size`` (Figures 1, 2,
+11-14), ``m_by_method`` (Figures 3, 5, 6, 16), ``K_by_mu`` (Figures 4, 15). A figure spec
+(a figure entry of ``config.yaml``) is drawn by `plot_figure`.
 """
 from __future__ import annotations
 
@@ -84,17 +73,12 @@ def _size_text(text: str, which: int) -> str:
 
 
 def size_label(text: str) -> str:
-    """Legend label of a sizes scheme: ``equal(30)`` -> ``$n = 30$``.
+    """Legend label (LaTeX) of a sizes scheme: ``equal(30)`` -> ``$n = 30$``.
 
     Parameters
     ----------
     text : str
         The sizes scheme.
-
-    Returns
-    -------
-    str
-        The label (LaTeX math).
     """
     return _size_text(text, 0)
 
@@ -106,17 +90,12 @@ def size_title(text: str) -> str:
     ----------
     text : str
         The sizes scheme.
-
-    Returns
-    -------
-    str
-        The title.
     """
     return _size_text(text, 1)
 
 
 def mu_label(mu: float, certified: bool = False) -> str:
-    """``mu = 2`` as a label; "nominal" unless every release behind it is certified.
+    """``mu = 2`` as a LaTeX label; "nominal" unless every release behind it is certified.
 
     Parameters
     ----------
@@ -124,11 +103,6 @@ def mu_label(mu: float, certified: bool = False) -> str:
         The privacy level (inf: non-private).
     certified : bool
         Whether every release behind it is certified.
-
-    Returns
-    -------
-    str
-        The label (LaTeX math).
     """
     if not np.isfinite(mu):
         return "non-private ($\\mu = \\infty$)"
@@ -136,17 +110,12 @@ def mu_label(mu: float, certified: bool = False) -> str:
 
 
 def method_label(name: str) -> str:
-    """The legend label of a method: its registry label, or the name when it is not registered.
+    """The legend label of a method: its registry label, or its name when not registered.
 
     Parameters
     ----------
     name : str
         The method's name.
-
-    Returns
-    -------
-    str
-        The label.
     """
     from .backend import REGISTRY
 
@@ -156,10 +125,8 @@ def method_label(name: str) -> str:
 
 # --------------------------------------------------------------------- selection
 def panel_rows(summary: pd.DataFrame, spec: dict, panel: dict) -> pd.DataFrame:
-    """Summary rows of one panel: the figure's model, the panel's study and fixed values.
-
-    Raises ValueError when the selection is empty or gives more than one row for a
-    (line, x) point (a grid axis the panel should fix but does not).
+    """Summary rows of one panel: the figure's model, the panel's study and fixed values;
+    ValueError when none, or several for a (line, x) point (an axis the panel should fix).
 
     Parameters
     ----------
@@ -169,11 +136,6 @@ def panel_rows(summary: pd.DataFrame, spec: dict, panel: dict) -> pd.DataFrame:
         The figure (``model``, ``layout``, optional ``study`` and ``name``).
     panel : dict
         The panel: optional ``study`` and ``title``, and the grid values it fixes.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The selected rows.
     """
     layout = LAYOUTS[spec["layout"]]
     study = panel.get("study", spec.get("study"))
@@ -250,25 +212,19 @@ def _settings_text(rows: pd.DataFrame, layout: PanelLayout) -> str:
 # ------------------------------------------------------------------------ figure
 def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None = None,
                 png: str | os.PathLike | None = None):
-    """Draw one figure from summary rows; write it as PDF and/or PNG.
+    """Draw one figure from summary rows, write it as PDF and/or PNG, and return it.
 
     Parameters
     ----------
     spec : dict
-        ``layout`` (a key of `LAYOUTS`), ``model``, ``study`` (default for the
-        panels), ``panels`` (list of dicts fixing ``study``/``method``/``sizes``/``mu``/
-        ``K``, optional ``title``), optional ``title``, ``ncols``, ``theory`` (bool:
-        dashed bound of `fedgdp.core.theory`, scaled to each line), ``studies`` (the
-        studies' config entries: line order, schedule), ``d`` and
-        ``method_settings`` (for the theory overlay), ``name``.
+        ``layout`` (a key of `LAYOUTS`), ``model``, ``study``, ``panels`` (dicts fixing
+        ``study``/``method``/``sizes``/``mu``/``K``, optional ``title``), optional ``title``,
+        ``ncols``, ``theory`` (dashed bounds of `fedgdp.core.theory`, scaled to each line),
+        ``studies`` (line order, schedule), ``d`` and ``method_settings``, ``name``.
     summary : DataFrame
         Rows of `fedgdp.simulation.summary.summarise` (several studies may be concatenated).
     pdf, png : str, path-like or None
         Where to write the figure (None: not in that format).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
     """
     plt = pyplot()
     from matplotlib.lines import Line2D
@@ -381,13 +337,9 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
 
 
 def _legend_plan(panel_handles: list[dict], extra: list, ncols: int, width: float):
-    """Where the legends go, outside every panel.
-
-    Returns a list of ``(columns, items, ncol)``: one legend under all columns when every
-    panel plots the same lines, one under each column when the panels of a column do
-    (e.g. Figure 13: equal sizes on the left, varied on the right); None when neither
-    holds (then each panel gets a legend on its right). ``width``: the figure's width
-    in inches; a legend has as many columns as fit under the panels it describes.
+    """Legends outside the panels, as ``(columns, items, ncol)``: one under all columns when
+    every panel plots the same lines, one under each column when a column's panels do;
+    None otherwise (a legend right of each panel).
     """
     def plan(cols, handles, inches):
         items = list(handles.items()) + extra
@@ -440,12 +392,8 @@ def _caption(theory: bool, notes: dict) -> str:
 
 
 def _lower(line: pd.DataFrame, spec: dict, skipped: set):
-    """Theorem 3.10's lower bound at the line's cells (constants set to one), or None.
-
-    None without ``spec["d"]`` or where the theorem does not cover a cell's mu (then the
-    mu is added to ``skipped``, for the caption). Each cell's clients are taken to hold
-    ``N_mean / m`` samples each, as for the upper bounds
-    (`fedgdp.simulation.summary.theory_bounds`).
+    """Theorem 3.10's lower bound at the line's cells (``N_mean / m`` per client), or None
+    without ``spec["d"]`` or where the theorem does not cover a mu (added to ``skipped``).
     """
     from ..core.theory import lower_bound, lower_bound_holds
 
@@ -460,11 +408,8 @@ def _lower(line: pd.DataFrame, spec: dict, skipped: set):
 
 
 def _draw_lower(ax, items: list) -> bool:
-    """Draw the dotted lower bounds of a panel; True if any was drawn.
-
-    Lines with the same cells (e.g. the methods of one panel) share one grey line;
-    each is scaled by the largest constant that keeps it at or below every measured
-    MSE it describes (a lower bound holds up to a constant).
+    """Draw a panel's dotted lower bounds, each scaled to stay at or below every MSE it
+    describes; True if any was drawn.
     """
     groups: dict = {}
     drawn = False

@@ -1,14 +1,10 @@
 """Run one cell (all its methods, a block of replicates) and write its Parquet file.
 
-The cell file has one row per (replicate, method); see `COLUMNS`. ``mu`` is
-the nominal privacy level and ``mu_composed`` the ledger's composition of it;
-``mu_certified`` is that composed mu when every release's sensitivity holds for all
-inputs and the clipping bound is public or privately released, inf otherwise;
-``privacy_mode`` is ``paper`` or ``certified``. Its
-metadata holds the package version, the git commit (when there is one) and the
-fully resolved parameters as JSON (a list of them in a file of several cells, the
-rows of one cell after another). Files are written to a temporary name and
-renamed, so an interrupted run never leaves a file that looks complete.
+One row per (replicate, method), columns `COLUMNS`: ``mu`` is the nominal level,
+``mu_composed`` the ledger's composition of it, ``mu_certified`` that mu when every
+release's sensitivity holds for all inputs and the clip is public or privately
+released (inf otherwise). The metadata holds the version, the git commit and the
+resolved parameters (`fedgdp.common.io.write_parquet`: written to a temporary name, renamed).
 """
 from __future__ import annotations
 
@@ -38,20 +34,13 @@ COLUMNS = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N"
 
 
 def simulate_block(p: dict, replicates: list[int]):
-    """Data of the given replicates, drawn from their own generators.
+    """Data of the given replicates (one `Replicate` per index), each from its own generator.
 
     Parameters
     ----------
-    p : dict
-        Resolved cell parameters (``sizes``, ``n_floor``, ``model``, ``m``, ``beta_true``, ``sigma_c``,
-        ``base_seed``).
-    replicates : list of int
-        The replicates' indices.
-
-    Returns
-    -------
-    list of Replicate
-        One per index, in order.
+    p, replicates
+        Resolved cell parameters (``sizes``, ``n_floor``, ``model``, ``m``, ``beta_true``,
+        ``sigma_c``, ``base_seed``) and the replicates' indices.
     """
     scheme = parse_sizes(p["sizes"], p["n_floor"])
     key = data_key(p)
@@ -61,24 +50,15 @@ def simulate_block(p: dict, replicates: list[int]):
 
 
 def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dict]:
-    """Each replicate's standard-normal noise for one method (None values if mu = inf or
-    the release is not ``private``).
+    """Per replicate, name -> standard normals of `fedgdp.methods.Method.noise_shapes` for one
+    method (None values if mu = inf or the release is not ``private``).
 
     Parameters
     ----------
     p : dict
         Resolved cell parameters (``mu``, ``release``, ``m``, ``base_seed``, ``method_settings``).
-    method : str
-        The method's name.
-    replicates : list of int
-        The replicates' indices.
-    d : int
-        Parameter dimension.
-
-    Returns
-    -------
-    list of dict
-        Per replicate, name -> standard normals of `fedgdp.methods.Method.noise_shapes` (or None).
+    method, replicates, d
+        The method's name, the replicates' indices, the parameter dimension.
     """
     meth, s = get_method(method), p["method_settings"][method]
     key = data_key(p)
@@ -88,30 +68,20 @@ def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dic
 
 
 def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_bound) -> np.ndarray:
-    """The clipping bound of each replicate, shape (R,) (inf when mu = inf or the
-    release is ``plain``), by the rule ``bound`` (`fedgdp.core.privacy.clip_bound`, or
-    the loop oracle's); release ``clip_only`` gets the bound of ``private``.
-
-    ``private_quantile`` draws each replicate's histogram noise from its own
-    generator, `fedgdp.simulation.data.noise_rng` with the name `CLIP_STREAM`.
+    """The clipping bound of each replicate (R,), inf when mu = inf or the release is ``plain``
+    (``clip_only`` gets ``private``'s); ``private_quantile``'s histogram noise comes from
+    `fedgdp.simulation.data.noise_rng` with the name `CLIP_STREAM`.
 
     Parameters
     ----------
-    p : dict
-        Resolved cell parameters (``mu``, ``release``, ``clip``, ``base_seed``).
-    glm : GLM
-        The model.
+    p, glm
+        Resolved cell parameters (``mu``, ``release``, ``clip``, ``base_seed``) and the model.
     reps : list of Replicate
         The block's replicates.
     replicates : list of int
         Their indices (the noise generators' ``r``).
     bound : callable
-        ``bound(glm, rep, clip, mu=, rng=)``, one replicate's bound.
-
-    Returns
-    -------
-    ndarray of shape (R,)
-        One bound per replicate of ``reps``.
+        ``bound(glm, rep, clip, mu=, rng=)`` (`fedgdp.core.privacy.clip_bound`, or the oracle's).
     """
     if not clips(p["mu"], p.get("release", "private")):
         return np.full(len(reps), np.inf)
@@ -125,46 +95,27 @@ def _stack(noises: list[dict]) -> dict:
 
 
 def block_size(p: dict, rows_per_block: int) -> int:
-    """Replicates per block so that a block holds about ``rows_per_block`` rows.
+    """Replicates per block (at least 1) so that a block holds about ``rows_per_block`` rows.
 
     Parameters
     ----------
-    p : dict
-        Resolved cell parameters (``sizes``, ``n_floor``, ``m``).
-    rows_per_block : int
-        The target rows of a block.
-
-    Returns
-    -------
-    int
-        Replicates per block, at least 1.
+    p, rows_per_block
+        Resolved cell parameters (``sizes``, ``n_floor``, ``m``) and the target rows of a block.
     """
     mean_n = parse_sizes(p["sizes"], p["n_floor"]).mean_size(p["m"])
     return max(1, int(rows_per_block // max(1.0, p["m"] * mean_n)))
 
 
 def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = BLOCK_ROWS) -> float:
-    """Bytes the largest block of a cell needs, roughly (an upper-side estimate).
-
-    Used to refuse, before any work, a cell that cannot fit in memory (``fedgdp
-    simulate --m 10**9``). A block holds `block_size` replicates (at least one),
-    each ``m * mean_n`` rows of ``d`` features: the rows in two layouts plus per-row
-    values (about ``8 (4 d + 8)`` bytes a row), and each method's pre-drawn noise
-    (the doubles of its `fedgdp.methods.Method.noise_shapes`).
+    """Bytes the largest block of a cell needs, an upper-side estimate used to refuse a cell
+    that cannot fit: about ``8 (4 d + 8)`` bytes a row plus each method's pre-drawn noise.
 
     Parameters
     ----------
     p : dict
         Resolved cell parameters (``sizes``, ``n_floor``, ``m``, ``beta_true``, ``method_settings``).
-    n_replicates : int
-        Replicates of the cell.
-    rows_per_block : int
-        As in `run_cell`.
-
-    Returns
-    -------
-    float
-        Bytes.
+    n_replicates, rows_per_block
+        Replicates of the cell; rows per block, as in `run_cell`.
     """
     scheme = parse_sizes(p["sizes"], p["n_floor"])
     per_block = min(max(1, n_replicates), block_size(p, rows_per_block))
@@ -188,13 +139,6 @@ def fast_fit(name: str, fd: FitData, s: dict, noises: list[dict]):
         The method's settings.
     noises : list of dict
         One noise dict per replicate (stacked here).
-
-    Returns
-    -------
-    theta : ndarray of shape (R, d)
-        The estimates of the block's R replicates.
-    ledger : fedgdp.core.privacy.Ledger
-        The block's ledger.
     """
     fit = get_method(name).fit(fd, s, _stack(noises))
     return fit.theta, fit.ledger
@@ -209,12 +153,11 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
     p : dict
         Resolved parameters (`fedgdp.simulation.params.resolve`).
     replicates : list of int
+        The replicates' indices.
     fit : callable
-        ``fit(name, fd, settings, noises) -> (theta (R, d), ledger or None)`` for a block
-        (`fedgdp.simulation.backend.FitData` ``fd``, one noise dict per replicate);
-        default `fast_fit`. The tests and ``scripts/speedup.py`` pass the loop
-        oracle here (``ORACLE`` of ``tests/oracle.py``, outside the package); a fit
-        without a ledger leaves the composed mu columns NaN.
+        ``fit(name, fd, settings, noises) -> (theta (R, d), ledger or None)`` for a block;
+        default `fast_fit` (the tests pass the loop oracle of ``tests/oracle.py``; no ledger
+        leaves the composed mu columns NaN).
     bound : callable
         The clipping-bound rule of one replicate (see `clip_bounds`).
     rows_per_block : int
@@ -266,9 +209,7 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
 
 
 def _diverged(theta: np.ndarray, beta: np.ndarray, factor: float) -> bool:
-    """A run diverged if its estimate is not finite or lies farther than
-    ``factor * max(1, ||beta_true||)`` from the truth (a numerical blow-up or an
-    iteration that never settled, e.g. a step size far too large)."""
+    """Not finite, or farther than ``factor * max(1, ||beta_true||)`` from the truth."""
     if not np.all(np.isfinite(theta)):
         return True
     return float(np.linalg.norm(theta - beta)) > factor * max(1.0, float(np.linalg.norm(beta)))
@@ -303,28 +244,21 @@ def _schema():
 
 
 def write_cell(rows: list[dict], p: dict | list[dict], out: str | os.PathLike) -> None:
-    """Write a cell's rows (`COLUMNS`) with `fedgdp.common.io.write_parquet`; a file of
-    several cells (one simulate job) has their rows in turn and ``p`` a list.
+    """Write a cell's rows with `fedgdp.common.io.write_parquet` (several cells: rows in turn, ``p`` a list).
 
     Parameters
     ----------
-    rows : list of dict
-        The rows, keys `COLUMNS`.
+    rows, out
+        The rows (keys `COLUMNS`) and the file.
     p : dict or list of dict
         Resolved parameters (stored in the metadata as JSON).
-    out : str or path-like
-        The file.
     """
     write_parquet(rows_to_table(rows, _schema()), out, p)
 
 
 def rows_to_table(rows: list[dict], schema):
-    """A pyarrow Table of ``rows`` (dicts with the schema's fields), without pandas.
-
-    pyarrow's own converters (``Table.from_pylist``, ``pa.array``) import pandas to
-    check for pandas objects, which costs a simulate job about a third of its start-up;
-    columns of the types the cell files use are built from their buffers instead
-    (other types, or missing values, go through ``pa.array``).
+    """A pyarrow Table of ``rows`` built from buffers, without pandas (pyarrow's converters
+    import it, a third of a simulate job's start-up); other types go through ``pa.array``.
 
     Parameters
     ----------
@@ -332,11 +266,6 @@ def rows_to_table(rows: list[dict], schema):
         The rows.
     schema : pyarrow.Schema
         The columns and their types.
-
-    Returns
-    -------
-    pyarrow.Table
-        The table.
     """
     import pyarrow as pa
 
@@ -373,16 +302,11 @@ def _offsets(lengths) -> np.ndarray:
 
 
 def read_cell(path: str | os.PathLike):
-    """Read a cell file as a DataFrame; ValueError naming the file if it is corrupt.
+    """A cell file as a DataFrame (columns `COLUMNS`); ValueError naming a corrupt file.
 
     Parameters
     ----------
     path : str or path-like
         The cell file.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The rows, columns `COLUMNS`.
     """
     return read_parquet_files(path, COLUMNS, "cell")

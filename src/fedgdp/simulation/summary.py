@@ -1,29 +1,14 @@
-"""Cell files to study summaries: one row per (cell, method).
+"""Cell files to study summaries: one row per (cell, method), columns `SUMMARY_COLUMNS`.
 
-A *cell* is one point of a study grid: ``(model, study, sizes, m, mu, K)``; its
-files (one per block of replicates, `fedgdp.simulation.run`) hold one row per
-``(replicate, method)``. `summarise` reduces them to the quantities every
-figure and table reads (`SUMMARY_COLUMNS`):
+- ``mse``: mean of ``||beta_hat - beta_true||^2`` over the ``n_ok`` replicates whose
+  estimate is finite, ``se = sd / sqrt(n_ok)``, ``median`` over the same. ``diverged``
+  counts the rows the run flagged (`fedgdp.simulation.run.run_cell`); flagged but finite
+  estimates stay in the mean, so a method that often fails does not look better.
+- ``rounds``, ``floats_up``, ``floats_down``: communication per replicate.
+- ``N_mean``, ``n_min``, ``n_max``, ``B_mean``; ``mu_composed_max`` (equals the nominal
+  mu), ``mu_certified`` (inf unless every release is certified) and ``privacy_mode``.
 
-- ``mse``: mean of ``||beta_hat - beta_true||^2`` over the replicates whose estimate
-  is finite (``n_ok`` of them); ``se`` its Monte Carlo standard error
-  ``sd / sqrt(n_ok)``; ``median`` the median over the same replicates.
-  ``replicates`` counts all of them and ``diverged`` those flagged by the run
-  (a non-finite estimate, or one farther than ``diverge_factor * max(1,
-  ||beta_true||)`` from the truth; see `fedgdp.simulation.run.run_cell`). Flagged but
-  finite estimates stay in the mean: leaving them out would make a method that
-  often fails look better than it is.
-- ``rounds``, ``floats_up``, ``floats_down``: mean communication per replicate
-  (they are the same in every replicate of a cell).
-- ``N_mean``, ``n_min``, ``n_max``: mean total sample size and the extreme client
-  sizes seen; ``B_mean`` the mean clipping bound; ``mu_composed_max`` the largest
-  composed mu of any client in any replicate (equals the cell's nominal mu);
-  ``mu_certified`` the largest certified mu (inf unless every release of the method
-  is certified and the clipping bound is public or privately released);
-  ``privacy_mode`` the cell's privacy mode (``paper`` or ``certified``).
-
-Only the columns needed are read (never the ``theta_hat`` lists), so summarising
-a study is a matter of milliseconds per file.
+Only the needed columns are read (never ``theta_hat``).
 """
 from __future__ import annotations
 
@@ -47,20 +32,15 @@ SUMMARY_COLUMNS = CELL_KEYS + ["replicates", "diverged", "n_ok", "mse", "se", "m
 
 
 def normalise(key: str, value):
-    """A grid value as it is stored in cell and summary rows (``sizes`` in canonical
-    form, ``mu`` a float, ``m`` and ``K`` ints); other keys unchanged.
+    """A grid value as stored in cell and summary rows (``sizes`` canonical, ``mu`` a float,
+    ``m`` and ``K`` ints; other keys unchanged).
 
     Parameters
     ----------
     key : str
-        The grid key (``sizes``, ``mu``, ``m``, ``K``, or another).
+        The grid key.
     value : object
         Its value.
-
-    Returns
-    -------
-    object
-        The stored form.
     """
     if key == "sizes":
         from .data import parse_sizes
@@ -74,23 +54,19 @@ def normalise(key: str, value):
 
 
 def read_cells(paths) -> pd.DataFrame:
-    """Rows of the given cell files (only the columns a summary needs).
-
-    Raises
-    ------
-    ValueError
-        Naming the file, when a file is missing, corrupt or lacks a column, and
-        naming the cell, when two files hold the same replicate of a method.
+    """Rows of the given cell files (the summary's columns; ``mu_certified``, ``privacy_mode``
+    filled when absent).
 
     Parameters
     ----------
     paths : iterable of str or path-like
         The cell files (at least one).
 
-    Returns
-    -------
-    pandas.DataFrame
-        Their rows (the summary's columns; ``mu_certified``, ``privacy_mode`` filled when absent).
+    Raises
+    ------
+    ValueError
+        Naming a missing, corrupt or incomplete file, or the cell when two files hold the
+        same replicate of a method.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -126,19 +102,12 @@ def read_cells(paths) -> pd.DataFrame:
 
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per-(cell, method) summary of cell rows (see the module docstring).
-
-    Rows keep the order in which cells and methods first appear.
+    """One row per (cell, method), columns `SUMMARY_COLUMNS`, in order of first appearance.
 
     Parameters
     ----------
     rows : pandas.DataFrame
         Cell rows (`read_cells`).
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per (cell, method), columns `SUMMARY_COLUMNS`.
     """
     df = rows.copy()
     for col, value in _OPTIONAL.items():
@@ -172,8 +141,7 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_summary(summary: pd.DataFrame, out: str | os.PathLike, sources=()) -> None:
-    """Write a summary as Parquet, atomically and with provenance metadata
-    (`fedgdp.common.io.write_parquet`; ``params`` lists the cell files read).
+    """Write a summary with `fedgdp.common.io.write_parquet` (``params``: the cell files read).
 
     Parameters
     ----------
@@ -193,17 +161,13 @@ def write_summary(summary: pd.DataFrame, out: str | os.PathLike, sources=()) -> 
 
 
 def read_summaries(paths) -> pd.DataFrame:
-    """Concatenate summary files; ValueError naming a file that is unreadable or not a summary.
+    """Concatenated summary files (missing optional columns filled); ValueError naming a file
+    that is unreadable or not a summary.
 
     Parameters
     ----------
     paths : iterable of str or path-like
         The summary files (at least one).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Their rows, concatenated (missing optional columns filled).
     """
     import pyarrow.parquet as pq
 
@@ -228,13 +192,9 @@ def read_summaries(paths) -> pd.DataFrame:
 
 def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "paper",
                   method_settings: dict | None = None, form: str = "table1") -> np.ndarray:
-    """`fedgdp.core.theory.upper_bound` of ``method`` at every summary row.
-
-    Each row is a cell; its clients are taken to hold ``N_mean / m`` samples each
-    (the bounds of Table 1 depend on the sizes only through ``m`` and ``N``).
-    FedAvg's rounds ``R`` and local steps per round come from the method's own
-    settings for the row's ``K`` and ``schedule`` (as the simulation ran it), and so do
-    FedHybrid's ``K2`` for ``form="k_explicit"`` (`fedgdp.core.theory.upper_bound`).
+    """`fedgdp.core.theory.upper_bound` of ``method`` at every summary row (len(rows),), with
+    ``N_mean / m`` samples per client and FedAvg's R, K (FedHybrid's K2) from the method's
+    settings at the row's ``K`` and ``schedule``, as the simulation ran it.
 
     Parameters
     ----------
@@ -244,17 +204,9 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
         The simulation method.
     d : int
         Parameter dimension.
-    schedule : str
-        The simulation's schedule (``paper`` or ``budget``).
-    method_settings : dict or None
-        The study's ``method_settings``.
-    form : str
-        The bound's form (`fedgdp.core.theory.upper_bound`: ``table1`` or ``k_explicit``).
-
-    Returns
-    -------
-    ndarray of shape (len(rows),)
-        The bound at every row.
+    schedule, method_settings, form
+        The simulation's schedule (``paper``, ``budget``), the study's ``method_settings``, and
+        the bound's form (``table1`` or ``k_explicit``).
     """
     from ..core.theory import upper_bound
     from .backend import get_method
