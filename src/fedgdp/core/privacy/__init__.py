@@ -1,17 +1,7 @@
-"""mu-GDP privacy (paper §§2.2-3): clipping, the clipping-bound rules, the calibration core, the ledger.
+"""mu-GDP privacy (paper §§2.2-3): clipping, the clipping-bound rules, the calibration core, the ledger, the checks.
 
-Each module holds one responsibility; every name is re-exported here, so
-``fedgdp.core.privacy.X`` is the one address of each:
-
-- `clipping`: per-sample clipping (``clip_B(g) = g min(1, B/||g||)``) and its rounding margin;
-- `calibration`: `ReleaseSpec`, `calibrate` (a plan and mu -> noise sds and a ledger);
-- `plans`: the algorithms' plans and `calibrate_with_clip`;
-- `rules`: the clipping-bound rules ``quantile``, ``fixed``, ``private_quantile``;
-- `ledger`: `Ledger`, the releases of every client composed in mu-GDP;
-- `gdp`: mu-GDP <-> (epsilon, delta);
-- `checks`: the privacy settings, their ranges and the public bounds of the refusals.
-
-``mu = inf`` means non-private: no clipping and no noise.
+One module per responsibility (docs/ARCHITECTURE.md, `core/privacy`); every name is re-exported here, so
+``fedgdp.core.privacy.X`` is the one address of each. ``mu = inf`` means non-private: no clipping, no noise.
 """
 from .calibration import (
     CLIP_HISTOGRAM,

@@ -1,9 +1,4 @@
-"""The calibration core: release specs, `calibrate` (a plan and mu -> noise sds and a ledger), the noise check.
-
-Every private method (simulations, real data, CNNs) declares its releases once as a *plan*,
-a tuple of `ReleaseSpec`; `calibrate` is the one place that turns a plan and mu into noise
-sds and a `Ledger` (docs/methods.md §2, "Calibration").
-"""
+"""The calibration core: every method's releases as a plan of `ReleaseSpec`, and `calibrate` (docs/methods.md §2)."""
 from __future__ import annotations
 
 import math
@@ -21,8 +16,7 @@ LOCAL_STEP_HALF1 = LOCAL_STEP + " (half 1)"
 NEWTON = "newton"
 CLIP_HISTOGRAM = "clip histogram"
 
-#: A release's noise sd must be at least this many ulps of its signal's largest value
-#: (`check_noise_resolves`, docs/methods.md §2 "Noise before rounding").
+#: A release's noise sd must be at least this many ulps of its signal's largest value.
 NOISE_ULPS = 256
 
 
@@ -33,15 +27,13 @@ class ReleaseSpec:
     Attributes
     ----------
     stage : str
-        What is released (`GRADIENT`, `LOCAL_STEP`, `NEWTON`, ...).
     count : int
-        Releases per client.
     scale, n : float or ndarray broadcastable to (n_rep, m)
-        The L2 sensitivity of one release (replace-one neighbours) is ``scale / n``.
+        One release's L2 sensitivity (replace-one neighbours) is ``scale / n``.
     share : Fraction
         Share of mu^2 spent by the ``count`` releases together.
     certified : bool
-        True when the sensitivity holds for every input; else it rests on ``assumption``.
+        Whether the sensitivity holds for every input, else it rests on ``assumption``.
     """
 
     stage: str
@@ -63,12 +55,6 @@ class ReleaseSpec:
         Parameters
         ----------
         factor : int, float or Fraction
-            Multiplies the share (e.g. ``1 - share`` of the clipping rule's histogram).
-
-        Returns
-        -------
-        ReleaseSpec
-            A copy with the new share.
         """
         return replace(self, share=Fraction(self.share) * Fraction(factor))
 
@@ -84,9 +70,7 @@ class Calibration:
 def calibrate(plan, *, mu: float, unaccounted=()) -> Calibration:
     """Noise sds and ledger of a plan: ``sigma_j = scale_j sqrt(count_j / share_j) / (mu n_j)``.
 
-    One release of spec j is ``mu sqrt(share_j / count_j)``-GDP, so shares summing to one
-    compose to mu. ``mu = inf``: sd 0 and sensitivity inf. ``unaccounted`` makes the ledger
-    uncertified.
+    Shares summing to one compose to mu; ``mu = inf``: sd 0 and sensitivity inf.
 
     Parameters
     ----------
@@ -95,12 +79,12 @@ def calibrate(plan, *, mu: float, unaccounted=()) -> Calibration:
     mu : float
         The target mu per client.
     unaccounted : sequence of str
-        Data-dependent choices the ledger does not account.
+        Data-dependent choices the ledger does not account (they make it uncertified).
 
     Returns
     -------
     Calibration
-        The sds (one array per spec, broadcast shape of its scale and n) and the ledger.
+        The sds (one array per spec, shaped as its sensitivity) and the ledger.
     """
     ledger = Ledger(unaccounted=list(unaccounted))
     sigmas = []
@@ -121,27 +105,18 @@ def calibrate(plan, *, mu: float, unaccounted=()) -> Calibration:
 
 
 def calibrate_schedule(plan, *, mu: float, counts: dict) -> Calibration:
-    """Noise sds and ledger under a published participation schedule: every client drawn spends exactly mu.
+    """Noise sds and ledger under a published participation schedule: each client drawn spends exactly mu.
 
-    Client i's specs with ``c_ij > 0`` releases share its mu^2 in the plan's proportions,
-    ``share_ij = share_j / sum_{j: c_ij > 0} share_j``, so ``sigma_ij = scale_j sqrt(c_ij /
-    share_ij) / (mu n_ij)``; a client never drawn keeps `calibrate`'s sd, never used. The
-    schedule is drawn without the data, so the guarantee is unconditional (docs/methods.md §6,
-    "Schedule-aware accounting").
+    Client i's specs with ``c_ij > 0`` share its mu^2 in the plan's proportions; a client never
+    drawn keeps `calibrate`'s sd, never used (docs/methods.md §6, "Schedule-aware accounting").
 
     Parameters
     ----------
     plan : sequence of ReleaseSpec
-        The method's releases, one spec per stage.
+        One spec per stage.
     mu : float
-        The target mu per client (inf: `calibrate`'s non-private ledger).
     counts : dict stage -> ndarray of int, broadcastable to (n_rep, m)
-        Each client's releases of each stage under the schedule; a stage absent counts 0.
-
-    Returns
-    -------
-    Calibration
-        The sds (one array per spec, each client's own) and the ledger (each client's counts).
+        Each client's releases of each stage; a stage absent counts 0.
     """
     stages = [spec.stage for spec in plan]
     if len(set(stages)) != len(stages):
@@ -167,22 +142,19 @@ def calibrate_schedule(plan, *, mu: float, counts: dict) -> Calibration:
 
 
 def check_noise_resolves(plan, sigmas, n, dtype) -> None:
-    """Refuse a plan whose noise the working precision could absorb (public inputs only).
+    """Refuse a plan whose noise the working precision could absorb: ``sd >= NOISE_ULPS eps A``.
 
-    A release's signal has norm at most ``A = scale n_i / (2 n)``, so its grid is no coarser
-    than ``ulp(A) <= eps A``; ``sd >= NOISE_ULPS eps A`` keeps the rounding's extra sensitivity
-    below ``sd / 128`` (docs/methods.md §2, "Noise before rounding").
+    ``A = scale n_i / (2 n)`` bounds the signal (docs/methods.md §2, "Noise before rounding").
 
     Parameters
     ----------
     plan : sequence of ReleaseSpec
-        The releases, arrays broadcastable to (b, m).
     sigmas : sequence of ndarray
-        Their noise sds (`calibrate`), broadcastable to (b, m); sd 0 is not checked.
+        Their noise sds, broadcastable to (b, m); sd 0 is not checked.
     n : array_like
         The clients' sizes, broadcastable to (b, m).
     dtype : numpy or torch dtype
-        The precision the release is formed in (its ``eps`` is read).
+        The precision the release is formed in.
     """
     np_dtype = np.dtype(str(dtype)[len("torch."):] if str(dtype).startswith("torch.") else dtype)
     eps = float(np.finfo(np_dtype).eps)

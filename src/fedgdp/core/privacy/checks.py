@@ -1,7 +1,5 @@
-"""The privacy settings of every experiment, checked: mu, the clipping rule, the mode, the release.
-
-One range per public value on every path (docs/methods.md §2, "Public ranges, one per
-value"), and the public bounds behind the refusals ("No refusal depends on a record").
+"""The privacy settings of every experiment, checked, and one range per public value (docs/methods.md §2, "Public
+ranges, one per value" and "No refusal depends on a record").
 """
 from __future__ import annotations
 
@@ -17,107 +15,67 @@ from ..settings import as_float, is_bool, number
 
 #: ``paper``: the algorithms as printed; ``certified``: every sensitivity holds for all inputs.
 PRIVACY_MODES = ("paper", "certified")
-
 #: Certified FedNewton's default per-sample Hessian clip, ``H_c = HESSIAN_CLIP tau1``.
 HESSIAN_CLIP = 4.0
-
 #: The default privacy setting (`check_privacy`). Read-only: copy it.
 DEFAULT_PRIVACY: Mapping[str, Any] = MappingProxyType({"mode": "paper", "hessian_clip": HESSIAN_CLIP})
-
-#: What a fit releases: the private algorithm, the same without noise (clipped to the same
-#: bound), or neither clipped nor noisy (docs/methods.md §9).
+#: What a fit releases: private, clipped without noise, or neither (docs/methods.md §9).
 RELEASES = ("private", "clip_only", "plain")
-
 #: The smallest mu accepted: below it the noise sds overflow towards inf.
 MU_FLOOR = 1e-6
-
-#: The largest finite mu accepted: its epsilon (about mu^2/2) and the composition's sum of
-#: squares stay finite in float64 (they overflow near mu = 1.3e154).
+#: The largest finite mu: its epsilon (about mu^2/2) and the composition stay finite in float64.
 MU_MAX = 1e100
-
-#: The largest clipping bound B accepted (a fixed value, or a private quantile grid's top):
-#: B^2, the scale of CG's inner products, stays far below the float64 maximum.
+#: The largest clipping bound B (a fixed value, a private grid's top): B^2 (CG's scale) stays finite.
 CLIP_MAX = 1e100
-
-#: The smallest clipping bound B accepted on every path: every sensitivity and noise sd is a
-#: normal float64, and ``B^2`` a normal float32 (the CNN clip margin).
+#: The smallest clipping bound B on every path: every sd and sensitivity a normal float64, B^2 a normal float32.
 CLIP_MIN = 1e-10
-
-#: The range of a fraction q, in (0, 1]: a clipping quantile and the CNN's share of clients per round.
+#: The range of a fraction q, (0, 1]: a clipping quantile and the CNN's share of clients per round.
 parse_fraction = number(0, 1, closed="high")
-
-#: The accepted range of certified FedNewton's ``hessian_clip`` (a multiple of tau1): CG's rate
-#: stays strictly inside (0, 1) in float64 (docs/methods.md §2, "The certified solve").
+#: The range of certified FedNewton's ``hessian_clip`` (a multiple of tau1): CG's rate stays inside (0, 1).
 HESSIAN_CLIP_RANGE = (1e-8, 1e8)
-
-#: The largest entry a certified release may reach by its public bound, ``2^1000``
-#: (`check_release_bound`: a margin of ``2^24`` below the float64 maximum).
+#: The largest entry a certified release may reach by its public bound (``2^24`` below float64's maximum).
 RELEASE_MAX = 2.0 ** 1000
-
-#: A bound on every standard normal the noise streams draw (numpy's ziggurat, which
-#: `fedgdp.core.normals` reproduces: ``|z| < 13.71``; docs/methods.md §2).
+#: A bound on every standard normal the noise streams draw (numpy's ziggurat: ``|z| < 13.71``).
 NOISE_BOUND = 14.0
 
 
 def adds_noise(mu: float, release: str = "private") -> bool:
-    """Whether a fit's releases carry noise: a finite ``mu`` and release ``private``; the one noise rule.
+    """Whether a fit's releases carry noise: a finite ``mu`` and release ``private`` (the one noise rule).
 
     Parameters
     ----------
     mu : float
-        The target mu (inf: non-private).
     release : str
         ``private``, ``clip_only`` or ``plain``.
-
-    Returns
-    -------
-    bool
-        Whether noise is drawn.
     """
     return bool(np.isfinite(mu)) and release == "private"
 
 
 def clips(mu: float, release: str = "private") -> bool:
-    """Whether per-sample gradients are clipped: a finite ``mu`` and release not ``plain``; the one clip rule.
+    """Whether per-sample gradients are clipped: a finite ``mu`` and release not ``plain`` (the one clip rule).
 
     Parameters
     ----------
     mu : float
-        The target mu (inf: non-private).
     release : str
         ``private``, ``clip_only`` or ``plain``.
-
-    Returns
-    -------
-    bool
-        Whether gradients are clipped.
     """
     return bool(np.isfinite(mu)) and release != "plain"
 
 
 def iterate_bound(count, eta, B, sd, *, on_gradient: bool = False):
-    """The most ``count`` noisy clipped steps can move an entry of an iterate, from public inputs only.
+    """The most ``count`` noisy clipped steps move an iterate's entry: ``K (eta B + z sd)``, or ``K eta (B + z sd)``.
 
-    ``K (eta B + z sd)`` with the noise on the iterate, ``K eta (B + z sd)`` with it on the
-    gradient, ``z = NOISE_BOUND``; the one overflow bound of the GLM methods' refusals.
+    The second with the noise on the gradient; ``z = NOISE_BOUND``; public inputs only.
 
     Parameters
     ----------
     count : int
-        Steps ``K``.
     eta : float
-        Step size.
-    B : float or ndarray
-        The clipping bound (a drifted bound for DP-SCAFFOLD).
-    sd : float or ndarray
-        The noise sd of a step.
+    B, sd : float or ndarray
+        The clipping bound (drifted for DP-SCAFFOLD) and a step's noise sd.
     on_gradient : bool, default=False
-        The noise is added to the gradient (moved by ``eta``), not to the iterate.
-
-    Returns
-    -------
-    float or ndarray
-        The bound, shaped as ``B * sd``.
+        The noise is added to the gradient, not to the iterate.
     """
     z = NOISE_BOUND
     return count * (eta * (B + z * sd) if on_gradient else eta * B + z * sd)
@@ -149,12 +107,6 @@ def parse_mu(value, key: str = "mu") -> float:
     value : float or str
         A number or ``inf`` (a boolean is refused).
     key : str
-        The setting's name (for the message).
-
-    Returns
-    -------
-    float
-        mu.
     """
     mu = as_float(key, value, "a positive number or 'inf'")
     if not mu > 0 or math.isnan(mu):
@@ -172,13 +124,13 @@ def check_clip(clip) -> dict:
     """The clipping rule as a dict (a number means ``{"rule": "fixed", "value": B}``); ValueError otherwise.
 
     Rules: ``quantile`` (``q`` in (0, 1]), ``fixed`` (``value`` >= `CLIP_MIN`),
-    ``private_quantile`` (``q``, ``share`` of mu^2 in (0, 1), ``grid: [lo, hi, bins]`` with
-    ``lo >= CLIP_MIN``; defaults share 0.1, grid [0.01, 100, 64]). A boolean is not a number.
+    ``private_quantile`` (``q``, ``share`` in (0, 1), ``grid: [lo, hi, bins]``, ``lo >= CLIP_MIN``;
+    defaults share 0.1, grid [0.01, 100, 64]).
 
     Parameters
     ----------
     clip : dict or float
-        The rule, or a fixed bound.
+        The rule, or a fixed bound (a boolean is not a number).
 
     Returns
     -------
@@ -223,7 +175,6 @@ def check_clip_bound(clip: dict) -> None:
     Parameters
     ----------
     clip : dict
-        A rule checked by `check_clip`.
     """
     if clip["rule"] == "fixed" and not float(clip["value"]) <= CLIP_MAX:
         raise ValueError(f"fixed clip value must be a number in (0, {CLIP_MAX:g}] (docs/methods.md §2), "
@@ -236,18 +187,17 @@ def check_clip_bound(clip: dict) -> None:
 def check_privacy(privacy, clip: dict, release: str = "private") -> dict:
     """The privacy setting ``{"mode": "paper" | "certified", "hessian_clip": c}``, checked.
 
-    ``certified`` needs a public (``fixed``) or private (``private_quantile``) clipping bound,
-    and clips FedNewton's per-sample Hessians to ``c * tau1`` (docs/privacy.md, "Privacy modes,
-    certified FedNewton and the audit").
+    ``certified`` needs a ``fixed`` or ``private_quantile`` bound, and clips FedNewton's
+    per-sample Hessians to ``c tau1`` (docs/privacy.md, "Privacy modes, certified FedNewton and the audit").
 
     Parameters
     ----------
     privacy : dict
         ``mode`` and ``hessian_clip``.
     clip : dict
-        The clipping rule (a private fit's bound must pass `check_clip_bound`).
+        The clipping rule.
     release : str
-        What the fits release (`RELEASES`); ``private`` checks the bound's range.
+        What the fits release (`RELEASES`); ``private`` checks the bound (`check_clip_bound`).
 
     Returns
     -------

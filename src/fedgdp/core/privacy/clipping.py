@@ -1,44 +1,31 @@
-"""Per-sample clipping: overflow-free row norms, the clip margin and the reference clip factors.
-
-``clip_B(g) = g min(1, B/||g||)``, computed so that every clipped gradient has norm at most B
-in floating point (docs/methods.md §2, "Finite arithmetic" and "The clip margin").
-"""
+"""Per-sample clipping, ``g min(1, B/||g||)``, to norm <= B in float64 arithmetic (docs/methods.md §2)."""
 from __future__ import annotations
 
 import numpy as np
 
-#: The unit roundoff of float64, ``2^-53``: the clip margin's unit (`clip_margin`).
+#: The unit roundoff of float64, ``2^-53``: the clip margin's unit.
 U64 = 2.0 ** -53
-
-#: The clip margin's slack beyond one ``U64`` per number: it covers the norm's rounding,
-#: ``(D/2 + 8) U64``, and the five roundings of the factor and of ``c_j g_j``, with room.
+#: The margin's slack beyond one ``U64`` per number (the norm's rounding, ``(D/2 + 8) U64``, and five more).
 CLIP_SLACK = 16
-
 #: Roundings of ``c_j g_j`` counted in a working precision other than float64 (the CNNs' torch port).
 CLIP_WORK_ROUNDINGS = 3
-
-#: The smallest normal float64; a smaller clip factor is rounded towards zero (`round_down_subnormal`).
+#: The smallest normal float64; a smaller clip factor is rounded towards zero.
 TINY64 = float(np.finfo(np.float64).tiny)
 
 
 def row_norms(X: np.ndarray, plain: np.ndarray | None = None) -> np.ndarray:
-    """L2 norm of each row of ``X`` without overflow.
-
-    The plain norm (or ``plain``) wherever it is finite and normal, bit for bit; other rows
-    are scaled by their largest entry before squaring. A row holding a non-finite entry has
-    norm inf or NaN (`clip_factors` zeroes it).
+    """L2 norm of each row of ``X``, overflow-free: the plain norm where finite and normal, else rescaled rows.
 
     Parameters
     ----------
     X : ndarray of shape (n, d)
-        The rows.
+        The rows (a non-finite entry gives norm inf or NaN).
     plain : ndarray of shape (n,) or None
         The caller's plain norms, used where finite and normal.
 
     Returns
     -------
     ndarray of shape (n,)
-        The norms.
     """
     X = np.asarray(X, dtype=float)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
@@ -54,23 +41,14 @@ def row_norms(X: np.ndarray, plain: np.ndarray | None = None) -> np.ndarray:
 
 
 def clip_margin(D: int, unit: float = 0.0) -> float:
-    """The clip margin ``kappa = (D + CLIP_SLACK) 2^-53 + CLIP_WORK_ROUNDINGS unit``, defined once.
-
-    Clipping to ``(1 - kappa) B`` absorbs the roundings of the norm of D numbers, of the factor
-    and of ``c_j g_j``, so the computed clipped gradient has norm ``<= B`` exactly (docs/methods.md
-    §2, "The clip margin", the proof).
+    """The clip margin ``kappa = (D + CLIP_SLACK) 2^-53 + CLIP_WORK_ROUNDINGS unit``, every rounding of a clip.
 
     Parameters
     ----------
     D : int
         Numbers per record's gradient: ``d`` for ``r_j x_j``, ``d k`` for ``x_j r_j'``.
     unit : float, default=0.0
-        The unit roundoff of a coarser working precision of ``c_j g_j`` (torch ports); 0 in float64.
-
-    Returns
-    -------
-    float
-        ``kappa``.
+        Unit roundoff of a coarser working precision of ``c_j g_j`` (torch ports).
     """
     return CLIP_WORK_ROUNDINGS * unit + (int(D) + CLIP_SLACK) * U64
 
@@ -81,57 +59,34 @@ def round_down_subnormal(q):
     Parameters
     ----------
     q : ndarray
-        Quotients ``s / N >= 0``.
-
-    Returns
-    -------
-    ndarray
-        ``q``, the subnormal entries one step towards zero.
     """
     return np.where(q < TINY64, np.nextafter(q, 0.0), q)
 
 
 def clip_scale(B, D: int, unit: float = 0.0):
-    """The norm clipped gradients are scaled to, ``(1 - clip_margin(D, unit)) B`` (inf stays inf).
+    """The norm clipped gradients are scaled to, ``(1 - clip_margin(D, unit)) B``, shaped as ``B``.
 
     Parameters
     ----------
     B : float or ndarray
-        The clipping bound(s) (the ledger's: sensitivities and noise use B).
-    D : int
-        Numbers per record's gradient.
-    unit : float, default=0.0
-        `clip_margin`'s working-precision unit.
-
-    Returns
-    -------
-    float or ndarray
-        The scaled bound, shaped as ``B``.
+    D, unit : int, float
+        `clip_margin`'s arguments.
     """
     return (1.0 - clip_margin(D, unit)) * B
 
 
 def clip_factors(norms: np.ndarray, B: float, D: int, *, unit: float = 0.0) -> np.ndarray:
-    """The reference clip factor ``min(1, clip_scale(B, D)/||g_j||)``, and 0 where the norm is not finite.
+    """The reference clip factors ``min(1, clip_scale(B, D)/||g_j||)``, shaped as ``norms``; 0 for a non-finite norm.
 
-    The one clipping rule: its ports (the simulations' compiled kernels, the CNNs' torch
-    factors) are held to it by ``tests/test_clip_ports.py``.
+    The one clipping rule; its ports are held to it by ``tests/test_clip_ports.py``.
 
     Parameters
     ----------
     norms : ndarray
-        Per-sample gradient norms (`row_norms`, or a product of two of them).
+        Per-sample gradient norms (`row_norms`, or a product of two).
     B : float
-        The clipping bound.
-    D : int
-        Numbers per record's gradient (the margin's size).
-    unit : float, default=0.0
-        `clip_margin`'s working-precision unit.
-
-    Returns
-    -------
-    ndarray
-        The factors, shaped as ``norms``.
+    D, unit : int, float
+        `clip_margin`'s arguments.
     """
     scale = clip_scale(B, D, unit)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
@@ -140,19 +95,17 @@ def clip_factors(norms: np.ndarray, B: float, D: int, *, unit: float = 0.0) -> n
 
 
 def clip_rows(G: np.ndarray, B: float) -> np.ndarray:
-    """Clip each row of ``G`` to norm at most ``B`` by `clip_factors`; a non-finite row becomes zero.
+    """Clip each row of ``G`` to norm at most ``B`` by `clip_factors` (a non-finite row becomes zero).
 
     Parameters
     ----------
     G : ndarray of shape (n, d)
         Per-sample gradients.
     B : float
-        The clipping bound.
 
     Returns
     -------
     ndarray of shape (n, d)
-        The clipped rows.
     """
     if not np.isfinite(B):
         return G

@@ -1,7 +1,6 @@
 """mu-GDP <-> (epsilon, delta)-DP (Dong, Roth & Su 2022, Corollary 1), in log space, finite up to `MU_MAX`.
 
-docs/privacy.md, "Privacy calibration", gives the formulas; every conversion refuses
-non-finite and out-of-range inputs.
+docs/privacy.md, "Privacy calibration", gives the formulas; non-finite and out-of-range inputs are refused.
 """
 from __future__ import annotations
 
@@ -12,25 +11,7 @@ from .checks import MU_MAX
 
 
 def _gdp_log_delta(mu: float, a: float) -> float:
-    """log delta of a mu-GDP mechanism at ``epsilon = mu (mu/2 - a)``, in log space.
-
-    ``delta = Phi(a) - e^epsilon Phi(a - mu)``, whose second term is ``phi(a) M(mu - a)`` with
-    M the Mills ratio ``sqrt(pi/2) erfcx(x / sqrt(2))``: no ``e^epsilon`` to overflow, so
-
-        log delta = log Phi(a) + log(1 - exp(log phi(a) + log M(mu - a) - log Phi(a))).
-
-    Parameters
-    ----------
-    mu : float
-        The GDP parameter (finite, > 0).
-    a : float
-        ``mu/2 - epsilon/mu`` (at most mu/2, i.e. epsilon >= 0).
-
-    Returns
-    -------
-    float
-        log delta (``-inf`` where delta rounds to 0).
-    """
+    """log delta at ``a = mu/2 - epsilon/mu``: ``Phi(a) - phi(a) M(mu - a)``, M the Mills ratio (no ``e^epsilon``)."""
     from scipy.special import erfcx, log_ndtr
 
     log_phi = -0.5 * a * a - 0.5 * math.log(2 * math.pi)
@@ -96,12 +77,10 @@ def gdp_delta(mu: float, epsilon: float) -> float:
 def gdp_epsilon(mu: float, delta: float) -> float:
     """Smallest epsilon >= 0 with ``gdp_delta(mu, epsilon) <= delta`` (about ``mu^2/2`` for large mu).
 
-    The root is found in ``a = mu/2 - epsilon/mu`` on ``[Phi^-1(delta), mu/2]``, delta in log space.
-
     Parameters
     ----------
     mu : float
-        The GDP parameter (inf gives inf).
+        The GDP parameter.
     delta : float
         The delta, in (0, 1).
 

@@ -1,8 +1,4 @@
-"""The ledger: every Gaussian release of every client, composed in mu-GDP.
-
-A release with sensitivity Delta and noise sd sigma is ``Delta/sigma``-GDP, and releases
-compose to ``sqrt(sum mu_j^2)``-GDP (Dong, Roth & Su 2022, Corollary 2; docs/methods.md §2).
-"""
+"""The ledger: every Gaussian release of every client, composed in mu-GDP (``sqrt(sum mu_j^2)``; docs/methods.md §2)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,8 +6,7 @@ from typing import Any
 
 import numpy as np
 
-#: What a ledger's mu means, printed with every client's report (docs/methods.md §2,
-#: "What is guaranteed, exactly").
+#: What a ledger's mu means, printed with every client's report (docs/methods.md §2).
 GUARANTEE = ("record-level mu-GDP at each client, against everything that client releases, in this one fit "
              "(one record of this client's data is protected, not its whole data set; mu_certified; mu is nominal when "
              "mu_certified is inf); not across fits: FedNewton and certified FedNewton share noise, fits at "
@@ -26,16 +21,12 @@ class Release:
     Attributes
     ----------
     stage : str
-        What is released (e.g. `GRADIENT`, `LOCAL_STEP`, `NEWTON`).
     count : int or ndarray of int of shape (n_rep, m)
-        Releases per client: one for every client, or each client's own under a published
-        schedule ([`calibrate_schedule`][fedgdp.core.privacy.calibrate_schedule]).
+        Releases per client: one for all, or each client's own (`calibrate_schedule`).
     sensitivity, sigma : ndarray of shape (n_rep, m)
-        Per replicate and client; ``sigma = 0`` with ``sensitivity = inf`` is non-private.
+        ``sigma = 0`` with ``sensitivity = inf`` is non-private.
     certified : bool
-        Whether the sensitivity holds for every input.
-    assumption : str
-        The condition it rests on when not certified.
+        Whether the sensitivity holds for every input, else it rests on ``assumption``.
     """
 
     stage: str
@@ -57,9 +48,8 @@ class Release:
 class Ledger:
     """Every Gaussian release of every client, with GDP composition.
 
-    ``unaccounted`` lists data-dependent choices outside the ledger (e.g. a clipping bound
-    computed from the data): with any, or with an uncertified release, the composed mu is
-    nominal and `certified_mu` is inf.
+    ``unaccounted`` lists data-dependent choices outside the ledger (e.g. a data-driven clipping
+    bound); with any, or an uncertified release, mu is nominal and `certified_mu` is inf.
     """
 
     releases: list[Release] = field(default_factory=list)
@@ -72,15 +62,11 @@ class Ledger:
         Parameters
         ----------
         stage : str
-            What is released.
         count : int or ndarray of int
             Releases per client: one number, or each client's own, broadcastable to (n_rep, m).
-        sensitivity : float or ndarray
-            L2 sensitivity of one release, broadcastable to (n_rep, m) (inf: non-private).
-        sigma : float or ndarray
-            Noise sd, broadcastable with ``sensitivity``.
+        sensitivity, sigma : float or ndarray
+            One release's L2 sensitivity (inf: non-private) and noise sd, broadcastable to (n_rep, m).
         certified : bool
-            Whether the sensitivity holds for every input.
         assumption : str
             The condition it rests on when not certified.
         """
@@ -104,18 +90,12 @@ class Ledger:
         return all(r.certified for r in self.releases) and not self.unaccounted
 
     def spent_mu(self, counts: dict) -> np.ndarray:
-        """Composed mu of the releases actually made (at most `composed_mu`, which allows for every one).
+        """Composed mu of the releases actually made, shape (n_rep, m): at most `composed_mu`, which allows for all.
 
         Parameters
         ----------
         counts : dict
-            Stage -> releases made per client (int or ndarray broadcastable to (n_rep, m)); a
-            stage absent counts 0.
-
-        Returns
-        -------
-        ndarray
-            The composed mu of shape (n_rep, m) (or the broadcast shape of the counts).
+            Stage -> releases made per client, broadcastable to (n_rep, m); a stage absent counts 0.
         """
         total: float | np.ndarray = 0.0
         for rel in self.releases:
@@ -139,8 +119,7 @@ class Ledger:
         Returns
         -------
         list of dict
-            Per client: ``client``, ``releases`` (one entry per release), ``mu``,
-            ``mu_certified``, ``guarantee``.
+            Per client: ``client``, ``releases`` (one entry each), ``mu``, ``mu_certified``, ``guarantee``.
         """
         mu = self.composed_mu()[replicate]
         mu_cert = self.certified_mu()[replicate]
@@ -159,17 +138,13 @@ class Ledger:
     def to_dp_event(self, client: int = 0, replicate: int = 0) -> Any:
         """One client's releases as a ``dp_accounting`` event, for Google's accountants.
 
-        Each stage is ``count`` Gaussian mechanisms with noise multiplier ``sigma /
-        sensitivity`` (``GaussianDpEvent``, self-composed), all in one ``ComposedDpEvent``; a
-        non-private release has multiplier 0. Like `composed_mu` it accounts the recorded
-        releases only: nominal unless the ledger is `certified`.
+        Each stage is ``count`` ``GaussianDpEvent`` of noise multiplier ``sigma / sensitivity`` (0:
+        non-private), all in one ``ComposedDpEvent``; nominal, like `composed_mu`, unless `certified`.
 
         Parameters
         ----------
-        client : int
-            The client (column of the (n_rep, m) arrays).
-        replicate : int
-            The replicate (row of the (n_rep, m) arrays).
+        client, replicate : int
+            The column and row of the (n_rep, m) arrays.
 
         Returns
         -------

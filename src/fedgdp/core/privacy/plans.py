@@ -1,6 +1,6 @@
 """The plans of the algorithms (paper §3; docs/methods.md §2, "Calibration"), and `calibrate_with_clip`.
 
-B: the clipping bound; n: the client sizes, broadcastable to (b, m).
+B: the clipping bound; n: the client sizes, broadcastable to (b, m); a plan is a tuple of `ReleaseSpec`.
 """
 from __future__ import annotations
 
@@ -30,17 +30,9 @@ def plan_fedsgd(*, B, n, K) -> tuple:
 
     Parameters
     ----------
-    B : float or ndarray
-        The clipping bound.
-    n : ndarray
-        Client sizes.
+    B, n : float or ndarray
     K : int
         Server steps.
-
-    Returns
-    -------
-    tuple of ReleaseSpec
-        The plan.
     """
     return (ReleaseSpec(GRADIENT, K, 2.0 * B, n),)
 
@@ -50,19 +42,11 @@ def plan_fedavg(*, B, n, eta, R, K) -> tuple:
 
     Parameters
     ----------
-    B : float or ndarray
-        The clipping bound.
-    n : ndarray
-        Client sizes.
+    B, n : float or ndarray
     eta : float
         Local step size.
     R, K : int
         Rounds and local steps per round.
-
-    Returns
-    -------
-    tuple of ReleaseSpec
-        The plan.
     """
     return (ReleaseSpec(LOCAL_STEP, R * K, 2.0 * B * eta, n),)
 
@@ -72,19 +56,11 @@ def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
 
     Parameters
     ----------
-    B : float or ndarray
-        The clipping bound.
-    n : ndarray
-        Client sizes.
+    B, n : float or ndarray
     eta1 : float
         Stage-1 step size.
     K1, K2 : int
         Stage-1 local steps and stage-2 server steps.
-
-    Returns
-    -------
-    tuple of ReleaseSpec
-        The plan.
     """
     half = Fraction(1, 2) if K1 > 0 and K2 > 0 else Fraction(1)
     return (ReleaseSpec(LOCAL_STEP, K1, 2.0 * B * eta1, n, half),
@@ -92,20 +68,17 @@ def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
 
 
 def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0) -> tuple:
-    """FedNewton (Algorithm 4): K local steps on half 1 (``n1`` records), then one Newton release; half of mu^2 each.
+    """FedNewton (Algorithm 4): K local steps on half 1, then one Newton release, half of mu^2 each.
 
-    ``hessian_bound=None`` (the paper, Lemma 3.8): the Newton release is calibrated on
-    ``8 B / (tau1 n_eff)``, ``n_eff = 2 n1``, recorded uncertified (`NEWTON_ASSUMPTION`).
-    ``hessian_bound = H_c`` (certified): per-sample Hessians clipped to H_c and the ridge solve
-    give ``max(2B/(tau1 n2), H_c B/(tau1^2 n1))``, plus ``2 solve_tol B / tau1`` for an iterative
-    solve (docs/methods.md §2, "Certified FedNewton" and "The certified solve").
+    Paper (Lemma 3.8): the Newton release on ``8 B / (tau1 n_eff)``, ``n_eff = 2 n1``, uncertified.
+    Certified (``hessian_bound = H_c``): ``max(2B/(tau1 n2), H_c B/(tau1^2 n1)) + 2 solve_tol B / tau1``
+    (docs/methods.md §2, "Certified FedNewton" and "The certified solve").
 
     Parameters
     ----------
     B : float or ndarray
-        The clipping bound.
     n1, n2 : ndarray
-        Half sizes, broadcastable to (b, m).
+        Half sizes (Hessian, gradient), broadcastable to (b, m).
     eta : float
         Stage-1 step size.
     K : int
@@ -113,14 +86,9 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0
     tau1 : float
         The eigenvalue floor / ridge.
     hessian_bound : float or None
-        The per-sample Hessian clip (certified), None: the paper's calibration.
+        The per-sample Hessian clip (certified); None: the paper's calibration.
     solve_tol : float
         The Newton solve's relative residual bound (certified CG; 0: exact solves).
-
-    Returns
-    -------
-    tuple of ReleaseSpec
-        The plan.
     """
     half = Fraction(1, 2)
     n_eff = 2.0 * np.asarray(n1, float)
@@ -141,32 +109,21 @@ def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0
 def plan_fednewton_iter(*, B, n, eta, R, K, cycles, ridge, damping) -> tuple:
     """FedNewton-Iter (Algorithm 5): ``R K`` local steps and ``cycles`` head-only Newton releases, half of mu^2 each.
 
-    The Newton release ``alpha (h + lambda I)^{-1} gbar`` (``gbar``, ``h``: the mean and mean
-    outer product of the per-sample head gradients clipped to B) moves by at most ``alpha B (2 +
-    B^2/lambda) / (lambda n)`` under a replaced record: ``||(h + lambda I)^{-1}|| <= 1/lambda``,
-    ``||gbar' - gbar|| <= 2B/n``, ``||gbar|| <= B`` and ``||h - h'|| <= B^2/n``; certified.
+    The Newton release ``alpha (h + lambda I)^{-1} gbar`` (mean and mean outer product of the head
+    gradients clipped to B) has sensitivity ``alpha B (2 + B^2/lambda) / (lambda n)`` for every
+    input: ``||(h + lambda I)^{-1}|| <= 1/lambda``, ``||gbar|| <= B``, and a record moves gbar by
+    ``2B/n`` and h by ``B^2/n``.
 
     Parameters
     ----------
-    B : float or ndarray
-        The clipping bound.
-    n : ndarray
-        Client sizes.
+    B, n : float or ndarray
     eta : float
         Local step size.
     R, K : int
         FedAvg rounds and local steps per round.
     cycles : int
-        Head-only Newton releases.
-    ridge : float
-        ``lambda``.
-    damping : float
-        ``alpha``.
-
-    Returns
-    -------
-    tuple of ReleaseSpec
-        The plan: the local steps, then the Newton releases.
+    ridge, damping : float
+        ``lambda`` and ``alpha``.
     """
     half = Fraction(1, 2)
     return (ReleaseSpec(LOCAL_STEP, R * K, 2.0 * B * eta, n, half),
@@ -176,9 +133,9 @@ def plan_fednewton_iter(*, B, n, eta, R, K, cycles, ridge, damping) -> tuple:
 def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
     """`calibrate` for a method whose clipping bound came from rule ``clip``.
 
-    A ``private_quantile`` rule's histogram comes first in the ledger with its ``share`` of
-    mu^2, and ``plan`` shares the rest; a ``quantile`` bound is noted as unaccounted (when
-    private). The gradient and local-step releases are checked by `check_noise_resolves`.
+    A ``private_quantile`` histogram comes first in the ledger with its ``share`` of mu^2 (the plan
+    shares the rest); a ``quantile`` bound is noted unaccounted; the gradient and local-step
+    releases must pass `check_noise_resolves`.
 
     Parameters
     ----------
@@ -189,7 +146,7 @@ def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
     clip : dict
         The clipping rule.
     n : ndarray
-        Client sizes (the histogram's).
+        Client sizes (the histogram's), broadcastable to (b, m).
 
     Returns
     -------

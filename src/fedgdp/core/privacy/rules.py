@@ -1,8 +1,5 @@
-"""The clipping-bound rules: ``quantile`` (the paper's, data-driven), ``fixed`` (public), ``private_quantile``.
-
-``quantile`` (paper §4.1) is outside the ledger, so its mu is nominal; ``private_quantile``
-releases a noisy histogram per client on a public grid and spends a share of mu^2
-(docs/methods.md §2, "A private clipping bound").
+"""The clipping-bound rules: ``quantile`` (the paper's §4.1, data-driven, so mu is nominal), ``fixed`` (public) and
+``private_quantile`` (a noisy histogram per client, in the ledger; docs/methods.md §2, "A private clipping bound").
 """
 from __future__ import annotations
 
@@ -39,26 +36,18 @@ def _client_quantiles(values: np.ndarray, sizes: np.ndarray, q: float) -> np.nda
 
 
 def bound_of_rule(rule: dict, norms, *, mu: float = math.inf, rng=None, max_quantile=None) -> float:
-    """The clipping bound of ``rule``: the one dispatch of the rules, for every experiment.
+    """The clipping bound B of ``rule``: the one dispatch of the rules, for every experiment.
 
     Parameters
     ----------
     rule : dict
-        ``fixed``: its ``value``; ``private_quantile``: `private_clip_bound`; ``quantile``:
-        the max over clients of the ``q``-quantile of their per-sample gradient norms.
+        ``fixed`` (its ``value``), ``private_quantile`` or ``quantile`` (max over clients of the q-quantile).
     norms : callable
-        ``norms()`` -> list of m ndarrays of shape (n_i,): the per-sample gradient norms at zero
-        (called only when the rule needs them).
+        ``norms()`` -> list of m ndarrays of shape (n_i,), the per-sample gradient norms at zero.
     mu, rng : float, numpy.random.Generator
-        The privacy level and noise generator of ``private_quantile``.
+        The privacy level and noise of ``private_quantile``.
     max_quantile : callable or None
-        ``max_quantile(q)`` -> the quantile rule's bound computed by the caller; None:
-        ``np.quantile`` per client.
-
-    Returns
-    -------
-    float
-        The bound B.
+        ``max_quantile(q)`` -> the quantile rule's bound by the caller; None: ``np.quantile`` per client.
     """
     if rule["rule"] == "fixed":
         return float(rule["value"])
@@ -75,18 +64,10 @@ def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float
     Parameters
     ----------
     glm : fedgdp.core.glm.GLM
-        The model.
     rep : fedgdp.simulation.data.Replicate
-        The replicate.
     rule : dict
-        The clipping rule (`bound_of_rule`).
     mu, rng : float, numpy.random.Generator
-        The privacy level and noise generator of ``private_quantile``.
-
-    Returns
-    -------
-    float
-        The bound B.
+        The privacy level and noise of ``private_quantile``.
     """
     def flat():
         return np.abs(glm.mean(np.zeros(1))[0] - rep.y) * row_norms(rep.X)
@@ -96,36 +77,23 @@ def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float
 
 
 def histogram_grid(rule: dict) -> np.ndarray:
-    """The public geometric bin edges of a ``private_quantile`` rule.
+    """The public geometric bin edges of a ``private_quantile`` rule, shape (bins + 1,).
 
     Parameters
     ----------
     rule : dict
-        The rule (its ``grid``: low, high, bins).
-
-    Returns
-    -------
-    ndarray of shape (bins + 1,)
-        The edges.
     """
     lo, hi, bins = rule["grid"]
     return np.geomspace(float(lo), float(hi), int(bins) + 1)
 
 
 def clip_histogram(norms: np.ndarray, rule: dict) -> np.ndarray:
-    """One client's pre-noise release of ``private_quantile``: the share of its norms in each bin.
+    """One client's pre-noise histogram: the share of its norms (n,) in each bin (bins,), the ends open.
 
     Parameters
     ----------
     norms : ndarray of shape (n,)
-        The client's per-sample gradient norms (outside the grid: the end bins).
     rule : dict
-        The ``private_quantile`` rule (its ``grid``).
-
-    Returns
-    -------
-    ndarray of shape (bins,)
-        The normalised histogram (sums to one).
     """
     edges = histogram_grid(rule)
     bins = edges.shape[0] - 1
@@ -142,37 +110,22 @@ def plan_clip_histogram(*, n, share) -> tuple:
         Client sizes, broadcastable to (b, m).
     share : Fraction or float
         Share of mu^2 the histogram spends.
-
-    Returns
-    -------
-    tuple of ReleaseSpec
-        The plan (one release per client).
     """
     return (ReleaseSpec(CLIP_HISTOGRAM, 1, math.sqrt(2.0), n, Fraction(share)),)
 
 
 def private_clip_bound(norms: list, rule: dict, *, mu: float, rng: np.random.Generator) -> float:
-    """The ``private_quantile`` bound: the largest over clients of the q-crossing of its noisy histogram.
+    """The ``private_quantile`` bound: the largest over clients of the q-crossing of its noisy cumulative histogram.
 
-    Client i's `clip_histogram` plus noise calibrated by `plan_clip_histogram`; the server
-    takes the upper edge of the first bin where the noisy cumulative histogram reaches q
-    (post-processing). Noise: one ``rng.standard_normal((m, bins))`` draw.
+    Noise: one ``rng.standard_normal((m, bins))`` draw, calibrated by `plan_clip_histogram`.
 
     Parameters
     ----------
     norms : list of ndarray
         Per client, the per-sample gradient norms at zero, shape (n_i,).
     rule : dict
-        The ``private_quantile`` rule.
     mu : float
-        The target mu.
     rng : numpy.random.Generator
-        The histogram's noise.
-
-    Returns
-    -------
-    float
-        The bound.
     """
     edges = histogram_grid(rule)
     bins = edges.shape[0] - 1
@@ -193,12 +146,6 @@ def clip_share(rule: dict) -> Fraction:
     Parameters
     ----------
     rule : dict
-        The clipping rule.
-
-    Returns
-    -------
-    Fraction
-        The share.
     """
     return Fraction(rule["share"]) if rule.get("rule") == "private_quantile" else Fraction(0)
 
@@ -209,12 +156,6 @@ def clip_unaccounted(rule: dict) -> list[str]:
     Parameters
     ----------
     rule : dict
-        The clipping rule.
-
-    Returns
-    -------
-    list of str
-        The notes.
     """
     if rule.get("rule") == "quantile":
         return [f"clip bound B: data-driven q={rule['q']} quantile of the clients' gradient norms, "
