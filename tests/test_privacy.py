@@ -1,5 +1,6 @@
 """Clipping, the clipping-bound rule, GDP conversions and ledger composition."""
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -182,3 +183,31 @@ def test_ledger_to_dp_event_reads_each_clients_counts():
     assert drawn.event.noise_multiplier == pytest.approx(math.sqrt(3))   # 3 releases spend mu = 1: 1/sqrt(3) each
     open_ledger = privacy.calibrate(plan, mu=np.inf).ledger
     assert open_ledger.to_dp_event().events[0].event.noise_multiplier == 0.0
+
+
+@pytest.mark.parametrize("given", [2.5, {"rule": "quantile", "q": 0.8}, {"rule": "private_quantile", "q": 0.9},
+                                   dict(privacy.DEFAULT_CLIP)])
+def test_clip_rule_is_a_typed_view_of_the_dict_form(given):
+    """`clip_rule` reads a checked rule into `Fixed`, `Quantile` or `PrivateQuantile` and gives it back
+    unchanged; the dict functions (`bound_of_rule`, `clip_share`, `clip_unaccounted`) read the same."""
+    rule = privacy.check_clip(given)
+    typed = privacy.clip_rule(rule)
+    assert typed.as_dict() == rule
+    assert typed.spends == privacy.clip_share(rule) and typed.unaccounted == privacy.clip_unaccounted(rule)
+    norms = [np.linspace(0.1, 3.0, 50), np.linspace(0.2, 5.0, 80)]
+    got = typed.bound(lambda: norms, mu=1.0, rng=np.random.default_rng(3))
+    if rule["rule"] == "fixed":
+        assert isinstance(typed, privacy.Fixed) and got == 2.5 and typed.spends == 0 and not typed.unaccounted
+    elif rule["rule"] == "quantile":
+        assert isinstance(typed, privacy.Quantile) and typed.spends == 0 and len(typed.unaccounted) == 1
+        assert got == max(np.quantile(v, rule["q"]) for v in norms)
+    else:
+        assert isinstance(typed, privacy.PrivateQuantile) and typed.spends == Fraction(0.1)   # the float 0.1, exactly
+        assert not typed.unaccounted
+        assert got == privacy.private_clip_bound(norms, rule, mu=1.0, rng=np.random.default_rng(3))
+    assert got == privacy.bound_of_rule(rule, lambda: norms, mu=1.0, rng=np.random.default_rng(3))
+
+
+def test_clip_rule_refuses_an_unknown_rule():
+    with pytest.raises(ValueError, match="'median'"):
+        privacy.clip_rule({"rule": "median", "q": 0.5})

@@ -63,9 +63,13 @@ from .plans import (
 )
 from .rules import (
     DEFAULT_CLIP,
+    Fixed,
+    PrivateQuantile,
+    Quantile,
     bound_of_rule,
     clip_bound,
     clip_histogram,
+    clip_rule,
     clip_share,
     clip_unaccounted,
     histogram_grid,
@@ -88,5 +92,5 @@ __all__ = [
     "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
     "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share",
-    "clip_unaccounted", "gdp_delta", "gdp_epsilon", "gdp_mu",
+    "clip_unaccounted", "clip_rule", "Fixed", "Quantile", "PrivateQuantile", "gdp_delta", "gdp_epsilon", "gdp_mu",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
@@ -49,13 +50,7 @@ def bound_of_rule(rule: dict, norms, *, mu: float = math.inf, rng=None, max_quan
     max_quantile : callable or None
         ``max_quantile(q)`` -> the quantile rule's bound by the caller; None: ``np.quantile`` per client.
     """
-    if rule["rule"] == "fixed":
-        return float(rule["value"])
-    if rule["rule"] == "private_quantile":
-        return private_clip_bound(norms(), rule, mu=mu, rng=rng)
-    if max_quantile is not None:
-        return float(max_quantile(rule["q"]))
-    return float(max(np.quantile(v, rule["q"]) for v in norms()))
+    return clip_rule(rule).bound(norms, mu=mu, rng=rng, max_quantile=max_quantile)
 
 
 def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float:
@@ -141,23 +136,127 @@ def private_clip_bound(norms: list, rule: dict, *, mu: float, rng: np.random.Gen
 
 
 def clip_share(rule: dict) -> Fraction:
-    """Share of mu^2 the clipping rule spends (``private_quantile``: its ``share``; else 0).
+    """Share of mu^2 the clipping rule spends (`clip_rule`'s ``spends``).
 
     Parameters
     ----------
     rule : dict
     """
-    return Fraction(rule["share"]) if rule.get("rule") == "private_quantile" else Fraction(0)
+    return clip_rule(rule).spends
 
 
 def clip_unaccounted(rule: dict) -> list[str]:
-    """The ledger note of a data-driven, unaccounted clipping bound (``quantile``; else empty).
+    """The ledger notes of a data-driven, unaccounted clipping bound (`clip_rule`'s ``unaccounted``).
 
     Parameters
     ----------
     rule : dict
     """
-    if rule.get("rule") == "quantile":
-        return [f"clip bound B: data-driven q={rule['q']} quantile of the clients' gradient norms, "
+    return clip_rule(rule).unaccounted
+
+
+class _Rule:
+    """What the three rules share: the bound, the share of mu^2 spent, the notes left unaccounted."""
+
+    def bound(self, norms, *, mu: float = math.inf, rng=None, max_quantile=None) -> float:
+        """The clipping bound B of this rule.
+
+        Parameters
+        ----------
+        norms : callable
+            ``norms()`` -> list of m ndarrays of shape (n_i,), the per-sample gradient norms at zero.
+        mu, rng : float, numpy.random.Generator
+            The privacy level and noise of ``private_quantile``.
+        max_quantile : callable or None
+            ``max_quantile(q)`` -> the quantile rule's bound by the caller; None: ``np.quantile`` per client.
+        """
+        return self._bound(norms, mu, rng, max_quantile)
+
+    def _bound(self, norms, mu, rng, max_quantile) -> float:
+        raise NotImplementedError
+
+    @property
+    def spends(self) -> Fraction:
+        """Share of mu^2 the rule spends (0: it releases nothing)."""
+        return Fraction(0)
+
+    @property
+    def unaccounted(self) -> list[str]:
+        """The ledger notes of what the rule leaves unaccounted (none)."""
+        return []
+
+
+@dataclass(frozen=True)
+class Fixed(_Rule):
+    """The ``fixed`` rule: a public bound ``value`` (kept as given: it enters the seeds' parameters)."""
+
+    value: Any
+
+    def _bound(self, norms, mu, rng, max_quantile) -> float:
+        return float(self.value)
+
+    def as_dict(self) -> dict:
+        """The rule's dict form (what `check_clip` returns, configs and parameters hold)."""
+        return {"rule": "fixed", "value": self.value}
+
+
+@dataclass(frozen=True)
+class Quantile(_Rule):
+    """The ``quantile`` rule (paper §4.1): the max over clients of their ``q``-quantile; data-driven, unaccounted."""
+
+    q: Any = 0.9
+
+    def _bound(self, norms, mu, rng, max_quantile) -> float:
+        if max_quantile is not None:
+            return float(max_quantile(self.q))
+        return float(max(np.quantile(v, self.q) for v in norms()))
+
+    @property
+    def unaccounted(self) -> list[str]:
+        """The ledger note: the bound is computed from the data and not accounted."""
+        return [f"clip bound B: data-driven q={self.q} quantile of the clients' gradient norms, "
                 "not accounted (use clip rule private_quantile or fixed)"]
-    return []
+
+    def as_dict(self) -> dict:
+        """The rule's dict form."""
+        return {"rule": "quantile", "q": self.q}
+
+
+@dataclass(frozen=True)
+class PrivateQuantile(_Rule):
+    """The ``private_quantile`` rule: `private_clip_bound` on the public ``grid``, spending ``share`` of mu^2."""
+
+    q: Any = 0.9
+    share: Any = 0.1
+    grid: tuple = (0.01, 100.0, 64)
+
+    def _bound(self, norms, mu, rng, max_quantile) -> float:
+        return private_clip_bound(norms(), self.as_dict(), mu=mu, rng=rng)
+
+    @property
+    def spends(self) -> Fraction:
+        """Share of mu^2 the histogram spends (in the ledger)."""
+        return Fraction(self.share)
+
+    def as_dict(self) -> dict:
+        """The rule's dict form."""
+        return {"rule": "private_quantile", "q": self.q, "share": self.share, "grid": list(self.grid)}
+
+
+def clip_rule(rule: Mapping) -> Fixed | Quantile | PrivateQuantile:
+    """The typed view of a clipping rule's dict form (checked by `check_clip`); its ``as_dict()`` gives it back.
+
+    Parameters
+    ----------
+    rule : Mapping
+        ``{"rule": "fixed", "value"}``, ``{"rule": "quantile", "q"}`` or ``{"rule": "private_quantile", "q",
+        "share", "grid"}``.
+    """
+    kind = rule.get("rule")
+    if kind == "fixed":
+        return Fixed(rule["value"])
+    if kind == "quantile":
+        return Quantile(rule["q"])
+    if kind == "private_quantile":
+        return PrivateQuantile(rule["q"], rule["share"], tuple(rule["grid"]))
+    raise ValueError(f"clip rule must be 'quantile', 'fixed' or 'private_quantile', got {kind!r}")
