@@ -37,18 +37,14 @@ def _client_quantiles(values: np.ndarray, sizes: np.ndarray, q: float) -> np.nda
 
 
 def bound_of_rule(rule: dict, norms, *, mu: float = math.inf, rng=None, max_quantile=None) -> float:
-    """The clipping bound B of ``rule``: the one dispatch of the rules, for every experiment.
+    """The clipping bound B of ``rule``, ``clip_rule(rule).bound(...)``: the one dispatch of the rules.
 
     Parameters
     ----------
     rule : dict
-        ``fixed`` (its ``value``), ``private_quantile`` or ``quantile`` (max over clients of the q-quantile).
-    norms : callable
-        ``norms()`` -> list of m ndarrays of shape (n_i,), the per-sample gradient norms at zero.
-    mu, rng : float, numpy.random.Generator
-        The privacy level and noise of ``private_quantile``.
-    max_quantile : callable or None
-        ``max_quantile(q)`` -> the quantile rule's bound by the caller; None: ``np.quantile`` per client.
+        The clipping rule (checked by `check_clip`).
+    norms, mu, rng, max_quantile
+        As in the rules' ``bound`` (`Fixed`, `Quantile`, `PrivateQuantile`).
     """
     return clip_rule(rule).bound(norms, mu=mu, rng=rng, max_quantile=max_quantile)
 
