@@ -21,7 +21,8 @@ from fedgdp.core.solvers import floored_solve
 from fedgdp.simulation.backend import aggregation_weights
 from fedgdp.simulation.data import Replicate
 
-__all__ = ["reference_fit", "clip_bound_reference", "oracle_fit", "ORACLE"]
+__all__ = ["reference_fit", "clip_bound_reference", "oracle_fit", "ORACLE", "sigma_fedsgd", "sigma_fedavg",
+           "sigma_fedhybrid", "sigma_fednewton", "newton_sensitivity"]
 
 
 def _client_gradient(glm: GLM, theta, X, y, B) -> np.ndarray:
@@ -198,3 +199,35 @@ def oracle_fit(name: str, fd, s: dict, noises: list[dict]):
 #: ``run_cell(p, seeds, **ORACLE)`` (one replicate at a time).
 ORACLE = {"fit": oracle_fit, "bound": clip_bound_reference, "rows_per_block": 1}
 
+
+
+# ----------------------------------------------------------- the sds of one method
+# Convenience wrappers of the core's plans (once in fedgdp.core.privacy): the sds of one
+# method for given sizes, ``calibrate(plan_*(...), mu=mu).sigmas``.
+def sigma_fedsgd(*, B, n, mu, K):
+    """FedSGD (Algorithm 1): ``2 B sqrt(K) / (mu n)`` per noisy gradient."""
+    return privacy.calibrate(privacy.plan_fedsgd(B=B, n=n, K=K), mu=mu).sigmas[0]
+
+
+def sigma_fedavg(*, B, n, mu, eta, R, K):
+    """FedAvg (Algorithm 3): ``2 B eta sqrt(R K) / (mu n)`` per noisy local step."""
+    return privacy.calibrate(privacy.plan_fedavg(B=B, n=n, eta=eta, R=R, K=K), mu=mu).sigmas[0]
+
+
+def sigma_fedhybrid(*, B, n, mu, eta1, K1, K2):
+    """FedHybrid (Algorithm 2): the stage-1 and stage-2 sds, each stage spending mu/sqrt(2)."""
+    return privacy.calibrate(privacy.plan_fedhybrid(B=B, n=n, eta1=eta1, K1=K1, K2=K2), mu=mu).sigmas
+
+
+def sigma_fednewton(*, B, n, mu, eta, K, tau1, n2=None, hessian_bound=None):
+    """FedNewton (Algorithm 4): the stage-1 and Newton sds (``n1 = n / 2``; ``n2`` None: ``n / 2``)."""
+    n1 = np.asarray(n, float) / 2.0
+    plan = privacy.plan_fednewton(B=B, n1=n1, n2=n1 if n2 is None else n2, eta=eta, K=K, tau1=tau1,
+                                  hessian_bound=hessian_bound)
+    return privacy.calibrate(plan, mu=mu).sigmas
+
+
+def newton_sensitivity(*, B, n, tau1):
+    """The sensitivity the paper's Newton release is calibrated on, ``8 B / (tau1 n)``."""
+    return privacy.plan_fednewton(B=B, n1=np.asarray(n, float) / 2.0, n2=1.0, eta=1.0, K=1,
+                                  tau1=tau1)[1].sensitivity

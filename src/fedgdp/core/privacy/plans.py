@@ -1,0 +1,164 @@
+"""The plans of the algorithms (paper §3; docs/methods.md §2, "Calibration"), and `calibrate_with_clip`.
+
+B: the clipping bound; n: the client sizes, broadcastable to (b, m); a plan is a tuple of `ReleaseSpec`.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from .calibration import (
+    GRADIENT,
+    LOCAL_STEP,
+    LOCAL_STEP_HALF1,
+    NEWTON,
+    Calibration,
+    ReleaseSpec,
+    calibrate,
+    check_noise_resolves,
+)
+from .rules import clip_share, clip_unaccounted, plan_clip_histogram
+
+#: The condition under which the paper's Newton calibration (Lemma 3.8) holds.
+NEWTON_ASSUMPTION = "per-sample Hessian operator norm <= 4 tau1"
+
+
+def plan_fedsgd(*, B, n, K) -> tuple:
+    """FedSGD (Algorithm 1): K noisy gradients of sensitivity ``2B/n``.
+
+    Parameters
+    ----------
+    B, n : float or ndarray
+    K : int
+        Server steps.
+    """
+    return (ReleaseSpec(GRADIENT, K, 2.0 * B, n),)
+
+
+def plan_fedavg(*, B, n, eta, R, K) -> tuple:
+    """FedAvg (Algorithm 3): R K noisy local steps of sensitivity ``2 B eta / n``.
+
+    Parameters
+    ----------
+    B, n : float or ndarray
+    eta : float
+        Local step size.
+    R, K : int
+        Rounds and local steps per round.
+    """
+    return (ReleaseSpec(LOCAL_STEP, R * K, 2.0 * B * eta, n),)
+
+
+def plan_fedhybrid(*, B, n, eta1, K1, K2) -> tuple:
+    """FedHybrid (Algorithm 2): K1 local steps and K2 gradients, half of mu^2 each (all to a lone stage).
+
+    Parameters
+    ----------
+    B, n : float or ndarray
+    eta1 : float
+        Stage-1 step size.
+    K1, K2 : int
+        Stage-1 local steps and stage-2 server steps.
+    """
+    half = Fraction(1, 2) if K1 > 0 and K2 > 0 else Fraction(1)
+    return (ReleaseSpec(LOCAL_STEP, K1, 2.0 * B * eta1, n, half),
+            ReleaseSpec(GRADIENT, K2, 2.0 * B, n, half))
+
+
+def plan_fednewton(*, B, n1, n2, eta, K, tau1, hessian_bound=None, solve_tol=0.0) -> tuple:
+    """FedNewton (Algorithm 4): K local steps on half 1, then one Newton release, half of mu^2 each.
+
+    Paper (Lemma 3.8): the Newton release on ``8 B / (tau1 n_eff)``, ``n_eff = 2 n1``, uncertified.
+    Certified (``hessian_bound = H_c``): ``max(2B/(tau1 n2), H_c B/(tau1^2 n1)) + 2 solve_tol B / tau1``
+    (docs/methods.md §2, "Certified FedNewton" and "The certified solve").
+
+    Parameters
+    ----------
+    B : float or ndarray
+    n1, n2 : ndarray
+        Half sizes (Hessian, gradient), broadcastable to (b, m).
+    eta : float
+        Stage-1 step size.
+    K : int
+        Stage-1 local steps.
+    tau1 : float
+        The eigenvalue floor / ridge.
+    hessian_bound : float or None
+        The per-sample Hessian clip (certified); None: the paper's calibration.
+    solve_tol : float
+        The Newton solve's relative residual bound (certified CG; 0: exact solves).
+    """
+    half = Fraction(1, 2)
+    n_eff = 2.0 * np.asarray(n1, float)
+    stage1 = ReleaseSpec(LOCAL_STEP_HALF1, K, 4.0 * B * eta, n_eff, half)
+    if hessian_bound is None:
+        newton = ReleaseSpec(NEWTON, 1, 8.0 * B / tau1, n_eff, half, certified=False,
+                             assumption=NEWTON_ASSUMPTION)
+    else:
+        n1, n2 = np.asarray(n1, float), np.asarray(n2, float)
+        with np.errstate(over="ignore", divide="ignore"):    # inf for a tiny tau1: refused by the release bound
+            delta = np.maximum(2.0 * B / (tau1 * n2), hessian_bound * B / (tau1 ** 2 * n1))
+        if solve_tol:
+            delta = delta + 2.0 * solve_tol * B / tau1
+        newton = ReleaseSpec(NEWTON, 1, delta, 1.0, half)
+    return (stage1, newton)
+
+
+def plan_fednewton_iter(*, B, n, eta, R, K, cycles, ridge, damping) -> tuple:
+    """FedNewton-Iter (Algorithm 5): ``R K`` local steps and ``cycles`` head-only Newton releases, half of mu^2 each.
+
+    The Newton release ``alpha (h + lambda I)^{-1} gbar`` (mean and mean outer product of the head
+    gradients clipped to B) has sensitivity ``alpha B (2 + B^2/lambda) / (lambda n)`` for every
+    input: ``||(h + lambda I)^{-1}|| <= 1/lambda``, ``||gbar|| <= B``, and a record moves gbar by
+    ``2B/n`` and h by ``B^2/n``.
+
+    Parameters
+    ----------
+    B, n : float or ndarray
+    eta : float
+        Local step size.
+    R, K : int
+        FedAvg rounds and local steps per round.
+    cycles : int
+    ridge, damping : float
+        ``lambda`` and ``alpha``.
+    """
+    half = Fraction(1, 2)
+    return (ReleaseSpec(LOCAL_STEP, R * K, 2.0 * B * eta, n, half),
+            ReleaseSpec(NEWTON, cycles, damping * B / ridge * (2.0 + B * B / ridge), n, half))
+
+
+def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
+    """`calibrate` for a method whose clipping bound came from rule ``clip``.
+
+    A ``private_quantile`` histogram comes first in the ledger with its ``share`` of mu^2 (the plan
+    shares the rest); a ``quantile`` bound is noted unaccounted; the gradient and local-step
+    releases must pass `check_noise_resolves`.
+
+    Parameters
+    ----------
+    plan : sequence of ReleaseSpec
+        The method's releases.
+    mu : float
+        The target mu per client.
+    clip : dict
+        The clipping rule.
+    n : ndarray
+        Client sizes (the histogram's), broadcastable to (b, m).
+
+    Returns
+    -------
+    Calibration
+        The sds of ``plan`` only, and the ledger.
+    """
+    share = clip_share(clip)
+    pre = plan_clip_histogram(n=n, share=share) if share else ()
+    if share:
+        plan = tuple(spec.rescaled(1 - share) for spec in plan)
+    cal = calibrate(pre + tuple(plan), mu=mu, unaccounted=clip_unaccounted(clip) if math.isfinite(mu) else ())
+    sigmas = cal.sigmas[len(pre):]
+    steps = [(spec, sd) for spec, sd in zip(plan, sigmas) if spec.stage.startswith((GRADIENT, LOCAL_STEP))]
+    check_noise_resolves([a for a, _ in steps], [b for _, b in steps], n, np.float64)
+    return Calibration(sigmas, cal.ledger)
