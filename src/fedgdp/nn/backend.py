@@ -44,8 +44,8 @@ CPU_STACK = 1 << 22
 
 
 def minibatches(rng: np.random.Generator, n: int, batch: int) -> list[np.ndarray]:
-    """One pass over a client's ``n`` images in minibatches: a permutation cut into
-    ``ceil(n / batch)`` near-equal parts (each of ``n // parts`` or one more images).
+    """One pass over a client's ``n`` images in minibatches: a permutation of ``range(n)`` cut
+    into ``ceil(n / batch)`` near-equal index arrays (each of ``n // parts`` or one more).
 
     Parameters
     ----------
@@ -55,17 +55,12 @@ def minibatches(rng: np.random.Generator, n: int, batch: int) -> list[np.ndarray
         The client's images.
     batch : int
         The largest minibatch.
-
-    Returns
-    -------
-    list of ndarray of int
-        Disjoint index arrays covering ``range(n)``.
     """
     return np.array_split(rng.permutation(n), math.ceil(n / batch))
 
 
 def sample_clients(rng: np.random.Generator, m: int, q: float) -> np.ndarray:
-    """``max(1, round(q m))`` distinct clients, sorted, drawn uniformly without replacement
+    """``max(1, min(m, round(q m)))`` distinct clients, sorted, drawn uniformly without replacement
     (``round`` is Python's, half to even: q m = 2.5 draws 2).
 
     Parameters
@@ -76,11 +71,6 @@ def sample_clients(rng: np.random.Generator, m: int, q: float) -> np.ndarray:
         Number of clients.
     q : float
         Fraction of the clients drawn.
-
-    Returns
-    -------
-    ndarray of shape (k,), int
-        The drawn clients, increasing, ``k = max(1, min(m, round(q m)))``.
     """
     k = max(1, min(m, int(round(q * m))))
     return np.sort(rng.choice(m, size=k, replace=False))
@@ -100,11 +90,6 @@ class TorchNoise:
         ----------
         name, *index : str, int
             The draw's name and indices (unused: the stream draws in the computation's order).
-
-        Returns
-        -------
-        TorchNoise or None
-            The stream to `draw` from.
         """
         return None if self.gen is None else self
 
@@ -115,11 +100,6 @@ class TorchNoise:
         ----------
         like : torch.Tensor
             The tensor whose shape, dtype and device the draw takes.
-
-        Returns
-        -------
-        torch.Tensor, shape like.shape
-            The draw.
         """
         return torch.randn(like.shape, generator=self.gen, device=like.device, dtype=like.dtype)
 
@@ -169,10 +149,6 @@ def noise_for_mean(plan: tuple, mean_plan: tuple, mu: float) -> privacy.Calibrat
         The plan as released (``reduction: sum``) and as calibrated (``mean``).
     mu : float
         The target mu.
-
-    Returns
-    -------
-    fedgdp.core.privacy.Calibration
     """
     sigmas = privacy.calibrate(mean_plan, mu=mu).sigmas
     ledger = privacy.Ledger()
@@ -186,23 +162,20 @@ def noise_for_mean(plan: tuple, mean_plan: tuple, mu: float) -> privacy.Calibrat
 
 # ----------------------------------------------------------------- Newton head
 def head_vector(params: dict) -> torch.Tensor:
-    """The head's parameters as one vector ``[weight.flatten(), bias]``, shape (D,).
+    """The head's parameters as one vector ``[weight.flatten(), bias]``, shape (D,),
+    ``D = classes (hidden + 1)``, in the head's dtype.
 
     Parameters
     ----------
     params : dict name -> Tensor
         A ConvNet's parameters (``head.weight`` (classes, hidden), ``head.bias`` (classes,)).
-
-    Returns
-    -------
-    torch.Tensor of shape (D,)
-        ``D = classes (hidden + 1)``, in the head's dtype.
     """
     return torch.cat([params[f"{HEAD}.weight"].flatten(), params[f"{HEAD}.bias"]])
 
 
 def set_head_vector(params: dict, vec: torch.Tensor) -> dict:
-    """A copy of ``params`` with the head replaced by ``vec`` (layout of `head_vector`).
+    """A copy of ``params`` with the head replaced by ``vec`` (layout of `head_vector`);
+    the other entries are ``params``' own tensors.
 
     Parameters
     ----------
@@ -210,12 +183,6 @@ def set_head_vector(params: dict, vec: torch.Tensor) -> dict:
         A ConvNet's parameters (not modified).
     vec : torch.Tensor of shape (D,)
         The new head, ``[weight.flatten(), bias]``; cast to the head's dtype.
-
-    Returns
-    -------
-    dict name -> Tensor
-        The parameters with ``head.weight`` (classes, hidden) and ``head.bias`` (classes,)
-        from ``vec``; the other entries are ``params``' own tensors.
     """
     w = params[f"{HEAD}.weight"]
     out = dict(params)
@@ -237,11 +204,6 @@ def newton_direction(G: torch.Tensor, lam: float) -> torch.Tensor:
         Per-sample (clipped) head gradients.
     lam : float
         Ridge ``lambda > 0``.
-
-    Returns
-    -------
-    torch.Tensor of shape (D,), float64
-        The direction ``(h + lam I)^{-1} gbar``.
     """
     G = G.to(torch.float64)
     n, D = G.shape
@@ -367,7 +329,8 @@ class TorchBackend:
 
     # -- Backend operations
     def calibrate(self, method, s):
-        """The noise sds of the method's plan (clients of sizes `plan_n`) and its ledger.
+        """The noise sds of the method's plan (clients of sizes `plan_n`), one (m,) array per
+        release spec, and its one ledger (arrays shaped (1, m)).
 
         Parameters
         ----------
@@ -375,13 +338,6 @@ class TorchBackend:
             The method (its `fedgdp.methods.Method.plan` is calibrated to ``mu``).
         s : dict
             The method's settings.
-
-        Returns
-        -------
-        sigmas : tuple of ndarray, each shape (m,)
-            One array of noise sds per release spec of the plan.
-        ledgers : list of fedgdp.core.privacy.Ledger
-            The one ledger (arrays shaped (1, m)).
         """
         plan = reduced_plan(method.plan(self, s), self.p)
         mu = self.mu if self.noise.gen is not None else float("inf")   # clip_only: no noise, no private release
@@ -410,11 +366,6 @@ class TorchBackend:
         ----------
         releases : int
             Releases each client makes (unused).
-
-        Returns
-        -------
-        ndarray of shape (m,)
-            The weights, summing to one.
         """
         return self.clients.n / self.clients.n.sum()
 
@@ -498,7 +449,7 @@ class TorchBackend:
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
         """One FedAvg round's local steps: draw the round's clients, then K full-batch
         clipped gradient steps of each, ``theta <- theta - eta mean_j clip(g_j(theta)) +
-        sigma_i Z`` (noise after every step).
+        sigma_i Z`` (noise after every step); `Locals` with ``params`` ``name -> (S, *shape)``.
 
         Parameters
         ----------
@@ -516,11 +467,6 @@ class TorchBackend:
             Must be ``full``.
         drift : None
             Must be None (no drift correction on the CNN backend).
-
-        Returns
-        -------
-        Locals
-            The drawn clients (S,) and their parameters ``params`` ``name -> (S, *shape)``.
         """
         if part != "full" or drift is not None:
             raise ValueError("the CNN backend runs local steps on every image and without drift")
@@ -618,11 +564,6 @@ class TorchBackend:
         ----------
         i : int
             The client.
-
-        Returns
-        -------
-        list of ndarray of int or None
-            Disjoint index arrays covering the client's images (`minibatches`).
         """
         if self._batch_rng is None:
             return None
@@ -640,11 +581,6 @@ class TorchBackend:
             A CNN method.
         s : dict
             Its settings.
-
-        Returns
-        -------
-        dict
-            Stage -> the keyword dicts its calls used, in order of first use.
         """
         dry = ScheduleDraw(self.params0, self.clients, {**self.p, "accounting": "printed"}, copy.deepcopy(self.rng))
         method.run(dry, s)
@@ -672,11 +608,6 @@ class TorchBackend:
         batches : list of ndarray, optional
             A pass's minibatches of the client (``local_batch``, except under ``update``,
             whose passes draw from the stream).
-
-        Returns
-        -------
-        torch.Tensor of shape (D,), float64
-            The client's pre-noise releases of the stage, flattened and concatenated.
         """
         S = np.array([int(i)])
         self._batches = {}                       # a round's cache of padded images (`_batch`)
@@ -727,11 +658,6 @@ class TorchBackend:
             The weights of `weights` (unused: renormalised over the drawn clients).
         local : Locals
             The round's local results (``params`` or ``head`` (S, D)).
-
-        Returns
-        -------
-        dict name -> Tensor
-            The global parameters.
         """
         theta = local.start
         if local.head is not None:                        # a Newton round: the plain weighted average
@@ -762,11 +688,6 @@ class TorchBackend:
             Noise sds per client.
         noise : TorchNoise or None
             The noise stream, None when non-private.
-
-        Returns
-        -------
-        dict name -> Tensor
-            The global parameters.
         """
         slr = float(self.p["server_lr"])
         for _ in range(K):
@@ -788,7 +709,7 @@ class TorchBackend:
 
     def head_newton_release(self, theta, *, ridge: float, damping: float) -> Locals:
         """Every drawn client's pre-noise head release ``head - alpha (h + lambda I)^{-1}
-        gbar`` (float64, ``(S, D)``): one round of Algorithm 5's refinement.
+        gbar`` (`Locals`, ``head`` float64 ``(S, D)``): one round of Algorithm 5's refinement.
 
         Parameters
         ----------
@@ -798,11 +719,6 @@ class TorchBackend:
             Ridge ``lambda``.
         damping : float
             Damping ``alpha``.
-
-        Returns
-        -------
-        Locals
-            The drawn clients (S,) and their releases ``head``, shape (S, D), float64.
         """
         S = self._draw("newton", 1)
         head = head_vector(theta).to(torch.float64)
@@ -829,11 +745,6 @@ class TorchBackend:
             Noise sds per client (the drawn clients' are used).
         noise : TorchNoise or None
             The noise stream, None when non-private.
-
-        Returns
-        -------
-        Locals
-            The noisy releases, ``head`` shape (S, D).
         """
         if noise is None:
             return local
@@ -854,11 +765,6 @@ class TorchBackend:
             The result's name and what it depends on (unused).
         compute : callable
             Computes the result.
-
-        Returns
-        -------
-        object
-            ``compute()``.
         """
         return compute()
 
@@ -873,11 +779,6 @@ class TorchBackend:
             The one ledger of `calibrate`.
         comm : dict
             The method's nominal communication (unused).
-
-        Returns
-        -------
-        list of fedgdp.methods.Fit
-            One fit, ``theta`` the network's parameters.
         """
         self.info.clipped = int(self._clipped)
         if self.schedule is not None:          # the releases made are those the noise was calibrated to
