@@ -105,11 +105,6 @@ def cells(settings: dict) -> list[dict]:
     ----------
     settings : dict
         Checked settings (`check_settings`).
-
-    Returns
-    -------
-    list of dict
-        Keys ``family``, ``truth``, ``m``, ``n``, ``mu``, ``method``.
     """
     return [{"family": f, "truth": list(truth), "m": m, "n": n, "mu": mu, "method": meth}
             for f, truth in settings["families"].items() for m in settings["m"] for n in settings["n"]
@@ -274,10 +269,6 @@ def plot_coverage(table, pdf=None, png=None, *, title: str = "", caption: str = 
         `coverage_table`'s (one alpha).
     pdf, png : str, path-like or None
     title, caption : str, default=""
-
-    Returns
-    -------
-    matplotlib.figure.Figure
     """
     from ..common.figures import pyplot, save_figure
 

@@ -279,10 +279,6 @@ _SUMMARY: list = []
 def summary_class():
     """The class of a summary: a pandas DataFrame whose ``header`` (a str) is printed above
     the table (made on first use, so that importing this module does not import pandas).
-
-    Returns
-    -------
-    type
     """
     if _SUMMARY:
         return _SUMMARY[0]
@@ -415,11 +411,6 @@ def summary(est, alpha: float = 0.05, cov_type: str = "model"):
     alpha : float, default=0.05
         The intervals' level is ``1 - alpha``.
     cov_type : {"model", "robust"}, default="model"
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per coefficient (`summary_class`; ``header`` printed above it).
     """
     out = summary_class()(_frame(est, alpha, cov_type))
     out.header = _header(est, alpha, cov_type)
@@ -434,10 +425,6 @@ def conf_int(est, alpha: float = 0.05, cov_type: str = "model"):
     est : FederatedGLM
     alpha : float, default=0.05
     cov_type : {"model", "robust"}, default="model"
-
-    Returns
-    -------
-    pandas.DataFrame
     """
     return _frame(est, alpha, cov_type)[["ci_low", "ci_high"]]
 
@@ -464,10 +451,6 @@ def merge_ledgers(ledger, extra):
     Parameters
     ----------
     ledger, extra : fedgdp.core.privacy.Ledger
-
-    Returns
-    -------
-    fedgdp.core.privacy.Ledger
     """
     if extra is None:
         return ledger

@@ -17,11 +17,6 @@ def read_run_config(files: list) -> dict:
     ----------
     files : list of str or path-like
         YAML files, the first a whole config.
-
-    Returns
-    -------
-    dict
-        The merged config.
     """
     import yaml
 

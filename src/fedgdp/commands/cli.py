@@ -465,11 +465,6 @@ def main(argv: list[str] | None = None) -> int:
     ----------
     argv : list of str or None, default=None
         The command line without the program name (None: ``sys.argv[1:]``).
-
-    Returns
-    -------
-    int
-        The exit status.
     """
     # numpy's OpenBLAS: one thread per process unless the user says otherwise. The
     # estimators multiply tiny matrices, where BLAS threads only add contention, and

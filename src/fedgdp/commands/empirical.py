@@ -340,11 +340,6 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
         Size of the audited real-data client.
     nn_trials : int, default=200
         Evaluation runs of a CNN target (half as many calibration runs); skipped without torch.
-
-    Returns
-    -------
-    list of EmpiricalRow
-        One row per target tested, in order.
     """
     from ..audit import AuditTarget
     from ..audit.glm import audit_sim, worst_pair

@@ -34,11 +34,6 @@ def volatile(column: str) -> bool:
     ----------
     column : str
         A column name.
-
-    Returns
-    -------
-    bool
-        True for ``elapsed_s`` and any name ending in ``_elapsed_s``.
     """
     return column in VOLATILE or column.endswith("_elapsed_s")
 

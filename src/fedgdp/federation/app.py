@@ -85,11 +85,6 @@ def answer(msg: Message, context: Context) -> Message:
         The request.
     context : flwr.app.Context
         The SuperNode's ``node_config`` (``data``, ``settings``, ``name``, test keys) and the run's state.
-
-    Returns
-    -------
-    flwr.app.Message
-        The reply (a release, a greeting or a refusal).
     """
     try:
         site = _site(dict(context.node_config))

@@ -220,11 +220,6 @@ class Site:
         ----------
         request : dict
             ``{"op": "hello", "settings": ...}``, or a client step (`fedgdp.federation.coordinator`).
-
-        Returns
-        -------
-        dict
-            The reply.
         """
         try:
             if request.get("op") == "hello":

@@ -219,11 +219,6 @@ def run_nn_bench(*, datasets=("mnist", "cifar10"), sizes=(100, 600), repeats: in
         A JSON file to write the result to.
     md : str, optional
         A Markdown file to write `format_markdown` of the result to.
-
-    Returns
-    -------
-    dict
-        The machine; per network its size, per n the seconds, ratios and differences, `estimate_runs`.
     """
     import torch
 

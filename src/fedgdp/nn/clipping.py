@@ -60,11 +60,6 @@ def floats_per_image(params: dict, image_shape: tuple) -> int:
         The ConvNet's parameters, ``(*shape)`` or stacked ``(S, *shape)``.
     image_shape : tuple (C, H, W)
         The shape of one image.
-
-    Returns
-    -------
-    int
-        Numbers of working memory per image.
     """
     _, H, W = image_shape
     total = 0
@@ -239,11 +234,6 @@ def head_grads(params: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         Images.
     y : torch.Tensor of shape (n,)
         Labels (int64).
-
-    Returns
-    -------
-    torch.Tensor of shape (n, D)
-        Row j is image j's head gradient ``[weight.flatten(), bias]``, ``D = classes (hidden + 1)``.
     """
     P = _stacked(params, 1, True)
     with torch.no_grad():

@@ -215,7 +215,8 @@ def _download(url: str, dest: Path, md5: str, timeout: float) -> None:
 
 
 def fetch(name: str, data_dir: str | os.PathLike = "data", *, timeout: float = 30.0) -> Path:
-    """Download MNIST or CIFAR-10 into ``data_dir`` and verify the MD5 checksums.
+    """Download MNIST or CIFAR-10 into ``data_dir`` and verify the MD5 checksums; the dataset's
+    folder (``data_dir`` itself for ``digits``).
 
     Files already present with the right checksum are kept. `DataUnavailable` (naming the
     files to place where) without a network or on a bad checksum.
@@ -228,11 +229,6 @@ def fetch(name: str, data_dir: str | os.PathLike = "data", *, timeout: float = 3
         The data folder; the files go to ``<data_dir>/<name>/``.
     timeout : float
         Seconds per connection attempt.
-
-    Returns
-    -------
-    Path
-        The dataset's folder (``data_dir`` itself for ``digits``).
     """
     data_dir = Path(data_dir)
     if name == "digits":

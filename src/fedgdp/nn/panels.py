@@ -18,10 +18,6 @@ def read_grid(folder: str | os.PathLike):
     Parameters
     ----------
     folder : str or path
-
-    Returns
-    -------
-    pandas.DataFrame
     """
     import pandas as pd
 

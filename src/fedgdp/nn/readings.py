@@ -30,7 +30,8 @@ _KEYS = {"dataset", "data_dir", "points", "runs", "readings", "band", "summary",
 
 
 def load_readings(path: str | os.PathLike) -> dict:
-    """Read and check a readings config; every reading's settings resolve at every point.
+    """Read and check a readings config; every reading's settings resolve at every point
+    (ValueError naming a bad key or value; ``readings`` kept in file order).
 
     Parameters
     ----------
@@ -38,11 +39,6 @@ def load_readings(path: str | os.PathLike) -> dict:
         A YAML file: ``dataset``, ``points`` (``{figure, x}``, optionally the ``readings``
         run there), ``runs``, ``readings`` (name -> settings); optionally ``data_dir``,
         ``band`` (figure -> the paper's range), ``summary`` and ``panels`` (readings shown).
-
-    Returns
-    -------
-    dict
-        The config, ``readings`` in file order (ValueError naming a bad key or value).
     """
     import yaml
 
@@ -142,11 +138,6 @@ def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto",
         One line per round of every method on standard error.
     budget_s : float, optional
         Start no piece after this many seconds (a started piece runs to its end).
-
-    Returns
-    -------
-    list of pathlib.Path
-        The pieces written by this call.
     """
     import sys
     import time
@@ -319,7 +310,8 @@ def privacy_label(rows) -> str:
 
 
 def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
-    """The README's table of the ``summary`` readings: changes, mu spent, median accuracies per point, C6.
+    """The README's table of the ``summary`` readings: changes, mu spent, median accuracies per point, C6
+    ("" when ``summary`` is empty).
 
     Parameters
     ----------
@@ -329,11 +321,6 @@ def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
         The config (``summary``, ``points``, ``readings``).
     c6 : dict of str to str, optional
         Reading -> C6's verdict (`fedgdp.reports.claims.reading_verdicts`), a last column.
-
-    Returns
-    -------
-    str
-        The Markdown table ("" when ``summary`` is empty).
     """
     if not cfg.get("summary"):
         return ""
@@ -366,11 +353,6 @@ def plot_readings(table, cfg: dict, out: str | os.PathLike) -> list:
         The config (its readings' order and ``band``).
     out : str or path
         The PNG file (a PDF goes beside it).
-
-    Returns
-    -------
-    list of pathlib.Path
-        The files written.
     """
     from ..common.figures import method_style, pyplot, save_figure
     from .settings import LABELS, METHODS

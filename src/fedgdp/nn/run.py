@@ -73,7 +73,8 @@ def noise_seed(p: dict, method: str, *, fresh: bool = False) -> int:
 
 
 def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
-    """Index sets ``{"train", "val", "test"}`` into the training split, one per client.
+    """Index sets ``{"train", "val", "test"}`` into the training split, one per client
+    (disjoint; ValueError when the split is too small).
 
     Parameters
     ----------
@@ -83,11 +84,6 @@ def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
         Resolved run settings (``m``, ``n``, ``val_frac``, ``test_frac``).
     rng : numpy.random.Generator
         Draws the permutation.
-
-    Returns
-    -------
-    list of dict, length m
-        Disjoint index arrays per client (ValueError when the split is too small).
     """
     m = p["m"]
     perm = rng.permutation(N)

@@ -99,11 +99,6 @@ def release_plan(method: str, p: dict, n) -> tuple:
         Resolved run settings (`resolve`; ``clip`` and the method's settings are read).
     n : array_like of shape (m,)
         Training images per client.
-
-    Returns
-    -------
-    tuple of fedgdp.core.privacy.ReleaseSpec
-        The method's releases, arrays shaped (1, m).
     """
     meth = get_method(method, CNN)
     data = _PlanData(float(p["clip"]), np.asarray(n, float)[None, :])
@@ -126,12 +121,6 @@ def reduced_plan(plan: tuple, p: dict) -> tuple:
     p : dict
         Run settings (``reduction``, ``local_batch``, ``clip_unit``, ``local_epochs``,
         ``clip``); missing keys take their defaults.
-
-    Returns
-    -------
-    tuple of fedgdp.core.privacy.ReleaseSpec
-        The plan of the releases as they are made (``plan`` itself for ``mean``, None and
-        ``sample``).
     """
     reduction, local_batch = p.get("reduction", "mean"), p.get("local_batch")
     clip_unit, K = p.get("clip_unit", "sample"), int(p.get("local_epochs", 1))
@@ -267,11 +256,6 @@ def parameter_bound(method: str, p: dict) -> float:
         A CNN method (a name of `METHODS`).
     p : dict
         Checked run settings (``mu`` finite; ``clip``, ``lr``, ``server_lr`` and the method's settings).
-
-    Returns
-    -------
-    float
-        The bound (may be inf).
     """
     plan = release_plan(method, p, np.ones(1))
     cal = privacy.calibrate(plan, mu=float(p["mu"]))

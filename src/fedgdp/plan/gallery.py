@@ -49,11 +49,6 @@ def main(argv: list[str] | None = None) -> int:
     ----------
     argv : list of str or None, default=None
         ``["shrink-png", SRC, DST]``; None: ``sys.argv[1:]``.
-
-    Returns
-    -------
-    int
-        Exit status: 0, or 2 (usage printed to stderr).
     """
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 3 or argv[0] != "shrink-png":

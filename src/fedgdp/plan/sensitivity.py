@@ -56,11 +56,6 @@ def sensitivity_variants(config: dict) -> dict[str, dict]:
     config : dict
         The config (with a ``sensitivity`` section).
 
-    Returns
-    -------
-    dict of str to dict
-        Variant name -> its entry (``settings``, perhaps ``claims`` and ``models``).
-
     Raises
     ------
     ConfigError
@@ -190,11 +185,6 @@ def sensitivity_error(exc: ConfigError, config: dict) -> ConfigError:
         An error of the plan's checks.
     config : dict
         The config (with its sensitivity studies added).
-
-    Returns
-    -------
-    ConfigError
-        A new error naming the sensitivity key, or ``exc`` itself.
     """
     for e in sensitivity_index(config):
         head = f"studies.{e['study']}"

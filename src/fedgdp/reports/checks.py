@@ -185,11 +185,6 @@ def trend(x, y, y_se=None, *, log_y: bool = True) -> Trend:
         Standard errors of ``y``, used only with two points (None: NaN SE and CI then).
     log_y : bool, default=True
         Regress ``log y``; False: ``y`` itself.
-
-    Returns
-    -------
-    Trend
-        Slope, SE, CI bounds and the number of points kept.
     """
     import statsmodels.api as sm
 
@@ -259,11 +254,6 @@ def combine(verdicts: list[str]) -> str:
     ----------
     verdicts : list of str
         The sub-claims' verdicts (of `VERDICTS`).
-
-    Returns
-    -------
-    str
-        One of `VERDICTS`.
     """
     run = [v for v in verdicts if v != "not run"]
     if not run:

@@ -163,11 +163,6 @@ def claim_c1(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
         The model whose rows are tested.
     studies : list of str
         The studies read (default ``equal_n`` and ``varied_n``).
-
-    Returns
-    -------
-    dict
-        One report row: the keys of `CLAIM_COLUMNS`, ``evidence`` a list of str.
     """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
@@ -227,11 +222,6 @@ def claim_c2(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
         The model whose rows are tested.
     studies : list of str
         The studies read (default ``compare``).
-
-    Returns
-    -------
-    dict
-        One report row: the keys of `CLAIM_COLUMNS`, ``evidence`` a list of str.
     """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
@@ -294,11 +284,6 @@ def claim_c3(summary: pd.DataFrame, model: str, studies: list[str], *, mu_low: f
         The larger budget it should lie above for large K (beside non-private, ``inf``).
     k_split : int, default=100
         "Large K": K above this.
-
-    Returns
-    -------
-    dict
-        One report row: the keys of `CLAIM_COLUMNS`, ``evidence`` a list of str.
     """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
@@ -353,11 +338,6 @@ def claim_c4(summary: pd.DataFrame, model: str, studies: list[str]) -> dict:
         The model whose rows are tested.
     studies : list of str
         The studies read (default ``fixed_N``).
-
-    Returns
-    -------
-    dict
-        One report row: the keys of `CLAIM_COLUMNS`, ``evidence`` a list of str.
     """
     rows = _rows_of(summary, model, studies)
     if rows.empty:
@@ -437,11 +417,6 @@ def claim_c5(real: pd.DataFrame) -> list[dict]:
         Real-data rows (`fedgdp.realdata.COLUMNS`; reads ``dataset``, ``task``,
         ``metric``, ``method``, ``mu``, ``split``, ``client``, ``value`` and, when present,
         ``label``).
-
-    Returns
-    -------
-    list of dict
-        Report rows (keys of `CLAIM_COLUMNS`), one per (dataset, task).
     """
     groups = real.groupby(["dataset", "task"], sort=False)
     return [_c5_row(dataset, task, df) for (dataset, task), df in groups]
@@ -491,11 +466,6 @@ def readings_evidence(readings: pd.DataFrame) -> list[str]:
     ----------
     readings : DataFrame
         The readings table (`fedgdp.nn.readings.TABLE_COLUMNS`).
-
-    Returns
-    -------
-    list of str
-        One line per point of the map.
     """
     def runs(n: int) -> str:
         return f"{n} run{'s' if n != 1 else ''}"
@@ -575,11 +545,6 @@ def reading_trends(readings: pd.DataFrame) -> list[str]:
     ----------
     readings : DataFrame
         The readings table (`fedgdp.nn.readings.TABLE_COLUMNS`).
-
-    Returns
-    -------
-    list of str
-        One line per reading and sub-claim it can be judged on.
     """
     return [line for *_, line in _reading_subclaims(readings)]
 
@@ -620,11 +585,6 @@ def claim_c6(nn: pd.DataFrame, readings: pd.DataFrame | None = None) -> list[dic
         ``method``, ``label``, ``x``, ``median_accuracy``, ``min_accuracy``, ``max_accuracy``).
     readings : DataFrame, optional
         The CNN readings map (`readings_evidence`), added to the rows of its data set.
-
-    Returns
-    -------
-    list of dict
-        Report rows (keys of `CLAIM_COLUMNS`), one per dataset.
     """
     out = []
     for dataset, df in nn.groupby("dataset", sort=False):
@@ -763,11 +723,6 @@ def render_markdown(df: pd.DataFrame, *, title: str = TITLE,
         The level-1 heading.
     sources : str, default=""
         What the report was made from, named in its first line (empty: not named).
-
-    Returns
-    -------
-    str
-        Markdown ending in a newline.
     """
     def esc(s):
         return str(s).replace("|", "\\|")

@@ -60,10 +60,6 @@ def plot_decomposition(table: pd.DataFrame, spec: dict, pdf: str | os.PathLike |
         order; default: as in the table), ``name``.
     pdf, png : str, path-like or None
         Where to write the figure (None: not in that format).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
     """
     plt = pyplot()
     from matplotlib.lines import Line2D

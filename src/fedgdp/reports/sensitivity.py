@@ -40,11 +40,6 @@ def subclaims(evidence: list[str]) -> list[tuple[str, str]]:
     ----------
     evidence : list of str
         The claim row's evidence lines (``"<sub-claim>: <verdict> (<tally>)..."``).
-
-    Returns
-    -------
-    list of tuple of str
-        ``(sub-claim, verdict)``, in the lines' order.
     """
     out = []
     for line in evidence:

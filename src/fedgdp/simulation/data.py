@@ -161,11 +161,6 @@ def parse_sizes(text: str, n_floor: int = 10) -> SizeScheme:
     n_floor : int
         Smallest client size of ``lognormal`` and ``total``.
 
-    Returns
-    -------
-    SizeScheme
-        The scheme (``text``: the normalised string).
-
     Raises
     ------
     ValueError

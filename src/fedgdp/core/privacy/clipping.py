@@ -22,10 +22,6 @@ def row_norms(X: np.ndarray, plain: np.ndarray | None = None) -> np.ndarray:
         The rows (a non-finite entry gives norm inf or NaN).
     plain : ndarray of shape (n,) or None
         The caller's plain norms, used where finite and normal.
-
-    Returns
-    -------
-    ndarray of shape (n,)
     """
     X = np.asarray(X, dtype=float)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
@@ -102,10 +98,6 @@ def clip_rows(G: np.ndarray, B: float) -> np.ndarray:
     G : ndarray of shape (n, d)
         Per-sample gradients.
     B : float
-
-    Returns
-    -------
-    ndarray of shape (n, d)
     """
     if not np.isfinite(B):
         return G

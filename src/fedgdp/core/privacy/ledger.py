@@ -136,7 +136,8 @@ class Ledger:
         return out
 
     def to_dp_event(self, client: int = 0, replicate: int = 0) -> Any:
-        """One client's releases as a ``dp_accounting`` event, for Google's accountants.
+        """One client's releases as a ``dp_accounting`` event, for Google's accountants
+        (needs the ``dp-accounting`` package).
 
         Each stage is ``count`` ``GaussianDpEvent`` of noise multiplier ``sigma / sensitivity`` (0:
         non-private), all in one ``ComposedDpEvent``; nominal, like `composed_mu`, unless `certified`.
@@ -145,11 +146,6 @@ class Ledger:
         ----------
         client, replicate : int
             The column and row of the (n_rep, m) arrays.
-
-        Returns
-        -------
-        dp_accounting.ComposedDpEvent
-            The composed event (needs the ``dp-accounting`` package).
         """
         import dp_accounting
 
