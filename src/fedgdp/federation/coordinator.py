@@ -96,46 +96,14 @@ class SitesBackend(RealBackend):
         return out
 
     def local_steps(self, start, *, K, eta, sigma, noise, part="full", drift=None):
-        """Each site's K noisy local steps from ``start`` (J = 1).
-
-        Parameters
-        ----------
-        start : ndarray of shape (1, d, k)
-            The global parameter.
-        K, eta, part :
-            The request's steps, step size and rows (``full`` or ``half1``).
-        sigma, noise :
-            Unused: each site uses its own sds and noise.
-        drift : None
-            Refused when given (DP-SCAFFOLD).
-
-        Returns
-        -------
-        ndarray of shape (1, m, d, k)
-        """
+        """Each site's K noisy local steps (1, m, d, k) from ``start`` (its own noise; no drift)."""
         if drift is not None:
             raise ValueError("a drift (DP-SCAFFOLD) is not run across sites")
         request = {"op": "local", "K": int(K), "eta": float(eta), "part": str(part)}
         return np.stack(self._releases(request, start[0]), axis=1)
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
-        """K FedSGD steps (`fedgdp.realdata.backend.server_descent`) on the sites' noisy gradients.
-
-        Parameters
-        ----------
-        theta : ndarray of shape (1, d, k)
-            The start.
-        w : ndarray of shape (m,)
-            Weights.
-        K, eta :
-            Steps and step size.
-        sigma, noise :
-            Unused: each site uses its own.
-
-        Returns
-        -------
-        ndarray of shape (1, d, k)
-        """
+        """K FedSGD steps (`fedgdp.realdata.backend.server_descent`) on the sites' noisy gradients."""
         step: dict = {}
 
         def release(i, T):
@@ -146,36 +114,12 @@ class SitesBackend(RealBackend):
         return server_descent(theta, w, K=K, eta=eta, m=self.m, release=release)
 
     def newton_release(self, theta1, *, hessian_bound):
-        """Each site's noisy Newton release at ``theta1`` (the noise is added at the site).
-
-        Parameters
-        ----------
-        theta1 : ndarray of shape (1, d, k)
-            The stage-1 global parameter.
-        hessian_bound : float or None
-            The per-sample Hessian clip (certified FedNewton).
-
-        Returns
-        -------
-        ndarray of shape (1, m, d, k)
-        """
+        """Each site's noisy Newton release at ``theta1`` (the noise is added at the site), (1, m, d, k)."""
         request = {"op": "newton", "hessian_bound": None if hessian_bound is None else float(hessian_bound)}
         return np.stack(self._releases(request, theta1[0]), axis=1)
 
     def add_noise(self, local, sigma, noise):
-        """``local`` unchanged: each site added its noise before sending (`newton_release`).
-
-        Parameters
-        ----------
-        local : ndarray of shape (1, m, d, k)
-            The sites' releases.
-        sigma, noise :
-            Unused.
-
-        Returns
-        -------
-        ndarray of shape (1, m, d, k)
-        """
+        """``local`` unchanged: each site added its noise before sending (`newton_release`)."""
         return local
 
 

@@ -374,18 +374,7 @@ class NNSettings(Settings):
 
     @classmethod
     def preset(cls, mapping: dict) -> dict:
-        """The data set's defaults (`DATASET_DEFAULTS`), below the mapping.
-
-        Parameters
-        ----------
-        mapping : dict
-            The given overrides (``dataset`` is read; default ``digits``).
-
-        Raises
-        ------
-        ValueError
-            An unknown data set.
-        """
+        """The defaults of ``mapping["dataset"]`` (`DATASET_DEFAULTS`; ``digits``; ValueError if unknown)."""
         dataset = mapping.get("dataset", "digits")
         if dataset not in DATASET_DEFAULTS:
             raise ValueError(f"unknown dataset {dataset!r}{suggest(dataset, DATASET_DEFAULTS)}; "
@@ -394,18 +383,7 @@ class NNSettings(Settings):
 
     @classmethod
     def finish(cls, p: dict) -> dict:
-        """Cross-field checks, in place: ``n`` per figure, the method settings, `parameter_bound`.
-
-        Parameters
-        ----------
-        p : dict
-            The checked values; returned.
-
-        Raises
-        ------
-        ValueError
-            Naming the values, when a check fails (a bound above `FLOAT32_BOUND`, say).
-        """
+        """Cross-field checks in place: ``n`` per figure, the methods' settings, `parameter_bound` (ValueError)."""
         if p["figure"] == "fig09":
             if p["n"] is None:
                 raise ValueError("fig09 needs n (images per client), got n=None")
