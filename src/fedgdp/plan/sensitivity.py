@@ -49,17 +49,13 @@ def sensitivity_study_name(variant: str, claim: str) -> str:
 
 
 def sensitivity_variants(config: dict) -> dict[str, dict]:
-    """The simulation variants in config order, ``base`` (no change) first.
+    """The simulation variants in config order, ``base`` (no change) first (ConfigError when a given variant is
+    named ``base``).
 
     Parameters
     ----------
     config : dict
         The config (with a ``sensitivity`` section).
-
-    Raises
-    ------
-    ConfigError
-        A given variant named ``base``.
     """
     given = config["sensitivity"]["variants"]
     if "base" in given:
@@ -69,19 +65,13 @@ def sensitivity_variants(config: dict) -> dict[str, dict]:
 
 
 def sensitivity_index(config: dict) -> list[dict]:
-    """One entry per generated study: ``variant``, ``claim``, ``study`` (generated name),
-    ``base`` (the design's study) and ``models``, in variant then claim order.
+    """One entry per generated study, in variant then claim order: ``variant``, ``claim``, ``study`` (generated
+    name), ``base`` (the design's study) and ``models`` (a variant and claim with no model left give none).
 
     Parameters
     ----------
     config : dict
         The config (no or an empty ``sensitivity`` section: no entries).
-
-    Returns
-    -------
-    list of dict
-        Entries with keys ``variant``, ``claim``, ``study``, ``base`` (str) and ``models``
-        (list of str); a variant and claim with no model left gives none.
 
     Raises
     ------
@@ -118,22 +108,14 @@ def sensitivity_index(config: dict) -> list[dict]:
 
 
 def sensitivity_studies(config: dict) -> dict[str, dict]:
-    """The studies the sensitivity section stands for (``studies.<name>`` entries).
-
-    Each takes its design's study (methods, schedule, settings), the design's reduced
-    grid and the section's replicates; the variant's mu or K replaces that grid axis and
-    its other settings lie over the study's settings (`merge_settings`).
+    """The studies the sensitivity section stands for, generated name -> ``studies.<name>`` entry: its design's
+    study (methods, schedule, settings), the design's reduced grid and the section's replicates; the variant's
+    mu or K replaces that grid axis and its other settings lie over the study's (`merge_settings`).
 
     Parameters
     ----------
     config : dict
         The config (not changed).
-
-    Returns
-    -------
-    dict of str to dict
-        Generated study name -> its study entry (``models``, ``methods``, ``schedule``,
-        ``replicates``, ``grid`` and, when not empty, ``settings``).
     """
     out = {}
     for e in sensitivity_index(config):
@@ -153,19 +135,13 @@ def sensitivity_studies(config: dict) -> dict[str, dict]:
 
 
 def add_sensitivity_studies(config: dict) -> None:
-    """Add the sensitivity section's studies to ``config["studies"]`` (in place); a name
-    already taken by a different study is an error (the same study again, as in a
-    resolved config read back, is not).
+    """Add the sensitivity section's studies to ``config["studies"]`` (in place); a name already taken by a
+    different study is a ConfigError (the same study again, as in a resolved config read back, is not).
 
     Parameters
     ----------
     config : dict
         The config, changed in place.
-
-    Raises
-    ------
-    ConfigError
-        A generated name already taken by a different study.
     """
     for name, study in sensitivity_studies(config).items():
         have = config["studies"].get(name)
@@ -302,22 +278,13 @@ class SensitivityPart(SimulationPart, RealdataPart):
         return [f for r in self.sensitivity_realdata_runs() for f in r["files"]]
 
     def sensitivity_realdata_spec(self, wildcards) -> str:
-        """``fedgdp realdata --spec`` of one variant's fit (checked against the variants).
+        """``fedgdp realdata --spec`` of one variant's fit: JSON (keys sorted) of its realdata keys less the
+        pipeline-only ones (ValueError for wildcards that name no fit of the section).
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A sensitivity real-data path's wildcards: ``variant``, ``dataset``, ``task``, ``split``.
-
-        Returns
-        -------
-        str
-            JSON (keys sorted) of the variant's realdata keys less the pipeline-only ones.
-
-        Raises
-        ------
-        ValueError
-            Wildcards that name no fit of the section.
         """
         w = wildcards
         if w.variant not in self.sensitivity_realdata_variants() or w.dataset not in self.sensitivity_datasets()[0]:
@@ -344,19 +311,14 @@ class SensitivityPart(SimulationPart, RealdataPart):
                 "split": r"\d+"}
 
     def sensitivity_map_spec(self, wildcards=None) -> str:
-        """What ``fedgdp claims-map`` needs: which study is which variant and claim, what
-        each variant changes, the real-data files per variant, title and note (JSON).
+        """What ``fedgdp claims-map`` needs, as JSON: ``designs`` (which study is which variant and claim),
+        ``variants`` (what each changes), ``realdata_variants``, ``order``, ``realdata`` (the files per
+        variant), ``skipped``, ``replicates``, ``title``, ``provenance`` and ``caption``.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
-            JSON with keys ``designs``, ``variants``, ``realdata_variants``, ``order``, ``realdata``,
-            ``skipped``, ``replicates``, ``title``, ``provenance`` and ``caption``.
         """
         sens = self.sensitivity()
         variants = {n: v["settings"] for n, v in sensitivity_variants(self.config).items()}

@@ -30,18 +30,14 @@ class SimulationPart(PlanBase):
 
     # ----------------------------------------------------------- simulation cells
     def study_axes(self, study: str) -> dict:
-        """Grid axes of a study in path order; a missing axis takes ``defaults``.
+        """Grid axes of a study in path order, a missing axis taking ``defaults``:
+        ``{"sizes": [str], "m": [int], "mu": [str], "K": [int]}`` (canonical size texts, mu in path form,
+        `fmt_mu`).
 
         Parameters
         ----------
         study : str
             A study name (a key of ``config["studies"]``).
-
-        Returns
-        -------
-        dict
-            ``{"sizes": [str], "m": [int], "mu": [str], "K": [int]}``: canonical size texts,
-            client counts, mu in path form (`fmt_mu`) and K.
         """
         from ..simulation.data import parse_sizes
 
@@ -77,17 +73,13 @@ class SimulationPart(PlanBase):
         return int(own or self.config["replicates"])
 
     def seed_blocks(self, study: str | None = None) -> list[tuple[int, int]]:
-        """(first, last) replicate of every simulate job of a cell of ``study``.
+        """(first, last) replicate, inclusive, of every simulate job of a cell of ``study``: blocks of
+        ``seeds_per_job`` replicates (the last may be shorter).
 
         Parameters
         ----------
         study : str or None, default=None
             A study name; None: the config's ``replicates``.
-
-        Returns
-        -------
-        list of tuple of (int, int)
-            Blocks of ``seeds_per_job`` replicates (the last may be shorter), inclusive.
         """
         n, per = self.replicates(study), self.config["seeds_per_job"]
         return [(a, min(a + per, n) - 1) for a in range(0, n, per)]
@@ -103,19 +95,13 @@ class SimulationPart(PlanBase):
         return merge_settings(self.config["defaults"], self.config["studies"][study].get("settings", {}))
 
     def cell_groups(self, study: str) -> list[tuple[int, int]]:
-        """(first, last) index into `study_cells` of the cells of every simulate job.
-
-        ``ceil(n / cells_per_job)`` groups of consecutive cells, sizes differing by at most one.
+        """(first, last) index, inclusive, into `study_cells` of the cells of every simulate job:
+        ``ceil(n / cells_per_job)`` groups of consecutive cells in grid order, sizes differing by at most one.
 
         Parameters
         ----------
         study : str
             A study name (a key of ``config["studies"]``).
-
-        Returns
-        -------
-        list of tuple of (int, int)
-            Inclusive bounds, in grid order.
         """
         n = math.prod(len(values) for values in self.study_axes(study).values())    # len(study_cells)
         per = self.config["cells_per_job"]
@@ -124,7 +110,8 @@ class SimulationPart(PlanBase):
         return [(cuts[i], cuts[i + 1] - 1) for i in range(k)]
 
     def cell_overrides(self, model: str, study: str, cell: dict) -> dict:
-        """Parameters of one cell for ``fedgdp simulate --params`` (fedgdp.simulation.params keys).
+        """Parameters of one cell for ``fedgdp simulate --params``: the study's settings with the cell's axes,
+        ``schedule``, ``methods`` and ``beta_true`` (times ``beta_scale`` when set).
 
         Parameters
         ----------
@@ -134,12 +121,6 @@ class SimulationPart(PlanBase):
             A study name (a key of ``config["studies"]``).
         cell : dict
             One cell of `study_cells` (``sizes``, ``m``, ``mu``, ``K``).
-
-        Returns
-        -------
-        dict
-            The study's settings with the cell's axes, ``schedule``, ``methods`` and
-            ``beta_true`` (times ``beta_scale`` when set).
         """
         s = self.config["studies"][study]
         p = {k: v for k, v in self.study_settings(study).items() if k not in GRID_AXES}
@@ -208,34 +189,26 @@ class SimulationPart(PlanBase):
         return self.study_cells(w.study)[int(first):int(last) + 1]
 
     def cell_params(self, wildcards) -> str:
-        """The parameters of every cell a simulate job runs, in grid order (JSON).
+        """The parameters of every cell a simulate job runs, in grid order (JSON; ValueError when the config has
+        no such job, `_group_of`).
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A cell path's wildcards: ``model``, ``study``, ``cells``, ``first``, ``last``.
-
-        Raises
-        ------
-        ValueError
-            The config has no such job (`_group_of`).
         """
         cells = self._group_of(wildcards)
         return json.dumps([self.cell_overrides(wildcards.model, wildcards.study, c) for c in cells],
                           sort_keys=True)
 
     def study_cell_files(self, wildcards) -> list[str]:
-        """Every cell file of one model's study, in grid order (input of summarise_study).
+        """Every cell file of one model's study, in grid order (input of summarise_study; ValueError when the
+        study is not run for the model).
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A summary path's wildcards: ``model`` and ``study``.
-
-        Raises
-        ------
-        ValueError
-            The study is not run for the model.
         """
         if wildcards.model not in self.config["studies"][wildcards.study]["models"]:
             raise ValueError(f"study {wildcards.study} is not run for model {wildcards.model}")
@@ -287,7 +260,8 @@ class SimulationPart(PlanBase):
         return [(sz, m) for sz in sizes for m in ms]
 
     def render_title(self, text: str, study_cells: list[tuple[str, list]], key: str) -> str:
-        """``text`` with its placeholders (`TITLE_FIELDS`) filled in from the cells drawn.
+        """``text`` with its placeholders (`TITLE_FIELDS`) filled in from the cells drawn (ConfigError for an
+        unknown placeholder or a stray brace).
 
         Parameters
         ----------
@@ -297,11 +271,6 @@ class SimulationPart(PlanBase):
             (study, `drawn_cells` of it) for each part the text describes.
         key : str
             The config key of ``text``, for errors.
-
-        Raises
-        ------
-        ConfigError
-            An unknown placeholder, or a brace that is not one.
         """
         from ..simulation.data import parse_sizes
 
@@ -361,17 +330,13 @@ class SimulationPart(PlanBase):
         return [self.summary_file(f["model"], s) for s in self.figure_studies(wildcards.fig)]
 
     def figure_spec(self, wildcards) -> str:
-        """The figure's config entry with what fedgdp.simulation.plots needs besides (JSON).
+        """The figure's config entry with what fedgdp.simulation.plots needs besides, as JSON: ``name``,
+        ``title``, ``studies``, ``d`` and ``method_settings`` added.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A figure path's wildcards: ``fig`` (a simulation figure).
-
-        Returns
-        -------
-        str
-            JSON of the entry with ``name``, ``title``, ``studies``, ``d`` and ``method_settings``.
         """
         fig = wildcards.fig
         f = {k: v for k, v in self.figure(fig).items() if k != "kind"}
