@@ -135,7 +135,9 @@ _IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0
 
 
 def read_idx(path: str | os.PathLike, md5: str | None = None) -> np.ndarray:
-    """Read an IDX file (LeCun's MNIST format), gzip-compressed or not.
+    """Read an IDX file (LeCun's MNIST format), gzip-compressed or not, in its header's shape and dtype (uint8
+    (n, 28, 28) for images, (n,) for labels); ValueError for a bad magic number, a body that does not match the
+    header, or a wrong MD5.
 
     Parameters
     ----------
@@ -143,16 +145,6 @@ def read_idx(path: str | os.PathLike, md5: str | None = None) -> np.ndarray:
         The file; gzip when its suffix is ``.gz``.
     md5 : str, optional
         The MD5 its uncompressed content must have (`MNIST_RAW_MD5`); None: unchecked.
-
-    Returns
-    -------
-    ndarray
-        The header's shape and dtype, e.g. uint8 (n, 28, 28) for images, (n,) for labels.
-
-    Raises
-    ------
-    ValueError
-        A bad magic number, a body that does not match the header, or a wrong MD5.
     """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
@@ -213,17 +205,13 @@ def _missing_message(folder: Path, reason: str = "") -> str:
 
 
 def load_mnist(folder: str | os.PathLike) -> Dataset:
-    """MNIST's 70,000 images (train then test) from ``folder``: X (70000, 785).
+    """MNIST's 70,000 images (train then test) from ``folder``: X (70000, 785) (FileNotFoundError, saying which
+    files to place where, when neither kind is there).
 
     Parameters
     ----------
     folder : str or path-like
         Holds the four IDX files (gzip or not; preferred) or ``mnist.npz``.
-
-    Raises
-    ------
-    FileNotFoundError
-        Saying which files to place where, when neither is there.
     """
     folder = Path(folder)
     got = read_mnist(folder)
@@ -239,25 +227,16 @@ def load_mnist(folder: str | os.PathLike) -> Dataset:
 
 
 def read_mnist(folder: str | os.PathLike) -> tuple[list[np.ndarray], str] | None:
-    """MNIST's arrays from ``folder``, checked against the published sums: each IDX file's
-    uncompressed content against `MNIST_RAW_MD5`, an ``mnist.npz`` against
-    `MNIST_NPZ_SHA256` or, failing that, its arrays written as IDX files.
+    """MNIST's arrays ``[x_train, y_train, x_test, y_test]`` from ``folder`` and a description of the files and
+    the check that passed, or None when neither the IDX files nor ``mnist.npz`` are there. Checked against the
+    published sums: each IDX file's uncompressed content against `MNIST_RAW_MD5`, an ``mnist.npz`` against
+    `MNIST_NPZ_SHA256` or, failing that, its arrays written as IDX files (ValueError naming a file whose
+    checksum is not MNIST's).
 
     Parameters
     ----------
     folder : str or path-like
         The folder.
-
-    Returns
-    -------
-    (arrays, source) or None
-        ``[x_train, y_train, x_test, y_test]`` and a description of the files and the check
-        that passed; None when neither the IDX files nor ``mnist.npz`` are there.
-
-    Raises
-    ------
-    ValueError
-        A file whose checksum is not MNIST's, named.
     """
     folder = Path(folder)
     found = {name: _find(folder, name) for name in MNIST_FILES}
@@ -295,8 +274,9 @@ def _md5(path: Path) -> str:
 
 def fetch_mnist(folder: str | os.PathLike, *, mirrors=MNIST_MIRRORS, timeout: float = 30.0,
                 files: dict | None = None) -> list[Path]:
-    """Download the four MNIST IDX files into ``folder`` and verify their MD5 sums; files
-    already there with the right sum are kept, each download is renamed once it matches.
+    """Download the four MNIST IDX files into ``folder`` and verify their MD5 sums; files already there with the
+    right sum are kept, each download is renamed once it matches. FileNotFoundError when no mirror is reachable
+    (saying which files to place where), ValueError for a wrong checksum.
 
     Parameters
     ----------
@@ -307,13 +287,6 @@ def fetch_mnist(folder: str | os.PathLike, *, mirrors=MNIST_MIRRORS, timeout: fl
         connection attempt (default 30).
     files : dict or None, default=None
         File name -> MD5; None: `MNIST_FILES`.
-
-    Raises
-    ------
-    FileNotFoundError
-        No mirror reachable (the message says which files to place where).
-    ValueError
-        A download with the wrong checksum.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -353,7 +326,8 @@ DATASETS = ("digits", "mnist")
 
 
 def load_dataset(name: str, path: str | os.PathLike | None = None) -> Dataset:
-    """``digits`` (bundled) or ``mnist`` (from ``path``, `load_mnist`).
+    """``digits`` (bundled) or ``mnist`` (from ``path``, `load_mnist`); ValueError for an unknown name, or
+    ``mnist`` without a path.
 
     Parameters
     ----------
@@ -361,11 +335,6 @@ def load_dataset(name: str, path: str | os.PathLike | None = None) -> Dataset:
         The data set.
     path : str, path-like or None, default=None
         MNIST's folder (needed for ``mnist``).
-
-    Raises
-    ------
-    ValueError
-        An unknown name, or ``mnist`` without a path.
     """
     if name == "digits":
         return load_digits()
@@ -491,7 +460,8 @@ def layout_key(dataset: str, N: int, m: int, n_min: int, alpha: float, folds: in
 
 def client_layout(rng: np.random.Generator, N: int, *, m: int, n_min: int, alpha: float = 1.0,
                   folds: int = 5) -> ClientLayout:
-    """Random client split of N images (the module's layout).
+    """Random client split of N images (the module's layout); ValueError when ``m * n_min > N`` or a client
+    would have fewer images than folds.
 
     Parameters
     ----------
@@ -499,11 +469,6 @@ def client_layout(rng: np.random.Generator, N: int, *, m: int, n_min: int, alpha
         Draws the permutation, the Dirichlet shares and each client's permutation.
     N, m, n_min, alpha, folds
         As in `layout_key` (m >= 1, n_min >= 0, alpha > 0 (default 1), folds >= 2 (default 5)).
-
-    Raises
-    ------
-    ValueError
-        When ``m * n_min > N`` or a client would have fewer images than folds.
     """
     if m < 1 or n_min < 0 or folds < 2:
         raise ValueError(f"need m >= 1, n_min >= 0, folds >= 2; got m={m}, n_min={n_min}, folds={folds}")
