@@ -1,12 +1,5 @@
 """An empirical lower bound on mu: run the full mechanism on a neighbouring pair and
-distinguish (docs/methods.md §2, "The empirical lower bound on mu").
-
-The test (`distinguish`): ``calibration`` runs of the whole mechanism on each of D and D'
-fix a direction ``v`` and a threshold ``t``; ``trials`` fresh runs count the false
-positives and negatives of ``<theta, v> > t``; their one-sided Clopper-Pearson upper
-bounds (each at ``1 - alpha/2``) give ``mu_lower = Phi^-1(1 - FPR_U) - Phi^-1(FNR_U)``,
-at most the true mu with probability ``1 - alpha``. A point above the diagonal proves
-the nominal mu wrong.
+distinguish (docs/methods.md §2, "The empirical lower bound on mu"; the test is `distinguish`).
 
 Arrays: estimates ``(trials, d)``; the pair's data ``X`` (n, d), ``y`` (n,).
 """
@@ -45,7 +38,8 @@ class EmpiricalRow:
 
 
 def clopper_pearson_upper(k: int, n: int, level: float) -> float:
-    """One-sided Clopper-Pearson upper bound on a binomial proportion (k of n) at ``level``.
+    """One-sided Clopper-Pearson upper bound on a binomial proportion (k of n) at ``level``: the ``level``
+    quantile of Beta(k + 1, n - k), 1 when ``k >= n``.
 
     Parameters
     ----------
@@ -55,11 +49,6 @@ def clopper_pearson_upper(k: int, n: int, level: float) -> float:
         Trials.
     level : float
         Confidence level, in (0, 1).
-
-    Returns
-    -------
-    float
-        1 when ``k >= n``, else the ``level`` quantile of Beta(k + 1, n - k).
     """
     from scipy.stats import beta
 
@@ -81,11 +70,6 @@ def gdp_lower_bound(fp: int, fn: int, trials: int, alpha: float) -> float:
         Runs on each data set.
     alpha : float
         Total error probability of the two bounds.
-
-    Returns
-    -------
-    float
-        The lower bound on mu, at least 0.
     """
     from scipy.stats import norm
 
@@ -123,7 +107,8 @@ def _best_threshold(a: np.ndarray, b: np.ndarray, alpha: float) -> float:
 
 def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, privacy: dict,
                  trials: int = 2000, calibration: int = 500, alpha: float = 0.05, seed: int = 0):
-    """The lower bound on mu of ``meth`` from the pair ``((X, y), (X', y'))`` (`distinguish`).
+    """The lower bound on mu of ``meth`` from the pair ``((X, y), (X', y'))``:
+    ``(mu_lower, false positives, false negatives)`` of `distinguish`.
 
     Parameters
     ----------
@@ -152,11 +137,6 @@ def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, 
         The bound holds with probability at least ``1 - alpha``.
     seed : int, default=0
         Seed of the runs' noise.
-
-    Returns
-    -------
-    tuple of (float, int, int)
-        ``mu_lower``, false positives, false negatives.
     """
     (X, y), (X2, y2) = pair
     kw: dict[str, Any] = dict(mu=mu, B=B, tau1=tau1, privacy=privacy)
@@ -168,8 +148,11 @@ def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, 
 
 
 def distinguish(run, *, trials: int, calibration: int, alpha: float, seed: int) -> tuple[float, int, int]:
-    """The distinguishing test of the module docstring on a mechanism ``run(which, k,
-    rng)``: ``k`` independent outputs ``(k, d)`` on data set D (``which = 0``) or D' (1).
+    """The distinguishing test on a mechanism ``run(which, k, rng)`` (``k`` independent outputs ``(k, d)`` on
+    data set D, ``which = 0``, or D', 1): ``calibration`` runs on each of D and D' fix a direction ``v`` and a
+    threshold ``t``; ``trials`` fresh runs count the false positives and negatives of ``<theta, v> > t``, and
+    `gdp_lower_bound` makes them ``mu_lower``, at most the true mu with probability ``1 - alpha``. Returns
+    ``(mu_lower, false positives, false negatives)``.
 
     Parameters
     ----------
@@ -181,11 +164,6 @@ def distinguish(run, *, trials: int, calibration: int, alpha: float, seed: int) 
         The bound holds with probability at least ``1 - alpha``.
     seed : int
         Seed of the runs' generator.
-
-    Returns
-    -------
-    tuple of (float, int, int)
-        ``mu_lower``, false positives, false negatives.
     """
     rng = np.random.default_rng(seed)
     c0, c1 = run(0, calibration, rng), run(1, calibration, rng)
