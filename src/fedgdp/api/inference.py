@@ -62,9 +62,8 @@ def check_share(value) -> float:
 
 
 def split_mu(mu: float, share: float, d: int, k: int) -> tuple[float, float]:
-    """(estimation mu, inference mu): ``mu sqrt(1 - share)`` and ``mu sqrt(share)``, or ``(mu, 0)``.
-
-    ``(mu, 0)`` when nothing is released (non-private, share 0, more than `MAX_DIM` coefficients).
+    """(estimation mu, inference mu): ``mu sqrt(1 - share)`` and ``mu sqrt(share)``, or ``(mu, 0)`` when nothing
+    is released (non-private, share 0, more than `MAX_DIM` coefficients).
 
     Parameters
     ----------
@@ -114,7 +113,8 @@ def _symmetric_noise(rng, D: int) -> np.ndarray:
 
 
 def release(model, Xc: list, Yc: list, theta: np.ndarray, B: float, mu: float, rng) -> tuple[Moments, object]:
-    """The clients' moments at the released estimate, noisy under ``mu`` (module docstring).
+    """The clients' `Moments` at the released estimate, noisy under ``mu`` (module docstring), and the releases'
+    ledger (None when nothing private was released).
 
     Parameters
     ----------
@@ -129,12 +129,6 @@ def release(model, Xc: list, Yc: list, theta: np.ndarray, B: float, mu: float, r
         The inference mu per client (0 or inf: exact, nothing recorded).
     rng : numpy.random.Generator or None
         The noise's generator (when private).
-
-    Returns
-    -------
-    Moments
-    fedgdp.core.privacy.Ledger or None
-        The releases' ledger (None when nothing private was released).
     """
     d, k = theta.shape
     D = d * k
@@ -205,16 +199,12 @@ def _floored_curvature(mom: Moments, Q: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def floored_directions(mom: Moments) -> tuple[int, int, float]:
-    """How many eigenvalues of the released ``H`` lie at or below `covariance`'s floor (there ``se_sampling`` uses it).
+    """``(floored, D', floor)``: how many eigenvalues of the released ``H`` lie at or below `covariance`'s floor
+    (there ``se_sampling`` uses it), of the D' identified coefficients.
 
     Parameters
     ----------
     mom : Moments
-
-    Returns
-    -------
-    tuple
-        (floored, identified coefficients D', the floor).
     """
     Q = _basis(mom.d, mom.k)
     hv, _, floor = _floored_curvature(mom, Q)
