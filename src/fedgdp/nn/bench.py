@@ -37,7 +37,8 @@ def _vmap_clipped_mean(model, params, x, y, B):
 
 
 def step_methods(dataset: str, x, y, B: float) -> dict:
-    """name -> a function computing one client's clipped mean gradient (``plain``: unclipped).
+    """name -> a function computing one client's clipped mean gradient ``name -> Tensor (*shape)``: ``plain``
+    (unclipped), ``fedgdp``, ``vmap`` (``opacus_hooks``, ``opacus_ghost``).
 
     Parameters
     ----------
@@ -49,12 +50,6 @@ def step_methods(dataset: str, x, y, B: float) -> dict:
         Its labels (int64).
     B : float
         Clipping bound.
-
-    Returns
-    -------
-    dict str -> callable
-        ``plain``, ``fedgdp``, ``vmap`` (``opacus_hooks``, ``opacus_ghost``), each returning
-        ``name -> Tensor (*shape)``.
     """
     import torch
     from torch.nn import functional as F

@@ -52,7 +52,9 @@ def layer_names(params: dict) -> list[str]:
 
 def convnet_forward(params: dict, x: torch.Tensor, *, stacked: bool = False, record: list | None = None,
                     head: bool = True) -> torch.Tensor:
-    """The ConvNet's forward pass, written once, for `ConvNet` and for a stack (`fedgdp.nn.clipping`).
+    """The ConvNet's forward pass, written once, for `ConvNet` and for a stack (`fedgdp.nn.clipping`):
+    log-probabilities (n, classes), or (S, L, classes) with ``stacked`` (the penultimate activations with
+    ``head=False``).
 
     Parameters
     ----------
@@ -68,11 +70,6 @@ def convnet_forward(params: dict, x: torch.Tensor, *, stacked: bool = False, rec
         Linear: ``(S, L, features)``, or unstacked shapes).
     head : bool, default=True
         False: return the head's input (the penultimate activations) instead.
-
-    Returns
-    -------
-    Tensor of shape (n, classes), or (S, L, classes) with ``stacked``
-        The log-probabilities (the penultimate activations with ``head=False``).
     """
     S, L = x.shape[:2] if stacked else (1, x.shape[0])
     h = x.transpose(0, 1).reshape(L, S * x.shape[2], *x.shape[3:]) if stacked else x
@@ -167,10 +164,9 @@ class ConvNet(nn.Module):
 
 
 def build_model(dataset: str, *, seed: int, classes: int = 10, init: str = "default") -> ConvNet:
-    """The dataset's CNN with its initial weights drawn from ``seed``.
-
-    The draw uses a forked generator: the global torch RNG is untouched, the weights the
-    same in any process, and independent of the data.
+    """The dataset's CNN, on the CPU in float32, with its initial weights (each in [-1, 1]) drawn from ``seed``
+    by a forked generator: the global torch RNG is untouched, the weights the same in any process, and
+    independent of the data.
 
     Parameters
     ----------
@@ -182,11 +178,6 @@ def build_model(dataset: str, *, seed: int, classes: int = 10, init: str = "defa
         Outputs of the head.
     init : str
         One of `fedgdp.nn.settings.INITS`: ``default`` (PyTorch's), ``he`` or ``xavier``.
-
-    Returns
-    -------
-    ConvNet
-        The network, on the CPU, in float32, every parameter in [-1, 1].
     """
     if dataset not in ARCHITECTURES:
         raise ValueError(f"no CNN for dataset {dataset!r}; known: {', '.join(ARCHITECTURES)}")

@@ -165,10 +165,9 @@ def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto",
 
 def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = False, noise_for: str = "release",
                mu_composed: float = math.nan) -> tuple[float, str]:
-    """The privacy a run really gives: its certified mu and what it is.
-
-    A derived (known) noise seed is said in the text, not in ``certified_mu``: it voids
-    the guarantee for private data only (docs/privacy.md, the seed rule).
+    """The privacy a run really gives: ``(certified_mu, text)``, mu where the run adds noise calibrated to it
+    (inf otherwise) and what is protected, or why nothing is. A derived (known) noise seed is said in the text,
+    not in ``certified_mu``: it voids the guarantee for private data only (docs/privacy.md, the seed rule).
 
     Parameters
     ----------
@@ -184,13 +183,6 @@ def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = Fa
         ``mean``: the run spends ``mu_composed``, not ``mu`` (`fedgdp.nn.settings.NOISE_FOR`).
     mu_composed : float, default=nan
         The run's ledger composed (its largest client's); read under ``noise_for: mean``.
-
-    Returns
-    -------
-    certified_mu : float
-        mu where the run adds noise calibrated to it, inf otherwise.
-    text : str
-        What is protected, or why nothing is.
     """
     if release == "private" and math.isfinite(mu) and noise_for == "mean":
         return float(mu_composed), (f"not mu-GDP at mu = {mu:g}: the noise is calibrated for the mean of a summed "
@@ -209,7 +201,8 @@ def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = Fa
 
 
 def collect(cfg: dict, runs_dir: str | os.PathLike):
-    """The table of every piece on disk, one row per (reading, point, run, method).
+    """The table of every piece on disk, one row per (reading, point, run, method), columns `TABLE_COLUMNS` in
+    the config's order, and the (reading, figure, x, run) not yet on disk.
 
     Parameters
     ----------
@@ -217,13 +210,6 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
         A config of `load_readings`.
     runs_dir : str or path
         The map's folder of pieces.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns `TABLE_COLUMNS`, in the config's order of readings and points.
-    missing : list of tuple
-        The (reading, figure, x, run) not yet on disk.
     """
     import pandas as pd
 

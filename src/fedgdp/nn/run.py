@@ -111,7 +111,8 @@ def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
 def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: ImageData | None = None,
            data_dir: str = "data", return_ledgers: bool = False, progress: bool = False,
            fresh_noise: bool = False):
-    """Train every method of ``p`` on one partition; one row per method (keys `COLUMNS`).
+    """Train every method of ``p`` on one partition; one row per method of ``p["methods"]`` (keys `COLUMNS`),
+    and with ``return_ledgers`` ``(rows, method -> ledger)``.
 
     Parameters
     ----------
@@ -131,13 +132,6 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
         Print one line per round of every method on standard error (`fedgdp.nn.train.Progress`).
     fresh_noise : bool, default=False
         Seed every method's noise from fresh entropy (`noise_seed`; ``noise_secret = True``).
-
-    Returns
-    -------
-    rows : list of dict
-        One row per method of ``p["methods"]``, keys `COLUMNS`.
-    ledgers : dict method -> fedgdp.core.privacy.Ledger
-        Only with ``return_ledgers``: then ``(rows, ledgers)`` is returned.
     """
     import torch
 
@@ -307,19 +301,13 @@ _ADDED = {"noise_secret": False}
 
 
 def piece_settings(path: str | os.PathLike) -> tuple[dict, str]:
-    """The resolved settings and git commit a run file was written with (its metadata).
+    """The resolved settings (strict JSON: mu = inf reads as ``"inf"``) and git commit (or ``"unknown"``) a run
+    file was written with (ValueError for a file that is not a run file).
 
     Parameters
     ----------
     path : str or path
         A run file of `write_runs`.
-
-    Returns
-    -------
-    settings : dict
-        The settings of ``params`` (strict JSON: mu = inf reads as ``"inf"``).
-    commit : str
-        The commit that wrote it, or ``"unknown"`` (ValueError for a file that is not a run file).
     """
     import json
 

@@ -152,7 +152,8 @@ def update_is_release(p: dict) -> bool:
 
 
 def releases_per_round(p: dict, stage: str) -> int:
-    """Releases of ``stage`` a client makes in a round it is drawn in.
+    """Releases of ``stage`` a client makes in a round it is drawn in: one gradient or Newton release;
+    ``local_epochs`` local steps, or one under ``clip_unit: update`` (`update_is_release`).
 
     Parameters
     ----------
@@ -160,12 +161,6 @@ def releases_per_round(p: dict, stage: str) -> int:
         Run settings (``local_epochs``, ``clip_unit``).
     stage : str
         ``gradient``, ``newton`` or ``local step``.
-
-    Returns
-    -------
-    int
-        One gradient or Newton release; ``local_epochs`` local steps, or one under
-        ``clip_unit: update`` (`update_is_release`).
     """
     if stage != privacy.LOCAL_STEP or update_is_release(p):
         return 1
@@ -173,7 +168,8 @@ def releases_per_round(p: dict, stage: str) -> int:
 
 
 def smallest_batch(n, batch: int):
-    """The smallest of the ``ceil(n / batch)`` near-equal minibatches of ``n`` images.
+    """The smallest of the ``ceil(n / batch)`` near-equal minibatches of ``n`` images: ``n // ceil(n / batch)``
+    (``n`` itself when ``n <= batch``), float, the shape of ``n``.
 
     Parameters
     ----------
@@ -181,11 +177,6 @@ def smallest_batch(n, batch: int):
         Images per client.
     batch : int
         The largest minibatch.
-
-    Returns
-    -------
-    ndarray
-        ``n // ceil(n / batch)`` (``n`` itself when ``n <= batch``), float, the shape of ``n``.
     """
     n = np.asarray(n, float)
     return np.floor(n / np.ceil(n / batch))

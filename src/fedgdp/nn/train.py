@@ -39,20 +39,14 @@ _M_MMAP_MAX, _M_TRIM_THRESHOLD = -4, -1
 
 
 def resolve_device(spec: str | None = "auto") -> torch.device:
-    """``auto``: CUDA when available, else CPU; anything else is passed to torch.device.
-
-    On CUDA, cuDNN is set to deterministic algorithms, so a run is repeatable on the same
-    GPU model, driver and torch version (not bit-identical to a CPU run).
+    """``auto``: CUDA when available, else CPU; anything else is passed to torch.device (ValueError for a bad
+    spec, or CUDA requested but not available). On CUDA, cuDNN is set to deterministic algorithms, so a run is
+    repeatable on the same GPU model, driver and torch version (not bit-identical to a CPU run).
 
     Parameters
     ----------
     spec : str or None
         ``auto`` (or None, ``""``), ``cpu``, ``cuda``, ``cuda:N``.
-
-    Raises
-    ------
-    ValueError
-        A bad spec, or CUDA requested but not available.
     """
     if spec in (None, "", "auto"):
         dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -70,16 +64,10 @@ def resolve_device(spec: str | None = "auto") -> torch.device:
 
 
 def keep_freed_memory() -> bool:
-    """Keep freed memory in the process instead of handing it back to the kernel (glibc only).
-
-    Large blocks are then reused instead of unmapped and zeroed by the kernel on every
-    clipped call; results are unchanged, peak memory is kept until exit
+    """Keep freed memory in the process instead of handing it back to the kernel (glibc only); whether the
+    setting took (False off glibc, e.g. macOS or musl). Large blocks are then reused instead of unmapped and
+    zeroed by the kernel on every clipped call; results are unchanged, peak memory is kept until exit
     (docs/performance.md, "The CNN run").
-
-    Returns
-    -------
-    bool
-        Whether the setting took (False off glibc, e.g. on macOS or with musl).
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -210,7 +198,8 @@ class Trained:
 def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.random.Generator,
           gen: torch.Generator | None, *, stack: bool | None = None,
           progress: bool | Callable[[int], None] = False) -> Trained:
-    """Train from ``params0`` with ``method`` (a name of ``fedgdp.methods.registry("nn")``).
+    """Train from ``params0`` with ``method`` (a name of ``fedgdp.methods.registry("nn")``); ValueError when a
+    client holds no image (before any work) or a private network's parameter is not finite.
 
     Parameters
     ----------
@@ -228,11 +217,6 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
         Stack a round's clients (see `fedgdp.nn.backend.TorchBackend`).
     progress : bool or callable
         True: a `Progress` line on standard error per round; a callable gets the rounds done.
-
-    Raises
-    ------
-    ValueError
-        A client holds no image (before any work), or a private network's parameter is not finite.
     """
     clients.check()                      # an empty client: one line, before any work
     meth = get_method(method, CNN)
@@ -246,7 +230,7 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
 
 @torch.no_grad()
 def evaluate(model, params: dict, x: torch.Tensor, y: torch.Tensor, *, batch: int = 2000) -> tuple[float, float]:
-    """Accuracy and mean NLL loss of ``params`` on ``(x, y)``.
+    """Accuracy and mean NLL loss of ``params`` on ``(x, y)`` (both NaN when ``N = 0``).
 
     Parameters
     ----------
@@ -260,11 +244,6 @@ def evaluate(model, params: dict, x: torch.Tensor, y: torch.Tensor, *, batch: in
         Labels (int64).
     batch : int
         Images per forward pass.
-
-    Returns
-    -------
-    accuracy, loss : float
-        The share of correct predictions and the mean NLL; both NaN when ``N = 0``.
     """
     if y.shape[0] == 0:
         return float("nan"), float("nan")

@@ -50,7 +50,8 @@ class NNPart(PlanBase):
         return [int(m) for m in f["m"][dataset]], ["full"]
 
     def nn_settings(self, dataset: str, fig: str, m, n, rep) -> dict:
-        """``fedgdp nn-run`` settings of one run (fedgdp.nn.settings keys).
+        """``fedgdp nn-run`` settings of one run: ``nn.settings``, then ``nn.dataset_settings[dataset]``, then
+        the run's own keys.
 
         Parameters
         ----------
@@ -64,11 +65,6 @@ class NNPart(PlanBase):
             Samples per client; ``"full"`` or None: the full training split.
         rep : int or str
             The run index (``run`` of the settings).
-
-        Returns
-        -------
-        dict
-            ``nn.settings``, then ``nn.dataset_settings[dataset]``, then the run's own keys.
         """
         s = self.nn()
         p = dict(s.get("settings", {}))
@@ -93,17 +89,12 @@ class NNPart(PlanBase):
                 for m in ms for n in ns for r in range(self.figure(fig)["runs"])]
 
     def nn_run_spec(self, wildcards) -> str:
-        """JSON settings of one run (checked against the grid).
+        """JSON settings of one run (ValueError for wildcards that name no run of the grid).
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A CNN run path's wildcards: ``dataset``, ``fig``, ``m``, ``n``, ``rep``.
-
-        Raises
-        ------
-        ValueError
-            Wildcards that name no run of the grid.
         """
         w = wildcards
         ms, ns = self.nn_axes(w.dataset, w.fig)
@@ -315,17 +306,13 @@ class NNPart(PlanBase):
         return [f"{self.paths.nn_readings}/readings.{ext}" for ext in ("csv", "md", "pdf", "png")]
 
     def nn_reading_spec(self, wildcards) -> str:
-        """JSON settings of one piece of the readings map (`fedgdp nn-run --spec`).
+        """JSON settings of one piece of the readings map (`fedgdp nn-run --spec`; ValueError for wildcards that
+        name no piece).
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards
             A piece's wildcards: ``reading``, ``fig``, ``x``, ``rep``.
-
-        Raises
-        ------
-        ValueError
-            Wildcards that name no piece of the map.
         """
         from ..nn.readings import pieces
 

@@ -128,18 +128,13 @@ def _setting_message(path: list, value) -> str | None:
 
 
 def load_schema(path: str | os.PathLike) -> dict:
-    """The config schema, with ``studies.*.settings`` closed over the keys of ``defaults``.
+    """The config schema, with ``studies.*.settings`` closed over the keys of ``defaults``, and a study's grid
+    and ``realdata`` in the sensitivity section when it has one.
 
     Parameters
     ----------
     path : str or path-like
         The schema file (YAML; workflow/schemas/config.schema.yaml).
-
-    Returns
-    -------
-    dict
-        The schema, also closed over a study's grid and ``realdata`` in its sensitivity section
-        when it has one.
     """
     import yaml
 

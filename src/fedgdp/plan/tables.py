@@ -21,17 +21,13 @@ class TablesPart(SimulationPart):
         return [self.summary_file(t["model"], t["study"])]
 
     def table1_spec(self, wildcards=None) -> str:
-        """What Table 1's rule needs: ``tables.table1`` with its cell completed, its methods and a note (JSON).
+        """What Table 1's rule needs, as JSON: ``tables.table1`` with its cell completed (mu and K default to
+        ``defaults``'), its methods (default: the study's) and a note.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
-            JSON; ``cell``'s mu and K default to ``defaults``', ``methods`` to the study's.
         """
         c = self.config
         t = c["tables"]["table1"]
@@ -64,17 +60,13 @@ class TablesPart(SimulationPart):
         return [self.summary_file(model, study) for model, study in self._rates_pairs()]
 
     def rates_spec(self, wildcards=None) -> str:
-        """What the rates table's rule needs: ``tables.rates`` with its fits, studies, dimensions and a note (JSON).
+        """What the rates table's rule needs, as JSON: ``tables.rates`` with ``fits`` (`rates_fits`),
+        ``studies``, ``d``, ``method_settings`` and ``note``.
 
         Parameters
         ----------
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
-
-        Returns
-        -------
-        str
-            JSON with ``fits`` (`rates_fits`), ``studies``, ``d``, ``method_settings`` and ``note``.
         """
         c = self.config
         spec = dict(c["tables"]["rates"], fits=self.rates_fits(),

@@ -110,7 +110,8 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
 
     def check_request(self, targets, *, rule_names=(), dry_run: bool = False, torch: bool = True,
                       use_conda: bool = False) -> None:
-        """Check the targets of one Snakemake invocation before any job: RequestError, one line.
+        """Check the targets of one Snakemake invocation before any job: RequestError, one line, for an unknown
+        target, the gallery of another run than `GALLERY_RUN`, or CNN targets without PyTorch.
 
         Parameters
         ----------
@@ -124,11 +125,6 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
             Whether PyTorch can be imported here.
         use_conda : bool, default=False
             Jobs run in their conda environments (``--sdm conda``: PyTorch comes with nn.yaml).
-
-        Raises
-        ------
-        RequestError
-            An unknown target, the gallery of another run than `GALLERY_RUN`, or CNN targets without PyTorch.
         """
         named = self.targets()
         known = list(dict.fromkeys([*named, *rule_names]))
@@ -231,7 +227,8 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
         return {"figure": figure_number(wildcards.fig), "format": "PNG", "run": self.run}
 
     def table_labels(self, name: str, fmt: str) -> dict:
-        """Report labels of one file of a table.
+        """Report labels of one file of a table:
+        ``{"table": "Table 1" | "Rates" | "Claims", "format": fmt, "run": run}``.
 
         Parameters
         ----------
@@ -239,11 +236,6 @@ class TargetsPart(SensitivityPart, DecompositionPart, NNPart, CoveragePart):
             The table.
         fmt : str
             The file's format as shown in the report (``CSV``, ``Markdown``, ``LaTeX``).
-
-        Returns
-        -------
-        dict
-            ``{"table": "Table 1" | "Rates" | "Claims", "format": fmt, "run": run}``.
         """
         return {"table": {"table1": "Table 1", "rates": "Rates", "claims": "Claims"}[name],
                 "format": fmt, "run": self.run}

@@ -108,8 +108,8 @@ def _outcome(z: float, sign: int = 1) -> str:
 
 
 def z_diff(a: float, se_a: float, b: float, se_b: float) -> float:
-    """``(a - b) / sqrt(se_a^2 + se_b^2)``; NaN when a standard error is missing, 0 when
-    both are zero and the values equal.
+    """``(a - b) / sqrt(se_a^2 + se_b^2)``; NaN when ``a`` or ``b`` is not finite or a standard error is
+    missing; when both SEs are zero, 0 if the values are equal, else +-inf.
 
     Parameters
     ----------
@@ -117,12 +117,6 @@ def z_diff(a: float, se_a: float, b: float, se_b: float) -> float:
         The two means.
     se_a, se_b : float
         Their standard errors.
-
-    Returns
-    -------
-    float
-        The z statistic; NaN when ``a`` or ``b`` is not finite or an SE is NaN; +-inf when
-        both SEs are zero and the values differ.
     """
     if not (np.isfinite(a) and np.isfinite(b)) or np.isnan(se_a) or np.isnan(se_b):
         return float("nan")
@@ -133,8 +127,8 @@ def z_diff(a: float, se_a: float, b: float, se_b: float) -> float:
 
 
 def compare_less(a: float, se_a: float, b: float, se_b: float) -> str:
-    """Outcome of the claim ``a < b`` (means with Monte Carlo SEs): ``agree`` when
-    ``z < -Z_TIE``, ``contradict`` when ``z > Z_TIE``, ``tie`` otherwise.
+    """Outcome of the claim ``a < b`` (means with Monte Carlo SEs): ``agree`` when ``z < -Z_TIE``,
+    ``contradict`` when ``z > Z_TIE``, ``tie`` otherwise (and when z is NaN).
 
     Parameters
     ----------
@@ -142,11 +136,6 @@ def compare_less(a: float, se_a: float, b: float, se_b: float) -> str:
         The two means.
     se_a, se_b : float
         Their Monte Carlo standard errors.
-
-    Returns
-    -------
-    str
-        One of `OUTCOMES` (``tie`` when z is NaN).
     """
     return _outcome(z_diff(a, se_a, b, se_b), sign=-1)
 
@@ -222,17 +211,13 @@ def _trend_outcome(t: Trend, direction: int) -> str:
 
 
 def subclaim_verdict(checks: list[Check]) -> str:
-    """Verdict of one sub-claim from its checks (rules in `THRESHOLDS`).
+    """Verdict of one sub-claim from its checks (rules in `THRESHOLDS`): one of `VERDICTS`, ``not run`` when
+    there are no checks.
 
     Parameters
     ----------
     checks : list of Check
         The sub-claim's checks.
-
-    Returns
-    -------
-    str
-        One of `VERDICTS` (``not run`` when there are no checks).
     """
     if not checks:
         return "not run"
@@ -290,7 +275,8 @@ def _subclaim_line(name: str, checks: list[Check], detail: str = "", show: str =
 
 
 def median_diff_z(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    """(median(a) - median(b), z) with a paired bootstrap SE over the positions of a and b.
+    """(median(a) - median(b), z) with a paired bootstrap SE over the positions of a and b; z is 0 or +-inf when
+    the bootstrap SD is zero.
 
     Parameters
     ----------
@@ -299,11 +285,6 @@ def median_diff_z(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tup
         finite are dropped.
     rng : numpy.random.Generator
         Draws the `BOOT_REPS` resamples.
-
-    Returns
-    -------
-    tuple of (float, float)
-        The difference of medians and its z; z is 0 or +-inf when the bootstrap SD is zero.
     """
     ok = np.isfinite(a) & np.isfinite(b)
     a, b = a[ok], b[ok]

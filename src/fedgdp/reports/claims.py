@@ -550,19 +550,14 @@ def reading_trends(readings: pd.DataFrame) -> list[str]:
 
 
 def reading_verdicts(readings: pd.DataFrame) -> dict[str, str]:
-    """C6's verdict per reading: `combine` of the sub-claims of `reading_trends`, with the
-    figure it rests on when the map ran the other at one point only.
+    """C6's verdict per reading (e.g. ``"partly"``, ``"holds (Fig. 10 only)"``): `combine` of the sub-claims of
+    `reading_trends`, with the figure it rests on when the map ran the other at one point only; "not run" for a
+    reading no sub-claim can be judged on.
 
     Parameters
     ----------
     readings : DataFrame
         The readings table (`fedgdp.nn.readings.TABLE_COLUMNS`).
-
-    Returns
-    -------
-    dict of str to str
-        Reading -> verdict, e.g. ``"partly"`` or ``"holds (Fig. 10 only)"``; "not run"
-        for a reading no sub-claim can be judged on.
     """
     subs: dict[str, list[tuple[str, str]]] = {r: [] for r in readings["reading"].unique()}
     for reading, fig, v, _ in _reading_subclaims(readings):
@@ -641,7 +636,8 @@ def _competitive(a: pd.Series, b: pd.Series, x) -> Check:
 # ------------------------------------------------------------------ the report
 def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: pd.DataFrame | None = None,
            spec: dict | None = None, readings: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Every claim's rows (`CLAIM_COLUMNS`); ``evidence`` is a list of lines.
+    """Every claim's rows, columns `CLAIM_COLUMNS` (``evidence`` a list of lines): C1-C4 per model, in that
+    order, then C5 per (dataset, task) and C6 per dataset (one "not run" row each when absent).
 
     Parameters
     ----------
@@ -656,12 +652,6 @@ def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: p
         ``studies`` (claim -> list of studies; default `DEFAULT_STUDIES`).
     readings : DataFrame, optional
         The CNN readings map (``readings.csv``), shown in C6's evidence (`readings_evidence`).
-
-    Returns
-    -------
-    DataFrame
-        Columns `CLAIM_COLUMNS`: C1-C4 per model (in that order), then C5 per
-        (dataset, task) and C6 per dataset (one "not run" row each when absent).
     """
     spec = spec or {}
     studies = {**DEFAULT_STUDIES, **spec.get("studies", {})}

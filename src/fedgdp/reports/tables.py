@@ -30,7 +30,9 @@ __all__ = ["table1", "rates", "write_csv", "write_markdown", "write_latex"]
 
 # ------------------------------------------------------------------------ Table 1
 def table1(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
-    """Table 1 with measurements at the reference cell.
+    """Table 1 with measurements at the reference cell: one row per method, columns `TABLE1_HEADERS` (theory,
+    then measurements; empty for a method absent from the cell); ValueError without a summary row at the
+    reference cell.
 
     Parameters
     ----------
@@ -41,17 +43,6 @@ def table1(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
     spec : dict
         ``model``, ``study``, ``cell`` (``sizes``, ``m``, ``mu``, ``K``: the reference
         cell) and optionally ``methods`` (row order; default: as in the summary).
-
-    Returns
-    -------
-    DataFrame
-        One row per method, columns as `TABLE1_HEADERS` (theory, then measurements; empty
-        for a method absent from the cell).
-
-    Raises
-    ------
-    ValueError
-        No summary row at the reference cell.
     """
     from ..core.theory import TABLE1
     from ..simulation.backend import REGISTRY
@@ -98,7 +89,8 @@ TABLE1_HEADERS = {
 
 # ---------------------------------------------------------------------- rates
 def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
-    """Fitted and predicted log-log slopes of empirical MSE.
+    """Fitted and predicted log-log slopes of empirical MSE, one row per (model, fit, group, method):
+    ``points``, ``slope``, ``ci_low``, ``ci_high`` (95%), ``predicted`` and ``within_ci``.
 
     Parameters
     ----------
@@ -112,11 +104,6 @@ def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
         group); ``models``: models to fit; ``studies``: the studies' config entries
         (methods, schedule, and their ``method_settings`` when they differ from the defaults);
         ``d``: dimension per model; ``method_settings``.
-
-    Returns
-    -------
-    DataFrame with one row per (model, fit, group, method): ``points``, ``slope``,
-    ``ci_low``, ``ci_high`` (95%), ``predicted`` and ``within_ci``.
     """
     import statsmodels.api as sm
 
