@@ -174,7 +174,7 @@ def replicate(cell: dict, r: int, *, base_seed: int, alpha: float = 0.05, cov_ty
 
 
 def run_cell(cell: dict, *, replicates: int, base_seed: int, alpha: float = 0.05, cov_type: str = "model"):
-    """Every replicate of one cell.
+    """Every replicate of one cell: ``replicates x d`` rows, columns `ROW_COLUMNS`.
 
     Parameters
     ----------
@@ -183,11 +183,6 @@ def run_cell(cell: dict, *, replicates: int, base_seed: int, alpha: float = 0.05
     base_seed : int
     alpha : float, default=0.05
     cov_type : {"model", "robust"}, default="model"
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``replicates x d`` rows, columns `ROW_COLUMNS`.
     """
     import pandas as pd
 
@@ -197,19 +192,13 @@ def run_cell(cell: dict, *, replicates: int, base_seed: int, alpha: float = 0.05
 
 
 def coverage_table(rows):
-    """Coverage per (cell, coefficient) of replicate rows (`run_cell`'s, any cells).
-
-    ``coverage`` is over the fits that returned, ``mc_se = sqrt(c (1 - c) / R)``.
+    """Coverage per (cell, coefficient) of replicate rows (`run_cell`'s, any cells), columns `TABLE_COLUMNS` in
+    the rows' order: ``coverage`` over the fits that returned, ``mc_se = sqrt(c (1 - c) / R)``.
 
     Parameters
     ----------
     rows : pandas.DataFrame
         Columns `ROW_COLUMNS`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns `TABLE_COLUMNS`, in the rows' order of cells and coefficients.
     """
     import pandas as pd
 

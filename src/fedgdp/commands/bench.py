@@ -64,7 +64,8 @@ def write_json(result: dict, out: str | None) -> None:
 
 # ------------------------------------------------------------------------ suite
 def suite_cells(config: dict, studies=None):
-    """``(study, overrides)`` of every cell of the config's studies and models, as the workflow expands them.
+    """``(study, overrides)`` of every cell of the config's studies and models, as the workflow expands them
+    (`fedgdp.plan.Plan.cell_overrides`, grid order).
 
     Parameters
     ----------
@@ -72,11 +73,6 @@ def suite_cells(config: dict, studies=None):
         A pipeline config (its ``studies``, ``defaults``, ``beta_true``, ...; ``run`` optional).
     studies : collection of str or None, default=None
         Only these studies (None or empty: all).
-
-    Yields
-    ------
-    tuple of (str, dict)
-        Study name and the cell's parameters (`fedgdp.plan.Plan.cell_overrides`), in grid order.
     """
     from ..plan.simulation import SimulationPart
 
@@ -108,7 +104,9 @@ def _cpu_method_clock():
 
 def run_suite(*, config: str = "config.yaml", replicates: int | None = None, studies=None,
               out: str | None = None) -> dict:
-    """CPU seconds of every study's cells at the config's settings.
+    """CPU seconds of every study's cells at the config's settings: ``config``, ``replicates``, ``cells``,
+    ``total_cpu_s``, ``clock``, the `versions` keys, ``studies`` (per study) and ``cell_times`` (per cell).
+    ValueError for an unreadable config, one without studies, a bad replicate count, or no cells.
 
     Parameters
     ----------
@@ -120,17 +118,6 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
         Names of the studies to time (None or empty: all).
     out : str or None, default=None
         A JSON file to write the result to (None: none).
-
-    Returns
-    -------
-    dict
-        ``config``, ``replicates``, ``cells``, ``total_cpu_s``, ``clock``, the `versions`
-        keys, ``studies`` (per study times) and ``cell_times`` (per cell).
-
-    Raises
-    ------
-    ValueError
-        An unreadable config, one without studies, a bad replicate count, or no cells.
     """
     import yaml
 

@@ -136,7 +136,9 @@ def _cells_difference(before: Path, after: Path) -> str | None:
 
 
 def compare_trees(before: str | Path, after: str | Path, run: str = "paper") -> tuple[int, list[Difference]]:
-    """Compare the Parquet data and CSV tables of run ``run`` in two checkouts.
+    """Compare the Parquet data and CSV tables of run ``run`` in two checkouts:
+    ``(files compared, differences)``, every file of ``before`` looked for in ``after``, the cell files counting
+    as one (all their rows, `_cell_rows`).
 
     Parameters
     ----------
@@ -144,11 +146,6 @@ def compare_trees(before: str | Path, after: str | Path, run: str = "paper") -> 
         Roots of the two checkouts (each holding ``results/<run>/`` and ``tables/<run>/``).
     run : str, default="paper"
         The run name.
-
-    Returns
-    -------
-    (files compared, differences) : every file of ``before`` is looked for in ``after``;
-    the cell files count as one (all their rows, `_cell_rows`).
     """
     before, after = Path(before), Path(after)
     cells = before / "results" / run / "cells"
@@ -172,18 +169,14 @@ def compare_trees(before: str | Path, after: str | Path, run: str = "paper") -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedgdp.commands.rundiff BEFORE AFTER [--run RUN]``: print the files that differ and a count.
+    """``python -m fedgdp.commands.rundiff BEFORE AFTER [--run RUN]``: print the files that differ and a count;
+    exit status 0 when every file is identical, 1 when some differ or are missing, 2 without outputs of the run
+    under BEFORE.
 
     Parameters
     ----------
     argv : list of str or None, default=None
         The arguments (None: ``sys.argv[1:]``).
-
-    Returns
-    -------
-    int
-        Exit status: 0 every file identical, 1 some differ or are missing, 2 no outputs of
-        the run under BEFORE.
     """
     ap = argparse.ArgumentParser(prog="python -m fedgdp.commands.rundiff", description=__doc__.split("\n\n")[0])
     ap.add_argument("before", help="root of the first checkout (holds results/ and tables/)")

@@ -56,18 +56,13 @@ def dumps_strict(value, **kwargs) -> str:
 
 @contextmanager
 def atomic_path(path):
-    """Yield a temporary name beside ``path`` (its folder made), renamed to ``path`` when the
-    block ends without error and removed when it raises.
+    """Yield a temporary name beside ``path`` (``.<name>.<pid>.tmp``, its folder made), renamed to ``path`` when
+    the block ends without error and removed when it raises.
 
     Parameters
     ----------
     path : str or path-like
         The file to make.
-
-    Yields
-    ------
-    pathlib.Path
-        The temporary name (``.<name>.<pid>.tmp`` in the same folder).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +120,8 @@ def write_parquet(table, out: str | os.PathLike, params) -> None:
 
 
 def read_parquet_files(paths, columns, what: str, *, only: bool = False):
-    """Read and concatenate Parquet files into a DataFrame (index reset).
+    """Read and concatenate Parquet files into a DataFrame (index reset); ValueError for a damaged file, a file
+    without one of ``columns``, or no file given.
 
     Parameters
     ----------
@@ -137,11 +133,6 @@ def read_parquet_files(paths, columns, what: str, *, only: bool = False):
         The kind of file, for messages (e.g. ``"cell"``).
     only : bool, default=False
         Read only ``columns``, in that order; False: every column.
-
-    Raises
-    ------
-    ValueError
-        A damaged file, a file without one of ``columns``, or no file given.
     """
     import pandas as pd
     import pyarrow.parquet as pq

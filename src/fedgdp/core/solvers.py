@@ -157,8 +157,9 @@ def cg_tol_floor(hessian_clip: float) -> float:
 
 
 def check_certified_cg(cg_tol, cg_maxiter, hessian_clip) -> None:
-    """Refuse CG settings that certified FedNewton's proof does not cover: ``cg_tol`` outside
-    ``[cg_tol_floor(hessian_clip), 1)`` or ``cg_maxiter`` below `certified_cg_iterations`.
+    """Refuse (ValueError, naming the setting and its value) CG settings that certified FedNewton's proof does
+    not cover: ``cg_tol`` outside ``[cg_tol_floor(hessian_clip), 1)`` or ``cg_maxiter`` below
+    `certified_cg_iterations`.
 
     Parameters
     ----------
@@ -168,11 +169,6 @@ def check_certified_cg(cg_tol, cg_maxiter, hessian_clip) -> None:
         CG's most iterations (``newton.cg_maxiter``).
     hessian_clip : float
         The per-sample Hessian clip as a multiple of tau1.
-
-    Raises
-    ------
-    ValueError
-        Naming the setting and its value.
     """
     tol, floor = float(cg_tol), cg_tol_floor(hessian_clip)
     if not (floor <= tol < 1.0):

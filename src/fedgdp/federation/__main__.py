@@ -9,17 +9,13 @@ from .site import Site, read_site
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Check a site's file against the public settings; print its size and guarantee.
+    """Check a site's file against the public settings; print its size and guarantee. Exit status 0 when the
+    site may join, 1 when not (one line on stderr), 2 for a usage error.
 
     Parameters
     ----------
     argv : list of str or None
         ``["check", DATA, SETTINGS]`` (None: the command line's).
-
-    Returns
-    -------
-    int
-        0 when the site may join, 1 when not (one line on stderr), 2 for a usage error.
     """
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3 or args[0] != "check":

@@ -136,7 +136,8 @@ class Recorder:
 
 
 def run_method(meth, fold: PublicFold, s: dict, ask):
-    """The method's own ``run`` across sites; the fit (``theta`` (d, k), the planned ledger).
+    """The method's own ``run`` across sites; the fit (``theta`` (d, k), the planned ledger); ValueError when a
+    private estimate is not finite.
 
     Parameters
     ----------
@@ -148,11 +149,6 @@ def run_method(meth, fold: PublicFold, s: dict, ask):
         The method's settings.
     ask : callable
         ``ask([(i, request), ...]) -> [reply, ...]`` (`SitesBackend`).
-
-    Raises
-    ------
-    ValueError
-        A private estimate is not finite.
     """
     meth.check_backend(REALDATA)
     return check_finite_release(meth.name, fold, meth.run(SitesBackend(fold, ask), s))[0]

@@ -33,17 +33,13 @@ ESTIMATOR_KEYS = ("family", "classes", "method", "mu", "clip", "privacy_mode", "
 
 
 def check_settings(settings: Any) -> dict:
-    """The settings with their defaults, checked before any record is read.
+    """The settings with their defaults (every key of `DEFAULTS`), checked before any record is read,
+    JSON-normal (the form compared across sites).
 
     Parameters
     ----------
     settings : dict
         Public settings (keys of `DEFAULTS`).
-
-    Returns
-    -------
-    dict
-        Every key of `DEFAULTS`, JSON-normal (the form compared across sites).
     """
     if not isinstance(settings, dict):
         raise ValueError(f"the settings must be a JSON object, got {settings!r}")

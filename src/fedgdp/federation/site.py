@@ -35,7 +35,7 @@ class Refused(ValueError):
 
 
 def read_site(path: str, settings: dict):
-    """The site's features (n, p) and targets (n,) from its file, checked.
+    """The site's features X (n, p), a DataFrame, and targets y (n,) from its file, checked.
 
     Parameters
     ----------
@@ -43,11 +43,6 @@ def read_site(path: str, settings: dict):
         A ``.csv`` or ``.parquet`` file with the settings' ``target`` and ``features`` columns.
     settings : dict
         Checked settings.
-
-    Returns
-    -------
-    X : pandas.DataFrame of shape (n, p)
-    y : ndarray of shape (n,)
     """
     from ..api.fitting import _columns, read_table
 

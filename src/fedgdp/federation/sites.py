@@ -49,7 +49,8 @@ class AcrossSites:
 
 
 def fit_across(ask, m: int, settings: dict) -> AcrossSites:
-    """The method of ``settings`` across ``m`` sites reached by ``ask``.
+    """The method of ``settings`` across ``m`` sites reached by ``ask``: an `AcrossSites` fit; `RefusedError`
+    when a site refuses, `SiteLostError` when one drops out.
 
     Parameters
     ----------
@@ -61,11 +62,6 @@ def fit_across(ask, m: int, settings: dict) -> AcrossSites:
         Sites.
     settings : dict
         The public settings (`fedgdp.federation.settings.check_settings`).
-
-    Returns
-    -------
-    AcrossSites
-        The fit; `RefusedError` when a site refuses, `SiteLostError` when one drops out.
     """
     settings = check_settings(settings)
     if not isinstance(m, int) or m < 1:

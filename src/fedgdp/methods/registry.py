@@ -56,7 +56,8 @@ def registry(kind: str | None = None) -> RegistryView:
 
 
 def get_method(name: str, kind: str | None = None) -> Method:
-    """The registered method ``name`` (that runs on backend ``kind``).
+    """The registered method ``name`` (that runs on backend ``kind``); ValueError for an unknown name, or a
+    method that does not run on ``kind``.
 
     Parameters
     ----------
@@ -64,11 +65,6 @@ def get_method(name: str, kind: str | None = None) -> Method:
         The method's name.
     kind : str or None
         The backend it must run on (None: any).
-
-    Raises
-    ------
-    ValueError
-        An unknown name, or a method that does not run on ``kind``.
     """
     methods = registry(kind)._methods()
     if name not in methods:

@@ -170,7 +170,8 @@ def _extract_cifar(archive: Path, folder: Path) -> None:
 
 
 def load_images(name: str, data_dir: str | os.PathLike = "data") -> ImageData:
-    """Load a dataset from local files (never downloads).
+    """Load a dataset from local files (never downloads); `DataUnavailable` when they are missing, naming them
+    and where to put them.
 
     Parameters
     ----------
@@ -178,11 +179,6 @@ def load_images(name: str, data_dir: str | os.PathLike = "data") -> ImageData:
         ``digits``, ``mnist`` or ``cifar10`` (`DATASETS`).
     data_dir : str or path
         The folder holding ``mnist/`` and ``cifar10/`` (unused for ``digits``).
-
-    Raises
-    ------
-    DataUnavailable
-        When the files are missing: the message names them and says where to put them.
     """
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")

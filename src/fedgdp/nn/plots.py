@@ -30,17 +30,13 @@ SUMMARY_COLUMNS = ["figure", "dataset", "method", "label", "x", "m", "n", "mu", 
 
 
 def summarise_runs(df):
-    """Per (figure, dataset, method, x): median and range of the test accuracy over runs.
+    """Per (figure, dataset, method, x): median and range of the test accuracy over runs, columns
+    `SUMMARY_COLUMNS`; ``x`` is n (fig09) or m (fig10), ``m`` or ``n`` -1 where it varies.
 
     Parameters
     ----------
     df : pandas.DataFrame
         Run rows (columns `fedgdp.nn.run.COLUMNS`).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns `SUMMARY_COLUMNS`; ``x`` is n (fig09) or m (fig10), ``m`` or ``n`` -1 where it varies.
     """
     import pandas as pd
 

@@ -26,17 +26,13 @@ def fmt_mu(mu) -> str:
 
 
 def alternatives(values) -> str:
-    """A wildcard constraint matching exactly ``values`` (never anything, when empty).
+    """A wildcard constraint matching exactly ``values``: the escaped values joined by ``|``, longest first;
+    ``(?!)`` (never anything) when empty.
 
     Parameters
     ----------
     values : iterable
         The allowed values (compared as ``str``; duplicates are dropped).
-
-    Returns
-    -------
-    str
-        The escaped values joined by ``|``, longest first; ``(?!)`` when empty.
     """
     values = sorted({str(v) for v in values}, key=lambda v: (-len(v), v))
     return "|".join(re.escape(v) for v in values) if values else "(?!)"

@@ -147,8 +147,8 @@ def run_name(config: dict, overrides: list[dict]) -> str:
 
 
 def invocation_overrides(configfiles, config_args) -> list[dict]:
-    """What one invocation changes on top of config.yaml: each ``--configfile`` (read
-    here), then the ``--config`` settings (when any). Input of `run_name`.
+    """What one invocation changes on top of config.yaml: one dict per ``--configfile`` (read here; an empty
+    file gives ``{}``), then the ``--config`` dict (when any). Input of `run_name`.
 
     Parameters
     ----------
@@ -156,11 +156,6 @@ def invocation_overrides(configfiles, config_args) -> list[dict]:
         The ``--configfile`` files, in order (YAML).
     config_args : dict or None
         The ``--config`` settings (empty or None: none).
-
-    Returns
-    -------
-    list of dict
-        One dict per config file (an empty file gives ``{}``), then the ``--config`` dict.
     """
     import yaml
 

@@ -41,11 +41,6 @@ def load(config: dict, schema_path, overrides: list[dict] | None = None) -> Plan
     overrides : list of dict or None, default=None
         What the invocation changed (`fedgdp.plan.config.invocation_overrides`), for
         `run_name`; None: none.
-
-    Raises
-    ------
-    ConfigError
-        A bad config value (the first found).
     """
     config.update(numbers(config))
     validate(config, load_schema(schema_path))

@@ -54,7 +54,8 @@ class ResourcesPart(SimulationPart):
     # docs/results/perf-2026-12c/mnist-final1-fit_realdata.tsv.
     @staticmethod
     def realdata_runtime(wildcards, attempt: int = 1) -> int:
-        """Minutes a real-data split job asks for.
+        """Minutes a real-data split job asks for: 15 per attempt off MNIST; on MNIST 120 (multiclass) or 30 per
+        attempt.
 
         Parameters
         ----------
@@ -62,11 +63,6 @@ class ResourcesPart(SimulationPart):
             A real-data path's wildcards: ``dataset`` and ``task`` read.
         attempt : int, default=1
             Snakemake's attempt number (1, then 2, ... on retries).
-
-        Returns
-        -------
-        int
-            15 per attempt off MNIST; on MNIST 120 (multiclass) or 30 per attempt.
         """
         if wildcards.dataset != "mnist":
             return 15 * attempt

@@ -29,20 +29,15 @@ def method_colors() -> dict[str, str]:
 
 
 def realdata_medians(df: pd.DataFrame) -> pd.DataFrame:
-    """Median, quartiles and count of the per-client values per (task, method, mu), with
-    ``mu_certified`` (inf unless every release and the bound are certified), so a nominal
-    mu never shows as a guarantee.
+    """Median, quartiles and count of the per-client values, one row per (task, dataset, method, mu):
+    ``mu_certified`` (inf unless every release and the bound are certified, so a nominal mu never shows as a
+    guarantee), ``median``, ``q25``, ``q75``, ``count``; private levels by mu descending, then mu = inf,
+    registry order.
 
     Parameters
     ----------
     df : pandas.DataFrame
         Real-data rows (`fedgdp.realdata.run.COLUMNS`); NaN values are left out.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per (task, dataset, method, mu): ``mu_certified``, ``median``, ``q25``,
-        ``q75``, ``count``; private levels by mu descending, then mu = inf, registry order.
     """
     rows = df.dropna(subset=["value"])
     keys = ["task", "dataset", "method", "mu"]

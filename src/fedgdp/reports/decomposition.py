@@ -63,7 +63,10 @@ def read_rows(paths) -> pd.DataFrame:
 
 
 def paired(rows: pd.DataFrame, studies: dict, K_conv: int) -> pd.DataFrame:
-    """Per-replicate squared errors of the three releases side by side.
+    """Per-replicate squared errors of the three releases side by side: one row per (model, method, sizes, m, K,
+    replicate) present under all three, ``private``, ``clip_only``, ``plain`` (at K) and ``plain_conv`` (at
+    K_conv). ValueError for a study without rows, K_conv not a K of the plain study, or releases of unequal
+    data.
 
     Parameters
     ----------
@@ -73,17 +76,6 @@ def paired(rows: pd.DataFrame, studies: dict, K_conv: int) -> pd.DataFrame:
         Role (`ROLES`) -> study name.
     K_conv : int
         The converged budget: a K of the plain study.
-
-    Returns
-    -------
-    DataFrame
-        One row per (model, method, sizes, m, K, replicate) present under all three releases:
-        ``private``, ``clip_only``, ``plain`` (at K) and ``plain_conv`` (at K_conv).
-
-    Raises
-    ------
-    ValueError
-        A study without rows, K_conv not a K of the plain study, or releases of unequal data.
     """
     key = CELL + ["replicate"]
     parts = {}

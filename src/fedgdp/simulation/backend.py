@@ -308,20 +308,14 @@ class FitData:
         return data.clip_bounds(self.B if self.clipped else None)
 
     def calibrate(self, plan: tuple) -> tuple[tuple, Ledger]:
-        """Noise sds of a method's plan and its ledger (`fedgdp.core.privacy.calibrate`); a
-        ``private_quantile`` clip's histogram release comes first in the ledger.
+        """Noise sds of a method's plan, one (n_rep, m) array per spec, and its ledger
+        (`fedgdp.core.privacy.calibrate`); a ``private_quantile`` clip's histogram release comes first in the
+        ledger.
 
         Parameters
         ----------
         plan : tuple of fedgdp.core.privacy.ReleaseSpec
             The method's releases.
-
-        Returns
-        -------
-        sigmas : tuple of ndarray
-            One (n_rep, m) sd array per spec of ``plan``.
-        ledger : fedgdp.core.privacy.Ledger
-            The ledger.
         """
         mu = self.mu if self.private else np.inf     # clip_only: no noise, so no private release
         cal = privacy.calibrate_with_clip(plan, mu=mu, clip=self.clip, n=self.sizes.astype(float))

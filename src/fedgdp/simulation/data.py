@@ -152,7 +152,8 @@ class SizeScheme:
 
 
 def parse_sizes(text: str, n_floor: int = 10) -> SizeScheme:
-    """Parse a sizes scheme such as ``equal(400)`` or ``total(20000, lognormal(0,1))``.
+    """Parse a sizes scheme such as ``equal(400)`` or ``total(20000, lognormal(0,1))``; ValueError naming the
+    bad string (unknown scheme, malformed arguments, non-positive sizes, a uniform range with a > b).
 
     Parameters
     ----------
@@ -160,12 +161,6 @@ def parse_sizes(text: str, n_floor: int = 10) -> SizeScheme:
         The scheme (spaces ignored).
     n_floor : int
         Smallest client size of ``lognormal`` and ``total``.
-
-    Raises
-    ------
-    ValueError
-        Naming the bad string: unknown schemes, malformed arguments, non-positive sizes,
-        a uniform range with a > b.
     """
     s = str(text).strip().replace(" ", "")
     for kind, pat in _PATTERNS.items():

@@ -150,18 +150,13 @@ def _tau1_auto(model: str, beta: tuple, sigma_c: float) -> float:
 
 
 def resolve(overrides: dict | None = None) -> dict:
-    """Fully resolved parameters of one cell (a new dict): `CellSettings` from ``overrides``,
-    then each method's checked settings in ``method_settings``.
+    """Fully resolved parameters of one cell (a new dict): `CellSettings` from ``overrides``, then each method's
+    checked settings in ``method_settings`` (ValueError naming the first bad key and value).
 
     Parameters
     ----------
     overrides : dict or None
         Cell parameters over the defaults (`CellSettings` fields).
-
-    Raises
-    ------
-    ValueError
-        Naming the first bad key and value.
     """
     from .backend import get_method
 

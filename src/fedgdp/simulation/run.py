@@ -146,7 +146,8 @@ def fast_fit(name: str, fd: FitData, s: dict, noises: list[dict]):
 
 def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, rows_per_block: int = BLOCK_ROWS,
              return_ledgers: bool = False):
-    """Fit every method of the cell on every replicate.
+    """Fit every method of the cell on every replicate: one row per (replicate, method), keys `COLUMNS`; with
+    ``return_ledgers`` also method -> list of (replicate, Ledger of its block, index in block).
 
     Parameters
     ----------
@@ -164,13 +165,6 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
         Replicates are fitted in blocks of about this many rows (at least one replicate).
     return_ledgers : bool
         Also return every method's ledgers.
-
-    Returns
-    -------
-    rows : list of dict
-        One per (replicate, method), keys `COLUMNS`.
-    ledgers : dict, only if ``return_ledgers``
-        method -> list of (replicate, Ledger of its block, index in block).
     """
     glm = get_model(p["model"])
     beta = np.asarray(p["beta_true"])

@@ -54,19 +54,14 @@ def normalise(key: str, value):
 
 
 def read_cells(paths) -> pd.DataFrame:
-    """Rows of the given cell files (the summary's columns; ``mu_certified``, ``privacy_mode``
-    filled when absent).
+    """Rows of the given cell files (the summary's columns; ``mu_certified``, ``privacy_mode`` filled when
+    absent); ValueError naming a missing, corrupt or incomplete file, or the cell when two files hold the same
+    replicate of a method.
 
     Parameters
     ----------
     paths : iterable of str or path-like
         The cell files (at least one).
-
-    Raises
-    ------
-    ValueError
-        Naming a missing, corrupt or incomplete file, or the cell when two files hold the
-        same replicate of a method.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
