@@ -11,20 +11,11 @@ Verdicts (`VERDICTS`) follow from the counts by fixed rules (`subclaim_verdict`,
 `combine`). The thresholds are module constants (`THRESHOLDS`), chosen once, before the
 default run was read, and printed in the report.
 
-Statistics used:
-
-- *difference of two means* (simulation cells): ``z = (mse_a - mse_b) /
-  sqrt(se_a^2 + se_b^2)`` with the Monte Carlo standard errors of the summaries
-  (`fedgdp.simulation.summary`); a win needs ``|z| > Z_TIE``. The methods of a cell share
-  their replicate data, so their errors are positively correlated and this
-  (independent-samples) standard error is conservative: a tie is called more often,
-  never less.
-- *trend*: statsmodels OLS of ``log MSE`` on ``log x`` over the cells of a group with
-  a 95% confidence interval for the slope (t with ``points - 2`` degrees of
-  freedom). With only two distinct x the trend is the difference of the two ends.
-- *difference of two medians* (real data): paired bootstrap over the clients
-  (the same clients and splits for every method), `BOOT_REPS` resamples from
-  a fixed seed; ``z = (median_a - median_b) / sd_boot``.
+Statistics: `z_diff` of two cells' means with their Monte Carlo SEs
+(`fedgdp.simulation.summary`); the methods of a cell share their replicate data, so their
+errors are positively correlated and this independent-samples SE is conservative (a tie
+is called more often, never less). `trend` over the cells of a group; `median_diff_z`
+for real data (the same clients and splits for every method; a fixed seed).
 """
 from __future__ import annotations
 
