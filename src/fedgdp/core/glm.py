@@ -93,7 +93,7 @@ class NonzeroColumns:
 
     @classmethod
     def of(cls, X: np.ndarray, cols: np.ndarray | None = None) -> NonzeroColumns:
-        """The design X through ``cols``.
+        """The design X through ``cols`` (default: its columns that are not all zero).
 
         Parameters
         ----------
@@ -101,11 +101,6 @@ class NonzeroColumns:
             The design.
         cols : ndarray of int, optional
             The columns to keep (default: those not all zero).
-
-        Returns
-        -------
-        NonzeroColumns
-            X through its columns ``cols``.
         """
         cols = np.flatnonzero(np.any(X != 0, axis=0)) if cols is None else cols
         return cls(np.ascontiguousarray(X[:, cols]), cols, X.shape[1])
@@ -150,11 +145,10 @@ def _row_blocks(n: int):
 
 
 def product_design(X):
-    """The matrix to multiply with in place of the dense design ``X`` (n, d): a
-    ``scipy.sparse.csr_matrix`` with X's values when X is tall, wide and sparse
-    (`ROW_BLOCK_MIN`, `SPARSE_MIN_COLUMNS`, `SPARSE_MAX_DENSITY`); a
-    `NonzeroColumns` when X is short (a client), wide and has enough all-zero
-    columns (`ZERO_COLUMNS_MIN`); else X itself.
+    """The matrix to multiply with in place of the dense design ``X`` (n, d): a ``scipy.sparse.csr_matrix`` with
+    X's values when X is tall, wide and sparse (`ROW_BLOCK_MIN`, `SPARSE_MIN_COLUMNS`, `SPARSE_MAX_DENSITY`); a
+    `NonzeroColumns` when X is short (a client), wide and has enough all-zero columns (`ZERO_COLUMNS_MIN`); else
+    X itself (stacked).
 
     Every product of `GLM` accepts each; they agree with the dense ones to rounding.
     ``X`` may also be a list of row blocks (a pooled design's clients): the design is
@@ -166,11 +160,6 @@ def product_design(X):
     X : ndarray of shape (n, d), or list of ndarray, shapes (n_i, d)
         A design, or its row blocks in order (a block may be a `NonzeroColumns`;
         so may X, which is then returned as it is).
-
-    Returns
-    -------
-    ndarray, scipy.sparse.csr_matrix or NonzeroColumns, shape (n, d)
-        X (stacked), X as a CSR matrix, or X through its nonzero columns.
     """
     if isinstance(X, NonzeroColumns):
         return X
@@ -583,37 +572,27 @@ class SingleOutput(GLM):
     k = 1
 
     def cumulant(self, eta: np.ndarray) -> np.ndarray:
-        """``b(eta)``, elementwise.
+        """``b(eta)``, elementwise (eta's shape).
 
         Parameters
         ----------
         eta : ndarray
             Linear predictors.
-
-        Returns
-        -------
-        ndarray
-            ``b(eta)``, eta's shape.
         """
         raise NotImplementedError
 
     def variance_function(self, mu: np.ndarray) -> np.ndarray:
-        """``V(mu)``, with ``b''(eta) = V(b'(eta))``, elementwise.
+        """``V(mu)``, with ``b''(eta) = V(b'(eta))``, elementwise (mu's shape).
 
         Parameters
         ----------
         mu : ndarray
             Means.
-
-        Returns
-        -------
-        ndarray
-            ``V(mu)``, mu's shape.
         """
         raise NotImplementedError
 
     def sample(self, rng: np.random.Generator, eta: np.ndarray) -> np.ndarray:
-        """Responses drawn at the linear predictors ``eta`` (n,), shape (n,).
+        """Responses (float) drawn at the linear predictors ``eta`` (n,), shape (n,).
 
         Parameters
         ----------
@@ -621,26 +600,16 @@ class SingleOutput(GLM):
             The generator.
         eta : ndarray of shape (n,)
             Linear predictors.
-
-        Returns
-        -------
-        ndarray of shape (n,)
-            The responses (float).
         """
         raise NotImplementedError
 
     def variance(self, eta: np.ndarray) -> np.ndarray:
-        """``b''(eta)``, elementwise.
+        """``b''(eta)``, elementwise (eta's shape).
 
         Parameters
         ----------
         eta : ndarray
             Linear predictors.
-
-        Returns
-        -------
-        ndarray
-            ``b''(eta)``, eta's shape.
         """
         return self.variance_function(self.mean(eta))
 
@@ -774,11 +743,6 @@ def get_model(name: str) -> SingleOutput:
     ----------
     name : str
         ``logistic`` or ``poisson`` (ValueError otherwise).
-
-    Returns
-    -------
-    SingleOutput
-        The model.
     """
     try:
         return MODELS[name]

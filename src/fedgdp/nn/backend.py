@@ -219,7 +219,8 @@ def newton_direction(G: torch.Tensor, lam: float) -> torch.Tensor:
 
 def head_newton_step(params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float, lam: float,
                      alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Algorithm 5's local step on the head, ``alpha (h + lam I)^{-1} gbar`` (no noise).
+    """Algorithm 5's local step on the head, ``alpha (h + lam I)^{-1} gbar`` (D,) in float64 (no noise), and the
+    number of images whose head gradient was clipped (or zeroed, non-finite), an int64 tensor.
 
     The per-sample head gradients (`fedgdp.nn.clipping.head_grads`) are clipped at
     ``B`` in float64 (`fedgdp.nn.clipping`'s rule and margin) before the empirical
@@ -239,13 +240,6 @@ def head_newton_step(params: dict, x: torch.Tensor, y: torch.Tensor, *, B: float
         Ridge ``lambda``.
     alpha : float
         Damping ``alpha``.
-
-    Returns
-    -------
-    step : torch.Tensor of shape (D,), float64
-        ``alpha (h + lam I)^{-1} gbar``.
-    clipped : torch.Tensor of shape (), int64
-        The number of images whose head gradient was clipped (or zeroed, non-finite).
     """
     G = head_grads(params, x, y).to(torch.float64)          # clipped in float64 (the clip margin)
     c = clip_factors(G.square().sum(1), B, margin=clip_margin(G.shape[1], torch.float64))
@@ -837,9 +831,10 @@ class ScheduleDraw(TorchBackend):
 
 
 def clip_client_vectors(g: dict, B: float) -> tuple[dict, torch.Tensor]:
-    """Each client's gradient ``name -> (S, *shape)``, all parameters as one vector,
-    clipped at ``B`` (``clip_unit: client``) by `fedgdp.nn.clipping`'s rule and margin
-    (the squared norm summed in float64; a non-finite vector releases zero).
+    """Each client's gradient ``name -> (S, *shape)``, all parameters as one vector, clipped at ``B``
+    (``clip_unit: client``) by `fedgdp.nn.clipping`'s rule and margin (the squared norm summed in float64; a
+    non-finite vector releases zero), and ``was_clipped`` (S,): 1 where the client's vector was scaled (or
+    zeroed), else 0, in ``g``'s dtype.
 
     Parameters
     ----------
@@ -847,12 +842,6 @@ def clip_client_vectors(g: dict, B: float) -> tuple[dict, torch.Tensor]:
         The clients' gradients (mean or sum of their images').
     B : float
         The clipping bound (finite).
-
-    Returns
-    -------
-    clipped : dict name -> Tensor of shape (S, *shape)
-    was_clipped : Tensor of shape (S,)
-        1 where the client's vector was scaled (or zeroed), else 0, in ``g``'s dtype.
     """
     ref = next(iter(g.values()))
     S = ref.shape[0]
