@@ -1,14 +1,9 @@
 """``FederatedGLM``: the package's federated methods as a scikit-learn style estimator.
 
-A statistician's entry point to the methods of `fedgdp.methods` on their own
-federated data: rows ``X``, a response ``y`` and one client label per row. ``fit``
-builds the real-data study's fold data (`fedgdp.realdata.FoldData`) from the
-clients' rows, takes the clipping bound from the real-data rule
-(`fedgdp.realdata.clip_bound_real`) and runs the method's own ``fit_many`` on
-the real-data backend (`fedgdp.realdata.RealBackend`): the code that makes
-Figures 7-8, not a third implementation. Its settings are checked and completed by the
-real-data resolver (`fedgdp.realdata.resolve`), so the defaults are those of the
-pipeline's real-data fits.
+``fit`` runs the method's own ``fit_many`` on a `fedgdp.realdata.FoldData` of the clients'
+rows (`fedgdp.realdata.RealBackend`, the code that makes Figures 7-8), with the bound of
+`fedgdp.realdata.clip_bound_real` and the defaults of `fedgdp.realdata.resolve`, those of
+the pipeline's real-data fits (docs/ARCHITECTURE.md, ``api/estimator``).
 
 Conventions
 -----------

@@ -82,7 +82,8 @@ def ridge_solve(H: np.ndarray, g: np.ndarray, tau1: float) -> np.ndarray:
 
 def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> tuple[np.ndarray, int]:
     """Conjugate gradients for ``A x = b``, A symmetric positive definite, from 0 until
-    ``||b - A x|| <= tol ||b||``; a truncated solve keeps ``||x|| <= ||b|| / lambda_min(A)``.
+    ``||b - A x|| <= tol ||b||``: ``(x, iterations)``, x of b's shape (NaN when a curvature ``p' A p`` is not
+    positive and finite), 0 iterations when b is 0. A truncated solve keeps ``||x|| <= ||b|| / lambda_min(A)``.
 
     Parameters
     ----------
@@ -94,13 +95,6 @@ def cg_solve(apply, b: np.ndarray, *, tol: float = 1e-8, maxiter: int = 500) -> 
         Relative residual at which to stop.
     maxiter : int
         The most iterations.
-
-    Returns
-    -------
-    x : ndarray
-        The solution, b's shape; NaN when a curvature ``p' A p`` is not positive and finite.
-    iterations : int
-        Iterations used (0 when b is 0).
     """
     x = np.zeros_like(b)
     r = b.copy()

@@ -145,7 +145,8 @@ class ClientData:
         return len(self.y)
 
     def batch(self, clients, index=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Padded images, labels and 0/1 mask of the given clients; ``L`` is their largest size.
+        """Padded images X (S, L, C, H, W), labels Y (S, L) (int64; 0 in padding rows) and mask (S, L) (1 for an
+        image, 0 for padding, in the images' dtype) of the given clients; ``L`` is their largest size.
 
         Parameters
         ----------
@@ -153,15 +154,6 @@ class ClientData:
             The clients, in the stack's order.
         index : sequence of int arrays, length S, optional
             Only these images of each client (a minibatch); None: all of them.
-
-        Returns
-        -------
-        X : torch.Tensor of shape (S, L, C, H, W)
-            The images.
-        Y : torch.Tensor of shape (S, L)
-            The labels (int64; 0 in padding rows).
-        mask : torch.Tensor of shape (S, L)
-            1 for an image, 0 for a padding row, in the images' dtype.
         """
         from torch.nn.utils.rnn import pad_sequence
 

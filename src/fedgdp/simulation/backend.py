@@ -209,10 +209,8 @@ class ClientBlock:
 
 # --------------------------------------------------------------- shared pieces
 def aggregation_weights(sizes: np.ndarray, rule: str, *, B=None, mu=np.inf, releases=1, d=1) -> np.ndarray:
-    """Server weights (n_rep, m), rows summing to one.
-
-    ``size``: ``n_i / N`` (the paper's simulations). ``optimal``: proportional to
-    ``(d/n_i + B^2 K d/(mu^2 n_i^2))^{-1}`` (Theorem 3.2, Remark 3.3).
+    """Server weights (n_rep, m), rows summing to one: ``size``, ``n_i / N`` (the paper's simulations);
+    ``optimal``, proportional to ``(d/n_i + B^2 K d/(mu^2 n_i^2))^{-1}`` (Theorem 3.2, Remark 3.3).
 
     Parameters
     ----------
