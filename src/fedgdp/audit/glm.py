@@ -192,8 +192,8 @@ _PAIRS: dict = {}
 
 
 def worst_pair(target: AuditTarget, stage: str):
-    """The best finite pair the last audit of ``target`` found for release ``stage`` (the
-    empirical test's pair); KeyError when not audited.
+    """The best finite pair ``((X, Y), (X', Y'))`` the last audit of ``target`` found for release ``stage`` (the
+    empirical test's pair; X (n, d), Y (n,) or (n, k), differing in one row); KeyError when not audited.
 
     Parameters
     ----------
@@ -201,11 +201,6 @@ def worst_pair(target: AuditTarget, stage: str):
         An audited target (of this process).
     stage : str
         A release of its plan (``gradient``, ``local step``, ``newton``, ...).
-
-    Returns
-    -------
-    tuple
-        ``((X, Y), (X', Y'))``: X (n, d), Y (n,) or (n, k); the two differ in one row.
     """
     return _PAIRS[(repr(target), stage)]
 

@@ -166,7 +166,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def load_params_file(path: str, many: bool = False) -> dict | list[dict]:
-    """A ``--params`` YAML file as a dict (with ``many``, also a non-empty list of mappings).
+    """A ``--params`` YAML file as a dict (with ``many``, also a non-empty list of mappings); ValueError naming
+    an unreadable, empty or invalid file, or one that holds something else.
 
     Parameters
     ----------
@@ -174,11 +175,6 @@ def load_params_file(path: str, many: bool = False) -> dict | list[dict]:
         The YAML file.
     many : bool, default=False
         Also accept a non-empty list of mappings.
-
-    Raises
-    ------
-    ValueError
-        Naming an unreadable, empty or invalid file, or one that holds something else.
     """
     import yaml
 

@@ -124,7 +124,9 @@ def _time(fn, sync, repeats: int) -> float:
 
 
 def estimate_runs(step_s: dict, *, dataset: str = "mnist", cpu_cores: int | None = None) -> dict:
-    """Seconds of one paper-scale run (four methods) per grid point: about ``4 R K round(q m) t(0.8 n)``.
+    """Seconds of one paper-scale run (four methods) per grid point, about ``4 R K round(q m) t(0.8 n)``:
+    ``run_s_fig09`` (n -> seconds), ``run_s_fig10`` (m -> seconds) and ``paper_grid_total_h`` (hours of every
+    run of both figures).
 
     ``t`` is the clipped step, interpolated linearly in n; evaluation and Newton rounds are left out.
 
@@ -136,12 +138,6 @@ def estimate_runs(step_s: dict, *, dataset: str = "mnist", cpu_cores: int | None
         The network, for its paper settings (``rounds``, ``local_epochs``, ``q``) and grid.
     cpu_cores : int, optional
         Unused.
-
-    Returns
-    -------
-    dict
-        ``run_s_fig09`` (n -> seconds of one run), ``run_s_fig10`` (m -> seconds) and
-        ``paper_grid_total_h`` (hours of every run of both figures).
     """
     from .settings import PAPER_GRID, resolve
 

@@ -84,18 +84,14 @@ def clip_margin(D: int, dtype: torch.dtype) -> float:
         Numbers per image (the parameters of one client's network, or the head's).
     dtype : torch.dtype
         The working precision of the per-sample gradients and of ``c_j g_j``.
-
-    Returns
-    -------
-    float
-        ``kappa``; the factors are ``min(1, (1 - kappa) B / ||g_j||)``.
     """
     return privacy.clip_margin(D, torch.finfo(dtype).eps / 2)
 
 
 def clip_factors(sq: torch.Tensor, B: float, *, margin: float = 0.0,
                  dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Torch port of `fedgdp.core.privacy.clip_factors`: ``min(1, (1 - margin) B / sqrt(sq))``, rounded down.
+    """Torch port of `fedgdp.core.privacy.clip_factors`: ``c_j = min(1, (1 - margin) B / sqrt(sq))`` in [0, 1],
+    rounded down (never above its float64 value).
 
     0 where ``sq`` is not finite (the module's non-finite rule); 1 (or 0) when ``B`` is inf.
 
@@ -109,11 +105,6 @@ def clip_factors(sq: torch.Tensor, B: float, *, margin: float = 0.0,
         ``kappa`` of `clip_margin`.
     dtype : torch.dtype, optional
         The factors' dtype (default ``sq``'s).
-
-    Returns
-    -------
-    torch.Tensor, shape sq.shape
-        The factors ``c_j`` in [0, 1], never above their float64 value.
     """
     dtype = sq.dtype if dtype is None else dtype
     finite = torch.isfinite(sq)
@@ -153,7 +144,9 @@ def _conv_per_sample(a: torch.Tensor, d: torch.Tensor, S: int, w_shape) -> torch
 
 def clipped_grad_sums(params: dict, X: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor, B: float,
                       *, shared: bool = False) -> tuple[dict, torch.Tensor]:
-    """``sum_j mask_j c_j g_j`` of every client of a stack, and the factors ``mask c``.
+    """``sum_j mask_j c_j g_j`` ``name -> (S, *shape)`` of every client of a stack (divided by ``mask.sum(1)``:
+    the clipped mean gradients), and the factors ``mask c`` (S, L) (with the clip margin, `clip_margin`; an
+    image is clipped where ``factors < mask``).
 
     Parameters
     ----------
@@ -169,14 +162,6 @@ def clipped_grad_sums(params: dict, X: torch.Tensor, Y: torch.Tensor, mask: torc
         Clipping bound; ``inf``: the plain sums (still with the non-finite rule).
     shared : bool
         One copy of the parameters ``(*shape)`` for every client (FedSGD), not a stack.
-
-    Returns
-    -------
-    total : dict name -> Tensor of shape (S, *shape)
-        The clipped sums; divided by ``mask.sum(1)`` they are the clipped mean gradients.
-    factors : Tensor of shape (S, L)
-        ``mask_j c_j`` (with the clip margin, `clip_margin`); an image is clipped
-        where ``factors < mask``.
     """
     S, L = Y.shape
     names = layer_names(params)

@@ -104,7 +104,9 @@ class NNPart(PlanBase):
 
     def nn_restore(self, pieces: str | os.PathLike | None, *, readings: str | os.PathLike | None = None,
                    dry_run: bool = False) -> list[dict]:
-        """Copy committed run files back into this run's results, so Snakemake reruns only the missing ones.
+        """Copy committed run files back into this run's results, so Snakemake reruns only the missing ones; one
+        dict per run file: ``file``, ``action`` (``restored``, ``kept``, ``differs``, ``absent``), ``reason``
+        and ``commit``.
 
         A file is copied only when the settings it recorded (`fedgdp.nn.run.piece_settings`;
         a setting it lacks at its default) equal this config's and the target is absent
@@ -118,12 +120,6 @@ class NNPart(PlanBase):
             The folder of committed pieces of the readings map, laid out as ``results/<run>/nn_readings/``.
         dry_run : bool
             Report what would be copied, copy nothing.
-
-        Returns
-        -------
-        list of dict
-            One per run file: ``file``, ``action`` (``restored``, ``kept``, ``differs``,
-            ``absent``), ``reason`` and ``commit``.
         """
         root = self.paths.nn_run.split("{")[0]
         out = []

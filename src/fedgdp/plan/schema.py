@@ -62,7 +62,9 @@ def _error_message(error) -> ConfigError:
 
 
 def validate(config: dict, schema: dict) -> None:
-    """Check ``config`` against the (closed) schema and fill in its defaults in place.
+    """Check ``config`` against the (closed) schema and fill in its defaults in place; a ConfigError for the
+    first error names its key, and an unknown key comes with the known key nearest to it (difflib), e.g.
+    ``replicats`` -> ``replicates``.
 
     Parameters
     ----------
@@ -70,12 +72,6 @@ def validate(config: dict, schema: dict) -> None:
         The merged config; its defaults are filled in in place.
     schema : dict
         The closed schema (`load_schema`).
-
-    Raises
-    ------
-    ConfigError
-        For the first error, naming its key; an unknown key comes with the known key
-        nearest to it (difflib), e.g. ``replicats`` -> ``replicates``.
     """
     errors = list(_validator(schema).iter_errors(config))
     if errors:

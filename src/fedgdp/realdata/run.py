@@ -175,7 +175,9 @@ class _Split:
         return (f, parts, Xtr, Ytr, shared, fold_bounds)
 
     def fit(self, f: int, name: str) -> tuple[dict, dict]:
-        """Method ``name`` at all its mu on fold f (one `fedgdp.methods.Method.fit_many` call).
+        """Method ``name`` at all its mu on fold f (one `fedgdp.methods.Method.fit_many` call): the clipping
+        bound per mu, and per mu the clients' metrics (m,), composed and certified mu (m,),
+        ``(rounds, floats_up, floats_down)`` and the fit's seconds.
 
         Parameters
         ----------
@@ -183,12 +185,6 @@ class _Split:
             The fold.
         name : str
             The method.
-
-        Returns
-        -------
-        tuple of dict
-            The clipping bound per mu, and per mu the clients' metrics (m,), composed and
-            certified mu (m,), ``(rounds, floats_up, floats_down)`` and the fit's seconds.
         """
         p = self.p
         _, parts, Xtr, Ytr, shared, fold_bounds = self._setup(f)
