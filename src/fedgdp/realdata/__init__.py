@@ -11,11 +11,8 @@ form); parameters are ``Theta`` (d, k); weights ``w_i = n_i / N``; all methods s
 0. A fold's clipping bound follows the configured rule on its training data
 (`clip_bound_real`); tau1 is a configured number (the image Hessian is singular, so
 ``auto`` would give 0). Every configured mu is fitted in one stacked pass where the
-method allows (`RealBackend`). Seeds: docs/methods.md §5.
-
-Modules: ``parameters`` (`resolve`), ``folds`` (fold data), ``clipping``, ``solvers``
-(the Newton step, the ridge MLE), ``backend``, ``metrics``, ``moments`` (inference
-releases), ``run`` (one split: its rows and file), ``plots``.
+method allows (`RealBackend`). Seeds: docs/methods.md §5; the modules:
+docs/ARCHITECTURE.md (``realdata/``).
 """
 
 from ..core.solvers import cg_solve

@@ -12,8 +12,7 @@ privacy         ``e_private(K) - e_clip_only(K)``
 ==============  ==========================================
 
 The terms add up to ``e_private(K)`` replicate by replicate; each SE is that of the
-paired differences. `paired` lines the studies up, `decompose` reduces, `ordered` sorts,
-`write_csv` and `write_markdown` write; the figure is `fedgdp.reports.plots_decomposition`.
+paired differences.
 """
 from __future__ import annotations
 
