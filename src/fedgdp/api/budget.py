@@ -207,7 +207,8 @@ def _budgets(est) -> list[PrivacyBudget]:
 
 
 def check_public(est, mu: float) -> None:
-    """Before the data are read: refuse a fit whose ``mu`` alone exceeds a budget, or one in another process.
+    """Before the data are read: refuse (`BudgetExceededError`) a fit whose ``mu`` alone exceeds a budget, or
+    one in another process.
 
     Parameters
     ----------
@@ -215,11 +216,6 @@ def check_public(est, mu: float) -> None:
         The estimator about to fit.
     mu : float
         The fit's mu (inf: non-private).
-
-    Raises
-    ------
-    BudgetExceededError
-        As above.
     """
     mark = est.__dict__.pop(BLOCK_MARK, None)
     if mark is not None and mark != os.getpid():
@@ -236,7 +232,9 @@ def check_public(est, mu: float) -> None:
 
 
 def charge(est, mu: float, X: np.ndarray, y: np.ndarray, clients: np.ndarray) -> list[tuple]:
-    """Before any release: charge ``mu^2`` to every record of the fit in every budget, or refuse and charge nothing.
+    """Before any release: charge ``mu^2`` to every record of the fit in every budget, or refuse
+    (`BudgetExceededError`) and charge nothing; each budget charged and the index of the fit's entry in its
+    ``fits`` (for `settle`).
 
     Parameters
     ----------
@@ -246,16 +244,6 @@ def charge(est, mu: float, X: np.ndarray, y: np.ndarray, clients: np.ndarray) ->
         The fit's mu.
     X, y, clients : ndarray
         The rows as ``fit`` checked them (features without the intercept column).
-
-    Returns
-    -------
-    list of (PrivacyBudget, int)
-        Each budget charged and the index of the fit's entry in its ``fits`` (for `settle`).
-
-    Raises
-    ------
-    BudgetExceededError
-        A record would pass a budget (nothing is charged to any budget).
     """
     budgets = _budgets(est)
     if not budgets:

@@ -48,17 +48,13 @@ def read_table(path: str):
 
 
 def parse_features(text: str | None) -> list[str] | None:
-    """``--features``: the comma-separated feature columns (None: every other column).
+    """``--features``: the comma-separated feature columns (None: every other column); ValueError for an empty
+    value or name (``''``, ``'a,,b'``).
 
     Parameters
     ----------
     text : str or None
         The option's value.
-
-    Raises
-    ------
-    ValueError
-        An empty value or name (``''``, ``'a,,b'``).
     """
     if text is None:
         return None
@@ -104,7 +100,8 @@ def _columns(df, target: str, client: str, features: list[str] | None) -> list[s
 
 
 def parse_classes(text: str | None, column=None) -> list | None:
-    """``--classes``: the comma-separated public label domain, typed like the target column.
+    """``--classes``: the comma-separated public label domain, typed like the target column; ValueError for an
+    empty label, or one that is not a number for a numeric column.
 
     Parameters
     ----------
@@ -113,11 +110,6 @@ def parse_classes(text: str | None, column=None) -> list | None:
     column : pandas.Series or None
         The target column: a numeric (or boolean) column types every class like itself;
         otherwise each class is the stripped text between the commas.
-
-    Raises
-    ------
-    ValueError
-        An empty label, or a label that is not a number for a numeric column.
     """
     if text is None:
         return None
@@ -155,18 +147,14 @@ SCALING_UNACCOUNTED = ("feature scaling: --standardize data centres and scales e
 
 
 def read_scaling(path: str) -> dict:
-    """``--standardize FILE.json``: public centring and scaling, one entry per feature column.
+    """``--standardize FILE.json``: public centring and scaling ``{column: (mean, sd)}``, one entry per feature
+    column (ValueError naming the file and entry for anything else).
 
     Parameters
     ----------
     path : str
         A JSON object ``{"column": {"mean": m, "sd": s}, ...}`` (numbers fixed without the
         data: a published reference, a design's range); columns not fitted are ignored.
-
-    Returns
-    -------
-    dict
-        ``{column: (mean, sd)}`` (ValueError naming the file and entry for anything else).
     """
     p = Path(path)
     if not p.is_file():
@@ -194,7 +182,8 @@ def read_scaling(path: str) -> dict:
 
 
 def standardize(df, cols: list[str], how: str | dict):
-    """The feature columns centred and scaled: ``(x - mean) / sd`` per column.
+    """The feature columns centred and scaled, ``(x - mean) / sd`` per column, and the scaling used,
+    ``{column: {"mean": m, "sd": s}}``.
 
     Parameters
     ----------
@@ -205,13 +194,6 @@ def standardize(df, cols: list[str], how: str | dict):
     how : "data" or dict
         ``"data"``: each column's own mean and sd (not covered, `SCALING_UNACCOUNTED`), or
         public ``{column: (mean, sd)}`` (`read_scaling`).
-
-    Returns
-    -------
-    X : pandas.DataFrame
-        The scaled features.
-    scaling : dict
-        ``{column: {"mean": m, "sd": s}}``, what was used.
     """
     X = df[cols].astype(float)
     scaling: dict[str, tuple[float, float]]
@@ -308,7 +290,10 @@ def _num(x: float):
 
 
 def report(est, *, delta: float, rows: int, data: str) -> dict:
-    """The JSON report: the estimate, its fit and its privacy report at ``delta``.
+    """The JSON report: the estimate, its fit and its privacy report at ``delta``: ``data``, ``rows``,
+    ``family``, ``method``, ``n_clients``, ``client_sizes``, ``features``, ``coefficients``, ``communication``,
+    ``settings``, ``fit`` (``fit_info_``), ``privacy``, ``standardize`` (``scaling_``), ``summary`` and, for
+    classifiers, ``classes``.
 
     Parameters
     ----------
@@ -320,14 +305,6 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
         Rows of the data file.
     data : str
         The data file's path, as given.
-
-    Returns
-    -------
-    dict
-        ``data``, ``rows``, ``family``, ``method``, ``n_clients``, ``client_sizes``,
-        ``features``, ``coefficients``, ``communication``, ``settings``, ``fit``
-        (``fit_info_``), ``privacy``, ``standardize`` (``scaling_``), ``summary`` and,
-        for classifiers, ``classes``.
     """
     out = {"data": data, "rows": rows, "family": est.family, "method": est.method_,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],

@@ -134,7 +134,8 @@ def poisson_default_steps(s: dict, given: dict, d: int, B: float) -> None:
 
 
 def curvature(family: str, k: int, theta: np.ndarray | None = None, b: float = math.inf):
-    """The curvature model's ``W`` (module docstring) as its eigen-decomposition.
+    """The curvature model's ``W`` (module docstring) as its eigen-decomposition: the eigenvalues (k,) and
+    eigenvectors (k, k), in columns.
 
     Parameters
     ----------
@@ -149,13 +150,6 @@ def curvature(family: str, k: int, theta: np.ndarray | None = None, b: float = m
         row adds its curvature ``lambda`` only with the chance ``erf(b / sqrt(2 lambda))``
         that its residual (sd ``sqrt(lambda)``) is not clipped. (Logistic residuals are at
         most 1 <= b under the default rule; softmax's are taken as unclipped.)
-
-    Returns
-    -------
-    values : ndarray of shape (k,)
-        The eigenvalues of W.
-    vectors : ndarray of shape (k, k)
-        Its eigenvectors (columns).
     """
     if theta is None or not np.any(theta):
         if family == "multinomial":
@@ -198,7 +192,7 @@ def _geometric(a2: float, K: int) -> float:
 
 def noise_variances(name: str, s: dict, sigmas, w: np.ndarray, c: np.ndarray, *, tau1: float,
                     certified: bool) -> np.ndarray:
-    """The variance of the noise in one coefficient along directions of curvature ``c``.
+    """The variance of the noise in one coefficient along directions of curvature ``c``, one per curvature.
 
     Parameters
     ----------
@@ -216,11 +210,6 @@ def noise_variances(name: str, s: dict, sigmas, w: np.ndarray, c: np.ndarray, *,
         FedNewton's ridge / floor.
     certified : bool
         FedNewton's solve: the ridge (certified) or the eigenvalue floor (paper).
-
-    Returns
-    -------
-    ndarray
-        One variance per curvature.
     """
     c = np.asarray(c, float)
     v = [float(np.sum(w ** 2 * np.asarray(sg, float) ** 2)) for sg in sigmas]
@@ -354,7 +343,7 @@ def _resolve(name: str, family: str, mu: float, d: int, B: float, o: dict) -> di
 
 def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: float, p: dict, B: float,
                  theta: np.ndarray | None = None) -> np.ndarray:
-    """The noise sd of every coefficient (d, k) of ``name``'s fit under the curvature model.
+    """The noise sd of every coefficient (d, k) of ``name``'s fit under the curvature model (0 at mu = inf).
 
     Parameters
     ----------
@@ -372,11 +361,6 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
         The clipping bound.
     theta : ndarray of shape (d, k) or None
         The estimate whose curvature to use (None: theta = 0).
-
-    Returns
-    -------
-    ndarray of shape (d, k)
-        Standard deviations (0 at mu = inf).
     """
     if not math.isfinite(mu):
         return np.zeros((d, k))
