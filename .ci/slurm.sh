@@ -16,7 +16,7 @@
 #     those of the local run (.ci/slurm_check.py);
 #  5. submit one CNN job (digits) that asks for a GPU (nn.gpus: 1) and check that it
 #     reached sbatch as --gpus=1 and ran on the node's fake GPU (.ci/slurm-cluster.sh);
-#  6. run tests/test_slurm_profile.py (the plan for the paper's grid: submissions);
+#  6. run tests/workflow/test_slurm_profile.py (the plan for the paper's grid: submissions);
 #  7. tear everything down (trap), whatever happened.
 # FEDGDP_SLURM_TIMEOUT (seconds, default 900) bounds the SLURM run;
 # SLURM_CI_KEEP=1 keeps the work folder and SLURM's logs for a look afterwards.
@@ -122,5 +122,5 @@ say "CNN job $job asked for ${asked:-nothing}, ran on $device: ${t_gpu}s"
 [[ $asked == gres:gpu:1 ]] || { say "the CNN job did not ask for the GPU (tres-per-job: ${asked:-none})"; exit 1; }
 
 # The profile's plan for the paper's grid (submissions <= ~60) and its settings.
-(cd "$repo" && "$py" -m pytest -q -p no:cacheprovider -s tests/test_slurm_profile.py)
+(cd "$repo" && "$py" -m pytest -q -p no:cacheprovider -s tests/workflow/test_slurm_profile.py)
 say "times: bring-up ${t_up}s, local run ${t_local}s, SLURM run ${t_slurm}s, CNN job on the fake GPU ${t_gpu}s"

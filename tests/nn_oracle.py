@@ -7,7 +7,7 @@ Per-sample gradients are materialised with ``torch.func.vmap(grad(...))`` and cl
 one by one; the four methods are phases of rounds run by one loop, with their noise
 sds from the formulas the old calibration wrote out (each release kind ``1/k`` of
 mu^2). No module of ``fedgdp`` imports this file; the tests compare the package with it
-(``tests/test_nn_clipping.py``, ``tests/test_nn.py``).
+(``tests/nn/test_nn_clipping.py``, ``tests/nn/test_nn.py``).
 
 The clip margin ``kappa`` (``fedgdp.nn.clipping.clip_margin``) is part of the clipping
 rule, ``c = min(1, (1 - kappa) B / ||g||)``, so the oracle applies the same rule to its

@@ -1,5 +1,5 @@
 """The settings every shipped config resolves, plus hand-picked overrides, for
-tests/test_settings.py; ``python tests/settings_cases.py`` writes
+tests/core/test_settings.py; ``python tests/settings_cases.py`` writes
 tests/fixtures/resolved_settings.json.
 
 That fixture was captured from the three hand-written resolvers before they moved

@@ -1,10 +1,10 @@
 """The shipped configs merged as Snakemake merges them, for the tests that read them."""
 import copy
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
+
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 

@@ -1,7 +1,7 @@
 """The audit of the CNN releases (`fedgdp.audit`), run by the CNN backend itself.
 
 Each release is `fedgdp.nn.backend.TorchBackend.release` (the training's own operations,
-``tests/test_nn_release.py``) with the arguments the method's run passes, against the
+``tests/nn/test_nn_release.py``) with the arguments the method's run passes, against the
 sensitivity in the ledger the backend's `calibrate` makes for the audited client, so a
 wrong sensitivity in `fedgdp.nn.settings.reduced_plan` shows as a ratio above 1.
 

@@ -8,7 +8,7 @@ anything else is a bug: its traceback, exit status 1.
 
 To add a command: a ``_cmd_<name>(args) -> int`` function and its parser in
 `build_parser` (or a ``_<name>_commands(sub)`` adder listed there); its errors
-take the one path above without further work, and ``tests/test_careless.py`` lists
+take the one path above without further work, and ``tests/commands/test_careless.py`` lists
 its careless inputs.
 """
 from __future__ import annotations

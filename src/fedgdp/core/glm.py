@@ -530,7 +530,7 @@ class GLM:
         `curvature_bound`), so its per-sample Hessian ``c_j a_j^2 x_j x_j'`` has norm
         <= H_c; a row whose mean or factor is not finite, or whose curvature is 0, gets
         ``a_j = 0`` and a zero mean (docs/methods.md §2). The simulations' compiled port
-        (`fedgdp.simulation.kernels.hessians`) is held to it by ``tests/test_kernels.py``.
+        (`fedgdp.simulation.kernels.hessians`) is held to it by ``tests/simulation/test_kernels.py``.
 
         Parameters
         ----------

@@ -16,7 +16,7 @@ Method (docs/methods.md §6, "Exact per-sample clipping, fast"; why not opacus, 
 a Linear layer's per-sample gradient ``delta_j a_j'`` has squared norm ``||delta_j||^2
 (||a_j||^2 + 1)`` and is never formed; a 3x3 conv's is formed for all images at once by a
 grouped convolution. The clipped sum is each layer's gradient formula with ``delta_j``
-scaled by ``c_j``: one forward and one backward pass (``tests/test_nn_clipping.py``).
+scaled by ``c_j``: one forward and one backward pass (``tests/nn/test_nn_clipping.py``).
 
 Non-finite rule: an image whose per-sample gradient has a non-finite squared norm (a
 NaN or inf anywhere, or an entry whose square overflows the working precision) gets

@@ -82,7 +82,7 @@ def _exp(x):
 @_njit(_EXACT, inline="always")
 def _clip(r, b):
     """r clipped to [-b, b], the compiled port of `fedgdp.core.privacy.clip_factors`
-    (``tests/test_clip_ports.py``): ``_clip(r, b) x_j = min(1, clip_scale(B, d) / ||r x_j||) r x_j``.
+    (``tests/core/test_clip_ports.py``): ``_clip(r, b) x_j = min(1, clip_scale(B, d) / ||r x_j||) r x_j``.
     A non-finite residual becomes 0 (docs/methods.md §2); unclipped residuals keep NaN.
     """
     r = r if (r > -math.inf) and (r < math.inf) else 0.0
@@ -399,7 +399,7 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
 @_njit(_EXACT)
 def hessians(XT, inv_norm, offsets, theta, model, bound, out):
     """Hessian ``mean_j v_j x_j x_j'`` of every client's loss, ``v_j = min(b''(eta_j), bound/||x_j||^2)``:
-    the compiled port of `fedgdp.core.glm.GLM.clipped_hessian_rows` (``tests/test_kernels.py``);
+    the compiled port of `fedgdp.core.glm.GLM.clipped_hessian_rows` (``tests/simulation/test_kernels.py``);
     with a finite bound a non-finite weight is 0, so every per-sample Hessian has norm <= bound.
 
     Parameters

@@ -74,7 +74,7 @@ def clip_scale(B, D: int, unit: float = 0.0):
 def clip_factors(norms: np.ndarray, B: float, D: int, *, unit: float = 0.0) -> np.ndarray:
     """The reference clip factors ``min(1, clip_scale(B, D)/||g_j||)``, shaped as ``norms``; 0 for a non-finite norm.
 
-    The one clipping rule; its ports are held to it by ``tests/test_clip_ports.py``.
+    The one clipping rule; its ports are held to it by ``tests/core/test_clip_ports.py``.
 
     Parameters
     ----------

@@ -1,0 +1,249 @@
+"""The CNN readings map (fedgdp.nn.readings, fedgdp nn-readings): a config declares each
+reading once; pieces are resumable files; the table says what each run protects."""
+import math
+
+import pytest
+
+from fedgdp.nn.readings import load_readings, pieces, privacy_of
+from paths import ROOT
+
+CONFIG = """
+dataset: digits
+points:
+  - {figure: fig09, x: 20}
+runs: 2
+band: {fig09: [0.5, 0.9]}
+readings:
+  plain: {release: plain}
+  clip_only: {release: clip_only, clip: 0.5}
+  schedule: {accounting: schedule, rounds: 2, local_epochs: 1, newton_cycles: 1, m: 6}
+"""
+
+
+def _config(tmp_path, text=CONFIG):
+    path = tmp_path / "readings.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_config_is_checked_before_any_run(tmp_path):
+    cfg = load_readings(_config(tmp_path))
+    assert list(cfg["readings"]) == ["plain", "clip_only", "schedule"]
+    got = [(r, f, x, run) for r, f, x, run, _ in pieces(cfg)]
+    assert got[:3] == [("plain", "fig09", 20, 0), ("clip_only", "fig09", 20, 0), ("schedule", "fig09", 20, 0)]
+    assert len(got) == 6
+    with pytest.raises(ValueError, match="reading 'bad'.*stpes"):
+        load_readings(_config(tmp_path, CONFIG + "  bad: {stpes: 3}\n"))
+    with pytest.raises(ValueError, match="unknown key"):
+        load_readings(_config(tmp_path, CONFIG + "extra: 1\n"))
+    with pytest.raises(ValueError, match="runs must be"):
+        load_readings(_config(tmp_path, CONFIG.replace("runs: 2", "runs: 0")))
+
+
+def test_a_point_may_run_some_readings_only(tmp_path):
+    """A point's ``readings`` list: those readings at that point, the others nowhere there;
+    a name that is not a declared reading is refused before any run."""
+    text = CONFIG.replace("  - {figure: fig09, x: 20}\n",
+                          "  - {figure: fig09, x: 20}\n  - {figure: fig10, x: 30, readings: [plain, clip_only]}\n")
+    got = [(r, f, x, run) for r, f, x, run, _ in pieces(load_readings(_config(tmp_path, text)))]
+    assert len(got) == 2 * (3 + 2)
+    assert [(r, run) for r, f, x, run in got if f == "fig10"] == [("plain", 0), ("clip_only", 0),
+                                                                  ("plain", 1), ("clip_only", 1)]
+    with pytest.raises(ValueError, match=r"point fig10 x=30: readings=\['plian'\]"):
+        load_readings(_config(tmp_path, text.replace("[plain, clip_only]", "[plian]")))
+    with pytest.raises(ValueError, match="readings=\\[\\] must be a non-empty list"):
+        load_readings(_config(tmp_path, text.replace("[plain, clip_only]", "[]")))
+    with pytest.raises(ValueError, match="a point is"):
+        load_readings(_config(tmp_path, text.replace("readings: [plain", "runs: [plain")))
+
+
+def test_privacy_of_each_release():
+    assert privacy_of("private", 2.0, "printed")[0] == 2.0
+    assert "schedule" in privacy_of("private", 2.0, "schedule")[1]
+    assert privacy_of("clip_only", 2.0, "printed") == (math.inf, "not mu-GDP as run: clipped without noise")
+    assert math.isinf(privacy_of("private", math.inf, "printed")[0])
+
+
+@pytest.mark.slow
+def test_readings_command_runs_resumes_and_tabulates(tmp_path):
+    pytest.importorskip("torch")
+    import pandas as pd
+
+    from fedgdp.commands.cli import main
+
+    cfg = str(_config(tmp_path, CONFIG.replace("runs: 2", "runs: 1").replace(
+        "{release: plain}", "{release: plain, rounds: 2, local_epochs: 1, newton_cycles: 1, m: 6}").replace(
+        "clip: 0.5}", "clip: 0.5, rounds: 2, local_epochs: 1, newton_cycles: 1, m: 6}")))
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    assert main(["nn-readings", cfg, "--runs-dir", str(runs), "--out-dir", str(out), "--run", "--threads", "1",
+                 "--device", "cpu"]) == 0
+    table = pd.read_csv(out / "readings.csv")
+    assert len(table) == 3 * 4 and (out / "readings.png").stat().st_size > 1000
+    md = (out / "readings.md").read_text()
+    assert "| plain | Fig. 9, n = 20 |" in md and "| schedule | Fig. 9, n = 20 |" in md
+    by = table.groupby("reading")
+    assert set(by["certified_mu"].max()) == {math.inf, 2.0}
+    sched = table[table["reading"] == "schedule"]
+    assert (abs(sched["mu_spent_min"] - 2.0) < 1e-9).all()
+    assert (table[table["reading"] == "clip_only"]["clipped_frac"] > 0).all()
+    stamp = {p: p.stat().st_mtime_ns for p in runs.rglob("*.parquet")}
+    assert main(["nn-readings", cfg, "--runs-dir", str(runs), "--out-dir", str(out), "--run"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in runs.rglob("*.parquet")} == stamp      # nothing rerun
+
+
+def test_claims_c6_names_the_ceiling_and_the_best_private_reading(tmp_path):
+    """fedgdp claims --nn-readings: C6's evidence gets a line per point of the map with the
+    ceiling (plain), clipping alone and the best private reading with its certified mu."""
+    import pandas as pd
+
+    from fedgdp.reports import claims
+
+    rows = []
+    for reading, release, cert, acc in (("plain", "plain", math.inf, 0.8), ("clip_only", "clip_only", math.inf, 0.3),
+                                        ("private", "private", 2.0, 0.31), ("private_B10", "private", 2.0, 0.6)):
+        for run in (0, 1):
+            rows.append({"reading": reading, "figure": "fig09", "x": 100, "mu": 2.0, "run": run,
+                         "method": "fedavg", "accuracy": acc + 0.01 * run, "certified_mu": cert,
+                         "dataset": "mnist", "release": release})
+    lines = claims.readings_evidence(pd.DataFrame(rows))
+    assert lines == ["readings at Fig 9, n = 100 (median over runs and methods): ceiling without clipping "
+                     "or noise 0.805 (plain, 2 runs); clipped, no noise 0.305 (clip_only, 2 runs); best private 0.605 "
+                     "(private_B10, 2 runs, certified mu = 2)"]
+    rows = [r for r in rows if not (r["reading"] == "plain" and r["run"] == 1)]     # each reading its own runs
+    assert "0.800 (plain, 1 run); clipped, no noise 0.305 (clip_only, 2 runs)" in claims.readings_evidence(
+        pd.DataFrame(rows))[0]
+
+
+def test_a_budget_stops_starting_pieces_and_keeps_whole_ones(tmp_path, monkeypatch):
+    """run_missing(budget_s=...): a piece started before the budget is spent is written
+    whole; none is started after (fake training, so no torch is needed)."""
+    import time
+
+    import fedgdp.nn.data as data
+    import fedgdp.nn.run as run
+    from fedgdp.nn.readings import piece_path, run_missing
+
+    cfg = load_readings(_config(tmp_path))
+    ran = []
+
+    def fake_run(p, **kw):
+        ran.append((p["run"], p.get("release")))
+        time.sleep(0.05)
+        return [{"fake": 1}]
+
+    monkeypatch.setattr(data, "load_images", lambda *a, **k: None)
+    monkeypatch.setattr(run, "run_nn", fake_run)
+    monkeypatch.setattr(run, "write_runs", lambda rows, p, out: (out.parent.mkdir(parents=True, exist_ok=True),
+                                                                  out.write_text("whole")))
+    runs = tmp_path / "runs"
+    assert run_missing(cfg, runs, budget_s=0) == [] and ran == []
+    written = run_missing(cfg, runs, budget_s=0.01)          # the first piece takes 0.05 s: one piece only
+    assert written == [piece_path(runs, "plain", "fig09", 20, 0)] and len(ran) == 1
+    assert written[0].read_text() == "whole"
+    assert len(run_missing(cfg, runs)) == len(pieces(cfg)) - 1  # no budget: the rest, the written one kept
+
+
+def test_paper_sum_rows_carry_the_mu_really_spent():
+    """``noise_for: mean`` (reading ``paper_sum``): the row's certified mu is the ledger's
+    composition, never the target, and its privacy text says why."""
+    from fedgdp.nn.readings import privacy_of
+
+    cert, text = privacy_of("private", 2.0, "printed", noise_for="mean", mu_composed=960.0)
+    assert cert == 960.0 and "not mu-GDP at mu = 2" in text and "960" in text
+    assert privacy_of("private", 2.0, "printed")[0] == 2.0
+    assert privacy_of("clip_only", 2.0, "printed", noise_for="mean", mu_composed=960.0)[0] == float("inf")
+
+
+def test_the_summary_table_ranges_the_methods_medians():
+    """summary.md: per reading, the range over methods of the median over runs at each
+    point, the runs' count, and the mu really spent ('not run' where no piece is)."""
+    import pandas as pd
+
+    from fedgdp.nn.readings import summary_markdown
+
+    cfg = {"summary": ["private", "plain"], "points": [{"figure": "fig09", "x": 100}, {"figure": "fig10", "x": 100}],
+           "readings": {"private": {}, "plain": {"release": "plain"}}}
+    rows = [{"reading": "private", "figure": "fig10", "x": 100, "run": r, "method": m, "accuracy": a,
+             "certified_mu": 2.0} for r, (m, a) in enumerate([("fedsgd", 0.5), ("fedsgd", 0.7), ("fedavg", 0.2)])]
+    rows.append({"reading": "plain", "figure": "fig09", "x": 100, "run": 0, "method": "fedsgd", "accuracy": 0.9,
+                 "certified_mu": float("inf")})
+    text = summary_markdown(pd.DataFrame(rows), cfg)
+    assert text.startswith("| reading | what it changes | mu really spent | Fig. 10, m = 100 | Fig. 9, n = 100 |\n")
+    assert "| private | nothing (the settings as printed) | 2 | 0.20-0.60 (3) | not run |" in text
+    assert "| plain | release plain | none (not private) | not run | 0.90-0.90 (1) |" in text
+    with_c6 = summary_markdown(pd.DataFrame(rows), cfg, c6={"private": "holds (Fig. 10 only)"})
+    assert with_c6.splitlines()[0].endswith("| C6 |")
+    assert "| private | nothing (the settings as printed) | 2 | 0.20-0.60 (3) | not run | holds (Fig. 10 only) |" \
+        in with_c6
+    assert "| plain | release plain | none (not private) | not run | 0.90-0.90 (1) | not run |" in with_c6
+
+
+def test_claims_c6_is_judged_per_reading_where_both_points_ran():
+    """C6's two trends per reading (two points each: a direction, not the grid's slope): a
+    reading that falls by more than ACC_TOL from m = 100 to 1000 agrees, one that rises
+    contradicts; a reading run at one point only gets no line."""
+    import pandas as pd
+
+    from fedgdp.reports import claims
+
+    rows = []
+    for reading, acc in (("falls", {100: 0.9, 1000: 0.8}), ("rises", {100: 0.3, 1000: 0.35}), ("one", {100: 0.5})):
+        for x, a in acc.items():
+            for method in ("fedavg", "fednewton_iter"):
+                rows.append({"reading": reading, "figure": "fig10", "x": x, "run": 0, "method": method,
+                             "accuracy": a, "certified_mu": 2.0, "privacy": "record-level mu-GDP",
+                             "dataset": "mnist", "release": "private"})
+    lines = claims.reading_trends(pd.DataFrame(rows))
+    trend = [line for line in lines if "accuracy falls" in line]
+    assert len(trend) == 2 and not any("reading one" in line for line in lines)
+    assert trend[0].startswith("reading falls (certified mu = 2), fig10: accuracy falls from m = 100 to 1000: holds")
+    assert "FedAvg 0.900 -> 0.800" in trend[0]
+    assert trend[1].startswith("reading rises (certified mu = 2), fig10: accuracy falls from m = 100 to 1000: fails")
+
+
+def test_the_panels_draw_the_grid_beside_the_readings(tmp_path):
+    """nn-readings --grid: figures.png from the committed grid summaries and readings table,
+    only when both are there (a user's clone has them: they are tracked files); a grid
+    folder without its summaries is one error naming the file."""
+    import pandas as pd
+
+    from fedgdp.nn.panels import plot_panels, read_grid
+
+    cfg = load_readings(ROOT / "config/nn-readings.yaml")
+    assert cfg["panels"] and set(cfg["panels"]) <= set(cfg["readings"])
+    grid = read_grid(ROOT / "docs/results/paper-nn-mnist")
+    assert set(grid["figure"]) == {"fig09", "fig10"}
+    table = pd.read_csv(ROOT / "docs/results/nn-readings/readings.csv")
+    files = plot_panels(grid, table, cfg, cfg["panels"], tmp_path / "figures.png")
+    assert {f.name for f in files} == {"figures.png", "figures.pdf"} and all(f.stat().st_size > 10_000 for f in files)
+    with pytest.raises(ValueError, match="fig09_summary.csv"):
+        read_grid(tmp_path)
+
+
+def test_panels_must_name_declared_readings(tmp_path):
+    text = (ROOT / "config/nn-readings.yaml").read_text().replace("panels: [schedule_B10_lr0.1, paper_sum]",
+                                                                   "panels: [nope]")
+    (tmp_path / "r.yaml").write_text(text)
+    with pytest.raises(ValueError, match=r"panels=\['nope'\] must be a list of declared readings"):
+        load_readings(tmp_path / "r.yaml")
+
+
+def test_claims_c6_verdict_per_reading_names_the_figure_it_rests_on():
+    """`reading_verdicts`: `combine` of a reading's sub-claims, "(Fig. 10 only)" where Figure
+    9 ran at one point; "not run" where nothing can be judged."""
+    import pandas as pd
+
+    from fedgdp.reports import claims
+
+    rows = []
+    for reading, fig, acc in (("both", "fig10", {100: 0.9, 1000: 0.8}), ("both", "fig09", {100: 0.5, 600: 0.4}),
+                              ("ten", "fig10", {100: 0.9, 1000: 0.8}), ("ten", "fig09", {100: 0.5}),
+                              ("one", "fig10", {100: 0.5})):
+        for x, a in acc.items():
+            for method in ("fedavg", "fednewton_iter"):
+                rows.append({"reading": reading, "figure": fig, "x": x, "run": 0, "method": method,
+                             "accuracy": a, "certified_mu": 2.0, "privacy": "record-level mu-GDP",
+                             "dataset": "mnist", "release": "private"})
+    verdicts = claims.reading_verdicts(pd.DataFrame(rows))
+    # both: fig10 falls (holds), Newton-Iter = FedAvg at m = 1000 (holds), fig09 falls (fails)
+    assert verdicts == {"both": "partly", "ten": "holds (Fig. 10 only)", "one": "not run"}
