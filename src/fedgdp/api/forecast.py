@@ -233,7 +233,20 @@ class Response:
         return self.base * np.exp(np.minimum(g, math.log(self.cap)))
 
     def curvature(self, V, M):
-        """The curvature of each iterate."""
+        """The curvature of each iterate.
+
+        Parameters
+        ----------
+        V : float or ndarray
+            Noise variance per coefficient of each iterate.
+        M : float or ndarray
+            The intercept's bias of each iterate (broadcast with V).
+
+        Returns
+        -------
+        ndarray
+            One value per iterate (V's shape).
+        """
         if self.kind == "constant":
             return np.full(np.shape(V), self.base)
         if self.kind == "poisson":
@@ -242,15 +255,28 @@ class Response:
         return np.interp(np.log(np.maximum(V, 1e-300)), self.log_v, self.table)
 
     def pull(self, V, M):
-        """The intercept's mean gradient (0 where the curvature is symmetric in the noise)."""
+        """The intercept's mean gradient (0 where the curvature is symmetric in the noise).
+
+        Parameters
+        ----------
+        V : float or ndarray
+            Noise variance per coefficient of each iterate.
+        M : float or ndarray
+            The intercept's bias of each iterate (broadcast with V).
+
+        Returns
+        -------
+        ndarray
+            One value per iterate (V's shape).
+        """
         if self.kind != "poisson" or not self.intercept:
             return np.zeros(np.shape(V))
         return self._count(V, M) - self.base
 
 
 _LOG_V = np.log(np.logspace(-10.0, 2.0, 121))     # the noise variances tabulated (beyond: the ends)
-_U, _PU = np.linspace(-6.0, 6.0, 121), np.exp(-np.linspace(-6.0, 6.0, 121) ** 2 / 2.0)
-_PU = _PU / _PU.sum()                             # N(0, 1) on a grid: the noise's share of a predictor
+_U = np.linspace(-6.0, 6.0, 121)                  # N(0, 1) on a grid: the noise's share of a predictor
+_PU = np.exp(-_U ** 2 / 2.0) / np.sum(np.exp(-_U ** 2 / 2.0))
 
 
 def response(family: str, d: int, b: float, theta: np.ndarray | None = None, intercept: bool = True) -> Response:
