@@ -620,8 +620,9 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
     pandas.DataFrame
         One row per method: ``method``, ``noise_rmse`` (root-mean-square per coefficient
         of the noise's error, module docstring), ``noise_max`` (the largest coefficient's
-        sd), ``rounds``, ``floats_up``, ``floats_down``, ``floats_sent`` (up + down),
-        ``clip_bound``, ``recommended`` (the lowest ``noise_rmse``; at mu = inf the
+        root-mean-square error: its sd, and a Poisson intercept's bias), ``rounds``,
+        ``floats_up``, ``floats_down``, ``floats_sent`` (up + down), ``clip_bound``,
+        ``recommended`` (the lowest ``noise_rmse``; at mu = inf the
         fewest rounds). ``attrs["recommended"]`` names it, ``attrs["model"]`` states the
         curvature model.
 
