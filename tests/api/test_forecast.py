@@ -58,17 +58,21 @@ def _grid_check(grid, seeds):
     return bad
 
 
-#: The linearisation's range: beyond this forecast noise the noise itself flattens the logistic curvature
-#: the iteration sees (its iterates wander where p(1 - p) < 1/4), so the pull-back is weaker than modelled
-#: and the forecast is low (FedNewton, 5 clients of 100 rows, mu = 1: forecast 0.36, observed 0.73); there
-#: only the lower side is asserted
+#: Where the forecast is trusted both ways: beyond this forecast noise the iterates wander far from a
+#: Gaussian cloud around the noiseless fit, which the model's pull-back assumes (module docstring of
+#: fedgdp.api.forecast), and the forecast can be low (Poisson FedHybrid, 10 clients of 50 rows, mu = 0.5:
+#: forecast 0.33, observed 0.67: python scripts/forecast_ratios.py); there only the lower side is
+#: asserted
 LINEAR_RANGE = 0.3
 
-# Tolerance: a factor of 2 either way (the issue's) within LINEAR_RANGE. Measured on this grid at the
-# commit of this test, the ratio observed / forecast lies in 0.67-1.45 there (the model's curvature is
-# theta = 0's; 4 seeds leave a sampling error of about 25% on an RMS of 5 coefficients).
+# Tolerance: a factor of 2 either way (the issue's) within LINEAR_RANGE. Measured at the commit of this test
+# (python scripts/forecast_ratios.py), observed / forecast lies in 0.77-1.40 on this grid and 0.55-1.52 on the
+# larger one within LINEAR_RANGE (0.84-1.49 and 0.83-2.06 beyond it); 4 seeds leave a sampling error of about
+# 25% on an RMS of 5 coefficients.
 FAST_GRID = [(family, sizes, mu) for family in ("logistic", "poisson") for sizes in ([100] * 5, [400] * 4)
              for mu in (1.0, 5.0)]
+LARGER_GRID = [(family, sizes, mu) for family in ("logistic", "poisson")
+               for sizes in ([50] * 10, [200] * 5, [1000] * 3, [60, 120, 240, 480]) for mu in (0.5, 1.0, 2.0, 5.0)]
 
 
 def test_forecast_within_a_factor_two_of_the_observed_noise():
@@ -76,14 +80,11 @@ def test_forecast_within_a_factor_two_of_the_observed_noise():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="a known miss of the forecast: on this grid, with the fast grid's 4 seeds, "
-                   "5 cells fall outside a factor of 2, all at 10 clients of 50 rows (observed 2.3-3.6 times the "
-                   "forecast; first: logistic, mu = 1, DP-SCAFFOLD, forecast 0.29); strict, so a fix shows")
 def test_forecast_within_a_factor_two_on_a_larger_grid():
-    grid = [(family, sizes, mu) for family in ("logistic", "poisson")
-            for sizes in ([50] * 10, [200] * 5, [1000] * 3, [60, 120, 240, 480])
-            for mu in (0.5, 1.0, 2.0, 5.0)]
-    assert _grid_check(grid, range(4)) == []   # 10 seeds found 5 cells too (157 s against about 60)
+    # 10 clients of 50 rows: each client's local iterates carry its own noise, sqrt(10) times the average's,
+    # which flattens the logistic curvature and biases the Poisson intercept (the model's pull-back); with
+    # theta = 0's fixed curvature 5 cells missed here (observed 2.3-3.6 times the forecast)
+    assert _grid_check(LARGER_GRID, range(4)) == []
 
 
 def test_forecast_table_columns_and_recommendation():
@@ -103,33 +104,59 @@ def test_forecast_table_columns_and_recommendation():
 
 
 def test_forecast_uses_the_packages_calibration():
-    """FedSGD's noise at curvature c is eta^2 sum_j a^2j sum_i w_i^2 sigma_i^2 with the plan's sigma."""
+    """FedSGD's noise at a fixed curvature c is eta^2 sum_j a^2j sum_i w_i^2 sigma_i^2 with the plan's sigma;
+    the forecast bends c = 1/4 with the noise the iterates carry, which at this small noise adds under 1%."""
     sizes, mu, p = np.array([100, 200, 300]), 2.0, 4
-    t = fedgdp.forecast("logistic", sizes, p, mu, method="fedsgd", method_settings={"K": 20, "eta": 0.3})
+    s = {"K": 20, "eta": 0.3}
+    t = fedgdp.forecast("logistic", sizes, p, mu, method="fedsgd", method_settings=s)
     B = fc.public_clip("logistic", p + 1)
     sigma = privacy.calibrate(privacy.plan_fedsgd(B=B, n=sizes.astype(float), K=20), mu=mu).sigmas[0]
     w = sizes / sizes.sum()
     a2 = (1 - 0.3 * 0.25) ** 2
     var = 0.3 ** 2 * (1 - a2 ** 20) / (1 - a2) * np.sum(w ** 2 * sigma ** 2)
-    assert t.noise_rmse[0] == pytest.approx(math.sqrt(var), rel=1e-12)
+    fixed = fc.noise_variances("fedsgd", s, [sigma], w, np.array([0.25]), tau1=0.5, certified=True)
+    assert fixed[0] == pytest.approx(var, rel=1e-12)
+    assert math.sqrt(var) <= t.noise_rmse[0] <= 1.01 * math.sqrt(var)
+
+
+def test_response_is_the_curvature_the_noise_leaves():
+    """Logistic: E[sigma'(s)] over s ~ N(0, d V), 1/4 at V = 0 (Monte Carlo, 2e5 draws: sd about 1e-4, so
+    rel 2e-3); Poisson: the intercept is pulled until the mean count is back, at M = -d V / 2."""
+    d, V = 5, 0.3
+    r = fc.response("logistic", d, 1.0)
+    assert r.curvature(1e-12, 0.0) == pytest.approx(0.25, rel=1e-6)
+    s = np.random.default_rng(0).standard_normal(200_000) * math.sqrt(d * V)
+    mc = np.mean(np.exp(-s) / (1 + np.exp(-s)) ** 2)
+    assert r.curvature(V, 0.0) == pytest.approx(mc, rel=2e-3) and r.pull(V, 0.0) == 0
+    q = fc.response("poisson", d, math.inf)
+    assert q.pull(V, -d * V / 2) == pytest.approx(0.0, abs=1e-12) and q.curvature(V, -d * V / 2) == pytest.approx(1.0)
+    assert q.pull(V, 0.0) > 0                      # the noise raises the mean count: the intercept falls
 
 
 def test_forecast_follows_table_1_orders():
     """Noise variance ~ m d^2 / (mu^2 N^2) per coordinate times d (Table 1's privacy term is a sum
-    over d coefficients): doubling every client's size halves the RMS, doubling mu halves it,
-    and FedNewton's is larger than FedHybrid's at the presets (its Newton release carries 1/tau1)."""
-    a = fedgdp.forecast("logistic", [200] * 5, 4, 1.0).set_index("method").noise_rmse
-    b = fedgdp.forecast("logistic", [400] * 5, 4, 1.0).set_index("method").noise_rmse
-    c = fedgdp.forecast("logistic", [200] * 5, 4, 2.0).set_index("method").noise_rmse
+    over d coefficients), where the noise is small (mu = 5: RMS below 0.04, the curvature the iterates
+    see within 1% of 1/4): doubling every client's size halves the RMS, doubling mu halves it, and
+    FedNewton's is larger than FedHybrid's at the presets (its Newton release carries 1/tau1). Where
+    the noise is larger (mu = 1) it flattens the curvature, and the local-step methods lose more than
+    the linear orders say."""
+    a = fedgdp.forecast("logistic", [200] * 5, 4, 5.0).set_index("method").noise_rmse
+    b = fedgdp.forecast("logistic", [400] * 5, 4, 5.0).set_index("method").noise_rmse
+    c = fedgdp.forecast("logistic", [200] * 5, 4, 10.0).set_index("method").noise_rmse
     for m in fc.CANDIDATES:
         assert b[m] == pytest.approx(a[m] / 2, rel=0.02)
-        assert c[m] == pytest.approx(a[m] / 2, rel=1e-12)
+        assert c[m] == pytest.approx(a[m] / 2, rel=0.02)
+    assert a["fednewton"] > a["fedhybrid"]
+    a1 = fedgdp.forecast("logistic", [200] * 5, 4, 1.0).set_index("method").noise_rmse
+    b1 = fedgdp.forecast("logistic", [400] * 5, 4, 1.0).set_index("method").noise_rmse
+    for m in ("fedavg", "dp_scaffold", "fednewton"):
+        assert a1[m] > 1.02 * 2 * b1[m]
     # m clients of N/m rows: Table 1's FedNewton term m d^2 / (mu^2 N^2) grows like m at fixed N
-    m5 = fedgdp.forecast("logistic", [400] * 5, 4, 1.0, method="fednewton").noise_rmse[0]
-    m20 = fedgdp.forecast("logistic", [100] * 20, 4, 1.0, method="fednewton").noise_rmse[0]
+    m5 = fedgdp.forecast("logistic", [400] * 5, 4, 5.0, method="fednewton").noise_rmse[0]
+    m20 = fedgdp.forecast("logistic", [100] * 20, 4, 5.0, method="fednewton").noise_rmse[0]
     ratio = (m20 / m5) ** 2
-    bound = theory.upper_bound("fednewton", [100] * 20, d=5, mu=1.0) - 5 / 2000
-    bound /= theory.upper_bound("fednewton", [400] * 5, d=5, mu=1.0) - 5 / 2000
+    bound = theory.upper_bound("fednewton", [100] * 20, d=5, mu=5.0) - 5 / 2000
+    bound /= theory.upper_bound("fednewton", [400] * 5, d=5, mu=5.0) - 5 / 2000
     assert ratio == pytest.approx(bound, rel=0.05)
 
 

@@ -108,9 +108,9 @@ def test_the_docs_reading_of_the_summary_uses_the_printed_numbers(example, monke
 
     page = (ROOT / "docs" / "real-data.md").read_text()
     block = _page_output()
-    for word in ("curvature noise-dominated in 11 of 11 directions", "noise's scale (517)", "0.04577    0.4539"):
+    for word in ("curvature noise-dominated in 11 of 11 directions", "noise's scale (517)", "0.04577    0.4957"):
         assert word in block, word
-    assert "`se_noise` (0.4539 for every" in page and "`se_sampling` (0.04577 for every" in page
+    assert "`se_noise` (0.4957 for every" in page and "`se_sampling` (0.04577 for every" in page
     snippet = page.split('python -c "', 1)[1].split('"\n', 1)[0]
     monkeypatch.chdir(example)
     out = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, check=True).stdout

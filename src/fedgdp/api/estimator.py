@@ -618,9 +618,10 @@ class FederatedGLM(ClientsRouting):
 
     def _warn_forecast(self, p: dict, sizes: np.ndarray, n_features: int, k: int) -> None:
         """A `NoiseDominatedWarning` before any record is read when the forecast noise of the
-        fit (public clipping bound only) exceeds `fedgdp.api.forecast.NOISE_LIMIT`, naming the
-        smallest mu, or the client sizes, that would do (the noise is proportional to
-        1/mu, and to 1/n when every client grows by one factor)."""
+        fit (public clipping bound only) exceeds `fedgdp.api.forecast.NOISE_LIMIT`, naming a
+        mu, or client sizes, that would do (the noise falls as 1/mu, and as 1/n when every
+        client grows by one factor, where it is small, and faster where it bends the curvature:
+        the mu named suffices, and is the smallest where the noise is small)."""
         mu = p["mu"][0]
         if not privacy.adds_noise(mu) or p["clip"]["rule"] != "fixed" or self.method_ not in \
                 CANDIDATES + ("fednewton_certified",):

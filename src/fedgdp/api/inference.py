@@ -3,9 +3,10 @@
 A coefficient's standard error has two parts that add in variance (the noise is drawn
 independently of the data):
 
-- ``se_noise``: the privacy noise's sd, from the public sds through the method's
-  linearised iteration at the released estimate (`fedgdp.api.forecast.noise_se`,
-  ``fit_info_["noise_se"]``; post-processing, no privacy cost);
+- ``se_noise``: the privacy noise's sd (a Poisson intercept's: its root-mean-square
+  error, the noise's bias included), from the public sds through the method's iteration
+  at the released estimate (`fedgdp.api.forecast.noise_se`, ``fit_info_["noise_se"]``;
+  post-processing, no privacy cost);
 - ``se_sampling``: the sampling sd of the estimator, from the sandwich
   ``H^-1 S H^-1`` (``cov_type="robust"``) or the inverse information ``H^-1``
   (``cov_type="model"``, statsmodels' default), with ``H`` the sum of per-sample
