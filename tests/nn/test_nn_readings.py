@@ -54,7 +54,20 @@ def test_a_point_may_run_some_readings_only(tmp_path):
     with pytest.raises(ValueError, match="readings=\\[\\] must be a non-empty list"):
         load_readings(_config(tmp_path, text.replace("[plain, clip_only]", "[]")))
     with pytest.raises(ValueError, match="a point is"):
-        load_readings(_config(tmp_path, text.replace("readings: [plain", "runs: [plain")))
+        load_readings(_config(tmp_path, text.replace("readings: [plain", "rnus: [plain")))
+
+
+def test_a_point_may_have_its_own_runs(tmp_path):
+    """A point's ``runs`` (the paper's grid: 5 runs at Figure 9, 4 at Figure 10) overrides the map's;
+    pieces still come run by run, so a partial map has whole runs."""
+    text = CONFIG.replace("  - {figure: fig09, x: 20}\n",
+                          "  - {figure: fig09, x: 20, runs: 3}\n  - {figure: fig10, x: 30, readings: [plain], runs: 1}\n")
+    got = [(r, f, x, run) for r, f, x, run, _ in pieces(load_readings(_config(tmp_path, text)))]
+    assert [(r, run) for r, f, x, run in got if f == "fig10"] == [("plain", 0)]
+    assert [run for r, f, x, run in got if f == "fig09" and r == "schedule"] == [0, 1, 2]
+    assert got.index(("plain", "fig10", 30, 0)) < got.index(("plain", "fig09", 20, 1))
+    with pytest.raises(ValueError, match="point fig09 x=20: runs must be a positive integer"):
+        load_readings(_config(tmp_path, text.replace("runs: 3", "runs: 0")))
 
 
 def test_privacy_of_each_release():
@@ -247,3 +260,15 @@ def test_claims_c6_verdict_per_reading_names_the_figure_it_rests_on():
     verdicts = claims.reading_verdicts(pd.DataFrame(rows))
     # both: fig10 falls (holds), Newton-Iter = FedAvg at m = 1000 (holds), fig09 falls (fails)
     assert verdicts == {"both": "partly", "ten": "holds (Fig. 10 only)", "one": "not run"}
+
+
+def test_the_grid_config_runs_the_maps_readings_at_the_papers_runs():
+    """config/nn-readings-grid.yaml reads each reading as the map does (the pieces share a runs folder),
+    over the paper's grid: Figure 9 at 7 n x 5 runs, Figure 10 at 6 m x 4 runs."""
+    grid, readings_map = (load_readings(ROOT / f"config/{f}.yaml") for f in ("nn-readings-grid", "nn-readings"))
+    for name, over in grid["readings"].items():
+        assert over == readings_map["readings"][name], name
+    points = {(p["figure"], p["x"]): p["runs"] for p in grid["points"]}
+    assert points == {**{("fig09", n): 5 for n in (50, 75, 100, 200, 300, 400, 600)},
+                      **{("fig10", m): 4 for m in (100, 200, 300, 500, 800, 1000)}}
+    assert len(pieces(grid)) == len(grid["readings"]) * (7 * 5 + 6 * 4)

@@ -37,7 +37,7 @@ def load_readings(path: str | os.PathLike) -> dict:
     ----------
     path : str or path
         A YAML file: ``dataset``, ``points`` (``{figure, x}``, optionally the ``readings``
-        run there), ``runs``, ``readings`` (name -> settings); optionally ``data_dir``,
+        run there and their ``runs``), ``runs`` (per point unless the point says), ``readings`` (name -> settings); optionally ``data_dir``,
         ``band`` (figure -> the paper's range), ``summary`` and ``panels`` (readings shown).
     """
     import yaml
@@ -61,9 +61,13 @@ def load_readings(path: str | os.PathLike) -> dict:
     if not isinstance(cfg["readings"], dict) or not cfg["readings"]:
         raise ValueError(f"{path}: readings must be a non-empty mapping name -> settings")
     for point in cfg["points"]:
-        if not isinstance(point, dict) or not {"figure", "x"} <= set(point) <= {"figure", "x", "readings"}:
-            raise ValueError(f"{path}: a point is {{figure: fig09|fig10, x: int, readings: [names] (optional)}}, "
-                             f"got {point!r}")
+        if not isinstance(point, dict) or not {"figure", "x"} <= set(point) <= {"figure", "x", "readings", "runs"}:
+            raise ValueError(f"{path}: a point is {{figure: fig09|fig10, x: int, readings: [names] (optional), "
+                             f"runs: int (optional)}}, got {point!r}")
+        runs = point.get("runs", cfg["runs"])
+        if is_bool(runs) or not isinstance(runs, int) or runs < 1:
+            raise ValueError(f"{path}: point {point['figure']} x={point['x']}: runs must be a positive integer, "
+                             f"got runs={runs!r}")
         only = point.get("readings", list(cfg["readings"]))
         if not (isinstance(only, list) and only and all(isinstance(n, str) and n in cfg["readings"] for n in only)):
             raise ValueError(f"{path}: point {point['figure']} x={point['x']}: readings={only!r} must be a "
@@ -102,9 +106,10 @@ def pieces(cfg: dict) -> list[tuple]:
     cfg : dict
         A config of `load_readings`.
     """
+    most = max(pt.get("runs", cfg["runs"]) for pt in cfg["points"])
     return [(name, pt["figure"], int(pt["x"]), run, _settings(cfg, pt, over, run))
-            for run in range(cfg["runs"]) for pt in cfg["points"] for name, over in cfg["readings"].items()
-            if name in pt.get("readings", [name])]
+            for run in range(most) for pt in cfg["points"] for name, over in cfg["readings"].items()
+            if name in pt.get("readings", [name]) and run < pt.get("runs", cfg["runs"])]
 
 
 def piece_path(runs_dir: str | os.PathLike, reading: str, figure: str, x: int, run: int) -> Path:
