@@ -137,8 +137,8 @@ def test_one_registry_with_backend_views():
     from fedgdp import realdata
     from fedgdp.simulation import backend as estimators
 
-    assert list(estimators.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "simulation" in m.backends]
-    assert list(realdata.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "realdata" in m.backends]
+    assert list(estimators.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "simulation" in m.tags.backends]
+    assert list(realdata.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "realdata" in m.tags.backends]
     assert estimators.REGISTRY["fedavg"] is realdata.REGISTRY["fedavg"]
     s = {"R": 2, "K": 3}
     assert methods.REGISTRY["np_scaffold"].comm(s, 4, 10)["floats_up"] == 2 * 4 * 10 * 2   # update + variate

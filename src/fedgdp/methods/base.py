@@ -4,7 +4,7 @@
 Backends: the simulation's (`fedgdp.simulation.backend.SimBackend`, noise pre-drawn per
 replicate), the real data's (`fedgdp.realdata.backend.RealBackend`, J privacy levels
 stacked, noise drawn in the computation's order) and the CNNs'
-(`fedgdp.nn.backend.TorchBackend`). A method's ``backends`` names the ones it runs on.
+(`fedgdp.nn.backend.TorchBackend`). A method's ``tags.backends`` names the ones it runs on.
 
 Arrays carry a leading batch axis ``b`` (replicates, or privacy levels): global
 parameters ``(b, P)``, per-client ``(b, m, P)``, noise sds ``(b, m)``; P is ``d`` or
@@ -272,46 +272,77 @@ def _method_params(params: dict, name: str) -> dict:
 
 
 # ---------------------------------------------------------------------- methods
+@dataclass(frozen=True)
+class MethodTags:
+    """What a consumer needs to know of a method, never a test of its name (as
+    scikit-learn's ``Tags``); a method sets ``tags = MethodTags(...)``, the defaults
+    suiting a private GLM method on both backends (docs/ARCHITECTURE.md, "Adding a method").
+
+    Attributes
+    ----------
+    private : bool
+        Runs at every configured mu; False: once, at mu = inf.
+    backends : frozenset of str
+        The backends it runs on (``simulation``, ``realdata``, ``nn``).
+    stacks_levels : bool
+        The real-data backend may fit all mu levels in one pass.
+    per_round : int
+        Parameters each client uploads per round (`comm_counts`).
+    halves : bool
+        The releases read two halves of each client's rows (half 1, half 2): a client
+        needs at least two rows, and the audit moves a record of each half.
+    drifts : bool
+        The local steps carry a per-client drift (control variates), which the audit's
+        local-step release is searched with.
+    solves_newton : bool
+        The releases solve a Newton system with the configured solver (``newton``: cg,
+        ridge or floor), so the solver's settings matter to it (checks, the audit's solvers).
+    always_certified : bool
+        Certified in every privacy mode (`fedgdp.methods.FedNewtonCertified`).
+    per_client : bool
+        The fit is one model per client (`Fit.local`), not one global estimate.
+    theory_bound : str or None
+        The row of the paper's Table 1 whose MSE bound the method has
+        (`fedgdp.core.theory.upper_bound`); None: no bound.
+    tested_release : str or None
+        The release (a stage of its plan) whose worst pair the empirical distinguishing
+        test (`fedgdp.commands.empirical`) runs the method on, its most sensitive one; None: untested.
+    certified_alternatives : str
+        What to use instead where the method's plan has an uncertified release (the
+        privacy-leak warning of `fedgdp.api.estimator.FederatedGLM`).
+    """
+
+    private: bool = True
+    backends: frozenset[str] = BOTH
+    stacks_levels: bool = True
+    per_round: int = 1
+    halves: bool = False
+    drifts: bool = False
+    solves_newton: bool = False
+    always_certified: bool = False
+    per_client: bool = False
+    theory_bound: str | None = None
+    tested_release: str | None = None
+    certified_alternatives: str = "privacy_mode='certified'"
+
+
 class Method:
-    """One estimator: subclasses set the class attributes and write `plan` and `run` (the
-    simulation also needs `settings` and `noise_shapes`; docs/ARCHITECTURE.md, "Adding a
-    method"). ``private`` methods run at every configured mu, the others once at mu = inf;
-    ``stacks_levels``: the real-data backend may fit all mu levels in one pass.
+    """One estimator: subclasses set ``name``, ``label``, ``algorithm``, ``settings_class``
+    and ``tags`` (`MethodTags`) and write `plan`, `run` and `rounds` (the simulation also
+    needs `noise_shapes`; docs/ARCHITECTURE.md, "Adding a method").
     """
 
     name = ""
     label = ""
     algorithm = ""
-    private = True
-    backends = BOTH
-    stacks_levels = True
-    per_round = 1
+    #: what a consumer needs to know of the method (`MethodTags`)
+    tags = MethodTags()
     #: the settings (`MethodSettings` dataclass): their names, checks and help
     settings_class: type[MethodSettings] | None = None
     #: defaults per experiment, in the resolved order (the simulation's: `simulation_preset`)
     presets: dict[str, dict] = {}
     #: the method whose resolved real-data settings this one starts from (None: its own preset)
     settings_parent: str | None = None
-    #: the releases read two halves of each client's rows (half 1, half 2): a client
-    #: needs at least two rows, and the audit moves a record of each half
-    halves = False
-    #: the local steps carry a per-client drift (control variates), which the audit's
-    #: local-step release is searched with
-    drifts = False
-    #: the row of the paper's Table 1 whose MSE bound the method has
-    #: (`fedgdp.core.theory.upper_bound`); None: no bound
-    theory_bound: str | None = None
-    #: what to use instead where the method's plan has an uncertified release (the
-    #: privacy-leak warning of `fedgdp.api.estimator.FederatedGLM`)
-    certified_alternatives = "privacy_mode='certified'"
-    #: the release (a stage of its plan) whose worst pair the empirical distinguishing
-    #: test (`fedgdp.commands.empirical`) runs the method on, its most sensitive one; None: untested
-    tested_release: str | None = None
-    #: the fit is one model per client (`Fit.local`), not one global estimate
-    per_client = False
-    #: the releases solve a Newton system with the configured solver (``newton``: cg,
-    #: ridge or floor), so the solver's settings matter to it (checks, the audit's solvers)
-    solves_newton = False
 
     def setting_names(self) -> list[str]:
         """The names of the ``settings_class`` fields, in order (empty without settings)."""
@@ -569,7 +600,7 @@ class Method:
         dk : int
             Floats of one parameter.
         """
-        return comm_counts(self.rounds(s), m, dk, self.per_round)
+        return comm_counts(self.rounds(s), m, dk, self.tags.per_round)
 
     def release_count(self, be: Backend, s: dict) -> int:
         """Releases each client makes: the sum of the plan's counts (e.g. ``R K`` for FedAvg).
@@ -654,7 +685,7 @@ class Method:
             One noise source per level.
         """
         self.check_backend(data[0].kind)
-        if self.stacks_levels:
+        if self.tags.stacks_levels:
             be = data[0].stacked_backend(data, noises)
             if be is not None:
                 return check_finite_release(self.name, data[0], self.run(be, s))
@@ -672,9 +703,9 @@ class Method:
         kind : str
             ``simulation``, ``realdata`` or ``nn``.
         """
-        if kind not in self.backends:
+        if kind not in self.tags.backends:
             raise ValueError(f"method {self.name!r} does not run on {kind} data; "
-                             f"it runs on {', '.join(sorted(self.backends))}")
+                             f"it runs on {', '.join(sorted(self.tags.backends))}")
 
 
 def check_finite_release(name: str, data, fits: list) -> list:

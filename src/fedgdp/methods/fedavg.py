@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from ..core import privacy
-from .base import GRADIENT_METHODS, REALDATA, Method
+from .base import GRADIENT_METHODS, REALDATA, Method, MethodTags
 from .settings import RoundSettings
 
 
 class FedAvg(Method):
     name, label, algorithm = "fedavg", "FedAvg", "Algorithm 3"
-    theory_bound, tested_release = "fedavg", privacy.LOCAL_STEP
-    backends = GRADIENT_METHODS
+    tags = MethodTags(backends=GRADIENT_METHODS, theory_bound="fedavg", tested_release=privacy.LOCAL_STEP)
 
     def cnn_preset(self, p):
         """The preset on a CNN run: ``R = rounds`` rounds of ``K = local_epochs`` local steps of size ``lr``."""

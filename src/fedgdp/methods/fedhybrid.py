@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core import privacy
-from .base import GRADIENT_METHODS, REALDATA, Method
+from .base import GRADIENT_METHODS, REALDATA, Method, MethodTags
 from .settings import HybridSettings
 
 
@@ -14,8 +14,7 @@ class FedHybrid(Method):
     """
 
     name, label, algorithm = "fedhybrid", "FedHybrid", "Algorithm 2"
-    theory_bound, tested_release = "fedhybrid", "gradient"
-    backends = GRADIENT_METHODS
+    tags = MethodTags(backends=GRADIENT_METHODS, theory_bound="fedhybrid", tested_release="gradient")
     SHARE1 = 0.6              # stage 1's share of the steps (docs/methods.md §3: K1 = 30 of 50)
 
     @staticmethod

@@ -4,7 +4,7 @@ one private head-only Newton round on the network's last layer."""
 from __future__ import annotations
 
 from ..core import privacy
-from .base import CNN, Method
+from .base import CNN, Method, MethodTags
 from .settings import IterSettings
 
 
@@ -16,7 +16,7 @@ class FedNewtonIter(Method):
     `fedgdp.core.privacy.plan_fednewton_iter`)."""
 
     name, label, algorithm = "fednewton_iter", "FedNewton-Iter", "Algorithm 5"
-    backends = frozenset({CNN})
+    tags = MethodTags(backends=frozenset({CNN}))
     settings_class = IterSettings
 
     def check_settings(self, s):

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from ..core import privacy
-from .base import GRADIENT_METHODS, REALDATA, Method
+from .base import GRADIENT_METHODS, REALDATA, Method, MethodTags
 from .settings import StepSettings
 
 
 class FedSGD(Method):
     name, label, algorithm = "fedsgd", "FedSGD", "Algorithm 1"
-    theory_bound, tested_release = "fedsgd", "gradient"
-
-    backends = GRADIENT_METHODS
+    tags = MethodTags(backends=GRADIENT_METHODS, theory_bound="fedsgd", tested_release="gradient")
     settings_class = StepSettings
     presets = {REALDATA: {"K": 50, "eta": 0.5}}
 

@@ -147,10 +147,10 @@ def _check_newton(p: dict) -> None:
     (Both halves non-empty depends on the data's layout: `FoldData.half_sizes` checks it.)"""
     from ..core.solvers import check_certified_cg
 
-    newton = [name for name in p["methods"] if get_method(name).solves_newton]
+    newton = [name for name in p["methods"] if get_method(name).tags.solves_newton]
     if not newton:
         return
     certified = [name for name in newton
-                 if getattr(get_method(name), "always_certified", False) or p["privacy"]["mode"] == "certified"]
+                 if get_method(name).tags.always_certified or p["privacy"]["mode"] == "certified"]
     if certified and p["newton"]["solver"] == "cg":
         check_certified_cg(p["newton"]["cg_tol"], p["newton"]["cg_maxiter"], p["privacy"]["hessian_clip"])

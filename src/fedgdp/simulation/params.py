@@ -59,7 +59,7 @@ def check_halves(methods: list, scheme) -> None:
     """
     from .backend import get_method
 
-    newton = [name for name in methods if get_method(name).halves]
+    newton = [name for name in methods if get_method(name).tags.halves]
     if newton and scheme.min_size() < 2:
         floor = " (n_floor)" if scheme.kind in ("lognormal", "total") else ""
         raise ValueError(f"sizes {scheme.text!r} can give a client fewer than 2 samples{floor}, but "

@@ -207,7 +207,7 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
     from .backend import get_method
 
     meth = get_method(method)
-    bound_of = meth.theory_bound or method     # the row of Table 1 (unknown: upper_bound's error)
+    bound_of = meth.tags.theory_bound or method     # the row of Table 1 (unknown: upper_bound's error)
     out = np.empty(len(rows))
     for j, (m, N, mu, K) in enumerate(zip(rows["m"], rows["N_mean"], rows["mu"], rows["K"])):
         s = meth.settings({"K": int(K), "schedule": schedule,
