@@ -187,17 +187,18 @@ def test_the_cnn_preset_resolves_through_the_declared_settings(name):
     """A CNN method's settings come from its declared preset (``cnn_preset``), resolved
     as the other experiments' (each value checked by its field): the keys are declared,
     and a preset value its field refuses is refused with the method's key."""
-    from fedgdp.nn.settings import resolve
+    from fedgdp.nn import settings
+    from fedgdp.nn.settings import cnn_preset, cnn_settings, resolve
 
     meth = methods.REGISTRY[name]
     p = resolve({"figure": "fig10"})
-    s = meth.cnn_settings(p)
-    assert s == meth.cnn_preset(p) and set(s) <= set(meth.setting_names()), set(s) - set(meth.setting_names())
-    first, preset = next(iter(s)), meth.cnn_preset(p)
+    s = cnn_settings(meth, p)
+    assert s == cnn_preset(meth, p) and set(s) <= set(meth.setting_names()), set(s) - set(meth.setting_names())
+    first, preset = next(iter(s)), cnn_preset(meth, p)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(meth, "cnn_preset", lambda q: dict(preset, **{first: -1}))
+        mp.setitem(settings.PRESETS, name, lambda q: dict(preset, **{first: -1}))
         with pytest.raises(ValueError, match=f"^{name}.{first} must be"):
-            meth.cnn_settings(p)
+            cnn_settings(meth, p)
 
 
 @pytest.mark.parametrize("name", REAL)

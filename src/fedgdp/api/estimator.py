@@ -224,7 +224,7 @@ class FederatedGLM(ClientsRouting):
         FedNewton's eigenvalue floor / ridge.
     method_settings : dict or None, default=None
         The method's settings over the real-data defaults (the method's real-data
-        preset, `fedgdp.methods.Method.presets`), e.g. ``{"K": 50, "eta": 0.5}`` for
+        preset, `fedgdp.realdata.parameters.PRESETS`), e.g. ``{"K": 50, "eta": 0.5}`` for
         ``fednewton``, ``{"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}`` for
         ``fedhybrid``. (scikit-learn estimators take no ``**kwargs``, so the settings
         are one parameter.)

@@ -266,10 +266,6 @@ def comm_counts(rounds: int, m: int, dk: int, per_round: int = 1) -> dict:
             "floats_down": rounds * m * dk * per_round}
 
 
-def _method_params(params: dict, name: str) -> dict:
-    return dict(params.get("method_settings", {}).get(name, {}))
-
-
 
 # ---------------------------------------------------------------------- methods
 @dataclass(frozen=True)
@@ -337,12 +333,10 @@ class Method:
     algorithm = ""
     #: what a consumer needs to know of the method (`MethodTags`)
     tags = MethodTags()
-    #: the settings (`MethodSettings` dataclass): their names, checks and help
+    #: the settings (`MethodSettings` dataclass): their names, checks and help; each study
+    #: holds its defaults (`fedgdp.simulation.params.PRESETS`,
+    #: `fedgdp.realdata.parameters.PRESETS`, `fedgdp.nn.settings.PRESETS`)
     settings_class: type[MethodSettings] | None = None
-    #: defaults per experiment, in the resolved order (the simulation's: `simulation_preset`)
-    presets: dict[str, dict] = {}
-    #: the method whose resolved real-data settings this one starts from (None: its own preset)
-    settings_parent: str | None = None
 
     def setting_names(self) -> list[str]:
         """The names of the ``settings_class`` fields, in order (empty without settings)."""
@@ -367,6 +361,9 @@ class Method:
     def resolve_settings(self, defaults: dict, given: dict | None, derive=None) -> dict:
         """The method's settings: ``defaults`` updated by ``given``, ``derive(s)``, each value
         checked by its field, then `check_settings`.
+
+        Every study resolves through it, from its own presets (`fedgdp.simulation.params.method_settings`,
+        `fedgdp.realdata.parameters.method_settings`, `fedgdp.nn.settings.cnn_settings`).
 
         Parameters
         ----------
@@ -403,70 +400,10 @@ class Method:
         self.check_settings(s)
         return s
 
-    def simulation_preset(self, params: dict) -> dict:
-        """The simulation's defaults of a cell, in the resolved order.
-
-        Parameters
-        ----------
-        params : dict
-            Resolved cell parameters (``K``, ``schedule``).
-        """
-        raise NotImplementedError
-
     @property
     def noise_stream(self) -> str:
         """Name that seeds the method's noise generator (its own name by default)."""
         return self.name
-
-    # -- simulation: settings from the cell's parameters, the pre-drawn noise
-    def settings(self, params: dict) -> dict:
-        """The simulation settings: the cell's preset, the study's ``method_settings`` of the
-        method, derived values; checked.
-
-        Parameters
-        ----------
-        params : dict
-            Cell parameters: ``K``, ``schedule`` and ``method_settings`` are read.
-        """
-        return self.resolve_settings(self.simulation_preset(params), _method_params(params, self.name),
-                                     lambda s: self.derive_simulation(s, params))
-
-    def derive_simulation(self, s: dict, params: dict) -> None:
-        """Fill the simulation's derived settings of ``s`` in place (none by default).
-
-        Parameters
-        ----------
-        s : dict
-            The settings so far.
-        params : dict
-            Resolved cell parameters.
-        """
-
-    def derive_realdata(self, s: dict, given: dict) -> None:
-        """Fill the real data's derived settings of ``s`` in place (none by default).
-
-        Parameters
-        ----------
-        s : dict
-            The settings so far.
-        given : dict
-            The user's settings of the method.
-        """
-
-    def realdata_settings(self, resolved: dict, given: dict | None) -> dict:
-        """The real-data settings: the parent's resolved settings, the preset, the user's
-        ``given``; derived values; checked.
-
-        Parameters
-        ----------
-        resolved : dict
-            Name -> resolved settings of the methods so far (the ``settings_parent`` among them).
-        given : dict or None
-            The user's settings of this method.
-        """
-        parent = resolved[self.settings_parent] if self.settings_parent else {}
-        defaults = {**parent, **self.presets.get(REALDATA, {})}
-        return self.resolve_settings(defaults, given, lambda s: self.derive_realdata(s, given or {}))
 
     def noise_shapes(self, s: dict, m: int, d: int) -> dict[str, tuple]:
         """Name -> shape of the standard-normal arrays one replicate draws, in draw order.
@@ -500,17 +437,6 @@ class Method:
         """
         return {k: (standard_normal(rng, shape) if private else None)
                 for k, shape in self.noise_shapes(s, m, d).items()}
-
-    # -- CNNs: settings from a run's settings (fedgdp.nn.settings.NNSettings)
-    def cnn_preset(self, p: dict) -> dict:
-        """The CNN preset from a run's settings, compute-matched (docs/methods.md §6).
-
-        Parameters
-        ----------
-        p : dict
-            Resolved CNN run settings (`fedgdp.nn.settings.NNSettings`).
-        """
-        raise NotImplementedError
 
     def check_settings(self, s: dict) -> None:
         """Cross-field checks of resolved settings (ValueError; none by default).
@@ -566,16 +492,6 @@ class Method:
                 top = max(top, a)
         settings = ", ".join(f"eta={eta:g}, steps={count}" for count, eta, _, _ in steps)
         privacy.check_release_bound(self.name, top, f"clip B={B:g}, {settings}, mu")
-
-    def cnn_settings(self, p: dict) -> dict:
-        """The settings on a CNN run: `cnn_preset`, checked (`resolve_settings`).
-
-        Parameters
-        ----------
-        p : dict
-            Resolved CNN run settings (`fedgdp.nn.settings.NNSettings`).
-        """
-        return self.resolve_settings(self.cnn_preset(p), None)
 
     # -- every backend
     def rounds(self, s: dict) -> int:

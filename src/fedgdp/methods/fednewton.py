@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..core import privacy
-from .base import REALDATA, Backend, Method, MethodTags
+from .base import Backend, Method, MethodTags
 from .settings import StepSettings
 
 
@@ -27,11 +27,6 @@ class FedNewton(Method):
                       certified_alternatives="privacy_mode='certified' or method='fednewton_certified'",
                       stacks_levels=False)
     settings_class = StepSettings
-    presets = {REALDATA: {"K": 50, "eta": 0.5}}
-
-    def simulation_preset(self, params):
-        """The simulation's defaults: the cell's ``K`` and ``eta = 0.5``."""
-        return {"K": params["K"], "eta": 0.5}
 
     def noise_shapes(self, s, m, d):
         """One replicate's noise: ``Z1`` (K, m, d) for the stage-1 local steps, ``Z2`` (m, d) for the Newton release."""
@@ -130,8 +125,6 @@ class FedNewtonCertified(FedNewton):
 
     name, label, algorithm = "fednewton_certified", "FedNewton (certified)", "Algorithm 4, certified"
     tags = replace(FedNewton.tags, always_certified=True)
-    presets = {REALDATA: {}}
-    settings_parent = "fednewton"          # FedNewton's settings, the user's included
 
     @property
     def noise_stream(self) -> str:

@@ -25,11 +25,6 @@ class FedNewtonIter(Method):
             raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={s['R']}, "
                              f"newton_cycles={s['cycles']}")
 
-    def cnn_preset(self, p):
-        """CNN preset: ``R = rounds`` FedAvg rounds, ``cycles = newton_cycles``, ``ridge``, ``damping``."""
-        return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"], "cycles": p["newton_cycles"],
-                "ridge": p["ridge"], "damping": p["damping"]}
-
     def rounds(self, s):
         """Communication rounds: ``R + cycles``."""
         return s["R"] + s["cycles"]

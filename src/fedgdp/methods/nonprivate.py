@@ -18,8 +18,7 @@ class NonPrivate(Method):
         self.base, self.name, self.label, self.algorithm = base, name, label, algorithm
         self.tags = MethodTags(private=False, stacks_levels=False, backends=base.tags.backends & {REALDATA},
                                halves=base.tags.halves, drifts=base.tags.drifts)
-        self.settings_class, self.settings_parent = base.settings_class, base.name
-        self.presets = {REALDATA: {}}
+        self.settings_class = base.settings_class
 
     def comm(self, s, m, dk):
         """The base method's communication."""
@@ -43,7 +42,6 @@ class NPLocalFit(Method):
     name, label, algorithm = "np_localfit", "NP-LocalFit", "ridge MLE per client"
     tags = MethodTags(private=False, backends=frozenset({REALDATA}), stacks_levels=False, per_client=True)
     settings_class = RidgeSettings
-    presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
     def run(self, be, s):
         """Every client's own ridge MLE (``be.ridge_fit_clients``); no releases, no rounds."""
@@ -57,7 +55,6 @@ class NPPooled(Method):
     name, label, algorithm = "np_pooled", "NP-Pooled", "pooled ridge MLE"
     tags = MethodTags(private=False, backends=frozenset({REALDATA}), stacks_levels=False)
     settings_class = RidgeSettings
-    presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
     def run(self, be, s):
         """One ridge MLE on the pooled data (``be.ridge_fit_pooled``): one round, the data's floats uploaded."""

@@ -20,8 +20,6 @@ class DPScaffold(Method):
     # per round: the update and the control variate; drifts: local steps corrected by c - c_i
     tags = MethodTags(backends=frozenset({REALDATA}), per_round=2, drifts=True)
     settings_class = ScaffoldSettings
-    presets = {REALDATA: {"eta_g": 1.0}}
-    settings_parent = "fedavg"             # FedAvg's schedule (so FedAvg's noise), plus eta_g
 
     def rounds(self, s):
         """Communication rounds: ``R``."""
