@@ -136,7 +136,7 @@ def test_every_registered_method_release_and_solver_is_audited(all_rows):
     for name in REGISTRY:
         assert {(name, "logistic"), (name, "poisson")} <= seen
     for name, meth in REAL.items():
-        if meth.private:
+        if meth.tags.private:
             assert {(name, "binary"), (name, "multiclass")} <= seen
     assert {("clip_private_quantile", "logistic"), ("clip_private_quantile", "poisson")} <= seen
     assert {("federated_glm", f) for f in ("logistic", "poisson", "multinomial")} <= seen

@@ -14,10 +14,10 @@ from fedgdp.common.figures import METHOD_STYLE, method_style
 from fedgdp.core.glm import BINARY_LOGISTIC
 from fedgdp.methods import REALDATA, SIMULATION
 
-SIM = [n for n, m in methods.REGISTRY.items() if SIMULATION in m.backends]
-REAL = [n for n, m in methods.REGISTRY.items() if REALDATA in m.backends]
+SIM = [n for n, m in methods.REGISTRY.items() if SIMULATION in m.tags.backends]
+REAL = [n for n, m in methods.REGISTRY.items() if REALDATA in m.tags.backends]
 SHARED = [n for n in SIM if n in REAL]
-REAL_PRIVATE = [n for n in REAL if methods.REGISTRY[n].private]
+REAL_PRIVATE = [n for n in REAL if methods.REGISTRY[n].tags.private]
 
 
 def _clients(seed=0, sizes=(20, 31, 25)):
@@ -52,11 +52,11 @@ def test_settings_are_declared_and_resolve_on_every_backend(name):
     meth = methods.REGISTRY[name]
     names = meth.setting_names()
     resolved = []
-    if SIMULATION in meth.backends:
+    if SIMULATION in meth.tags.backends:
         resolved.append(resolve({"methods": [name]})["method_settings"][name])
         with pytest.raises(ValueError, match="unknown setting 'bogus'"):
             resolve({"methods": [name], "method_settings": {name: {"bogus": 1}}})
-    if REALDATA in meth.backends:
+    if REALDATA in meth.tags.backends:
         from fedgdp.realdata import resolve as resolve_realdata
 
         resolved.append(_real_settings(name))
@@ -105,13 +105,13 @@ def test_simulation_and_realdata_backends_agree_on_shared_data(name):
     np.testing.assert_allclose(real, sim, rtol=1e-9, atol=1e-11)
 
 
-@pytest.mark.parametrize("name", [n for n in SIM + REAL_PRIVATE if methods.REGISTRY[n].private])
+@pytest.mark.parametrize("name", [n for n in SIM + REAL_PRIVATE if methods.REGISTRY[n].tags.private])
 def test_the_audit_has_a_target_on_every_backend_and_mode_of_a_private_method(name):
     from fedgdp.audit import default_targets
 
     meth = methods.REGISTRY[name]
     covered = {(t.kind, t.mode) for t in default_targets() if t.method == name}
-    assert covered == {(kind, mode) for kind in set(meth.backends) & {SIMULATION, REALDATA}
+    assert covered == {(kind, mode) for kind in set(meth.tags.backends) & {SIMULATION, REALDATA}
                        for mode in meth.privacy_modes()}
 
 
@@ -139,7 +139,7 @@ def test_a_method_that_declares_halves_is_one_whose_plan_reads_them(name):
     X, Y = _clients()
     meth = methods.REGISTRY[name]
     meth.plan(Probe(BINARY_LOGISTIC, X, Y, mu=2.0, B=0.8, clip={"rule": "fixed", "value": 0.8}), _real_settings(name))
-    assert bool(read) == meth.halves
+    assert bool(read) == meth.tags.halves
 
 
 @pytest.mark.parametrize("name", REAL)
@@ -160,23 +160,23 @@ def test_a_method_that_declares_a_newton_solve_is_one_whose_fit_calls_the_solver
 
     monkeypatch.setattr(be_cls, "newton_release", spy)
     methods.REGISTRY[name].fit(fd, _real_settings(name), None)
-    assert bool(calls) == methods.REGISTRY[name].solves_newton
+    assert bool(calls) == methods.REGISTRY[name].tags.solves_newton
 
 
-@pytest.mark.parametrize("name", [n for n in SIM if methods.REGISTRY[n].tested_release is not None])
+@pytest.mark.parametrize("name", [n for n in SIM if methods.REGISTRY[n].tags.tested_release is not None])
 def test_the_tested_release_is_a_stage_of_the_plan(name):
     """The release the empirical test runs the method on (``tested_release``) is one its plan makes."""
     p, _, fd = make_block(dict(sizes="uniform(12,40)", m=3, mu=2.0, K=4, methods=[name]), (0,))
     stages = {spec.stage for spec in methods.REGISTRY[name].plan(fd, p["method_settings"][name])}
-    assert methods.REGISTRY[name].tested_release in stages, stages
+    assert methods.REGISTRY[name].tags.tested_release in stages, stages
 
 
-@pytest.mark.parametrize("name", [n for n in SIM if methods.REGISTRY[n].theory_bound is not None])
+@pytest.mark.parametrize("name", [n for n in SIM if methods.REGISTRY[n].tags.theory_bound is not None])
 def test_the_declared_bound_is_a_row_of_table_1(name):
     from fedgdp.core.theory import TABLE1
     from fedgdp.simulation.summary import theory_bounds
 
-    assert methods.REGISTRY[name].theory_bound in TABLE1
+    assert methods.REGISTRY[name].tags.theory_bound in TABLE1
     cells = pd.DataFrame({"m": [10, 20], "N_mean": [1000.0, 1000.0], "mu": [1.0, 1.0], "K": [50, 50]})
     bound = theory_bounds(cells, name, d=5, form="k_explicit")
     assert np.isfinite(bound).all() and (bound > 5 / 1000.0).all()
@@ -187,17 +187,18 @@ def test_the_cnn_preset_resolves_through_the_declared_settings(name):
     """A CNN method's settings come from its declared preset (``cnn_preset``), resolved
     as the other experiments' (each value checked by its field): the keys are declared,
     and a preset value its field refuses is refused with the method's key."""
-    from fedgdp.nn.settings import resolve
+    from fedgdp.nn import settings
+    from fedgdp.nn.settings import cnn_preset, cnn_settings, resolve
 
     meth = methods.REGISTRY[name]
     p = resolve({"figure": "fig10"})
-    s = meth.cnn_settings(p)
-    assert s == meth.cnn_preset(p) and set(s) <= set(meth.setting_names()), set(s) - set(meth.setting_names())
-    first, preset = next(iter(s)), meth.cnn_preset(p)
+    s = cnn_settings(meth, p)
+    assert s == cnn_preset(meth, p) and set(s) <= set(meth.setting_names()), set(s) - set(meth.setting_names())
+    first, preset = next(iter(s)), cnn_preset(meth, p)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(meth, "cnn_preset", lambda q: dict(preset, **{first: -1}))
+        mp.setitem(settings.PRESETS, name, lambda q: dict(preset, **{first: -1}))
         with pytest.raises(ValueError, match=f"^{name}.{first} must be"):
-            meth.cnn_settings(p)
+            cnn_settings(meth, p)
 
 
 @pytest.mark.parametrize("name", REAL)
@@ -207,7 +208,7 @@ def test_a_per_client_method_is_one_whose_fit_is_per_client(name):
 
     X, Y = _clients()
     fit = methods.REGISTRY[name].fit(FoldData(BINARY_LOGISTIC, X, Y), _real_settings(name), None)
-    assert fit.local == methods.REGISTRY[name].per_client
+    assert fit.local == methods.REGISTRY[name].tags.per_client
     assert fit.theta.shape == ((len(X),) if fit.local else ()) + (4, 1)
 
 

@@ -18,7 +18,7 @@ ONESHOT = '''"""One-shot averaging: K noisy local steps from 0, averaged once.""
 from __future__ import annotations
 
 from ..core import privacy
-from .base import REALDATA, Method
+from .base import Method
 from .settings import StepSettings
 
 
@@ -26,11 +26,7 @@ class OneShot(Method):
     """One-shot averaging: K noisy local steps from 0, averaged once."""
 
     name, label, algorithm = "oneshot", "One-shot", "one round of Algorithm 3"
-    settings_class = StepSettings               # its settings: K, eta (checks, help)
-    presets = {REALDATA: {"K": 50, "eta": 0.5}}  # the real-data defaults
-
-    def simulation_preset(self, params):        # simulation: from the cell's parameters
-        return {"K": params["K"], "eta": 0.5}
+    settings_class = StepSettings               # its settings: K, eta (defaults, checks, help)
 
     def noise_shapes(self, s, m, d):            # simulation: one replicate's pre-drawn noise
         return {"Z": (s["K"], m, d)}
@@ -137,8 +133,8 @@ def test_one_registry_with_backend_views():
     from fedgdp import realdata
     from fedgdp.simulation import backend as estimators
 
-    assert list(estimators.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "simulation" in m.backends]
-    assert list(realdata.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "realdata" in m.backends]
+    assert list(estimators.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "simulation" in m.tags.backends]
+    assert list(realdata.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "realdata" in m.tags.backends]
     assert estimators.REGISTRY["fedavg"] is realdata.REGISTRY["fedavg"]
     s = {"R": 2, "K": 3}
     assert methods.REGISTRY["np_scaffold"].comm(s, 4, 10)["floats_up"] == 2 * 4 * 10 * 2   # update + variate

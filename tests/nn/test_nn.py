@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 import nn_oracle as oracle  # noqa: E402
 from fedgdp.nn.backend import head_newton_step, head_vector, newton_direction, sample_clients  # noqa: E402
 from fedgdp.nn.models import ConvNet, build_model  # noqa: E402
-from fedgdp.nn.settings import METHODS, resolve  # noqa: E402
+from fedgdp.nn.settings import METHODS, cnn_settings, resolve  # noqa: E402
 from fedgdp.nn.train import ClientData, resolve_device, train  # noqa: E402
 
 
@@ -293,7 +293,7 @@ def test_progress_reports_every_round(method):
     train(method, params_of(net), clients, p, np.random.default_rng(0), torch.Generator().manual_seed(0),
           progress=done.append)
     meth = get_method(method, CNN)
-    assert done == list(range(1, meth.rounds(meth.cnn_settings(p)) + 1))
+    assert done == list(range(1, meth.rounds(cnn_settings(meth, p)) + 1))
     out = io.StringIO()
     report = Progress(method, 4, stream=out)
     report(1)

@@ -9,7 +9,7 @@ import pytest
 from fedgdp.core import privacy
 from fedgdp.methods import get_method
 from fedgdp.nn.data import DataUnavailable, load_images, write_idx
-from fedgdp.nn.settings import METHODS, release_plan, resolve
+from fedgdp.nn.settings import METHODS, cnn_settings, release_plan, resolve
 
 SIZES = np.array([8, 40, 41, 480, 4000])
 
@@ -38,7 +38,7 @@ def test_ledger_composes_to_mu(dataset, method, mu):
 def test_hybrid_ledger_and_compute_match(share, R):
     p = resolve({"hybrid_local_share": share, "rounds": R, "figure": "fig10", "methods": "fedhybrid"})
     K = p["local_epochs"]
-    s = get_method("fedhybrid", "nn").cnn_settings(p)
+    s = cnn_settings(get_method("fedhybrid", "nn"), p)
     # compute-matched: as many gradient steps per drawn client as FedAvg's R K
     assert s["R1"] * s["K1"] + s["K2"] == R * K
     np.testing.assert_allclose(calibrate("fedhybrid", p, SIZES)[1].composed_mu(), p["mu"], atol=1e-12)
@@ -69,7 +69,7 @@ def test_sigmas_match_the_paper():
 def test_newton_iter_rounds():
     p = resolve({"dataset": "mnist", "figure": "fig10"})
     meth = get_method("fednewton_iter", "nn")
-    s = meth.cnn_settings(p)
+    s = cnn_settings(meth, p)
     assert (s["R"], s["cycles"], meth.rounds(s)) == (10, 2, 12)       # 2 x (5 FedAvg rounds + 1 Newton round)
 
 

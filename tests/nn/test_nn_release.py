@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 from fedgdp.methods import CNN, get_method  # noqa: E402
 from fedgdp.nn.backend import TorchBackend  # noqa: E402
-from fedgdp.nn.settings import resolve  # noqa: E402
+from fedgdp.nn.settings import cnn_settings, resolve  # noqa: E402
 from fedgdp.nn.train import ClientData  # noqa: E402
 
 ETA = 0.3
@@ -90,7 +90,7 @@ def test_release_args_are_the_methods_own():
     be = _backend(local_epochs=3, lr=0.2, ridge=0.5, damping=0.7)
     for name in ("fedsgd", "fedavg", "fedhybrid", "fednewton_iter"):
         meth = get_method(name, CNN)
-        args = be.release_args(meth, meth.cnn_settings(be.p))
-        assert set(args) == {spec.stage for spec in meth.plan(be, meth.cnn_settings(be.p)) if spec.count}, name
+        args = be.release_args(meth, cnn_settings(meth, be.p))
+        assert set(args) == {spec.stage for spec in meth.plan(be, cnn_settings(meth, be.p)) if spec.count}, name
         assert all(a["eta"] == 0.2 and a["K"] == 3 for a in args.get("local step", [])), (name, args)
         assert args.get("newton", [{"ridge": 0.5, "damping": 0.7}]) == [{"ridge": 0.5, "damping": 0.7}]

@@ -224,7 +224,7 @@ class FederatedGLM(ClientsRouting):
         FedNewton's eigenvalue floor / ridge.
     method_settings : dict or None, default=None
         The method's settings over the real-data defaults (the method's real-data
-        preset, `fedgdp.methods.Method.presets`), e.g. ``{"K": 50, "eta": 0.5}`` for
+        preset, `fedgdp.realdata.parameters.PRESETS`), e.g. ``{"K": 50, "eta": 0.5}`` for
         ``fednewton``, ``{"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}`` for
         ``fedhybrid``. (scikit-learn estimators take no ``**kwargs``, so the settings
         are one parameter.)
@@ -425,8 +425,8 @@ class FederatedGLM(ClientsRouting):
                                  f"'poisson' takes counts, got classes={self.classes!r}")
             _label_domain(self.classes, self.family)
         auto = isinstance(self.method, str) and self.method == "auto"
-        if not auto and (self.method not in REGISTRY or REGISTRY[self.method].per_client):   # one global estimate
-            names = ["auto", *(n for n in REGISTRY if not REGISTRY[n].per_client)]
+        if not auto and (self.method not in REGISTRY or REGISTRY[self.method].tags.per_client):   # one global estimate
+            names = ["auto", *(n for n in REGISTRY if not REGISTRY[n].tags.per_client)]
             raise ValueError(f"unknown method {self.method!r}; choose from {', '.join(names)}")
         if auto and self.method_settings:
             raise ValueError(f"method_settings are a method's own: name the method they are for (method='auto' "
@@ -449,7 +449,7 @@ class FederatedGLM(ClientsRouting):
             over["newton"] = self.newton
         p = resolve(over)
         meth = REGISTRY[method]
-        if not meth.private and math.isfinite(mu):
+        if not meth.tags.private and math.isfinite(mu):
             raise ValueError(f"method {method!r} is non-private: set mu=inf (got mu={self.mu!r})")
         return p
 
@@ -504,7 +504,7 @@ class FederatedGLM(ClientsRouting):
         self.method_, bound = self._choose_method(sizes, X.shape[1], model.k, mu_est)
         p = self._resolved(self.method_, d, bound)
         meth = get_method(self.method_)
-        need = 2 if meth.halves else 1
+        need = 2 if meth.tags.halves else 1
         for lab, rows in zip(labels, order):
             if len(rows) < need:
                 raise ValueError(f"client {lab.item() if hasattr(lab, 'item') else lab!r} has {len(rows)} row "
@@ -660,7 +660,7 @@ class FederatedGLM(ClientsRouting):
             reference = ridge_fit(model, product_design(list(fd.X)), np.vstack(fd.Y), ridge=ref["ridge"],
                                   maxiter=ref["maxiter"], gtol=ref["gtol"])
         return diagnostics.diagnose(fd.trace, theta=np.asarray(fit.theta, float), weights=fd.weights,
-                                    ledger=fit.ledger, newton=bool(meth.solves_newton), reference=reference)
+                                    ledger=fit.ledger, newton=bool(meth.tags.solves_newton), reference=reference)
 
     def _targets(self, y: np.ndarray):
         """Responses Y (n, k) and the model of the family; sets ``classes_``."""
@@ -726,7 +726,7 @@ class FederatedGLM(ClientsRouting):
                 warnings.warn(
                     f"{meth.label} in privacy_mode={p['privacy']['mode']!r} calibrates its {spec.stage} release on "
                     f"an assumption ({spec.assumption}) that fails for some inputs, e.g. unbounded covariates "
-                    f"(fedgdp audit); certified alternatives: {meth.certified_alternatives}",
+                    f"(fedgdp audit); certified alternatives: {meth.tags.certified_alternatives}",
                     PrivacyLeakWarning, stacklevel=3)
 
     # ------------------------------------------------------------ prediction

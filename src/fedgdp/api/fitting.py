@@ -585,9 +585,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     from .estimator import FAMILIES
     from .inference import DEFAULT_SHARE
 
-    fits = {n: m for n, m in registry(REALDATA).items() if not m.per_client}      # one global estimate
-    private = ", ".join(n for n, m in fits.items() if m.private)
-    plain = ", ".join(n for n, m in fits.items() if not m.private)
+    fits = {n: m for n, m in registry(REALDATA).items() if not m.tags.per_client}      # one global estimate
+    private = ", ".join(n for n, m in fits.items() if m.tags.private)
+    plain = ", ".join(n for n, m in fits.items() if not m.tags.private)
     ap = sub.add_parser("fit", help="fit a private federated GLM on your own CSV or Parquet file: the "
                                     "estimate and its privacy report")
     ap.add_argument("data", metavar="DATA", help="a .csv or .parquet file, one row per record")

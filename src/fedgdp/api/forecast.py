@@ -637,10 +637,10 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
     if method is not None and method not in (*CANDIDATES, "fednewton_certified"):
         raise ValueError(f"no noise forecast for method {method!r}; choose from "
                          f"{', '.join((*CANDIDATES, 'fednewton_certified'))}")
-    if method is not None and get_method(method).halves and sizes.min() < 2:
+    if method is not None and get_method(method).tags.halves and sizes.min() < 2:
         raise ValueError(f"method {method} needs at least 2 rows per client (its two halves), got sizes "
                          f"down to {sizes.min()}")
-    names = [n for n in names if sizes.min() >= 2 or not get_method(n).halves]
+    names = [n for n in names if sizes.min() >= 2 or not get_method(n).tags.halves]
 
     @functools.cache
     def table(B: float) -> list[dict]:           # each method's row at bound B
@@ -650,7 +650,7 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
             sd = method_noise(name, family, sizes, d, k, mu, p, B, intercept=bool(o["fit_intercept"]))
             _check_finite(name, sd, p["method_settings"][name])
             meth = get_method(name)
-            comm = comm_counts(meth.rounds(p["method_settings"][name]), len(sizes), d * k, meth.per_round)
+            comm = comm_counts(meth.rounds(p["method_settings"][name]), len(sizes), d * k, meth.tags.per_round)
             rows.append({"method": name, "noise_rmse": float(np.sqrt(np.mean(sd ** 2))),
                          "noise_max": float(sd.max()), "rounds": comm["rounds"], "floats_up": comm["floats_up"],
                          "floats_down": comm["floats_down"], "floats_sent": comm["floats_up"] + comm["floats_down"],

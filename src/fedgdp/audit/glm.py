@@ -142,7 +142,7 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
             plan = {sp.stage: sp for sp in meth.plan(fd, s)}
             recorded = float(np.asarray(plan[spec.stage].sensitivity).ravel()[0])
             half = size // 2
-            js = [0, size - 1] if meth.halves else [0]   # a record of half 1 and one of half 2
+            js = [0, size - 1] if meth.tags.halves else [0]   # a record of half 1 and one of half 2
             for si, theta in enumerate(states):
                 base = _sim_release(meth, spec.stage, fd, s, theta)
 
@@ -251,7 +251,7 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
         return fd.gradient(0, Theta)
     if kind == privacy.LOCAL_STEP:
         return local_descent(fd, 0, Theta, K=1, eta=meth.local_step_size(s), sigma=0.0, rng=None,
-                             drift=drift if meth.drifts else None)
+                             drift=drift if meth.tags.drifts else None)
     if kind == privacy.LOCAL_STEP_HALF1:
         return local_descent(fd, 0, Theta, K=1, eta=s["eta"], sigma=0.0, rng=None,
                              rows=slice(0, fd.sizes[0] // 2))
@@ -330,7 +330,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
                         f"y={np.argmax(yj) if k > 1 else float(yj[0]):g}")
 
                 step = (base - Theta).sum(axis=1) if np.all(np.isfinite(base)) else np.zeros(d)
-                for j in ([0, size - 1] if meth.halves else [0]):
+                for j in ([0, size - 1] if meth.tags.halves else [0]):
                     if spec.stage == privacy.LOCAL_STEP_HALF1 and j >= size // 2:
                         continue
                     cands = list(_candidates(d, ys, rng, extra=[step]))

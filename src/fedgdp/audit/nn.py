@@ -55,11 +55,12 @@ def _search(p: dict, methods: list, seed: int, n: int) -> dict:
 
     from ..methods import CNN, get_method
     from ..nn.backend import TorchBackend
+    from ..nn.settings import cnn_settings
     from ..nn.train import ClientData
 
     run = {**p, "release": "private"}
     meths = {name: get_method(name, CNN) for name in methods}
-    sets = {name: meth.cnn_settings(run) for name, meth in meths.items()}
+    sets = {name: cnn_settings(meth, run) for name, meth in meths.items()}
     update = run.get("clip_unit", "sample") == "update"
 
     def backend(params, x, y):

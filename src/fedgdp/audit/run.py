@@ -35,10 +35,10 @@ def default_targets() -> list[AuditTarget]:
                 out.append(AuditTarget("simulation", name, model, mode, TAU1[model]))
     for task in ("binary", "multiclass"):
         for name, meth in REAL.items():
-            if not meth.private:
+            if not meth.tags.private:
                 continue
             for mode in meth.privacy_modes():
-                for solver in (("cg", "ridge", "floor") if meth.solves_newton else ("cg",)):
+                for solver in (("cg", "ridge", "floor") if meth.tags.solves_newton else ("cg",)):
                     out.append(AuditTarget("realdata", name, task, mode, 0.5,
                                            newton=dict(NEWTON_DEFAULTS, solver=solver)))
     out += [AuditTarget("inference", INFERENCE_METHOD, family, "certified") for family in INFERENCE_FAMILIES]
@@ -81,7 +81,7 @@ def audit_targets(plan) -> list[AuditTarget]:
         r = resolve_real(plan.realdata_settings())
         for task in plan.config["realdata"].get("tasks", [r["task"]]):
             for name in r["methods"]:
-                if REAL[name].private:
+                if REAL[name].tags.private:
                     add(AuditTarget("realdata", name, task, r["privacy"]["mode"], float(r["tau1"]),
                                     float(r["privacy"]["hessian_clip"]), r["clip"], dict(r["newton"])))
     return out

@@ -185,7 +185,7 @@ def _robust_pair(meth, s, target, pair, glm, B):
 
     (X, y), (X2, y2) = pair
     j = int(np.flatnonzero(np.any(X != X2, axis=1) | (y != y2))[0])
-    stage = meth.tested_release
+    stage = meth.tags.tested_release
     theta = np.zeros(X.shape[1])
 
     def moved(scale):
@@ -342,14 +342,14 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
                 rows.append(_real_row(t, mu=mu, trials=trials, calibration=calibration, alpha=alpha, seed=seed, B=B,
                                       n=n_real))
             continue
-        if get_method(t.method).tested_release is None:
+        if get_method(t.method).tags.tested_release is None:
             continue
         t = AuditTarget("simulation", t.method, t.model, t.mode, t.tau1, t.hessian_clip, {"rule": "fixed", "value": B})
         meth, glm = get_method(t.method), get_model(t.model)
         s = resolve({"model": t.model, "methods": [t.method], "K": K})["method_settings"][t.method]
         with np.errstate(all="ignore"):
             audited = audit_sim(t, n, seed, local_iters=10)
-        stage = str(meth.tested_release)          # a tested method (checked above)
+        stage = str(meth.tags.tested_release)          # a tested method (checked above)
         pair = _robust_pair(meth, resolve({"model": t.model, "methods": [t.method], "K": 10})["method_settings"][
             t.method], t, worst_pair(t, stage), glm, B)
         privacy = {"mode": t.mode, "hessian_clip": t.hessian_clip}

@@ -99,7 +99,7 @@ def _fednewton(*, d, m, N, priv, K, R, K2, form):         # Theorem 3.9
     return d / N + priv
 
 
-# The rows of Table 1 (a method names its row: ``Method.theory_bound``).
+# The rows of Table 1 (a method names its row: ``MethodTags.theory_bound``).
 _BOUNDS = {"fedsgd": _fedsgd, "fedhybrid": _fedhybrid, "fedavg": _fedavg, "fednewton": _fednewton}
 
 

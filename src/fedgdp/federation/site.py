@@ -87,7 +87,7 @@ class Site:
         if X.shape[1] != p:
             raise ValueError(f"site {self.name}: {X.shape[1]} feature columns, the settings name {p}")
         Y, model = r.est._targets(_column_or_1d(y, len(X)))
-        need = 2 if r.meth.halves else 1
+        need = 2 if r.meth.tags.halves else 1
         if len(X) < need:
             raise ValueError(f"site {self.name} has {len(X)} row(s); method {r.meth.name} needs at least {need}")
         self.meth, self.s, self.model = r.meth, r.s, model

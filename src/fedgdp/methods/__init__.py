@@ -13,7 +13,7 @@ Methods (paper section 3, docs/methods.md §2-5), one class each, all in `REGIST
 - ``dp_scaffold`` SCAFFOLD (option II) with FedAvg's noise (real data only).
 - ``np_scaffold``, ``np_fedavg``, ``np_localfit``, ``np_pooled``: the non-private baselines.
 
-`Method`, `Backend`, `Fit` and the noise sources are in `fedgdp.methods.base` (the
+`Method`, its `MethodTags`, `Backend`, `Fit` and the noise sources are in `fedgdp.methods.base` (the
 shapes); settings and adding a method: docs/ARCHITECTURE.md, "Settings" and "Adding a method".
 """
 from .base import (
@@ -25,6 +25,7 @@ from .base import (
     Backend,
     Fit,
     Method,
+    MethodTags,
     PreDrawnNoise,
     StreamNoise,
     check_finite_release,
@@ -48,7 +49,7 @@ from .settings import (
     StepSettings,
 )
 
-__all__ = ["Backend", "Fit", "Method", "FedSGD", "FedAvg", "FedHybrid", "FedNewton", "FedNewtonCertified",
+__all__ = ["Backend", "Fit", "Method", "MethodTags", "FedSGD", "FedAvg", "FedHybrid", "FedNewton", "FedNewtonCertified",
            "FedNewtonIter", "DPScaffold", "NonPrivate", "NPLocalFit", "NPPooled", "REGISTRY", "registry", "get_method",
            "RegistryView", "PreDrawnNoise", "StreamNoise", "comm_counts", "MethodSettings", "StepSettings",
            "RoundSettings", "HybridSettings", "ScaffoldSettings", "IterSettings", "RidgeSettings",

@@ -4,7 +4,7 @@
 Backends: the simulation's (`fedgdp.simulation.backend.SimBackend`, noise pre-drawn per
 replicate), the real data's (`fedgdp.realdata.backend.RealBackend`, J privacy levels
 stacked, noise drawn in the computation's order) and the CNNs'
-(`fedgdp.nn.backend.TorchBackend`). A method's ``backends`` names the ones it runs on.
+(`fedgdp.nn.backend.TorchBackend`). A method's ``tags.backends`` names the ones it runs on.
 
 Arrays carry a leading batch axis ``b`` (replicates, or privacy levels): global
 parameters ``(b, P)``, per-client ``(b, m, P)``, noise sds ``(b, m)``; P is ``d`` or
@@ -266,52 +266,77 @@ def comm_counts(rounds: int, m: int, dk: int, per_round: int = 1) -> dict:
             "floats_down": rounds * m * dk * per_round}
 
 
-def _method_params(params: dict, name: str) -> dict:
-    return dict(params.get("method_settings", {}).get(name, {}))
-
-
 
 # ---------------------------------------------------------------------- methods
+@dataclass(frozen=True)
+class MethodTags:
+    """What a consumer needs to know of a method, never a test of its name (as
+    scikit-learn's ``Tags``); a method sets ``tags = MethodTags(...)``, the defaults
+    suiting a private GLM method on both backends (docs/ARCHITECTURE.md, "Adding a method").
+
+    Attributes
+    ----------
+    private : bool
+        Runs at every configured mu; False: once, at mu = inf.
+    backends : frozenset of str
+        The backends it runs on (``simulation``, ``realdata``, ``nn``).
+    stacks_levels : bool
+        The real-data backend may fit all mu levels in one pass.
+    per_round : int
+        Parameters each client uploads per round (`comm_counts`).
+    halves : bool
+        The releases read two halves of each client's rows (half 1, half 2): a client
+        needs at least two rows, and the audit moves a record of each half.
+    drifts : bool
+        The local steps carry a per-client drift (control variates), which the audit's
+        local-step release is searched with.
+    solves_newton : bool
+        The releases solve a Newton system with the configured solver (``newton``: cg,
+        ridge or floor), so the solver's settings matter to it (checks, the audit's solvers).
+    always_certified : bool
+        Certified in every privacy mode (`fedgdp.methods.FedNewtonCertified`).
+    per_client : bool
+        The fit is one model per client (`Fit.local`), not one global estimate.
+    theory_bound : str or None
+        The row of the paper's Table 1 whose MSE bound the method has
+        (`fedgdp.core.theory.upper_bound`); None: no bound.
+    tested_release : str or None
+        The release (a stage of its plan) whose worst pair the empirical distinguishing
+        test (`fedgdp.commands.empirical`) runs the method on, its most sensitive one; None: untested.
+    certified_alternatives : str
+        What to use instead where the method's plan has an uncertified release (the
+        privacy-leak warning of `fedgdp.api.estimator.FederatedGLM`).
+    """
+
+    private: bool = True
+    backends: frozenset[str] = BOTH
+    stacks_levels: bool = True
+    per_round: int = 1
+    halves: bool = False
+    drifts: bool = False
+    solves_newton: bool = False
+    always_certified: bool = False
+    per_client: bool = False
+    theory_bound: str | None = None
+    tested_release: str | None = None
+    certified_alternatives: str = "privacy_mode='certified'"
+
+
 class Method:
-    """One estimator: subclasses set the class attributes and write `plan` and `run` (the
-    simulation also needs `settings` and `noise_shapes`; docs/ARCHITECTURE.md, "Adding a
-    method"). ``private`` methods run at every configured mu, the others once at mu = inf;
-    ``stacks_levels``: the real-data backend may fit all mu levels in one pass.
+    """One estimator: subclasses set ``name``, ``label``, ``algorithm``, ``settings_class``
+    and ``tags`` (`MethodTags`) and write `plan`, `run` and `rounds` (the simulation also
+    needs `noise_shapes`; docs/ARCHITECTURE.md, "Adding a method").
     """
 
     name = ""
     label = ""
     algorithm = ""
-    private = True
-    backends = BOTH
-    stacks_levels = True
-    per_round = 1
-    #: the settings (`MethodSettings` dataclass): their names, checks and help
+    #: what a consumer needs to know of the method (`MethodTags`)
+    tags = MethodTags()
+    #: the settings (`MethodSettings` dataclass): their names, checks and help; each study
+    #: holds its defaults (`fedgdp.simulation.params.PRESETS`,
+    #: `fedgdp.realdata.parameters.PRESETS`, `fedgdp.nn.settings.PRESETS`)
     settings_class: type[MethodSettings] | None = None
-    #: defaults per experiment, in the resolved order (the simulation's: `simulation_preset`)
-    presets: dict[str, dict] = {}
-    #: the method whose resolved real-data settings this one starts from (None: its own preset)
-    settings_parent: str | None = None
-    #: the releases read two halves of each client's rows (half 1, half 2): a client
-    #: needs at least two rows, and the audit moves a record of each half
-    halves = False
-    #: the local steps carry a per-client drift (control variates), which the audit's
-    #: local-step release is searched with
-    drifts = False
-    #: the row of the paper's Table 1 whose MSE bound the method has
-    #: (`fedgdp.core.theory.upper_bound`); None: no bound
-    theory_bound: str | None = None
-    #: what to use instead where the method's plan has an uncertified release (the
-    #: privacy-leak warning of `fedgdp.api.estimator.FederatedGLM`)
-    certified_alternatives = "privacy_mode='certified'"
-    #: the release (a stage of its plan) whose worst pair the empirical distinguishing
-    #: test (`fedgdp.commands.empirical`) runs the method on, its most sensitive one; None: untested
-    tested_release: str | None = None
-    #: the fit is one model per client (`Fit.local`), not one global estimate
-    per_client = False
-    #: the releases solve a Newton system with the configured solver (``newton``: cg,
-    #: ridge or floor), so the solver's settings matter to it (checks, the audit's solvers)
-    solves_newton = False
 
     def setting_names(self) -> list[str]:
         """The names of the ``settings_class`` fields, in order (empty without settings)."""
@@ -336,6 +361,9 @@ class Method:
     def resolve_settings(self, defaults: dict, given: dict | None, derive=None) -> dict:
         """The method's settings: ``defaults`` updated by ``given``, ``derive(s)``, each value
         checked by its field, then `check_settings`.
+
+        Every study resolves through it, from its own presets (`fedgdp.simulation.params.method_settings`,
+        `fedgdp.realdata.parameters.method_settings`, `fedgdp.nn.settings.cnn_settings`).
 
         Parameters
         ----------
@@ -372,70 +400,10 @@ class Method:
         self.check_settings(s)
         return s
 
-    def simulation_preset(self, params: dict) -> dict:
-        """The simulation's defaults of a cell, in the resolved order.
-
-        Parameters
-        ----------
-        params : dict
-            Resolved cell parameters (``K``, ``schedule``).
-        """
-        raise NotImplementedError
-
     @property
     def noise_stream(self) -> str:
         """Name that seeds the method's noise generator (its own name by default)."""
         return self.name
-
-    # -- simulation: settings from the cell's parameters, the pre-drawn noise
-    def settings(self, params: dict) -> dict:
-        """The simulation settings: the cell's preset, the study's ``method_settings`` of the
-        method, derived values; checked.
-
-        Parameters
-        ----------
-        params : dict
-            Cell parameters: ``K``, ``schedule`` and ``method_settings`` are read.
-        """
-        return self.resolve_settings(self.simulation_preset(params), _method_params(params, self.name),
-                                     lambda s: self.derive_simulation(s, params))
-
-    def derive_simulation(self, s: dict, params: dict) -> None:
-        """Fill the simulation's derived settings of ``s`` in place (none by default).
-
-        Parameters
-        ----------
-        s : dict
-            The settings so far.
-        params : dict
-            Resolved cell parameters.
-        """
-
-    def derive_realdata(self, s: dict, given: dict) -> None:
-        """Fill the real data's derived settings of ``s`` in place (none by default).
-
-        Parameters
-        ----------
-        s : dict
-            The settings so far.
-        given : dict
-            The user's settings of the method.
-        """
-
-    def realdata_settings(self, resolved: dict, given: dict | None) -> dict:
-        """The real-data settings: the parent's resolved settings, the preset, the user's
-        ``given``; derived values; checked.
-
-        Parameters
-        ----------
-        resolved : dict
-            Name -> resolved settings of the methods so far (the ``settings_parent`` among them).
-        given : dict or None
-            The user's settings of this method.
-        """
-        parent = resolved[self.settings_parent] if self.settings_parent else {}
-        defaults = {**parent, **self.presets.get(REALDATA, {})}
-        return self.resolve_settings(defaults, given, lambda s: self.derive_realdata(s, given or {}))
 
     def noise_shapes(self, s: dict, m: int, d: int) -> dict[str, tuple]:
         """Name -> shape of the standard-normal arrays one replicate draws, in draw order.
@@ -469,17 +437,6 @@ class Method:
         """
         return {k: (standard_normal(rng, shape) if private else None)
                 for k, shape in self.noise_shapes(s, m, d).items()}
-
-    # -- CNNs: settings from a run's settings (fedgdp.nn.settings.NNSettings)
-    def cnn_preset(self, p: dict) -> dict:
-        """The CNN preset from a run's settings, compute-matched (docs/methods.md §6).
-
-        Parameters
-        ----------
-        p : dict
-            Resolved CNN run settings (`fedgdp.nn.settings.NNSettings`).
-        """
-        raise NotImplementedError
 
     def check_settings(self, s: dict) -> None:
         """Cross-field checks of resolved settings (ValueError; none by default).
@@ -536,16 +493,6 @@ class Method:
         settings = ", ".join(f"eta={eta:g}, steps={count}" for count, eta, _, _ in steps)
         privacy.check_release_bound(self.name, top, f"clip B={B:g}, {settings}, mu")
 
-    def cnn_settings(self, p: dict) -> dict:
-        """The settings on a CNN run: `cnn_preset`, checked (`resolve_settings`).
-
-        Parameters
-        ----------
-        p : dict
-            Resolved CNN run settings (`fedgdp.nn.settings.NNSettings`).
-        """
-        return self.resolve_settings(self.cnn_preset(p), None)
-
     # -- every backend
     def rounds(self, s: dict) -> int:
         """Communication rounds of a fit.
@@ -569,7 +516,7 @@ class Method:
         dk : int
             Floats of one parameter.
         """
-        return comm_counts(self.rounds(s), m, dk, self.per_round)
+        return comm_counts(self.rounds(s), m, dk, self.tags.per_round)
 
     def release_count(self, be: Backend, s: dict) -> int:
         """Releases each client makes: the sum of the plan's counts (e.g. ``R K`` for FedAvg).
@@ -654,7 +601,7 @@ class Method:
             One noise source per level.
         """
         self.check_backend(data[0].kind)
-        if self.stacks_levels:
+        if self.tags.stacks_levels:
             be = data[0].stacked_backend(data, noises)
             if be is not None:
                 return check_finite_release(self.name, data[0], self.run(be, s))
@@ -672,9 +619,9 @@ class Method:
         kind : str
             ``simulation``, ``realdata`` or ``nn``.
         """
-        if kind not in self.backends:
+        if kind not in self.tags.backends:
             raise ValueError(f"method {self.name!r} does not run on {kind} data; "
-                             f"it runs on {', '.join(sorted(self.backends))}")
+                             f"it runs on {', '.join(sorted(self.tags.backends))}")
 
 
 def check_finite_release(name: str, data, fits: list) -> list:

@@ -3,30 +3,14 @@
 from __future__ import annotations
 
 from ..core import privacy
-from .base import GRADIENT_METHODS, REALDATA, Method
+from .base import GRADIENT_METHODS, Method, MethodTags
 from .settings import RoundSettings
 
 
 class FedAvg(Method):
     name, label, algorithm = "fedavg", "FedAvg", "Algorithm 3"
-    theory_bound, tested_release = "fedavg", privacy.LOCAL_STEP
-    backends = GRADIENT_METHODS
-
-    def cnn_preset(self, p):
-        """The preset on a CNN run: ``R = rounds`` rounds of ``K = local_epochs`` local steps of size ``lr``."""
-        return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"]}
-
+    tags = MethodTags(backends=GRADIENT_METHODS, theory_bound="fedavg", tested_release=privacy.LOCAL_STEP)
     settings_class = RoundSettings
-    presets = {REALDATA: {"R": 2, "K": 50, "eta": 0.5}}
-
-    def simulation_preset(self, params):
-        """The simulation's defaults: ``R = 2``, ``eta = 0.5`` (K is derived: `derive_simulation`)."""
-        return {"R": 2, "eta": 0.5}
-
-    def derive_simulation(self, s, params):
-        """Fill ``K`` unless given: the cell's K (schedule ``paper``), else ``ceil(K / R)`` (at least 1)."""
-        if "K" not in s:
-            s["K"] = params["K"] if params["schedule"] == "paper" else max(1, -(-params["K"] // s["R"]))
 
     def noise_shapes(self, s, m, d):
         """One replicate's noise: ``Z`` of shape (R, K, m, d), one draw per round, step and client."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core import privacy
-from .base import GRADIENT_METHODS, REALDATA, Method
+from .base import GRADIENT_METHODS, Method, MethodTags
 from .settings import HybridSettings
 
 
@@ -14,8 +14,7 @@ class FedHybrid(Method):
     """
 
     name, label, algorithm = "fedhybrid", "FedHybrid", "Algorithm 2"
-    theory_bound, tested_release = "fedhybrid", "gradient"
-    backends = GRADIENT_METHODS
+    tags = MethodTags(backends=GRADIENT_METHODS, theory_bound="fedhybrid", tested_release="gradient")
     SHARE1 = 0.6              # stage 1's share of the steps (docs/methods.md §3: K1 = 30 of 50)
 
     @staticmethod
@@ -32,35 +31,6 @@ class FedHybrid(Method):
         return int(round(share * total))
 
     settings_class = HybridSettings
-    presets = {REALDATA: {"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}}
-
-    def simulation_preset(self, params):
-        """The simulation's defaults: ``eta1 = eta2 = 0.5`` and ``share1`` (K1, K2: `derive_simulation`)."""
-        return {"eta1": 0.5, "eta2": 0.5, "share1": self.SHARE1}
-
-    def derive_simulation(self, s, params):
-        """Fill ``K1 = split(K, share1)`` and ``K2 = K - K1`` unless given (K: the cell's)."""
-        if s.get("R1", 1) != 1:              # its noise is drawn for one stage-1 round (noise_shapes)
-            raise ValueError(f"fedhybrid.R1: the simulation runs one stage-1 round, got fedhybrid.R1={s['R1']!r}")
-        if "K1" not in s:
-            s["K1"] = self.split(params["K"], s["share1"])
-        if "K2" not in s:
-            s["K2"] = params["K"] - s["K1"]
-
-    def derive_realdata(self, s, given):
-        """When ``share1`` is given, split the preset's ``K1 + K2`` steps by it (K1, K2 not given are set)."""
-        if "share1" in given:                # split the preset's K1 + K2 steps by the given share
-            total = self.presets[REALDATA]["K1"] + self.presets[REALDATA]["K2"]
-            if "K1" not in given:
-                s["K1"] = self.split(total, s["share1"])
-            if "K2" not in given:
-                s["K2"] = total - s["K1"]
-
-    def cnn_preset(self, p):
-        """CNN preset: ``R1 = split(rounds, hybrid_local_share)`` rounds of ``local_epochs`` steps, then the rest."""
-        R, K = p["rounds"], p["local_epochs"]
-        R1 = self.split(R, p["hybrid_local_share"])
-        return {"R1": R1, "K1": K, "K2": (R - R1) * K, "eta1": p["lr"], "eta2": p["lr"]}
 
     def noise_shapes(self, s, m, d):
         """One replicate's noise: ``Z1`` (K1, m, d) for stage 1, ``Z2`` (K2, m, d) for stage 2."""

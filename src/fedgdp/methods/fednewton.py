@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..core import privacy
-from .base import REALDATA, Backend, Method
+from .base import Backend, Method, MethodTags
 from .settings import StepSettings
 
 
@@ -18,21 +20,13 @@ class FedNewton(Method):
     """
 
     name, label, algorithm = "fednewton", "FedNewton", "Algorithm 4"
-    always_certified = False
-    halves = True             # stage 1 and the Hessian on half 1, the Newton gradient on half 2
-    solves_newton = True
-    # Theorem 3.9 (for the certified variant too: it assumes per-sample Hessians bounded
-    # as the clipping enforces, where the clip changes nothing)
-    theory_bound = "fednewton"
-    certified_alternatives = "privacy_mode='certified' or method='fednewton_certified'"
-    tested_release = "newton"
-    stacks_levels = False     # the real-data fits run level by level
+    # halves: stage 1 and the Hessian on half 1, the Newton gradient on half 2; the bound:
+    # Theorem 3.9 (for the certified variant too: it assumes per-sample Hessians bounded as
+    # the clipping enforces, where the clip changes nothing); the real-data fits run level by level
+    tags = MethodTags(halves=True, solves_newton=True, theory_bound="fednewton", tested_release="newton",
+                      certified_alternatives="privacy_mode='certified' or method='fednewton_certified'",
+                      stacks_levels=False)
     settings_class = StepSettings
-    presets = {REALDATA: {"K": 50, "eta": 0.5}}
-
-    def simulation_preset(self, params):
-        """The simulation's defaults: the cell's ``K`` and ``eta = 0.5``."""
-        return {"K": params["K"], "eta": 0.5}
 
     def noise_shapes(self, s, m, d):
         """One replicate's noise: ``Z1`` (K, m, d) for the stage-1 local steps, ``Z2`` (m, d) for the Newton release."""
@@ -44,7 +38,7 @@ class FedNewton(Method):
 
     def privacy_modes(self) -> tuple[str, ...]:
         """Both modes, unless certified in every mode (`FedNewtonCertified`)."""
-        return ("paper",) if self.always_certified else ("paper", "certified")
+        return ("paper",) if self.tags.always_certified else ("paper", "certified")
 
     def certified(self, data) -> bool:
         """Whether the fit on ``data`` is certified (always, or privacy mode ``certified``).
@@ -54,7 +48,7 @@ class FedNewton(Method):
         data : object
             A backend's data (its ``privacy`` dict is read).
         """
-        return self.always_certified or data.privacy.get("mode", "paper") == "certified"
+        return self.tags.always_certified or data.privacy.get("mode", "paper") == "certified"
 
     def hessian_bound(self, data) -> float | None:
         """The per-sample Hessian clip ``H_c = hessian_clip * tau1`` when certified, else None.
@@ -130,9 +124,7 @@ class FedNewtonCertified(FedNewton):
     random numbers: the two differ only in the Newton step and its calibration)."""
 
     name, label, algorithm = "fednewton_certified", "FedNewton (certified)", "Algorithm 4, certified"
-    always_certified = True
-    presets = {REALDATA: {}}
-    settings_parent = "fednewton"          # FedNewton's settings, the user's included
+    tags = replace(FedNewton.tags, always_certified=True)
 
     @property
     def noise_stream(self) -> str:

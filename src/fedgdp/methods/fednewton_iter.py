@@ -4,7 +4,7 @@ one private head-only Newton round on the network's last layer."""
 from __future__ import annotations
 
 from ..core import privacy
-from .base import CNN, Method
+from .base import CNN, Method, MethodTags
 from .settings import IterSettings
 
 
@@ -16,7 +16,7 @@ class FedNewtonIter(Method):
     `fedgdp.core.privacy.plan_fednewton_iter`)."""
 
     name, label, algorithm = "fednewton_iter", "FedNewton-Iter", "Algorithm 5"
-    backends = frozenset({CNN})
+    tags = MethodTags(backends=frozenset({CNN}))
     settings_class = IterSettings
 
     def check_settings(self, s):
@@ -24,11 +24,6 @@ class FedNewtonIter(Method):
         if s["R"] % s["cycles"]:
             raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={s['R']}, "
                              f"newton_cycles={s['cycles']}")
-
-    def cnn_preset(self, p):
-        """CNN preset: ``R = rounds`` FedAvg rounds, ``cycles = newton_cycles``, ``ridge``, ``damping``."""
-        return {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"], "cycles": p["newton_cycles"],
-                "ridge": p["ridge"], "damping": p["damping"]}
 
     def rounds(self, s):
         """Communication rounds: ``R + cycles``."""

@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 from ..core import privacy
-from .base import GRADIENT_METHODS, REALDATA, Method
+from .base import GRADIENT_METHODS, Method, MethodTags
 from .settings import StepSettings
 
 
 class FedSGD(Method):
     name, label, algorithm = "fedsgd", "FedSGD", "Algorithm 1"
-    theory_bound, tested_release = "fedsgd", "gradient"
-
-    backends = GRADIENT_METHODS
+    tags = MethodTags(backends=GRADIENT_METHODS, theory_bound="fedsgd", tested_release="gradient")
     settings_class = StepSettings
-    presets = {REALDATA: {"K": 50, "eta": 0.5}}
-
-    def simulation_preset(self, params):
-        """The simulation's defaults: the cell's ``K`` and ``eta = 0.5``."""
-        return {"K": params["K"], "eta": 0.5}
-
-    def cnn_preset(self, p):
-        """The preset on a CNN run: ``K = rounds * local_epochs`` server steps of size ``lr``."""
-        return {"K": p["rounds"] * p["local_epochs"], "eta": p["lr"]}
 
     def noise_shapes(self, s, m, d):
         """One replicate's noise: ``Z`` of shape (K, m, d), one draw per step and client."""

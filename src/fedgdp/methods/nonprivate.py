@@ -5,22 +5,20 @@ own name (`NonPrivate`: NP-SCAFFOLD, NP-FedAvg) and the two plain ridge fits
 from __future__ import annotations
 
 from ..core import privacy
-from .base import REALDATA, Fit, Method
+from .base import REALDATA, Fit, Method, MethodTags
 from .settings import RidgeSettings
 
 
 class NonPrivate(Method):
     """A private method at mu = inf (no clipping, no noise), under its own name."""
 
-    private = False
-    stacks_levels = False
+    tags = MethodTags(private=False, stacks_levels=False)
 
     def __init__(self, base: Method, name: str, label: str, algorithm: str):
         self.base, self.name, self.label, self.algorithm = base, name, label, algorithm
-        self.backends = base.backends & {REALDATA}
-        self.settings_class, self.settings_parent = base.settings_class, base.name
-        self.halves, self.drifts = base.halves, base.drifts
-        self.presets = {REALDATA: {}}
+        self.tags = MethodTags(private=False, stacks_levels=False, backends=base.tags.backends & {REALDATA},
+                               halves=base.tags.halves, drifts=base.tags.drifts)
+        self.settings_class = base.settings_class
 
     def comm(self, s, m, dk):
         """The base method's communication."""
@@ -41,25 +39,22 @@ class NonPrivate(Method):
 class NPLocalFit(Method):
     """Every client fits alone: the ridge MLE on its own training data."""
 
-    name, label, algorithm, private = "np_localfit", "NP-LocalFit", "ridge MLE per client", False
-    backends, stacks_levels = frozenset({REALDATA}), False
-    per_client = True
+    name, label, algorithm = "np_localfit", "NP-LocalFit", "ridge MLE per client"
+    tags = MethodTags(private=False, backends=frozenset({REALDATA}), stacks_levels=False, per_client=True)
     settings_class = RidgeSettings
-    presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
     def run(self, be, s):
         """Every client's own ridge MLE (``be.ridge_fit_clients``); no releases, no rounds."""
         theta = be.ridge_fit_clients(s)
-        return [Fit(theta, privacy.Ledger(), rounds=0, floats_up=0, floats_down=0, local=self.per_client)]
+        return [Fit(theta, privacy.Ledger(), rounds=0, floats_up=0, floats_down=0, local=self.tags.per_client)]
 
 
 class NPPooled(Method):
     """One ridge MLE on the pooled data (not federated: the raw data go to the server once)."""
 
-    name, label, algorithm, private = "np_pooled", "NP-Pooled", "pooled ridge MLE", False
-    backends, stacks_levels = frozenset({REALDATA}), False
+    name, label, algorithm = "np_pooled", "NP-Pooled", "pooled ridge MLE"
+    tags = MethodTags(private=False, backends=frozenset({REALDATA}), stacks_levels=False)
     settings_class = RidgeSettings
-    presets = {REALDATA: {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}}
 
     def run(self, be, s):
         """One ridge MLE on the pooled data (``be.ridge_fit_pooled``): one round, the data's floats uploaded."""

@@ -31,7 +31,7 @@ class RegistryView(Mapping):
         self.kind = kind
 
     def _methods(self) -> dict[str, Method]:
-        return {name: m for name, m in REGISTRY.items() if self.kind is None or self.kind in m.backends}
+        return {name: m for name, m in REGISTRY.items() if self.kind is None or self.kind in m.tags.backends}
 
     def __getitem__(self, name: str) -> Method:
         return self._methods()[name]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import privacy
-from .base import REALDATA, Method
+from .base import REALDATA, Method, MethodTags
 from .settings import ScaffoldSettings
 
 
@@ -17,12 +17,9 @@ class DPScaffold(Method):
     so the ledger is FedAvg's."""
 
     name, label, algorithm = "dp_scaffold", "DP-SCAFFOLD", "SCAFFOLD + Algorithm 3 noise"
-    backends = frozenset({REALDATA})
-    per_round = 2             # the update and the control variate
-    drifts = True             # local steps corrected by c - c_i
+    # per round: the update and the control variate; drifts: local steps corrected by c - c_i
+    tags = MethodTags(backends=frozenset({REALDATA}), per_round=2, drifts=True)
     settings_class = ScaffoldSettings
-    presets = {REALDATA: {"eta_g": 1.0}}
-    settings_parent = "fedavg"             # FedAvg's schedule (so FedAvg's noise), plus eta_g
 
     def rounds(self, s):
         """Communication rounds: ``R``."""

@@ -1,6 +1,6 @@
 """The methods' settings: one frozen dataclass per family of settings (each field's
 default, check and help, by `fedgdp.core.settings.setting`); a method names its class
-(``settings_class``) and its defaults per experiment (``presets``).
+(``settings_class``); each study holds its defaults per method (its ``PRESETS``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ..core.settings import Settings, integer, number, setting
 @dataclass(frozen=True)
 class MethodSettings(Settings):
     """Base of the methods' settings dataclasses (one field per setting: its check and
-    help; the defaults per experiment are the method's ``presets``)."""
+    help; the defaults per experiment are each study's ``PRESETS``)."""
 
     WHAT: ClassVar[str] = "setting"
 

@@ -16,9 +16,10 @@ import numpy as np
 from ..core import privacy
 from ..core.privacy import RELEASES
 from ..core.settings import Settings, choice, integer, name_list, number, setting, suggest
-from ..methods import CNN, FedHybrid, get_method, registry
+from ..methods import CNN, FedHybrid, Method, get_method, registry
 
-__all__ = ["METHODS", "LABELS", "ACCOUNTINGS", "REDUCTIONS", "NOISE_FOR", "SUMMED_STAGES", "CLIP_UNITS", "label",
+__all__ = ["METHODS", "LABELS", "PRESETS", "cnn_preset", "cnn_settings", "ACCOUNTINGS", "REDUCTIONS", "NOISE_FOR",
+           "SUMMED_STAGES", "CLIP_UNITS", "label",
            "release_plan", "reduced_plan", "smallest_batch", "CLIP_MIN", "CLIP_MAX", "FLOAT32_BOUND",
            "Z_MAX", "parameter_bound", "check_noise",
            "NNSettings", "COMMON", "DATASET_DEFAULTS", "DEFAULT_GRID", "PAPER_GRID", "resolve", "data_key"]
@@ -71,6 +72,54 @@ METHODS = tuple(sorted(registry(CNN), key=_algorithm_number))
 LABELS = {name: "DP-" + m.label for name, m in registry(CNN).items()}
 
 
+def _fedhybrid_preset(p: dict) -> dict:
+    """FedHybrid: ``R1 = split(rounds, hybrid_local_share)`` rounds of ``local_epochs`` steps, then the rest."""
+    R, K = p["rounds"], p["local_epochs"]
+    R1 = FedHybrid.split(R, p["hybrid_local_share"])
+    return {"R1": R1, "K1": K, "K2": (R - R1) * K, "eta1": p["lr"], "eta2": p["lr"]}
+
+
+#: Each CNN method's settings from a run's settings (`NNSettings`), compute-matched to
+#: FedAvg's ``R K`` steps (docs/methods.md §6), in the resolved order: FedAvg ``R = rounds``
+#: rounds of ``K = local_epochs`` local steps of size ``lr``; FedSGD the same number of server
+#: steps; FedNewton-Iter FedAvg's rounds in ``newton_cycles`` cycles.
+PRESETS = {
+    "fedsgd": lambda p: {"K": p["rounds"] * p["local_epochs"], "eta": p["lr"]},
+    "fedavg": lambda p: {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"]},
+    "fedhybrid": _fedhybrid_preset,
+    "fednewton_iter": lambda p: {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"],
+                                 "cycles": p["newton_cycles"], "ridge": p["ridge"], "damping": p["damping"]},
+}
+
+
+def cnn_preset(meth: Method, p: dict) -> dict:
+    """A method's preset on a CNN run (`PRESETS`; NotImplementedError for a method without one).
+
+    Parameters
+    ----------
+    meth : Method
+        The method.
+    p : dict
+        Resolved CNN run settings (`NNSettings`).
+    """
+    if meth.name not in PRESETS:
+        raise NotImplementedError(f"method {meth.name} has no CNN preset")
+    return PRESETS[meth.name](p)
+
+
+def cnn_settings(meth: Method, p: dict) -> dict:
+    """A method's settings on a CNN run: `cnn_preset`, checked (`fedgdp.methods.Method.resolve_settings`).
+
+    Parameters
+    ----------
+    meth : Method
+        The method.
+    p : dict
+        Resolved CNN run settings (`NNSettings`).
+    """
+    return meth.resolve_settings(cnn_preset(meth, p), None)
+
+
 def label(method: str, mu: float, release: str = "private") -> str:
     """The legend label of a CNN method: ``DP-``, ``NP-`` (mu = inf or ``plain``) or ``Clip-``.
 
@@ -102,7 +151,7 @@ def release_plan(method: str, p: dict, n) -> tuple:
     """
     meth = get_method(method, CNN)
     data = _PlanData(float(p["clip"]), np.asarray(n, float)[None, :])
-    return reduced_plan(meth.plan(data, meth.cnn_settings(p)), p)
+    return reduced_plan(meth.plan(data, cnn_settings(meth, p)), p)
 
 
 def reduced_plan(plan: tuple, p: dict) -> tuple:
@@ -387,7 +436,7 @@ class NNSettings(Settings):
                              f"reduction=sum, clip_unit=sample, accounting=printed, got reduction={p['reduction']}, "
                              f"clip_unit={p['clip_unit']}, accounting={p['accounting']}")
         for name in p["methods"]:            # each method's CNN settings resolve (and are checked)
-            get_method(name, CNN).cnn_settings(p)
+            cnn_settings(get_method(name, CNN), p)
         if math.isfinite(p["mu"]):
             for name in p["methods"]:
                 bound = parameter_bound(name, p)

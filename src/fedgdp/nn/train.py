@@ -30,6 +30,7 @@ from torch.nn import functional as F
 
 from ..methods import CNN, check_finite_release, get_method
 from .backend import TorchBackend, TrainInfo
+from .settings import cnn_settings
 
 __all__ = ["resolve_device", "keep_freed_memory", "ClientData", "train", "evaluate", "Trained", "Progress"]
 
@@ -212,7 +213,7 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
     """
     clients.check()                      # an empty client: one line, before any work
     meth = get_method(method, CNN)
-    s = meth.cnn_settings(p)
+    s = cnn_settings(meth, p)
     report = Progress(method, meth.rounds(s)) if progress is True else (progress or None)
     be = TorchBackend(params0, clients, p, rng, gen, stack=stack, progress=report)
     fits = meth.run(be, s)  # type: ignore[arg-type]  # the CNN backend has no Newton release (FedNewton is not a CNN method)

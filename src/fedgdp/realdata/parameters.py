@@ -1,5 +1,6 @@
 """Real-data parameters (Figures 7-8, docs/methods.md §3, §5): `RealdataSettings` and
-`resolve` (then each method's `fedgdp.methods.Method.realdata_settings`). The defaults
+`resolve` (then each method's settings: the study's presets, `PRESETS`, `PARENTS` and
+`DERIVE`, resolved by `method_settings`). The defaults
 are the digits layout (the offline run); config/mnist.yaml holds the paper's.
 """
 from __future__ import annotations
@@ -11,11 +12,11 @@ from ..common.datasets import DATASETS
 from ..core.privacy import DEFAULT_CLIP, DEFAULT_PRIVACY, check_clip, check_privacy, parse_mu
 from ..core.settings import Settings, choice, integer, name_list, number, setting
 from ..core.solvers import NEWTON_DEFAULTS
-from ..methods import REALDATA, registry
+from ..methods import REALDATA, FedHybrid, Method, registry
 from ..methods import get_method as _get_method
 
 __all__ = ["RealdataSettings", "TASKS", "METRICS", "PRIVATE", "EXTRA_PRIVATE", "NONPRIVATE", "DEFAULTS",
-           "REGISTRY", "get_method", "resolve"]
+           "REGISTRY", "get_method", "resolve", "PRESETS", "PARENTS", "DERIVE", "method_settings"]
 
 TASKS = ("binary", "multiclass")
 PRIVATE = ["fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold"]
@@ -113,6 +114,70 @@ def get_method(name: str):
     return _get_method(name, REALDATA)
 
 
+# ------------------------------------------------------------ method presets
+_RIDGE = {"ridge": 1.0e-3, "maxiter": 200, "gtol": 1.0e-8}
+
+#: The real-data defaults per method, in the resolved order, over its parent's resolved
+#: settings (`PARENTS`); a method in neither: its settings' defaults.
+PRESETS: dict[str, dict] = {
+    "fedsgd": {"K": 50, "eta": 0.5},
+    "fedavg": {"R": 2, "K": 50, "eta": 0.5},
+    "fedhybrid": {"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5},
+    "fednewton": {"K": 50, "eta": 0.5},
+    "dp_scaffold": {"eta_g": 1.0},
+    "np_localfit": _RIDGE,
+    "np_pooled": _RIDGE,
+}
+
+#: The method whose resolved real-data settings a method starts from, the user's included
+#: (a parent is registered before its children).
+PARENTS: dict[str, str] = {
+    "fednewton_certified": "fednewton",     # FedNewton's settings
+    "dp_scaffold": "fedavg",                # FedAvg's schedule (so FedAvg's noise), plus eta_g
+    "np_scaffold": "dp_scaffold",           # the non-private versions: their private method's
+    "np_fedavg": "fedavg",
+}
+
+
+def _fedhybrid_derive(s: dict, given: dict) -> None:
+    """When ``share1`` is given, split the preset's ``K1 + K2`` steps by it (K1, K2 not given are set)."""
+    if "share1" in given:
+        total = PRESETS["fedhybrid"]["K1"] + PRESETS["fedhybrid"]["K2"]
+        if "K1" not in given:
+            s["K1"] = FedHybrid.split(total, s["share1"])
+        if "K2" not in given:
+            s["K2"] = total - s["K1"]
+
+
+#: The real-data derived settings per method, ``derive(s, given)`` filling ``s`` in place
+#: from the user's ``given`` settings (none for a method not listed).
+DERIVE = {"fedhybrid": _fedhybrid_derive}
+
+
+def method_settings(meth: Method, resolved: dict, given: dict | None) -> dict:
+    """A method's real-data settings: its parent's resolved settings (`PARENTS`), its preset
+    (`PRESETS`), the user's ``given``; derived values (`DERIVE`); checked
+    (`fedgdp.methods.Method.resolve_settings`).
+
+    Parameters
+    ----------
+    meth : Method
+        The method.
+    resolved : dict
+        Name -> resolved settings of the methods so far (the parent among them).
+    given : dict or None
+        The user's settings of this method.
+    """
+    parent = PARENTS.get(meth.name)
+    if meth.name in PRESETS or parent is not None:
+        defaults = {**(resolved[parent] if parent else {}), **PRESETS.get(meth.name, {})}
+    else:
+        assert meth.settings_class is not None
+        defaults = meth.settings_class.defaults()
+    derive = DERIVE.get(meth.name)
+    return meth.resolve_settings(defaults, given, None if derive is None else lambda s: derive(s, given or {}))
+
+
 # --------------------------------------------------------------- parameters
 def resolve(overrides: dict | None = None) -> dict:
     """Fully resolved real-data parameters (a new dict, ``method_settings`` holding each listed
@@ -135,7 +200,7 @@ def resolve(overrides: dict | None = None) -> dict:
         get_method(name)
     settings: dict = {}
     for name, meth in REGISTRY.items():     # a parent is registered before its children
-        settings[name] = meth.realdata_settings(settings, user.get(name))
+        settings[name] = method_settings(meth, settings, user.get(name))
     p["method_settings"] = {name: settings[name] for name in p["methods"]}
     _check_newton(p)
     return p
@@ -147,10 +212,10 @@ def _check_newton(p: dict) -> None:
     (Both halves non-empty depends on the data's layout: `FoldData.half_sizes` checks it.)"""
     from ..core.solvers import check_certified_cg
 
-    newton = [name for name in p["methods"] if get_method(name).solves_newton]
+    newton = [name for name in p["methods"] if get_method(name).tags.solves_newton]
     if not newton:
         return
     certified = [name for name in newton
-                 if getattr(get_method(name), "always_certified", False) or p["privacy"]["mode"] == "certified"]
+                 if get_method(name).tags.always_certified or p["privacy"]["mode"] == "certified"]
     if certified and p["newton"]["solver"] == "cg":
         check_certified_cg(p["newton"]["cg_tol"], p["newton"]["cg_maxiter"], p["privacy"]["hessian_clip"])

@@ -104,7 +104,7 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int
             folds_i = v[i]
             rows.append({
                 "task": p["task"], "dataset": p["dataset"], "method": name, "label": meth.label,
-                "private": bool(meth.private), "mu": float(mu), "split": int(split), "client": i,
+                "private": bool(meth.tags.private), "mu": float(mu), "split": int(split), "client": i,
                 "n_client": int(split_.layout.sizes[i]), "metric": METRICS[p["task"]],
                 "value": float(np.nanmean(folds_i)) if np.any(np.isfinite(folds_i)) else float("nan"),
                 "value_folds": [float(x) for x in folds_i], "m": int(p["m"]), "n_min": int(p["n_min"]),
@@ -131,7 +131,7 @@ class _Split:
         self.labels = data.targets(p["task"])
         self.Yall = self.model.targets(self.labels)
         self.runs = [(name, mu) for name in p["methods"]
-                     for mu in (p["mu"] if get_method(name).private else [math.inf])]
+                     for mu in (p["mu"] if get_method(name).tags.private else [math.inf])]
         self._folds: dict = {}      # fold -> its set-up; one fold at a time unless keep_all
         self.keep_all = False
 

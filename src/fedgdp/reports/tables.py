@@ -169,6 +169,7 @@ def _bound_form(cells, method, spec, study_cfg) -> str:
     (`fedgdp.core.theory.BOUND_TERMS`) and the iteration counts of the cells."""
     from ..core.theory import BOUND_TERMS
     from ..simulation.backend import REGISTRY
+    from ..simulation.params import method_settings
 
     form = spec.get("bound_form", "k_explicit")
     term = BOUND_TERMS.get((method, form))
@@ -176,9 +177,9 @@ def _bound_form(cells, method, spec, study_cfg) -> str:
         return ""
     counts: dict = {}
     for K in dict.fromkeys(int(k) for k in cells["K"]):
-        st = REGISTRY[method].settings({"K": K, "schedule": study_cfg.get("schedule", "paper"),
-                                        "method_settings": study_cfg.get("method_settings", spec.get("method_settings"))
-                                        or {}})
+        st = method_settings(REGISTRY[method], {"K": K, "schedule": study_cfg.get("schedule", "paper"),
+                                                "method_settings": study_cfg.get("method_settings",
+                                                                                 spec.get("method_settings")) or {}})
         for key in ("R", "K", "K2"):
             if key in st and key in term.split():
                 counts.setdefault(key, []).append(str(st[key]))

@@ -1,5 +1,6 @@
 """Cell parameters (docs/methods.md §3): `CellSettings` (defaults, checks, flags) and
-`resolve`, which fills derived values (``tau1: auto``, each method's settings).
+`resolve`, which fills derived values (``tau1: auto``, each method's settings: the
+simulation's presets, `PRESETS` and `DERIVE`, resolved by `method_settings`).
 """
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import ClassVar
 from ..core.glm import MODELS, population_min_eigenvalue
 from ..core.privacy import DEFAULT_CLIP, DEFAULT_PRIVACY, RELEASES, check_clip, check_privacy, parse_mu
 from ..core.settings import Settings, choice, integer, name_list, number, setting
+from ..methods import FedHybrid, Method
 from .data import parse_sizes
 
-__all__ = ["CellSettings", "DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_seeds", "check_halves"]
+__all__ = ["CellSettings", "DEFAULTS", "BETA_TRUE", "resolve", "data_key", "parse_seeds", "check_halves",
+           "PRESETS", "DERIVE", "preset", "method_settings"]
 
 
 # Not stated in the paper, chosen here (docs/methods.md §1).
@@ -59,7 +62,7 @@ def check_halves(methods: list, scheme) -> None:
     """
     from .backend import get_method
 
-    newton = [name for name in methods if get_method(name).halves]
+    newton = [name for name in methods if get_method(name).tags.halves]
     if newton and scheme.min_size() < 2:
         floor = " (n_floor)" if scheme.kind in ("lognormal", "total") else ""
         raise ValueError(f"sizes {scheme.text!r} can give a client fewer than 2 samples{floor}, but "
@@ -149,6 +152,70 @@ def _tau1_auto(model: str, beta: tuple, sigma_c: float) -> float:
     return population_min_eigenvalue(model, beta, sigma_c)
 
 
+# ------------------------------------------------------------ method presets
+def _fedavg_derive(s: dict, params: dict) -> None:
+    """FedAvg's ``K`` unless given: the cell's K (schedule ``paper``), else ``ceil(K / R)`` (at least 1)."""
+    if "K" not in s:
+        s["K"] = params["K"] if params["schedule"] == "paper" else max(1, -(-params["K"] // s["R"]))
+
+
+def _fedhybrid_derive(s: dict, params: dict) -> None:
+    """FedHybrid's ``K1 = split(K, share1)`` and ``K2 = K - K1`` unless given (K: the cell's)."""
+    if s.get("R1", 1) != 1:              # its noise is drawn for one stage-1 round (FedHybrid.noise_shapes)
+        raise ValueError(f"fedhybrid.R1: the simulation runs one stage-1 round, got fedhybrid.R1={s['R1']!r}")
+    if "K1" not in s:
+        s["K1"] = FedHybrid.split(params["K"], s["share1"])
+    if "K2" not in s:
+        s["K2"] = params["K"] - s["K1"]
+
+
+#: The simulation's defaults of a cell per method, in the resolved order, from the cell's
+#: parameters; a method not listed: its settings' defaults with the cell's ``K``
+#: (FedSGD, FedNewton: ``K`` and ``eta = 0.5``).
+PRESETS = {
+    "fedavg": lambda params: {"R": 2, "eta": 0.5},                     # K: DERIVE
+    "fedhybrid": lambda params: {"eta1": 0.5, "eta2": 0.5, "share1": FedHybrid.SHARE1},   # K1, K2: DERIVE
+}
+
+#: The simulation's derived settings per method, ``derive(s, params)`` filling ``s`` in place
+#: (none for a method not listed).
+DERIVE = {"fedavg": _fedavg_derive, "fedhybrid": _fedhybrid_derive}
+
+
+def preset(meth: Method, params: dict) -> dict:
+    """The simulation's defaults of a method in a cell, in the resolved order (`PRESETS`).
+
+    Parameters
+    ----------
+    meth : Method
+        The method.
+    params : dict
+        Resolved cell parameters (``K``, ``schedule``).
+    """
+    if meth.name in PRESETS:
+        return PRESETS[meth.name](params)
+    assert meth.settings_class is not None
+    s = meth.settings_class.defaults()
+    return {**s, "K": params["K"]} if "K" in s else s
+
+
+def method_settings(meth: Method, params: dict) -> dict:
+    """A method's simulation settings: the cell's `preset`, the study's ``method_settings`` of
+    the method, derived values (`DERIVE`); checked (`fedgdp.methods.Method.resolve_settings`).
+
+    Parameters
+    ----------
+    meth : Method
+        The method.
+    params : dict
+        Cell parameters: ``K``, ``schedule`` and ``method_settings`` are read.
+    """
+    derive = DERIVE.get(meth.name)
+    given = dict(params.get("method_settings", {}).get(meth.name, {}))
+    return meth.resolve_settings(preset(meth, params), given,
+                                 None if derive is None else lambda s: derive(s, params))
+
+
 def resolve(overrides: dict | None = None) -> dict:
     """Fully resolved parameters of one cell (a new dict): `CellSettings` from ``overrides``, then each method's
     checked settings in ``method_settings`` (ValueError naming the first bad key and value).
@@ -161,7 +228,7 @@ def resolve(overrides: dict | None = None) -> dict:
     from .backend import get_method
 
     p = CellSettings.build(overrides).as_dict()
-    p["method_settings"] = {name: get_method(name).settings(p) for name in p["methods"]}  # checked there
+    p["method_settings"] = {name: method_settings(get_method(name), p) for name in p["methods"]}  # checked there
     return p
 
 

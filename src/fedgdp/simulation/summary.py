@@ -205,13 +205,13 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
     """
     from ..core.theory import upper_bound
     from .backend import get_method
+    from .params import method_settings as settings_of
 
     meth = get_method(method)
-    bound_of = meth.theory_bound or method     # the row of Table 1 (unknown: upper_bound's error)
+    bound_of = meth.tags.theory_bound or method     # the row of Table 1 (unknown: upper_bound's error)
     out = np.empty(len(rows))
     for j, (m, N, mu, K) in enumerate(zip(rows["m"], rows["N_mean"], rows["mu"], rows["K"])):
-        s = meth.settings({"K": int(K), "schedule": schedule,
-                           "method_settings": method_settings or {}})
+        s = settings_of(meth, {"K": int(K), "schedule": schedule, "method_settings": method_settings or {}})
         out[j] = upper_bound(bound_of, np.full(int(m), float(N) / int(m)), d=d, mu=float(mu),
                              K=int(s.get("K", K)), R=int(s.get("R", 1)),
                              K2=int(s["K2"]) if "K2" in s else None, form=form)
