@@ -60,8 +60,8 @@ def test_a_point_may_run_some_readings_only(tmp_path):
 def test_a_point_may_have_its_own_runs(tmp_path):
     """A point's ``runs`` (the paper's grid: 5 runs at Figure 9, 4 at Figure 10) overrides the map's;
     pieces still come run by run, so a partial map has whole runs."""
-    text = CONFIG.replace("  - {figure: fig09, x: 20}\n",
-                          "  - {figure: fig09, x: 20, runs: 3}\n  - {figure: fig10, x: 30, readings: [plain], runs: 1}\n")
+    points = "  - {figure: fig09, x: 20, runs: 3}\n  - {figure: fig10, x: 30, readings: [plain], runs: 1}\n"
+    text = CONFIG.replace("  - {figure: fig09, x: 20}\n", points)
     got = [(r, f, x, run) for r, f, x, run, _ in pieces(load_readings(_config(tmp_path, text)))]
     assert [(r, run) for r, f, x, run in got if f == "fig10"] == [("plain", 0)]
     assert [run for r, f, x, run in got if f == "fig09" and r == "schedule"] == [0, 1, 2]

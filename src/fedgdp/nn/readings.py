@@ -37,8 +37,9 @@ def load_readings(path: str | os.PathLike) -> dict:
     ----------
     path : str or path
         A YAML file: ``dataset``, ``points`` (``{figure, x}``, optionally the ``readings``
-        run there and their ``runs``), ``runs`` (per point unless the point says), ``readings`` (name -> settings); optionally ``data_dir``,
-        ``band`` (figure -> the paper's range), ``summary`` and ``panels`` (readings shown).
+        run there and their ``runs``), ``runs`` (per point unless the point says),
+        ``readings`` (name -> settings); optionally ``data_dir``, ``band`` (figure -> the
+        paper's range), ``summary`` and ``panels`` (readings shown).
     """
     import yaml
 
