@@ -450,9 +450,35 @@ class _Terminated(BaseException):
 _TERMINATING = False
 
 
+#: how often a SIGTERM that arrived while numba compiled looks again (seconds)
+_RECHECK_S = 0.05
+
+
+def _compiling() -> bool:
+    """Whether this thread holds numba's compiler lock (False when numba is not loaded)."""
+    lock = sys.modules.get("numba.core.compiler_lock")
+    return bool(lock is not None and lock.global_compiler_lock.is_locked())
+
+
 def _on_sigterm(signum, frame):
+    """Raise `_Terminated`; inside a numba compile, once the compile is over: an exception
+    raised inside the compiler can leave LLVM's objects half-built, and the process then
+    crashes (SIGSEGV) instead of exiting 143 (seen on a cold kernel cache)."""
     global _TERMINATING
     _TERMINATING = True
+    _terminate_when_safe()
+
+
+def _on_alarm(signum, frame):
+    """SIGALRM: a deferred SIGTERM looks again (`_on_sigterm`); otherwise nothing."""
+    if _TERMINATING:
+        _terminate_when_safe()
+
+
+def _terminate_when_safe() -> None:
+    if _compiling():
+        signal.setitimer(signal.ITIMER_REAL, _RECHECK_S)      # `_on_alarm` looks again
+        return
     raise _Terminated()
 
 
@@ -474,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
 
     in_main_thread = threading.current_thread() is threading.main_thread()   # signals need it
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
+    alarm = signal.signal(signal.SIGALRM, _on_alarm) if in_main_thread else None
     global _TERMINATING
     _TERMINATING = False
     try:
@@ -492,7 +519,9 @@ def main(argv: list[str] | None = None) -> int:
         return 143
     finally:
         if in_main_thread:
+            signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGALRM, alarm)
 
 
 def console() -> None:
