@@ -311,3 +311,25 @@ def test_sigterm_wrapped_by_a_library_still_exits_143(monkeypatch, capsys):
         assert cli.main([]) == code
         err = capsys.readouterr().err
         assert line in err.strip().splitlines()[-1], err
+
+
+def test_a_sigterm_inside_a_numba_compile_waits_for_the_compile(monkeypatch):
+    """Raised inside numba's compiler the termination crashed the process (SIGSEGV); while the
+    compiler lock is held the handler only arms a timer, and the timer's handler raises once
+    the compile is over (and does nothing without a pending SIGTERM)."""
+    import signal
+
+    from fedgdp.commands import cli
+
+    armed = []
+    monkeypatch.setattr(signal, "setitimer", lambda which, seconds: armed.append(seconds))
+    monkeypatch.setattr(cli, "_TERMINATING", False)
+    cli._on_alarm(signal.SIGALRM, None)                   # no SIGTERM pending: nothing
+    assert armed == []
+    monkeypatch.setattr(cli, "_compiling", lambda: True)
+    cli._on_sigterm(signal.SIGTERM, None)                 # compiling: deferred, not raised
+    cli._on_alarm(signal.SIGALRM, None)                   # still compiling: looks again
+    assert cli._TERMINATING and armed == [cli._RECHECK_S, cli._RECHECK_S]
+    monkeypatch.setattr(cli, "_compiling", lambda: False)
+    with pytest.raises(cli._Terminated):
+        cli._on_alarm(signal.SIGALRM, None)
