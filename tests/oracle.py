@@ -18,7 +18,7 @@ import numpy as np
 from fedgdp.core import privacy
 from fedgdp.core.glm import GLM
 from fedgdp.core.solvers import floored_solve
-from fedgdp.simulation.backend import aggregation_weights
+from fedgdp.simulation.backend import REGISTRY, aggregation_weights
 from fedgdp.simulation.data import Replicate
 
 __all__ = ["reference_fit", "clip_bound_reference", "oracle_fit", "ORACLE", "sigma_fedsgd", "sigma_fedavg",
@@ -58,21 +58,21 @@ def _sigmas(plan, mu, clip, n):
 
 
 def _fedsgd(glm, rep, s, B, mu, w, noise, ctx):
-    sig = [float(_sigmas(privacy.plan_fedsgd(B=B, n=float(ni), K=s["K"]), mu, ctx["clip"], ni)[0])
+    sig = [float(_sigmas(privacy.plan_fedsgd(B=B, n=float(ni), K=s.K), mu, ctx["clip"], ni)[0])
            for ni in rep.sizes]
-    return _server_steps(glm, rep, np.zeros(rep.X.shape[1]), w, B, s["K"], s["eta"], sig, noise["Z"])
+    return _server_steps(glm, rep, np.zeros(rep.X.shape[1]), w, B, s.K, s.eta, sig, noise["Z"])
 
 
 def _fedavg(glm, rep, s, B, mu, w, noise, ctx):
     theta = np.zeros(rep.X.shape[1])
-    for r in range(s["R"]):
+    for r in range(s.R):
         new = np.zeros_like(theta)
         for i in range(rep.sizes.shape[0]):
             X, y = rep.client(i)
-            plan = privacy.plan_fedavg(B=B, n=float(rep.sizes[i]), eta=s["eta"], R=s["R"], K=s["K"])
+            plan = privacy.plan_fedavg(B=B, n=float(rep.sizes[i]), eta=s.eta, R=s.R, K=s.K)
             sig = float(_sigmas(plan, mu, ctx["clip"], rep.sizes[i])[0])
             Z = None if noise["Z"] is None else noise["Z"][r, :, i]
-            new += w[i] * _local_steps(glm, theta, X, y, B, s["K"], s["eta"], sig, Z)
+            new += w[i] * _local_steps(glm, theta, X, y, B, s.K, s.eta, sig, Z)
         theta = new
     return theta
 
@@ -83,12 +83,12 @@ def _fedhybrid(glm, rep, s, B, mu, w, noise, ctx):
     sig2 = []
     for i in range(rep.sizes.shape[0]):
         X, y = rep.client(i)
-        plan = privacy.plan_fedhybrid(B=B, n=float(rep.sizes[i]), eta1=s["eta1"], K1=s["K1"], K2=s["K2"])
+        plan = privacy.plan_fedhybrid(B=B, n=float(rep.sizes[i]), eta1=s.eta1, K1=s.K1, K2=s.K2)
         a1, a2 = (float(a) for a in _sigmas(plan, mu, ctx["clip"], rep.sizes[i]))
         sig2.append(a2)
         Z = None if noise["Z1"] is None else noise["Z1"][:, i]
-        theta = theta + w[i] * _local_steps(glm, np.zeros(d), X, y, B, s["K1"], s["eta1"], a1, Z)
-    return _server_steps(glm, rep, theta, w, B, s["K2"], s["eta2"], sig2, noise["Z2"])
+        theta = theta + w[i] * _local_steps(glm, np.zeros(d), X, y, B, s.K1, s.eta1, a1, Z)
+    return _server_steps(glm, rep, theta, w, B, s.K2, s.eta2, sig2, noise["Z2"])
 
 
 def _clipped_hessian(glm, theta, X, bound):
@@ -110,14 +110,14 @@ def _fednewton(glm, rep, s, B, mu, w, noise, ctx):
     H_c = ctx["hessian_clip"] * ctx["tau1"] if certified else None
     sig = []
     for i in range(rep.sizes.shape[0]):
-        plan = privacy.plan_fednewton(B=B, n1=float(half1.sizes[i]), n2=float(half2.sizes[i]), eta=s["eta"],
-                                      K=s["K"], tau1=ctx["tau1"], hessian_bound=H_c)
+        plan = privacy.plan_fednewton(B=B, n1=float(half1.sizes[i]), n2=float(half2.sizes[i]), eta=s.eta,
+                                      K=s.K, tau1=ctx["tau1"], hessian_bound=H_c)
         sig.append([float(a) for a in _sigmas(plan, mu, ctx["clip"], rep.sizes[i])])
     theta1 = np.zeros(d)
     for i in range(rep.sizes.shape[0]):
         X, y = half1.client(i)
         Z = None if noise["Z1"] is None else noise["Z1"][:, i]
-        theta1 = theta1 + w[i] * _local_steps(glm, np.zeros(d), X, y, B, s["K"], s["eta"], sig[i][0], Z)
+        theta1 = theta1 + w[i] * _local_steps(glm, np.zeros(d), X, y, B, s.K, s.eta, sig[i][0], Z)
     theta = np.zeros(d)
     for i in range(rep.sizes.shape[0]):
         X1, _ = half1.client(i)
@@ -140,7 +140,7 @@ _FITS = {"fedsgd": _fedsgd, "fedavg": _fedavg, "fedhybrid": _fedhybrid, "fednewt
 ORACLE_METHODS = tuple(_FITS)
 
 
-def reference_fit(name: str, reps: list[Replicate], glm: GLM, s: dict, noises: list[dict],
+def reference_fit(name: str, reps: list[Replicate], glm: GLM, s, noises: list[dict],
                   B: np.ndarray, mu: float, tau1: float, weights: str = "size", *,
                   privacy: dict | None = None, clip: dict | None = None) -> np.ndarray:
     """Estimates of method ``name`` for each replicate, shape (R, d).
@@ -160,12 +160,12 @@ def reference_fit(name: str, reps: list[Replicate], glm: GLM, s: dict, noises: l
     ctx = {"tau1": tau1, "hessian_clip": float(priv["hessian_clip"]),
            "certified": name == "fednewton_certified" or priv["mode"] == "certified",
            "clip": clip or {"rule": "quantile", "q": 0.9}}
+    s = REGISTRY[name].settings(s)       # a resolved record or frozen: the attributes the loops read
+    releases = {"fedsgd": lambda: s.K, "fedavg": lambda: s.R * s.K, "fedhybrid": lambda: s.K1 + s.K2,
+                "fednewton": lambda: s.K + 1, "fednewton_certified": lambda: s.K + 1}[name]()
     out = []
     for r, rep in enumerate(reps):
         Br = float(B[r]) if np.isfinite(mu) else np.inf
-        releases = {"fedsgd": s.get("K"), "fedavg": s.get("R", 1) * s.get("K", 1),
-                    "fedhybrid": s.get("K1", 0) + s.get("K2", 0), "fednewton": s.get("K", 0) + 1,
-                    "fednewton_certified": s.get("K", 0) + 1}[name]
         w = aggregation_weights(rep.sizes[None, :], weights, B=np.array([Br]), mu=mu,
                                 releases=releases, d=rep.X.shape[1])[0]
         with np.errstate(all="ignore"):

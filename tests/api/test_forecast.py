@@ -1,5 +1,6 @@
 """fedgdp.forecast (fedgdp.api.forecast): the privacy noise of each method from public inputs,
 against the noise a fit actually carries; method="auto", the public clip and the noise warnings."""
+import functools
 import math
 import warnings
 
@@ -28,20 +29,29 @@ def _data(family: str, sizes, p: int, rng):
     return X, y, np.repeat(np.arange(len(sizes)), sizes)
 
 
+def _fit(family, sizes: tuple, p, mu, seed, method, B):
+    """One fit's coefficients on `_data` of ``seed`` (all of mu to the fit)."""
+    X, y, cl = _data(family, sizes, p, np.random.default_rng(seed))
+    kw = dict(family=family, method=method, clip=B, random_state=seed, inference_share=0)
+    if family == "logistic":
+        kw["classes"] = [0, 1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return FederatedGLM(mu=mu, **kw).fit(X, y, cl).theta_
+
+
+#: The noiseless fit, the same at every mu of a grid row (same data, method and bound): fitted once.
+_noiseless = functools.lru_cache(maxsize=None)(lambda family, sizes, p, seed, method, B:
+                                               _fit(family, sizes, p, MU_REF, seed, method, B))
+
+
 def _observed(family, sizes, p, mu, seeds, methods, B):
     """RMS over coefficients and seeds of (private fit - the noiseless fit) per method, at clipping bound B."""
     out = {m: [] for m in methods}
     for seed in seeds:
-        X, y, cl = _data(family, sizes, p, np.random.default_rng(seed))
         for m in methods:
-            kw = dict(family=family, method=m, clip=B, random_state=seed, inference_share=0)   # all of mu
-            if family == "logistic":
-                kw["classes"] = [0, 1]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                a = FederatedGLM(mu=mu, **kw).fit(X, y, cl).theta_
-                b = FederatedGLM(mu=MU_REF, **kw).fit(X, y, cl).theta_
-            out[m].append(np.mean((a - b) ** 2))
+            a = _fit(family, tuple(sizes), p, mu, seed, m, B)
+            out[m].append(np.mean((a - _noiseless(family, tuple(sizes), p, seed, m, B)) ** 2))
     return {m: math.sqrt(np.mean(v)) for m, v in out.items()}
 
 
@@ -114,7 +124,8 @@ def test_forecast_uses_the_packages_calibration():
     w = sizes / sizes.sum()
     a2 = (1 - 0.3 * 0.25) ** 2
     var = 0.3 ** 2 * (1 - a2 ** 20) / (1 - a2) * np.sum(w ** 2 * sigma ** 2)
-    fixed = fc.noise_variances("fedsgd", s, [sigma], w, np.array([0.25]), tau1=0.5, certified=True)
+    frozen = fedgdp.realdata.get_method("fedsgd").settings(s)
+    fixed = fc.noise_variances("fedsgd", frozen, [sigma], w, np.array([0.25]), tau1=0.5, certified=True)
     assert fixed[0] == pytest.approx(var, rel=1e-12)
     assert math.sqrt(var) <= t.noise_rmse[0] <= 1.01 * math.sqrt(var)
 

@@ -40,7 +40,7 @@ class _PlanData:
 def _real_settings(name):
     from fedgdp.realdata import resolve as resolve_realdata
 
-    return resolve_realdata({"methods": [name]})["method_settings"][name]
+    return methods.REGISTRY[name].settings(resolve_realdata({"methods": [name]})["method_settings"][name])
 
 
 @pytest.mark.parametrize("name", list(methods.REGISTRY))
@@ -59,7 +59,7 @@ def test_settings_are_declared_and_resolve_on_every_backend(name):
     if REALDATA in meth.tags.backends:
         from fedgdp.realdata import resolve as resolve_realdata
 
-        resolved.append(_real_settings(name))
+        resolved.append(resolve_realdata({"methods": [name]})["method_settings"][name])
         with pytest.raises(ValueError, match="unknown setting 'bogus'"):
             resolve_realdata({"methods": [name], "method_settings": {name: {"bogus": 1}}})
     for s in resolved:
@@ -167,8 +167,9 @@ def test_a_method_that_declares_a_newton_solve_is_one_whose_fit_calls_the_solver
 def test_the_tested_release_is_a_stage_of_the_plan(name):
     """The release the empirical test runs the method on (``tested_release``) is one its plan makes."""
     p, _, fd = make_block(dict(sizes="uniform(12,40)", m=3, mu=2.0, K=4, methods=[name]), (0,))
-    stages = {spec.stage for spec in methods.REGISTRY[name].plan(fd, p["method_settings"][name])}
-    assert methods.REGISTRY[name].tags.tested_release in stages, stages
+    meth = methods.REGISTRY[name]
+    stages = {spec.stage for spec in meth.plan(fd, meth.settings(p["method_settings"][name]))}
+    assert meth.tags.tested_release in stages, stages
 
 
 @pytest.mark.parametrize("name", [n for n in SIM if methods.REGISTRY[n].tags.theory_bound is not None])
@@ -192,9 +193,10 @@ def test_the_cnn_preset_resolves_through_the_declared_settings(name):
 
     meth = methods.REGISTRY[name]
     p = resolve({"figure": "fig10"})
-    s = cnn_settings(meth, p)
-    assert s == cnn_preset(meth, p) and set(s) <= set(meth.setting_names()), set(s) - set(meth.setting_names())
-    first, preset = next(iter(s)), cnn_preset(meth, p)
+    preset = cnn_preset(meth, p)
+    assert set(preset) <= set(meth.setting_names()), set(preset) - set(meth.setting_names())
+    assert cnn_settings(meth, p) == meth.settings(preset)        # frozen: what the method's hooks receive
+    first = next(iter(preset))
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(settings.PRESETS, name, lambda q: dict(preset, **{first: -1}))
         with pytest.raises(ValueError, match=f"^{name}.{first} must be"):

@@ -29,18 +29,18 @@ class OneShot(Method):
     settings_class = StepSettings               # its settings: K, eta (defaults, checks, help)
 
     def noise_shapes(self, s, m, d):            # simulation: one replicate's pre-drawn noise
-        return {"Z": (s["K"], m, d)}
+        return {"Z": (s.K, m, d)}
 
     def rounds(self, s):
         return 1
 
     def plan(self, data, s):                    # its releases: FedAvg's with one round
-        return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=1, K=s["K"])
+        return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s.eta, R=1, K=s.K)
 
     def run(self, be, s):
         (sigma,), ledgers = be.calibrate(self, s)
         w = self.weights(be, s)
-        local = be.local_steps(be.zeros(), K=s["K"], eta=s["eta"], sigma=sigma, noise=be.noise.take("Z"))
+        local = be.local_steps(be.zeros(), K=s.K, eta=s.eta, sigma=sigma, noise=be.noise.take("Z"))
         return be.finish(be.average(w, local), ledgers, self.comm(s, be.m, be.dk))
 '''
 
@@ -136,7 +136,7 @@ def test_one_registry_with_backend_views():
     assert list(estimators.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "simulation" in m.tags.backends]
     assert list(realdata.REGISTRY) == [n for n, m in methods.REGISTRY.items() if "realdata" in m.tags.backends]
     assert estimators.REGISTRY["fedavg"] is realdata.REGISTRY["fedavg"]
-    s = {"R": 2, "K": 3}
+    s = methods.RoundSettings(R=2, K=3)
     assert methods.REGISTRY["np_scaffold"].comm(s, 4, 10)["floats_up"] == 2 * 4 * 10 * 2   # update + variate
     assert methods.REGISTRY["np_fedavg"].comm(s, 4, 10) == methods.REGISTRY["fedavg"].comm(s, 4, 10)
     with pytest.raises(ValueError, match="unknown method 'dp_scaffold'"):
@@ -177,3 +177,25 @@ def test_a_new_method_runs_through_the_ledger_the_audit_and_a_figure(oneshot, tm
                         nn=False, histogram=False)
     assert [r.method for r in audited] == ["oneshot"] * len(audited) and audited
     assert all(r.ratio <= 1 + RATIO_TOL for r in audited), [(r.release, r.ratio) for r in audited]
+
+
+@pytest.mark.parametrize("name", ["fedsgd", "fedavg", "fedhybrid", "fednewton"])
+def test_the_hooks_receive_frozen_settings_and_a_record_fits_the_same(name, block):
+    """``Method.settings`` freezes a resolved record (its values kept, a field it lacks at its
+    default); ``fit`` takes the record or the frozen settings and returns the same estimate from
+    the same noise; an unknown key is refused by name."""
+    import dataclasses
+
+    from conftest import stacked_noise
+
+    p, _, fd = block(dict(sizes="equal(30)", m=3, mu=2.0, K=4, methods=[name]), (0,))
+    meth, record = methods.REGISTRY[name], p["method_settings"][name]
+    s = meth.settings(record)
+    assert isinstance(s, meth.settings_class) and meth.settings(s) is s
+    assert {k: getattr(s, k) for k in record} == record
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.eta = 1.0  # type: ignore[misc]
+    _, noise = stacked_noise(p, name, (0,))
+    np.testing.assert_array_equal(meth.fit(fd, record, noise).theta, meth.fit(fd, s, noise).theta)
+    with pytest.raises(ValueError, match="has no setting 'bogus'"):
+        meth.settings({**record, "bogus": 1})

@@ -40,7 +40,7 @@ def test_hybrid_ledger_and_compute_match(share, R):
     K = p["local_epochs"]
     s = cnn_settings(get_method("fedhybrid", "nn"), p)
     # compute-matched: as many gradient steps per drawn client as FedAvg's R K
-    assert s["R1"] * s["K1"] + s["K2"] == R * K
+    assert s.R1 * s.K1 + s.K2 == R * K
     np.testing.assert_allclose(calibrate("fedhybrid", p, SIZES)[1].composed_mu(), p["mu"], atol=1e-12)
 
 
@@ -70,7 +70,7 @@ def test_newton_iter_rounds():
     p = resolve({"dataset": "mnist", "figure": "fig10"})
     meth = get_method("fednewton_iter", "nn")
     s = cnn_settings(meth, p)
-    assert (s["R"], s["cycles"], meth.rounds(s)) == (10, 2, 12)       # 2 x (5 FedAvg rounds + 1 Newton round)
+    assert (s.R, s.cycles, meth.rounds(s)) == (10, 2, 12)       # 2 x (5 FedAvg rounds + 1 Newton round)
 
 
 def test_non_private_ledger():

@@ -537,7 +537,7 @@ class FederatedGLM(ClientsRouting):
         self._warn_leaks(p, meth, fd)
         fd.trace = []                     # the noisy iterates, for fit_info_ (fedgdp.api.diagnostics)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):    # a non-finite estimate is refused
-            fit = meth.fit_many([fd], p["method_settings"][self.method_], [noise])[0]
+            fit = meth.fit_many([fd], meth.settings(p["method_settings"][self.method_]), [noise])[0]
         theta = np.asarray(fit.theta, float)
         diagnostics.check_finite(theta, self.method_, p["method_settings"][self.method_], private=fd.private)
         info = self._fit_info(fd, fit, p, meth, model)
@@ -721,7 +721,7 @@ class FederatedGLM(ClientsRouting):
                 "covered (privacy_.certified is False, privacy_.label_domain is 'from data (not covered)'); "
                 "certified alternative: classes=[...], the public label domain (fedgdp fit --classes)",
                 PrivacyLeakWarning, stacklevel=3)
-        for spec in meth.plan(fd, p["method_settings"][self.method_]):
+        for spec in meth.plan(fd, meth.settings(p["method_settings"][self.method_])):
             if not spec.certified:
                 warnings.warn(
                     f"{meth.label} in privacy_mode={p['privacy']['mode']!r} calibrates its {spec.stage} release on "

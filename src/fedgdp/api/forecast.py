@@ -58,10 +58,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..core import privacy
+from ..methods.settings import MethodSettings
 
 __all__ = ["forecast", "noise_se", "noise_variances", "propagate", "response", "Response", "public_clip", "curvature",
            "poisson_default_steps",
@@ -310,7 +312,7 @@ def _predictors(theta: np.ndarray, k: int) -> np.ndarray:
     return theta[0] + z @ theta[1:]
 
 
-def propagate(name: str, s: dict, sigmas, w: np.ndarray, resp: Response, *, tau1: float,
+def propagate(name: str, s: Any, sigmas, w: np.ndarray, resp: Response, *, tau1: float,
               certified: bool) -> tuple[float, float]:
     """The noise variance per coefficient and the intercept's bias at the end of ``name``'s
     iteration, step by step, each client's local iterates with their own noise (module docstring).
@@ -319,8 +321,8 @@ def propagate(name: str, s: dict, sigmas, w: np.ndarray, resp: Response, *, tau1
     ----------
     name : str
         The method (a name of `CANDIDATES`, or ``fednewton_certified``).
-    s : dict
-        Its resolved settings.
+    s : MethodSettings
+        Its frozen settings (`fedgdp.methods.Method.settings`).
     sigmas : sequence of ndarray of shape (m,)
         The noise sds of its plan, one array per release spec.
     w : ndarray of shape (m,)
@@ -361,24 +363,24 @@ def propagate(name: str, s: dict, sigmas, w: np.ndarray, resp: Response, *, tau1
         return float(G), float(M)
 
     if name == "fedsgd":
-        return server(0.0, 0.0, s["K"], s["eta"], sig2[0])
+        return server(0.0, 0.0, s.K, s.eta, sig2[0])
     if name in ("fedavg", "dp_scaffold"):
-        G, Mg, g, drift = 0.0, 0.0, float(s.get("eta_g", 1.0)), None
-        for _ in range(s["R"]):
-            A, N, M = local(G, Mg, s["K"], s["eta"], sig2[0], drift)
+        G, Mg, g, drift = 0.0, 0.0, float(getattr(s, "eta_g", 1.0)), None    # FedAvg: no server step (1)
+        for _ in range(s.R):
+            A, N, M = local(G, Mg, s.K, s.eta, sig2[0], drift)
             G = np.square(1.0 - g + g * float(np.sum(w * A))) * G + g * g * float(np.sum(w ** 2 * N))
             Mg = (1.0 - g) * Mg + g * float(np.sum(w * M))
             if name == "dp_scaffold":                  # c - c_i: client i's deviation from the mean, over K eta
-                drift = N * (1.0 - w) ** 2 / np.square(s["K"] * s["eta"])
+                drift = N * (1.0 - w) ** 2 / np.square(s.K * s.eta)
         return float(G), float(Mg)
     if name == "fedhybrid":
         G, Mg = 0.0, 0.0
-        for _ in range(int(s.get("R1", 1))):
-            A, N, M = local(G, Mg, s["K1"], s["eta1"], sig2[0])
+        for _ in range(s.R1):
+            A, N, M = local(G, Mg, s.K1, s.eta1, sig2[0])
             G, Mg = float(np.sum(w * A)) ** 2 * G + float(np.sum(w ** 2 * N)), float(np.sum(w * M))
-        return server(G, Mg, s["K2"], s["eta2"], sig2[1])
+        return server(G, Mg, s.K2, s.eta2, sig2[1])
     if name in ("fednewton", "fednewton_certified"):
-        _, N, M = local(0.0, 0.0, s["K"], s["eta"], sig2[0])
+        _, N, M = local(0.0, 0.0, s.K, s.eta, sig2[0])
         G, Mg = float(np.sum(w ** 2 * N)), float(np.sum(w * M))
         c = float(resp.curvature(G, Mg))
         h = c + tau1 if certified else max(c, tau1)   # the ridge solve, or the paper's eigenvalue floor
@@ -387,7 +389,7 @@ def propagate(name: str, s: dict, sigmas, w: np.ndarray, resp: Response, *, tau1
     raise ValueError(f"no noise forecast for method {name!r}; choose from {', '.join(CANDIDATES)}")
 
 
-def noise_variances(name: str, s: dict, sigmas, w: np.ndarray, c: np.ndarray, *, tau1: float,
+def noise_variances(name: str, s: MethodSettings, sigmas, w: np.ndarray, c: np.ndarray, *, tau1: float,
                     certified: bool) -> np.ndarray:
     """The variance of the noise in one coefficient along directions of fixed curvature ``c``
     (`propagate` with a constant `Response`: the linear model, softmax's).
@@ -396,8 +398,8 @@ def noise_variances(name: str, s: dict, sigmas, w: np.ndarray, c: np.ndarray, *,
     ----------
     name : str
         The method (a name of `CANDIDATES`, or ``fednewton_certified``).
-    s : dict
-        Its resolved settings.
+    s : MethodSettings
+        Its frozen settings (`fedgdp.methods.Method.settings`).
     sigmas : sequence of ndarray of shape (m,)
         The noise sds of its plan, one array per release spec (`fedgdp.core.privacy.calibrate_with_clip`).
     w : ndarray of shape (m,)
@@ -413,10 +415,10 @@ def noise_variances(name: str, s: dict, sigmas, w: np.ndarray, c: np.ndarray, *,
                                certified=certified)[0] for cj in np.asarray(c, float)])
 
 
-def _check_finite(name: str, sd: np.ndarray, s: dict) -> None:
+def _check_finite(name: str, sd: np.ndarray, s: MethodSettings) -> None:
     """ValueError naming the step settings when the linearised iteration's noise overflows."""
     if not np.all(np.isfinite(sd)):
-        steps = ", ".join(f"{k}={v:g}" for k, v in s.items() if k.startswith("eta"))
+        steps = ", ".join(f"{k}={v:g}" for k, v in s.as_dict().items() if k.startswith("eta"))
         raise ValueError(f"the noise forecast of {name} is not finite: its linearised iteration diverges at these "
                          f"step sizes ({steps}); lower them")
 
@@ -457,7 +459,7 @@ def _sizes(sizes) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def _plan_sigmas(name: str, s: dict, data: _PublicData, mu: float):
+def _plan_sigmas(name: str, s: MethodSettings, data: _PublicData, mu: float):
     """The method's noise sds, each (m,), by its own plan and the package's calibration."""
     from ..realdata import get_method
 
@@ -538,7 +540,9 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
         return np.zeros((d, k))
     mode = p["privacy"]["mode"]
     data = _PublicData(sizes, B, p["tau1"], p["privacy"], p["newton"], clip=p["clip"])
-    s = p["method_settings"][name]
+    from ..realdata import get_method
+
+    s = get_method(name).settings(p["method_settings"][name])
     sig = _plan_sigmas(name, s, data, mu)
     w = sizes / sizes.sum()
     certified = mode == "certified" or name == "fednewton_certified"
@@ -648,9 +652,10 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
         for name in names:
             p = _resolve(name, family, mu, d, B, o)
             sd = method_noise(name, family, sizes, d, k, mu, p, B, intercept=bool(o["fit_intercept"]))
-            _check_finite(name, sd, p["method_settings"][name])
             meth = get_method(name)
-            comm = comm_counts(meth.rounds(p["method_settings"][name]), len(sizes), d * k, meth.tags.per_round)
+            s = meth.settings(p["method_settings"][name])
+            _check_finite(name, sd, s)
+            comm = comm_counts(meth.rounds(s), len(sizes), d * k, meth.tags.per_round)
             rows.append({"method": name, "noise_rmse": float(np.sqrt(np.mean(sd ** 2))),
                          "noise_max": float(sd.max()), "rounds": comm["rounds"], "floats_up": comm["floats_up"],
                          "floats_down": comm["floats_down"], "floats_sent": comm["floats_up"] + comm["floats_down"],

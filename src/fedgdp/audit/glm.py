@@ -54,7 +54,7 @@ def _adversarial_base(kind: str, n: int, d: int, y_push: float):
     return X, np.full(n, float(y_push))
 
 
-def _sim_release(meth, kind: str, fd, s: dict, theta: np.ndarray) -> np.ndarray:
+def _sim_release(meth, kind: str, fd, s, theta: np.ndarray) -> np.ndarray:
     """The pre-noise release ``kind`` of simulation method ``meth`` at public ``theta`` (d,)."""
     at = theta[None, None, :]
     if kind == "gradient":
@@ -64,7 +64,7 @@ def _sim_release(meth, kind: str, fd, s: dict, theta: np.ndarray) -> np.ndarray:
                                    Z=None)[0, 0]
     if kind == privacy.LOCAL_STEP_HALF1:
         h1 = fd.halves[0]
-        return h1.local_steps(at, K=1, eta=s["eta"], bounds=fd.bounds(h1), sigma=0.0, Z=None)[0, 0]
+        return h1.local_steps(at, K=1, eta=s.eta, bounds=fd.bounds(h1), sigma=0.0, Z=None)[0, 0]
     if kind == "newton":
         return meth.newton_update(fd.backend({}), theta[None])[0, 0]
     raise ValueError(f"no audit for release {kind!r}")
@@ -129,7 +129,8 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
     glm = get_model(target.model)
     meth = get_method(target.method)
     rng = np.random.default_rng(seed)
-    s = resolve({"model": target.model, "methods": [target.method], "K": 10})["method_settings"][target.method]
+    s = meth.settings(resolve({"model": target.model, "methods": [target.method], "K": 10})["method_settings"][
+        target.method])
     rows = []
     probe = _sim_fitdata(_sim_client(target.model, n, rng), glm, target.B or AUDIT_B, target)
     for spec in meth.plan(probe, s):
@@ -244,7 +245,7 @@ def _real_client(task: str, n: int, rng):
     return model, X, model.targets(labels)
 
 
-def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.ndarray:
+def _real_release(meth, kind: str, fd, s, Theta: np.ndarray, drift) -> np.ndarray:
     from ..realdata import local_descent
 
     if kind == "gradient":
@@ -253,7 +254,7 @@ def _real_release(meth, kind: str, fd, s: dict, Theta: np.ndarray, drift) -> np.
         return local_descent(fd, 0, Theta, K=1, eta=meth.local_step_size(s), sigma=0.0, rng=None,
                              drift=drift if meth.tags.drifts else None)
     if kind == privacy.LOCAL_STEP_HALF1:
-        return local_descent(fd, 0, Theta, K=1, eta=s["eta"], sigma=0.0, rng=None,
+        return local_descent(fd, 0, Theta, K=1, eta=s.eta, sigma=0.0, rng=None,
                              rows=slice(0, fd.sizes[0] // 2))
     if kind == "newton":
         try:
@@ -279,7 +280,7 @@ def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30)
     meth = get_method(target.method)
     rng = np.random.default_rng(seed)
     task = target.model
-    s = resolve({"methods": [target.method], "task": task})["method_settings"][target.method]
+    s = meth.settings(resolve({"methods": [target.method], "task": task})["method_settings"][target.method])
     priv = {"mode": target.mode, "hessian_clip": target.hessian_clip}
     newton = dict(target.newton or NEWTON_DEFAULTS)
     model, X0, Y0 = _real_client(task, n, rng)

@@ -78,7 +78,7 @@ def gdp_lower_bound(fp: int, fn: int, trials: int, alpha: float) -> float:
     return max(0.0, float(norm.ppf(1 - a) - norm.ppf(b)))
 
 
-def _fits(meth, s: dict, X, y, glm, *, mu: float, B: float, tau1: float, privacy: dict, trials: int, rng):
+def _fits(meth, s, X, y, glm, *, mu: float, B: float, tau1: float, privacy: dict, trials: int, rng):
     """``trials`` independent runs of the whole method on one client's data, (trials, d)."""
     from ..simulation.backend import FitData
     from ..simulation.data import Replicate
@@ -105,7 +105,7 @@ def _best_threshold(a: np.ndarray, b: np.ndarray, alpha: float) -> float:
     return t_best
 
 
-def empirical_mu(meth, s: dict, pair, glm, *, mu: float, B: float, tau1: float, privacy: dict,
+def empirical_mu(meth, s, pair, glm, *, mu: float, B: float, tau1: float, privacy: dict,
                  trials: int = 2000, calibration: int = 500, alpha: float = 0.05, seed: int = 0):
     """The lower bound on mu of ``meth`` from the pair ``((X, y), (X', y'))``:
     ``(mu_lower, false positives, false negatives)`` of `distinguish`.
@@ -222,7 +222,7 @@ def _real_row(t, *, mu, trials, calibration, alpha, seed, B, n) -> EmpiricalRow:
     t = AuditTarget("realdata", t.method, t.model, t.mode, t.tau1, t.hessian_clip, {"rule": "fixed", "value": B},
                     t.newton)
     meth = get_method(t.method)
-    s = resolve({"methods": [t.method], "task": t.model})["method_settings"][t.method]
+    s = meth.settings(resolve({"methods": [t.method], "task": t.model})["method_settings"][t.method])
     with np.errstate(all="ignore"):
         audited = audit_real(t, n, seed, local_iters=10)
     stage = audited[0].release
@@ -238,7 +238,7 @@ def _real_row(t, *, mu, trials, calibration, alpha, seed, B, n) -> EmpiricalRow:
     low, fp, fn = distinguish(run, trials=trials, calibration=calibration, alpha=alpha, seed=seed)
     return EmpiricalRow(t.method, t.model, "any" if len(meth.privacy_modes()) == 1 else t.mode,
                         all(r.certified for r in audited), mu, low, 1 - alpha, trials, fp, fn, stage,
-                        int(s.get("K", 0)), n)
+                        int(getattr(s, "K", 0)), n)
 
 
 #: The CNN cell of the distinguishing test: one client of ``NN_N`` identical images, the
@@ -346,12 +346,12 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
             continue
         t = AuditTarget("simulation", t.method, t.model, t.mode, t.tau1, t.hessian_clip, {"rule": "fixed", "value": B})
         meth, glm = get_method(t.method), get_model(t.model)
-        s = resolve({"model": t.model, "methods": [t.method], "K": K})["method_settings"][t.method]
+        s = meth.settings(resolve({"model": t.model, "methods": [t.method], "K": K})["method_settings"][t.method])
         with np.errstate(all="ignore"):
             audited = audit_sim(t, n, seed, local_iters=10)
         stage = str(meth.tags.tested_release)          # a tested method (checked above)
-        pair = _robust_pair(meth, resolve({"model": t.model, "methods": [t.method], "K": 10})["method_settings"][
-            t.method], t, worst_pair(t, stage), glm, B)
+        s10 = meth.settings(resolve({"model": t.model, "methods": [t.method], "K": 10})["method_settings"][t.method])
+        pair = _robust_pair(meth, s10, t, worst_pair(t, stage), glm, B)
         privacy = {"mode": t.mode, "hessian_clip": t.hessian_clip}
         low, fp, fn = empirical_mu(meth, s, pair, glm, mu=mu, B=B, tau1=t.tau1, privacy=privacy, trials=trials,  # type: ignore[arg-type]  # simulation targets set tau1
                                    calibration=calibration, alpha=alpha, seed=seed)

@@ -135,7 +135,7 @@ class Recorder:
         return [{"release": np.zeros_like(request["theta"])} for _, request in pairs]
 
 
-def run_method(meth, fold: PublicFold, s: dict, ask):
+def run_method(meth, fold: PublicFold, s, ask):
     """The method's own ``run`` across sites; the fit (``theta`` (d, k), the planned ledger); ValueError when a
     private estimate is not finite.
 
@@ -145,8 +145,8 @@ def run_method(meth, fold: PublicFold, s: dict, ask):
         The method.
     fold : PublicFold
         The public fold.
-    s : dict
-        The method's settings.
+    s : MethodSettings
+        The method's frozen settings (`fedgdp.methods.Method.settings`).
     ask : callable
         ``ask([(i, request), ...]) -> [reply, ...]`` (`SitesBackend`).
     """

@@ -85,7 +85,7 @@ class Resolved:
     est : fedgdp.FederatedGLM    the estimator of the settings (its checks, design and targets)
     p : dict                     its real-data parameters (`fedgdp.realdata.resolve`)
     meth : fedgdp.methods.Method the method
-    s : dict                     the method's settings
+    s : MethodSettings           the method's frozen settings (`fedgdp.methods.Method.settings`)
     model : fedgdp.core.glm.GLM  the model
     B : float                    the public clipping bound
     """
@@ -93,7 +93,7 @@ class Resolved:
     est: Any
     p: dict
     meth: Any
-    s: dict
+    s: Any                 # the method's frozen settings (`fedgdp.methods.Method.settings`)
     model: Any
     B: float
 
@@ -122,4 +122,4 @@ def resolve(settings: dict, d: int) -> Resolved:
     est.method_ = settings["method"]
     est._default_steps(p, d, B, [], [], model)   # Poisson's public step sizes (docs/real-data.md)
     meth = get_method(settings["method"])
-    return Resolved(est, p, meth, p["method_settings"][settings["method"]], model, B)
+    return Resolved(est, p, meth, meth.settings(p["method_settings"][settings["method"]]), model, B)

@@ -13,6 +13,7 @@ parameters ``(b, P)``, per-client ``(b, m, P)``, noise sds ``(b, m)``; P is ``d`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -91,15 +92,15 @@ class Backend(Protocol):
     m: int
     dk: int
 
-    def calibrate(self, method: Method, s: dict) -> tuple[tuple, list]:
+    def calibrate(self, method: Method, s: MethodSettings) -> tuple[tuple, list]:
         """The noise sds of the method's plan and the ledgers.
 
         Parameters
         ----------
         method : Method
             The method (its `Method.plan` is calibrated).
-        s : dict
-            The method's settings.
+        s : MethodSettings
+            The method's frozen settings (`Method.settings`).
 
         Returns
         -------
@@ -342,15 +343,26 @@ class Method:
         """The names of the ``settings_class`` fields, in order (empty without settings)."""
         return [] if self.settings_class is None else list(self.settings_class.defaults())
 
-    def local_step_size(self, s: dict) -> float:
-        """The step size of the method's local steps: ``s["eta"]`` (FedHybrid: ``eta1``).
+    def settings(self, s: Mapping | MethodSettings) -> MethodSettings:
+        """The frozen settings the hooks below receive (``s.K``), from a resolved record (`resolve_settings`).
 
         Parameters
         ----------
-        s : dict
-            The method's settings.
+        s : mapping or MethodSettings
+            Resolved settings (a key it lacks takes the field's default), or frozen ones (returned as they are).
         """
-        return s["eta"]
+        assert self.settings_class is not None, f"method {self.name} has no settings"
+        return self.settings_class.of(s)
+
+    def local_step_size(self, s: MethodSettings) -> float:
+        """The step size of the method's local steps: ``s.eta`` (FedHybrid: ``eta1``).
+
+        Parameters
+        ----------
+        s : MethodSettings
+            The method's frozen settings (`Method.settings`).
+        """
+        return s.eta  # type: ignore[attr-defined]
 
     def settings_schema(self) -> dict:
         """The closed JSON schema of ``method_settings.<name>`` (`Settings.json_schema`)."""
@@ -397,7 +409,7 @@ class Method:
         fields = self.settings_class.__dataclass_fields__
         for key, value in s.items():
             fields[key].metadata["parse"](f"{self.name}.{key}", value)
-        self.check_settings(s)
+        self.check_settings(self.settings(s))
         return s
 
     @property
@@ -405,13 +417,13 @@ class Method:
         """Name that seeds the method's noise generator (its own name by default)."""
         return self.name
 
-    def noise_shapes(self, s: dict, m: int, d: int) -> dict[str, tuple]:
+    def noise_shapes(self, s: MethodSettings, m: int, d: int) -> dict[str, tuple]:
         """Name -> shape of the standard-normal arrays one replicate draws, in draw order.
 
         Parameters
         ----------
-        s : dict
-            The method's settings.
+        s : MethodSettings
+            The method's frozen settings (`Method.settings`).
         m : int
             Clients.
         d : int
@@ -419,15 +431,15 @@ class Method:
         """
         raise NotImplementedError
 
-    def draw_noise(self, rng: np.random.Generator, s: dict, m: int, d: int, private: bool) -> dict:
+    def draw_noise(self, rng: np.random.Generator, s: Mapping | MethodSettings, m: int, d: int, private: bool) -> dict:
         """One replicate's noise: name -> standard normals of `noise_shapes` (None if not private).
 
         Parameters
         ----------
         rng : numpy.random.Generator
             The replicate's noise generator.
-        s : dict
-            The method's settings.
+        s : mapping or MethodSettings
+            The method's settings: a resolved record or frozen (`settings`).
         m : int
             Clients.
         d : int
@@ -436,14 +448,14 @@ class Method:
             Whether the fit adds noise.
         """
         return {k: (standard_normal(rng, shape) if private else None)
-                for k, shape in self.noise_shapes(s, m, d).items()}
+                for k, shape in self.noise_shapes(self.settings(s), m, d).items()}
 
-    def check_settings(self, s: dict) -> None:
+    def check_settings(self, s: MethodSettings) -> None:
         """Cross-field checks of resolved settings (ValueError; none by default).
 
         Parameters
         ----------
-        s : dict
+        s : MethodSettings
             The settings, each value checked by its field.
         """
 
@@ -494,23 +506,23 @@ class Method:
         privacy.check_release_bound(self.name, top, f"clip B={B:g}, {settings}, mu")
 
     # -- every backend
-    def rounds(self, s: dict) -> int:
+    def rounds(self, s: MethodSettings) -> int:
         """Communication rounds of a fit.
 
         Parameters
         ----------
-        s : dict
-            The method's settings.
+        s : MethodSettings
+            The method's frozen settings (`Method.settings`).
         """
         raise NotImplementedError
 
-    def comm(self, s: dict, m: int, dk: int) -> dict:
+    def comm(self, s: MethodSettings, m: int, dk: int) -> dict:
         """Communication of a fit (`comm_counts` at `rounds`).
 
         Parameters
         ----------
-        s : dict
-            The method's settings.
+        s : MethodSettings
+            The method's frozen settings (`Method.settings`).
         m : int
             Clients.
         dk : int
@@ -518,31 +530,31 @@ class Method:
         """
         return comm_counts(self.rounds(s), m, dk, self.tags.per_round)
 
-    def release_count(self, be: Backend, s: dict) -> int:
+    def release_count(self, be: Backend, s: MethodSettings) -> int:
         """Releases each client makes: the sum of the plan's counts (e.g. ``R K`` for FedAvg).
 
         Parameters
         ----------
         be : Backend
             The fit's backend (its ``data``, or itself on CNNs, is planned).
-        s : dict
-            The method's settings.
+        s : MethodSettings
+            The method's frozen settings (`Method.settings`).
         """
         return sum(int(spec.count) for spec in self.plan(getattr(be, "data", be), s))
 
-    def weights(self, be: Backend, s: dict):
+    def weights(self, be: Backend, s: MethodSettings):
         """The aggregation weights (b, m) or (m,): ``be.weights`` at `release_count`.
 
         Parameters
         ----------
         be : Backend
             The backend of the fit.
-        s : dict
-            The method's settings.
+        s : MethodSettings
+            The method's frozen settings (`Method.settings`).
         """
         return be.weights(releases=self.release_count(be, s))
 
-    def plan(self, data, s: dict) -> tuple:
+    def plan(self, data, s: MethodSettings) -> tuple:
         """The releases, a tuple of `fedgdp.core.privacy.ReleaseSpec`: every release each client
         makes, with its count and sensitivity.
 
@@ -551,32 +563,32 @@ class Method:
         data : object
             A backend's data: ``plan_B``, ``plan_n`` broadcastable to (b, m), ``plan_halves()``,
             ``tau1``, ``privacy``.
-        s : dict
-            The method's settings.
+        s : MethodSettings
+            The method's frozen settings (`Method.settings`).
         """
         raise NotImplementedError
 
-    def run(self, be: Backend, s: dict) -> list[Fit]:
+    def run(self, be: Backend, s: MethodSettings) -> list[Fit]:
         """The algorithm on backend ``be``: one `Fit` per privacy level.
 
         Parameters
         ----------
         be : Backend
             The backend of the fit.
-        s : dict
-            The method's settings.
+        s : MethodSettings
+            The method's frozen settings (`Method.settings`).
         """
         raise NotImplementedError
 
-    def fit(self, data, s: dict, noise) -> Fit:
+    def fit(self, data, s: Mapping | MethodSettings, noise) -> Fit:
         """Fit on ``data`` with its noise.
 
         Parameters
         ----------
         data : object
             `fedgdp.simulation.backend.FitData` or `fedgdp.realdata.FoldData`.
-        s : dict
-            The method's settings.
+        s : mapping or MethodSettings
+            The method's settings: a resolved record or frozen (`settings`).
         noise : dict or numpy.random.Generator or None
             The pre-drawn arrays, or the generator (None: non-private).
 
@@ -586,21 +598,22 @@ class Method:
             When a private release is not finite.
         """
         self.check_backend(data.kind)
-        return check_finite_release(self.name, data, self.run(data.backend(noise), s))[0]
+        return check_finite_release(self.name, data, self.run(data.backend(noise), self.settings(s)))[0]
 
-    def fit_many(self, data: list, s: dict, noises: list) -> list[Fit]:
+    def fit_many(self, data: list, s: Mapping | MethodSettings, noises: list) -> list[Fit]:
         """`fit` at J privacy levels on the same data, in one stacked pass when allowed.
 
         Parameters
         ----------
         data : list
             J data objects on the same clients (one per mu).
-        s : dict
-            The method's settings.
+        s : mapping or MethodSettings
+            The method's settings: a resolved record or frozen (`settings`).
         noises : list
             One noise source per level.
         """
         self.check_backend(data[0].kind)
+        s = self.settings(s)
         if self.tags.stacks_levels:
             be = data[0].stacked_backend(data, noises)
             if be is not None:

@@ -30,7 +30,7 @@ class FedNewton(Method):
 
     def noise_shapes(self, s, m, d):
         """One replicate's noise: ``Z1`` (K, m, d) for the stage-1 local steps, ``Z2`` (m, d) for the Newton release."""
-        return {"Z1": (s["K"], m, d), "Z2": (m, d)}
+        return {"Z1": (s.K, m, d), "Z2": (m, d)}
 
     def rounds(self, s):
         """Communication rounds: 2 (stage 1's average, then the Newton step)."""
@@ -64,7 +64,7 @@ class FedNewton(Method):
         """Algorithm 4's releases (`fedgdp.core.privacy.plan_fednewton`): K iterates, one Newton release."""
         n1, n2 = data.plan_halves()
         bound = self.hessian_bound(data)
-        return privacy.plan_fednewton(B=data.plan_B, n1=n1, n2=n2, eta=s["eta"], K=s["K"], tau1=data.tau1,
+        return privacy.plan_fednewton(B=data.plan_B, n1=n1, n2=n2, eta=s.eta, K=s.K, tau1=data.tau1,
                                       hessian_bound=bound, solve_tol=0.0 if bound is None else data.solve_tol)
 
     def check_release_bound(self, data, s, s1, s2) -> None:
@@ -77,17 +77,17 @@ class FedNewton(Method):
         ----------
         data : object
             A backend's data (``plan_B``, ``tau1``, ``privacy``).
-        s : dict
-            The method's settings (``K``, ``eta``).
+        s : MethodSettings
+            The method's frozen settings (`fedgdp.methods.Method.settings`).
         s1, s2 : ndarray
             The noise sds of the local steps and of the Newton release.
         """
         B, tau1, z = np.asarray(data.plan_B, float), float(data.tau1), privacy.NOISE_BOUND
         with np.errstate(over="ignore", invalid="ignore"):
-            bound = privacy.iterate_bound(s["K"], s["eta"], B, np.asarray(s1)) + B / tau1 + z * np.asarray(s2)
+            bound = privacy.iterate_bound(s.K, s.eta, B, np.asarray(s1)) + B / tau1 + z * np.asarray(s2)
             bound = np.maximum(np.max(bound), (1.0 + float(data.privacy["hessian_clip"])) * tau1)
         privacy.check_release_bound(self.name, bound, f"clip B={float(np.max(B)):g}, tau1={tau1:g}, "
-                                                      f"K={s['K']}, eta={s['eta']:g}, mu, hessian_clip")
+                                                      f"K={s.K}, eta={s.eta:g}, mu, hessian_clip")
 
     def newton_update(self, be: Backend, theta1: np.ndarray) -> np.ndarray:
         """Every client's pre-noise Newton release ``theta1 - s`` (b, m, P).
@@ -103,7 +103,7 @@ class FedNewton(Method):
 
     def run(self, be, s):
         """Algorithm 4: FedAvg (R = 1, K local steps on half 1), then every client's noisy Newton release, averaged."""
-        K, eta = s["K"], s["eta"]
+        K, eta = s.K, s.eta
         (s1, s2), ledgers = be.calibrate(self, s)
         if be.data.private and self.certified(be.data):
             self.check_release_bound(be.data, s, s1, s2)

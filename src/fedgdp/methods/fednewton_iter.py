@@ -21,30 +21,30 @@ class FedNewtonIter(Method):
 
     def check_settings(self, s):
         """Refuse ``rounds`` that are not a multiple of ``newton_cycles``."""
-        if s["R"] % s["cycles"]:
-            raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={s['R']}, "
-                             f"newton_cycles={s['cycles']}")
+        if s.R % s.cycles:
+            raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={s.R}, "
+                             f"newton_cycles={s.cycles}")
 
     def rounds(self, s):
         """Communication rounds: ``R + cycles``."""
-        return s["R"] + s["cycles"]
+        return s.R + s.cycles
 
     def plan(self, data, s):
         """The releases of Algorithm 5 (`fedgdp.core.privacy.plan_fednewton_iter`)."""
-        return privacy.plan_fednewton_iter(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"],
-                                           cycles=s["cycles"], ridge=s["ridge"], damping=s["damping"])
+        return privacy.plan_fednewton_iter(B=data.plan_B, n=data.plan_n, eta=s.eta, R=s.R, K=s.K,
+                                           cycles=s.cycles, ridge=s.ridge, damping=s.damping)
 
     def run(self, be, s):
         """Algorithm 5: ``cycles`` times, ``R / cycles`` FedAvg rounds, then one noisy head-only Newton round."""
-        R, K, C = s["R"], s["K"], s["cycles"]
+        R, K, C = s.R, s.K, s.cycles
         self.check_settings(s)
         (sigma1, sigma2), ledgers = be.calibrate(self, s)
         w = self.weights(be, s)
         theta = be.start()
         for _ in range(C):
             for _ in range(R // C):
-                theta = be.average(w, be.local_steps(theta, K=K, eta=s["eta"], sigma=sigma1,
+                theta = be.average(w, be.local_steps(theta, K=K, eta=s.eta, sigma=sigma1,
                                                      noise=be.noise.take("Z1")))
-            step = be.head_newton_release(theta, ridge=s["ridge"], damping=s["damping"])
+            step = be.head_newton_release(theta, ridge=s.ridge, damping=s.damping)
             theta = be.average(w, be.add_noise(step, sigma2, be.noise.take("Z2")))
         return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))

@@ -23,17 +23,17 @@ class DPScaffold(Method):
 
     def rounds(self, s):
         """Communication rounds: ``R``."""
-        return s["R"]
+        return s.R
 
     def plan(self, data, s):   # FedAvg's releases: the control variates are post-processing
         """FedAvg's releases (`fedgdp.core.privacy.plan_fedavg`): the control variates are post-processing."""
-        return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s["eta"], R=s["R"], K=s["K"])
+        return privacy.plan_fedavg(B=data.plan_B, n=data.plan_n, eta=s.eta, R=s.R, K=s.K)
 
     def run(self, be, s):
         """SCAFFOLD (option II): R rounds of K noisy local steps with drift ``c - c_i``, a server step ``eta_g``."""
-        rounds, K, eta = s["R"], s["K"], s["eta"]
+        rounds, K, eta = s.R, s.K, s.eta
         (sigma,), ledgers = be.calibrate(self, s)
-        self.check_step_bound(be, [(rounds * K, eta, sigma, False)], drift_rounds=rounds, eta_g=s["eta_g"])
+        self.check_step_bound(be, [(rounds * K, eta, sigma, False)], drift_rounds=rounds, eta_g=s.eta_g)
         w = self.weights(be, s)
         theta, c = be.start(), be.zeros()
         ci = np.zeros(theta.shape[:1] + (be.m,) + theta.shape[1:])
@@ -43,6 +43,6 @@ class DPScaffold(Method):
             ci_new = ci - c[:, None] + (theta[:, None] - y) / (K * eta)
             dy, dc = be.average(w, y - theta[:, None]), be.average(w, ci_new - ci)
             ci = ci_new
-            theta = theta + s["eta_g"] * dy
+            theta = theta + s.eta_g * dy
             c = c + dc
         return be.finish(theta, ledgers, self.comm(s, be.m, be.dk))

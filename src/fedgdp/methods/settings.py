@@ -5,6 +5,7 @@ default, check and help, by `fedgdp.core.settings.setting`); a method names its 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -17,6 +18,23 @@ class MethodSettings(Settings):
     help; the defaults per experiment are each study's ``PRESETS``)."""
 
     WHAT: ClassVar[str] = "setting"
+
+    @classmethod
+    def of(cls, s: Mapping | MethodSettings) -> MethodSettings:
+        """The frozen settings of a resolved record ``s`` (a field it lacks keeps its default); ``s`` if frozen.
+
+        Parameters
+        ----------
+        s : mapping or MethodSettings
+            Resolved settings (`fedgdp.methods.Method.resolve_settings`): their keys are this class's fields.
+        """
+        if isinstance(s, MethodSettings):
+            return s
+        unknown = sorted(set(s) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no setting {', '.join(map(repr, unknown))}; "
+                             f"known: {', '.join(cls.__dataclass_fields__)}")
+        return cls(**s)
 
 
 def _steps(low: int = 1):

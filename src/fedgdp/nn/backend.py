@@ -330,8 +330,8 @@ class TorchBackend:
         ----------
         method : fedgdp.methods.Method
             The method (its `fedgdp.methods.Method.plan` is calibrated to ``mu``).
-        s : dict
-            The method's settings.
+        s : MethodSettings
+            The method's frozen settings (`fedgdp.methods.Method.settings`).
         """
         plan = reduced_plan(method.plan(self, s), self.p)
         mu = self.mu if self.noise.gen is not None else float("inf")   # clip_only: no noise, no private release
@@ -573,8 +573,8 @@ class TorchBackend:
         ----------
         method : fedgdp.methods.Method
             A CNN method.
-        s : dict
-            Its settings.
+        s : MethodSettings
+            The method's frozen settings (`fedgdp.methods.Method.settings`).
         """
         dry = ScheduleDraw(self.params0, self.clients, {**self.p, "accounting": "printed"}, copy.deepcopy(self.rng))
         method.run(dry, s)

@@ -17,6 +17,7 @@ from ..core import privacy
 from ..core.privacy import RELEASES
 from ..core.settings import Settings, choice, integer, name_list, number, setting, suggest
 from ..methods import CNN, FedHybrid, Method, get_method, registry
+from ..methods.settings import MethodSettings
 
 __all__ = ["METHODS", "LABELS", "PRESETS", "cnn_preset", "cnn_settings", "ACCOUNTINGS", "REDUCTIONS", "NOISE_FOR",
            "SUMMED_STAGES", "CLIP_UNITS", "label",
@@ -107,8 +108,8 @@ def cnn_preset(meth: Method, p: dict) -> dict:
     return PRESETS[meth.name](p)
 
 
-def cnn_settings(meth: Method, p: dict) -> dict:
-    """A method's settings on a CNN run: `cnn_preset`, checked (`fedgdp.methods.Method.resolve_settings`).
+def cnn_settings(meth: Method, p: dict) -> MethodSettings:
+    """A method's frozen settings on a CNN run: `cnn_preset`, checked (`fedgdp.methods.Method.resolve_settings`).
 
     Parameters
     ----------
@@ -117,7 +118,7 @@ def cnn_settings(meth: Method, p: dict) -> dict:
     p : dict
         Resolved CNN run settings (`NNSettings`).
     """
-    return meth.resolve_settings(cnn_preset(meth, p), None)
+    return meth.settings(meth.resolve_settings(cnn_preset(meth, p), None))
 
 
 def label(method: str, mu: float, release: str = "private") -> str:

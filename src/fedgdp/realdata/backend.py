@@ -12,6 +12,7 @@ import numpy as np
 
 from ..core.glm import product_design
 from ..methods import REALDATA, Fit, StreamNoise
+from ..methods.settings import RidgeSettings
 from .clipping import stacked_gradients
 from .solvers import newton_step, ridge_fit
 
@@ -278,26 +279,26 @@ class RealBackend:
         return [Fit(T, ledger, **comm) for T, ledger in zip(theta, ledgers)]
 
     # -- the plain fits (non-private, one level)
-    def ridge_fit_clients(self, s: dict) -> np.ndarray:
+    def ridge_fit_clients(self, s: RidgeSettings) -> np.ndarray:
         """Each client's ridge MLE on its own data, (m, d, k).
 
         Parameters
         ----------
-        s : dict
-            ``ridge``, ``maxiter`` and optionally ``gtol`` (`fedgdp.realdata.solvers.ridge_fit`).
+        s : RidgeSettings
+            ``ridge``, ``maxiter`` and ``gtol`` (`fedgdp.realdata.solvers.ridge_fit`).
         """
         fd = self.data
-        return np.stack([ridge_fit(fd.model, fd.design(i), fd.Y[i], ridge=s["ridge"], maxiter=s["maxiter"],
-                                   gtol=s.get("gtol", 1e-8)) for i in range(fd.m)])
+        return np.stack([ridge_fit(fd.model, fd.design(i), fd.Y[i], ridge=s.ridge, maxiter=s.maxiter,
+                                   gtol=s.gtol) for i in range(fd.m)])
 
-    def ridge_fit_pooled(self, s: dict) -> tuple[np.ndarray, int]:
+    def ridge_fit_pooled(self, s: RidgeSettings) -> tuple[np.ndarray, int]:
         """The ridge MLE on the pooled data (d, k), and the floats uploaded (the pooled X and Y).
 
         Parameters
         ----------
-        s : dict
-            ``ridge``, ``maxiter`` and optionally ``gtol``.
+        s : RidgeSettings
+            ``ridge``, ``maxiter`` and ``gtol``.
         """
         X, Y = product_design(list(self.data.X)), np.vstack(self.data.Y)   # CSR when large and sparse
-        Theta = ridge_fit(self.data.model, X, Y, ridge=s["ridge"], maxiter=s["maxiter"], gtol=s.get("gtol", 1e-8))
+        Theta = ridge_fit(self.data.model, X, Y, ridge=s.ridge, maxiter=s.maxiter, gtol=s.gtol)
         return Theta, int(X.shape[0] * X.shape[1] + Y.size)

@@ -195,7 +195,7 @@ class _Split:
         rngs = [noise_rng(p, self.key, self.split, f, meth.noise_stream) if fd.private else None for fd in fds]
         t0 = time.perf_counter()
         with np.errstate(over="ignore", under="ignore"):
-            fits = meth.fit_many(fds, p["method_settings"][name], rngs)
+            fits = meth.fit_many(fds, meth.settings(p["method_settings"][name]), rngs)
         seconds = (time.perf_counter() - t0) / len(mus)
         out = {}
         for mu, fit in zip(mus, fits):

@@ -17,6 +17,7 @@ from ..common.io import read_parquet_files, write_parquet
 from ..core.glm import get_model
 from ..core.privacy import adds_noise, clip_bound, clips
 from ..core.seeds import CLIP_STREAM
+from ..methods.settings import MethodSettings
 from .backend import FitData, get_method
 from .data import noise_rng, parse_sizes, replicate_rng, simulate_replicate
 from .params import data_key
@@ -60,7 +61,8 @@ def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dic
     method, replicates, d
         The method's name, the replicates' indices, the parameter dimension.
     """
-    meth, s = get_method(method), p["method_settings"][method]
+    meth = get_method(method)
+    s = meth.settings(p["method_settings"][method])
     key = data_key(p)
     noisy = adds_noise(p["mu"], p.get("release", "private"))
     return [meth.draw_noise(noise_rng(p["base_seed"], key, r, meth.noise_stream), s, p["m"], d,
@@ -121,12 +123,13 @@ def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = BLOCK_ROWS
     per_block = min(max(1, n_replicates), block_size(p, rows_per_block))
     d = len(p["beta_true"])
     rows = per_block * p["m"] * scheme.mean_size(p["m"])
-    noise = sum(int(np.prod(shape)) for name, s in p["method_settings"].items()
-                for shape in get_method(name).noise_shapes(s, p["m"], d).values())
+    meths = [get_method(name) for name in p["method_settings"]]
+    noise = sum(int(np.prod(shape)) for meth, s in zip(meths, p["method_settings"].values())
+                for shape in meth.noise_shapes(meth.settings(s), p["m"], d).values())
     return rows * 8 * (4 * d + 8) + per_block * noise * 8
 
 
-def fast_fit(name: str, fd: FitData, s: dict, noises: list[dict]):
+def fast_fit(name: str, fd: FitData, s: MethodSettings, noises: list[dict]):
     """The method's own vectorised fit of a block: ``(theta (R, d), ledger)``.
 
     Parameters
@@ -135,8 +138,8 @@ def fast_fit(name: str, fd: FitData, s: dict, noises: list[dict]):
         The method's name.
     fd : FitData
         The block.
-    s : dict
-        The method's settings.
+    s : MethodSettings
+        The method's frozen settings (`fedgdp.methods.Method.settings`).
     noises : list of dict
         One noise dict per replicate (stacked here).
     """
@@ -179,7 +182,8 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
         fd = FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"], privacy=p["privacy"], clip=p["clip"],
                      release=p.get("release", "private"))
         for name in p["methods"]:
-            meth, s = get_method(name), p["method_settings"][name]
+            meth = get_method(name)
+            s = meth.settings(p["method_settings"][name])
             noises = draw_noises(p, name, block, d)
             t0 = time.perf_counter()
             with np.errstate(all="ignore"):
