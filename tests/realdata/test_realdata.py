@@ -557,3 +557,23 @@ def test_fedhybrid_stage1_rounds_run_as_fedavg_rounds_on_real_data():
     np.testing.assert_allclose(a.ledger.composed_mu(), b.ledger.composed_mu(), rtol=1e-12)
     with pytest.raises(ValueError, match="fedhybrid.R1: the simulation runs one stage-1 round, got fedhybrid.R1=2"):
         resolve_sim({"methods": ["fedhybrid"], "method_settings": {"fedhybrid": {"R1": 2}}})
+
+
+def test_ridge_fit_reaches_a_gtol_the_trust_region_stops_short_of():
+    """At ridge 0 on anes96's unscaled softmax (7 classes; the Hessian's smallest non-zero
+    eigenvalue about 5e-4) scipy's trust region stops with ||grad|| near 1e-10 ("a bad
+    approximation"): a loss of order 1 cannot resolve the decrease. The Newton polish reaches
+    gtol = 1e-11 on every row order tried (the order moves where the trust region stops)."""
+    import statsmodels.api as sm
+
+    from fedgdp.core.glm import matrix_model
+
+    d = sm.datasets.anes96.load_pandas()
+    X = d.exog[["logpopul", "selfLR", "age", "educ", "income"]].values.astype(float)
+    y = d.endog.values.astype(int)
+    model = matrix_model("multiclass", n_classes=7)
+    for seed in range(4):
+        order = np.random.default_rng(seed).permutation(len(y))
+        X1, Y = np.column_stack([np.ones(len(y)), X[order]]), model.targets(y[order])
+        T = rd.ridge_fit(model, X1, Y, ridge=0.0, maxiter=200, gtol=1e-11)
+        assert np.linalg.norm(model.gradient(T, X1, Y)) <= 1e-11, seed
