@@ -134,7 +134,7 @@ def _polish(fun, hessp, v: np.ndarray, gtol: float, steps: int) -> np.ndarray:
         norm = float(np.linalg.norm(g))
         if not norm > gtol:
             break
-        step, _ = cg_solve(lambda u: hessp(v, u) + POLISH_DAMPING * u, -g, tol=1e-12, maxiter=CG_MAXITER)
+        step, _ = cg_solve(lambda u, at=v: hessp(at, u) + POLISH_DAMPING * u, -g, tol=1e-12, maxiter=CG_MAXITER)
         if not np.all(np.isfinite(step)):
             break
         g_new = fun(v + step)[1]
