@@ -283,7 +283,8 @@ def _spent(g) -> str:
     cert = g["certified_mu"]
     if not np.isfinite(cert).any():
         return "none (not private)"
-    return f"{cert.min():g}" if cert.min() == cert.max() else f"{cert.min():g}-{cert.max():g}"
+    lo, hi = (f"{round(float(v), 1):g}" for v in (cert.min(), cert.max()))   # to a tenth: 56.6, 960
+    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def privacy_label(rows) -> str:
