@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..core import privacy
 from ..realdata import FoldData, RealBackend
 from ..realdata.backend import gradient_release
 from .coordinator import PublicFold, Recorder, run_method
@@ -26,8 +27,8 @@ __all__ = ["Refused", "Site", "STAGES", "read_site"]
 LOG = logging.getLogger("fedgdp.federation")
 
 #: The ledger stage of each request (its ``part`` for local steps) and how many releases it makes.
-STAGES = {("local", "full"): "local step", ("local", "half1"): "local step (half 1)",
-          ("gradient", None): "gradient", ("newton", None): "newton"}
+STAGES = {("local", "full"): privacy.LOCAL_STEP, ("local", "half1"): privacy.LOCAL_STEP_HALF1,
+          ("gradient", None): privacy.GRADIENT, ("newton", None): privacy.NEWTON}
 
 
 class Refused(ValueError):
