@@ -410,9 +410,12 @@ def format_info(info: dict) -> str:
     info : dict
         The fit's ``fit_info_``.
     """
-    parts = [f"fit: {info['status']} ({info['n_iter']} steps; noiseless part: gradient norm "
-             f"{info['grad_norm']:.3g}, change over the last steps {info['change']:.3g}, noise alone "
-             f"{info['change_noise']:.3g})"]
+    if "gtol" in info:          # NP-Pooled's ridge fit (Newton-CG): no iterates to read
+        parts = [f"fit: {info['status']} (Newton-CG: gradient norm {info['grad_norm']:.3g}, gtol {info['gtol']:g})"]
+    else:
+        parts = [f"fit: {info['status']} ({info['n_iter']} steps; noiseless part: gradient norm "
+                 f"{info['grad_norm']:.3g}, change over the last steps {info['change']:.3g}, noise alone "
+                 f"{info['change_noise']:.3g})"]
     if "newton_step" in info:
         parts.append(f"Newton step {info['newton_step']:.3g} (noise {info['newton_noise']:.3g})")
     if "noise_rmse" in info:

@@ -278,8 +278,9 @@ class FederatedGLM(ClientsRouting):
     fit_info_ : dict
         Whether and how the fit converged ([`fedgdp.api.diagnostics.diagnose`][fedgdp.api.diagnostics.diagnose]):
         ``status``, ``n_iter``, ``grad_norm``, ``change``, ``advice``; at mu = inf
-        ``distance_to_mle``; a private fit's ``noise_se`` (d, k) and ``noise_rmse``
-        (`fedgdp.api.forecast.noise_se`). A fit not ``converged`` warns
+        ``distance_to_mle``; NP-Pooled's ``status``, ``grad_norm``, ``advice``, ``ridge``, ``gtol``,
+        ``maxiter`` (its Newton-CG's stopping rule checked at the estimate); a private fit's
+        ``noise_se`` (d, k) and ``noise_rmse`` (`fedgdp.api.forecast.noise_se`). A fit not ``converged`` warns
         (`fedgdp.api.diagnostics.ConvergenceWarning`, `NoiseDominatedWarning`); a
         non-finite estimate is refused.
     estimation_mu_ : float
@@ -645,16 +646,23 @@ class FederatedGLM(ClientsRouting):
     def _fit_info(self, fd, fit, p: dict, meth, model) -> dict:
         """``fit_info_`` ([`fedgdp.api.diagnostics.diagnose`][fedgdp.api.diagnostics.diagnose]); at
         mu = inf the comparison with the pooled ridge fit (no privacy to spend)."""
+        from ..core.glm import product_design
+        from ..realdata.solvers import ridge_fit, ridge_grad_norm
+
         s = p["method_settings"][self.method_]
-        if "ridge" in s:           # the plain ridge fits: Newton-CG to ||grad|| <= gtol
-            return {"status": "converged", "n_iter": 0, "basis": "exact (no noise)", "advice": "",
-                    "ridge": float(s["ridge"]), "gtol": float(s["gtol"]), "maxiter": int(s["maxiter"]),
-                    "objective": f"mean loss + ridge/2 ||coef||^2 with ridge {float(s['ridge']):g} (the MLE "
+        if "ridge" in s:           # the pooled ridge fit: Newton-CG, its stopping rule ||grad|| <= gtol checked
+            ridge, gtol, maxiter = float(s["ridge"]), float(s["gtol"]), int(s["maxiter"])
+            norm = ridge_grad_norm(model, product_design(list(fd.X)), np.vstack(fd.Y), np.asarray(fit.theta, float),
+                                   ridge=ridge)
+            done = norm <= gtol
+            return {"status": "converged" if done else "not converged", "grad_norm": norm,
+                    "basis": "exact (no noise)", "ridge": ridge, "gtol": gtol, "maxiter": maxiter,
+                    "advice": "" if done else (f"gradient norm {norm:.3g} above gtol {gtol:g} after at most {maxiter} "
+                                               "Newton steps: raise method_settings maxiter (or ridge)"),
+                    "objective": f"mean loss + ridge/2 ||coef||^2 with ridge {ridge:g} (the MLE "
                                  "only as ridge -> 0: method_settings={'ridge': ...})"}
         reference = None
         if not fd.private:
-            from ..core.glm import product_design
-            from ..realdata.solvers import ridge_fit
 
             ref = resolve_np_pooled()
             reference = ridge_fit(model, product_design(list(fd.X)), np.vstack(fd.Y), ridge=ref["ridge"],

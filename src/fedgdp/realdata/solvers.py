@@ -6,7 +6,7 @@ import numpy as np
 from ..core.glm import GLM
 from ..core.solvers import CG_MAXITER, CG_TOL, certified_residual_ok, cg_solve, floored_solve
 
-__all__ = ["cg_solve", "newton_step", "ridge_fit", "clipped_hessian_rows"]
+__all__ = ["cg_solve", "newton_step", "ridge_fit", "ridge_grad_norm", "clipped_hessian_rows"]
 
 
 def newton_step(model: GLM, Theta: np.ndarray, X1: np.ndarray, g: np.ndarray, tau1: float, *,
@@ -93,6 +93,16 @@ def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter
     """
     from scipy.optimize import minimize
 
+    fun, hessp = _ridge_objective(model, X, Y, ridge)
+    d, k = X.shape[1], model.k
+    start = np.zeros(d * k) if Theta0 is None else Theta0.ravel()
+    res = minimize(fun, start, jac=True, hessp=hessp, method="trust-ncg",
+                   options={"maxiter": int(maxiter), "gtol": float(gtol)})
+    return _polish(fun, hessp, res.x, gtol, max(0, int(maxiter) - int(res.nit))).reshape(d, k)
+
+
+def _ridge_objective(model: GLM, X, Y, ridge: float):
+    """`ridge_fit`'s objective on the flattened Theta: ``fun(v)`` -> (value, gradient) and ``hessp(v, u)``."""
     d, k = X.shape[1], model.k
     mask = np.ones((d, k))
     mask[0] = 0.0
@@ -111,10 +121,20 @@ def ridge_fit(model: GLM, X: np.ndarray, Y: np.ndarray, *, ridge: float, maxiter
         U = u.reshape(d, k)
         return (model.hvp_at(last["P"], X, U) + ridge * mask * U).ravel()
 
-    start = np.zeros(d * k) if Theta0 is None else Theta0.ravel()
-    res = minimize(fun, start, jac=True, hessp=hessp, method="trust-ncg",
-                   options={"maxiter": int(maxiter), "gtol": float(gtol)})
-    return _polish(fun, hessp, res.x, gtol, max(0, int(maxiter) - int(res.nit))).reshape(d, k)
+    return fun, hessp
+
+
+def ridge_grad_norm(model: GLM, X, Y, Theta: np.ndarray, *, ridge: float) -> float:
+    """``||grad||_F`` of `ridge_fit`'s objective at ``Theta``: its stopping rule, checked afterwards.
+
+    Parameters
+    ----------
+    model, X, Y, ridge
+        As `ridge_fit`: the model, the rows (n, d), the targets (n, k), the penalty.
+    Theta : ndarray of shape (d, k)
+        The estimate.
+    """
+    return float(np.linalg.norm(_ridge_objective(model, X, Y, ridge)[0](np.ravel(Theta))[1]))
 
 
 #: Newton steps at most after the trust region stops short of gtol (within maxiter).
