@@ -272,3 +272,41 @@ def test_the_grid_config_runs_the_maps_readings_at_the_papers_runs():
     assert points == {**{("fig09", n): 5 for n in (50, 75, 100, 200, 300, 400, 600)},
                       **{("fig10", m): 4 for m in (100, 200, 300, 500, 800, 1000)}}
     assert len(pieces(grid)) == len(grid["readings"]) * (7 * 5 + 6 * 4)
+
+
+def test_a_whole_reading_is_summarised_as_the_grid_is(tmp_path):
+    """nn-readings --summaries: a reading with all its pieces on disk gets the grid's summary files
+    (median over its runs, as `summarise_runs`), with its name and the mu it really spends; one
+    with a piece missing gets none. On the committed pieces (3 runs at Figure 10, m = 100)."""
+    import pandas as pd
+
+    from fedgdp.commands.cli import main
+
+    runs = ROOT / "docs/results/nn-readings/runs"
+    text = """
+dataset: mnist
+points:
+  - {figure: fig10, x: 100, runs: RUNS}
+runs: 1
+readings:
+  schedule_B10_lr0.1: {clip: 10, lr: 0.1, accounting: schedule}
+  paper_sum: {reduction: sum, noise_for: mean}
+"""
+    cfg = _config(tmp_path, text.replace("RUNS", "3"))
+    assert main(["nn-readings", str(cfg), "--runs-dir", str(runs), "--out-dir", str(tmp_path / "out"),
+                 "--summaries", str(tmp_path / "s")]) == 0
+    table = pd.read_csv(tmp_path / "out" / "readings.csv")
+    for reading, lowest in (("schedule_B10_lr0.1", 2.0), ("paper_sum", 480.0)):   # paper_sum: n_i = 480 or more
+        s = pd.read_csv(tmp_path / "s" / f"paper-nn-mnist-{reading}" / "fig10_summary.csv")
+        assert list(s.columns[:2]) == ["reading", "figure"] and s.columns[-1] == "certified_mu"
+        assert (s["reading"] == reading).all() and (s["runs"] == 3).all() and len(s) == 4
+        ours = table[table["reading"] == reading].groupby("method")
+        assert (s["mu"] == 2.0).all() and (s["certified_mu"] >= lowest - 1e-9).all()
+        assert s.set_index("method")["certified_mu"].to_dict() == pytest.approx(ours["certified_mu"].max().to_dict())
+        medians = ours["accuracy"].median()
+        assert s.set_index("method")["median_accuracy"].to_dict() == pytest.approx(medians.to_dict(), abs=5e-5)
+    assert not (tmp_path / "s" / "paper-nn-mnist-schedule_B10_lr0.1" / "fig09_summary.csv").exists()
+    cfg = _config(tmp_path, text.replace("RUNS", "9"))                    # 6 pieces of 18 missing: not whole
+    assert main(["nn-readings", str(cfg), "--runs-dir", str(runs), "--out-dir", str(tmp_path / "out2"),
+                 "--summaries", str(tmp_path / "s2")]) == 0
+    assert not (tmp_path / "s2").exists() or not any((tmp_path / "s2").iterdir())

@@ -18,8 +18,7 @@ from ..core.settings import is_bool
 from .settings import resolve
 
 __all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "plot_readings", "medians_markdown",
-           "summary_markdown",
-           "TABLE_COLUMNS", "privacy_of"]
+           "summary_markdown", "reading_summaries", "TABLE_COLUMNS", "privacy_of"]
 
 #: the columns of ``readings.csv`` (the first eight are the map's; the rest say how and where)
 TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "certified_mu", "dataset", "privacy",
@@ -240,6 +239,41 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
                          "clipped_frac": r["clipped_frac"], "mu_spent_min": r["mu_spent_min"],
                          "mu_spent_max": r["mu_spent_max"], "elapsed_s": r["elapsed_s"]})
     return pd.DataFrame(rows, columns=TABLE_COLUMNS), missing
+
+
+def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table) -> dict:
+    """Each reading whose pieces are all on disk, summarised as the printed grid is: ``{reading:
+    summary}``, a summary with a ``reading`` column first, then `fedgdp.nn.plots.SUMMARY_COLUMNS`
+    (``mu`` the printed mu), then ``certified_mu``, the mu the point's runs really spend (their
+    largest; inf where nothing is certified). A reading with a piece missing is left out: a
+    median over fewer runs than the grid's is not its summary.
+
+    Parameters
+    ----------
+    cfg : dict
+        A config of `load_readings`.
+    runs_dir : str or path
+        The map's folder of pieces.
+    table : pandas.DataFrame
+        `collect`'s table of those pieces (its ``certified_mu``).
+    """
+    from .plots import SUMMARY_COLUMNS, summarise_runs
+    from .run import read_runs
+
+    by_reading: dict = {}
+    for reading, figure, x, run, _ in pieces(cfg):
+        by_reading.setdefault(reading, []).append(piece_path(runs_dir, reading, figure, x, run))
+    out = {}
+    for reading, paths in by_reading.items():
+        if not all(path.exists() for path in paths):
+            continue
+        s = summarise_runs(read_runs(paths))
+        cert = (table[table["reading"] == reading].groupby(["figure", "x", "method"], as_index=False)["certified_mu"]
+                .max())
+        s = s.merge(cert, on=["figure", "x", "method"], how="left", validate="one_to_one")
+        s.insert(0, "reading", reading)
+        out[reading] = s[["reading", *SUMMARY_COLUMNS, "certified_mu"]]
+    return out
 
 
 def medians_markdown(table, cfg: dict) -> str:
