@@ -310,3 +310,15 @@ readings:
     assert main(["nn-readings", str(cfg), "--runs-dir", str(runs), "--out-dir", str(tmp_path / "out2"),
                  "--summaries", str(tmp_path / "s2")]) == 0
     assert not (tmp_path / "s2").exists() or not any((tmp_path / "s2").iterdir())
+
+
+def test_the_newton_config_changes_only_the_ridge_of_the_certified_reading():
+    """config/nn-readings-newton.yaml: FedNewton-Iter at the map's schedule_B10_lr0.1 with the ridge
+    alone changed (and only that method run), at a point of the map, at the map's runs."""
+    newton, readings_map = (load_readings(ROOT / f"config/{f}.yaml") for f in ("nn-readings-newton", "nn-readings"))
+    base = readings_map["readings"]["schedule_B10_lr0.1"]
+    assert newton["readings"]["schedule_B10_lr0.1"] == base
+    assert newton["readings"]["schedule_B10_lr0.1_ridge30"] == {**base, "ridge": 30, "methods": "fednewton_iter"}
+    assert newton["runs"] == readings_map["runs"]
+    assert all({"figure": p["figure"], "x": p["x"]} in [{"figure": q["figure"], "x": q["x"]}
+                                                         for q in readings_map["points"]] for p in newton["points"])
