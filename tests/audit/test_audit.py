@@ -360,3 +360,15 @@ def test_every_certified_reading_is_audited_at_its_settings(tmp_path, capsys, mo
     mb = [t for t in readings_targets(path) if t.reading == "private_mb32"]
     bad = [r for r in audit_nn(mb, 0) if r.release == "local step"]
     assert len(bad) == 3 and all(r.ratio > 1 for r in bad), bad
+
+
+def test_the_newton_ridge_reading_is_audited_at_its_ridge(capsys):
+    """config/nn-readings-newton.yaml certifies FedNewton-Iter at ridge 30: its releases, the head Newton
+    step at that ridge among them, are audited at its settings, each within its recorded sensitivity."""
+    pytest.importorskip("torch")
+    assert main(["audit", "--readings", str(ROOT / "config" / "nn-readings-newton.yaml"), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    ridge30 = [r for r in rows if r["setting"].startswith("reading schedule_B10_lr0.1_ridge30:")]
+    assert {r["release"] for r in ridge30} == {"local step", "newton"}
+    assert all("ridge=30," in r["setting"] for r in ridge30)
+    assert all(r["certified"] and 0 < float(r["ratio"]) <= 1 for r in rows), rows
