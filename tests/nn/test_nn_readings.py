@@ -306,6 +306,15 @@ readings:
         medians = ours["accuracy"].median()
         assert s.set_index("method")["median_accuracy"].to_dict() == pytest.approx(medians.to_dict(), abs=5e-5)
     assert not (tmp_path / "s" / "paper-nn-mnist-schedule_B10_lr0.1" / "fig09_summary.csv").exists()
+    # A piece that lands after `collect` read the folder (a map still running) is not summarised: the table's
+    # missing list decides, not the folder at summary time.
+    from fedgdp.nn.readings import collect, reading_summaries
+
+    whole = load_readings(cfg)
+    table, missing = collect(whole, runs)
+    assert missing == [] and set(reading_summaries(whole, runs, table, missing)) == {"schedule_B10_lr0.1", "paper_sum"}
+    late = [("paper_sum", "fig10", 100, 2)]
+    assert set(reading_summaries(whole, runs, table, late)) == {"schedule_B10_lr0.1"}
     cfg = _config(tmp_path, text.replace("RUNS", "9"))                    # 6 pieces of 18 missing: not whole
     assert main(["nn-readings", str(cfg), "--runs-dir", str(runs), "--out-dir", str(tmp_path / "out2"),
                  "--summaries", str(tmp_path / "s2")]) == 0

@@ -447,7 +447,8 @@ class _Terminated(BaseException):
 
 #: the stop a signal asked for, set by its handler (`_on_stop`): KeyboardInterrupt (Ctrl-C,
 #: exit 130) or `_Terminated` (SIGTERM, exit 143). A library that wraps the raised exception
-#: in its own (numba compiling a kernel turns it into a RuntimeError) still ends the run so
+#: in its own (numba compiling a kernel turns it into a RuntimeError) still ends the run as
+#: stopped, with this exit status.
 _STOPPING: type[BaseException] | None = None
 
 #: exit status and stderr line of each stop

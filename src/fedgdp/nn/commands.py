@@ -93,19 +93,19 @@ def _cmd_nn_readings(args) -> int:
 
             plot_panels(read_grid(args.grid), table, cfg, cfg["panels"], out / "figures.png")
         if args.summaries:
-            _write_reading_summaries(cfg, args.runs_dir, table, Path(args.summaries))
+            _write_reading_summaries(cfg, args.runs_dir, table, missing, Path(args.summaries))
     print(f"{len(table)} rows from {len(table.groupby(['reading', 'figure', 'x', 'run']))} pieces; "
           f"{len(missing)} pieces missing" + (f" (first: {missing[0]})" if missing else ""))
     return 0
 
 
-def _write_reading_summaries(cfg: dict, runs_dir: str, table, root: Path) -> None:
+def _write_reading_summaries(cfg: dict, runs_dir: str, table, missing: list, root: Path) -> None:
     """``<root>/paper-nn-<dataset>-<reading>/fig09_summary.csv`` and ``fig10_summary.csv`` of each whole reading
     (`fedgdp.nn.readings.reading_summaries`), a line on stdout for each."""
     from ..common.io import atomic_path
     from .readings import reading_summaries
 
-    for reading, summary in reading_summaries(cfg, runs_dir, table).items():
+    for reading, summary in reading_summaries(cfg, runs_dir, table, missing).items():
         folder = root / f"paper-nn-{cfg['dataset']}-{reading}"
         folder.mkdir(parents=True, exist_ok=True)
         for figure, g in summary.groupby("figure"):

@@ -241,7 +241,7 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
     return pd.DataFrame(rows, columns=TABLE_COLUMNS), missing
 
 
-def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table) -> dict:
+def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table, missing) -> dict:
     """Each reading whose pieces are all on disk, summarised as the printed grid is: ``{reading:
     summary}``, a summary with a ``reading`` column first, then `fedgdp.nn.plots.SUMMARY_COLUMNS`
     (``mu`` the printed mu), then ``certified_mu``, the mu the point's runs really spend (their
@@ -256,6 +256,9 @@ def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table) -> dict:
         The map's folder of pieces.
     table : pandas.DataFrame
         `collect`'s table of those pieces (its ``certified_mu``).
+    missing : list of tuple
+        `collect`'s pieces not on disk, ``(reading, figure, x, run)``: the summaries read the pieces the table
+        read, even while a running map adds more.
     """
     from .plots import SUMMARY_COLUMNS, summarise_runs
     from .run import read_runs
@@ -263,9 +266,10 @@ def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table) -> dict:
     by_reading: dict = {}
     for reading, figure, x, run, _ in pieces(cfg):
         by_reading.setdefault(reading, []).append(piece_path(runs_dir, reading, figure, x, run))
+    incomplete = {m[0] for m in missing}
     out = {}
     for reading, paths in by_reading.items():
-        if not all(path.exists() for path in paths):
+        if reading in incomplete:
             continue
         s = summarise_runs(read_runs(paths))
         cert = (table[table["reading"] == reading].groupby(["figure", "x", "method"], as_index=False)["certified_mu"]
@@ -408,7 +412,7 @@ def plot_readings(table, cfg: dict, out: str | os.PathLike) -> list:
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(names)), names, fontsize=8)
     axes[0][0].invert_yaxis()
-    axes[0][-1].legend(fontsize=7, loc="lower right")
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))      # beside, never over, a dot
     fig.suptitle(f"CNN readings on {cfg['dataset']}\ndots: runs; bars: medians over runs; grey: the paper's range",
                  fontsize=9)
     fig.tight_layout()
