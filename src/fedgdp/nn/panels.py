@@ -54,7 +54,8 @@ def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathL
         for ax, method in zip(axes[row], METHODS):
             band = cfg["band"].get(figure)
             if band:
-                ax.axhspan(band[0], band[1], color="0.88", zorder=0, label="the paper's range")
+                ax.axhspan(band[0], band[1], color="#d5ecd4", zorder=0,      # green: not the grid's grey band
+                           label="the paper's range (its axis)")
             g = grid[(grid["figure"] == figure) & (grid["method"] == method)].sort_values("x")
             ax.fill_between(g["x"], g["min_accuracy"], g["max_accuracy"], color="0.5", alpha=0.2, linewidth=0)
             ax.plot(g["x"], g["median_accuracy"], color="0.3", marker="o", markersize=3,
