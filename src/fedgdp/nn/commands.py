@@ -100,18 +100,17 @@ def _cmd_nn_readings(args) -> int:
 
 
 def _write_reading_summaries(cfg: dict, runs_dir: str, table, missing: list, root: Path) -> None:
-    """``<root>/paper-nn-<dataset>-<reading>/fig09_summary.csv`` and ``fig10_summary.csv`` of each whole reading
+    """``<root>/paper-nn-<dataset>-<reading>/<figure>_summary.csv`` of each figure a reading has whole
     (`fedgdp.nn.readings.reading_summaries`), a line on stdout for each."""
     from ..common.io import atomic_path
     from .readings import reading_summaries
 
-    for reading, summary in reading_summaries(cfg, runs_dir, table, missing).items():
+    for (reading, figure), summary in reading_summaries(cfg, runs_dir, table, missing).items():
         folder = root / f"paper-nn-{cfg['dataset']}-{reading}"
         folder.mkdir(parents=True, exist_ok=True)
-        for figure, g in summary.groupby("figure"):
-            with atomic_path(folder / f"{figure}_summary.csv") as tmp:
-                g.to_csv(tmp, index=False, float_format="%.4f")
-        print(f"{reading}: whole, its summaries in {folder}")
+        with atomic_path(folder / f"{figure}_summary.csv") as tmp:
+            summary.to_csv(tmp, index=False, float_format="%.4f")
+        print(f"{reading}: {figure} whole, its summary in {folder / f'{figure}_summary.csv'}")
 
 
 def _cmd_nn_summarise(args) -> int:
@@ -231,8 +230,9 @@ def add_parsers(sub) -> None:
                                                   "(e.g. docs/results/paper-nn-mnist): also draw figures.png, "
                                                   "Figures 9-10 with the config's panels readings beside the grid")
     rd.add_argument("--summaries", metavar="DIR", type=output_dir,
-                    help="also write each whole reading's summaries as the grid's are, with a reading and a "
-                         "certified_mu column, to DIR/paper-nn-<dataset>-<reading>/ (e.g. docs/results)")
+                    help="also write the summary of each figure a reading has whole, as the grid's are, with a "
+                         "reading and a certified_mu column, to DIR/paper-nn-<dataset>-<reading>/<figure>_summary.csv "
+                         "(e.g. docs/results)")
     rd.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
     rd.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     rd.add_argument("--budget-s", type=_seconds, metavar="SECONDS",

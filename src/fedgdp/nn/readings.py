@@ -242,11 +242,11 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
 
 
 def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table, missing) -> dict:
-    """Each reading whose pieces are all on disk, summarised as the printed grid is: ``{reading:
-    summary}``, a summary with a ``reading`` column first, then `fedgdp.nn.plots.SUMMARY_COLUMNS`
-    (``mu`` the printed mu), then ``certified_mu``, the mu the point's runs really spend (their
-    largest; inf where nothing is certified). A reading with a piece missing is left out: a
-    median over fewer runs than the grid's is not its summary.
+    """Each (reading, figure) whose pieces are all on disk, summarised as the printed grid is: ``{(reading,
+    figure): summary}``, a summary with a ``reading`` column first, then `fedgdp.nn.plots.SUMMARY_COLUMNS`
+    (``mu`` the printed mu), then ``certified_mu``, the mu the point's runs really spend (their largest; inf
+    where nothing is certified). A figure with a piece missing is left out: a median over fewer runs than the
+    grid's is not its summary.
 
     Parameters
     ----------
@@ -263,20 +263,20 @@ def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table, missing) ->
     from .plots import SUMMARY_COLUMNS, summarise_runs
     from .run import read_runs
 
-    by_reading: dict = {}
+    by_figure: dict = {}
     for reading, figure, x, run, _ in pieces(cfg):
-        by_reading.setdefault(reading, []).append(piece_path(runs_dir, reading, figure, x, run))
-    incomplete = {m[0] for m in missing}
+        by_figure.setdefault((reading, figure), []).append(piece_path(runs_dir, reading, figure, x, run))
+    incomplete = {(m[0], m[1]) for m in missing}
     out = {}
-    for reading, paths in by_reading.items():
-        if reading in incomplete:
+    for (reading, figure), paths in by_figure.items():
+        if (reading, figure) in incomplete:
             continue
         s = summarise_runs(read_runs(paths))
-        cert = (table[table["reading"] == reading].groupby(["figure", "x", "method"], as_index=False)["certified_mu"]
-                .max())
+        ours = table[(table["reading"] == reading) & (table["figure"] == figure)]
+        cert = ours.groupby(["figure", "x", "method"], as_index=False)["certified_mu"].max()
         s = s.merge(cert, on=["figure", "x", "method"], how="left", validate="one_to_one")
         s.insert(0, "reading", reading)
-        out[reading] = s[["reading", *SUMMARY_COLUMNS, "certified_mu"]]
+        out[(reading, figure)] = s[["reading", *SUMMARY_COLUMNS, "certified_mu"]]
     return out
 
 
