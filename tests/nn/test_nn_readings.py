@@ -300,7 +300,8 @@ readings:
     table = pd.read_csv(tmp_path / "out" / "readings.csv")
     for reading, lowest in (("schedule_B10_lr0.1", 2.0), ("paper_sum", 480.0)):   # paper_sum: n_i = 480 or more
         s = pd.read_csv(tmp_path / "s" / f"paper-nn-mnist-{reading}" / "fig10_summary.csv")
-        assert list(s.columns[:2]) == ["reading", "figure"] and s.columns[-1] == "certified_mu"
+        assert list(s.columns[:2]) == ["reading", "figure"] and list(s.columns[-2:]) == ["certified_mu", "privacy"]
+        assert s["privacy"].str.startswith("record-level").all() == (reading == "schedule_B10_lr0.1")
         assert (s["reading"] == reading).all() and (s["runs"] == 3).all() and len(s) == 4
         ours = table[(table["reading"] == reading) & (table["figure"] == "fig10")].groupby("method")
         assert (s["mu"] == 2.0).all() and (s["certified_mu"] >= lowest - 1e-9).all()
@@ -334,3 +335,56 @@ def test_the_newton_config_changes_only_the_ridge_of_the_certified_reading():
     assert newton["runs"] == readings_map["runs"]
     assert all({"figure": p["figure"], "x": p["x"]} in [{"figure": q["figure"], "x": q["x"]}
                                                          for q in readings_map["points"]] for p in newton["points"])
+
+
+def _reading_summary(reading, slope9, slope10, privacy="record-level mu-GDP at each client", mu=2.0):
+    """A reading's whole-grid summaries as `reading_summaries` writes them: accuracy = 0.5 + slope log x."""
+    import pandas as pd
+
+    from fedgdp.nn.plots import SUMMARY_COLUMNS
+
+    rows = []
+    for fig, xs, slope in (("fig09", (50, 100, 200, 600), slope9), ("fig10", (100, 300, 500, 1000), slope10)):
+        for method in ("fedsgd", "fedhybrid", "fedavg", "fednewton_iter"):
+            for x in xs:
+                acc = 0.5 + slope * math.log(x) + (0.02 if method == "fednewton_iter" else 0.0)
+                rows.append({c: 0 for c in SUMMARY_COLUMNS} | {
+                    "reading": reading, "figure": fig, "dataset": "mnist", "method": method, "label": method, "x": x,
+                    "runs": 5 if fig == "fig09" else 4, "median_accuracy": acc, "min_accuracy": acc - 0.01,
+                    "max_accuracy": acc + 0.01, "certified_mu": mu, "privacy": privacy})
+    return pd.DataFrame(rows)
+
+
+def test_claims_c6_is_judged_on_a_readings_whole_grid(tmp_path, capsys):
+    """fedgdp claims --nn-reading-summaries: a C6 row per reading from its whole-grid summaries, by the printed
+    grid's test (slopes over every point), naming the mu the reading really spends; a reading given one figure
+    only says so in its verdict; a file without a reading's columns is refused naming it."""
+    import pandas as pd
+
+    from fedgdp.commands.cli import main
+    from fedgdp.reports import claims
+
+    good = _reading_summary("good", 0.05, -0.05)
+    bad = _reading_summary("bad", -0.05, 0.05, privacy="not mu-GDP at mu = 2: ...", mu=960.0)
+    rows = claims.claim_c6_readings(pd.concat([good, bad[bad["figure"] == "fig10"]], ignore_index=True))
+    assert [(r["model"], r["verdict"]) for r in rows] == [("CNN (mnist), reading good", "holds"),
+                                                          ("CNN (mnist), reading bad", "partly (Fig. 10 only)")]
+    assert rows[0]["evidence"][0] == ("the whole grid under reading good (certified mu = 2); fig09: 4 points, "
+                                      "5 runs each, fig10: 4 points, 4 runs each")
+    assert "mu really spent 960, no guarantee at the printed mu" in rows[1]["evidence"][0]
+    assert rows[1]["evidence"][1].startswith("fig10: accuracy falls with m (N fixed): fails")
+    files = []
+    for reading, df in (("good", good), ("bad", bad)):
+        for fig, f in df.groupby("figure"):
+            files.append(tmp_path / f"{reading}-{fig}.csv")
+            f.to_csv(files[-1], index=False)
+    md = tmp_path / "claims.md"
+    assert main(["claims", "--nn-reading-summaries", *map(str, files), "--md", str(md), "--csv",
+                 str(tmp_path / "c.csv")]) == 0
+    text = md.read_text()
+    assert "| C6 | CNN (mnist), reading good |" in text and "### C6, CNN (mnist), reading bad: partly" in text
+    assert "4 whole-grid CNN summaries under other readings" in text
+    good.drop(columns="privacy").to_csv(files[0], index=False)
+    assert main(["claims", "--nn-reading-summaries", str(files[0]), "--md", str(tmp_path / "no.md")]) == 2
+    assert "good-fig09.csv lacks the column(s) ['privacy']" in capsys.readouterr().err
+    assert not (tmp_path / "no.md").exists()

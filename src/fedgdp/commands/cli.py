@@ -676,6 +676,29 @@ def _reading_verdicts(table):
 
 
 # ---------------------------------------------------------------- claims report (issue 11)
+def _reading_summaries(paths: list[str]):
+    """The whole-grid summaries under other readings (``fig09_summary.csv``, ``fig10_summary.csv`` of
+    ``paper-nn-mnist-<reading>/``, fedgdp nn-readings --summaries) as one table, None when none is given."""
+    if not paths:
+        return None
+    import pandas as pd
+
+    from ..nn.plots import SUMMARY_COLUMNS
+
+    tables = []
+    for path in paths:
+        try:
+            t = pd.read_csv(path)
+        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise ValueError(f"cannot read --nn-reading-summaries {path}: {exc}") from None
+        missing = [c for c in ["reading", *SUMMARY_COLUMNS, "certified_mu", "privacy"] if c not in t]
+        if missing:
+            raise ValueError(f"--nn-reading-summaries {path} lacks the column(s) {missing} of a reading's summary "
+                             f"(fedgdp nn-readings --summaries)")
+        tables.append(t)
+    return pd.concat(tables, ignore_index=True)
+
+
 def _cmd_claims(args) -> int:
     from ..common.io import read_parquet_files
     from ..reports import claims
@@ -683,8 +706,8 @@ def _cmd_claims(args) -> int:
 
     _need_output(args, ".csv", ".md")
     spec = _spec(args.spec, SPECS["claims"]) if args.spec else {}
-    if not (args.summaries or args.realdata or args.nn):
-        raise ValueError("claims has no data: give --summaries, --realdata and/or --nn files "
+    if not (args.summaries or args.realdata or args.nn or args.nn_reading_summaries):
+        raise ValueError("claims has no data: give --summaries, --realdata, --nn and/or --nn-reading-summaries files "
                          "(a report of no results would conclude nothing)")
     summary = read_summaries(args.summaries) if args.summaries else None
     real = None
@@ -709,12 +732,14 @@ def _cmd_claims(args) -> int:
         if missing:
             raise ValueError(f"--nn-readings {args.nn_readings} lacks the column(s) {sorted(missing)} of "
                              f"fedgdp nn-readings' readings.csv")
-    report = claims.assess(summary, real, nn, spec, readings)
+    report = claims.assess(summary, real, nn, spec, readings, _reading_summaries(args.nn_reading_summaries))
     if args.csv:
         claims.write_csv(report, args.csv)
     if args.md:
         sources = (f"{len(args.summaries)} summary files, {len(args.realdata)} real-data files and "
                    f"{len(args.nn)} CNN summaries")
+        if args.nn_reading_summaries:
+            sources += f", with {len(args.nn_reading_summaries)} whole-grid CNN summaries under other readings"
         claims.write_markdown(report, args.md, title=spec.get("title", claims.TITLE), sources=sources)
     return 0
 
@@ -742,6 +767,9 @@ def _claims_commands(sub) -> None:
     cl.add_argument("--nn", nargs="*", default=[], help="CNN summary .parquet files (C6)")
     cl.add_argument("--nn-readings", help="the CNN readings map's readings.csv (fedgdp nn-readings): C6 names the "
                                           "ceiling and the best private reading")
+    cl.add_argument("--nn-reading-summaries", nargs="*", default=[],
+                    help="whole-grid CNN summaries under other readings (fedgdp nn-readings --summaries: "
+                         "paper-nn-mnist-<reading>/fig*_summary.csv): C6 judged per reading on the whole grid")
     cl.add_argument("--spec", help="JSON: models, studies (claim -> studies), title")
     _output_args(cl, ".csv", ".md")
     cl.set_defaults(func=_cmd_claims)

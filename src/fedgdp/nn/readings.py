@@ -245,8 +245,8 @@ def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table, missing) ->
     """Each (reading, figure) whose pieces are all on disk, summarised as the printed grid is: ``{(reading,
     figure): summary}``, a summary with a ``reading`` column first, then `fedgdp.nn.plots.SUMMARY_COLUMNS`
     (``mu`` the printed mu), then ``certified_mu``, the mu the point's runs really spend (their largest; inf
-    where nothing is certified). A figure with a piece missing is left out: a median over fewer runs than the
-    grid's is not its summary.
+    where nothing is certified), and ``privacy``, that run's text of what it protects. A figure with a piece
+    missing is left out: a median over fewer runs than the grid's is not its summary.
 
     Parameters
     ----------
@@ -273,10 +273,11 @@ def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table, missing) ->
             continue
         s = summarise_runs(read_runs(paths))
         ours = table[(table["reading"] == reading) & (table["figure"] == figure)]
-        cert = ours.groupby(["figure", "x", "method"], as_index=False)["certified_mu"].max()
+        cert = ours.sort_values("certified_mu", kind="stable").groupby(["figure", "x", "method"], as_index=False)[
+            ["certified_mu", "privacy"]].last()
         s = s.merge(cert, on=["figure", "x", "method"], how="left", validate="one_to_one")
         s.insert(0, "reading", reading)
-        out[(reading, figure)] = s[["reading", *SUMMARY_COLUMNS, "certified_mu"]]
+        out[(reading, figure)] = s[["reading", *SUMMARY_COLUMNS, "certified_mu", "privacy"]]
     return out
 
 

@@ -583,11 +583,7 @@ def claim_c6(nn: pd.DataFrame, readings: pd.DataFrame | None = None) -> list[dic
     """
     out = []
     for dataset, df in nn.groupby("dataset", sort=False):
-        verdicts, evidence = [], []
-        for name, checks in _c6_checks(df):
-            v, line = _subclaim_line(name, checks, show="all")
-            verdicts.append(v)
-            evidence.append(line)
+        verdicts, evidence = _c6_judged(df)
         name = f"CNN ({dataset})"
         if dataset == "digits":
             from ..nn.plots import SMOKE_NOTE
@@ -598,6 +594,42 @@ def claim_c6(nn: pd.DataFrame, readings: pd.DataFrame | None = None) -> list[dic
             evidence += readings_evidence(readings[readings["dataset"] == dataset])
         out.append(_row("C6", name, combine(verdicts), evidence))
     return out
+
+
+def claim_c6_readings(summaries: pd.DataFrame) -> list[dict]:
+    """C6 on the whole grid under each reading (`fedgdp.nn.readings.reading_summaries`): the printed grid's
+    test (`claim_c6`: slopes over every point, FedNewton-Iter against FedAvg at the upper half of m), one row
+    per (dataset, reading), its model naming the reading and the mu it really spends; "(Fig. 10 only)" where
+    only that figure's summary is given.
+
+    Parameters
+    ----------
+    summaries : DataFrame
+        A reading's summaries: ``reading``, `fedgdp.nn.plots.SUMMARY_COLUMNS`, ``certified_mu`` and
+        ``privacy``, one figure or both.
+    """
+    from ..nn.readings import privacy_label
+
+    out = []
+    for (dataset, reading), df in summaries.groupby(["dataset", "reading"], sort=False):
+        verdicts, evidence = _c6_judged(df)
+        figs = sorted(df["figure"].unique())
+        only = f" (Fig. {int(figs[0][3:])} only)" if len(figs) == 1 else ""
+        runs = ", ".join(f"{f}: {df[df['figure'] == f]['x'].nunique()} points, "
+                         f"{'-'.join(map(str, sorted(set(df[df['figure'] == f]['runs']))))} runs each" for f in figs)
+        evidence.insert(0, f"the whole grid under reading {reading} ({privacy_label(df)}); {runs}")
+        out.append(_row("C6", f"CNN ({dataset}), reading {reading}", combine(verdicts) + only, evidence))
+    return out
+
+
+def _c6_judged(df: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """(verdicts, evidence lines) of `_c6_checks`' sub-claims on one dataset's CNN summary."""
+    verdicts, evidence = [], []
+    for name, checks in _c6_checks(df):
+        v, line = _subclaim_line(name, checks, show="all")
+        verdicts.append(v)
+        evidence.append(line)
+    return verdicts, evidence
 
 
 def _c6_checks(df: pd.DataFrame) -> list[tuple[str, list[Check]]]:
@@ -635,9 +667,11 @@ def _competitive(a: pd.Series, b: pd.Series, x) -> Check:
 
 # ------------------------------------------------------------------ the report
 def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: pd.DataFrame | None = None,
-           spec: dict | None = None, readings: pd.DataFrame | None = None) -> pd.DataFrame:
+           spec: dict | None = None, readings: pd.DataFrame | None = None,
+           reading_summaries: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every claim's rows, columns `CLAIM_COLUMNS` (``evidence`` a list of lines): C1-C4 per model, in that
-    order, then C5 per (dataset, task) and C6 per dataset (one "not run" row each when absent).
+    order, then C5 per (dataset, task) and C6 per dataset (one "not run" row each when absent), then C6 per
+    reading whose whole-grid summaries are given.
 
     Parameters
     ----------
@@ -652,6 +686,8 @@ def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: p
         ``studies`` (claim -> list of studies; default `DEFAULT_STUDIES`).
     readings : DataFrame, optional
         The CNN readings map (``readings.csv``), shown in C6's evidence (`readings_evidence`).
+    reading_summaries : DataFrame, optional
+        Whole-grid summaries under other readings: C6 rows per reading (`claim_c6_readings`).
     """
     spec = spec or {}
     studies = {**DEFAULT_STUDIES, **spec.get("studies", {})}
@@ -671,6 +707,8 @@ def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: p
                                           "`snakemake --cores 2 fig09 fig10`, needs the nn extra)"))
     else:
         rows += claim_c6(nn, readings)
+    if reading_summaries is not None and not reading_summaries.empty:
+        rows += claim_c6_readings(reading_summaries)
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
