@@ -564,10 +564,13 @@ def reading_verdicts(readings: pd.DataFrame) -> dict[str, str]:
         subs[reading].append((fig, v))
     out = {}
     for reading, got in subs.items():
-        figs = {fig for fig, _ in got}
-        only = f" (Fig. {int(next(iter(figs))[3:])} only)" if len(figs) == 1 else ""
-        out[reading] = combine([v for _, v in got]) + only
+        out[reading] = combine([v for _, v in got]) + _only({fig for fig, _ in got})
     return out
+
+
+def _only(figures: set) -> str:
+    """" (Fig. 10 only)" where a C6 verdict rests on one figure, "" otherwise."""
+    return f" (Fig. {int(next(iter(figures))[3:])} only)" if len(figures) == 1 else ""
 
 
 def claim_c6(nn: pd.DataFrame, readings: pd.DataFrame | None = None) -> list[dict]:
@@ -613,12 +616,12 @@ def claim_c6_readings(summaries: pd.DataFrame) -> list[dict]:
     out = []
     for (dataset, reading), df in summaries.groupby(["dataset", "reading"], sort=False):
         verdicts, evidence = _c6_judged(df)
-        figs = sorted(df["figure"].unique())
-        only = f" (Fig. {int(figs[0][3:])} only)" if len(figs) == 1 else ""
-        runs = ", ".join(f"{f}: {df[df['figure'] == f]['x'].nunique()} points, "
-                         f"{'-'.join(map(str, sorted(set(df[df['figure'] == f]['runs']))))} runs each" for f in figs)
+        by = df.groupby("figure")
+        runs = ", ".join(f"{fig}: {g['x'].nunique()} points, {'-'.join(map(str, sorted(set(g['runs']))))} runs each"
+                         for fig, g in by)
         evidence.insert(0, f"the whole grid under reading {reading} ({privacy_label(df)}); {runs}")
-        out.append(_row("C6", f"CNN ({dataset}), reading {reading}", combine(verdicts) + only, evidence))
+        out.append(_row("C6", f"CNN ({dataset}), reading {reading}", combine(verdicts) + _only(set(by.groups)),
+                        evidence))
     return out
 
 
