@@ -104,7 +104,7 @@ def test_the_coverage_target_is_not_in_all_and_its_config_is_checked():
 
 
 def test_coverage_at_mu_inf_is_near_the_nominal_level():
-    """Logistic, 10 clients of 200 rows, mu = inf (the default method: FedNewton), 200
+    """Logistic, 10 clients of 200 rows, mu = inf (the default method: FedIRLS, Newton to the MLE), 200
     replicates (base seed 11, not the config's): the pooled coverage of the 4 coefficients'
     95% intervals is within 0.035 of 0.95 (4.5 binomial SEs of 800 intervals, sqrt(0.95 x
     0.05 / 800) = 0.0077, as if independent: their correlation is small) and every
@@ -112,6 +112,6 @@ def test_coverage_at_mu_inf_is_near_the_nominal_level():
     cell = {"family": "logistic", "truth": [-0.5, 0.8, -0.4, 0.2], "m": 10, "n": 200, "mu": math.inf,
             "method": "auto"}
     t = cv.coverage_table(cv.run_cell(cell, replicates=200, base_seed=11))
-    assert (t["replicates"] == 200).all() and set(t["method_used"]) == {"fednewton"}
+    assert (t["replicates"] == 200).all() and set(t["method_used"]) == {"fedirls"}
     assert abs(t["coverage"].mean() - 0.95) <= 0.035, t
     assert (t["coverage"] >= 0.89).all(), t

@@ -134,6 +134,7 @@ def test_private_diagnosis_reads_only_the_releases():
     a = FederatedGLM(method="fednewton", mu=4, random_state=1).fit(X, y, cl).fit_info_
     b = FederatedGLM(method="fednewton", mu=4, random_state=1).fit(X, y, cl).fit_info_
     np.testing.assert_array_equal(a.pop("noise_se"), b.pop("noise_se"))     # from the public sds at the estimate
+    np.testing.assert_array_equal(a.pop("noise_swamped"), b.pop("noise_swamped"))
     assert a == b and "noiseless part" in a["basis"] and a["n_iter"] == 50 and "newton_step" in a
 
 

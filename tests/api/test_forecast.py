@@ -188,8 +188,9 @@ def test_auto_picks_the_lowest_forecast_and_the_public_clip():
     X, y, cl = _data("logistic", [150] * 4, 3, rng)
     est = FederatedGLM(mu=2, classes=[0, 1], random_state=0).fit(X, y, cl)
     table = fedgdp.forecast("logistic", [150] * 4, 3, 2.0)
-    assert est.method_ == table.attrs["recommended"] and est.privacy_.method == est.method_
-    assert est.clip_bound_ == pytest.approx(2.0) and est.privacy_.clip == {"rule": "fixed", "value": 2.0}
+    assert est.method_ == table.attrs["recommended"] == "fedirls" and est.privacy_.method == est.method_
+    B = fc.irls_clip("logistic", 4)                 # FedIRLS's own public bound, 1.5 sqrt(d)
+    assert est.clip_bound_ == pytest.approx(B) and est.privacy_.clip == {"rule": "fixed", "value": B}
     assert est.privacy_.certified
     assert est.fit_info_["noise_se"].shape == est.theta_.shape
     assert est.fit_info_["noise_rmse"] == pytest.approx(float(np.sqrt(np.mean(est.fit_info_["noise_se"] ** 2))))

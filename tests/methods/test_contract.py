@@ -11,7 +11,7 @@ import pytest
 from conftest import make_block, stacked_noise
 from fedgdp import methods
 from fedgdp.common.figures import METHOD_STYLE, method_style
-from fedgdp.core.glm import BINARY_LOGISTIC
+from fedgdp.core.glm import BINARY_LOGISTIC, matrix_model
 from fedgdp.methods import REALDATA, SIMULATION
 
 SIM = [n for n, m in methods.REGISTRY.items() if SIMULATION in m.tags.backends]
@@ -28,10 +28,13 @@ def _clients(seed=0, sizes=(20, 31, 25)):
 
 
 class _PlanData:
-    """What a plan reads, for a plan without data: a bound, sizes, halves, tau1, the mode."""
+    """What a plan reads, for a plan without data: a bound, sizes, halves, tau1, the mode, the design's
+    width and the model (FedIRLS's clips)."""
 
     plan_B, plan_n, tau1, privacy = 0.7, np.array([[20.0, 30.0]]), 0.5, {"mode": "paper", "hessian_clip": 4.0}
     solve_tol = 0.0
+    d = 3
+    model = matrix_model("binary")
 
     def plan_halves(self):
         return self.plan_n // 2, self.plan_n - self.plan_n // 2

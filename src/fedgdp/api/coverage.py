@@ -160,7 +160,7 @@ def replicate(cell: dict, r: int, *, base_seed: int, alpha: float = 0.05, cov_ty
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             est.fit(X, y, clients)
-            s = est.summary(alpha=alpha, cov_type=cov_type)
+            s = est.summary(alpha=alpha, cov_type=cov_type, withheld="show")   # every interval, its note kept
     except ValueError as exc:
         return [base | {"term": t, "truth": float(b), "coef": math.nan, "ci_low": math.nan, "ci_high": math.nan,
                         "covered": False, "se_sampling": math.nan, "se_noise": math.nan, "method_used": "",

@@ -237,8 +237,24 @@ def _run_summary(run: dict) -> dict:
                                 > 3.0 * math.sqrt(max(move2, 0.0)) + TOL_EXACT * scale)}
 
 
+def step_settings(names) -> tuple[str, str]:
+    """The method's own step-count and step-size settings, as advice names them: of its setting
+    ``names``, those starting with ``K`` (its steps) and ``eta`` (its step sizes), e.g.
+    ``("K1 or K2", "eta1 or eta2")`` for FedHybrid, ``("K", "eta")`` for FedSGD.
+
+    Parameters
+    ----------
+    names : iterable of str
+        The method's setting names (`fedgdp.methods.Method.setting_names`).
+    """
+    names = list(names)
+    steps = [n for n in names if n.startswith("K")] or ["K"]
+    sizes = [n for n in names if n.startswith("eta")] or ["eta"]
+    return " or ".join(steps), " or ".join(sizes)
+
+
 def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, newton: bool,
-             reference: np.ndarray | None = None) -> dict:
+             reference: np.ndarray | None = None, settings=("K", "eta")) -> dict:
     """The fit's ``fit_info_`` from its trace (module docstring).
 
     Parameters
@@ -256,6 +272,8 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
         Whether the fit ends with FedNewton's Newton release.
     reference : ndarray of shape (d, k) or None
         The pooled ridge fit, np_pooled (only at ``mu = inf``).
+    settings : sequence of str
+        The method's setting names (the advice names its own steps and step sizes, `step_settings`).
 
     Returns
     -------
@@ -289,10 +307,11 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
         moving = unstable = False
         eta = math.nan
     advice, noisy = "", False
+    K, ETA = step_settings(settings)
     if unstable:
-        advice = f"the steps oscillate or grow: {STANDARDISE} (method_settings eta, now {eta:g})"
+        advice = f"the steps oscillate or grow: {STANDARDISE} (method_settings {ETA}, now {eta:g})"
     elif moving:
-        advice = "the estimate is still moving: raise the steps (method_settings K) or the step size eta"
+        advice = f"the estimate is still moving: raise the steps (method_settings {K}) or the step size {ETA}"
     if newton and runs:
         ends = [r["thetas"][-1] for r, _ in runs if r["stage"] == "local"][-len(weights):]
         theta1 = sum(w * t for w, t in zip(weights, ends))
@@ -316,10 +335,53 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
         if dist > 1e-2 and not unstable:
             moving = True
             advice = advice or (f"{dist:.3g} (relative) from the pooled ridge fit (np_pooled): raise the steps "
-                                "(method_settings K)")
+                                f"(method_settings {K})")
     info["status"] = ("unstable" if unstable else "noise-dominated" if noisy else "not converged" if moving
                       else "converged")
     info["advice"] = advice
+    return info
+
+
+#: FedIRLS's last step is taken as noise alone when no coefficient moved more than this many of its sds
+Z_STEP = 4.0
+#: At mu = inf FedIRLS has converged when its last step is at most this, relative to ``max(1, ||theta||)``
+TOL_IRLS = 1e-8
+
+
+def diagnose_irls(fit_info: dict, theta: np.ndarray, *, private: bool, rounds: int) -> dict:
+    """``fit_info_`` of a FedIRLS fit: converged when, coefficient by coefficient, its last Newton
+    step is within `Z_STEP` sds of the noise the step carries (the noiseless movement left is small
+    next to the noise; at mu = inf, below `TOL_IRLS`) and no step hit the trust radius.
+
+    Parameters
+    ----------
+    fit_info : dict
+        The method's ``Fit.info``: ``last_step`` (d,), ``last_step_cov`` and ``noise_cov`` (d, d), ``capped``.
+    theta : ndarray of shape (d, 1)
+        The released estimate.
+    private : bool
+        Whether the fit added noise.
+    rounds : int
+        The Newton rounds run.
+    """
+    step = np.asarray(fit_info["last_step"], float)
+    sd = np.sqrt(np.maximum(np.diag(fit_info["last_step_cov"]), 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(step) / sd if private else np.zeros_like(step)
+    change = float(np.linalg.norm(step)) / max(1.0, float(np.linalg.norm(theta)))
+    moving = bool(np.max(z) > Z_STEP) if private else change > TOL_IRLS
+    noisy = bool(fit_info.get("capped_by_noise", False))
+    moving = (moving or bool(fit_info["capped"])) and not noisy
+    status = "noise-dominated" if noisy else "not converged" if moving else "converged"
+    info = {"status": status, "n_iter": int(rounds), "change": change,
+            "step_z": float(np.max(z)) if private else math.nan,
+            "basis": ("the last Newton step against the noise it carries (costs no privacy)" if private
+                      else "exact (no noise)"),
+            "advice": ("a Newton step hit the step limit (radius) with noise of about its size: the noise drowns "
+                       "the steps; raise mu or the rows per client" if noisy else
+                       "" if not moving else (f"the last Newton step moved a coefficient {float(np.max(z)):.3g} sds "
+                                              "of its noise (or hit the step limit): raise the rounds "
+                                              "(method_settings={'T': ...}) or the radius"))}
     return info
 
 
@@ -366,12 +428,30 @@ def warn(info: dict, method: str, stacklevel: int = 3) -> None:
         warnings.warn(f"{method}: {info['status']} (fit_info_): {info['advice']}", kind, stacklevel=stacklevel)
 
 
-def judge_noise(info: dict, theta: np.ndarray, se: np.ndarray, *, mu: float) -> dict:
-    """Add the privacy noise's standard errors to ``info`` and judge them (in place).
 
-    Sets ``noise_se`` (d, k) and its RMS ``noise_rmse``. Above `NOISE_RATIO` times the
-    estimate's RMS the status becomes ``noise-dominated`` (an ``unstable`` fit stays so) and
-    the advice names the mu that would do (the noise is proportional to 1/mu).
+def swamped(theta: np.ndarray, se_noise: np.ndarray, se_sampling: np.ndarray) -> np.ndarray:
+    """Coefficients the noise swamps: noise sd above both the coefficient's size and twice its
+    sampling sd (the interval is then mostly noise around a value it cannot tell from 0), same shape.
+
+    Parameters
+    ----------
+    theta, se_noise, se_sampling : ndarray of shape (d, k)
+        The coefficients, their noise sds and their sampling sds.
+    """
+    return np.asarray(se_noise) > np.maximum(np.abs(theta), 2.0 * np.asarray(se_sampling))
+
+
+def judge_noise(info: dict, theta: np.ndarray, se: np.ndarray, *, mu: float, se_sampling: np.ndarray | None = None,
+                intercept: bool = True) -> dict:
+    """Add the privacy noise's standard errors to ``info`` and judge them coefficient by coefficient (in place).
+
+    Sets ``noise_se`` (d, k), its RMS ``noise_rmse`` and ``noise_swamped`` (d, k), the coefficients
+    `swamped` by the noise (against their own size, so a large intercept cannot hide useless
+    slopes; without ``se_sampling``, a noise sd above `NOISE_RATIO` times the coefficient). When
+    every slope is swamped the status becomes ``noise-dominated`` (an ``unstable`` or ``not
+    converged`` fit stays so) and the advice names the mu that would do (the noise is
+    proportional to 1/mu); when only some are, ``noise_advice`` names them (no warning: the fit is
+    useful for the others, and `summary` withholds the swamped ones' z, p and intervals).
 
     Parameters
     ----------
@@ -383,15 +463,25 @@ def judge_noise(info: dict, theta: np.ndarray, se: np.ndarray, *, mu: float) -> 
         The noise sds.
     mu : float
         The fit's mu.
+    se_sampling : ndarray of shape (d, k) or None
+        The sampling sds (`fedgdp.api.inference`), when known.
+    intercept : bool
+        Whether row 0 is the intercept (not counted among the slopes).
     """
+    se = np.asarray(se, float)
     rmse = float(np.sqrt(np.mean(se ** 2)))
     theta = np.asarray(theta, float)
     if theta.shape[1] > 1:          # softmax: centred across the classes, as noise_se is
         theta = theta - theta.mean(axis=1, keepdims=True)
-    scale = float(np.sqrt(np.mean(theta ** 2)))
-    info["noise_se"] = np.asarray(se, float)
+    mask = (swamped(theta, se, se_sampling) if se_sampling is not None
+            else se > NOISE_RATIO * np.abs(theta))
+    info["noise_se"] = se
     info["noise_rmse"] = rmse
-    if rmse > NOISE_RATIO * scale and info["status"] != "unstable":
+    info["noise_swamped"] = mask
+    slopes = mask[1:] if intercept and len(mask) > 1 else mask
+    scale = float(np.sqrt(np.mean(theta ** 2)))
+    overall = rmse > NOISE_RATIO * scale            # the noise against the estimate as a whole
+    if overall and info["status"] == "converged":
         need = mu * rmse / (NOISE_RATIO * max(scale, 1e-300))
         info["status"] = "noise-dominated"
         info["advice"] = (f"the privacy noise (RMS {rmse:.3g} per coefficient, fit_info_['noise_se']) is comparable "
@@ -399,6 +489,18 @@ def judge_noise(info: dict, theta: np.ndarray, se: np.ndarray, *, mu: float) -> 
                           + (f"mu >= {need:.3g} would bring it to {NOISE_RATIO:g} of it, " if math.isfinite(need)
                              else "")
                           + "or more rows per client; fedgdp.forecast compares the methods")
+    if not mask.any():
+        return info
+    worst = float(np.max(se[mask] / np.maximum(np.abs(theta[mask]), 1e-300)))
+    need = mu * worst / NOISE_RATIO
+    what = (f"the privacy noise swamps {int(mask.sum())} of {mask.size} coefficients (fit_info_['noise_swamped']: "
+            f"noise sd above the coefficient and twice its sampling sd; up to {worst:.3g} times the coefficient): "
+            + (f"mu >= {need:.3g} would bring it to {NOISE_RATIO:g} of them, " if math.isfinite(need) else "")
+            + "or more rows per client")
+    if slopes.all() and info["status"] == "converged":
+        info["status"], info["advice"] = "noise-dominated", what
+    elif info["status"] == "converged":
+        info["noise_advice"] = what
     return info
 
 
@@ -412,6 +514,9 @@ def format_info(info: dict) -> str:
     """
     if "gtol" in info:          # NP-Pooled's ridge fit (Newton-CG): no iterates to read
         parts = [f"fit: {info['status']} (Newton-CG: gradient norm {info['grad_norm']:.3g}, gtol {info['gtol']:g})"]
+    elif "step_z" in info:      # FedIRLS: its last Newton step against its noise
+        parts = [f"fit: {info['status']} ({info['n_iter']} Newton rounds; {info['basis']}: last step "
+                 f"{info['step_z']:.3g} sds of its noise at most, change {info['change']:.3g})"]
     else:
         parts = [f"fit: {info['status']} ({info['n_iter']} steps; noiseless part: gradient norm "
                  f"{info['grad_norm']:.3g}, change over the last steps {info['change']:.3g}, noise alone "

@@ -64,7 +64,21 @@ from .checks import (
     _public_codes,
 )
 from .diagnostics import ConvergenceWarning, NoiseDominatedWarning
-from .forecast import CANDIDATES, CLIP_RULE, NOISE_LIMIT, forecast, noise_se, poisson_default_steps, public_clip
+from .forecast import (
+    CANDIDATES,
+    CLIP_RULE,
+    IRLS,
+    IRLS_CURVATURE_NOISE,
+    IRLS_DEFAULT,
+    IRLS_FAMILIES,
+    NOISE_LIMIT,
+    NOISE_SE_METHODS,
+    forecast,
+    irls_curvature_noise,
+    noise_se,
+    poisson_default_steps,
+    public_clip,
+)
 from .report import FIT_SCOPE, REFUSAL_RULE, PrivacyReport
 from .routing import ClientsRouting, SingleClientWarning, client_labels, refuse_metadata
 
@@ -500,6 +514,9 @@ class FederatedGLM(ClientsRouting):
         order = [np.flatnonzero(index == i) for i in range(len(labels))]
         # public inputs only (the client column, the dimension, the settings): the method and the forecast
         sizes, d = np.array([len(r) for r in order], dtype=np.int64), X.shape[1] + bool(self.fit_intercept)
+        if X.shape[0] < d * model.k:           # before any release: the counts are the caller's own
+            raise ValueError(f"too few rows: {X.shape[0]} row(s) for {d * model.k} coefficients (n_samples="
+                             f"{X.shape[0]} < {d * model.k}); a model needs at least one row per coefficient")
         share = inference_.check_share(self.inference_share)
         mu_est, mu_inf = inference_.split_mu(p["mu"][0], share, d, model.k)   # one total mu (api/inference)
         self.method_, bound = self._choose_method(sizes, X.shape[1], model.k, mu_est)
@@ -512,7 +529,8 @@ class FederatedGLM(ClientsRouting):
                                  f"(n_samples={len(rows)}); method "
                                  f"{self.method_} needs at least {need} rows per client (its two halves)")
         self._warn_forecast(p, sizes, X.shape[1], model.k)
-        scaled = not diagnostics.check_scale(X)
+        self.scale_warned_ = diagnostics.check_scale(X)
+        scaled = not self.scale_warned_
         charged = budgets.charge(self, p["mu"][0], X, y, groups)    # or refused: before any release
         # fresh entropy per fit unless a seed is given (module docstring, Randomness)
         root = np.random.SeedSequence() if self.random_state is None else self.random_state
@@ -531,7 +549,8 @@ class FederatedGLM(ClientsRouting):
                           f"reached q, and B is the largest over clients, so the noise is that large; use the public "
                           f"default (clip=None: {CLIP_RULE}) or a public bound", diagnostics.ClipWarning,
                           stacklevel=2)
-        self._default_steps(p, D.shape[1], B if privacy.clips(mu) else math.inf, Xc, Yc, model)
+        if self.method_ != IRLS:
+            self._default_steps(p, D.shape[1], B if privacy.clips(mu) else math.inf, Xc, Yc, model)
         fd = FoldData(model, Xc, Yc, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"],
                       clip=p["clip"])
         noise = estimator_rng(root, meth.noise_stream) if fd.private else None
@@ -541,6 +560,7 @@ class FederatedGLM(ClientsRouting):
             fit = meth.fit_many([fd], meth.settings(p["method_settings"][self.method_]), [noise])[0]
         theta = np.asarray(fit.theta, float)
         diagnostics.check_finite(theta, self.method_, p["method_settings"][self.method_], private=fd.private)
+        self.noise_cov_ = fit.info.get("noise_cov") if fd.private else None
         info = self._fit_info(fd, fit, p, meth, model)
         if (privacy.adds_noise(mu) and not mu_inf) or d * model.k > inference_.MAX_DIM:   # no release: public
             self.inference_, spent = inference_.public_moments(self.family, theta, sizes, fd.bound), None
@@ -559,8 +579,11 @@ class FederatedGLM(ClientsRouting):
                                       labels, self._label_ledger(inference_.merge_ledgers(fit.ledger, spent), fd),
                                       noise_secret=self.random_state is None,
                                       label_domain=self._label_domain_mode())
-        if fd.private and self.method_ in CANDIDATES + ("fednewton_certified",):   # the noise's own diagnosis
-            diagnostics.judge_noise(info, theta, noise_se(self), mu=mu)
+        if fd.private and self.method_ in NOISE_SE_METHODS:   # the noise's own diagnosis, coefficient by coefficient
+            se_s = np.sqrt(np.maximum(np.diag(inference_.covariance(self.inference_, method=self.method_,
+                                                                      settings=p)), 0.0))
+            diagnostics.judge_noise(info, theta, noise_se(self), mu=mu, se_sampling=se_s.reshape(-1, theta.shape[1])
+                                    if theta.shape[1] == 1 else None, intercept=bool(self.fit_intercept))
             # the clip's bias: the data holder's own check of their rows (no release, not in fit_info_)
             diagnostics.check_clip_bias(model, D, Y, theta, float(fd.bound), info["noise_rmse"], info["status"],
                                         scaled)
@@ -593,6 +616,17 @@ class FederatedGLM(ClientsRouting):
         and, when ``clip`` is None, the public rule's bound (`fedgdp.api.forecast.forecast`,
         from public inputs only; None: the rule without the sizes)."""
         auto = self.method == "auto"
+        d = p + bool(self.fit_intercept)
+        irls_auto = auto and self.family in IRLS_DEFAULT and \
+            irls_curvature_noise(self.family, sizes, d, mu) <= IRLS_CURVATURE_NOISE
+        if irls_auto or self.method == IRLS:     # FedIRLS: its own public clip
+            if self.family not in IRLS_FAMILIES:
+                raise ValueError(f"method 'fedirls' fits one-output families ({', '.join(IRLS_FAMILIES)}), got "
+                                 f"family={self.family!r}")
+            if self.clip is not None:
+                return IRLS, None
+            table = forecast(self.family, sizes, p, mu, IRLS, **self._forecast_settings(k))
+            return IRLS, float(table["clip_bound"].iloc[0])
         if not auto and (self.clip is not None or self.method not in CANDIDATES + ("fednewton_certified",)):
             return self.method, None
         try:
@@ -612,7 +646,8 @@ class FederatedGLM(ClientsRouting):
             clip = self.clip.get("value")
         out = {"clip": clip, "privacy_mode": self.privacy_mode, "tau1": self.tau1,
                "hessian_clip": self.hessian_clip, "newton": self.newton, "fit_intercept": bool(self.fit_intercept),
-               "n_classes": k if self.family == "multinomial" else None}
+               "n_classes": k if self.family == "multinomial" else None,
+               "inference_share": 0.0}          # mu is the estimation's already (api/inference.split_mu)
         if with_method:
             out["method_settings"] = self.method_settings
         return out
@@ -624,12 +659,12 @@ class FederatedGLM(ClientsRouting):
         client grows by one factor, where it is small, and faster where it bends the curvature:
         the mu named suffices, and is the smallest where the noise is small)."""
         mu = p["mu"][0]
-        if not privacy.adds_noise(mu) or p["clip"]["rule"] != "fixed" or self.method_ not in \
-                CANDIDATES + ("fednewton_certified",):
+        if not privacy.adds_noise(mu) or p["clip"]["rule"] != "fixed" or self.method_ not in NOISE_SE_METHODS:
             return
         try:
             row = forecast(self.family, sizes, n_features, mu, self.method_,
-                           **{**self._forecast_settings(k), "clip": p["clip"]["value"]}).iloc[0]
+                           **{**self._forecast_settings(k), "clip": p["clip"]["value"],
+                              "inference_share": inference_.check_share(self.inference_share)}).iloc[0]
         except ValueError:           # steps whose noise overflows: the fit's own refusal follows, naming them
             return
         rmse = float(row["noise_rmse"])
@@ -650,6 +685,9 @@ class FederatedGLM(ClientsRouting):
         from ..realdata.solvers import ridge_fit, ridge_grad_norm
 
         s = p["method_settings"][self.method_]
+        if self.method_ == IRLS:
+            return diagnostics.diagnose_irls(fit.info, np.asarray(fit.theta, float), private=fd.private,
+                                             rounds=int(fit.info.get("rounds", s["T"])))
         if "ridge" in s:           # the pooled ridge fit: Newton-CG, its stopping rule ||grad|| <= gtol checked
             ridge, gtol, maxiter = float(s["ridge"]), float(s["gtol"]), int(s["maxiter"])
             norm = ridge_grad_norm(model, product_design(list(fd.X)), np.vstack(fd.Y), np.asarray(fit.theta, float),
@@ -668,7 +706,8 @@ class FederatedGLM(ClientsRouting):
             reference = ridge_fit(model, product_design(list(fd.X)), np.vstack(fd.Y), ridge=ref["ridge"],
                                   maxiter=ref["maxiter"], gtol=ref["gtol"])
         return diagnostics.diagnose(fd.trace, theta=np.asarray(fit.theta, float), weights=fd.weights,
-                                    ledger=fit.ledger, newton=bool(meth.tags.solves_newton), reference=reference)
+                                    ledger=fit.ledger, newton=bool(meth.tags.solves_newton), reference=reference,
+                                    settings=meth.setting_names())
 
     def _targets(self, y: np.ndarray):
         """Responses Y (n, k) and the model of the family; sets ``classes_``."""
@@ -873,7 +912,7 @@ class FederatedGLM(ClientsRouting):
         return self.classes_[np.argmax(S, axis=1)]
 
     # ------------------------------------------------------------ inference (api/inference)
-    def summary(self, alpha: float = 0.05, cov_type: str = "model"):
+    def summary(self, alpha: float = 0.05, cov_type: str = "model", withheld: str = "hide"):
         """Coefficients with standard errors, z, p and intervals (`fedgdp.api.inference`).
 
         Parameters
@@ -883,25 +922,31 @@ class FederatedGLM(ClientsRouting):
         cov_type : {"model", "robust"}, default="model"
             ``se_sampling`` from the inverse information ``H^-1`` (statsmodels' default) or
             the sandwich ``H^-1 S H^-1`` (statsmodels' ``HC0``).
+        withheld : {"hide", "show"}, default="hide"
+            ``hide``: z, p and the interval are NaN for a coefficient the fit cannot back
+            (not converged, features not standardised, noise that swamps it; the ``note``
+            column and the header say why); ``show``: printed anyway, the note kept.
 
         Returns
         -------
         pandas.DataFrame
             One row per coefficient (intercept first; for multinomial a block per class,
             centred across the classes): ``coef``, ``se``, ``z``, ``p``, ``ci_low``,
-            ``ci_high``, ``se_sampling``, ``se_noise``; printed under a header (family,
-            method, m, N, mu spent and inference's share, guarantee, noise secret).
+            ``ci_high``, ``se_sampling``, ``se_noise``, ``note``; printed under a header (family,
+            method, m, N, mu spent and inference's share, guarantee, noise secret, what is withheld).
         """
         self._check_fitted()
-        return inference_.summary(self, alpha, cov_type)
+        return inference_.summary(self, alpha, cov_type, withheld)
 
-    def conf_int(self, alpha: float = 0.05, cov_type: str = "model"):
+    def conf_int(self, alpha: float = 0.05, cov_type: str = "model", withheld: str = "hide"):
         """The ``1 - alpha`` confidence intervals of `summary` alone.
 
         Parameters
         ----------
         alpha : float, default=0.05
         cov_type : {"model", "robust"}, default="model"
+        withheld : {"hide", "show"}, default="hide"
+            As in `summary`.
 
         Returns
         -------
@@ -909,7 +954,7 @@ class FederatedGLM(ClientsRouting):
             Columns ``ci_low``, ``ci_high``; `summary`'s rows.
         """
         self._check_fitted()
-        return inference_.conf_int(self, alpha, cov_type)
+        return inference_.conf_int(self, alpha, cov_type, withheld)
 
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy (classifiers) or the fraction of Poisson deviance explained, D^2 (Poisson).

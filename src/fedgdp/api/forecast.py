@@ -65,13 +65,31 @@ import numpy as np
 from ..core import privacy
 from ..methods.settings import MethodSettings
 
-__all__ = ["forecast", "noise_se", "noise_variances", "propagate", "response", "Response", "public_clip", "curvature",
+__all__ = ["IRLS", "IRLS_FAMILIES", "IRLS_DEFAULT", "IRLS_CURVATURE_NOISE", "irls_curvature_noise",
+           "IRLS_CLIP", "NOISE_SE_METHODS", "irls_clip", "forecast", "noise_se",
+           "noise_variances", "propagate", "response", "Response", "public_clip", "curvature",
            "poisson_default_steps",
            "CANDIDATES", "NOISE_LIMIT", "CLIP_RULE", "CLIP_NOISE_TARGET", "CLIP_DOUBLINGS",
            "SETTINGS"]
 
 #: The private methods ``method="auto"`` chooses among (fednewton_certified is fednewton in mode certified)
 CANDIDATES = ("fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold")
+
+#: FedIRLS, whose noiseless iteration reaches the MLE (docs/default-estimator.md): what ``method="auto"``
+#: fits for the families of `IRLS_DEFAULT`; it fits every family of `IRLS_FAMILIES` when named
+IRLS = "fedirls"
+IRLS_FAMILIES = ("logistic", "poisson")
+#: Poisson is not among them: a count's curvature has no public bound, and on overdispersed counts the clipped
+#: curvature misleads the Newton steps (docs/default-estimator.md, "Limits")
+IRLS_DEFAULT = ("logistic",)
+#: FedIRLS's default gradient clip is this multiple of `public_clip`'s (without the Poisson doublings): on the
+#: whitened design few rows reach it, so the clip moves the estimate little (docs/real-data.md)
+IRLS_CLIP = 1.5
+#: ``method="auto"`` fits FedIRLS only where its curvature's forecast noise (`irls_curvature_noise`) is at most
+#: this share of the curvature at 0: beyond it the Newton steps follow the noise (small clients, many features)
+IRLS_CURVATURE_NOISE = 0.5
+#: The methods whose fits report their noise's standard errors (``fit_info_["noise_se"]``)
+NOISE_SE_METHODS = CANDIDATES + ("fednewton_certified", IRLS)
 
 #: A forecast ``noise_rmse`` above this (on standardised features) drowns a coefficient of size 1/2,
 #: about the largest effect standardised features usually carry: the fit warns before reading data
@@ -95,10 +113,10 @@ CLIP_DOUBLINGS = 2
 
 #: The settings `forecast` takes (FederatedGLM's parameters of the same names)
 SETTINGS = ("n_classes", "clip", "privacy_mode", "tau1", "hessian_clip", "method_settings", "newton",
-            "fit_intercept")
+            "fit_intercept", "inference_share")
 
 #: Ties (always at mu = inf, where no method adds noise) go to the fewest rounds, then this order
-_PREFER = ("fednewton", "fednewton_certified", "fedhybrid", "fedsgd", "fedavg", "dp_scaffold")
+_PREFER = ("fedirls", "fednewton", "fednewton_certified", "fedhybrid", "fedsgd", "fedavg", "dp_scaffold")
 _FAMILIES = ("logistic", "multinomial", "poisson")
 _DRAWS = 512                 # public draws of z for the curvature at an estimate
 _DRAW_SEED = 20240046        # a fixed public seed: the draws depend on no record
@@ -131,6 +149,81 @@ def public_clip(family: str, d: int, noise=None) -> float:
             break
         B *= 2.0
     return B
+
+
+def irls_clip(family: str, d: int) -> float:
+    """FedIRLS's default public clip, `IRLS_CLIP` times `public_clip` without doublings.
+
+    Parameters
+    ----------
+    family : {"logistic", "poisson"}
+    d : int
+        Design columns.
+    """
+    return IRLS_CLIP * public_clip(family, d)
+
+
+def irls_noise(family: str, sizes: np.ndarray, mu: float, B: float, T: int) -> float:
+    """FedIRLS's forecast noise sd per coefficient on standardised features: its last gradient's noise
+    through the curvature at theta = 0, ``sqrt(sum_i w_i^2 sigma_i^2) / W_0`` (``sigma_i = 2 B / (n_i mu
+    sqrt(s_T))``, ``s_T`` the last gradient's share, `fedgdp.core.privacy.irls_shares`). Where the signal
+    flattens the curvature (a logistic linear predictor of sd 2: about half of ``W_0``) the noise is larger.
+
+    Parameters
+    ----------
+    family : {"logistic", "poisson"}
+    sizes : ndarray of shape (m,)
+    mu : float
+        The estimation's mu.
+    B : float
+        FedIRLS's gradient clip.
+    T : int
+        Its Newton rounds.
+    """
+    from ..methods import fedirls
+
+    n = np.asarray(sizes, float)
+    w = n / n.sum()
+    share = float(privacy.irls_shares(int(T))[1][-1])
+    sd = 2.0 * B / (n * mu * math.sqrt(share))
+    return float(np.sqrt(np.sum((w * sd) ** 2))) / fedirls.curvature_at_zero(_irls_model(family))
+
+
+def _irls_model(family: str):
+    """The one-output model of ``family`` (logistic or Poisson)."""
+    from ..core.glm import POISSON, matrix_model
+
+    return matrix_model("binary") if family == "logistic" else POISSON
+
+
+def irls_curvature_noise(family: str, sizes: np.ndarray, d: int, mu: float, T: int = 5) -> float:
+    """The forecast operator norm of the noise in FedIRLS's last released curvature, over ``W_0``:
+    ``2 sqrt(d) sqrt(sum_i w_i^2 sigma_i^2) / W_0`` with ``sigma_i = sqrt(2) H_c / (n_i mu sqrt(s))``,
+    ``s`` the last curvature's share (public inputs only). Above `IRLS_CURVATURE_NOISE` the curvature
+    is mostly noise and ``method="auto"`` fits the paper's methods instead.
+
+    Parameters
+    ----------
+    family : {"logistic", "poisson"}
+    sizes : ndarray of shape (m,)
+    d : int
+        Design columns.
+    mu : float
+        The estimation's mu.
+    T : int
+        FedIRLS's rounds.
+    """
+    if not privacy.adds_noise(mu) or T < 3:
+        return 0.0
+    from ..methods import fedirls
+
+    n = np.asarray(sizes, float)
+    w = n / n.sum()
+    model = _irls_model(family)
+    w0, Hc = fedirls.curvature_at_zero(model), fedirls.hessian_bound(model, d)
+    share = float(privacy.irls_shares(int(T))[2][-1])
+    sd = math.sqrt(2.0) * Hc / (n * mu * math.sqrt(share))
+    return 2.0 * math.sqrt(d) * float(np.sqrt(np.sum((w * sd) ** 2))) / w0
 
 
 def poisson_default_steps(s: dict, given: dict, d: int, B: float) -> None:
@@ -477,7 +570,7 @@ def _settings(family, mu, settings: dict) -> dict:
         raise ValueError(f"family must be one of {', '.join(_FAMILIES)}, got family={family!r}")
     out = {"n_classes": None, "clip": None, "privacy_mode": "certified", "tau1": 0.5,
            "hessian_clip": privacy.HESSIAN_CLIP, "method_settings": None, "newton": None, "fit_intercept": True,
-           **settings}
+           "inference_share": 0.1, **settings}
     k = out["n_classes"]
     if family == "multinomial":
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
@@ -503,7 +596,7 @@ def _resolve(name: str, family: str, mu: float, d: int, B: float, o: dict) -> di
     if o["newton"] is not None:
         over["newton"] = o["newton"]
     p = resolve(over)
-    if family == "poisson":
+    if family == "poisson" and name != IRLS:
         poisson_default_steps(p["method_settings"][name], given, d, B)
     return p
 
@@ -538,6 +631,8 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
     """
     if not math.isfinite(mu):
         return np.zeros((d, k))
+    if name == IRLS:
+        return np.full((d, k), irls_noise(family, sizes, mu, B, p["method_settings"][name]["T"]))
     mode = p["privacy"]["mode"]
     data = _PublicData(sizes, B, p["tau1"], p["privacy"], p["newton"], clip=p["clip"])
     from ..realdata import get_method
@@ -582,6 +677,8 @@ def noise_se(est) -> np.ndarray:
     """
     name = est.privacy_.method
     theta = est.theta_
+    if getattr(est, "noise_cov_", None) is not None:          # FedIRLS: its own final step's covariance
+        return np.sqrt(np.maximum(np.diag(est.noise_cov_), 0.0)).reshape(theta.shape)
     return method_noise(name, est.family, np.asarray(est.client_sizes_), theta.shape[0], theta.shape[1],
                         getattr(est, "estimation_mu_", est.privacy_.mu), est.settings_, est.clip_bound_, theta,
                         bool(getattr(est, "fit_intercept", True)))
@@ -637,10 +734,18 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
     mu = privacy.parse_mu(mu)
     d = int(n_features) + (1 if o["fit_intercept"] else 0)
     k = int(o["n_classes"]) if family == "multinomial" else 1
-    names = list(CANDIDATES) if method is None else [method]
-    if method is not None and method not in (*CANDIDATES, "fednewton_certified"):
-        raise ValueError(f"no noise forecast for method {method!r}; choose from "
-                         f"{', '.join((*CANDIDATES, 'fednewton_certified'))}")
+    known = (*CANDIDATES, "fednewton_certified") + ((IRLS,) if family in IRLS_FAMILIES else ())
+    irls_auto = family in IRLS_DEFAULT and irls_curvature_noise(family, sizes, d, mu) <= IRLS_CURVATURE_NOISE
+    auto = [n for n in known if n != "fednewton_certified" and (n != IRLS or irls_auto)]
+    names = auto if method is None else [method]
+    if method is not None and method not in known:
+        raise ValueError(f"no noise forecast for method {method!r} of family {family!r}; choose from "
+                         f"{', '.join(known)}")
+    share = float(o["inference_share"])
+    if not 0 <= share < 1:
+        raise ValueError(f"inference_share must be in [0, 1), got inference_share={share!r}")
+    if privacy.adds_noise(mu) and share > 0 and d * k <= 400:      # the estimate's part of mu (api/inference)
+        mu = mu * math.sqrt(1.0 - share)
     if method is not None and get_method(method).tags.halves and sizes.min() < 2:
         raise ValueError(f"method {method} needs at least 2 rows per client (its two halves), got sizes "
                          f"down to {sizes.min()}")
@@ -650,16 +755,18 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
     def table(B: float) -> list[dict]:           # each method's row at bound B
         rows = []
         for name in names:
-            p = _resolve(name, family, mu, d, B, o)
-            sd = method_noise(name, family, sizes, d, k, mu, p, B, intercept=bool(o["fit_intercept"]))
+            Bm = B if name != IRLS else float(o["clip"]) if o["clip"] is not None else irls_clip(family, d)
+            p = _resolve(name, family, mu, d, Bm, o)
+            sd = method_noise(name, family, sizes, d, k, mu, p, Bm, intercept=bool(o["fit_intercept"]))
             meth = get_method(name)
             s = meth.settings(p["method_settings"][name])
             _check_finite(name, sd, s)
-            comm = comm_counts(meth.rounds(s), len(sizes), d * k, meth.tags.per_round)
+            comm = (meth.comm(s, len(sizes), d * k) if name == IRLS
+                    else comm_counts(meth.rounds(s), len(sizes), d * k, meth.tags.per_round))
             rows.append({"method": name, "noise_rmse": float(np.sqrt(np.mean(sd ** 2))),
                          "noise_max": float(sd.max()), "rounds": comm["rounds"], "floats_up": comm["floats_up"],
                          "floats_down": comm["floats_down"], "floats_sent": comm["floats_up"] + comm["floats_down"],
-                         "clip_bound": B})
+                         "clip_bound": Bm})
         return rows
 
     least = (lambda b: min(r["noise_rmse"] for r in table(b))) if privacy.adds_noise(mu) else None
@@ -667,7 +774,8 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
     df = pd.DataFrame(table(B))
     df["_prefer"] = [_PREFER.index(n) if n in _PREFER else len(_PREFER) for n in df["method"]]
     key = ["noise_rmse", "rounds", "_prefer"] if math.isfinite(mu) else ["rounds", "_prefer"]
-    best = df.sort_values(key, kind="stable").iloc[0]["method"]
+    # FedIRLS reaches the MLE; the others stop where their fixed steps do (the noise is not their whole error)
+    best = IRLS if IRLS in names and irls_auto else df.sort_values(key, kind="stable").iloc[0]["method"]
     df = df.drop(columns="_prefer")
     df["recommended"] = df["method"] == best
     df.attrs["recommended"] = best

@@ -40,6 +40,8 @@ __all__ = ["DEFAULT_SHARE", "MAX_DIM", "STAGES", "COV_TYPES", "Moments", "check_
 DEFAULT_SHARE = 0.1
 #: The most coefficients (d k) whose moments are released: above it no release is made (a public rule)
 MAX_DIM = 400
+#: ``withheld``: z, p and intervals the fit cannot back are NaN (``hide``) or printed anyway (``show``)
+WITHHELD = ("hide", "show")
 #: ``cov_type``: inverse information (statsmodels' default) or the HC0 sandwich
 COV_TYPES = ("model", "robust")
 #: Said by every private summary (the estimate's clipping bias is not in the intervals)
@@ -309,7 +311,7 @@ def _terms(est) -> list[str]:
 
 def _se(est, cov_type: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(coef (d, k), se_sampling (d, k), se_noise (d, k)); softmax centred across the classes."""
-    from .forecast import CANDIDATES
+    from .forecast import NOISE_SE_METHODS
 
     mom = est.inference_
     V = covariance(mom, cov_type=cov_type, method=est.method_, settings=est.settings_)
@@ -317,25 +319,57 @@ def _se(est, cov_type: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if theta.shape[1] > 1:
         theta = theta - theta.mean(axis=1, keepdims=True)
     se_s = np.sqrt(np.maximum(np.diag(V), 0.0)).reshape(theta.shape)
-    if privacy.adds_noise(est.privacy_.mu) and est.method_ in CANDIDATES + ("fednewton_certified",):
+    if privacy.adds_noise(est.privacy_.mu) and est.method_ in NOISE_SE_METHODS:
         se_n = np.asarray(est.fit_info_["noise_se"], float).reshape(theta.shape)
     else:
         se_n = np.zeros_like(theta)
     return theta, se_s, se_n
 
 
-def _frame(est, alpha: float, cov_type: str):
+def withheld_notes(est, theta: np.ndarray, se_s: np.ndarray, se_n: np.ndarray) -> np.ndarray:
+    """Why each coefficient's z, p and interval are withheld ("" where they are not), shape of ``theta``:
+    the fit has not converged (``fit_info_["status"]``), the features failed the scale check (the
+    data holder's own check, `fedgdp.api.diagnostics.check_scale`), or the noise swamps the
+    coefficient (`fedgdp.api.diagnostics.swamped`).
+
+    Parameters
+    ----------
+    est : FederatedGLM
+        A fitted estimator.
+    theta, se_s, se_n : ndarray of shape (d, k)
+        The coefficients, their sampling sds and their noise sds.
+    """
+    from .diagnostics import swamped
+
+    status = getattr(est, "fit_info_", {}).get("status", "converged")
+    every = ([f"fit {status}"] if status != "converged" else []) + \
+        (["features not standardised"] if getattr(est, "scale_warned_", False) and privacy.adds_noise(est.privacy_.mu)
+         else [])           # the private defaults (clip, steps, noise) assume standardised features; mu = inf not
+    swamp = swamped(theta, se_n, se_s)
+    notes = np.empty(theta.shape, dtype=object)
+    for idx in np.ndindex(theta.shape):
+        notes[idx] = "; ".join(every + (["noise swamps it"] if swamp[idx] else []))
+    return notes
+
+
+def _frame(est, alpha: float, cov_type: str, withheld: str = "hide"):
     import pandas as pd
     from scipy.stats import norm
 
     alpha = float(number(0, 1)("alpha", alpha))
+    if withheld not in WITHHELD:
+        raise ValueError(f"withheld must be one of {', '.join(WITHHELD)}, got withheld={withheld!r}")
     theta, se_s, se_n = _se(est, cov_type)
     se = np.sqrt(se_s ** 2 + se_n ** 2)
     q = float(norm.ppf(1.0 - alpha / 2.0))
     with np.errstate(divide="ignore", invalid="ignore"):
         z = theta / se
-    cols = {"coef": theta, "se": se, "z": z, "p": 2.0 * norm.sf(np.abs(z)), "ci_low": theta - q * se,
-            "ci_high": theta + q * se, "se_sampling": se_s, "se_noise": se_n}
+    notes = withheld_notes(est, theta, se_s, se_n)
+    hide = (notes != "") if withheld == "hide" else np.zeros(theta.shape, bool)
+    nan = np.where(hide, np.nan, 1.0)
+    cols = {"coef": theta, "se": se, "z": z * nan, "p": 2.0 * norm.sf(np.abs(z)) * nan,
+            "ci_low": (theta - q * se) * nan, "ci_high": (theta + q * se) * nan, "se_sampling": se_s,
+            "se_noise": se_n, "note": notes}
     terms = _terms(est)
     if est.family == "multinomial":
         classes = [c.item() if hasattr(c, "item") else c for c in est.classes_]
@@ -392,7 +426,7 @@ def _header(est, alpha: float, cov_type: str) -> str:
     return "\n".join(lines)
 
 
-def summary(est, alpha: float = 0.05, cov_type: str = "model"):
+def summary(est, alpha: float = 0.05, cov_type: str = "model", withheld: str = "hide"):
     """`FederatedGLM.summary` (module docstring).
 
     Parameters
@@ -403,12 +437,24 @@ def summary(est, alpha: float = 0.05, cov_type: str = "model"):
         The intervals' level is ``1 - alpha``.
     cov_type : {"model", "robust"}, default="model"
     """
-    out = summary_class()(_frame(est, alpha, cov_type))
-    out.header = _header(est, alpha, cov_type)
+    frame = _frame(est, alpha, cov_type, withheld)
+    out = summary_class()(frame)
+    out.header = _header(est, alpha, cov_type) + _withheld_line(frame["note"], withheld)
     return out
 
 
-def conf_int(est, alpha: float = 0.05, cov_type: str = "model"):
+def _withheld_line(notes, withheld: str) -> str:
+    """The header's line naming the withheld coefficients and why ("" when none)."""
+    reasons = sorted({part for n in notes if n for part in str(n).split("; ")})
+    if not reasons:
+        return ""
+    count = int(sum(1 for n in notes if n))
+    verb = "withheld (NaN)" if withheld == "hide" else "printed anyway (withheld='show')"
+    return (f"\nWITHHELD: z, p and interval of {count} of {len(notes)} coefficient(s) {verb}: {'; '.join(reasons)} "
+            "(the note column; summary(withheld='show') prints them)")
+
+
+def conf_int(est, alpha: float = 0.05, cov_type: str = "model", withheld: str = "hide"):
     """`FederatedGLM.conf_int`: the ``ci_low`` and ``ci_high`` columns of the summary.
 
     Parameters
@@ -417,7 +463,7 @@ def conf_int(est, alpha: float = 0.05, cov_type: str = "model"):
     alpha : float, default=0.05
     cov_type : {"model", "robust"}, default="model"
     """
-    return _frame(est, alpha, cov_type)[["ci_low", "ci_high"]]
+    return _frame(est, alpha, cov_type, withheld)[["ci_low", "ci_high"]]
 
 
 def summary_records(s) -> dict:
@@ -431,7 +477,7 @@ def summary_records(s) -> dict:
     rows = []
     for key, row in s.iterrows():
         rec = {"class": key[0], "term": key[1]} if isinstance(key, tuple) else {"term": key}
-        rec.update({c: float(v) for c, v in row.items()})
+        rec.update({c: (v if c == "note" else float(v)) for c, v in row.items()})
         rows.append(rec)
     return {"header": s.header.split("\n"), "rows": rows}
 

@@ -246,10 +246,15 @@ def _real_client(task: str, n: int, rng):
 
 
 def _real_release(meth, kind: str, fd, s, Theta: np.ndarray, drift) -> np.ndarray:
+    from ..methods import fedirls as irls
     from ..realdata import local_descent
 
-    if kind == "gradient":
+    if kind == "gradient" or kind.startswith(f"{privacy.GRADIENT} (round"):   # FedIRLS's: on any public whitening
         return fd.gradient(0, Theta)
+    if kind == privacy.SECOND_MOMENTS:
+        return irls.client_second_moments(np.asarray(fd.X[0]), irls.moment_bound(fd.d))
+    if kind.startswith(f"{privacy.CURVATURE} (round"):
+        return irls.client_curvature(fd.model, Theta, np.asarray(fd.X[0]), irls.hessian_bound(fd.model, fd.d))
     if kind == privacy.LOCAL_STEP:
         return local_descent(fd, 0, Theta, K=1, eta=meth.local_step_size(s), sigma=0.0, rng=None,
                              drift=drift if meth.tags.drifts else None)

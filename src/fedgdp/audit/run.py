@@ -35,7 +35,7 @@ def default_targets() -> list[AuditTarget]:
                 out.append(AuditTarget("simulation", name, model, mode, TAU1[model]))
     for task in ("binary", "multiclass"):
         for name, meth in REAL.items():
-            if not meth.tags.private:
+            if not meth.tags.private or (meth.tags.single_output and task != "binary"):
                 continue
             for mode in meth.privacy_modes():
                 for solver in (("cg", "ridge", "floor") if meth.tags.solves_newton else ("cg",)):

@@ -10,6 +10,8 @@ Methods (paper section 3, docs/methods.md §2-5), one class each, all in `REGIST
   step; certified in privacy mode ``certified``. ``fednewton_certified``: in every mode.
 - ``fednewton_iter`` Algorithm 5 (CNNs only): FedAvg rounds, each cycle ending in a
   private head-only Newton round.
+- ``fedirls``    private federated Newton on a privately whitened design (real data only;
+  `FederatedGLM`'s default for logistic and Poisson).
 - ``dp_scaffold`` SCAFFOLD (option II) with FedAvg's noise (real data only).
 - ``np_scaffold``, ``np_fedavg``, ``np_localfit``, ``np_pooled``: the non-private baselines.
 
@@ -33,6 +35,7 @@ from .base import (
 )
 from .fedavg import FedAvg
 from .fedhybrid import FedHybrid
+from .fedirls import FedIRLS
 from .fednewton import FedNewton, FedNewtonCertified
 from .fednewton_iter import FedNewtonIter
 from .fedsgd import FedSGD
@@ -41,6 +44,7 @@ from .registry import REGISTRY, RegistryView, get_method, registry
 from .scaffold import DPScaffold
 from .settings import (
     HybridSettings,
+    IRLSSettings,
     IterSettings,
     MethodSettings,
     RidgeSettings,
@@ -50,7 +54,8 @@ from .settings import (
 )
 
 __all__ = ["Backend", "Fit", "Method", "MethodTags", "FedSGD", "FedAvg", "FedHybrid", "FedNewton", "FedNewtonCertified",
-           "FedNewtonIter", "DPScaffold", "NonPrivate", "NPLocalFit", "NPPooled", "REGISTRY", "registry", "get_method",
+           "FedNewtonIter", "FedIRLS", "DPScaffold",
+           "NonPrivate", "NPLocalFit", "NPPooled", "REGISTRY", "registry", "get_method",
            "RegistryView", "PreDrawnNoise", "StreamNoise", "comm_counts", "MethodSettings", "StepSettings",
-           "RoundSettings", "HybridSettings", "ScaffoldSettings", "IterSettings", "RidgeSettings",
+           "RoundSettings", "HybridSettings", "ScaffoldSettings", "IterSettings", "IRLSSettings", "RidgeSettings",
            "check_finite_release", "SIMULATION", "REALDATA", "CNN", "BOTH", "GRADIENT_METHODS"]

@@ -14,7 +14,7 @@ parameters ``(b, P)``, per-client ``(b, m, P)``, noise sds ``(b, m)``; P is ``d`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -240,6 +240,8 @@ class Fit:
     floats_up: int
     floats_down: int
     local: bool = False
+    #: what a method reports beyond the estimate (FedIRLS: its noise covariance and last step)
+    info: dict = field(default_factory=dict)
 
     def client_theta(self, i: int) -> np.ndarray:
         """Client i's estimate (d, k): its own (``local``) or the global one.
@@ -304,6 +306,8 @@ class MethodTags:
     tested_release : str or None
         The release (a stage of its plan) whose worst pair the empirical distinguishing
         test (`fedgdp.commands.empirical`) runs the method on, its most sensitive one; None: untested.
+    single_output : bool
+        Fits one-output models only (logistic, Poisson; not softmax).
     certified_alternatives : str
         What to use instead where the method's plan has an uncertified release (the
         privacy-leak warning of `fedgdp.api.estimator.FederatedGLM`).
@@ -321,6 +325,7 @@ class MethodTags:
     theory_bound: str | None = None
     tested_release: str | None = None
     certified_alternatives: str = "privacy_mode='certified'"
+    single_output: bool = False
 
 
 class Method:

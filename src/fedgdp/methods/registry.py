@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from .base import CNN, REALDATA, SIMULATION, Method
 from .fedavg import FedAvg
 from .fedhybrid import FedHybrid
+from .fedirls import FedIRLS
 from .fednewton import FedNewton, FedNewtonCertified
 from .fednewton_iter import FedNewtonIter
 from .fedsgd import FedSGD
@@ -17,7 +18,7 @@ _SCAFFOLD, _FEDAVG = DPScaffold(), FedAvg()
 
 #: Every method, by name. A backend's methods: `registry`.
 REGISTRY: dict[str, Method] = {M.name: M for M in (
-    FedSGD(), _FEDAVG, FedHybrid(), FedNewton(), FedNewtonCertified(), FedNewtonIter(), _SCAFFOLD,
+    FedSGD(), _FEDAVG, FedHybrid(), FedNewton(), FedNewtonCertified(), FedNewtonIter(), _SCAFFOLD, FedIRLS(),
     NonPrivate(_SCAFFOLD, "np_scaffold", "NP-SCAFFOLD", "SCAFFOLD"),
     NonPrivate(_FEDAVG, "np_fedavg", "NP-FedAvg", "Algorithm 3, mu = inf"),
     NPLocalFit(), NPPooled())}

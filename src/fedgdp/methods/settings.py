@@ -103,3 +103,13 @@ class RidgeSettings(MethodSettings):
                            "on images); 0: the MLE, where it exists", parse=number(0, closed="low", keep=True))
     maxiter: int = setting(200, "Newton iterations", parse=_steps())
     gtol: float = setting(1.0e-8, "stop at ||gradient||_F <= gtol", parse=_POSITIVE)
+
+
+@dataclass(frozen=True)
+class IRLSSettings(MethodSettings):
+    """FedIRLS: T private Newton rounds on the privately whitened design, each step at most ``radius``."""
+
+    T: int = setting(5, "Newton rounds (each a clipped gradient; rounds 2..T-1 also a clipped curvature)",
+                     parse=_steps(2))
+    radius: float = setting(4.0, "the largest step, in the whitened coordinates (a linear predictor's sd per "
+                                 "unit)", parse=_POSITIVE)

@@ -125,6 +125,7 @@ PRESETS: dict[str, dict] = {
     "fedhybrid": {"K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5},
     "fednewton": {"K": 50, "eta": 0.5},
     "dp_scaffold": {"eta_g": 1.0},
+    "fedirls": {"T": 5, "radius": 4.0},
     "np_localfit": _RIDGE,
     "np_pooled": _RIDGE,
 }

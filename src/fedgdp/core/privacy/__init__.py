@@ -5,6 +5,7 @@ One module per responsibility (docs/ARCHITECTURE.md, `core/privacy`); every name
 """
 from .calibration import (
     CLIP_HISTOGRAM,
+    CURVATURE,
     GRADIENT,
     LOCAL_STEP,
     LOCAL_STEP_HALF1,
@@ -54,9 +55,12 @@ from .gdp import gdp_delta, gdp_epsilon, gdp_mu
 from .ledger import GUARANTEE, Ledger, Release
 from .plans import (
     NEWTON_ASSUMPTION,
+    SECOND_MOMENTS,
     calibrate_with_clip,
+    irls_shares,
     plan_fedavg,
     plan_fedhybrid,
+    plan_fedirls,
     plan_fednewton,
     plan_fednewton_iter,
     plan_fedsgd,
@@ -90,7 +94,8 @@ __all__ = [
     "Calibration",
     "calibrate", "calibrate_schedule", "NOISE_ULPS", "check_noise_resolves",
     "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
-    "plan_fednewton", "plan_fednewton_iter", "plan_clip_histogram",
+    "plan_fednewton", "plan_fednewton_iter",
+    "plan_fedirls", "irls_shares", "SECOND_MOMENTS", "CURVATURE", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share",
     "clip_unaccounted", "clip_rule", "Fixed", "Quantile", "PrivateQuantile", "gdp_delta", "gdp_epsilon", "gdp_mu",
 ]

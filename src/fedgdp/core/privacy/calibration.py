@@ -14,6 +14,7 @@ GRADIENT = "gradient"
 LOCAL_STEP = "local step"
 LOCAL_STEP_HALF1 = LOCAL_STEP + " (half 1)"
 NEWTON = "newton"
+CURVATURE = "curvature"
 CLIP_HISTOGRAM = "clip histogram"
 
 #: A release's noise sd must be at least this many ulps of its signal's largest value.

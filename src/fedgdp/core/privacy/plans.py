@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 from .calibration import (
+    CURVATURE,
     GRADIENT,
     LOCAL_STEP,
     LOCAL_STEP_HALF1,
@@ -128,6 +129,65 @@ def plan_fednewton_iter(*, B, n, eta, R, K, cycles, ridge, damping) -> tuple:
     half = Fraction(1, 2)
     return (ReleaseSpec(LOCAL_STEP, R * K, 2.0 * B * eta, n, half),
             ReleaseSpec(NEWTON, cycles, damping * B / ridge * (2.0 + B * B / ridge), n, half))
+
+
+#: The ledger's stage of FedIRLS's whitening release (`plan_fedirls`)
+SECOND_MOMENTS = "second moments"
+
+
+def irls_shares(T: int) -> tuple[Fraction, list[Fraction], list[Fraction]]:
+    """FedIRLS's public split of mu^2 (docs/methods.md §2, "FedIRLS"): 1/20 to the second
+    moments; rounds 1..T-1's gradients 1/5 together and rounds 2..T-1's curvatures 1/5
+    together, each in proportion to 1.5^t (later rounds, nearer the MLE, get more); the last
+    round's gradient, whose noise is the estimate's, the rest (11/20 at T >= 3).
+
+    Parameters
+    ----------
+    T : int
+        Newton rounds (>= 2).
+
+    Returns
+    -------
+    moments : Fraction
+    gradients : list of Fraction, length T
+    curvatures : list of Fraction, length T - 2 (rounds 2..T-1)
+    """
+    moments = Fraction(1, 20)
+    early = [Fraction(3, 2) ** t for t in range(T - 1)]
+    grads = [Fraction(1, 5) * w / sum(early) for w in early]
+    later = [Fraction(3, 2) ** t for t in range(1, T - 1)]
+    curvs = [Fraction(1, 5) * w / sum(later) for w in later] if later else []
+    final = 1 - moments - sum(grads, Fraction(0)) - sum(curvs, Fraction(0))
+    return moments, grads + [final], curvs
+
+
+def plan_fedirls(*, B, n, T, moment_bound, hessian_bound) -> tuple:
+    """FedIRLS: the second moments, T clipped gradients and T - 2 clipped curvatures per client
+    (`irls_shares`), every sensitivity for all inputs.
+
+    A mean of rows clipped to ``||x||^2 <= C`` moves by ``sqrt(2) C / n`` in Frobenius norm when
+    one record is replaced (``||a a' - b b'||_F^2 <= ||a||^4 + ||b||^4`` for the two records'
+    rank-one terms), and so does its upper triangle, the vector released; per-sample Hessians
+    clipped to operator norm ``H_c`` (rank one for one output) likewise give ``sqrt(2) H_c / n``;
+    a gradient clipped to B gives ``2 B / n``.
+
+    Parameters
+    ----------
+    B, n : float or ndarray
+        The gradient clip (on the whitened design) and the client sizes, broadcastable to (b, m).
+    T : int
+        Newton rounds.
+    moment_bound, hessian_bound : float
+        ``C`` (on ``||x||^2`` of the raw design) and ``H_c`` (on the whitened design).
+    """
+    mom, grads, curvs = irls_shares(T)
+    root2 = math.sqrt(2.0)
+    plan = [ReleaseSpec(SECOND_MOMENTS, 1, root2 * moment_bound, n, mom)]
+    for t, share in enumerate(grads, start=1):
+        plan.append(ReleaseSpec(f"{GRADIENT} (round {t})", 1, 2.0 * B, n, share))
+        if 2 <= t <= T - 1:
+            plan.append(ReleaseSpec(f"{CURVATURE} (round {t})", 1, root2 * hessian_bound, n, curvs[t - 2]))
+    return tuple(plan)
 
 
 def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:

@@ -1,0 +1,253 @@
+"""FedIRLS: private federated Newton (IRLS) on a privately whitened design, `FederatedGLM`'s logistic default,
+and its per-client releases (shared with the audit, `fedgdp.audit.glm.audit_real`, so the audit moves records
+through the very code that releases them; docs/default-estimator.md)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from ..core import privacy
+from .base import REALDATA, Method, MethodTags
+from .settings import IRLSSettings
+
+
+class FedIRLS(Method):
+    """Private federated Newton for one-output GLMs (docs/methods.md §2, "FedIRLS").
+
+    Round 0: every client releases its clipped second moments ``mean_j x_j x_j'``; the server
+    whitens the design with them (``x~ = L^-1 x``, ``L L'`` the moments shrunk toward I). Rounds
+    1..T: every client releases its clipped gradient at the broadcast ``theta~`` (and in rounds
+    2..T-1 its clipped curvature); the server takes the (damped) Newton step ``theta~ -= H^-1 g`` (round 1:
+    the public curvature ``W_0 I`` at 0; the last round: round T-1's). The estimate is ``L^-T
+    theta~``. Every release's sensitivity holds for all inputs (`fedgdp.core.privacy.plan_fedirls`),
+    and the noise of the last gradient, most of the budget, is the estimate's.
+    """
+
+    name, label, algorithm = "fedirls", "FedIRLS", "private Newton on whitened features"
+    tags = MethodTags(backends=frozenset({REALDATA}), stacks_levels=False, single_output=True)
+    settings_class = IRLSSettings
+    #: The most Newton rounds of a non-private fit (mu = inf), which stops once a step is below 1e-13
+    EXACT_ROUNDS = 100
+
+    def rounds(self, s):
+        """Communication rounds: the second moments, then ``T`` Newton rounds."""
+        return s.T + 1
+
+    def plan(self, data, s):
+        """The releases (`fedgdp.core.privacy.plan_fedirls`): second moments, T gradients, T - 2 curvatures."""
+        return privacy.plan_fedirls(B=data.plan_B, n=data.plan_n, T=s.T, moment_bound=moment_bound(data.d),
+                                    hessian_bound=hessian_bound(data.model, data.d))
+
+    def run(self, be, s):
+        """The rounds of the class docstring on the one fold of ``be``.
+
+        Parameters
+        ----------
+        be : fedgdp.methods.Backend
+            A real-data backend of one level (its ``data`` is read: the clients' rows).
+        s : IRLSSettings
+
+        Returns
+        -------
+        list of Fit
+            One fit; its ``info`` holds the estimate's noise covariance and the last step
+            (`fedgdp.api.diagnostics.diagnose_irls`).
+        """
+        fd = be.data
+        if len(be.fds) != 1 or fd.k != 1:
+            raise ValueError(f"FedIRLS fits one-output families (logistic, Poisson), one level at a time; got "
+                             f"{fd.k} outputs")
+        sigmas, ledgers = be.calibrate(self, s)
+        sd = {spec.stage: np.asarray(a, float)[0] for spec, a in zip(self.plan(fd, s), sigmas)}
+        noise, w, d = be.noise.take("Z"), fd.weights, fd.d
+        draw = (lambda shape: np.zeros(shape)) if noise is None else noise.draw
+
+        sd_m = sd[privacy.SECOND_MOMENTS]
+        M = sum(w[i] * (client_second_moments(np.asarray(fd.X[i]), moment_bound(d))
+                        + sd_m[i] * symmetric(draw((d, d)))) for i in range(fd.m))
+        L = whitening(M, 2.0 * math.sqrt(d) * float(np.sqrt(np.sum((w * sd_m) ** 2))))
+        Wt = np.linalg.inv(L).T                               # x~ = L^-1 x, theta = L^-T theta~
+        Xw = [np.asarray(x, float) @ Wt for x in fd.X]
+        fw = replace(fd, X=Xw, products=None, xnorm=None, trace=None)    # the fold on the whitened design
+        Hc, w0 = hessian_bound(fd.model, d) if fd.private else math.inf, curvature_at_zero(fd.model)
+        theta, H, var, capped, by_noise = np.zeros((d, 1)), w0 * np.eye(d), [], False, False
+        rounds = s.T if fd.private else self.EXACT_ROUNDS      # non-private: Newton to convergence, at no cost
+        for t in range(1, rounds + 1):
+            sd_g = sd.get(f"{privacy.GRADIENT} (round {t})", np.zeros(fd.m))
+            g = sum(w[i] * (fw.gradient(i, theta) + sd_g[i] * draw((d, 1))) for i in range(fd.m))
+            curv = f"{privacy.CURVATURE} (round {t})"
+            if curv in sd or not fd.private:
+                H = sum(w[i] * (client_curvature(fd.model, theta, Xw[i], Hc, fd.Y[i], fw.bound)
+                                + sd.get(curv, np.zeros(fd.m))[i] * symmetric(draw((d, d)))) for i in range(fd.m))
+            floor = EIGEN_FLOOR * w0
+            step = solve_floored(H, g, floor)
+            decrement = math.sqrt(max(float(np.sum(g * step)), 0.0))   # Newton's decrement: far off, damp
+            if decrement > DAMP_FROM:
+                step /= 1.0 + decrement
+            norm = float(np.linalg.norm(step))
+            var.append(float(np.sum((w * sd_g) ** 2)))
+            if norm > s.radius:
+                step *= s.radius / norm
+                if t >= rounds - 1:          # the last two steps capped: the estimate is not where Newton lands
+                    capped = True            # ... and by the noise when its own norm is half the radius or more
+                    Hinv = solve_floored(H, np.eye(d), floor)
+                    by_noise = by_noise or math.sqrt(var[-1] * float(np.sum(Hinv ** 2))) >= s.radius / 2
+            theta = theta - step
+            if not fd.private and norm <= 1e-13 * max(1.0, float(np.linalg.norm(theta))):
+                break
+        Hinv = solve_floored(H, np.eye(d), floor)
+        fit = be.finish((Wt @ theta)[None], ledgers, self.comm(s, fd.m, d))[0]
+        fit.info = {"noise_cov": var[-1] * Wt @ Hinv @ Hinv @ Wt.T,
+                    "last_step": (Wt @ step)[:, 0],
+                    "last_step_cov": (var[-1] + var[-2 if len(var) > 1 else -1]) * Wt @ Hinv @ Hinv @ Wt.T,
+                    "capped": capped, "capped_by_noise": by_noise, "rounds": t}
+        return [fit]
+
+    def comm(self, s, m, dk):
+        """Floats up per client: the moments' and curvatures' upper triangles, T gradients; down: T broadcasts."""
+        tri = dk * (dk + 1) // 2
+        return {"rounds": self.rounds(s), "floats_up": m * (tri * (s.T - 1) + dk * s.T),
+                "floats_down": m * dk * s.T}
+
+
+# ------------------------------------------------ the per-client releases and the server's algebra
+#: The raw design's rows are clipped to ``||x||^2 <= MOMENT_CLIP d`` for the second moments (standardised
+#: features have ``E ||x||^2 = d``; four times it keeps correlated designs' long tails)
+MOMENT_CLIP = 4.0
+#: A Newton step whose decrement ``sqrt(g' H^-1 g)`` exceeds this is damped by ``1 / (1 + decrement)``
+#: (damped Newton: globally convergent where the likelihood is self-concordant; near the MLE the decrement
+#: is the noise's, below it, and the steps are full)
+DAMP_FROM = 0.5
+#: `hessian_bound`'s multiple of ``W_0 d``
+HESSIAN_CLIP = 2.25
+#: The released second moments' and curvatures' eigenvalues are floored at this share of their public scale
+EIGEN_FLOOR = 0.05
+#: The released second moments are shrunk toward the identity (the public model) with weight
+#: ``nu / (nu + SHRINK_AT)``, ``nu`` the forecast operator norm of their noise
+SHRINK_AT = 0.5
+
+
+def moment_bound(d: int) -> float:
+    """``C = MOMENT_CLIP d``, the clip of ``||x||^2`` for the second moments.
+
+    Parameters
+    ----------
+    d : int
+        Design columns.
+    """
+    return MOMENT_CLIP * d
+
+
+def curvature_at_zero(model) -> float:
+    """``W_0``, the family's curvature at theta = 0 (1/4 logistic, 1 Poisson).
+
+    Parameters
+    ----------
+    model : fedgdp.core.glm.GLM
+    """
+    return float(model.curvature_bound(model.mean(np.zeros((1, model.k))))[0])
+
+
+def hessian_bound(model, d: int) -> float:
+    """``H_c = HESSIAN_CLIP W_0 d``: the per-sample curvature clip on the whitened design (whose
+    rows have ``E ||x~||^2 = d``), so a row up to 1.5 times the typical norm keeps its curvature at 0.
+
+    Parameters
+    ----------
+    model : fedgdp.core.glm.GLM
+    d : int
+        Design columns.
+    """
+    return HESSIAN_CLIP * curvature_at_zero(model) * d
+
+
+def client_second_moments(X: np.ndarray, C: float) -> np.ndarray:
+    """``mean_j a_j^2 x_j x_j'`` (d, d), rows scaled by the one clipping rule to ``||a_j x_j|| <= sqrt(C)``
+    (`fedgdp.core.privacy.clip_factors`; zero when not finite).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    C : float
+        The bound on ``||a_j x_j||^2``.
+    """
+    X = np.asarray(X, float)
+    a = privacy.clip_factors(privacy.row_norms(X), math.sqrt(C), X.shape[1])
+    with np.errstate(over="ignore", invalid="ignore"):
+        A = X * a[:, None]
+    A[a == 0] = 0.0                     # inf * 0 is NaN: the rule says zero
+    return A.T @ A / X.shape[0]
+
+
+def client_curvature(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None, B: float = math.inf) -> np.ndarray:
+    """The mean of per-sample Hessians at ``theta`` clipped to operator norm ``Hc``
+    (`fedgdp.core.glm.GLM.clipped_hessian_rows`): sensitivity ``sqrt(2) Hc / n``.
+
+    Parameters
+    ----------
+    model : fedgdp.core.glm.GLM
+    theta : ndarray of shape (d, k)
+    X : ndarray of shape (n, d)
+    Hc : float
+    Y, B : ndarray of shape (n, k) and float, optional
+        With both, a row whose gradient the clip B scales is left out: the clipped gradient's
+        derivative there is 0 (its size is fixed at B), so the released curvature is the Jacobian
+        of the gradient the rounds release, and the Newton step does not overshoot.
+    """
+    if Y is not None and math.isfinite(B):
+        X = np.asarray(X, float)
+        with np.errstate(over="ignore", invalid="ignore"):
+            R = np.asarray(model.residuals(theta, X, Y), float).reshape(X.shape[0], -1)
+            norms = privacy.row_norms(X) * privacy.row_norms(R)
+        keep = privacy.clip_factors(norms, B, X.shape[1] * R.shape[1]) == 1.0
+        X = X * keep[:, None]
+    aX, P = model.clipped_hessian_rows(theta, X, Hc)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if P.shape[1] != 1:
+            return model.hessian(theta, aX, P=P)
+        c = model.curvature(P, np.ones_like(P))            # one output: b''(s_j), then one product
+        return (aX * c).T @ aX / aX.shape[0]
+
+
+def symmetric(Z: np.ndarray) -> np.ndarray:
+    """The symmetric matrix of ``Z``'s upper triangle (the noise of a released symmetric matrix).
+
+    Parameters
+    ----------
+    Z : ndarray of shape (D, D)
+    """
+    U = np.triu(Z)
+    return U + np.triu(U, 1).T
+
+
+def whitening(M: np.ndarray, noise_norm: float) -> np.ndarray:
+    """The lower-triangular L with ``L L' = M_s``: the released second moments ``M`` shrunk toward
+    the identity by ``nu / (nu + SHRINK_AT)`` (``nu = noise_norm``, public) and floored at `EIGEN_FLOOR`.
+
+    Parameters
+    ----------
+    M : ndarray of shape (d, d)
+    noise_norm : float
+        The forecast operator norm of M's noise (public).
+    """
+    lam = noise_norm / (noise_norm + SHRINK_AT)
+    Ms = (1.0 - lam) * (M + M.T) / 2.0 + lam * np.eye(len(M))
+    w, V = np.linalg.eigh(Ms)
+    Ms = (V * np.maximum(w, EIGEN_FLOOR)) @ V.T
+    return np.linalg.cholesky((Ms + Ms.T) / 2.0)
+
+
+def solve_floored(H: np.ndarray, g: np.ndarray, floor: float) -> np.ndarray:
+    """``H_f^{-1} g``, ``H_f`` the symmetric part of H with eigenvalues floored at ``floor``.
+
+    Parameters
+    ----------
+    H : ndarray of shape (D, D)
+    g : ndarray of shape (D,) or (D, p)
+    floor : float
+    """
+    w, V = np.linalg.eigh((H + H.T) / 2.0)
+    return V @ ((V.T @ g) / np.maximum(w, floor)[:, None] if g.ndim == 2 else (V.T @ g) / np.maximum(w, floor))

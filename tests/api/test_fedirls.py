@@ -1,0 +1,253 @@
+"""FedIRLS, `FederatedGLM`'s default for logistic and Poisson: its loop oracle, its privacy plan and
+audit, its statistics (the MLE plus noise), and what the summary withholds."""
+from __future__ import annotations
+
+import math
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from fedgdp import FederatedGLM
+from fedgdp.api.diagnostics import ConvergenceWarning, FeatureScaleWarning
+from fedgdp.core import privacy
+from fedgdp.core.glm import POISSON, matrix_model
+from fedgdp.realdata import FoldData, get_method
+
+
+def _data(family="logistic", N=4000, m=8, p=4, seed=0, scale=1.0):
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((N, p))
+    truth = np.r_[0.2 if family == "logistic" else -1.0, np.linspace(0.5, -0.5, p)]
+    eta = truth[0] + Z @ truth[1:]
+    y = (rng.random(N) < 1 / (1 + np.exp(-eta))).astype(int) if family == "logistic" else rng.poisson(np.exp(eta))
+    return Z * scale, y, np.repeat(np.arange(m), N // m), truth
+
+
+# ------------------------------------------------------------------ the oracle
+def _reference(model, Xc, Yc, mu, B, T, radius, rng):
+    """FedIRLS written out plainly (client loops, each formula restated), drawing the same noise in
+    the same order: the oracle of `fedgdp.methods.FedIRLS`."""
+    m, d = len(Xc), Xc[0].shape[1]
+    n = np.array([len(x) for x in Xc], float)
+    w = n / n.sum()
+    early = [1.5 ** t for t in range(T - 1)]
+    later = [1.5 ** t for t in range(1, T - 1)]
+    g_share = [0.2 * e / sum(early) for e in early]
+    c_share = {t + 2: 0.2 * e / sum(later) for t, e in enumerate(later)}
+    g_share.append(1 - 0.05 - 0.2 - (0.2 if later else 0.0))
+    C = 4.0 * d
+    w0 = 0.25 if model.k == 1 and model is not POISSON else 1.0
+    Hc = 2.25 * w0 * d
+
+    def sym(Z):
+        U = np.triu(Z)
+        return U + np.triu(U, 1).T
+
+    M = np.zeros((d, d))
+    for i in range(m):
+        norms = np.linalg.norm(Xc[i], axis=1)
+        a = privacy.clip_factors(norms, math.sqrt(C), d)
+        A = Xc[i] * a[:, None]
+        sd = math.sqrt(2) * C / (n[i] * mu * math.sqrt(0.05))
+        M += w[i] * (A.T @ A / n[i] + sd * sym(rng.standard_normal((d, d))))
+    nu = 2 * math.sqrt(d) * math.sqrt(sum((w[i] * math.sqrt(2) * C / (n[i] * mu * math.sqrt(0.05))) ** 2
+                                         for i in range(m)))
+    lam = nu / (nu + 0.5)
+    Ms = (1 - lam) * (M + M.T) / 2 + lam * np.eye(d)
+    ev, V = np.linalg.eigh(Ms)
+    L = np.linalg.cholesky((V * np.maximum(ev, 0.05)) @ V.T)
+    Wt = np.linalg.inv(L).T
+    theta, H = np.zeros((d, 1)), w0 * np.eye(d)
+    for t in range(1, T + 1):
+        g = np.zeros((d, 1))
+        for i in range(m):
+            X = Xc[i] @ Wt
+            r = model.residuals(theta, X, Yc[i]).reshape(-1, 1)
+            f = privacy.clip_factors(np.linalg.norm(X, axis=1) * np.abs(r[:, 0]), B, d)
+            sd = 2 * B / (n[i] * mu * math.sqrt(g_share[t - 1]))
+            g += w[i] * ((X * (r * f[:, None])).sum(0)[:, None] / n[i] + sd * rng.standard_normal((d, 1)))
+        if t in c_share:
+            H = np.zeros((d, d))
+            for i in range(m):
+                X = Xc[i] @ Wt
+                r = model.residuals(theta, X, Yc[i]).reshape(-1)
+                unclipped = privacy.clip_factors(np.linalg.norm(X, axis=1) * np.abs(r), B, d) == 1.0
+                aX, P = model.clipped_hessian_rows(theta, X * unclipped[:, None], Hc)
+                sd = math.sqrt(2) * Hc / (n[i] * mu * math.sqrt(c_share[t]))
+                H += w[i] * (model.hessian(theta, aX, P=P) + sd * sym(rng.standard_normal((d, d))))
+        ev, V = np.linalg.eigh((H + H.T) / 2)
+        step = V @ ((V.T @ g) / np.maximum(ev, 0.05 * w0)[:, None])
+        decrement = math.sqrt(max(float(g[:, 0] @ step[:, 0]), 0.0))
+        if decrement > 0.5:                     # damped Newton far from the MLE
+            step /= 1 + decrement
+        if np.linalg.norm(step) > radius:
+            step *= radius / np.linalg.norm(step)
+        theta = theta - step
+    return Wt @ theta
+
+
+@pytest.mark.parametrize("family", ["logistic", "poisson"])
+def test_fedirls_matches_its_loop_oracle(family):
+    """The method's estimate equals the plain loops' within 1e-10, drawing the same noise (float64)."""
+    Z, y, clients, _ = _data(family, N=900, m=3, p=3)
+    model = matrix_model("binary") if family == "logistic" else POISSON
+    X = np.column_stack([np.ones(len(Z)), Z])
+    Y = model.targets(y) if family == "logistic" else POISSON.targets(y.astype(float))
+    Xc, Yc = [X[clients == i] for i in range(3)], [Y[clients == i] for i in range(3)]
+    B = 3.0
+    fd = FoldData(model, Xc, Yc, mu=1.5, B=B, clip={"rule": "fixed", "value": B})
+    meth = get_method("fedirls")
+    fit = meth.fit(fd, {"T": 5, "radius": 4.0}, np.random.default_rng(7))
+    ref = _reference(model, Xc, Yc, 1.5, B, 5, 4.0, np.random.default_rng(7))
+    np.testing.assert_allclose(fit.theta, ref, rtol=0, atol=1e-10)
+
+
+def test_the_plan_composes_to_mu_and_its_shares_sum_to_one():
+    """The shares of mu^2 are exact fractions summing to 1, later rounds get more, and the ledger
+    composes to mu for every client."""
+    for T in (2, 3, 5, 8):
+        mom, grads, curvs = privacy.irls_shares(T)
+        assert mom + sum(grads) + sum(curvs) == Fraction(1)
+        assert len(grads) == T and len(curvs) == max(T - 2, 0)
+        assert all(a < b for a, b in zip(grads[:-1], grads[1:]))
+    Z, y, clients, _ = _data(N=600, m=3)
+    est = FederatedGLM(classes=[0, 1], mu=1.7, inference_share=0).fit(Z, y, clients)
+    assert est.method_ == "fedirls"
+    assert est.privacy_.certified
+    mus = np.sqrt(sum(r.count * np.asarray(r.mu, float) ** 2 for r in est.privacy_.ledger.releases))
+    np.testing.assert_allclose(mus, 1.7, rtol=1e-12)
+
+
+def test_every_fedirls_release_is_audited_within_its_sensitivity():
+    """The audit searches each FedIRLS release (second moments, gradients, curvatures) and finds no
+    pair above its recorded sensitivity, and reaches it (ratio >= 0.99: the bound is tight)."""
+    from fedgdp.audit.glm import audit_real
+    from fedgdp.audit.run import default_targets
+
+    (target,) = [t for t in default_targets() if t.method == "fedirls"]
+    rows = audit_real(target, 12, 0, local_iters=5)
+    stages = {r.release for r in rows}
+    assert privacy.SECOND_MOMENTS in stages and "curvature (round 2)" in stages and "gradient (round 5)" in stages
+    for r in rows:
+        assert r.certified and r.ratio <= 1 + 1e-9, r
+        assert r.ratio >= 0.99, r
+
+
+# ------------------------------------------------------------------ statistics
+@pytest.mark.slow
+def test_the_default_fit_is_the_mle_plus_noise():
+    """Logistic, 20 clients of 2,000 rows, d = 6, mu = 2, 8 seeds: the fits' mean lies within 0.35 of
+    the MLE's se of it on every coefficient (the noise alone moves a mean of 8 by about 0.5 / sqrt(8)
+    = 0.18 se here, so 0.35 is 2 of its sds), every fit converged, and the 95% intervals cover the
+    truth in 0.85-1 of the (coefficient, fit) pairs (binomial sd about 0.03 over 48 pairs)."""
+    import statsmodels.api as sm
+
+    Z, y, clients, truth = _data(N=40000, m=20, p=5, seed=3)
+    res = sm.GLM(y, sm.add_constant(Z), family=sm.families.Binomial()).fit()
+    fits, cover = [], []
+    for r in range(8):
+        est = FederatedGLM(classes=[0, 1], mu=2, random_state=r).fit(Z, y, clients)
+        assert est.fit_info_["status"] == "converged"
+        s = est.summary()
+        fits.append(est.theta_[:, 0])
+        cover.append((s["ci_low"] <= truth) & (truth <= s["ci_high"]))
+    bias = np.abs(np.mean(fits, axis=0) - res.params) / res.bse
+    assert bias.max() <= 0.35, bias
+    assert 0.85 <= np.mean(cover) <= 1.0
+
+
+def test_at_mu_inf_fedirls_is_the_mle():
+    """Non-private, FedIRLS runs Newton to convergence: statsmodels' MLE to 1e-8."""
+    import statsmodels.api as sm
+
+    Z, y, clients, _ = _data(N=3000, m=5, seed=1)
+    est = FederatedGLM(classes=[0, 1], mu=math.inf).fit(Z, y, clients)
+    res = sm.GLM(y, sm.add_constant(Z), family=sm.families.Binomial()).fit(tol=1e-12)
+    np.testing.assert_allclose(est.theta_[:, 0], res.params, atol=1e-8)
+    assert est.fit_info_["status"] == "converged"
+
+
+# ------------------------------------------------------------------ what is withheld
+def test_an_unconverged_fit_withholds_z_p_and_intervals_and_says_why():
+    """FedSGD with K = 2 stops far short: every z, p and interval is NaN, the note and the header
+    say why, and withheld='show' prints them with the note kept."""
+    Z, y, clients, _ = _data(N=2000, m=4)
+    with pytest.warns(ConvergenceWarning):
+        est = FederatedGLM(classes=[0, 1], method="fedsgd", method_settings={"K": 2}, mu=2,
+                           random_state=0).fit(Z, y, clients)
+    s = est.summary()
+    assert s[["z", "p", "ci_low", "ci_high"]].isna().all().all()
+    assert s["note"].str.startswith("fit not converged").all()
+    assert "WITHHELD" in s.header and "not converged" in s.header
+    assert np.isfinite(est.conf_int(withheld="show").to_numpy()).all()
+    shown = est.summary(withheld="show")
+    assert np.isfinite(shown["p"]).all() and (shown["note"] != "").all()
+
+
+def test_raw_unit_features_withhold_every_z():
+    """Features in raw units (sd 40) fail the scale check: no finite z, p or interval."""
+    Z, y, clients, _ = _data(N=2000, m=4, scale=40.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = FederatedGLM(classes=[0, 1], mu=2, random_state=0).fit(Z, y, clients)
+    with pytest.warns(FeatureScaleWarning):
+        FederatedGLM(classes=[0, 1], mu=2, random_state=0).fit(Z, y, clients)
+    s = est.summary()
+    assert not np.isfinite(s[["z", "p", "ci_low", "ci_high"]].to_numpy()).any()
+    assert s["note"].str.contains("features not standardised").all()
+
+
+def test_noise_that_swamps_one_coefficient_withholds_that_one_only():
+    """A large intercept cannot hide a useless slope: the note is per coefficient."""
+    from fedgdp.api.diagnostics import swamped
+
+    theta = np.array([[2.0], [0.05], [0.8]])
+    se_n = np.array([[0.1], [0.3], [0.1]])
+    se_s = np.array([[0.05], [0.05], [0.05]])
+    assert swamped(theta, se_n, se_s)[:, 0].tolist() == [False, True, False]
+
+
+def test_the_advice_names_settings_the_method_accepts_and_following_it_works():
+    """A FedIRLS fit cut to T = 2 rounds on a strong signal does not converge; its advice names T,
+    which FedIRLS accepts, and the fit with the T it names... more rounds converges."""
+    Z, y, clients, _ = _data(N=20000, m=4, p=4, seed=2)
+    Z = Z * 2.0                  # strong signal (linear predictor sd about 2): two Newton rounds stop short
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = FederatedGLM(classes=[0, 1], method="fedirls", method_settings={"T": 2}, mu=50,
+                           random_state=0).fit(Z, y, clients)
+    assert est.fit_info_["status"] == "not converged"
+    assert "'T'" in est.fit_info_["advice"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = FederatedGLM(classes=[0, 1], method="fedirls", method_settings={"T": 6}, mu=50,
+                             random_state=0).fit(Z, y, clients)
+    assert again.fit_info_["status"] == "converged"
+
+
+def test_fewer_rows_than_coefficients_is_refused_before_any_release():
+    """A one-row data set names the counts; the budget is not charged."""
+    from fedgdp.api.budget import PrivacyBudget
+
+    budget = PrivacyBudget(mu=2)
+    with pytest.raises(ValueError, match="too few rows: 1 row"):
+        FederatedGLM(classes=[0, 1], mu=2, budget=budget).fit(np.ones((1, 3)), [1], "single")
+    assert budget.spent == 0
+
+
+def test_the_paper_methods_advice_names_their_own_steps_and_following_it_works():
+    """FedHybrid stopped after 1 + 1 steps (mu = inf: compared with the pooled fit) names K1 or K2, the
+    settings it accepts (not K, which it refuses), and with K2 = 400 the same fit converges."""
+    Z, y, clients, _ = _data(N=2000, m=4, seed=5)
+    with pytest.warns(ConvergenceWarning) as rec:
+        FederatedGLM(classes=[0, 1], method="fedhybrid", method_settings={"K1": 1, "K2": 1},
+                     mu=math.inf).fit(Z, y, clients)
+    advice = [str(w.message) for w in rec if issubclass(w.category, ConvergenceWarning)][0]
+    assert "K1 or K2" in advice and "method_settings K)" not in advice
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = FederatedGLM(classes=[0, 1], method="fedhybrid", method_settings={"K1": 1, "K2": 400},
+                           mu=math.inf).fit(Z, y, clients)
+    assert est.fit_info_["status"] == "converged"
