@@ -109,8 +109,9 @@ def test_forecast_table_columns_and_recommendation():
     assert newton.rounds == 2 and newton.floats_sent == 2 * 2 * 5 * 5
     one = fedgdp.forecast("logistic", [100] * 5, 4, 2.0, method="fedsgd")
     assert list(one.method) == ["fedsgd"] and one.noise_rmse[0] == t.noise_rmse[0]
-    inf = fedgdp.forecast("logistic", [100] * 5, 4, math.inf)
-    assert (inf.noise_rmse == 0).all() and inf.attrs["recommended"] == "fednewton"
+    inf = fedgdp.forecast("logistic", [100] * 5, 4, math.inf)    # no noise: FedIRLS, Newton to the MLE, joins
+    assert (inf.noise_rmse == 0).all() and inf.attrs["recommended"] == "fedirls"
+    assert "fedirls" not in set(t.method)        # at mu = 2 its curvature here is mostly noise: not a candidate
 
 
 def test_forecast_uses_the_packages_calibration():
@@ -118,7 +119,9 @@ def test_forecast_uses_the_packages_calibration():
     the forecast bends c = 1/4 with the noise the iterates carry, which at this small noise adds under 1%."""
     sizes, mu, p = np.array([100, 200, 300]), 2.0, 4
     s = {"K": 20, "eta": 0.3}
-    t = fedgdp.forecast("logistic", sizes, p, mu, method="fedsgd", method_settings=s)
+    t = fedgdp.forecast("logistic", sizes, p, mu, method="fedsgd", method_settings=s, inference_share=0)
+    shared = fedgdp.forecast("logistic", sizes, p, mu, method="fedsgd", method_settings=s)   # mu sqrt(0.9) left
+    assert shared.noise_rmse[0] / t.noise_rmse[0] == pytest.approx(1 / math.sqrt(0.9), rel=0.01)
     B = fc.public_clip("logistic", p + 1)
     sigma = privacy.calibrate(privacy.plan_fedsgd(B=B, n=sizes.astype(float), K=20), mu=mu).sigmas[0]
     w = sizes / sizes.sum()

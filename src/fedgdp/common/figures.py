@@ -14,6 +14,7 @@ METHOD_STYLE: dict[str, dict[str, str]] = {
     "fednewton_certified": {"color": "#9467bd", "marker": "v"},
     "fednewton_iter": {"color": "#d62728", "marker": "D"},
     "dp_scaffold": {"color": "#17becf", "marker": "P"},
+    "fedirls": {"color": "#bcbd22", "marker": "h"},
     "np_scaffold": {"color": "#17becf", "marker": "P"},
     "np_fedavg": {"color": "#2ca02c", "marker": "^"},
     "np_localfit": {"color": "#8c8c8c", "marker": "x"},
