@@ -84,8 +84,7 @@ def run(name, family, N, m, p, rho, method="auto") -> dict:
     import fedgdp
 
     sizes = np.bincount(clients)
-    table = fedgdp.forecast(family, sizes, p, 2.0)
-    forecast_rmse = float(table.loc[table["method"] == est.method_, "noise_rmse"].iloc[0])
+    forecast_rmse = float(fedgdp.forecast(family, sizes, p, 2.0, method=est.method_)["noise_rmse"].iloc[0])
     observed = float(np.sqrt(np.mean((coefs - ref) ** 2)))
     return {"problem": name, "method": est.method_ + (" (named)" if method != "auto" else ""),
             "error_vs_truth": float(np.sqrt(np.mean((coefs.mean(0) - truth) ** 2))),

@@ -80,7 +80,7 @@ def _reference(model, Xc, Yc, mu, B, T, radius, rng):
         ev, V = np.linalg.eigh((H + H.T) / 2)
         step = V @ ((V.T @ g) / np.maximum(ev, 0.05 * w0)[:, None])
         decrement = math.sqrt(max(float(g[:, 0] @ step[:, 0]), 0.0))
-        if decrement > 0.5:                     # damped Newton far from the MLE
+        if decrement > 1.0:                     # damped Newton far from the MLE
             step /= 1 + decrement
         if np.linalg.norm(step) > radius:
             step *= radius / np.linalg.norm(step)

@@ -120,7 +120,7 @@ MOMENT_CLIP = 4.0
 #: A Newton step whose decrement ``sqrt(g' H^-1 g)`` exceeds this is damped by ``1 / (1 + decrement)``
 #: (damped Newton: globally convergent where the likelihood is self-concordant; near the MLE the decrement
 #: is the noise's, below it, and the steps are full)
-DAMP_FROM = 0.5
+DAMP_FROM = 1.0
 #: `hessian_bound`'s multiple of ``W_0 d``
 HESSIAN_CLIP = 2.25
 #: The released second moments' and curvatures' eigenvalues are floored at this share of their public scale

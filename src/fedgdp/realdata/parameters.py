@@ -190,8 +190,8 @@ def resolve(overrides: dict | None = None) -> dict:
         Real-data parameters over the defaults (`RealdataSettings` fields).
     """
     p = RealdataSettings.build(overrides).as_dict()      # every parameter but the methods'
-    if p["methods"] in (["all"], "all"):
-        p["methods"] = list(REGISTRY)
+    if p["methods"] in (["all"], "all"):       # every method that fits both tasks (FedIRLS: one output only)
+        p["methods"] = [name for name, meth in REGISTRY.items() if not meth.tags.single_output]
     if not p["methods"]:
         raise ValueError("methods must name at least one method")
     for name in p["methods"]:
