@@ -126,10 +126,27 @@ def _greetings(grid: Grid, sites: dict, settings: dict, timeout: float, note) ->
     return [found[name] for name in sites], [greetings[found[name]] for name in sites], refused
 
 
+#: Seconds between the coordinator's polls for replies (Flower's `send_and_receive` waits 3 s).
+POLL = 0.1
+
+
+def _exchange(grid: Grid, msgs: list, timeout: float) -> dict:
+    """Push ``msgs`` and pull their replies every `POLL` seconds until all came or ``timeout``: ``{node: reply}``."""
+    pending = set(grid.push_messages(msgs))
+    until, got = time.monotonic() + timeout, {}
+    while pending and time.monotonic() < until:
+        for r in grid.pull_messages(list(pending)):
+            pending.discard(r.metadata.reply_to_message_id)
+            got[r.metadata.src_node_id] = r
+        if pending:
+            time.sleep(POLL)
+    return got
+
+
 def _transport(grid: Grid, nodes: list, names: list, timeout: float):
     def ask(pairs: list) -> list:
         msgs = [Message(encode(request), dst_node_id=nodes[j], message_type="query") for j, request in pairs]
-        got = {r.metadata.src_node_id: r for r in grid.send_and_receive(msgs, timeout=timeout)}
+        got = _exchange(grid, msgs, timeout)
         out = []
         for j, _ in pairs:
             r, who = got.get(nodes[j]), f"site {names[j]} (node {nodes[j]})"

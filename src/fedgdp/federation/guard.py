@@ -50,7 +50,7 @@ class SiteConfig:
     key: str | None = None
     runtime: str = "127.0.0.1:9094"
     root_certificates: str | None = None
-    poll: float = 0.05
+    poll: float = 0.2
     test_seed: int | None = None
     test_index: int | None = None
     test_sites: int | None = None
