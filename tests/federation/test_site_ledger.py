@@ -232,3 +232,17 @@ def test_the_bundles_clientapp_refuses():
 
     assert "never through the app bundle's ClientApp" in app.NO_GUARD
     assert app.decode(app.encode({"refused": app.NO_GUARD})) == {"refused": app.NO_GUARD}
+
+
+def test_the_commands_fail_with_one_line_and_their_exit_status(tmp_path, capsys):
+    from fedgdp.federation.__main__ import main
+
+    assert main(["nothing"]) == 2
+    (tmp_path / "settings.json").write_text(json.dumps(settings("fedsgd")))
+    (tmp_path / "bad.csv").write_text("x0,x1,y\n1,2,0\n")
+    assert main(["check", str(tmp_path / "bad.csv"), str(tmp_path / "settings.json")]) == 1
+    assert "cannot join: feature column 'x2' is not in the data" in capsys.readouterr().err
+    (tmp_path / "site.toml").write_text('name = "a"\n')
+    assert main(["site", str(tmp_path / "site.toml")]) == 1
+    err = capsys.readouterr().err
+    assert "cannot serve" in err and "'data' is required" in err

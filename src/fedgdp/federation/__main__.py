@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     from .guard import read_config, serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)      # not a line per poll of the SuperNode
     try:
         config = read_config(args.config)
         serve(config)

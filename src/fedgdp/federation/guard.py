@@ -24,6 +24,8 @@ The configuration (TOML)::
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import time
 import tomllib
 from dataclasses import dataclass
@@ -154,8 +156,25 @@ class Guard:
         return site.handle(request)
 
 
+def _save(path: str, record: dict) -> None:
+    """Write the message in flight (pickled), fsynced, replacing the last."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as fh:
+        pickle.dump(record, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
 def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no cover - run by .ci/flower.sh
     """Take every message of the SuperNode at ``config.runtime`` and answer it with `Guard.answer` (needs flwr).
+
+    The message in flight is kept on disk (``inflight.pickle`` in the ledger's directory)
+    with its task's token, and with the reply message once it is made (after its ledger
+    line): a guard killed before its reply left finishes that message when it restarts,
+    pushing the same reply message when it was made (no second release; a push cut short
+    is completed) and otherwise answering it from the ledger's place, so the SuperNode is
+    not left waiting for a task that no one holds.
 
     Parameters
     ----------
@@ -172,11 +191,13 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
     from flwr.supercore.interceptors import RuntimeTokenHttpInterceptor, RuntimeVersionHttpInterceptor
     from flwr.supercore.retry import make_simple_http_retry_invoker
     from flwr.supercore.runtime import RuntimeHttpClient
+    from flwr.supercore.task_identity import TaskIdentity
     from flwr.supernode.runtime.run_clientapp import pull_task_input, push_message, push_task_output
 
     from .app import decode, encode
 
     guard = Guard(config)
+    inflight = os.path.join(config.ledger, "inflight.pickle")
     certificates = None
     if config.root_certificates:
         with open(config.root_certificates, "rb") as fh:
@@ -188,6 +209,44 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
             interceptors=[RuntimeVersionHttpInterceptor(component_name=component), *more],
             retry_invoker=make_simple_http_retry_invoker())
 
+    def finish(record: dict) -> None:
+        """Answer the message of ``record`` (its reply made once, kept on disk before it leaves)."""
+        task = client("flwr-clientapp", RuntimeTokenHttpInterceptor(record["token"]))
+        beat = HeartbeatSender(make_task_heartbeat_fn_http(task))
+        beat.start()
+        try:
+            if "msg" not in record:
+                msg, context, run, fab = pull_task_input(task)
+                record.update(msg=msg, context=context, run=str(run.run_id), app=fab.hash_str,
+                              ids=(TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id))
+                _save(inflight, record)
+            TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = record["ids"]
+            msg = record["msg"]
+            if "reply" not in record:
+                try:
+                    request = decode(msg.content)
+                except Exception:               # not fedgdp's message: refused, never run
+                    request = None
+                reply = Message(encode(guard.answer(record["run"], record["app"], msg.metadata.message_type,
+                                                    request)), reply_to=msg)
+                record["reply"] = reply         # the same message (its id, its objects) if pushed again
+                _save(inflight, record)         # after the ledger's line, before the reply leaves
+            push_message(task, record["reply"], record["context"])
+            push_task_output(task, record["context"], SubStatus.COMPLETED, "")
+        finally:
+            beat.stop()
+            task.close()
+            if os.path.exists(inflight):
+                os.remove(inflight)
+
+    if os.path.exists(inflight):
+        with open(inflight, "rb") as fh:
+            left = pickle.load(fh)
+        LOG.warning(f"site {config.name}: finishing the message in flight when the guard stopped")
+        try:
+            finish(left)
+        except Exception as exc:            # its token expired: the SuperNode fails that message itself
+            LOG.warning(f"site {config.name}: could not finish it ({type(exc).__name__}: {exc})")
     tasks = client("SuperExec")
     LOG.warning(f"site {config.name}: guard serving the SuperNode at {config.runtime}")
     while True:
@@ -195,20 +254,8 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
         if not (got.HasField("task") and got.token):
             time.sleep(config.poll)
             continue
-        task = client("flwr-clientapp", RuntimeTokenHttpInterceptor(got.token))
-        beat = HeartbeatSender(make_task_heartbeat_fn_http(task))
-        beat.start()
-        try:
-            msg, context, run, fab = pull_task_input(task)
-            try:
-                request = decode(msg.content)
-            except Exception:                   # not fedgdp's message: refused below, never run
-                request = None
-            reply = guard.answer(str(run.run_id), fab.hash_str, msg.metadata.message_type, request)
-            push_message(task, Message(encode(reply), reply_to=msg), context)
-            push_task_output(task, context, SubStatus.COMPLETED, "")
-        finally:
-            beat.stop()
-            task.close()
+        record = {"token": got.token}
+        _save(inflight, record)
+        finish(record)
         if once:
             return
