@@ -69,7 +69,13 @@ def _status(run_id: str, federation: str) -> str:
 
 
 def run(args) -> int:
-    """The coordinator's command (module docstring): 0 with the fit written, 1 with the error on stderr."""
+    """The coordinator's command (module docstring): 0 with the fit written, 1 with the error on stderr.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``app``, ``federation``, ``settings``, ``sites``, ``out``, ``timeout``, ``extra``, ``wait``.
+    """
     with open(args.settings) as fh:
         settings = fh.read()
     with open(args.sites) as fh:

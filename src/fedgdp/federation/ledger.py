@@ -100,7 +100,13 @@ class SiteLedger:
         return self._overlap[digest]
 
     def runs(self, lines: list[dict] | None = None) -> dict:
-        """Each run that shares a record with these rows: its composed mu (its last line's)."""
+        """Each run that shares a record with these rows: its composed mu (its last line's).
+
+        Parameters
+        ----------
+        lines : list of dict or None
+            The ledger's lines (None: read them).
+        """
         out: dict = {}
         for e in self.read() if lines is None else lines:
             if self._shares(e["rows"]):
