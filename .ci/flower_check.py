@@ -13,6 +13,7 @@ settings, the foreign app, and the checks of each run.
 """
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -221,9 +222,9 @@ def second(out: Path) -> int:
     res = json.loads((out / "second.json").read_text())
     err = res.get("error", "")
     ok = err.count("lifetime budget") == len(SIZES) and "theta" not in res
-    for part in err.split("; node ")[1:]:
+    for part in re.split(r"(?:refused: |; )node ", err)[1:]:
         if "lifetime budget" in part:
-            print(f"  node {part[:200]}...")
+            print(f"  node {part.rstrip(')')}")
     print(f"second run on the same rows: {'refused' if ok else 'NOT refused'}")
     return 0 if ok else 1
 
