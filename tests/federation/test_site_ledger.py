@@ -19,8 +19,6 @@ from fedgdp.federation import Site
 from fedgdp.federation.ledger import SiteLedger
 from fedgdp.federation.sites import fit_across, greet, in_process
 
-cryptography = pytest.importorskip("cryptography", reason="the keys of known sites need cryptography (flwr's)")
-
 FEDAVG = {"R": 3, "K": 2, "eta": 0.5}
 
 
@@ -136,6 +134,7 @@ def test_a_torn_ledger_stops_the_site_and_a_run_begun_with_other_settings_is_ref
 
 # ---------------------------------------------------------------- known sites
 def _keys(n):
+    pytest.importorskip("cryptography", reason="the keys of known sites need cryptography (flwr's; extra flower)")
     from cryptography.hazmat.primitives.asymmetric import ec
 
     return [ec.generate_private_key(ec.SECP384R1()) for _ in range(n)]
@@ -188,6 +187,7 @@ def test_the_guard_answers_only_listed_apps_and_its_configuration_stays_with_it(
     answers nothing."""
     import pandas as pd
 
+    key = _keys(1)[0]
     from fedgdp.federation.guard import Guard, read_config
     from fedgdp.federation.identity import check_greeting, read_sites
     from fedgdp.federation.ledger import UNIT
@@ -199,7 +199,6 @@ def test_the_guard_answers_only_listed_apps_and_its_configuration_stays_with_it(
     (tmp_path / "settings.json").write_text(json.dumps(st))
     from cryptography.hazmat.primitives import serialization
 
-    key = _keys(1)[0]
     (tmp_path / "a_key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
                                                        serialization.NoEncryption()))
     ours, theirs = "1" * 64, "2" * 64
