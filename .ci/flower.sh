@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# A fit across three sites with Flower (docs/federation.md): its own virtual environment
-# with the `flower` extra, three site files, a SuperLink and three SuperNodes as separate
-# processes on loopback (--insecure: loopback only), each certified method run across them
-# and compared with the in-process fit (test seed), then one round too many, which every
-# site must refuse. Every process it starts is stopped on exit; the whole run is under a
-# time limit (FLOWER_LIMIT seconds, default 900).
+# A fit across three sites with Flower, deployed as docs/federation.md says: fedgdp installed from
+# this checkout in its own virtual environment; TLS (a CA and the SuperLink's certificate) and node
+# authentication (each SuperNode's key registered); each site a SuperNode with --isolation process
+# and its guard (python -m fedgdp.federation site), which holds the site's file, lifetime ledger and
+# key; a fourth, rogue node registered too, claiming site a with its own key and 5,000 poisoned rows.
+# Each certified method runs on fresh rows and is compared with the in-process fit (test seed); then
+# a foreign app, a guard killed (SIGKILL) mid-run and restarted, and a second run on the same rows.
+# Every process it starts is stopped on exit; the whole run is under a time limit (FLOWER_LIMIT
+# seconds, default 900).
 #   bash .ci/flower.sh            (FLOWER_VENV=DIR reuses an environment)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,14 +15,15 @@ root="$PWD"
 limit="${FLOWER_LIMIT:-900}"
 work="$(mktemp -d)"
 venv="${FLOWER_VENV:-$work/venv}"
-port=$((20000 + RANDOM % 20000))           # the SuperLink's HTTP API; the SuperNodes' from port + 1
+port=$((20000 + RANDOM % 20000))           # the SuperLink's HTTP API; the SuperNodes' Runtime APIs from port + 1
 pids=()
+declare -A guard
 
 stop() {   # each started process leads its own process group (setsid): its children go with it
   local p
-  for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}" "${guard[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true; done
   sleep 2
-  for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}" "${guard[@]}"; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true; done
 }
 trap stop EXIT
 # the time limit: this script is ended (and its trap stops the rest) past $limit seconds
@@ -27,57 +31,100 @@ setsid bash -c "sleep $limit; echo 'flower.sh: past its limit of $limit s' >&2; 
 pids+=($!)
 
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet -e "$root[flower]"
+"$venv/bin/python" -m pip install --quiet -e "$root[flower]"      # from the checkout, not an index
 py="$venv/bin/python"
 export PATH="$venv/bin:$PATH" FLWR_HOME="$work/flwr"
+# TLS and the nodes' keys, made as docs/federation.md says (steps 2 and 3)
+mkdir -p "$work/certs" "$work/keys"
+(
+  cd "$work/certs"
+  openssl ecparam -name secp384r1 -genkey -noout -out ca.key
+  openssl req -x509 -new -key ca.key -sha256 -days 365 -subj "/CN=fedgdp CA" -out ca.crt
+  openssl ecparam -name secp384r1 -genkey -noout -out server.key
+  openssl req -new -key server.key -subj "/CN=localhost" -out server.csr
+  openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -sha256 \
+    -extfile <(printf "subjectAltName=DNS:localhost,IP:127.0.0.1") -out server.pem
+) 2>/dev/null
+for node in a b c rogue; do ssh-keygen -q -t ecdsa -b 384 -N '' -f "$work/keys/${node}_key"; done
 "$py" .ci/flower_check.py prepare "$work" "$port"
+check() { "$py" "$root/.ci/flower_check.py" "$@"; }
 
 # A malformed site file fails before its SuperNode is started.
-"$py" .ci/flower_check.py settings "$work" fedsgd
+check settings "$work" fedsgd
 if "$py" -m fedgdp.federation check "$work/sites/bad.csv" "$work/settings.json" 2>"$work/bad.err"; then
   echo "flower.sh: the malformed file was accepted" >&2; exit 1
 fi
 echo "malformed site file: refused before joining ($(tail -1 "$work/bad.err"))"
 
 cd "$work"
-setsid flower-superlink --insecure --host 127.0.0.1 --port "$port" --disable-runtime-dependency-installation \
-  >"$work/superlink.log" 2>&1 &
+setsid flower-superlink --host 127.0.0.1 --port "$port" --ssl-ca-certfile certs/ca.crt \
+  --ssl-certfile certs/server.pem --ssl-keyfile certs/server.key --enable-supernode-auth \
+  --disable-runtime-dependency-installation >"$work/superlink.log" 2>&1 &
 pids+=($!)
-sleep 3
+sleep 4
+start_guard() {   # NODE: the node's guard, on its SuperNode's Runtime API
+  setsid "$py" -m fedgdp.federation site "$work/site-$1.toml" >>"$work/guard-$1.log" 2>&1 &
+  guard[$1]=$!
+  disown "$!"            # no job notice when the restart check kills it
+}
+check use "$work" eq-fedsgd
 i=0
-for site in a b c; do
-  "$py" -m fedgdp.federation check "$work/sites/$site.csv" "$work/settings.json" >/dev/null
-  setsid flower-supernode --insecure --superlink "127.0.0.1:$port" --port $((port + 1 + i)) \
-    --node-config "data='$work/sites/$site.csv' settings='$work/settings.json' name='$site' test-seed=20261206 test-index=$i test-sites=3" \
-    >"$work/supernode-$site.log" 2>&1 &
+for node in a b c rogue; do
+  flwr supernode register "keys/${node}_key.pub" loopback >/dev/null
+  setsid flower-supernode --superlink "127.0.0.1:$port" --root-certificates certs/ca.crt \
+    --auth-supernode-private-key "keys/${node}_key" --isolation process --port $((port + 1 + i)) \
+    >"$work/supernode-$node.log" 2>&1 &
   pids+=($!)
+  start_guard "$node"
   i=$((i + 1))
 done
 
-run() {   # METHOD OUT EXTRA: one run of the app; waits for its result file
-  local method="$1" out="$2" extra="$3"
-  "$py" "$root/.ci/flower_check.py" settings "$work" "$method"
-  rm -f "$out"
-  flwr run "$work/app" loopback --run-config \
-    "settings='$(cat "$work/settings.json")' sites=3 out='$out' extra=$extra timeout=60" >"$work/run-$method.log" 2>&1
-  local t=0
-  until [ -s "$out" ]; do
-    sleep 1; t=$((t + 1))
-    if [ "$t" -ge 240 ]; then
-      echo "flower.sh: no result for $method after 240 s" >&2
-      tail -20 "$work/run-$method.log" "$work/superlink.log" >&2 || true
-      return 1
-    fi
-  done
+run() {   # NAME METHOD [--extra]: one run of the app by the coordinator's command; its status
+  local name="$1" method="$2"
+  shift 2
+  check settings "$work" "$method"
+  "$py" -m fedgdp.federation run "$root/apps/fedgdp-sites" loopback --settings settings.json \
+    --sites sites.json --out "$work/$name.json" --timeout 30 --wait 300 "$@" >"$work/run-$name.log" 2>&1
 }
 
 start=$SECONDS
 status=0
 for method in fedsgd fedavg fedhybrid fednewton_certified; do
-  run "$method" "$work/$method.json" 0
-  "$py" "$root/.ci/flower_check.py" compare "$work" "$method" || status=1
+  check use "$work" "eq-$method"
+  extra=()
+  [ "$method" = fedavg ] && extra=(--extra)
+  if ! run "$method" "$method" "${extra[@]}"; then
+    echo "flower.sh: the $method run failed:" >&2; tail -5 "$work/run-$method.log" >&2; status=1; continue
+  fi
+  check compare "$work" "$method" || status=1
 done
-run fedavg "$work/extra.json" 1
-"$py" "$root/.ci/flower_check.py" refusal "$work" || status=1
-echo "flower.sh: five runs across three sites in $((SECONDS - start)) s, $SECONDS s in all (install included)"
+check unknown "$work" || status=1
+check refusal "$work" || status=1
+grep -h "^request " "$work"/run-*.log | awk '{s += $(NF - 1); n += 1} END {
+  printf "four runs, %d requests, %.2f s per request (mean; the in-process fits above)\n", n, s / n}'
+
+# A coordinator's own app, whose ClientApp would read the site's file: no site runs it.
+flwr run "$work/rogue-app" loopback --run-config "settings='$(cat settings.json)' out='$work/foreign.json'" \
+  >"$work/run-foreign.log" 2>&1
+for _ in $(seq 120); do [ -s "$work/foreign.json" ] && break; sleep 1; done
+check foreign "$work" || status=1
+
+# A guard killed (SIGKILL) mid-run, after its second release is on disk, and restarted at once.
+check use "$work" restart
+before=$(wc -l <"$work/ledger-a/ledger.jsonl")
+run restart fedavg --extra &
+runner=$!
+for _ in $(seq 600); do
+  [ "$(wc -l <"$work/ledger-a/ledger.jsonl")" -ge $((before + 2)) ] && break
+  sleep 0.1
+done
+kill -KILL -- "-${guard[a]}" 2>/dev/null || true
+start_guard a
+wait "$runner" || true
+check restart "$work" || status=1
+
+# A second run on the same rows: every site has spent its lifetime mu on them.
+if run second fedavg; then echo "flower.sh: the second run on the same rows was not refused" >&2; status=1; fi
+check second "$work" || status=1
+echo "flower.sh: $((SECONDS - start)) s of runs, $SECONDS s in all (install included)"
 exit $status

@@ -198,6 +198,53 @@ def test_a_search_on_processes_is_refused_not_undercounted():
             GridSearchCV(_est(), {"mu": [0.5, 1]}, cv=2, n_jobs=2, error_score="raise").fit(X, y, clients=cl)
 
 
+def test_a_record_is_its_features_and_label_whatever_their_types_and_client():
+    """Issue 61: four fits at mu = 2 of the same 600 records, y as int or float and the clients as int
+    or str (bit-identical fits), compose to sqrt(4 * 4) = 4; under PrivacyBudget(mu=2) the second is refused."""
+    X, y, _ = _data()
+    ints = np.repeat(np.arange(6), 100)
+    variants = [(y, ints), (y.astype(float), ints), (y, ints.astype(str)), (y.astype(float), ints.astype(str))]
+    with PrivacyBudget(mu=10) as budget:
+        for yy, cc in variants:
+            _est(mu=2).fit(X, yy, cc)
+    assert math.isclose(budget.spent, 4.0, rel_tol=RTOL) and budget.records == 600
+    with PrivacyBudget(mu=2) as budget:
+        _est(mu=2).fit(X, y, ints)
+        with pytest.raises(BudgetExceededError, match="would bring a record's total to 2.82843"):
+            _est(mu=2).fit(X, y.astype(float), ints.astype(str))
+    assert math.isclose(budget.spent, 2.0, rel_tol=RTOL)
+
+
+def test_feature_subsets_and_a_pooled_fit_after_a_federated_one_count_the_same_records():
+    """Two fits at mu = 2 on overlapping feature subsets of the same rows, or a federated fit then the pooled
+    one (no clients): sqrt(4 + 4) = 2.83 each record; a third on all columns sees both (sqrt(12))."""
+    X, y, cl = _data()
+    with PrivacyBudget(mu=10) as budget:
+        _est(mu=2).fit(X[:, :2], y, cl)
+        _est(mu=2).fit(X[:, 1:], y, cl)
+        assert math.isclose(budget.spent, math.sqrt(8), rel_tol=RTOL)
+        _est(mu=2).fit(X, y, cl)
+    assert math.isclose(budget.spent, math.sqrt(12), rel_tol=RTOL)
+    np.testing.assert_allclose(budget.spent_on(X, y), math.sqrt(12), rtol=RTOL)
+    with PrivacyBudget(mu=10) as budget:
+        _est(mu=2).fit(X, y, cl)
+        _est(mu=2).fit(X, y, "single")            # the pooled fit: one client
+    assert math.isclose(budget.spent, math.sqrt(8), rel_tol=RTOL)
+    with PrivacyBudget(mu=2.5) as budget:        # and the refusal sees it: 2.83 > 2.5
+        _est(mu=2).fit(X[:, :2], y, cl)
+        with pytest.raises(BudgetExceededError):
+            _est(mu=2).fit(X[:, 1:], y, "single")
+
+
+def test_record_keys_are_the_record_not_its_spelling():
+    from fedgdp.api.budget import record_keys
+
+    X = np.array([[0.0, 1.5], [-0.0, 1.5]])
+    assert record_keys(X, np.array([1, 1]))[0] == record_keys(X, np.array([1.0, True]))[1]   # -0 is 0, 1 is 1.0
+    assert record_keys(X, np.array([1, 1]))[0] != record_keys(X, np.array([0, 0]))[0]        # the label counts
+    assert record_keys(X, np.array(["a", "a"]))[0] != record_keys(X, np.array([1, 1]))[0]
+
+
 def test_docstring_example_runs():
     import doctest
 

@@ -41,6 +41,21 @@ def sites(X, y, clients, st, seed=SEED):
             for i, c in enumerate(np.unique(clients))]
 
 
+def disk_sites(X, y, clients, st, root, *, run="run", lifetime=1.0, seed=SEED, keys=None):
+    """The sites with their lifetime ledgers under ``root`` (one directory per site)."""
+    from fedgdp.api.budget import record_keys
+    from fedgdp.federation.ledger import SiteLedger
+
+    out = []
+    for i, c in enumerate(np.unique(clients)):
+        rows = clients == c
+        ledger = SiteLedger(str(root / c), record_keys(X[rows], y[rows]), lifetime)
+        test = {} if seed is None else {"test_seed": seed, "test_index": i, "test_sites": len(SIZES)}
+        out.append(Site(X[rows], y[rows], st, name=c, ledger=ledger, run=run,
+                        key=None if keys is None else keys[i], **test))
+    return out
+
+
 def in_process_fit(X, y, clients, st, seed=SEED):
     params = {k: v for k, v in st.items() if k != "features"}
     with warnings.catch_warnings():
@@ -214,29 +229,21 @@ def test_a_refused_request_is_the_refusal_and_not_an_exception():
 
 
 @pytest.mark.parametrize("method", ["fedhybrid", "fednewton_certified"])
-def test_a_site_answering_each_request_in_a_new_process_is_the_same_site(method):
-    # Flower starts the ClientApp afresh for each message: the site is rebuilt from its file and
-    # takes up its state (requests answered, releases made, noise generator) from context.state
+def test_a_site_rebuilt_for_each_request_takes_up_its_place_from_its_ledger(method, tmp_path):
+    # a site process that restarts between requests (fresh noise) continues the run's script from its
+    # ledger on disk: the fit completes, each site has spent exactly its mu, one more request is refused
     X, y, clients = data()
     st = settings(method)
-    states = [None] * len(SIZES)
 
     def ask(pairs):
-        replies = []
-        for j, request in pairs:
-            site = sites(X, y, clients, st)[j]
-            if states[j] is not None:
-                site.restore(states[j])
-            replies.append(site.handle(request))
-            states[j] = site.state()
-        return replies
+        return [disk_sites(X, y, clients, st, tmp_path, run="r1", seed=None)[j].handle(request) for j, request in pairs]
 
     fit = fit_across(ask, len(SIZES), st)
-    assert np.max(np.abs(fit.theta - in_process_fit(X, y, clients, st).theta_)) <= 1e-12
-    again = sites(X, y, clients, st)[0]
-    again.restore(states[0])
-    assert again.spent_mu() == pytest.approx(1.0, rel=1e-12)
-    assert "would spend past mu" in again.handle({**fit.last, "theta": np.zeros((4, 1))})["refused"]
+    again = disk_sites(X, y, clients, st, tmp_path, run="r1", seed=None)
+    for site in again:
+        assert site.spent_mu() == pytest.approx(1.0, rel=1e-12) and len(site.done) == len(site.script)
+        assert site.disk.spent() == pytest.approx(1.0, rel=1e-12)
+    assert "would spend past mu" in again[0].handle({**fit.last, "theta": np.zeros((4, 1))})["refused"]
 
 
 def test_flower_messages_carry_the_request_and_its_array_exactly():

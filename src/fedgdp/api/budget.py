@@ -1,8 +1,10 @@
 """``fedgdp.PrivacyBudget``: each record's mu-GDP composed over every fit charged to it.
 
 A [`PrivacyBudget`][fedgdp.api.budget.PrivacyBudget] keeps ``sqrt(sum_k mu_k^2)`` per record
-over every fit that used it: fits inside ``with budget:`` or given ``budget=``. Records are
-recognised by a digest of their row, label and client; a fit that would pass the budget
+over every fit that used it: fits inside ``with budget:`` or given ``budget=``. A record is
+what it holds, its features and its label (`record_keys`: ``y`` as int or float, the client
+as int or str, or no client, are the same record); a fit on some of the columns knows a
+record by a feature value no other row holds in its column (`value_keys`). A fit that would pass the budget
 raises [`BudgetExceededError`][fedgdp.api.budget.BudgetExceededError] before any release;
 selection on exact scores is not covered (an
 [`UncoveredSelectionWarning`][fedgdp.api.budget.UncoveredSelectionWarning]); fits in another
@@ -20,7 +22,7 @@ import numpy as np
 
 from ..core.privacy import parse_mu
 
-__all__ = ["PrivacyBudget", "BudgetExceededError", "UncoveredSelectionWarning", "record_keys"]
+__all__ = ["PrivacyBudget", "BudgetExceededError", "UncoveredSelectionWarning", "record_keys", "value_keys"]
 
 _ACTIVE: list[PrivacyBudget] = []          # the entered blocks: a global stack, so threads of a tool see them
 _LOCK = threading.RLock()                  # guards _ACTIVE and every check-and-charge
@@ -39,8 +41,18 @@ class UncoveredSelectionWarning(UserWarning):
     on held-out rows are not covered by the budget (`PrivacyBudget.uncovered`)."""
 
 
-def record_keys(X: np.ndarray, y: np.ndarray, clients: np.ndarray) -> list[bytes]:
-    """One 16-byte key per row: the BLAKE2b digest of its features (float64 bytes), label and client.
+def _label_bytes(label) -> bytes:
+    """A label as the record holds it: a number by its float64 value (1, 1.0 and True are one label), any other
+    label by its text."""
+    if isinstance(label, (bool, int, float, np.bool_, np.number)):
+        return b"n" + np.float64(float(label) + 0.0).tobytes()
+    return b"s" + str(label).encode()
+
+
+def record_keys(X: np.ndarray, y: np.ndarray) -> list[bytes]:
+    """One 16-byte key per row: the BLAKE2b digest of what the record is, its features (float64, -0 as 0)
+    and its label (a number by its value, so ``y`` as int or float gives the same key); the client label is
+    not part of it (conservative: the same record under two clients is one record).
 
     Parameters
     ----------
@@ -48,13 +60,34 @@ def record_keys(X: np.ndarray, y: np.ndarray, clients: np.ndarray) -> list[bytes
         The features as the estimator receives them (without the intercept column).
     y : ndarray of shape (n,)
         The labels or counts.
-    clients : ndarray of shape (n,)
-        The client labels.
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    return [hashlib.blake2b(row.tobytes() + b"\x1f" + repr(label).encode() + b"\x1f" + repr(client).encode(),
-                            digest_size=16).digest()
-            for row, label, client in zip(X, np.asarray(y).tolist(), np.asarray(clients).tolist())]
+    X = np.ascontiguousarray(np.asarray(X, dtype=np.float64) + 0.0)
+    return [hashlib.blake2b(row.tobytes() + b"\x1f" + _label_bytes(label), digest_size=16).digest()
+            for row, label in zip(X, np.asarray(y).tolist())]
+
+
+def value_keys(X: np.ndarray, y: np.ndarray) -> list[list[bytes]]:
+    """For each row, one key per feature value that no other row of ``X`` holds in its column, with the row's
+    label: how a record is recognised in a fit that uses only some of its columns (`PrivacyBudget`).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, p)
+    y : ndarray of shape (n,)
+    """
+    X = np.asarray(X, dtype=np.float64) + 0.0
+    out: list[list[bytes]] = [[] for _ in range(len(X))]
+    labels = [_label_bytes(v) for v in np.asarray(y).tolist()]
+    for j in range(X.shape[1] if X.ndim == 2 else 0):
+        values, inverse, counts = np.unique(X[:, j], return_inverse=True, return_counts=True)
+        for i in np.flatnonzero(counts[inverse] == 1):
+            out[i].append(hashlib.blake2b(b"v" + X[i, j].tobytes() + b"\x1f" + labels[i], digest_size=16).digest())
+    return out
+
+
+def _row_keys(X: np.ndarray, y: np.ndarray) -> list[list[bytes]]:
+    """Each row's keys: its `record_keys` key first, then its `value_keys`."""
+    return [[k, *v] for k, v in zip(record_keys(X, y), value_keys(X, y))]
 
 
 class PrivacyBudget:
@@ -94,7 +127,9 @@ class PrivacyBudget:
         self.mu = mu
         self.fits: list[dict] = []
         self.evaluations = 0
-        self._sq: dict[bytes, float] = {}          # record key -> sum of mu_k^2 over the fits that used it
+        self._parent: dict[bytes, bytes] = {}       # record and value keys, joined when they are one record
+        self._fits_of: dict[bytes, dict[int, float]] = {}   # a record's root key -> {fit index: mu^2}
+        self._charged: set[bytes] = set()           # record keys of the rows charged
         self._client_records: dict = {}             # client label -> distinct records charged
         self._client_rows: dict = {}                # client label -> largest number of its rows in one fit
         self._pid = os.getpid()
@@ -105,7 +140,7 @@ class PrivacyBudget:
     def spent(self) -> float:
         """The largest total of any record, ``max_r sqrt(sum_k mu_k^2)`` (0 before any fit)."""
         with _LOCK:
-            return math.sqrt(max(self._sq.values(), default=0.0))
+            return math.sqrt(max((sum(f.values()) for f in self._fits_of.values()), default=0.0))
 
     @property
     def remaining(self) -> float:
@@ -115,7 +150,7 @@ class PrivacyBudget:
     @property
     def records(self) -> int:
         """The number of distinct records charged."""
-        return len(self._sq)
+        return len(self._charged)
 
     def spent_on(self, X, y, clients=None) -> np.ndarray:
         """Each row's own total (0 for a row no fit used).
@@ -125,15 +160,16 @@ class PrivacyBudget:
         X : array-like of shape (n, p)
         y : array-like of shape (n,)
         clients : array-like of shape (n,), "single" or None
-            As given to ``fit`` (None: one client, as ``fit`` without clients).
+            As given to ``fit``; not part of a record (kept for the call's shape).
         """
         from .routing import client_labels
 
         X = np.asarray(X, dtype=np.float64)
         groups = client_labels("single" if clients is None else clients, X.shape[0])
-        keys = record_keys(X, np.asarray(y).reshape(-1), groups)
+        del groups          # the client is not part of a record (record_keys)
+        y = np.asarray(y).reshape(-1)
         with _LOCK:
-            return np.sqrt(np.array([self._sq.get(k, 0.0) for k in keys], dtype=float))
+            return np.sqrt(np.array([self._prior(keys) for keys in _row_keys(X, y)], dtype=float))
 
     @property
     def uncovered(self) -> list[str]:
@@ -156,6 +192,34 @@ class PrivacyBudget:
     def __repr__(self) -> str:
         return (f"PrivacyBudget(mu={self.mu:g}; spent {self.spent:.4g}, remaining {self.remaining:.4g}, "
                 f"{len(self.fits)} fit(s), {self.records} record(s))")
+
+    # ------------------------------------------------------------ records
+    def _find(self, k: bytes) -> bytes:
+        root = k
+        while self._parent[root] != root:
+            root = self._parent[root]
+        while self._parent[k] != root:          # path compression
+            self._parent[k], k = root, self._parent[k]
+        return root
+
+    def _prior(self, keys: list[bytes]) -> float:
+        """The sum of mu^2 over the fits that used the record these keys name (0 for a new record)."""
+        fits: dict[int, float] = {}
+        for root in {self._find(k) for k in keys if k in self._parent}:
+            fits.update(self._fits_of.get(root, {}))
+        return sum(fits.values())
+
+    def _join(self, keys: list[bytes]) -> bytes:
+        """One record of these keys (their groups merged, their fits united); its root."""
+        for k in keys:
+            self._parent.setdefault(k, k)
+        root = self._find(keys[0])
+        for k in keys[1:]:
+            other = self._find(k)
+            if other != root:
+                self._parent[other] = root
+                self._fits_of.setdefault(root, {}).update(self._fits_of.pop(other, {}))
+        return root
 
     # ------------------------------------------------------------ a block, a parameter
     def __enter__(self) -> PrivacyBudget:
@@ -248,10 +312,7 @@ def charge(est, mu: float, X: np.ndarray, y: np.ndarray, clients: np.ndarray) ->
     budgets = _budgets(est)
     if not budgets:
         return []
-    keys = record_keys(X, y, clients)
-    first: dict[bytes, object] = {}
-    for k, c in zip(keys, np.asarray(clients).tolist()):
-        first.setdefault(k, c)
+    rows = _row_keys(X, y)
     labels, counts = np.unique(np.asarray(clients), return_counts=True)
     rows_of = dict(zip(labels.tolist(), counts.tolist()))
     add = mu * mu
@@ -259,19 +320,21 @@ def charge(est, mu: float, X: np.ndarray, y: np.ndarray, clients: np.ndarray) ->
     with _LOCK:
         for b in budgets:           # every budget agrees, or none is charged
             b._check_process()
-            worst = max((b._sq.get(k, 0.0) for k in first), default=0.0)
+            worst = max((b._prior(keys) for keys in rows), default=0.0)
             if worst + add > b.mu ** 2 * (1 + _TOL):
-                b._refuse(mu, worst, len(keys))
+                b._refuse(mu, worst, len(rows))
         for b in budgets:
-            for k, c in first.items():
-                if k not in b._sq:
+            index = len(b.fits)
+            for keys, c in zip(rows, np.asarray(clients).tolist()):
+                if keys[0] not in b._charged:
+                    b._charged.add(keys[0])
                     b._client_records[c] = b._client_records.get(c, 0) + 1
-                b._sq[k] = b._sq.get(k, 0.0) + add
+                b._fits_of.setdefault(b._join(keys), {})[index] = add
             for c, n in rows_of.items():
                 b._client_rows[c] = max(b._client_rows.get(c, 0), n)
-            b.fits.append({"method": est.method, "mu": mu, "rows": len(keys), "records": len(first),
+            b.fits.append({"method": est.method, "mu": mu, "rows": len(rows), "records": len({k[0] for k in rows}),
                            "certified": None, "noise_secret": None, "assumptions": []})
-            out.append((b, len(b.fits) - 1))
+            out.append((b, index))
             _warn_changed_rows(b)
     return out
 

@@ -1,23 +1,29 @@
 """Flower's ServerApp and ClientApp of a fit across sites (the extra ``flower``; docs/federation.md).
 
-The ServerApp (``server``) is the coordinator: `fedgdp.federation.sites.fit_across` with
+The ServerApp (``server``) is the coordinator: it greets every connected node with a
+one-time nonce, takes a node for a site of the run's list (``sites``: names and public
+keys) only when its greeting is signed with that site's key (`fedgdp.federation.identity`),
+refuses the others in one line each, and runs `fedgdp.federation.sites.fit_across` with
 Flower messages as its transport (message type ``query``; every site of a step asked at
-once). The ClientApp (``client``) is a site: it reads its file and settings from the
-SuperNode's ``--node-config`` (``data``, ``settings``, ``name``; ``test-seed``,
-``test-index``, ``test-sites`` in tests only), answers with `fedgdp.federation.site.Site`,
-and keeps the site's state (requests answered, releases made, its noise generator) in the
-run's ``context.state``, which stays on the SuperNode. A message carries the request's
-public part as JSON text (``ConfigRecord`` ``request``) and one (d, k) array
-(``ArrayRecord`` ``arrays``: ``theta`` down, ``release`` up).
+once). A message carries the request's public part as JSON text (``ConfigRecord``
+``request``) and one (d, k) array (``ArrayRecord`` ``arrays``: ``theta`` down, ``release`` up).
 
-Run config of the ServerApp: ``settings`` (the public settings, JSON text), ``sites`` (how
-many), ``out`` (where to write the result, JSON), ``timeout`` (seconds a step waits for
-replies), ``extra`` (1: after the fit, ask every site for one more release, the budget
-check of .ci/flower.sh).
+The ClientApp (``client``) answers nothing: a site answers through its own guard
+(`fedgdp.federation.guard`, a SuperNode with ``--isolation process``), never through code
+in the app bundle. A SuperNode that runs the bundle's ClientApp gets a refusal line.
+
+Run config of the ServerApp: ``settings`` (the public settings, JSON text), ``sites`` (the
+run's sites, JSON text: ``[{"name": ..., "public_key": ...}, ...]``), ``out`` (where to
+write the result, JSON; its progress lines go to ``out`` + ``.progress``), ``timeout``
+(seconds a step waits for replies, and the sites to connect), ``extra`` (1: after the fit,
+ask every site for one more release, the budget check of .ci/flower.sh). A run that fails
+writes ``{"error": ...}`` and ends with an exception, so Flower marks it failed.
 """
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import time
 
 import numpy as np
@@ -26,8 +32,9 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from ..common.io import dumps_strict
-from .coordinator import RefusedError
-from .site import LOG, Site, read_site
+from .identity import identify, read_sites
+from .settings import check_settings
+from .site import LOG
 from .sites import SiteLostError, fit_across
 
 __all__ = ["client", "decode", "encode", "server"]
@@ -63,76 +70,108 @@ def decode(records: RecordDict) -> dict:
 # ---------------------------------------------------------------- the site
 client = ClientApp()
 
-
-def _site(node: dict) -> Site:
-    with open(str(node["settings"])) as fh:
-        settings = json.load(fh)
-    X, y = read_site(str(node["data"]), settings)
-    seed = node.get("test-seed")
-    return Site(X, y, settings, name=str(node.get("name", "site")),
-                test_seed=None if seed is None else int(seed),
-                test_index=None if seed is None else int(node["test-index"]),
-                test_sites=None if seed is None else int(node["test-sites"]))
+#: What a SuperNode that runs the bundle's ClientApp (no guard) replies.
+NO_GUARD = ("refused: a fedgdp site answers through its own guard (python -m fedgdp.federation site, beside a "
+            "SuperNode started with --isolation process), never through the app bundle's ClientApp")
 
 
 @client.query()
 def answer(msg: Message, context: Context) -> Message:
-    """The site's reply to one request (its state kept in ``context.state``).
+    """A refusal: the bundle's ClientApp holds no data and answers nothing (module docstring).
 
     Parameters
     ----------
     msg : flwr.app.Message
         The request.
     context : flwr.app.Context
-        The SuperNode's ``node_config`` (``data``, ``settings``, ``name``, test keys) and the run's state.
+        The SuperNode's context (not read).
     """
-    try:
-        site = _site(dict(context.node_config))
-    except (OSError, ValueError) as exc:
-        line = f"site {context.node_config.get('name', '?')}: cannot join: {exc}"
-        LOG.warning(line)
-        return Message(encode({"refused": line}), reply_to=msg)
-    if STATE in context.state.config_records:
-        site.restore(str(context.state.config_records[STATE]["site"]))
-    reply = site.handle(decode(msg.content))
-    context.state.config_records[STATE] = ConfigRecord({"site": site.state()})
-    return Message(encode(reply), reply_to=msg)
+    LOG.warning(NO_GUARD)
+    return Message(encode({"refused": NO_GUARD}), reply_to=msg)
 
 
 # ---------------------------------------------------------------- the coordinator
 server = ServerApp()
 
 
-def _nodes(grid: Grid, m: int, timeout: float) -> list:
+def _greetings(grid: Grid, sites: dict, settings: dict, timeout: float, note) -> tuple[list, list, dict]:
+    """Greet every node that connects until each listed site has proved its key: the nodes in the list's order,
+    their greetings, and the refused nodes (``{node: why}``); `SiteLostError` naming the missing sites."""
+    nonce = secrets.token_hex(16)
+    hello = {"op": "hello", "settings": settings, "nonce": nonce}
+    greetings: dict = {}
+    pending: dict = {}                    # message id -> node
     until = time.monotonic() + timeout
     while True:
-        nodes = sorted(grid.get_node_ids())
-        if len(nodes) >= m:
-            return nodes[:m]
-        if time.monotonic() > until:
-            raise SiteLostError(f"{len(nodes)} site(s) connected within {timeout:g} s, the run needs {m}")
-        time.sleep(0.5)
+        new = [n for n in grid.get_node_ids() if n not in greetings and n not in pending.values()]
+        if new:
+            ids = grid.push_messages([Message(encode(hello), dst_node_id=n, message_type="query") for n in new])
+            pending.update(zip(ids, new))
+        for r in grid.pull_messages(list(pending)):
+            node = pending.pop(r.metadata.reply_to_message_id, r.metadata.src_node_id)
+            greetings[node] = ({"refused": f"Flower error {r.error.code}: {r.error.reason}"} if r.has_error()
+                               else decode(r.content))
+        found, refused = identify(greetings, sites, nonce)
+        missing = [name for name in sites if name not in found]
+        if not missing:
+            break
+        if time.monotonic() > until or (refused and not pending):
+            connected = ", ".join(f"{name} (node {node})" for name, node in found.items()) or "none"
+            why = "; ".join(f"node {node}: {w}" for node, w in refused.items()) or "none"
+            raise SiteLostError(f"site(s) {', '.join(missing)} of the run's list did not prove their key within "
+                                f"{timeout:g} s (connected: {connected}; refused: {why})")
+        time.sleep(0.2)
+    for node, why in refused.items():
+        note(f"unknown node {node}: refused ({why})")
+    return [found[name] for name in sites], [greetings[found[name]] for name in sites], refused
 
 
-def _transport(grid: Grid, nodes: list, timeout: float):
+#: Seconds between the coordinator's polls for replies (Flower's `send_and_receive` waits 3 s).
+POLL = 0.1
+
+
+def _exchange(grid: Grid, msgs: list, timeout: float) -> dict:
+    """Push ``msgs`` and pull their replies every `POLL` seconds until all came or ``timeout``: ``{node: reply}``."""
+    pending = set(grid.push_messages(msgs))
+    until, got = time.monotonic() + timeout, {}
+    while pending and time.monotonic() < until:
+        for r in grid.pull_messages(list(pending)):
+            pending.discard(r.metadata.reply_to_message_id)
+            got[r.metadata.src_node_id] = r
+        if pending:
+            time.sleep(POLL)
+    return got
+
+
+def _transport(grid: Grid, nodes: list, names: list, timeout: float):
     def ask(pairs: list) -> list:
         msgs = [Message(encode(request), dst_node_id=nodes[j], message_type="query") for j, request in pairs]
-        got = {r.metadata.src_node_id: r for r in grid.send_and_receive(msgs, timeout=timeout)}
+        got = _exchange(grid, msgs, timeout)
         out = []
         for j, _ in pairs:
-            r = got.get(nodes[j])
+            r, who = got.get(nodes[j]), f"site {names[j]} (node {nodes[j]})"
             if r is None:
-                raise ConnectionError(f"site {j} (node {nodes[j]}) sent no reply within {timeout:g} s")
+                if nodes[j] in set(grid.get_node_ids()):
+                    raise ConnectionError(f"{who} sent no reply within {timeout:g} s though its SuperNode is "
+                                          f"connected: its guard is stopped or stuck")
+                raise ConnectionError(f"{who} left the federation: its SuperNode is no longer connected")
             if r.has_error():
-                raise ConnectionError(f"site {j} (node {nodes[j]}) failed: {r.error.reason}")
+                raise ConnectionError(f"{who} failed: Flower error {r.error.code}: {r.error.reason}")
             out.append(decode(r.content))
         return out
     return ask
 
 
+def _write(path: str, result: dict) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(dumps_strict(result))
+    os.replace(tmp, path)         # never a half-written result
+
+
 @server.main()
 def main(grid: Grid, context: Context) -> None:
-    """Run the fit across the connected sites; write the result to the run config's ``out``.
+    """Run the fit across the run's sites; write the result (or the error) to the run config's ``out``.
 
     Parameters
     ----------
@@ -142,19 +181,34 @@ def main(grid: Grid, context: Context) -> None:
         The run config (module docstring).
     """
     cfg = context.run_config
-    settings, m, timeout = json.loads(str(cfg["settings"])), int(cfg["sites"]), float(cfg.get("timeout", 120))
+    out = str(cfg["out"])
     result: dict = {}
+
+    def note(line: str) -> None:
+        LOG.warning(line)
+        with open(out + ".progress", "a") as fh:
+            fh.write(line + "\n")
+
     try:
-        nodes = _nodes(grid, m, timeout)
-        ask = _transport(grid, nodes, timeout)
-        fit = fit_across(ask, m, settings)
+        settings = check_settings(json.loads(str(cfg["settings"])))
+        sites, timeout = read_sites(str(cfg["sites"])), float(cfg.get("timeout", 120))
+        names = list(sites)
+        note(f"run {context.run_id}: waiting for site(s) {', '.join(names)}")
+        nodes, hellos, refused = _greetings(grid, sites, settings, timeout, note)
+        note(f"sites {', '.join(f'{a} (node {b})' for a, b in zip(names, nodes))} proved their keys")
+        ask = _transport(grid, nodes, names, timeout)
+        fit = fit_across(ask, len(names), settings, hellos=hellos, progress=note)
         result = {"theta": fit.theta.tolist(), "sizes": fit.sizes.tolist(), "guarantees": fit.guarantees,
-                  "rounds": fit.rounds}
+                  "rounds": fit.rounds, "sites": [names[j] for j in fit.order],
+                  "refused_nodes": {str(k): v for k, v in refused.items()}}
         if int(cfg.get("extra", 0)):
             theta = np.asarray(fit.theta, float)
-            replies = ask([(j, {**fit.last, "theta": theta}) for j in range(m)])
+            replies = ask([(j, {**fit.last, "theta": theta}) for j in range(len(names))])
             result["extra"] = [r.get("refused", "released") for r in replies]
-    except (RefusedError, SiteLostError, ValueError) as exc:
-        result["error"] = str(exc)
-    with open(str(cfg["out"]), "w") as fh:
-        fh.write(dumps_strict(result))
+        note(f"run {context.run_id}: done")
+    except Exception as exc:          # every failure is the run's result, and the run fails
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        note(f"run {context.run_id}: failed: {result['error']}")
+    _write(out, result)
+    if "error" in result:
+        raise RuntimeError(result["error"])

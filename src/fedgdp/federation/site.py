@@ -5,11 +5,16 @@ its own n_i (noise sds, ledger composing to its mu). It is the backend of its on
 (`fedgdp.realdata.RealBackend` on its own `fedgdp.realdata.FoldData`), so every release
 is the in-process code's. The guard answers only the next request of the *script* that the
 method's own ``run`` makes against a `fedgdp.federation.coordinator.Recorder`; anything else
-is refused in one logged line. Noise is fresh entropy, or with a test seed the in-process
+is refused in one logged line. With a `fedgdp.federation.ledger.SiteLedger` (the site's
+lifetime ledger on its own disk) every release is written and fsynced there before it
+leaves, a site rebuilt for the same run takes up its place from it, and a run that would
+take the site's rows past their lifetime mu is refused. With a key the greeting is signed
+(`fedgdp.federation.identity`). Noise is fresh entropy, or with a test seed the in-process
 fit's stream (guarantee void). docs/federation.md, "The site is the guardian".
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -71,10 +76,17 @@ class Site:
         ``FederatedGLM(random_state=test_seed)`` (the guarantee is void).
     test_index, test_sites : int or None
         With a test seed: this site's place among the ``test_sites`` clients of the in-process fit.
+    ledger : fedgdp.federation.ledger.SiteLedger or None
+        The site's lifetime ledger of these rows (None: the run's releases are counted in memory only).
+    run : str
+        The run's id in the ledger (a site rebuilt for the same run takes up its place there).
+    key : EllipticCurvePrivateKey or None
+        The site's key: its greeting is signed (`fedgdp.federation.identity.sign`).
     """
 
     def __init__(self, X, y, settings: dict, *, name: str = "site", test_seed: int | None = None,
-                 test_index: int | None = None, test_sites: int | None = None):
+                 test_index: int | None = None, test_sites: int | None = None, ledger=None, run: str = "run",
+                 key=None):
         from ..api.estimator import _column_or_1d, estimator_rng
 
         self.settings, self.name = check_settings(settings), str(name)
@@ -105,6 +117,14 @@ class Site:
         self.script = self._script()
         self.done: list = []
         self.counts: dict = {}
+        self.disk, self.run, self.key = ledger, str(run), key
+        self.digest = hashlib.sha256(json.dumps(self.settings, sort_keys=True).encode()).hexdigest()
+        self.broken = ""
+        if ledger is not None:
+            done, digests = ledger.position(self.run)
+            if digests - {self.digest}:
+                self.broken = f"run {self.run} was begun on these rows with other settings"
+            self._take_up(done)
 
     # ------------------------------------------------------------ what the site says
     @property
@@ -124,31 +144,31 @@ class Site:
         """The composed mu of the releases made so far (at most the settings' mu)."""
         return float(np.ravel(self.ledger.spent_mu(self.counts))[0])
 
-    def hello(self) -> dict:
-        """What the site sends once: its size n_i (public to the mechanism), the design's
-        columns, the outputs, its test place (-1: none) and its guarantee."""
-        index = -1 if self.test is None else self.test[0]
-        return {"n": self.n, "d": self.fold.d, "k": self.fold.k, "index": index, "guarantee": self.guarantee}
-
-    def state(self) -> str:
-        """What the site must keep between requests (JSON): requests answered, releases per
-        stage (its ledger of releases made) and its noise generator's state."""
-        rng = self.backend.noise.rng
-        return json.dumps({"done": len(self.done), "counts": self.counts,
-                           "rng": None if rng is None else rng.bit_generator.state})
-
-    def restore(self, text: str) -> None:
-        """Take up the state `state` wrote (a process that answers one request at a time).
+    def hello(self, nonce: str = "") -> dict:
+        """What the site sends once: its name, size n_i (public to the mechanism), the design's
+        columns, the outputs, its test place (-1: none), its guarantee, the digest of its settings
+        and the coordinator's ``nonce``; signed when the site has a key.
 
         Parameters
         ----------
-        text : str
-            What `state` returned.
+        nonce : str
+            The coordinator's one-time value of this run's hello (the signature covers it).
         """
-        st = json.loads(text)
-        self.done, self.counts = list(self.script[:int(st["done"])]), dict(st["counts"])
-        if st["rng"] is not None:
-            self.backend.noise.rng.bit_generator.state = st["rng"]  # type: ignore[union-attr]
+        from .identity import sign
+
+        index = -1 if self.test is None else self.test[0]
+        out = {"name": self.name, "n": self.n, "d": self.fold.d, "k": self.fold.k, "index": index,
+               "guarantee": self.guarantee, "settings": self.digest, "nonce": str(nonce)}
+        if self.key is not None:
+            out["signature"] = sign(self.key, out)
+        return out
+
+    def _take_up(self, done: int) -> None:
+        """Take up the run at its ``done``-th request (a site rebuilt mid-run, from its ledger)."""
+        self.done, self.counts = list(self.script[:done]), {}
+        for want in self.done:
+            stage = STAGES[(want["op"], want.get("part"))]
+            self.counts[stage] = self.counts.get(stage, 0) + want.get("K", 1)
 
     # ------------------------------------------------------------ the guard
     def _script(self) -> list:
@@ -171,6 +191,8 @@ class Site:
         """The script's next request, or `Refused`."""
         public = {k: v for k, v in request.items() if k != "theta"}
         step = len(self.done)
+        if self.broken:
+            raise Refused(self.broken)
         if step >= len(self.script):
             raise Refused(f"request {step + 1} ({public}) is past the {len(self.script)} the settings allow: it "
                           f"would spend past mu = {self.settings['mu']:g} (spent {self.spent_mu():.6g})")
@@ -227,17 +249,27 @@ class Site:
                 if not same_settings(theirs, self.settings):
                     diff = sorted(k for k in self.settings if theirs.get(k) != self.settings[k])
                     raise Refused(f"the coordinator's settings differ from this site's in {', '.join(diff)}")
-                return self.hello()
+                if self.disk is not None and self.done == []:
+                    why = self.disk.room(self.run, float(self.settings["mu"]))
+                    if why is not None:
+                        raise Refused(f"lifetime budget: {why}")
+                return self.hello(str(request.get("nonce", "")))
             want = self._check(request)
             release = self._release(want, np.asarray(request["theta"], dtype=float))
+            stage = STAGES[(want["op"], want.get("part"))]
+            counts = {**self.counts, stage: self.counts.get(stage, 0) + want.get("K", 1)}
+            spent = float(np.ravel(self.ledger.spent_mu(counts))[0])
+            if self.disk is not None:          # on the site's disk, fsynced, before the release leaves
+                try:
+                    self.disk.charge(self.run, len(self.done) + 1, stage, spent, self.digest)
+                except ValueError as exc:
+                    raise Refused(str(exc)) from None
         except Refused as exc:
             line = f"site {self.name}: refused: {exc}"
             LOG.warning(line)
             return {"refused": line}
         self.done.append(want)
-        stage = STAGES[(want["op"], want.get("part"))]
-        self.counts[stage] = self.counts.get(stage, 0) + want.get("K", 1)
-        spent = self.spent_mu()       # the script forbids more; checked all the same
+        self.counts = counts            # the script forbids more; checked all the same
         if not spent <= float(self.settings["mu"]) * (1 + 1e-12) or not math.isfinite(spent):
             raise AssertionError(f"site {self.name}: spent mu {spent} past {self.settings['mu']}")
         return {"release": release}

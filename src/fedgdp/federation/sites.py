@@ -10,14 +10,16 @@ objects by direct calls, the simulation of the wire the tests use.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from .coordinator import PublicFold, RefusedError, run_method
 from .settings import check_settings, resolve
+from .site import LOG
 
-__all__ = ["AcrossSites", "SiteLostError", "fit_across", "in_process"]
+__all__ = ["AcrossSites", "SiteLostError", "fit_across", "greet", "in_process"]
 
 
 class SiteLostError(RuntimeError):
@@ -48,7 +50,44 @@ class AcrossSites:
     last: dict
 
 
-def fit_across(ask, m: int, settings: dict) -> AcrossSites:
+def _call(ask, pairs: list) -> list:
+    """``ask(pairs)``, a transport's failure as `SiteLostError`."""
+    try:
+        replies = list(ask(pairs))
+    except Exception as exc:
+        raise SiteLostError(f"a site did not answer request {pairs[0][1].get('op')!r} ({type(exc).__name__}: "
+                            f"{exc}): the fit stops and releases no estimate; each site's ledger counts what "
+                            f"it sent") from exc
+    if len(replies) != len(pairs):
+        raise SiteLostError(f"{len(pairs) - len(replies)} site(s) did not answer request "
+                            f"{pairs[0][1].get('op')!r}: the fit stops and releases no estimate; each site's "
+                            f"ledger counts what it sent")
+    return replies
+
+
+def greet(ask, sites: list, settings: dict, nonce: str = "") -> list:
+    """Every site's greeting (`fedgdp.federation.site.Site.hello`); `RefusedError` when one refuses.
+
+    Parameters
+    ----------
+    ask : callable
+        The transport (`fit_across`).
+    sites : list
+        The transport's sites to greet (its indices j, or node ids).
+    settings : dict
+        The public settings.
+    nonce : str
+        The coordinator's one-time value: each greeting's signature covers it.
+    """
+    settings = check_settings(settings)
+    hellos = _call(ask, [(j, {"op": "hello", "settings": settings, "nonce": str(nonce)}) for j in sites])
+    for j, reply in zip(sites, hellos):
+        if "refused" in reply:
+            raise RefusedError(f"site {reply.get('name', j)} refused: {reply['refused']}")
+    return hellos
+
+
+def fit_across(ask, m: int, settings: dict, *, hellos: list | None = None, progress=None) -> AcrossSites:
     """The method of ``settings`` across ``m`` sites reached by ``ask``: an `AcrossSites` fit; `RefusedError`
     when a site refuses, `SiteLostError` when one drops out.
 
@@ -62,28 +101,16 @@ def fit_across(ask, m: int, settings: dict) -> AcrossSites:
         Sites.
     settings : dict
         The public settings (`fedgdp.federation.settings.check_settings`).
+    hellos : list of dict or None
+        The sites' greetings in the transport's order, when the caller has greeted them (`greet`).
+    progress : callable or None
+        Called with one line per request of the method (its number, operation, seconds).
     """
     settings = check_settings(settings)
     if not isinstance(m, int) or m < 1:
         raise ValueError(f"a fit across sites needs at least one site, got m={m!r}")
-
-    def call(pairs: list) -> list:
-        try:
-            replies = list(ask(pairs))
-        except Exception as exc:
-            raise SiteLostError(f"a site did not answer request {pairs[0][1].get('op')!r} ({type(exc).__name__}: "
-                                f"{exc}): the fit stops and releases no estimate; each site's ledger counts what "
-                                f"it sent") from exc
-        if len(replies) != len(pairs):
-            raise SiteLostError(f"{len(pairs) - len(replies)} site(s) did not answer request "
-                                f"{pairs[0][1].get('op')!r}: the fit stops and releases no estimate; each site's "
-                                f"ledger counts what it sent")
-        return replies
-
-    hellos = call([(j, {"op": "hello", "settings": settings}) for j in range(m)])
-    for j, reply in enumerate(hellos):
-        if "refused" in reply:
-            raise RefusedError(f"site {j} refused: {reply['refused']}")
+    if hellos is None:
+        hellos = greet(ask, list(range(m)), settings)
     dims = {(int(h["d"]), int(h["k"])) for h in hellos}
     if len(dims) != 1:
         raise ValueError(f"the sites' designs differ in shape (d, k): {sorted(dims)}")
@@ -95,11 +122,19 @@ def fit_across(ask, m: int, settings: dict) -> AcrossSites:
     r = resolve(settings, d)
     fold = PublicFold(r.model, [], [], mu=r.p["mu"][0], B=r.B, tau1=r.p["tau1"], newton=r.p["newton"],
                       privacy=r.p["privacy"], clip=r.p["clip"], n=tuple(int(hellos[j]["n"]) for j in order), dim=d)
-    sent: dict = {}
+    sent: dict = {"count": 0}
 
     def step(pairs: list) -> list:
         sent["last"] = {k: v for k, v in pairs[-1][1].items() if k != "theta"}
-        return call([(order[i], request) for i, request in pairs])
+        sent["count"] += 1
+        start = time.monotonic()
+        replies = _call(ask, [(order[i], request) for i, request in pairs])
+        line = (f"request {sent['count']} ({sent['last']['op']}) answered by {len(pairs)} site(s) in "
+                f"{time.monotonic() - start:.2f} s")
+        LOG.info(line)
+        if progress is not None:
+            progress(line)
+        return replies
 
     fit = run_method(r.meth, fold, r.s, step)
     return AcrossSites(np.asarray(fit.theta, float), fit.ledger, fold.sizes, order,
