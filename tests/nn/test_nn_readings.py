@@ -184,11 +184,19 @@ def test_the_summary_table_ranges_the_methods_medians():
     assert text.startswith("| reading | what it changes | mu really spent | Fig. 10, m = 100 | Fig. 9, n = 100 |\n")
     assert "| private | nothing (the settings as printed) | 2 | 0.20-0.60 (3) | not run |" in text
     assert "| plain | release plain | none (not private) | not run | 0.90-0.90 (1) |" in text
-    with_c6 = summary_markdown(pd.DataFrame(rows), cfg, c6={"private": "holds (Fig. 10 only)"})
-    assert with_c6.splitlines()[0].endswith("| C6 |")
+    with_c6 = summary_markdown(pd.DataFrame(rows), cfg, c6={"private": ("holds (Fig. 10 only)", "two points")})
+    assert with_c6.splitlines()[0].endswith("| C6 (two points) |")
     assert "| private | nothing (the settings as printed) | 2 | 0.20-0.60 (3) | not run | holds (Fig. 10 only) |" \
         in with_c6
     assert "| plain | release plain | none (not private) | not run | 0.90-0.90 (1) | not run |" in with_c6
+    # one verdict per reading, in the column of the test that gave it; a column no reading uses is left out
+    mixed = summary_markdown(pd.DataFrame(rows), cfg, c6={"private": ("partly", "whole grid"),
+                                                          "plain": ("holds", "two points")})
+    assert mixed.splitlines()[0].endswith("| C6 (whole grid) | C6 (two points) |")
+    assert "| 0.20-0.60 (3) | not run | partly |  |" in mixed and "| not run | 0.90-0.90 (1) |  | holds |" in mixed
+    grid_only = summary_markdown(pd.DataFrame(rows), cfg, c6={"private": ("partly", "whole grid"),
+                                                             "plain": ("holds", "whole grid")})
+    assert grid_only.splitlines()[0].endswith("| C6 (whole grid) |") and "two points" not in grid_only
 
 
 def test_claims_c6_is_judged_per_reading_where_both_points_ran():
@@ -209,9 +217,11 @@ def test_claims_c6_is_judged_per_reading_where_both_points_ran():
     lines = claims.reading_trends(pd.DataFrame(rows))
     trend = [line for line in lines if "accuracy falls" in line]
     assert len(trend) == 2 and not any("reading one" in line for line in lines)
-    assert trend[0].startswith("reading falls (certified mu = 2), fig10: accuracy falls from m = 100 to 1000: holds")
+    assert trend[0].startswith("reading falls (certified mu = 2), fig10, two points: accuracy falls from m = 100 to "
+                               "1000: holds")
     assert "FedAvg 0.900 -> 0.800" in trend[0]
-    assert trend[1].startswith("reading rises (certified mu = 2), fig10: accuracy falls from m = 100 to 1000: fails")
+    assert trend[1].startswith("reading rises (certified mu = 2), fig10, two points: accuracy falls from m = 100 to "
+                               "1000: fails")
 
 
 def test_the_panels_draw_the_grid_beside_the_readings(tmp_path):
@@ -242,8 +252,8 @@ def test_panels_must_name_declared_readings(tmp_path):
 
 
 def test_claims_c6_verdict_per_reading_names_the_figure_it_rests_on():
-    """`reading_verdicts`: `combine` of a reading's sub-claims, "(Fig. 10 only)" where Figure
-    9 ran at one point; "not run" where nothing can be judged."""
+    """`reading_c6` on the map alone: `combine` of a reading's two-point sub-claims, "(Fig. 10 only)" where
+    Figure 9 ran at one point; "not run" where nothing can be judged."""
     import pandas as pd
 
     from fedgdp.reports import claims
@@ -257,9 +267,10 @@ def test_claims_c6_verdict_per_reading_names_the_figure_it_rests_on():
                 rows.append({"reading": reading, "figure": fig, "x": x, "run": 0, "method": method,
                              "accuracy": a, "certified_mu": 2.0, "privacy": "record-level mu-GDP",
                              "dataset": "mnist", "release": "private"})
-    verdicts = claims.reading_verdicts(pd.DataFrame(rows))
+    verdicts = claims.reading_c6(pd.DataFrame(rows))
     # both: fig10 falls (holds), Newton-Iter = FedAvg at m = 1000 (holds), fig09 falls (fails)
-    assert verdicts == {"both": "partly", "ten": "holds (Fig. 10 only)", "one": "not run"}
+    assert verdicts == {"both": ("partly", "two points"), "ten": ("holds (Fig. 10 only)", "two points"),
+                        "one": ("not run", "two points")}
 
 
 def test_the_grid_config_runs_the_maps_readings_at_the_papers_runs():
@@ -388,3 +399,59 @@ def test_claims_c6_is_judged_on_a_readings_whole_grid(tmp_path, capsys):
     assert main(["claims", "--nn-reading-summaries", str(files[0]), "--md", str(tmp_path / "no.md")]) == 2
     assert "good-fig09.csv lacks the column(s) ['privacy']" in capsys.readouterr().err
     assert not (tmp_path / "no.md").exists()
+
+
+def test_one_c6_verdict_per_reading_wherever_its_grid_is_whole(tmp_path):
+    """A reading whose whole grid is given is judged on it, and only on it: `reading_c6` gives the whole-grid
+    verdict (the one `claim_c6_readings` shows), the printed grid's C6 row drops that reading's two-point lines,
+    and ``nn-readings --reading-summaries`` puts that verdict in summary.md under "C6 (whole grid)", the other
+    readings under "C6 (two points)". Here the two points of reading ``good`` hold while its whole grid fails
+    at m = 1000 (FedNewton-Iter below FedAvg's worst run)."""
+    import pandas as pd
+
+    from fedgdp.commands.cli import main
+    from fedgdp.reports import claims
+
+    rows = []
+    for reading in ("good", "other"):
+        for fig, acc in (("fig10", {100: 0.9, 1000: 0.8}), ("fig09", {100: 0.5, 600: 0.6})):
+            for x, a in acc.items():
+                for method in ("fedsgd", "fedhybrid", "fedavg", "fednewton_iter"):
+                    rows.append({"reading": reading, "figure": fig, "x": x, "run": 0, "method": method,
+                                 "accuracy": a, "certified_mu": 2.0, "privacy": "record-level mu-GDP",
+                                 "dataset": "mnist", "release": "private"})
+    table = pd.DataFrame(rows)
+    grid = _reading_summary("good", 0.05, -0.05)
+    low = (grid["method"] == "fednewton_iter") & (grid["figure"] == "fig10")
+    grid.loc[low, ["median_accuracy", "min_accuracy", "max_accuracy"]] -= 0.2     # trails FedAvg at every m
+    assert claims.reading_c6(table) == {"good": ("holds", "two points"), "other": ("holds", "two points")}
+    both = claims.reading_c6(table, grid)
+    assert both == {"good": ("partly", "whole grid"), "other": ("holds", "two points")}
+    assert [r["verdict"] for r in claims.claim_c6_readings(grid)] == [both["good"][0]]
+    nn = grid.drop(columns=["reading", "certified_mu", "privacy"])
+    report = claims.assess(None, nn=nn, readings=table, reading_summaries=grid)
+    evidence = report[report["model"] == "CNN (mnist)"]["evidence"].iloc[0]
+    assert not any(line.startswith("reading good") for line in evidence)
+    assert any(line.startswith("reading other (certified mu = 2), fig09, two points") for line in evidence)
+    assert "C6 of reading(s) good: on their whole grid (their own rows), not on two points" in evidence
+    # the command: summary.md of a map whose reading `good` has its whole grid in a file
+    files = []
+    for fig, f in grid.groupby("figure"):
+        files.append(str(tmp_path / f"{fig}_summary.csv"))
+        f.to_csv(files[-1], index=False)
+    assert claims.reading_c6(table, pd.concat([pd.read_csv(f) for f in files]))["good"] == ("partly", "whole grid")
+    # the command, on committed pieces and the certified reading's committed whole grid
+    cfg = _config(tmp_path, "dataset: mnist\npoints:\n  - {figure: fig10, x: 100}\nruns: 3\n"
+                            "summary: [schedule_B10_lr0.1, private]\nreadings:\n"
+                            "  schedule_B10_lr0.1: {clip: 10, lr: 0.1, accounting: schedule}\n  private: {}\n")
+    committed = sorted(str(p) for p in (ROOT / "docs/results/paper-nn-mnist-schedule_B10_lr0.1").glob("fig*.csv"))
+    out = tmp_path / "out"
+    assert main(["nn-readings", str(cfg), "--runs-dir", str(ROOT / "docs/results/nn-readings/runs"),
+                 "--out-dir", str(out), "--reading-summaries", *committed]) == 0
+    head, _, sched, private = (out / "summary.md").read_text().splitlines()
+    whole = claims.reading_c6(None, pd.concat([pd.read_csv(f) for f in committed]))["schedule_B10_lr0.1"][0]
+    assert head.endswith("| C6 (whole grid) | C6 (two points) |")
+    assert sched.endswith(f"| {whole} |  |") and private.endswith("|  | not run |")    # private: one point here
+    assert main(["nn-readings", str(cfg), "--runs-dir", str(ROOT / "docs/results/nn-readings/runs"),
+                 "--out-dir", str(tmp_path / "o2"), "--reading-summaries", str(tmp_path / "nope.csv")]) == 2
+    assert not (tmp_path / "o2" / "readings.csv").exists()          # refused before any work

@@ -668,39 +668,18 @@ def _nn_commands(sub) -> None:
     sub.choices["nn-readings"].set_defaults(c6=_reading_verdicts)
 
 
-def _reading_verdicts(table):
-    """C6 per reading of the readings map (`fedgdp.reports.claims.reading_verdicts`), for summary.md."""
-    from ..reports.claims import reading_verdicts
+def _reading_verdicts(table, summaries=None):
+    """C6 per reading (`fedgdp.reports.claims.reading_c6`: on a reading's whole grid where its summaries are
+    given, else on the map's two points), for summary.md."""
+    from ..reports.claims import reading_c6
 
-    return reading_verdicts(table)
+    return reading_c6(table, summaries)
 
 
 # ---------------------------------------------------------------- claims report (issue 11)
-def _reading_summaries(paths: list[str]):
-    """The whole-grid summaries under other readings (``fig09_summary.csv``, ``fig10_summary.csv`` of
-    ``paper-nn-mnist-<reading>/``, fedgdp nn-readings --summaries) as one table, None when none is given."""
-    if not paths:
-        return None
-    import pandas as pd
-
-    from ..nn.plots import SUMMARY_COLUMNS
-
-    tables = []
-    for path in paths:
-        try:
-            t = pd.read_csv(path)
-        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            raise ValueError(f"cannot read --nn-reading-summaries {path}: {exc}") from None
-        missing = [c for c in ["reading", *SUMMARY_COLUMNS, "certified_mu", "privacy"] if c not in t]
-        if missing:
-            raise ValueError(f"--nn-reading-summaries {path} lacks the column(s) {missing} of a reading's summary "
-                             f"(fedgdp nn-readings --summaries)")
-        tables.append(t)
-    return pd.concat(tables, ignore_index=True)
-
-
 def _cmd_claims(args) -> int:
     from ..common.io import read_parquet_files
+    from ..nn.readings import read_reading_summaries
     from ..reports import claims
     from ..simulation.summary import read_summaries
 
@@ -732,7 +711,7 @@ def _cmd_claims(args) -> int:
         if missing:
             raise ValueError(f"--nn-readings {args.nn_readings} lacks the column(s) {sorted(missing)} of "
                              f"fedgdp nn-readings' readings.csv")
-    report = claims.assess(summary, real, nn, spec, readings, _reading_summaries(args.nn_reading_summaries))
+    report = claims.assess(summary, real, nn, spec, readings, read_reading_summaries(args.nn_reading_summaries))
     if args.csv:
         claims.write_csv(report, args.csv)
     if args.md:

@@ -65,6 +65,7 @@ def _cmd_nn_readings(args) -> int:
     from .readings import collect, load_readings, medians_markdown, plot_readings, run_missing, summary_markdown
 
     cfg = load_readings(args.config)
+    _whole_grids(args.reading_summaries, [])          # a bad --reading-summaries file fails before any work
     if args.run:
         try:
             import torch  # noqa: F401
@@ -85,32 +86,52 @@ def _cmd_nn_readings(args) -> int:
         plot_readings(table, cfg, out / "readings.png")
         with atomic_path(out / "readings.md") as tmp:
             Path(tmp).write_text(medians_markdown(table, cfg))
+        written = _write_reading_summaries(cfg, args.runs_dir, table, missing, Path(args.summaries)) \
+            if args.summaries else []
         if cfg["summary"]:
+            grids = _whole_grids(args.reading_summaries, written)
             with atomic_path(out / "summary.md") as tmp:
-                Path(tmp).write_text(summary_markdown(table, cfg, c6=args.c6(table) if args.c6 else None))
+                Path(tmp).write_text(summary_markdown(table, cfg, c6=args.c6(table, grids) if args.c6 else None))
         if args.grid:
             from .panels import plot_panels, read_grid
 
             plot_panels(read_grid(args.grid), table, cfg, cfg["panels"], out / "figures.png")
-        if args.summaries:
-            _write_reading_summaries(cfg, args.runs_dir, table, missing, Path(args.summaries))
     print(f"{len(table)} rows from {len(table.groupby(['reading', 'figure', 'x', 'run']))} pieces; "
           f"{len(missing)} pieces missing" + (f" (first: {missing[0]})" if missing else ""))
     return 0
 
 
-def _write_reading_summaries(cfg: dict, runs_dir: str, table, missing: list, root: Path) -> None:
+def _whole_grids(paths: list | None, written: list):
+    """The whole-grid summaries C6 is judged on, as files (the numbers `fedgdp claims --nn-reading-summaries`
+    reads): those of ``--reading-summaries``, a (reading, figure) just written by ``--summaries`` in place of
+    a given file's; None when there are none."""
+    import pandas as pd
+
+    from .readings import read_reading_summaries
+
+    done = {Path(p).resolve() for p in written}
+    by_key = {}
+    for path in [p for p in paths or [] if Path(p).resolve() not in done] + list(written):
+        for key, g in read_reading_summaries([path]).groupby(["reading", "figure"], sort=False):
+            by_key[key] = g
+    return pd.concat(by_key.values(), ignore_index=True) if by_key else None
+
+
+def _write_reading_summaries(cfg: dict, runs_dir: str, table, missing: list, root: Path) -> list[Path]:
     """``<root>/paper-nn-<dataset>-<reading>/<figure>_summary.csv`` of each figure a reading has whole
-    (`fedgdp.nn.readings.reading_summaries`), a line on stdout for each."""
+    (`fedgdp.nn.readings.reading_summaries`), a line on stdout for each; returns the files."""
     from ..common.io import atomic_path
     from .readings import reading_summaries
 
+    written = []
     for (reading, figure), summary in reading_summaries(cfg, runs_dir, table, missing).items():
         folder = root / f"paper-nn-{cfg['dataset']}-{reading}"
         folder.mkdir(parents=True, exist_ok=True)
         with atomic_path(folder / f"{figure}_summary.csv") as tmp:
             summary.to_csv(tmp, index=False, float_format="%.4f")
-        print(f"{reading}: {figure} whole, its summary in {folder / f'{figure}_summary.csv'}")
+        written.append(folder / f"{figure}_summary.csv")
+        print(f"{reading}: {figure} whole, its summary in {written[-1]}")
+    return written
 
 
 def _cmd_nn_summarise(args) -> int:
@@ -233,6 +254,10 @@ def add_parsers(sub) -> None:
                     help="also write the summary of each figure a reading has whole, as the grid's are, with a "
                          "reading and a certified_mu column, to DIR/paper-nn-<dataset>-<reading>/<figure>_summary.csv "
                          "(e.g. docs/results)")
+    rd.add_argument("--reading-summaries", nargs="+", metavar="CSV",
+                    help="whole-grid summaries of readings (--summaries' files, e.g. "
+                         "docs/results/paper-nn-mnist-*/fig*_summary.csv): summary.md's C6 of such a reading is "
+                         "judged on its whole grid, as fedgdp claims --nn-reading-summaries judges it")
     rd.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU) | cpu | cuda | cuda:N")
     rd.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     rd.add_argument("--budget-s", type=_seconds, metavar="SECONDS",

@@ -18,7 +18,7 @@ from ..core.settings import is_bool
 from .settings import resolve
 
 __all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "plot_readings", "medians_markdown",
-           "summary_markdown", "reading_summaries", "TABLE_COLUMNS", "privacy_of"]
+           "summary_markdown", "reading_summaries", "read_reading_summaries", "TABLE_COLUMNS", "privacy_of"]
 
 #: the columns of ``readings.csv`` (the first eight are the map's; the rest say how and where)
 TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "certified_mu", "dataset", "privacy",
@@ -343,7 +343,8 @@ def privacy_label(rows) -> str:
 
 def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
     """The README's table of the ``summary`` readings: changes, mu spent, median accuracies per point, C6
-    ("" when ``summary`` is empty).
+    ("" when ``summary`` is empty). C6 goes in a column named after the test that gave it: "C6 (whole grid)"
+    and, where a reading has no whole grid, "C6 (two points)".
 
     Parameters
     ----------
@@ -351,15 +352,18 @@ def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
         `collect`'s table.
     cfg : dict
         The config (``summary``, ``points``, ``readings``).
-    c6 : dict of str to str, optional
-        Reading -> C6's verdict (`fedgdp.reports.claims.reading_verdicts`), a last column.
+    c6 : dict of str to (str, str), optional
+        Reading -> (C6's verdict, its basis: "whole grid" or "two points"), as
+        `fedgdp.reports.claims.reading_c6` gives them; a reading without one reads "not run" (two points).
     """
     if not cfg.get("summary"):
         return ""
     points = [pt for pt in sorted(cfg["points"], key=lambda p: (p["figure"] != "fig10", p["x"]))]
+    verdicts = {name: (c6 or {}).get(name, ("not run", "two points")) for name in cfg["summary"]}
+    bases = [b for b in ("whole grid", "two points") if c6 is not None and b in {v[1] for v in verdicts.values()}]
     head = ["reading", "what it changes", "mu really spent",
             *(f"{'Fig. 9, n' if pt['figure'] == 'fig09' else 'Fig. 10, m'} = {pt['x']}" for pt in points),
-            *(["C6"] if c6 is not None else [])]
+            *(f"C6 ({b})" for b in bases)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in cfg["summary"]:
         rows = table[table["reading"] == name]
@@ -368,10 +372,39 @@ def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
             g = rows[(rows["figure"] == pt["figure"]) & (rows["x"] == pt["x"])]
             med = g.groupby("method")["accuracy"].median()
             cells.append(f"{med.min():.2f}-{med.max():.2f} ({g['run'].nunique()})" if len(med) else "not run")
-        if c6 is not None:
-            cells.append(c6.get(name, "not run"))
+        cells += [verdicts[name][0] if verdicts[name][1] == b else "" for b in bases]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def read_reading_summaries(paths: list):
+    """Whole-grid summaries of readings (``paper-nn-<dataset>-<reading>/<figure>_summary.csv``, as
+    `reading_summaries` writes them) as one table; None when no path is given. A file that cannot be read
+    or lacks a reading summary's columns is one ValueError naming it.
+
+    Parameters
+    ----------
+    paths : list of str or path
+        The CSV files.
+    """
+    if not paths:
+        return None
+    import pandas as pd
+
+    from .plots import SUMMARY_COLUMNS
+
+    tables = []
+    for path in paths:
+        try:
+            t = pd.read_csv(path)
+        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise ValueError(f"cannot read the reading summary {path}: {exc}") from None
+        missing = [c for c in ["reading", *SUMMARY_COLUMNS, "certified_mu", "privacy"] if c not in t]
+        if missing:
+            raise ValueError(f"the reading summary {path} lacks the column(s) {missing} of a reading's summary "
+                             f"(fedgdp nn-readings --summaries)")
+        tables.append(t)
+    return pd.concat(tables, ignore_index=True)
 
 
 def plot_readings(table, cfg: dict, out: str | os.PathLike) -> list:

@@ -43,7 +43,7 @@ from .checks import (
 
 __all__ = ["TITLE", "VERDICTS", "OUTCOMES", "THRESHOLDS", "CLAIMS", "CLAIM_COLUMNS", "Check",
            "compare_less", "trend", "subclaim_verdict", "combine", "claim_c1", "claim_c2",
-           "claim_c3", "claim_c4", "claim_c5", "claim_c6", "reading_trends", "reading_verdicts", "assess",
+           "claim_c3", "claim_c4", "claim_c5", "claim_c6", "reading_trends", "reading_c6", "assess",
            "write_markdown", "write_csv"]
 
 TITLE = "Which of the paper's claims the results support"
@@ -454,18 +454,20 @@ def _c5_row(dataset: str, task: str, df: pd.DataFrame) -> dict:
 
 
 # ------------------------------------------------------------------ C6
-def readings_evidence(readings: pd.DataFrame) -> list[str]:
+def readings_evidence(readings: pd.DataFrame, on_grid: frozenset = frozenset()) -> list[str]:
     """C6's lines from the CNN readings map (`fedgdp.nn.readings`, ``readings.csv``): at
     each point, the ceiling without noise or clipping, the cost of clipping alone, the
     best private reading (median over runs and methods' best) with the mu it certifies and
     the best reading that spends a finite mu without a guarantee (``paper_sum``: its
     ``privacy`` text is not record-level), with the mu it really spends; then
-    `reading_trends`.
+    `reading_trends` of the readings not judged on their whole grid, and a line naming those that are.
 
     Parameters
     ----------
     readings : DataFrame
         The readings table (`fedgdp.nn.readings.TABLE_COLUMNS`).
+    on_grid : frozenset of str
+        Readings judged on their whole grid (`reading_c6`: their own C6 rows): no two-point lines.
     """
     def runs(n: int) -> str:
         return f"{n} run{'s' if n != 1 else ''}"
@@ -491,7 +493,10 @@ def readings_evidence(readings: pd.DataFrame) -> list[str]:
                 parts.append(f"{what} {best['accuracy']:.3f} ({best['reading']}, {runs(best['runs'])}, "
                              f"{mu} = {best['certified_mu']:g})")
         lines.append(f"{point} (median over runs and methods): " + "; ".join(parts))
-    return lines + reading_trends(readings)
+    judged = [r for r in readings["reading"].unique() if r in on_grid]
+    if judged:
+        lines.append(f"C6 of reading(s) {', '.join(judged)}: on their whole grid (their own rows), not on two points")
+    return lines + reading_trends(readings[~readings["reading"].isin(on_grid)])
 
 
 #: the two points of each figure the readings map runs: (figure, smaller x, larger x, direction, what)
@@ -521,8 +526,8 @@ def _reading_subclaims(readings: pd.DataFrame):
             checks = [_step_check(LABELS[method].removeprefix("DP-"), m[m["x"] == lo]["accuracy"],
                                   m[m["x"] == hi]["accuracy"], direction)
                       for method, m in f.groupby("method", sort=False)]
-            v, line = _subclaim_line(f"reading {reading} ({privacy_label(f)}), {fig}: accuracy {what}", checks,
-                                     show="all")
+            v, line = _subclaim_line(f"reading {reading} ({privacy_label(f)}), {fig}, two points: accuracy {what}",
+                                     checks, show="all")
             runs = f.groupby("x")["run"].nunique()
             yield reading, fig, v, f"{line} [runs: {runs[lo]} and {runs[hi]}]"
         f = g[(g["figure"] == "fig10") & (g["x"] == 1000) & g["method"].isin(["fednewton_iter", "fedavg"])]
@@ -530,7 +535,8 @@ def _reading_subclaims(readings: pd.DataFrame):
             acc = {m: f[f["method"] == m]["accuracy"] for m in ("fednewton_iter", "fedavg")}
             row = {m: pd.Series({"median_accuracy": a.median(), "min_accuracy": a.min(), "max_accuracy": a.max()})
                    for m, a in acc.items()}
-            v, line = _subclaim_line(f"reading {reading}, fig10: FedNewton-Iter competitive with FedAvg at m = 1000",
+            v, line = _subclaim_line(f"reading {reading}, fig10, one point: FedNewton-Iter competitive with FedAvg "
+                                     f"at m = 1000",
                                      [_competitive(row["fednewton_iter"], row["fedavg"], 1000)], show="all")
             yield reading, "fig10", v, line
 
@@ -549,22 +555,31 @@ def reading_trends(readings: pd.DataFrame) -> list[str]:
     return [line for *_, line in _reading_subclaims(readings)]
 
 
-def reading_verdicts(readings: pd.DataFrame) -> dict[str, str]:
-    """C6's verdict per reading (e.g. ``"partly"``, ``"holds (Fig. 10 only)"``): `combine` of the sub-claims of
-    `reading_trends`, with the figure it rests on when the map ran the other at one point only; "not run" for a
-    reading no sub-claim can be judged on.
+def reading_c6(readings: pd.DataFrame | None = None, summaries: pd.DataFrame | None = None) -> dict[str, tuple]:
+    """C6's one verdict per reading and the test it comes from, ``{reading: (verdict, basis)}``: on the
+    reading's whole grid (`claim_c6_readings`' test, the printed grid's: basis ``"whole grid"``) wherever its
+    summaries are given, else on the map's two points per figure (`reading_trends`, `combine` of its sub-claims,
+    with the figure it rests on when the map ran the other at one point only: basis ``"two points"``); "not run"
+    for a reading of the map that neither can judge. The README's CNN table, the readings' ``summary.md`` and
+    ``claims.md`` all take C6 per reading from here.
 
     Parameters
     ----------
-    readings : DataFrame
+    readings : DataFrame, optional
         The readings table (`fedgdp.nn.readings.TABLE_COLUMNS`).
+    summaries : DataFrame, optional
+        Whole-grid summaries of readings (`claim_c6_readings`).
     """
-    subs: dict[str, list[tuple[str, str]]] = {r: [] for r in readings["reading"].unique()}
-    for reading, fig, v, _ in _reading_subclaims(readings):
-        subs[reading].append((fig, v))
-    out = {}
-    for reading, got in subs.items():
-        out[reading] = combine([v for _, v in got]) + _only({fig for fig, _ in got})
+    out: dict[str, tuple] = {}
+    if readings is not None:
+        subs: dict[str, list[tuple[str, str]]] = {r: [] for r in readings["reading"].unique()}
+        for reading, fig, v, _ in _reading_subclaims(readings):
+            subs[reading].append((fig, v))
+        out = {r: (combine([v for _, v in got]) + _only({fig for fig, _ in got}), "two points")
+               for r, got in subs.items()}
+    if summaries is not None:
+        for (_, reading), df in summaries.groupby(["dataset", "reading"], sort=False):
+            out[reading] = (_grid_c6(df)[0], "whole grid")
     return out
 
 
@@ -573,7 +588,7 @@ def _only(figures: set) -> str:
     return f" (Fig. {int(next(iter(figures))[3:])} only)" if len(figures) == 1 else ""
 
 
-def claim_c6(nn: pd.DataFrame, readings: pd.DataFrame | None = None) -> list[dict]:
+def claim_c6(nn: pd.DataFrame, readings: pd.DataFrame | None = None, on_grid: frozenset = frozenset()) -> list[dict]:
     """C6: one row per dataset of the CNN summaries (`fedgdp.nn.plots`).
 
     Parameters
@@ -583,6 +598,8 @@ def claim_c6(nn: pd.DataFrame, readings: pd.DataFrame | None = None) -> list[dic
         ``method``, ``label``, ``x``, ``median_accuracy``, ``min_accuracy``, ``max_accuracy``).
     readings : DataFrame, optional
         The CNN readings map (`readings_evidence`), added to the rows of its data set.
+    on_grid : frozenset of str
+        Readings judged on their whole grid (`readings_evidence`).
     """
     out = []
     for dataset, df in nn.groupby("dataset", sort=False):
@@ -594,7 +611,7 @@ def claim_c6(nn: pd.DataFrame, readings: pd.DataFrame | None = None) -> list[dic
             name = "CNN (digits, smoke test)"
             evidence.insert(0, "not the paper's evidence: " + SMOKE_NOTE)
         if readings is not None and "dataset" in readings and (readings["dataset"] == dataset).any():
-            evidence += readings_evidence(readings[readings["dataset"] == dataset])
+            evidence += readings_evidence(readings[readings["dataset"] == dataset], on_grid)
         out.append(_row("C6", name, combine(verdicts), evidence))
     return out
 
@@ -603,7 +620,7 @@ def claim_c6_readings(summaries: pd.DataFrame) -> list[dict]:
     """C6 on the whole grid under each reading (`fedgdp.nn.readings.reading_summaries`): the printed grid's
     test (`claim_c6`: slopes over every point, FedNewton-Iter against FedAvg at the upper half of m), one row
     per (dataset, reading), its model naming the reading and the mu it really spends; "(Fig. 10 only)" where
-    only that figure's summary is given.
+    only that figure's summary is given. Its verdict is `reading_c6`'s.
 
     Parameters
     ----------
@@ -611,18 +628,21 @@ def claim_c6_readings(summaries: pd.DataFrame) -> list[dict]:
         A reading's summaries: ``reading``, `fedgdp.nn.plots.SUMMARY_COLUMNS`, ``certified_mu`` and
         ``privacy``, one figure or both.
     """
+    return [_row("C6", f"CNN ({dataset}), reading {reading}", *_grid_c6(df))
+            for (dataset, reading), df in summaries.groupby(["dataset", "reading"], sort=False)]
+
+
+def _grid_c6(df: pd.DataFrame) -> tuple[str, list[str]]:
+    """(verdict, evidence lines) of C6 on one reading's whole-grid summaries (`claim_c6_readings`)."""
     from ..nn.readings import privacy_label
 
-    out = []
-    for (dataset, reading), df in summaries.groupby(["dataset", "reading"], sort=False):
-        verdicts, evidence = _c6_judged(df)
-        by = df.groupby("figure")
-        runs = ", ".join(f"{fig}: {g['x'].nunique()} points, {'-'.join(map(str, sorted(set(g['runs']))))} runs each"
-                         for fig, g in by)
-        evidence.insert(0, f"the whole grid under reading {reading} ({privacy_label(df)}); {runs}")
-        out.append(_row("C6", f"CNN ({dataset}), reading {reading}", combine(verdicts) + _only(set(by.groups)),
-                        evidence))
-    return out
+    verdicts, evidence = _c6_judged(df)
+    by = df.groupby("figure")
+    runs = ", ".join(f"{fig}: {g['x'].nunique()} points, {'-'.join(map(str, sorted(set(g['runs']))))} runs each"
+                     for fig, g in by)
+    reading = df["reading"].iloc[0]
+    evidence.insert(0, f"the whole grid under reading {reading} ({privacy_label(df)}); {runs}")
+    return combine(verdicts) + _only(set(by.groups)), evidence
 
 
 def _c6_judged(df: pd.DataFrame) -> tuple[list[str], list[str]]:
@@ -709,7 +729,8 @@ def assess(summary: pd.DataFrame | None, real: pd.DataFrame | None = None, nn: p
         rows.append(_not_run("C6", "CNN", "no CNN summaries given (build them with "
                                           "`snakemake --cores 2 fig09 fig10`, needs the nn extra)"))
     else:
-        rows += claim_c6(nn, readings)
+        on_grid = frozenset() if reading_summaries is None else frozenset(reading_summaries["reading"])
+        rows += claim_c6(nn, readings, on_grid)
     if reading_summaries is not None and not reading_summaries.empty:
         rows += claim_c6_readings(reading_summaries)
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
