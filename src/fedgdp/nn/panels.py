@@ -84,7 +84,7 @@ def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathL
             handles.setdefault(lab, h)
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=2, fontsize=8, frameon=False)
     fig.suptitle(f"CNN on {cfg['dataset']}: Figures 9-10 as printed (the grid: median, band over its runs) and "
-                 "under other readings (the map's points: median, bars over runs)", fontsize=10)
+                 "under other readings (each at the points it ran: median, bars over its runs)", fontsize=10)
     fig.tight_layout(rect=(0, 0.1, 1, 0.97))
     png = Path(out)
     return save_figure(fig, png.with_suffix(".pdf"), png, title="CNN Figures 9-10 by reading")
