@@ -78,6 +78,15 @@ def test_the_readings_table_in_the_cnn_page_is_the_generated_one():
     assert "\n".join(rows) + "\n" in (ROOT / "docs" / "cnns.md").read_text()
 
 
+def test_the_cnn_page_quotes_the_generated_levels():
+    """docs/cnns.md's level-and-trend table is docs/results/nn-readings-grid/levels.md (fedgdp nn-readings
+    with --grid and --summaries) row for row: its words stand next to the numbers they describe."""
+    rows = [line for line in (ROOT / "docs/results/nn-readings-grid/levels.md").read_text().splitlines()
+            if line.startswith("|")]
+    assert len(rows) > 2
+    assert "\n".join(rows) + "\n" in (ROOT / "docs" / "cnns.md").read_text()
+
+
 def test_the_readme_quotes_the_generated_readings_summary():
     """The README's CNN table is docs/results/nn-readings/summary.md (fedgdp nn-readings)."""
     rows = (ROOT / "docs/results/nn-readings/summary.md").read_text().splitlines()

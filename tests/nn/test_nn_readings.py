@@ -455,3 +455,23 @@ def test_one_c6_verdict_per_reading_wherever_its_grid_is_whole(tmp_path):
     assert main(["nn-readings", str(cfg), "--runs-dir", str(ROOT / "docs/results/nn-readings/runs"),
                  "--out-dir", str(tmp_path / "o2"), "--reading-summaries", str(tmp_path / "nope.csv")]) == 2
     assert not (tmp_path / "o2" / "readings.csv").exists()          # refused before any work
+
+
+def test_levels_give_each_methods_first_last_and_range_and_the_points_in_the_papers_range():
+    """levels.md (`levels_markdown`): per reading and figure, each method's median at the first and last point,
+    its range over the points and the points inside the config's band; a figure without a band says so."""
+    from fedgdp.nn.panels import levels_markdown
+
+    grid = _reading_summary("x", 0.05, -0.05).drop(columns=["reading", "certified_mu", "privacy"])
+    good = _reading_summary("good", 0.05, -0.05)
+    text = levels_markdown(grid, good, {"band": {"fig10": [0.6, 0.9]}})
+    rows = [line for line in text.splitlines() if line.startswith("| as printed") or line.startswith("| good")]
+    assert [r.split(" | ")[1] for r in rows] == ["Fig. 9", "Fig. 10", "Fig. 9", "Fig. 10"]
+    assert rows[2].startswith("| good (certified mu = 2) |")
+    # FedSGD at Figure 10: 0.5 - 0.05 log m over m = 100, 300, 500, 1000
+    acc = [0.5 - 0.05 * math.log(m) for m in (100, 300, 500, 1000)]
+    assert f"{acc[0]:.3f} -> {acc[-1]:.3f} ({acc[-1]:.3f}-{acc[0]:.3f}; 0 of 4 in 0.6-0.9)" in rows[1]
+    newton = [a + 0.02 for a in (0.5 + 0.05 * math.log(n) for n in (50, 100, 200, 600))]
+    assert rows[0].endswith(f"| {newton[0]:.3f} -> {newton[-1]:.3f} ({newton[0]:.3f}-{newton[-1]:.3f}; "
+                            "no range read) |")
+    assert levels_markdown(grid, None, {"band": {}}).count("\n| as printed") == 2

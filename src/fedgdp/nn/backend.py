@@ -141,7 +141,9 @@ class Locals:
 def noise_for_mean(plan: tuple, mean_plan: tuple, mu: float) -> privacy.Calibration:
     """``noise_for: mean``: the noise sds of ``mean_plan`` (the summed releases' noise
     calibrated as if they were means), with the ledger of ``plan`` (their true
-    sensitivities), which then composes to the mu really spent, ``n_i`` times ``mu``.
+    sensitivities), which then composes to the mu really spent: ``n_i mu`` where every
+    release is summed, ``sqrt((n_i^2 + 1) / 2) mu`` for FedNewton-Iter, whose Newton release
+    (half its ``mu^2``) is a mean either way.
 
     Parameters
     ----------

@@ -88,14 +88,17 @@ def _cmd_nn_readings(args) -> int:
             Path(tmp).write_text(medians_markdown(table, cfg))
         written = _write_reading_summaries(cfg, args.runs_dir, table, missing, Path(args.summaries)) \
             if args.summaries else []
+        grids = _whole_grids(args.reading_summaries, written)
         if cfg["summary"]:
-            grids = _whole_grids(args.reading_summaries, written)
             with atomic_path(out / "summary.md") as tmp:
                 Path(tmp).write_text(summary_markdown(table, cfg, c6=args.c6(table, grids) if args.c6 else None))
         if args.grid:
-            from .panels import plot_panels, read_grid
+            from .panels import levels_markdown, plot_panels, read_grid
 
             plot_panels(read_grid(args.grid), table, cfg, cfg["panels"], out / "figures.png")
+            if args.summaries:
+                with atomic_path(out / "levels.md") as tmp:
+                    Path(tmp).write_text(levels_markdown(read_grid(args.grid), grids, cfg))
     print(f"{len(table)} rows from {len(table.groupby(['reading', 'figure', 'x', 'run']))} pieces; "
           f"{len(missing)} pieces missing" + (f" (first: {missing[0]})" if missing else ""))
     return 0
@@ -245,7 +248,8 @@ def add_parsers(sub) -> None:
     rd.add_argument("config", help="readings config (YAML), e.g. config/nn-readings.yaml")
     rd.add_argument("--runs-dir", default="results/nn-readings/runs", help="folder of the pieces (one Parquet each)")
     rd.add_argument("--out-dir", default="results/nn-readings", type=output_dir,
-                    help="where readings.csv, readings.md, readings.png and summary.md go")
+                    help="where readings.csv, readings.md, readings.png and summary.md go (with --grid and "
+                         "--summaries also levels.md: level and trend per reading and figure)")
     rd.add_argument("--run", action="store_true", help="run the pieces not yet in --runs-dir first (needs torch)")
     rd.add_argument("--grid", metavar="DIR", help="folder of the grid's fig09_summary.csv and fig10_summary.csv "
                                                   "(e.g. docs/results/paper-nn-mnist): also draw figures.png, "

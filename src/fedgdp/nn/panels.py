@@ -88,3 +88,44 @@ def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathL
     fig.tight_layout(rect=(0, 0.1, 1, 0.97))
     png = Path(out)
     return save_figure(fig, png.with_suffix(".pdf"), png, title="CNN Figures 9-10 by reading")
+
+
+def levels_markdown(grid, summaries, cfg: dict) -> str:
+    """Level and trend per reading and figure, in numbers: for each method the median accuracy (over a
+    point's runs) at the figure's first and last point, the lowest and highest over its points, and how many
+    points lie in the paper's range (the config's ``band``; a figure without one says the paper's axis is not
+    read). The grid as printed first, then each reading whose whole grid is given.
+
+    Parameters
+    ----------
+    grid : pandas.DataFrame
+        The grid's summaries (`read_grid`).
+    summaries : pandas.DataFrame or None
+        Whole-grid summaries of readings (`fedgdp.nn.readings.read_reading_summaries`).
+    cfg : dict
+        The readings config (its ``band``).
+    """
+    from .readings import privacy_label
+    from .settings import LABELS, METHODS
+
+    head = ["reading", "figure", *(LABELS[m].replace("DP-", "") for m in METHODS)]
+    lines = ["Median accuracy over a point's runs: first point -> last point (lowest-highest over the points; "
+             "points in the paper's range; Figure 9: its axis is not read, so no range).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    parts = [("as printed (certified mu = 2)", grid)]
+    if summaries is not None:
+        parts += [(f"{name} ({privacy_label(df)})", df) for name, df in summaries.groupby("reading", sort=False)]
+    for name, df in parts:
+        for figure in _X:
+            f = df[df["figure"] == figure]
+            if f.empty:
+                continue
+            band = cfg["band"].get(figure)
+            cells = []
+            for method in METHODS:
+                med = f[f["method"] == method].sort_values("x")["median_accuracy"]
+                inside = f"{((med >= band[0]) & (med <= band[1])).sum()} of {len(med)} in {band[0]:g}-{band[1]:g}" \
+                    if band else "no range read"
+                cells.append(f"{med.iloc[0]:.3f} -> {med.iloc[-1]:.3f} ({med.min():.3f}-{med.max():.3f}; {inside})")
+            lines.append(f"| {name} | {'Fig. 9' if figure == 'fig09' else 'Fig. 10'} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -191,8 +191,9 @@ def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = Fa
     """
     if release == "private" and math.isfinite(mu) and noise_for == "mean":
         return float(mu_composed), (f"not mu-GDP at mu = {mu:g}: the noise is calibrated for the mean of a summed "
-                                    f"release; the ledger's record-level mu, n_i mu at each client, is up to "
-                                    f"{mu_composed:g}")
+                                    f"release; the ledger's record-level mu at each client (n_i mu for a method whose "
+                                    f"releases are all summed; about n_i mu / sqrt(2) for FedNewton-Iter, whose Newton "
+                                    f"release stays a mean) is up to {mu_composed:g}")
     if release == "private" and math.isfinite(mu):
         how = "each client's releases" if accounting == "printed" else "each drawn client's releases (schedule)"
         what = f"record-level mu-GDP at each client, calibrated to {how}"

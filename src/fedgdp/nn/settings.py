@@ -382,7 +382,8 @@ class NNSettings(Settings):
                              parse=choice(*CLIP_UNITS), flag=str)
     noise_for: str = setting("release", "what the noise is calibrated for: the releases as made (release) | under "
                              "reduction sum, the mean (mean: the paper's likely reading; not private at mu: the "
-                             "ledger's mu is n_i mu)", parse=choice(*NOISE_FOR), flag=str)
+                             "ledger's mu is n_i mu, about n_i mu / sqrt(2) for FedNewton-Iter, whose Newton release "
+                             "stays a mean)", parse=choice(*NOISE_FOR), flag=str)
     accounting: str = setting("printed", "noise for every round a client could be drawn (printed) | for the rounds "
                               "it is drawn in a schedule drawn first (schedule; each drawn client spends mu)",
                               parse=choice(*ACCOUNTINGS), flag=str)
