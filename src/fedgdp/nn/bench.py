@@ -2,7 +2,9 @@
 
 Methods (`step_methods`): ``plain`` (the unclipped gradient, the reference of every
 ratio), ``fedgdp`` (`fedgdp.nn.clipping.clipped_grad_sums`), ``vmap`` (materialised
-per-sample gradients) and opacus' hooks and ghost clipping when installed. Each time is
+per-sample gradients) and opacus' hooks and ghost clipping when installed (on
+`fedgdp.nn.models.module_twin`, the network with its layers called as modules, whose
+hooks opacus needs; the same weights). Each time is
 the minimum over calls, methods measured in turn; the ratios are the result
 (docs/cnns.md, "The private step: `fedgdp nn-bench`").
 """
@@ -86,14 +88,15 @@ def _opacus_methods(dataset, x, y, B) -> dict:
     from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
     from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
 
-    from .models import build_model
+    from .models import build_model, module_twin
 
     n = x.shape[0]
-    hooks = GradSampleModule(build_model(dataset, seed=0).to(x.device))
+    # opacus collects per-sample gradients by module hooks: its networks are ConvNet's module twins, same weights
+    hooks = GradSampleModule(module_twin(build_model(dataset, seed=0).to(x.device)))
     opt_h = DPOptimizer(torch.optim.SGD(hooks.parameters(), lr=0.0), noise_multiplier=0.0, max_grad_norm=B,
                         expected_batch_size=n)
-    ghost = GradSampleModuleFastGradientClipping(build_model(dataset, seed=0).to(x.device), max_grad_norm=B,
-                                                 use_ghost_clipping=True)
+    ghost = GradSampleModuleFastGradientClipping(module_twin(build_model(dataset, seed=0).to(x.device)),
+                                                 max_grad_norm=B, use_ghost_clipping=True)
     opt_g = DPOptimizerFastGradientClipping(torch.optim.SGD(ghost.parameters(), lr=0.0), noise_multiplier=0.0,
                                             max_grad_norm=B, expected_batch_size=n)
     crit = DPLossFastGradientClipping(ghost, opt_g, torch.nn.NLLLoss())

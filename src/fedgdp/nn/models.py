@@ -25,7 +25,8 @@ from torch.nn import functional as F
 
 from .settings import INITS
 
-__all__ = ["ConvNet", "build_model", "convnet_forward", "layer_names", "ARCHITECTURES", "HEAD"]
+__all__ = ["ConvNet", "ModuleConvNet", "build_model", "module_twin", "convnet_forward", "layer_names",
+           "ARCHITECTURES", "HEAD"]
 
 HEAD = "head"
 
@@ -51,7 +52,7 @@ def layer_names(params: dict) -> list[str]:
 
 
 def convnet_forward(params: dict, x: torch.Tensor, *, stacked: bool = False, record: list | None = None,
-                    head: bool = True) -> torch.Tensor:
+                    head: bool = True, layers: dict | None = None) -> torch.Tensor:
     """The ConvNet's forward pass, written once, for `ConvNet` and for a stack (`fedgdp.nn.clipping`):
     log-probabilities (n, classes), or (S, L, classes) with ``stacked`` (the penultimate activations with
     ``head=False``).
@@ -70,6 +71,9 @@ def convnet_forward(params: dict, x: torch.Tensor, *, stacked: bool = False, rec
         Linear: ``(S, L, features)``, or unstacked shapes).
     head : bool, default=True
         False: return the head's input (the penultimate activations) instead.
+    layers : dict name -> nn.Module, optional
+        Unstacked only: the layers to call as modules (``convs.i``, ``fc``, ``head``) in place of
+        ``F.conv2d`` / ``F.linear`` on ``params`` (the same numbers; `ModuleConvNet`, for module hooks).
     """
     S, L = x.shape[:2] if stacked else (1, x.shape[0])
     h = x.transpose(0, 1).reshape(L, S * x.shape[2], *x.shape[3:]) if stacked else x
@@ -77,7 +81,7 @@ def convnet_forward(params: dict, x: torch.Tensor, *, stacked: bool = False, rec
         W, b = params[f"{name}.weight"], params[f"{name}.bias"]
         if name.startswith("convs."):
             z = (F.conv2d(h, W.reshape(-1, *W.shape[2:]), b.reshape(-1), padding=1, groups=S) if stacked
-                 else F.conv2d(h, W, b, padding=1))
+                 else layers[name](h) if layers else F.conv2d(h, W, b, padding=1))
             if record is not None:
                 record.append((h, z))
             h = F.relu(F.max_pool2d(z, 2))       # = max_pool(relu(.)) exactly, on a 4x smaller tensor
@@ -86,7 +90,8 @@ def convnet_forward(params: dict, x: torch.Tensor, *, stacked: bool = False, rec
             h = h.view(L, S, -1).transpose(0, 1) if stacked else h.flatten(1)
         if name == HEAD and not head:
             return h
-        z = torch.baddbmm(b[:, None, :], h, W.transpose(1, 2)) if stacked else F.linear(h, W, b)
+        z = (torch.baddbmm(b[:, None, :], h, W.transpose(1, 2)) if stacked
+             else layers[name](h) if layers else F.linear(h, W, b))
         if record is not None:
             record.append((h, z))
         h = z if name == HEAD else F.relu(z)
@@ -123,6 +128,7 @@ class ConvNet(nn.Module):
 
     def __init__(self, in_shape=(1, 28, 28), channels=(32, 64), hidden=128, classes=10):
         super().__init__()
+        self.spec = (tuple(in_shape), tuple(channels), hidden, classes)     # the architecture, for a twin
         c, h, w = in_shape
         convs = []
         for out in channels:
@@ -155,12 +161,46 @@ class ConvNet(nn.Module):
     def _params(self) -> dict:
         """The parameters by name, read as attributes (so ``functional_call``'s are seen)."""
         out = {}
-        for i, conv in enumerate(self.convs):
-            out[f"convs.{i}.weight"], out[f"convs.{i}.bias"] = conv.weight, conv.bias
-        for name in ("fc", HEAD):
-            layer = getattr(self, name)
+        for name, layer in self._layers().items():
             out[f"{name}.weight"], out[f"{name}.bias"] = layer.weight, layer.bias
         return out
+
+    def _layers(self) -> dict:
+        """The parametrised layers by name, input to output (`layer_names`' names)."""
+        return {**{f"convs.{i}": conv for i, conv in enumerate(self.convs)}, "fc": self.fc, HEAD: self.head}
+
+
+class ModuleConvNet(ConvNet):
+    """`ConvNet` with its conv and linear layers called as modules, so per-module hooks see them.
+
+    `ConvNet` applies its layers as functions of its parameters (`convnet_forward`), which
+    ``torch.func`` and `fedgdp.nn.clipping` read but module hooks never see; libraries that
+    collect per-sample gradients by hooks (opacus' ``GradSampleModule``) need the layers called.
+    This twin runs the same `convnet_forward` calling them (the same numbers), for `fedgdp
+    nn-bench`'s comparison with opacus; `module_twin` gives it a ConvNet's weights.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities, shape ``(n, classes)``.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, C, H, W)
+            Images.
+        """
+        return convnet_forward(self._params(), x, layers=self._layers())
+
+
+def module_twin(model: ConvNet) -> ModuleConvNet:
+    """A `ModuleConvNet` of ``model``'s architecture with a copy of its weights (same names, dtype, device).
+
+    Parameters
+    ----------
+    model : ConvNet
+    """
+    twin = ModuleConvNet(*model.spec).to(next(model.parameters()))
+    twin.load_state_dict(model.state_dict())
+    return twin
 
 
 def build_model(dataset: str, *, seed: int, classes: int = 10, init: str = "default") -> ConvNet:
