@@ -8,11 +8,12 @@
 set -u
 OUT=$(realpath -m "$1"); shift
 LABELS=${*:-fast-lane smoke fig03 default}
-REPO=$(git rev-parse --show-toplevel); WORK=$(mktemp -d); COMMIT=$(git -C "$REPO" rev-parse --short HEAD)
+REPO=$(git rev-parse --show-toplevel); WORK=$(mktemp -d)
 mkdir -p "$OUT"
-timed() {   # label dir command...
+timed() {   # label dir command...   (the commit is the clone's own: HEAD when it was cloned)
   local label=$1 dir=$2; shift 2
-  { echo "commit $COMMIT"; echo "start $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"; } > "$OUT/$label.load"
+  { echo "commit $(git -C "$dir" rev-parse --short HEAD)"
+    echo "start $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"; } > "$OUT/$label.load"
   (cd "$dir" && PYTHONPATH="$dir/src" /usr/bin/time -f "%e s wall, %U user, %S sys" -o "$OUT/$label.time" \
      "$@" > "$OUT/$label.log" 2>&1)
   echo "end $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/$label.load"
