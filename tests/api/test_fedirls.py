@@ -251,3 +251,43 @@ def test_the_paper_methods_advice_names_their_own_steps_and_following_it_works()
         est = FederatedGLM(classes=[0, 1], method="fedhybrid", method_settings={"K1": 1, "K2": 400},
                            mu=math.inf).fit(Z, y, clients)
     assert est.fit_info_["status"] == "converged"
+
+
+def test_fedirls_poisson_releases_stay_within_their_sensitivity():
+    """The audit searches FedIRLS on the binary task; Poisson's releases (a count's residual and curvature have no
+    bound but the clips) are checked here: one record of a random client replaced by extreme ones (huge counts,
+    huge or tiny features) moves each release by at most its recorded sensitivity (float slack 1e-9)."""
+    from fedgdp.methods import fedirls
+
+    rng = np.random.default_rng(0)
+    n, d, B = 20, 4, 3.0
+    X = np.column_stack([np.ones(n), rng.standard_normal((n, d - 1))])
+    Y = POISSON.targets(rng.poisson(1.0, n).astype(float))
+    plan = {s.stage: float(np.ravel(s.sensitivity)[0]) for s in privacy.plan_fedirls(
+        B=B, n=float(n), T=5, moment_bound=fedirls.moment_bound(d), hessian_bound=fedirls.hessian_bound(POISSON, d))}
+    fd = FoldData(POISSON, [X], [Y], mu=1.0, B=B, clip={"rule": "fixed", "value": B})
+    Hc = fedirls.hessian_bound(POISSON, d)
+
+    def releases(Xr, Yr, theta):
+        f = FoldData(POISSON, [Xr], [Yr], mu=1.0, B=B, clip={"rule": "fixed", "value": B})
+        return {privacy.SECOND_MOMENTS: fedirls.client_second_moments(Xr, fedirls.moment_bound(d)),
+                "gradient (round 1)": f.gradient(0, theta),
+                "curvature (round 2)": fedirls.client_curvature(POISSON, theta, Xr, Hc, Yr, f.bound)}
+
+    worst = 0.0
+    for theta in (np.zeros((d, 1)), 0.5 * rng.standard_normal((d, 1)), np.r_[[[3.0]], np.zeros((d - 1, 1))]):
+        base = releases(X, Y, theta)
+        for scale in (1e-3, 1.0, 30.0, 1e6):
+            for y in (0.0, 1.0, 77.0, 1e6):
+                Xr, Yr = X.copy(), Y.copy()
+                Xr[0] = np.r_[1.0, scale * rng.standard_normal(d - 1)]
+                Yr[0] = y
+                with np.errstate(all="ignore"):
+                    moved = releases(Xr, Yr, theta)
+                for stage, value in moved.items():
+                    diff = value - base[stage]
+                    norm = np.linalg.norm(np.triu(diff)) if diff.ndim == 2 and diff.shape[0] == diff.shape[1] \
+                        and diff.shape[1] > 1 else np.linalg.norm(diff)
+                    worst = max(worst, norm / plan[stage])
+    assert fd.bound == B
+    assert worst <= 1 + 1e-9 and worst > 0.5, worst
