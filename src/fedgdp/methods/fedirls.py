@@ -74,6 +74,7 @@ class FedIRLS(Method):
         fw = replace(fd, X=Xw, products=None, xnorm=None, trace=None)    # the fold on the whitened design
         Hc, w0 = hessian_bound(fd.model, d) if fd.private else math.inf, curvature_at_zero(fd.model)
         theta, H, var, capped, by_noise = np.zeros((d, 1)), w0 * np.eye(d), [], False, False
+        floor = EIGEN_FLOOR * w0
         rounds = s.T if fd.private else self.EXACT_ROUNDS      # non-private: Newton to convergence, at no cost
         for t in range(1, rounds + 1):
             sd_g = sd.get(f"{privacy.GRADIENT} (round {t})", np.zeros(fd.m))
@@ -82,7 +83,6 @@ class FedIRLS(Method):
             if curv in sd or not fd.private:
                 H = sum(w[i] * (client_curvature(fd.model, theta, Xw[i], Hc, fd.Y[i], fw.bound)
                                 + sd.get(curv, np.zeros(fd.m))[i] * symmetric(draw((d, d)))) for i in range(fd.m))
-            floor = EIGEN_FLOOR * w0
             step = solve_floored(H, g, floor)
             decrement = math.sqrt(max(float(np.sum(g * step)), 0.0))   # Newton's decrement: far off, damp
             if decrement > DAMP_FROM:
@@ -99,10 +99,10 @@ class FedIRLS(Method):
             if not fd.private and norm <= 1e-13 * max(1.0, float(np.linalg.norm(theta))):
                 break
         Hinv = solve_floored(H, np.eye(d), floor)
+        spread = Wt @ Hinv @ Hinv @ Wt.T                      # a gradient noise of unit variance, in theta
         fit = be.finish((Wt @ theta)[None], ledgers, self.comm(s, fd.m, d))[0]
-        fit.info = {"noise_cov": var[-1] * Wt @ Hinv @ Hinv @ Wt.T,
-                    "last_step": (Wt @ step)[:, 0],
-                    "last_step_cov": (var[-1] + var[-2 if len(var) > 1 else -1]) * Wt @ Hinv @ Hinv @ Wt.T,
+        fit.info = {"noise_cov": var[-1] * spread, "last_step": (Wt @ step)[:, 0],
+                    "last_step_cov": (var[-1] + var[-2 if len(var) > 1 else -1]) * spread,
                     "capped": capped, "capped_by_noise": by_noise, "rounds": t}
         return [fit]
 
