@@ -158,13 +158,17 @@ def test_the_default_fit_is_the_mle_plus_noise():
     assert 0.85 <= np.mean(cover) <= 1.0
 
 
-def test_at_mu_inf_fedirls_is_the_mle():
-    """Non-private, FedIRLS runs Newton to convergence: statsmodels' MLE to 1e-8."""
+@pytest.mark.parametrize("family", ["logistic", "poisson"])
+def test_at_mu_inf_the_default_is_fedirls_and_the_mle(family):
+    """Non-private, ``auto`` runs FedIRLS, Newton to convergence, for both families: statsmodels' MLE
+    to 1e-8 (both solve the same score equations to 1e-12)."""
     import statsmodels.api as sm
 
-    Z, y, clients, _ = _data(N=3000, m=5, seed=1)
-    est = FederatedGLM(classes=[0, 1], mu=math.inf).fit(Z, y, clients)
-    res = sm.GLM(y, sm.add_constant(Z), family=sm.families.Binomial()).fit(tol=1e-12)
+    Z, y, clients, _ = _data(family, N=3000, m=5, seed=1)
+    est = FederatedGLM(family, classes=[0, 1] if family == "logistic" else None, mu=math.inf).fit(Z, y, clients)
+    assert est.method_ == "fedirls"
+    fam = sm.families.Binomial() if family == "logistic" else sm.families.Poisson()
+    res = sm.GLM(y, sm.add_constant(Z), family=fam).fit(tol=1e-12)
     np.testing.assert_allclose(est.theta_[:, 0], res.params, atol=1e-8)
     assert est.fit_info_["status"] == "converged"
 

@@ -86,3 +86,25 @@ def test_clip_warning_is_the_data_holders_own_check_not_in_fit_info():
     with pytest.warns(ClipWarning, match="a check of your own rows"):
         est = FederatedGLM(family=family, mu=5, clip=2 * math.sqrt(X.shape[1] + 1), random_state=0).fit(X, y, cl)
     assert not any("clip" in str(k) for k in est.fit_info_) and np.all(np.isfinite(est.theta_))
+
+
+def test_the_default_clip_that_moves_a_coefficient_past_its_se_warns_naming_it():
+    """randhie at mu = 2 with the default bound (the doubled rule, about 25): the clip moves the intercept
+    about 0.1 (one Newton step on the rows; the non-private clipped fit's intercept is 0.88 against the
+    MLE's 0.98), 8-10 of its standard errors (0.014), while the RMS rule (half the estimate's RMS, 0.29)
+    does not fire: the per-coefficient check names it."""
+    X, y, cl, family, classes = SCRIPT["load"]("randhie")
+    with pytest.warns(ClipWarning, match=r"more than the standard error of \d+ of 10 coefficient") as rec:
+        FederatedGLM(family=family, mu=2, random_state=0).fit(X, y, cl)
+    assert any("coefficient 0, 0 the intercept" in str(w.message) for w in rec)
+
+
+def test_low_counts_under_the_default_clip_do_not_warn():
+    """Counts of mean 0.17 (the reference problem's model, 20,000 rows): at the default bound few rows are
+    clipped and the shift is a small share of an se, so no ClipWarning (no false alarm)."""
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((20000, 10))
+    y = rng.poisson(np.exp(-2.0 + Z @ np.full(10, 0.2)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ClipWarning)
+        FederatedGLM("poisson", mu=2, random_state=0).fit(Z, y, np.repeat(np.arange(20), 1000))

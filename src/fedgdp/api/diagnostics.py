@@ -119,12 +119,14 @@ CLIP_BIAS_MAX_PARAMS = 2000
 
 
 def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: float, noise_rmse: float,
-                    status: str = "", scaled: bool = True) -> None:
+                    status: str = "", scaled: bool = True, se: np.ndarray | None = None) -> None:
     """A `ClipWarning` when the clip biases a Poisson fit, a `NoiseDominatedWarning` when noise moved it far.
 
     The clip's shift is about one Newton step ``H^{-1} (g - g_B)`` (``g_B`` the mean clipped
     gradient; ridge 1e-3 added); it warns when the shift's RMS exceeds `NOISE_RATIO` of the
-    estimate's. The noise's displacement is about ``H_B^{-1} g_B`` (``H_B`` over the unclipped
+    estimate's, or, coefficient by coefficient, when a coefficient's shift exceeds its standard
+    error ``se`` (its interval is then centred on the clipped estimator's target, more than one se
+    from the unclipped one's). The noise's displacement is about ``H_B^{-1} g_B`` (``H_B`` over the unclipped
     rows), an overstatement, so it warns only above the estimate's RMS and twice
     ``noise_rmse`` (and not when ``status`` is already ``noise-dominated`` or the features
     are not ``scaled``). The data holder's own check on the rows, shown to them only:
@@ -150,6 +152,8 @@ def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: f
         The fit's ``fit_info_["status"]``.
     scaled : bool
         False when `check_scale` warned.
+    se : ndarray of shape (d, k), optional
+        The coefficients' standard errors (sampling and noise; one output only).
     """
     from ..core import privacy
 
@@ -172,10 +176,18 @@ def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: f
     if k > 1:
         step, est = step - step.mean(axis=1, keepdims=True), est - est.mean(axis=1, keepdims=True)
     bias, scale = float(np.sqrt(np.mean(step ** 2))), float(np.sqrt(np.mean(est ** 2)))
-    if math.isfinite(bias) and bias > NOISE_RATIO * scale:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        off = (np.abs(step) / np.asarray(se, float).reshape(step.shape) if se is not None and k == 1
+               else np.zeros_like(step)).ravel()
+    far = np.flatnonzero(off > 1.0)
+    if math.isfinite(bias) and (bias > NOISE_RATIO * scale or far.size):
+        where = (f"comparable to the estimate (RMS {scale:.3g}" if bias > NOISE_RATIO * scale else
+                 f"more than the standard error of {far.size} of {off.size} coefficient(s) (up to {off.max():.3g} se, "
+                 f"coefficient {int(np.argmax(off))}, 0 the intercept): their intervals are centred on the clipped "
+                 f"target (estimate RMS {scale:.3g}")
         warnings.warn(f"the clipping bound B = {B:.3g} clips {np.mean(lost > 0):.0%} of the rows' gradients at the "
                       f"estimate and moves the fit by about {bias:.3g} per coefficient (RMS; one Newton step to where "
-                      f"the unclipped gradient vanishes), comparable to the estimate (RMS {scale:.3g}; privacy noise "
+                      f"the unclipped gradient vanishes), {where}; privacy noise "
                       f"{noise_rmse:.3g}): give a larger public bound (clip=B; for counts from their known range) or "
                       f"clip='private_quantile' (a check of your own rows, shown to you only)", ClipWarning,
                       stacklevel=3)

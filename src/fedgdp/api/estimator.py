@@ -68,13 +68,11 @@ from .forecast import (
     CANDIDATES,
     CLIP_RULE,
     IRLS,
-    IRLS_CURVATURE_NOISE,
-    IRLS_DEFAULT,
     IRLS_FAMILIES,
     NOISE_LIMIT,
     NOISE_SE_METHODS,
     forecast,
-    irls_curvature_noise,
+    irls_default,
     noise_se,
     poisson_default_steps,
     public_clip,
@@ -211,7 +209,9 @@ class FederatedGLM(ClientsRouting):
         [`PrivacyLeakWarning`][fedgdp.api.estimator.PrivacyLeakWarning]; ``privacy_.certified``
         is False). Refused with ``poisson``.
     method : str, default="auto"
-        ``"auto"``: the private method with the lowest forecast noise
+        ``"auto"``: FedIRLS (docs/default-estimator.md) for logistic wherever its curvature
+        release is not mostly noise, and for Poisson at mu = inf (the exact MLE); otherwise the
+        private method with the lowest forecast noise
         ([`fedgdp.api.forecast.forecast`][fedgdp.api.forecast.forecast], from the client
         sizes, the dimension and mu alone; FedNewton at mu = inf), named in ``method_``.
         Otherwise a real-data method of `fedgdp.realdata.REGISTRY` other than
@@ -582,11 +582,13 @@ class FederatedGLM(ClientsRouting):
         if fd.private and self.method_ in NOISE_SE_METHODS:   # the noise's own diagnosis, coefficient by coefficient
             se_s = np.sqrt(np.maximum(np.diag(inference_.covariance(self.inference_, method=self.method_,
                                                                       settings=p)), 0.0))
-            diagnostics.judge_noise(info, theta, noise_se(self), mu=mu, se_sampling=se_s.reshape(-1, theta.shape[1])
+            se_n = noise_se(self)
+            diagnostics.judge_noise(info, theta, se_n, mu=mu, se_sampling=se_s.reshape(-1, theta.shape[1])
                                     if theta.shape[1] == 1 else None, intercept=bool(self.fit_intercept))
             # the clip's bias: the data holder's own check of their rows (no release, not in fit_info_)
+            se = np.sqrt(se_s ** 2 + np.asarray(se_n, float).reshape(-1) ** 2) if theta.shape[1] == 1 else None
             diagnostics.check_clip_bias(model, D, Y, theta, float(fd.bound), info["noise_rmse"], info["status"],
-                                        scaled)
+                                        scaled, se)
         self.fit_info_ = info
         diagnostics.warn(self.fit_info_, self.method_)
         budgets.settle(charged, self.privacy_)
@@ -617,8 +619,7 @@ class FederatedGLM(ClientsRouting):
         from public inputs only; None: the rule without the sizes)."""
         auto = self.method == "auto"
         d = p + bool(self.fit_intercept)
-        irls_auto = auto and self.family in IRLS_DEFAULT and \
-            irls_curvature_noise(self.family, sizes, d, mu) <= IRLS_CURVATURE_NOISE
+        irls_auto = auto and irls_default(self.family, sizes, d, mu)
         if irls_auto or self.method == IRLS:     # FedIRLS: its own public clip
             if self.family not in IRLS_FAMILIES:
                 raise ValueError(f"method 'fedirls' fits one-output families ({', '.join(IRLS_FAMILIES)}), got "

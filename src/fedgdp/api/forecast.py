@@ -65,7 +65,7 @@ import numpy as np
 from ..core import privacy
 from ..methods.settings import MethodSettings
 
-__all__ = ["IRLS", "IRLS_FAMILIES", "IRLS_DEFAULT", "IRLS_CURVATURE_NOISE", "irls_curvature_noise",
+__all__ = ["IRLS", "IRLS_FAMILIES", "IRLS_DEFAULT", "IRLS_CURVATURE_NOISE", "irls_curvature_noise", "irls_default",
            "IRLS_CLIP", "NOISE_SE_METHODS", "irls_clip", "forecast", "noise_se",
            "noise_variances", "propagate", "response", "Response", "public_clip", "curvature",
            "poisson_default_steps",
@@ -76,7 +76,8 @@ __all__ = ["IRLS", "IRLS_FAMILIES", "IRLS_DEFAULT", "IRLS_CURVATURE_NOISE", "irl
 CANDIDATES = ("fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold")
 
 #: FedIRLS, whose noiseless iteration reaches the MLE (docs/default-estimator.md): what ``method="auto"``
-#: fits for the families of `IRLS_DEFAULT`; it fits every family of `IRLS_FAMILIES` when named
+#: fits for the families of `IRLS_DEFAULT` (and, at mu = inf, where it is the exact MLE, for every family of
+#: `IRLS_FAMILIES`: `irls_default`); it fits every family of `IRLS_FAMILIES` when named
 IRLS = "fedirls"
 IRLS_FAMILIES = ("logistic", "poisson")
 #: Poisson is not among them: a count's curvature has no public bound, and on overdispersed counts the clipped
@@ -224,6 +225,25 @@ def irls_curvature_noise(family: str, sizes: np.ndarray, d: int, mu: float, T: i
     share = float(privacy.irls_shares(int(T))[2][-1])
     sd = math.sqrt(2.0) * Hc / (n * mu * math.sqrt(share))
     return 2.0 * math.sqrt(d) * float(np.sqrt(np.sum((w * sd) ** 2))) / w0
+
+
+def irls_default(family: str, sizes: np.ndarray, d: int, mu: float) -> bool:
+    """Whether ``method="auto"`` fits FedIRLS: at mu = inf for every family of `IRLS_FAMILIES` (Newton to
+    the exact MLE), and otherwise for the families of `IRLS_DEFAULT` where `irls_curvature_noise` is at
+    most `IRLS_CURVATURE_NOISE` (public inputs only).
+
+    Parameters
+    ----------
+    family : {"logistic", "multinomial", "poisson"}
+    sizes : ndarray of shape (m,)
+    d : int
+        Design columns.
+    mu : float
+        The estimation's mu.
+    """
+    if not privacy.adds_noise(mu):
+        return family in IRLS_FAMILIES
+    return family in IRLS_DEFAULT and irls_curvature_noise(family, sizes, d, mu) <= IRLS_CURVATURE_NOISE
 
 
 def poisson_default_steps(s: dict, given: dict, d: int, B: float) -> None:
@@ -735,7 +755,7 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
     d = int(n_features) + (1 if o["fit_intercept"] else 0)
     k = int(o["n_classes"]) if family == "multinomial" else 1
     known = (*CANDIDATES, "fednewton_certified") + ((IRLS,) if family in IRLS_FAMILIES else ())
-    irls_auto = family in IRLS_DEFAULT and irls_curvature_noise(family, sizes, d, mu) <= IRLS_CURVATURE_NOISE
+    irls_auto = irls_default(family, sizes, d, mu)
     auto = [n for n in known if n != "fednewton_certified" and (n != IRLS or irls_auto)]
     names = auto if method is None else [method]
     if method is not None and method not in known:
