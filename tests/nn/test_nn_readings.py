@@ -450,8 +450,10 @@ def test_one_c6_verdict_per_reading_wherever_its_grid_is_whole(tmp_path):
                  "--out-dir", str(out), "--reading-summaries", *committed]) == 0
     head, _, sched, private = (out / "summary.md").read_text().splitlines()
     whole = claims.reading_c6(None, pd.concat([pd.read_csv(f) for f in committed]))["schedule_B10_lr0.1"][0]
-    assert head.endswith("| C6 (whole grid) | C6 (two points) |")
-    assert sched.endswith(f"| {whole} |  |") and private.endswith("|  | not run |")    # private: one point here
+    assert head.endswith("| C6 (whole grid) | C6 (two points) | code |")
+    cells = {name: [c.strip() for c in line.strip("|").split("|")] for name, line in (("s", sched), ("p", private))}
+    assert cells["s"][-3:-1] == [whole, ""] and cells["p"][-3:-1] == ["", "not run"]    # private: one point here
+    assert all(c[-1] for c in cells.values())              # each says which code its pieces ran
     assert main(["nn-readings", str(cfg), "--runs-dir", str(ROOT / "docs/results/nn-readings/runs"),
                  "--out-dir", str(tmp_path / "o2"), "--reading-summaries", str(tmp_path / "nope.csv")]) == 2
     assert not (tmp_path / "o2" / "readings.csv").exists()          # refused before any work
@@ -475,3 +477,25 @@ def test_levels_give_each_methods_first_last_and_range_and_the_points_in_the_pap
     assert rows[0].endswith(f"| {newton[0]:.3f} -> {newton[-1]:.3f} ({newton[0]:.3f}-{newton[-1]:.3f}; "
                             "no range read) |")
     assert levels_markdown(grid, None, {"band": {}}).count("\n| as printed") == 2
+
+
+def test_pieces_say_which_code_they_ran_and_whether_it_predates_the_noise_fix():
+    """The committed map: a piece run before the noise fix is marked so, one from after it is not, and a
+    commit git does not know is "fix unknown" (skipped where the checkout has no history, e.g. a shallow clone)."""
+    import subprocess
+
+    import pandas as pd
+
+    from fedgdp.nn.readings import NOISE_FIX, code_label, collect, predates_noise_fix
+
+    if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", NOISE_FIX + "^{commit}"],
+                      capture_output=True).returncode:
+        pytest.skip("no git history with the noise fix in this checkout")
+    assert predates_noise_fix("405c39a5db9cf17795c089e0cbd1d1b0d9e4b1cf") is True
+    assert predates_noise_fix(NOISE_FIX) is False
+    assert predates_noise_fix("unknown") is None
+    rows = pd.DataFrame({"git_commit": ["405c39a5db9c", NOISE_FIX, "unknown"], "before_noise_fix": [True, False, None]})
+    assert code_label(rows) == "55f946e; before the noise fix: 405c39a; fix unknown: unknown"
+    table, _ = collect(load_readings(ROOT / "config" / "nn-readings.yaml"), ROOT / "docs/results/nn-readings/runs")
+    plain = table[table["reading"] == "plain"]
+    assert plain["before_noise_fix"].all() and len(plain)          # the map's oldest reading: all before the fix

@@ -8,6 +8,7 @@ certified mu (`privacy_of`). Only running a piece needs torch.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
@@ -23,7 +24,11 @@ __all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "p
 #: the columns of ``readings.csv`` (the first eight are the map's; the rest say how and where)
 TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "certified_mu", "dataset", "privacy",
                  "release", "accounting", "noise_secret", "reduction", "clip", "lr", "test_loss", "clipped_frac",
-                 "mu_spent_min", "mu_spent_max", "elapsed_s"]
+                 "mu_spent_min", "mu_spent_max", "elapsed_s", "git_commit", "before_noise_fix"]
+
+#: The commit from which noise joins every noisy step before it meets the parameters (the float32 grid could
+#: absorb noise added after: docs/methods.md §2); a piece run from a checkout without it predates the fix
+NOISE_FIX = "55f946e83cfd431b4475987dfaaac096758d9ae2"
 
 _KEYS = {"dataset", "data_dir", "points", "runs", "readings", "band", "summary", "panels"}
 
@@ -227,8 +232,9 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
         if not path.exists():
             missing.append((reading, figure, x, run))
             continue
-        recorded = piece_settings(path)[0]
+        recorded, commit = piece_settings(path)
         reduction = recorded.get("reduction", "mean")     # a piece from before it: the mean
+        before = predates_noise_fix(commit)
         for r in read_runs([path]).to_dict("records"):
             cert, text = privacy_of(r["release"], r["mu"], r["accounting"], r["noise_secret"],
                                     recorded.get("noise_for", "release"), r["mu_composed"])
@@ -238,8 +244,48 @@ def collect(cfg: dict, runs_dir: str | os.PathLike):
                          "accounting": r["accounting"], "noise_secret": r["noise_secret"], "reduction": reduction,
                          "clip": r["clip"], "lr": r["lr"], "test_loss": r["test_loss"],
                          "clipped_frac": r["clipped_frac"], "mu_spent_min": r["mu_spent_min"],
-                         "mu_spent_max": r["mu_spent_max"], "elapsed_s": r["elapsed_s"]})
+                         "mu_spent_max": r["mu_spent_max"], "elapsed_s": r["elapsed_s"], "git_commit": commit,
+                         "before_noise_fix": before})
     return pd.DataFrame(rows, columns=TABLE_COLUMNS), missing
+
+
+@functools.cache
+def predates_noise_fix(commit: str) -> bool | None:
+    """Whether ``commit`` predates `NOISE_FIX` (True), contains it (False), or cannot be told (None: no git,
+    no history, or an unknown commit), asked of the git history of this package's checkout.
+
+    Parameters
+    ----------
+    commit : str
+        A piece's recorded ``git_commit``.
+    """
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]
+    try:
+        rc = subprocess.run(["git", "-C", str(root), "merge-base", "--is-ancestor", NOISE_FIX, commit],
+                            capture_output=True, timeout=30).returncode
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {0: False, 1: True}.get(rc)
+
+
+def code_label(rows) -> str:
+    """The commits a set of pieces ran from (short), and whether that code predates `NOISE_FIX`.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        `collect`'s rows (``git_commit``, ``before_noise_fix``).
+    """
+    if "git_commit" not in rows:
+        return ""
+    kinds: dict = {"": [], "before the noise fix: ": [], "fix unknown: ": []}
+    for commit, g in rows.groupby("git_commit", sort=True):
+        flag = g["before_noise_fix"].iloc[0]
+        kinds["fix unknown: " if flag is None or flag != flag else "before the noise fix: " if flag else ""].append(
+            str(commit)[:7])
+    return "; ".join(kind + ", ".join(commits) for kind, commits in kinds.items() if commits)
 
 
 def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table, missing) -> dict:
@@ -294,9 +340,12 @@ def medians_markdown(table, cfg: dict) -> str:
     """
     from .settings import LABELS, METHODS
 
+    code = "git_commit" in table          # which code each piece ran (collect's tables have it)
     head = ["reading", "point", *[LABELS[m].replace("DP-", "") for m in METHODS], "runs", "certified mu",
-            "clipped"]
-    lines = ["Median test accuracy over runs (`readings.csv`; certified mu: inf = not private as run).", "",
+            "clipped", *(["code"] if code else [])]
+    lines = ["Median test accuracy over runs (`readings.csv`; certified mu: inf = not private as run; code: the "
+             f"commits the pieces ran from, marked where they predate the noise fix {NOISE_FIX[:7]}, docs/methods.md "
+             "§2).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for pt in cfg["points"]:
         for name in cfg["readings"]:
@@ -307,7 +356,8 @@ def medians_markdown(table, cfg: dict) -> str:
             cells = [f"{med[m]:.3f}" if m in med else "" for m in METHODS]
             point = f"{'Fig. 9, n' if pt['figure'] == 'fig09' else 'Fig. 10, m'} = {pt['x']}"
             lines.append(f"| {name} | {point} | " + " | ".join(cells) +
-                         f" | {g['run'].nunique()} | {g['certified_mu'].max():g} | {g['clipped_frac'].mean():.2f} |")
+                         f" | {g['run'].nunique()} | {g['certified_mu'].max():g} | {g['clipped_frac'].mean():.2f} |"
+                         + (f" {code_label(g)} |" if code else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -364,7 +414,7 @@ def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
     bases = [b for b in ("whole grid", "two points") if c6 is not None and b in {v[1] for v in verdicts.values()}]
     head = ["reading", "what it changes", "mu really spent",
             *(f"{'Fig. 9, n' if pt['figure'] == 'fig09' else 'Fig. 10, m'} = {pt['x']}" for pt in points),
-            *(f"C6 ({b})" for b in bases)]
+            *(f"C6 ({b})" for b in bases), *(["code"] if "git_commit" in table else [])]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in cfg["summary"]:
         rows = table[table["reading"] == name]
@@ -374,6 +424,8 @@ def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
             med = g.groupby("method")["accuracy"].median()
             cells.append(f"{med.min():.2f}-{med.max():.2f} ({g['run'].nunique()})" if len(med) else "not run")
         cells += [verdicts[name][0] if verdicts[name][1] == b else "" for b in bases]
+        if "git_commit" in table:
+            cells.append(code_label(rows) if len(rows) else "")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
