@@ -267,7 +267,7 @@ def _batch(key, value):
 
 _POSITIVE = number(0, finite=True)
 
-#: The clipping bounds accepted (docs/cnns.md, "Floors and bounds"). ``CLIP_MIN`` is the
+#: The clipping bounds accepted (docs/methods-cnns.md, "Floors, the clip margin and the audit"). ``CLIP_MIN`` is the
 #: floor of every path, `fedgdp.core.privacy.CLIP_MIN` (below it a square that underflows
 #: float32 could matter to the clip margin, `fedgdp.nn.clipping.clip_margin`); ``CLIP_MAX``
 #: narrows the core's 1e100 for float32 networks: above it FedNewton-Iter's ``B^3``
