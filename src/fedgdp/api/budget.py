@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 
+from ..core import privacy
 from ..core.privacy import parse_mu
 
 __all__ = ["PrivacyBudget", "BudgetExceededError", "UncoveredSelectionWarning", "record_keys", "value_keys"]
@@ -128,7 +129,7 @@ class PrivacyBudget:
         self.fits: list[dict] = []
         self.evaluations = 0
         self._parent: dict[bytes, bytes] = {}       # record and value keys, joined when they are one record
-        self._fits_of: dict[bytes, dict[int, float]] = {}   # a record's root key -> {fit index: mu^2}
+        self._fits_of: dict[bytes, dict[int, float]] = {}   # a record's root key -> {fit index: mu}
         self._charged: set[bytes] = set()           # record keys of the rows charged
         self._client_records: dict = {}             # client label -> distinct records charged
         self._client_rows: dict = {}                # client label -> largest number of its rows in one fit
@@ -138,14 +139,15 @@ class PrivacyBudget:
     # ------------------------------------------------------------ what it says
     @property
     def spent(self) -> float:
-        """The largest total of any record, ``max_r sqrt(sum_k mu_k^2)`` (0 before any fit)."""
+        """The largest total of any record, ``max_r sqrt(sum_k mu_k^2)`` (`fedgdp.core.privacy.compose`; 0 before
+        any fit)."""
         with _LOCK:
-            return math.sqrt(max((sum(f.values()) for f in self._fits_of.values()), default=0.0))
+            return max((privacy.compose((mu, 1) for mu in f.values()) for f in self._fits_of.values()), default=0.0)
 
     @property
     def remaining(self) -> float:
         """The largest mu a further fit on every record may spend: ``sqrt(mu^2 - spent^2)``."""
-        return math.sqrt(max(self.mu ** 2 - self.spent ** 2, 0.0))
+        return privacy.headroom(self.mu, self.spent)
 
     @property
     def records(self) -> int:
@@ -169,7 +171,7 @@ class PrivacyBudget:
         del groups          # the client is not part of a record (record_keys)
         y = np.asarray(y).reshape(-1)
         with _LOCK:
-            return np.sqrt(np.array([self._prior(keys) for keys in _row_keys(X, y)], dtype=float))
+            return np.array([self._prior(keys) for keys in _row_keys(X, y)], dtype=float)
 
     @property
     def uncovered(self) -> list[str]:
@@ -203,11 +205,11 @@ class PrivacyBudget:
         return root
 
     def _prior(self, keys: list[bytes]) -> float:
-        """The sum of mu^2 over the fits that used the record these keys name (0 for a new record)."""
+        """The composed mu of the fits that used the record these keys name (0 for a new record)."""
         fits: dict[int, float] = {}
         for root in {self._find(k) for k in keys if k in self._parent}:
             fits.update(self._fits_of.get(root, {}))
-        return sum(fits.values())
+        return privacy.compose((mu, 1) for mu in fits.values())
 
     def _join(self, keys: list[bytes]) -> bytes:
         """One record of these keys (their groups merged, their fits united); its root."""
@@ -249,11 +251,11 @@ class PrivacyBudget:
                 "n_jobs=1, or on threads (joblib.parallel_config(prefer='threads'))")
 
     def _refuse(self, mu: float, worst: float, rows: int) -> None:
-        total = math.sqrt(worst + mu * mu)
+        total = privacy.compose([(worst, 1), (mu, 1)])
         raise BudgetExceededError(
             f"PrivacyBudget(mu={self.mu:g}): a fit at mu={mu:g} on {rows} rows would bring a record's total to "
-            f"{total:.6g} > {self.mu:g} (that record has spent {math.sqrt(worst):.6g}, so at most mu="
-            f"{math.sqrt(max(self.mu ** 2 - worst, 0.0)):.6g} is left for it); nothing was computed or released")
+            f"{total:.6g} > {self.mu:g} (that record has spent {worst:.6g}, so at most mu="
+            f"{privacy.headroom(self.mu, worst):.6g} is left for it); nothing was computed or released")
 
 
 def _budgets(est) -> list[PrivacyBudget]:
@@ -315,13 +317,12 @@ def charge(est, mu: float, X: np.ndarray, y: np.ndarray, clients: np.ndarray) ->
     rows = _row_keys(X, y)
     labels, counts = np.unique(np.asarray(clients), return_counts=True)
     rows_of = dict(zip(labels.tolist(), counts.tolist()))
-    add = mu * mu
     out = []
     with _LOCK:
         for b in budgets:           # every budget agrees, or none is charged
             b._check_process()
             worst = max((b._prior(keys) for keys in rows), default=0.0)
-            if worst + add > b.mu ** 2 * (1 + _TOL):
+            if privacy.compose([(worst, 1), (mu, 1)]) > b.mu * (1 + _TOL):
                 b._refuse(mu, worst, len(rows))
         for b in budgets:
             index = len(b.fits)
@@ -329,7 +330,7 @@ def charge(est, mu: float, X: np.ndarray, y: np.ndarray, clients: np.ndarray) ->
                 if keys[0] not in b._charged:
                     b._charged.add(keys[0])
                     b._client_records[c] = b._client_records.get(c, 0) + 1
-                b._fits_of.setdefault(b._join(keys), {})[index] = add
+                b._fits_of.setdefault(b._join(keys), {})[index] = mu
             for c, n in rows_of.items():
                 b._client_rows[c] = max(b._client_rows.get(c, 0), n)
             b.fits.append({"method": est.method, "mu": mu, "rows": len(rows), "records": len({k[0] for k in rows}),

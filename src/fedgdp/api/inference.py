@@ -383,11 +383,8 @@ def _frame(est, alpha: float, cov_type: str, withheld: str = "hide"):
 
 def _spent(ledger, stages=None) -> float:
     """The largest client's composed mu over the ledger's releases of ``stages`` (None: all)."""
-    total = 0.0
-    for r in ledger.releases:
-        if stages is None or r.stage in stages:
-            total = total + r.count * np.asarray(r.mu, float) ** 2
-    return float(np.max(np.sqrt(total))) if np.ndim(total) else 0.0
+    mu = ledger.composed_mu(stages)
+    return float(np.max(mu)) if np.ndim(mu) else 0.0
 
 
 def _header(est, alpha: float, cov_type: str) -> str:

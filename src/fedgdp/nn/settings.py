@@ -287,8 +287,9 @@ def parameter_bound(method: str, p: dict) -> float:
 
     Each release at client size 1 (sensitivity ``Delta``, noise sd ``sigma``) moves a
     parameter by at most ``f (Delta / 2 + sigma Z_MAX)``, with ``f`` the server step it
-    goes through, times the steps and images it adds up (`reduced_plan`); every `INITS`
-    starts in [-1, 1]. The unclipped local steps under ``clip_unit: update`` are not
+    goes through, times the steps and images it adds up (`reduced_plan`): the core's
+    `fedgdp.core.privacy.iterate_bound` with the noise on the gradient and ``z = Z_MAX``
+    (torch's normals); every `INITS` starts in [-1, 1]. The unclipped local steps under ``clip_unit: update`` are not
     bounded (docs/cnns.md, "Floors, the clip margin and the audit").
 
     Parameters
@@ -302,9 +303,9 @@ def parameter_bound(method: str, p: dict) -> float:
     cal = privacy.calibrate(plan, mu=float(p["mu"]))
     f = {privacy.LOCAL_STEP: max(1.0, p["server_lr"]), privacy.GRADIENT: p["server_lr"] * p["lr"], privacy.NEWTON: 1.0}
     with np.errstate(over="ignore"):
-        moves = [spec.count * f[spec.stage] * _steps_and_size(spec.stage, p)
-                 * (float(np.max(spec.sensitivity)) / 2 + float(np.max(sd)) * Z_MAX)
-                 for spec, sd in zip(plan, cal.sigmas)]
+        moves = [privacy.iterate_bound(spec.count, f[spec.stage] * _steps_and_size(spec.stage, p),
+                                       float(np.max(spec.sensitivity)) / 2, float(np.max(sd)), on_gradient=True,
+                                       z=Z_MAX) for spec, sd in zip(plan, cal.sigmas)]
     return 1.0 + float(sum(moves))
 
 

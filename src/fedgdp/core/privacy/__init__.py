@@ -51,7 +51,7 @@ from .clipping import (
     round_down_subnormal,
     row_norms,
 )
-from .gdp import gdp_delta, gdp_epsilon, gdp_mu
+from .gdp import compose, gdp_delta, gdp_epsilon, gdp_mu, headroom
 from .ledger import GUARANTEE, Ledger, Release
 from .plans import (
     NEWTON_ASSUMPTION,
@@ -98,4 +98,5 @@ __all__ = [
     "plan_fedirls", "irls_shares", "SECOND_MOMENTS", "CURVATURE", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share",
     "clip_unaccounted", "clip_rule", "Fixed", "Quantile", "PrivateQuantile", "gdp_delta", "gdp_epsilon", "gdp_mu",
+    "compose", "headroom",
 ]

@@ -63,10 +63,10 @@ def clips(mu: float, release: str = "private") -> bool:
     return bool(np.isfinite(mu)) and release != "plain"
 
 
-def iterate_bound(count, eta, B, sd, *, on_gradient: bool = False):
+def iterate_bound(count, eta, B, sd, *, on_gradient: bool = False, z: float = NOISE_BOUND):
     """The most ``count`` noisy clipped steps move an iterate's entry: ``K (eta B + z sd)``, or ``K eta (B + z sd)``.
 
-    The second with the noise on the gradient; ``z = NOISE_BOUND``; public inputs only.
+    The second with the noise on the gradient; public inputs only.
 
     Parameters
     ----------
@@ -76,8 +76,10 @@ def iterate_bound(count, eta, B, sd, *, on_gradient: bool = False):
         The clipping bound (drifted for DP-SCAFFOLD) and a step's noise sd.
     on_gradient : bool, default=False
         The noise is added to the gradient, not to the iterate.
+    z : float, default=NOISE_BOUND
+        A bound on every standard normal of the noise (`NOISE_BOUND`: numpy's streams; torch's:
+        `fedgdp.nn.settings.Z_MAX`).
     """
-    z = NOISE_BOUND
     return count * (eta * (B + z * sd) if on_gradient else eta * B + z * sd)
 
 

@@ -1,13 +1,51 @@
-"""mu-GDP <-> (epsilon, delta)-DP (Dong, Roth & Su 2022, Corollary 1), in log space, finite up to `MU_MAX`.
+"""mu-GDP's composition, and mu-GDP <-> (epsilon, delta)-DP (Dong, Roth & Su 2022, Corollary 1), in log space,
+finite up to `MU_MAX`.
 
 docs/privacy.md, "Privacy calibration", gives the formulas; non-finite and out-of-range inputs are refused.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+
+import numpy as np
 
 from ..settings import as_float
 from .checks import MU_MAX
+
+
+def compose(terms: Iterable) -> float | np.ndarray:
+    """mu-GDP composition (Dong, Roth & Su 2022, Corollary 3.3), ``sqrt(sum_k c_k mu_k^2)``: the one rule
+    the ledgers, `fedgdp.PrivacyBudget` and the reports compose by.
+
+    Parameters
+    ----------
+    terms : iterable of (mu, count)
+        Each release's (or fit's) mu, a float or an array (one per client), and how many times it is
+        made (0 or fewer: not made, adding 0); the arrays broadcast.
+
+    Returns
+    -------
+    float or ndarray
+        The composed mu (0.0 for no terms), a float where every term is a scalar.
+    """
+    total: float | np.ndarray = 0.0
+    for mu, count in terms:
+        c = np.asarray(count, float)
+        with np.errstate(invalid="ignore"):            # a release made 0 times adds 0, whatever its mu
+            total = total + np.where(c > 0, c * np.asarray(mu, float) ** 2, 0.0)
+    return float(np.sqrt(total)) if np.ndim(total) == 0 else np.sqrt(total)
+
+
+def headroom(total: float, spent: float) -> float:
+    """The largest mu that composes with ``spent`` to at most ``total``: ``sqrt(max(total^2 - spent^2, 0))``.
+
+    Parameters
+    ----------
+    total, spent : float
+        A budget and what it has spent.
+    """
+    return math.sqrt(max(total * total - spent * spent, 0.0))
 
 
 def _gdp_log_delta(mu: float, a: float) -> float:

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from .gdp import compose
+
 #: What a ledger's mu means, printed with every client's report (docs/methods.md §2).
 GUARANTEE = ("record-level mu-GDP at each client, against everything that client releases, in this one fit "
              "(one record of this client's data is protected, not its whole data set; mu_certified; mu is nominal when "
@@ -79,10 +81,15 @@ class Ledger:
         self.releases.append(Release(stage, count, sens.copy(), sig.copy(), bool(certified),
                                      str(assumption)))
 
-    def composed_mu(self) -> np.ndarray:
-        """Composed (nominal) mu of each client, ``sqrt(sum_j mu_j^2)``, shape (n_rep, m)."""
-        total = sum(rel.count * rel.mu ** 2 for rel in self.releases)
-        return np.sqrt(total)
+    def composed_mu(self, stages=None) -> np.ndarray:
+        """Composed (nominal) mu of each client, ``sqrt(sum_j mu_j^2)`` (`compose`), shape (n_rep, m).
+
+        Parameters
+        ----------
+        stages : collection of str, optional
+            Only the releases of these stages (None: all).
+        """
+        return compose((rel.mu, rel.count) for rel in self.releases if stages is None or rel.stage in stages)
 
     @property
     def certified(self) -> bool:
@@ -97,11 +104,7 @@ class Ledger:
         counts : dict
             Stage -> releases made per client, broadcastable to (n_rep, m); a stage absent counts 0.
         """
-        total: float | np.ndarray = 0.0
-        for rel in self.releases:
-            c = np.asarray(counts.get(rel.stage, 0))
-            total = total + np.where(c > 0, np.where(c > 0, c, 1) * rel.mu ** 2, 0.0)
-        return np.sqrt(total)
+        return compose((rel.mu, counts.get(rel.stage, 0)) for rel in self.releases)
 
     def certified_mu(self) -> np.ndarray:
         """`composed_mu` where the ledger is certified, inf otherwise, shape (n_rep, m)."""
