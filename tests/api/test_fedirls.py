@@ -295,3 +295,15 @@ def test_fedirls_poisson_releases_stay_within_their_sensitivity():
                     worst = max(worst, norm / plan[stage])
     assert fd.bound == B
     assert worst <= 1 + 1e-9 and worst > 0.5, worst
+
+
+def test_the_summary_says_what_small_clients_contribute():
+    """Four clients of 20 rows beside eight of 490: each adds the noise variance of any client (its noise sd
+    scales as 1/n_i, its weight as n_i), so the header says 4 of 12 clients carry 2.0% of the rows and 33% of
+    the noise variance; equal clients get no such line."""
+    Z, y, _, _ = _data(N=4000, p=3)
+    clients = np.r_[np.repeat(np.arange(8), 490), np.repeat([8, 9, 10, 11], 20)]
+    head = FederatedGLM(classes=[0, 1], mu=2).fit(Z, y, clients).summary().header
+    assert "small clients: 4 of 12" in head and "carry 2.0% of the rows and 33% of the noise variance" in head
+    assert "small clients" not in FederatedGLM(classes=[0, 1], mu=2).fit(Z, y, np.repeat(np.arange(8), 500)).summary().header
+    assert "small clients" not in FederatedGLM(classes=[0, 1], mu=math.inf).fit(Z, y, clients).summary().header

@@ -414,6 +414,9 @@ def _header(est, alpha: float, cov_type: str) -> str:
                          f"are at or below its noise's scale ({floor:.4g}) and se_sampling uses that floor, so it "
                          "understates the sampling sd where the data's own curvature is smaller (more rows, a "
                          "larger mu or inference_share, or fewer features)")
+    small = _small_clients_line(est)
+    if small:
+        lines.append(small)
     if est.family == "multinomial":
         lines.append("coefficients centred across the classes (the identified ones: probabilities see only these)")
     if est.method_ in ("fednewton", "fednewton_certified"):
@@ -421,6 +424,28 @@ def _header(est, alpha: float, cov_type: str) -> str:
     if math.isfinite(rep.clip_bound):
         lines.append(f"{CLIP_NOTE} = {rep.clip_bound:.4g}")
     return "\n".join(lines)
+
+
+#: A client with fewer rows than this share of the mean client's gets `_small_clients_line`'s note
+SMALL_CLIENT = 0.1
+
+
+def _small_clients_line(est) -> str:
+    """What the clients much smaller than the mean contribute, for a private fit whose releases are weighted by
+    size ("" where none is): each release's noise sd is ``c / n_i`` and its weight ``n_i / N``, so every client
+    adds the same noise variance to the estimate whatever its rows (sizes are public: the client column)."""
+    sizes = np.asarray(est.client_sizes_, float)
+    if not (est.privacy_.ledger.releases and math.isfinite(est.privacy_.mu)) or len(sizes) < 2 \
+            or (getattr(est, "settings_", None) or {}).get("weights", "size") != "size":
+        return ""
+    small = sizes < SMALL_CLIENT * sizes.mean()
+    if not small.any():
+        return ""
+    return (f"small clients: {int(small.sum())} of {len(sizes)} hold under {SMALL_CLIENT:g} of the mean client's rows "
+            f"(smallest {int(sizes.min())}, mean {sizes.mean():.4g}); each adds as much privacy noise as any client "
+            f"(its release's noise sd scales as 1/n_i, its weight as n_i) for a small share of the rows: "
+            f"{small.mean():.0%} of the clients carry {sizes[small].sum() / sizes.sum():.1%} of the rows and "
+            f"{small.mean():.0%} of the noise variance")
 
 
 def summary(est, alpha: float = 0.05, cov_type: str = "model", withheld: str = "hide"):
