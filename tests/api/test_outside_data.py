@@ -50,10 +50,14 @@ def _fit(data, mu, seed, **kw):
 
 
 def test_default_fit_at_mu_5_is_useful_or_says_why(data):
+    """Useful, with no warning; randhie's counts may carry the ClipWarning, whose per-coefficient check is
+    about the intervals, not the fit's use: the default bound moves its intercept 8-10 se
+    (test_the_default_clip_that_moves_a_coefficient_past_its_se_warns_naming_it)."""
     name = data[0]
+    allowed = {"clip"} if name == "randhie" else set()
     for seed in SEEDS:
         value, useless, why = _fit(data, 5.0, seed)
-        assert not useless and not why, (name, value, why)
+        assert not useless and why <= allowed, (name, value, why)
 
 
 def test_counts_the_bound_for_modest_counts_is_useless_and_says_so():

@@ -317,7 +317,8 @@ def test_the_docs_diabetes_recipe_and_its_standardize_command(tmp_path, capsys, 
     page = (ROOT / "docs" / "real-data.md").read_text()
     assert "python docs/examples/diabetes.py diabetes.csv" in page and "python docs/examples/breast_cancer.py" in page
     snippet = page.split("```python\nimport json, math\n")[1].split("```")[0]
-    command = "fit diabetes.csv --target count --client site --family poisson --mu 1 --standardize diabetes-scale.json"
+    command = ("fit diabetes.csv --target count --client site --family poisson --mu 1 --standardize diabetes-scale.json"
+               " --clip 27")
     assert f"fedgdp {command}" in page
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.argv", ["diabetes.py", "diabetes.csv"])
