@@ -142,7 +142,8 @@ class PrivacyBudget:
         """The largest total of any record, ``max_r sqrt(sum_k mu_k^2)`` (`fedgdp.core.privacy.compose`; 0 before
         any fit)."""
         with _LOCK:
-            return max((privacy.compose((mu, 1) for mu in f.values()) for f in self._fits_of.values()), default=0.0)
+            return max((float(privacy.compose((mu, 1) for mu in f.values())) for f in self._fits_of.values()),
+                       default=0.0)
 
     @property
     def remaining(self) -> float:
@@ -209,7 +210,7 @@ class PrivacyBudget:
         fits: dict[int, float] = {}
         for root in {self._find(k) for k in keys if k in self._parent}:
             fits.update(self._fits_of.get(root, {}))
-        return privacy.compose((mu, 1) for mu in fits.values())
+        return float(privacy.compose((mu, 1) for mu in fits.values()))
 
     def _join(self, keys: list[bytes]) -> bytes:
         """One record of these keys (their groups merged, their fits united); its root."""
@@ -251,7 +252,7 @@ class PrivacyBudget:
                 "n_jobs=1, or on threads (joblib.parallel_config(prefer='threads'))")
 
     def _refuse(self, mu: float, worst: float, rows: int) -> None:
-        total = privacy.compose([(worst, 1), (mu, 1)])
+        total = float(privacy.compose([(worst, 1), (mu, 1)]))
         raise BudgetExceededError(
             f"PrivacyBudget(mu={self.mu:g}): a fit at mu={mu:g} on {rows} rows would bring a record's total to "
             f"{total:.6g} > {self.mu:g} (that record has spent {worst:.6g}, so at most mu="

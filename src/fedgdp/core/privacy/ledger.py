@@ -89,7 +89,8 @@ class Ledger:
         stages : collection of str, optional
             Only the releases of these stages (None: all).
         """
-        return compose((rel.mu, rel.count) for rel in self.releases if stages is None or rel.stage in stages)
+        chosen = (r for r in self.releases if stages is None or r.stage in stages)
+        return np.asarray(compose((r.mu, r.count) for r in chosen))
 
     @property
     def certified(self) -> bool:
@@ -104,7 +105,7 @@ class Ledger:
         counts : dict
             Stage -> releases made per client, broadcastable to (n_rep, m); a stage absent counts 0.
         """
-        return compose((rel.mu, counts.get(rel.stage, 0)) for rel in self.releases)
+        return np.asarray(compose((rel.mu, counts.get(rel.stage, 0)) for rel in self.releases))
 
     def certified_mu(self) -> np.ndarray:
         """`composed_mu` where the ledger is certified, inf otherwise, shape (n_rep, m)."""
