@@ -18,6 +18,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from .families import get_family
+
 __all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report", "format_summary",
            "parse_classes", "parse_features", "read_scaling", "standardize", "SCALING_UNACCOUNTED"]
 
@@ -273,7 +275,7 @@ def coefficient_rows(est) -> list[dict]:
     names = ["(intercept)"] * bool(est.fit_intercept) + [str(c) for c in est.feature_names_in_]
     theta = est.theta_
     rows = []
-    if est.family == "multinomial":
+    if get_family(est.family).classes:
         for j, cls in enumerate(est.classes_):
             rows += [{"class": _plain(cls), "term": t, "coef": float(v)} for t, v in zip(names, theta[:, j])]
     else:
@@ -313,7 +315,7 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
            "fit": {k: _num(v) if isinstance(v, float) else v.tolist() if hasattr(v, "tolist") else v
                    for k, v in est.fit_info_.items()},
            "privacy": est.privacy_.as_dict(delta), "standardize": getattr(est, "scaling_", None)}
-    if est.family != "poisson":
+    if get_family(est.family).labelled:
         out["classes"] = [_plain(c) for c in est.classes_]
     out["summary"] = _summary(est)
     return out
@@ -493,9 +495,9 @@ def forecast_file(path: str, *, client: str, target: str, features: list[str] | 
     if labels.isna().any():
         raise ValueError(f"client column {client!r} has {int(labels.isna().sum())} missing value(s)")
     sizes = labels.value_counts(sort=False).sort_index().to_numpy()
-    if family == "multinomial":
+    if get_family(family).classes:
         if classes is None:
-            raise ValueError("--forecast with --family multinomial needs --classes (the number of classes is public "
+            raise ValueError(f"--forecast with --family {family} needs --classes (the number of classes is public "
                              "only when the label domain is)")
         settings["n_classes"] = len(classes)
     return forecast(family, sizes, len(cols), mu, **settings)

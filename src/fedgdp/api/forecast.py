@@ -64,6 +64,7 @@ import numpy as np
 
 from ..core import privacy
 from ..methods.settings import MethodSettings
+from .families import FAMILIES, get_family
 
 __all__ = ["IRLS", "IRLS_FAMILIES", "IRLS_DEFAULT", "IRLS_CURVATURE_NOISE", "irls_curvature_noise", "irls_default",
            "IRLS_CLIP", "NOISE_SE_METHODS", "irls_clip", "forecast", "noise_se",
@@ -79,10 +80,10 @@ CANDIDATES = ("fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold")
 #: fits for the families of `IRLS_DEFAULT` (and, at mu = inf, where it is the exact MLE, for every family of
 #: `IRLS_FAMILIES`: `irls_default`); it fits every family of `IRLS_FAMILIES` when named
 IRLS = "fedirls"
-IRLS_FAMILIES = ("logistic", "poisson")
+IRLS_FAMILIES = tuple(name for name, f in FAMILIES.items() if f.irls)
 #: Poisson is not among them: a count's curvature has no public bound, and on overdispersed counts the clipped
-#: curvature misleads the Newton steps (docs/default-estimator.md, "Limits")
-IRLS_DEFAULT = ("logistic",)
+#: curvature misleads the Newton steps (docs/default-estimator.md, "Limits"; `fedgdp.api.families`)
+IRLS_DEFAULT = tuple(name for name, f in FAMILIES.items() if f.irls_default)
 #: FedIRLS's default gradient clip is this multiple of `public_clip`'s (without the Poisson doublings): on the
 #: whitened design few rows reach it, so the clip moves the estimate little (docs/real-data.md)
 IRLS_CLIP = 1.5
@@ -118,7 +119,6 @@ SETTINGS = ("n_classes", "clip", "privacy_mode", "tau1", "hessian_clip", "method
 
 #: Ties (always at mu = inf, where no method adds noise) go to the fewest rounds, then this order
 _PREFER = ("fedirls", "fednewton", "fednewton_certified", "fedhybrid", "fedsgd", "fedavg", "dp_scaffold")
-_FAMILIES = ("logistic", "multinomial", "poisson")
 _DRAWS = 512                 # public draws of z for the curvature at an estimate
 _DRAW_SEED = 20240046        # a fixed public seed: the draws depend on no record
 
@@ -142,10 +142,9 @@ def public_clip(family: str, d: int, noise=None) -> float:
     float
         B.
     """
-    if family != "poisson":
-        return math.sqrt(d)
-    B = 2.0 * math.sqrt(d)
-    for _ in range(CLIP_DOUBLINGS if noise is not None else 0):
+    fam = get_family(family)
+    B = fam.clip_factor * math.sqrt(d)
+    for _ in range(CLIP_DOUBLINGS if noise is not None and fam.clip_doubles else 0):
         if not noise(2.0 * B) <= CLIP_NOISE_TARGET:
             break
         B *= 2.0
@@ -192,9 +191,7 @@ def irls_noise(family: str, sizes: np.ndarray, mu: float, B: float, T: int) -> f
 
 def _irls_model(family: str):
     """The one-output model of ``family`` (logistic or Poisson)."""
-    from ..core.glm import POISSON, matrix_model
-
-    return matrix_model("binary") if family == "logistic" else POISSON
+    return get_family(family).model()
 
 
 def irls_curvature_noise(family: str, sizes: np.ndarray, d: int, mu: float, T: int = 5) -> float:
@@ -241,14 +238,14 @@ def irls_default(family: str, sizes: np.ndarray, d: int, mu: float) -> bool:
     mu : float
         The estimation's mu.
     """
+    fam = get_family(family)
     if not privacy.adds_noise(mu):
-        return family in IRLS_FAMILIES
-    return family in IRLS_DEFAULT and irls_curvature_noise(family, sizes, d, mu) <= IRLS_CURVATURE_NOISE
+        return fam.irls
+    return fam.irls_default and irls_curvature_noise(family, sizes, d, mu) <= IRLS_CURVATURE_NOISE
 
 
 def poisson_default_steps(s: dict, given: dict, d: int, B: float) -> None:
-    """Poisson's step sizes and steps the user did not set, in place (docs/real-data.md):
-    each step size at most ``1 / (max(B, 1) sqrt(d) + d)``, each step count 4 times the preset.
+    """Poisson's step sizes and steps the user did not set, in place (`fedgdp.api.families.Poisson.default_steps`).
 
     Parameters
     ----------
@@ -261,13 +258,7 @@ def poisson_default_steps(s: dict, given: dict, d: int, B: float) -> None:
     B : float
         The clipping bound (finite).
     """
-    eta = 1.0 / (max(B, 1.0) * math.sqrt(d) + d)
-    for key in ("eta", "eta1", "eta2"):
-        if key in s and key not in given:
-            s[key] = min(s[key], eta)
-    for key in ("K", "K1", "K2"):
-        if key in s and key not in given:
-            s[key] = 4 * s[key]
+    FAMILIES["poisson"].default_steps(s, given, d, B)
 
 
 def curvature(family: str, k: int, theta: np.ndarray | None = None, b: float = math.inf):
@@ -288,33 +279,11 @@ def curvature(family: str, k: int, theta: np.ndarray | None = None, b: float = m
         that its residual (sd ``sqrt(lambda)``) is not clipped. (Logistic residuals are at
         most 1 <= b under the default rule; softmax's are taken as unclipped.)
     """
-    if theta is None or not np.any(theta):
-        if family == "multinomial":
-            W = np.eye(k) / k - np.ones((k, k)) / k ** 2
-        else:
-            W = np.array([[0.25 if family == "logistic" else _unclipped(np.ones(1), b)[0]]])
-    else:
-        S = _predictors(theta, k)
-        if family == "poisson":
-            W = np.array([[float(np.mean(_unclipped(np.exp(np.minimum(S[:, 0], 700.0)), b)))]])
-        elif family == "logistic":
-            p = 1.0 / (1.0 + np.exp(-S[:, 0]))
-            W = np.array([[float(np.mean(p * (1.0 - p)))]])
-        else:
-            E = np.exp(S - S.max(axis=1, keepdims=True))
-            P = E / E.sum(axis=1, keepdims=True)
-            W = np.diag(P.mean(axis=0)) - P.T @ P / len(P)
+    fam = get_family(family)
+    at_zero = theta is None or not np.any(theta)
+    W = fam.curvature_at_zero(k, b) if at_zero else fam.curvature_at(_predictors(theta, k), b)
     values, vectors = np.linalg.eigh(W)
     return np.maximum(values, 0.0), vectors
-
-
-def _unclipped(lam: np.ndarray, b: float) -> np.ndarray:
-    """Poisson curvature ``lambda`` times the chance its residual is within ``b`` (normal approximation)."""
-    from scipy.special import erf
-
-    if not math.isfinite(b):
-        return lam
-    return lam * erf(b / np.sqrt(2.0 * np.maximum(lam, 1e-300)))
 
 
 @dataclass(frozen=True)
@@ -407,9 +376,21 @@ def response(family: str, d: int, b: float, theta: np.ndarray | None = None, int
     -------
     Response
     """
-    if family == "poisson":
-        base = float(curvature(family, 1, theta, b)[0][0])
-        return Response("poisson", base, d, intercept, cap=1.0 + (b if math.isfinite(b) else 1e300))
+    return get_family(family).forecast_response(d, b, theta, intercept)
+
+
+def logistic_response(d: int, theta: np.ndarray | None, intercept: bool) -> Response:
+    """The logistic `Response`: ``E[sigma'(s)]`` over ``s ~ N(S, d V)`` tabulated on ``_LOG_V`` (Stein's lemma).
+
+    Parameters
+    ----------
+    d : int
+        Design columns, the intercept included.
+    theta : ndarray of shape (d, 1) or None
+        The estimate (None: theta = 0).
+    intercept : bool
+        Whether the design has an intercept.
+    """
     S = np.zeros(1) if theta is None or not np.any(theta) else _predictors(theta, 1)[:, 0]
     table = np.empty(len(_LOG_V))
     for j, sd in enumerate(np.sqrt(d * np.exp(_LOG_V))):
@@ -586,15 +567,14 @@ def _settings(family, mu, settings: dict) -> dict:
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
         raise ValueError(f"unknown forecast setting {unknown[0]!r}; choose from {', '.join(SETTINGS)}")
-    if family not in _FAMILIES:
-        raise ValueError(f"family must be one of {', '.join(_FAMILIES)}, got family={family!r}")
+    fam = get_family(family)
     out = {"n_classes": None, "clip": None, "privacy_mode": "certified", "tau1": 0.5,
            "hessian_clip": privacy.HESSIAN_CLIP, "method_settings": None, "newton": None, "fit_intercept": True,
            "inference_share": 0.1, **settings}
     k = out["n_classes"]
-    if family == "multinomial":
+    if fam.classes:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
-            raise ValueError(f"family 'multinomial' needs n_classes, an int >= 2, got n_classes={k!r}")
+            raise ValueError(f"family {family!r} needs n_classes, an int >= 2, got n_classes={k!r}")
     elif k is not None:
         raise ValueError(f"n_classes is for family 'multinomial', got n_classes={k!r} with family={family!r}")
     clip = out["clip"]
@@ -616,8 +596,8 @@ def _resolve(name: str, family: str, mu: float, d: int, B: float, o: dict) -> di
     if o["newton"] is not None:
         over["newton"] = o["newton"]
     p = resolve(over)
-    if family == "poisson" and name != IRLS:
-        poisson_default_steps(p["method_settings"][name], given, d, B)
+    if name != IRLS:
+        get_family(family).default_steps(p["method_settings"][name], given, d, B)
     return p
 
 
@@ -661,7 +641,7 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
     sig = _plan_sigmas(name, s, data, mu)
     w = sizes / sizes.sum()
     certified = mode == "certified" or name == "fednewton_certified"
-    if family != "multinomial":                # the scalar families: the noise the iterates carry bends their pull
+    if not get_family(family).classes:         # the scalar families: the noise the iterates carry bends their pull
         resp = response(family, d, B / math.sqrt(d), theta, intercept)
         with np.errstate(over="ignore", invalid="ignore"):
             var, bias = propagate(name, s, sig, w, resp, tau1=p["tau1"], certified=certified)
@@ -753,8 +733,9 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
         raise ValueError(f"n_features must be an int >= 1, got n_features={n_features!r}")
     mu = privacy.parse_mu(mu)
     d = int(n_features) + (1 if o["fit_intercept"] else 0)
-    k = int(o["n_classes"]) if family == "multinomial" else 1
-    known = (*CANDIDATES, "fednewton_certified") + ((IRLS,) if family in IRLS_FAMILIES else ())
+    fam = get_family(family)
+    k = fam.outputs(o["n_classes"])
+    known = (*CANDIDATES, "fednewton_certified") + ((IRLS,) if fam.irls else ())
     irls_auto = irls_default(family, sizes, d, mu)
     auto = [n for n in known if n != "fednewton_certified" and (n != IRLS or irls_auto)]
     names = auto if method is None else [method]

@@ -355,15 +355,17 @@ _INFERENCE_Y = {"logistic": (0, 1), "poisson": (0.0, 1.0, 30.0, 1e4), "multinomi
 
 
 def _inference_model(family: str):
-    from ..core.glm import POISSON, matrix_model
+    from ..api.families import get_family
 
     if family not in INFERENCE_FAMILIES:
         raise ValueError(f"no inference audit for family {family!r}; choose one of {', '.join(INFERENCE_FAMILIES)}")
-    return POISSON if family == "poisson" else matrix_model("binary" if family == "logistic" else "multiclass", 3)
+    return get_family(family).model(3)
 
 
 def _inference_targets(model, family: str, y) -> np.ndarray:
-    return model.targets(np.asarray(y, float if family == "poisson" else np.int64))
+    from ..api.families import get_family
+
+    return model.targets(np.asarray(y, np.int64 if get_family(family).labelled else float))
 
 
 def audit_inference(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:
