@@ -280,8 +280,10 @@ def curvature(family: str, k: int, theta: np.ndarray | None = None, b: float = m
         most 1 <= b under the default rule; softmax's are taken as unclipped.)
     """
     fam = get_family(family)
-    at_zero = theta is None or not np.any(theta)
-    W = fam.curvature_at_zero(k, b) if at_zero else fam.curvature_at(_predictors(theta, k), b)
+    if theta is None or not np.any(theta):
+        W = fam.curvature_at_zero(k, b)
+    else:
+        W = fam.curvature_at(_predictors(theta, k), b)
     values, vectors = np.linalg.eigh(W)
     return np.maximum(values, 0.0), vectors
 
