@@ -18,7 +18,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from .families import get_family
+from ..core.families import get_family
 
 __all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report", "format_summary",
            "parse_classes", "parse_features", "read_scaling", "standardize", "SCALING_UNACCOUNTED"]

@@ -63,8 +63,8 @@ from typing import Any
 import numpy as np
 
 from ..core import privacy
+from ..core.families import FAMILIES, Family, Logistic, Poisson, get_family
 from ..methods.settings import MethodSettings
-from .families import FAMILIES, get_family
 
 __all__ = ["IRLS", "IRLS_FAMILIES", "IRLS_DEFAULT", "IRLS_CURVATURE_NOISE", "irls_curvature_noise", "irls_default",
            "IRLS_CLIP", "NOISE_SE_METHODS", "irls_clip", "forecast", "noise_se",
@@ -378,21 +378,25 @@ def response(family: str, d: int, b: float, theta: np.ndarray | None = None, int
     -------
     Response
     """
-    return get_family(family).forecast_response(d, b, theta, intercept)
+    return _response(get_family(family), d, b, theta, intercept)
 
 
-def logistic_response(d: int, theta: np.ndarray | None, intercept: bool) -> Response:
-    """The logistic `Response`: ``E[sigma'(s)]`` over ``s ~ N(S, d V)`` tabulated on ``_LOG_V`` (Stein's lemma).
+@functools.singledispatch
+def _response(fam: Family, d: int, b: float, theta, intercept: bool) -> Response:
+    """A one-output family's `Response` (registered per family below; several outputs: the linear model)."""
+    raise ValueError(f"family {fam.name!r} has several outputs: its forecast is the linear model")
 
-    Parameters
-    ----------
-    d : int
-        Design columns, the intercept included.
-    theta : ndarray of shape (d, 1) or None
-        The estimate (None: theta = 0).
-    intercept : bool
-        Whether the design has an intercept.
-    """
+
+@_response.register
+def _(fam: Poisson, d: int, b: float, theta, intercept: bool) -> Response:
+    """The mean count at the estimate, its intercept pulled down by the noise (at most ``1 + b`` times)."""
+    base = float(curvature(fam.name, 1, theta, b)[0][0])
+    return Response("poisson", base, d, intercept, cap=1.0 + (b if math.isfinite(b) else 1e300))
+
+
+@_response.register
+def _(fam: Logistic, d: int, b: float, theta, intercept: bool) -> Response:
+    """``E[sigma'(s)]`` over ``s ~ N(S, d V)`` tabulated on ``_LOG_V`` (Stein's lemma)."""
     S = np.zeros(1) if theta is None or not np.any(theta) else _predictors(theta, 1)[:, 0]
     table = np.empty(len(_LOG_V))
     for j, sd in enumerate(np.sqrt(d * np.exp(_LOG_V))):

@@ -355,7 +355,7 @@ _INFERENCE_Y = {"logistic": (0, 1), "poisson": (0.0, 1.0, 30.0, 1e4), "multinomi
 
 
 def _inference_model(family: str):
-    from ..api.families import get_family
+    from ..core.families import get_family
 
     if family not in INFERENCE_FAMILIES:
         raise ValueError(f"no inference audit for family {family!r}; choose one of {', '.join(INFERENCE_FAMILIES)}")
@@ -363,7 +363,7 @@ def _inference_model(family: str):
 
 
 def _inference_targets(model, family: str, y) -> np.ndarray:
-    from ..api.families import get_family
+    from ..core.families import get_family
 
     return model.targets(np.asarray(y, np.int64 if get_family(family).labelled else float))
 

@@ -2,9 +2,9 @@
 
 A family names its model (`fedgdp.core.glm`: targets, link, curvature), its outputs, its public
 clipping rule, its step-size rule, whether FedIRLS fits it (and by default), and the forecast's
-public curvature model (`fedgdp.api.forecast`, "The curvature model"). Code outside this module
-asks the family (``get_family(name).attr``), as statsmodels' GLM asks its ``Family``, instead of
-testing the family's name.
+public curvature model (`fedgdp.api.forecast`, "The curvature model"; its noise response registers per
+family there). Code outside this module asks the family (``get_family(name).attr``), as statsmodels'
+GLM asks its ``Family``, instead of testing the family's name.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Family:
         Whether ``method="auto"`` fits it with FedIRLS where its curvature release is not mostly noise.
     classes : bool
         Whether it takes ``n_classes`` (several outputs); the one-output families' forecast follows
-        the noise through the iterates (`forecast_response`).
+        the noise through the iterates (`fedgdp.api.forecast.response`).
     labelled : bool
         Whether its responses are labels of a public domain (``classes``), not counts.
     """
@@ -51,11 +51,23 @@ class Family:
     labelled: bool = True
 
     def outputs(self, n_classes: int | None = None) -> int:
-        """The outputs k (columns of theta): 1, or the classes."""
+        """The outputs k (columns of theta): 1, or the classes.
+
+        Parameters
+        ----------
+        n_classes : int or None
+            The classes (families with ``classes`` only).
+        """
         return 1
 
     def model(self, n_classes: int | None = None):
-        """The `fedgdp.core.glm` model (targets, link, curvature)."""
+        """The `fedgdp.core.glm` model (targets, link, curvature).
+
+        Parameters
+        ----------
+        n_classes : int or None
+            The classes (families with ``classes`` only).
+        """
         raise NotImplementedError
 
     def curvature_at_zero(self, k: int, b: float) -> np.ndarray:
@@ -83,24 +95,20 @@ class Family:
         raise NotImplementedError
 
     def default_steps(self, s: dict, given: dict, d: int, B: float) -> None:
-        """The estimator's default step sizes and steps the user did not set, in place (none but Poisson's)."""
-
-    def forecast_response(self, d: int, b: float, theta, intercept: bool):
-        """The one-output forecast's `fedgdp.api.forecast.Response` (curvature and intercept pull as the noise
-        moves the iterates).
+        """The estimator's default step sizes and steps the user did not set, in place (none but Poisson's).
 
         Parameters
         ----------
+        s : dict
+            The method's resolved settings (changed in place).
+        given : dict
+            The user's settings of the method (left as given).
         d : int
             Design columns, the intercept included.
-        b : float
-            ``B / sqrt(d)``.
-        theta : ndarray of shape (d, 1) or None
-            The estimate (None: theta = 0).
-        intercept : bool
-            Whether the design has an intercept to absorb the Poisson bias.
+        B : float
+            The clipping bound (finite).
         """
-        raise NotImplementedError(f"family {self.name!r} has several outputs: its forecast is linear")
+
 
 
 class Logistic(Family):
@@ -108,7 +116,7 @@ class Logistic(Family):
 
     def model(self, n_classes=None):
         """The binary task's logistic model."""
-        from ..core.glm import matrix_model
+        from .glm import matrix_model
 
         return matrix_model("binary")
 
@@ -121,11 +129,6 @@ class Logistic(Family):
         p = 1.0 / (1.0 + np.exp(-S[:, 0]))
         return np.array([[float(np.mean(p * (1.0 - p)))]])
 
-    def forecast_response(self, d, b, theta, intercept):
-        """``E[sigma'(s)]`` over ``s ~ N(S, d V)`` on the forecast's public table of V (Stein's lemma)."""
-        from . import forecast as fc
-
-        return fc.logistic_response(d, theta, intercept)
 
 
 class Multinomial(Family):
@@ -137,7 +140,7 @@ class Multinomial(Family):
 
     def model(self, n_classes=None):
         """The multiclass task's softmax model."""
-        from ..core.glm import matrix_model
+        from .glm import matrix_model
 
         return matrix_model("multiclass", int(n_classes))
 
@@ -158,7 +161,7 @@ class Poisson(Family):
 
     def model(self, n_classes=None):
         """The Poisson model."""
-        from ..core.glm import POISSON
+        from .glm import POISSON
 
         return POISSON
 
@@ -170,12 +173,6 @@ class Poisson(Family):
         """The mean of ``lambda erf(b / sqrt(2 lambda))``."""
         return np.array([[float(np.mean(unclipped(np.exp(np.minimum(S[:, 0], 700.0)), b)))]])
 
-    def forecast_response(self, d, b, theta, intercept):
-        """The mean count at the estimate, its intercept pulled down by the noise (at most ``1 + b`` times)."""
-        from . import forecast as fc
-
-        base = float(fc.curvature(self.name, 1, theta, b)[0][0])
-        return fc.Response("poisson", base, d, intercept, cap=1.0 + (b if math.isfinite(b) else 1e300))
 
     def default_steps(self, s, given, d, B):
         """Each step size at most ``1 / (max(B, 1) sqrt(d) + d)``, each step count 4 times the preset
