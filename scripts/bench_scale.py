@@ -19,6 +19,7 @@ and both readings are written. Usage::
 
     python scripts/bench_scale.py docs/results/scale-2026-12-07            # the grid below
     python scripts/bench_scale.py OUT --grid quick                          # N = 10^5 only (a smoke run)
+    PYTHONPATH=/path/to/other/checkout/src python scripts/bench_scale.py OUT    # another version of fedgdp
 
 Writes ``OUT/scale.csv`` (one row per run) and ``OUT/scale.md`` (the table and the ratios).
 """
@@ -99,7 +100,8 @@ def run_one(tool: str, N: int, m: int) -> dict:
         fit(X, y, clients)
         cpu = time.process_time() - t0
     peak = _status("VmHWM")
-    return {"tool": tool, "N": N, "m": m, "cpu_s": cpu, "peak_added_bytes": peak - rss0,
+    source = sys.modules["fedgdp"].__file__ if "fedgdp" in sys.modules else ""
+    return {"tool": tool, "N": N, "m": m, "cpu_s": cpu, "peak_added_bytes": peak - rss0, "fedgdp_source": source,
             "design_bytes": X.nbytes, "rss_before_bytes": rss0, "peak_bytes": peak}
 
 

@@ -166,6 +166,39 @@ def _available_if(check):
     return lambda fn: _AvailableIf(fn, check)
 
 
+#: Rows gathered (or summed, `fedgdp.api.diagnostics.check_scale`) at a time: a bounded temporary
+ROW_BLOCK = 1 << 16
+
+
+def client_rows(index: np.ndarray, m: int) -> list:
+    """Each client's row numbers in increasing order (``np.flatnonzero(index == i)``), from one stable sort.
+
+    Parameters
+    ----------
+    index : ndarray of shape (n,)
+        Each row's client, 0..m-1.
+    m : int
+        Clients.
+    """
+    perm = np.argsort(index, kind="stable")
+    ends = np.cumsum(np.bincount(index, minlength=m))
+    return [perm[e - c:e] for e, c in zip(ends.tolist(), np.diff(ends, prepend=0).tolist())]
+
+
+def client_blocks(A: np.ndarray, order: list) -> list:
+    """The consecutive row blocks of ``A`` (views) of the clients' sizes, ``len(order[i])`` each.
+
+    Parameters
+    ----------
+    A : ndarray of shape (n, ...)
+        Rows in client order.
+    order : list of ndarray
+        Each client's rows (only their counts are read).
+    """
+    ends = np.cumsum([len(r) for r in order]).tolist()
+    return [A[e - len(r):e] for e, r in zip(ends, order)]
+
+
 def _is_classifier(est) -> bool:
     return est.family in ("logistic", "multinomial")
 
@@ -511,7 +544,7 @@ class FederatedGLM(ClientsRouting):
         Y, model = self._targets(y)
 
         labels, index = np.unique(groups, return_inverse=True)
-        order = [np.flatnonzero(index == i) for i in range(len(labels))]
+        order = client_rows(index.reshape(-1), len(labels))
         # public inputs only (the client column, the dimension, the settings): the method and the forecast
         sizes, d = np.array([len(r) for r in order], dtype=np.int64), X.shape[1] + bool(self.fit_intercept)
         if X.shape[0] < d * model.k:           # before any release: the counts are the caller's own
@@ -537,8 +570,10 @@ class FederatedGLM(ClientsRouting):
         if self.shuffle:
             rng = estimator_rng(root, ROW_STREAM)
             order = [rows[rng.permutation(len(rows))] for rows in order]
-        D = self._design(X)
-        Xc, Yc = [D[rows] for rows in order], [Y[rows] for rows in order]
+        # the rows in client order, each client's a slice (a view) of one copy
+        perm = np.concatenate(order)
+        D, Y = self._design_rows(X, perm), Y[perm]
+        Xc, Yc = client_blocks(D, order), client_blocks(Y, order)
 
         mu = mu_est
         B = clip_bound_real(model, Xc, Yc, p["clip"], mu=mu, rng=estimator_rng(root, CLIP_STREAM))
@@ -822,6 +857,16 @@ class FederatedGLM(ClientsRouting):
 
     def _design(self, X: np.ndarray) -> np.ndarray:
         return np.hstack([np.ones((X.shape[0], 1)), X]) if self.fit_intercept else X
+
+    def _design_rows(self, X: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``self._design(X)[rows]``, made in one copy, gathered a block of rows at a time."""
+        start = int(bool(self.fit_intercept))
+        D = np.empty((len(rows), X.shape[1] + start))
+        if start:
+            D[:, 0] = 1.0
+        for lo in range(0, len(rows), ROW_BLOCK):
+            D[lo:lo + ROW_BLOCK, start:] = X[rows[lo:lo + ROW_BLOCK]]
+        return D
 
     def linear_predictor(self, X) -> np.ndarray:
         """The linear predictor ``[1, x] theta`` of every row (log-odds, softmax scores or log mean).
