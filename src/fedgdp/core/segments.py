@@ -12,7 +12,7 @@ GROUP_ROWS = 1 << 16
 
 
 def stacked(blocks: list) -> np.ndarray:
-    """The row blocks as one array: a read-only view where they lie one after the other in one allocation
+    """The row blocks as one array: a read-only view where they are consecutive slices of one array
     (the estimator's clients, `fedgdp.api.estimator.client_blocks`), else their stacked copy.
 
     Parameters
@@ -20,24 +20,19 @@ def stacked(blocks: list) -> np.ndarray:
     blocks : list of ndarray
         The clients' rows, in order.
     """
-    first, root = blocks[0], _root(blocks[0])
-    row = first.strides[0] if first.ndim else 0
-    at, total, ok = first.__array_interface__["data"][0], 0, row > 0
+    first = blocks[0]
+    base, row = first.base, first.strides[0] if first.ndim else 0
+    at, total, ok = first.__array_interface__["data"][0], 0, base is not None and row > 0
     for b in blocks:
-        ok = ok and b.flags.c_contiguous and b.dtype == first.dtype and b.shape[1:] == first.shape[1:] \
-            and _root(b) is root and b.__array_interface__["data"][0] == at + total * row
+        ok = ok and b.base is base and b.flags.c_contiguous and b.strides == first.strides \
+            and b.dtype == first.dtype and b.shape[1:] == first.shape[1:] \
+            and b.__array_interface__["data"][0] == at + total * row
+        if not ok:
+            break
         total += b.shape[0]
-    if ok and root is not None:
+    if ok:
         return np.lib.stride_tricks.as_strided(first, (total,) + first.shape[1:], first.strides, writeable=False)
     return np.concatenate(blocks)
-
-
-def _root(a: np.ndarray):
-    """The array that owns ``a``'s memory (None when ``a`` owns it itself)."""
-    root = None
-    while isinstance(a.base, np.ndarray):
-        a = root = a.base
-    return root
 
 
 def client_groups(sizes) -> list[tuple[int, int, np.ndarray]]:
