@@ -56,8 +56,6 @@ class FedIRLS(Method):
             One fit; its ``info`` holds the estimate's noise covariance and the last step
             (`fedgdp.api.diagnostics.diagnose_irls`).
         """
-        from ..realdata.clipping import clipped_residuals  # realdata imports the methods
-
         fd = be.data
         if len(be.fds) != 1 or fd.k != 1:
             raise ValueError(f"FedIRLS fits one-output families (logistic, Poisson), one level at a time; got "
@@ -82,7 +80,7 @@ class FedIRLS(Method):
         rounds = s.T if fd.private else self.EXACT_ROUNDS      # non-private: Newton to convergence, at no cost
 
         def gradients(lo, hi, ends):
-            res = clipped_residuals(fd.model, theta, Xw[lo:hi], Y[lo:hi], B, xnorm[lo:hi])
+            res = fd.clipped_residuals(theta, Xw[lo:hi], Y[lo:hi], xnorm[lo:hi])
             return cross_means(Xw[lo:hi], res, ends)
 
         def curvatures(lo, hi, ends):
