@@ -286,3 +286,9 @@ def test_fedirls_releases_unchanged_per_client():
     aX, P = model.clipped_hessian_rows(theta, X, Hc)
     c = model.curvature(P, np.ones_like(P))
     np.testing.assert_array_equal(client_curvature(model, theta, X, Hc), (aX * c).T @ aX / 300)
+
+
+def test_by_blocks_gives_the_same_values():
+    """A row-wise function block by block: the very values of the whole call (each row's value from its row)."""
+    X = np.random.default_rng(4).standard_normal((1003, 7)) * np.exp(np.linspace(-400, 400, 1003))[:, None]
+    np.testing.assert_array_equal(segments.by_blocks(privacy.row_norms, X, rows=100), privacy.row_norms(X))

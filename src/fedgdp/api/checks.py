@@ -142,7 +142,8 @@ def _numeric(arr, what: str) -> np.ndarray:
         except ValueError as exc:      # e.g. a string that is no number
             raise ValueError(f"{what} must hold numbers: {exc}") from None
     arr = arr.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(arr)):
+    flat = np.ravel(arr, order="K")                   # a view of a contiguous array, checked a block at a time
+    if not all(np.isfinite(flat[lo:lo + (1 << 20)]).all() for lo in range(0, flat.size, 1 << 20)):
         raise ValueError(f"Input {what} contains NaN or infinity: every value must be finite")
     return arr
 

@@ -48,6 +48,7 @@ import numpy as np
 from ..core import privacy
 from ..core.glm import POISSON, matrix_model
 from ..core.seeds import CLIP_STREAM, derived_rng, stable_hash
+from ..core.segments import by_blocks
 from . import budget as budgets
 from . import diagnostics
 from . import inference as inference_
@@ -587,7 +588,7 @@ class FederatedGLM(ClientsRouting):
         if self.method_ != IRLS:
             self._default_steps(p, D.shape[1], B if privacy.clips(mu) else math.inf, Xc, Yc, model)
         fd = FoldData(model, Xc, Yc, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"],
-                      clip=p["clip"], xnorm=client_blocks(privacy.row_norms(D), order))   # row norms in one call
+                      clip=p["clip"], xnorm=client_blocks(by_blocks(privacy.row_norms, D), order))
         noise = estimator_rng(root, meth.noise_stream) if fd.private else None
         self._warn_leaks(p, meth, fd)
         fd.trace = []                     # the noisy iterates, for fit_info_ (fedgdp.api.diagnostics)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GROUP_ROWS", "stacked", "client_groups", "grams", "cross_means"]
+__all__ = ["GROUP_ROWS", "stacked", "client_groups", "grams", "cross_means", "by_blocks"]
 
 #: Consecutive clients are computed together up to this many rows (a bounded temporary; a larger client alone)
 GROUP_ROWS = 1 << 16
@@ -85,3 +85,22 @@ def cross_means(A: np.ndarray, R: np.ndarray, ends) -> np.ndarray:
         out[i] = A[lo:hi].T @ R[lo:hi] / (hi - lo)
         lo = hi
     return out
+
+
+def by_blocks(f, X: np.ndarray, rows: int | None = None) -> np.ndarray:
+    """``f(X)`` for a row-wise ``f`` (one value per row), computed `GROUP_ROWS` rows at a time: the same values,
+    with temporaries of a block's size, not X's (a fresh large block costs its page faults again).
+
+    Parameters
+    ----------
+    f : callable
+        ``(n, ...) -> (n,)``, each row's value from that row alone (e.g. `fedgdp.core.privacy.row_norms`).
+    X : ndarray of shape (n, ...)
+    rows : int or None
+        Rows a block (None: `GROUP_ROWS`).
+    """
+    step = GROUP_ROWS if rows is None else rows
+    if X.shape[0] <= step:
+        return f(X)
+    return np.concatenate([f(X[lo:lo + step]) for lo in range(0, X.shape[0], step)])
+

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..core import privacy
-from ..core.segments import client_groups, cross_means, grams, stacked
+from ..core.segments import by_blocks, client_groups, cross_means, grams, stacked
 from .base import REALDATA, Method, MethodTags
 from .settings import IRLSSettings
 
@@ -73,7 +73,7 @@ class FedIRLS(Method):
         L = whitening(M, 2.0 * math.sqrt(d) * float(np.sqrt(np.sum((w * sd_m) ** 2))))
         Wt = np.linalg.inv(L).T                               # x~ = L^-1 x, theta = L^-T theta~
         Xw = X @ Wt                                           # the whitened design (one copy)
-        xnorm, B = privacy.row_norms(Xw), fd.bound
+        xnorm, B = by_blocks(privacy.row_norms, Xw), fd.bound
         Hc, w0 = hessian_bound(fd.model, d) if fd.private else math.inf, curvature_at_zero(fd.model)
         theta, H, var, capped, by_noise = np.zeros((d, 1)), w0 * np.eye(d), [], False, False
         floor = EIGEN_FLOOR * w0
