@@ -84,7 +84,7 @@ class FedIRLS(Method):
             return cross_means(Xw[lo:hi], res, ends)
 
         def curvatures(lo, hi, ends):
-            aX, c = curvature_rows(fd.model, theta, Xw[lo:hi], Hc, Y[lo:hi], B)
+            aX, c = curvature_rows(fd.model, theta, Xw[lo:hi], Hc, Y[lo:hi], B, xnorm[lo:hi])
             return grams(aX, ends, c[:, 0])
 
         for t in range(1, rounds + 1):
@@ -227,7 +227,7 @@ def client_curvature(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None,
     return grams(aX, [aX.shape[0]], c[:, 0])[0]
 
 
-def curvature_rows(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None, B: float = math.inf):
+def curvature_rows(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None, B: float = math.inf, xnorm=None):
     """The rows ``a_j x_j`` (n, d) of `client_curvature` and their weights: ``b''(s_j)`` (n, 1) for one
     output (the mean of ``w_j a_j^2 x_j x_j'`` is the curvature), else the fitted means P (n, k).
 
@@ -235,12 +235,14 @@ def curvature_rows(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None, B
     ----------
     model, theta, X, Hc, Y, B
         As `client_curvature`'s.
+    xnorm : ndarray of shape (n,) or None
+        ``privacy.row_norms(X)``, when computed already.
     """
     if Y is not None and math.isfinite(B):
         X = np.asarray(X, float)
         with np.errstate(over="ignore", invalid="ignore"):
             R = np.asarray(model.residuals(theta, X, Y), float).reshape(X.shape[0], -1)
-            norms = privacy.row_norms(X) * privacy.row_norms(R)
+            norms = (privacy.row_norms(X) if xnorm is None else xnorm) * privacy.row_norms(R)
         keep = privacy.clip_factors(norms, B, X.shape[1] * R.shape[1]) == 1.0
         X = X * keep[:, None]
     aX, P = model.clipped_hessian_rows(theta, X, Hc)
