@@ -87,13 +87,20 @@ def _label_domain(classes, family: str) -> np.ndarray:
 
 
 def _public_codes(y: np.ndarray, domain: np.ndarray):
-    """(classes, codes (n,)) against the public domain; a label outside it is refused."""
-    index = {v: i for i, v in enumerate(domain.tolist())}
-    labels = y.tolist()
-    codes = np.fromiter((index.get(v, -1) for v in labels), dtype=np.int64, count=len(labels))
+    """(classes, codes (n,)) against the public domain; a label outside it is refused.
+
+    Numbers against numbers, or strings against strings: `np.searchsorted` in the sorted domain; other
+    kinds (objects, mixed) by Python equality, label by label."""
+    if (y.dtype.kind in "biuf" and domain.dtype.kind in "biuf") or (y.dtype.kind == domain.dtype.kind == "U"):
+        at = np.minimum(np.searchsorted(domain, y), len(domain) - 1)
+        codes = np.where(domain[at] == y, at, -1).astype(np.int64)
+    else:
+        index = {v: i for i, v in enumerate(domain.tolist())}
+        codes = np.fromiter((index.get(v, -1) for v in y.tolist()), dtype=np.int64, count=len(y))
     bad = np.flatnonzero(codes < 0)
     if len(bad):
-        raise ValueError(f"y holds the label {labels[bad[0]]!r} at row {bad[0]} (from 0; {len(bad)} row(s) in all), "
+        raise ValueError(f"y holds the label {y[bad[0]].tolist()!r} at row {bad[0]} (from 0; {len(bad)} row(s) in "
+                         f"all), "
                          f"which is not in classes={domain.tolist()!r}: a label outside the public domain is "
                          "refused before anything is released")
     return domain, codes
@@ -135,7 +142,8 @@ def _numeric(arr, what: str) -> np.ndarray:
         except ValueError as exc:      # e.g. a string that is no number
             raise ValueError(f"{what} must hold numbers: {exc}") from None
     arr = arr.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(arr)):
+    flat = np.ravel(arr, order="K")                   # a view of a contiguous array, checked a block at a time
+    if not all(np.isfinite(flat[lo:lo + (1 << 20)]).all() for lo in range(0, flat.size, 1 << 20)):
         raise ValueError(f"Input {what} contains NaN or infinity: every value must be finite")
     return arr
 

@@ -80,6 +80,22 @@ class FeatureScaleWarning(UserWarning):
 SCALE_TOLERANCE = 1.0
 
 
+def column_moments(X: np.ndarray, block: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's mean and sd (``ddof=0``), summed a block of rows at a time (no temporary of X's size;
+    the sums' order differs from ``X.mean(axis=0)``'s by rounding only).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, p)
+    block : int
+        Rows a block.
+    """
+    n = X.shape[0]
+    mean = sum(np.sum(X[lo:lo + block], axis=0) for lo in range(0, n, block)) / n
+    ss = sum(np.sum((X[lo:lo + block] - mean) ** 2, axis=0) for lo in range(0, n, block))
+    return mean, np.sqrt(ss / n)
+
+
 def check_scale(X: np.ndarray) -> bool:
     """A `FeatureScaleWarning` when a column's mean exceeds `SCALE_TOLERANCE` or its sd leaves [1/10, 10].
 
@@ -97,7 +113,7 @@ def check_scale(X: np.ndarray) -> bool:
     """
     if X.shape[0] < 2:
         return False
-    mean, sd = X.mean(axis=0), X.std(axis=0)
+    mean, sd = column_moments(X)
     bad = np.flatnonzero((np.abs(mean) > SCALE_TOLERANCE) | (sd < 0.1) | (sd > 10.0))
     if bad.size:
         j = int(bad[0])

@@ -48,6 +48,7 @@ import numpy as np
 from ..core import privacy
 from ..core.glm import POISSON, matrix_model
 from ..core.seeds import CLIP_STREAM, derived_rng, stable_hash
+from ..core.segments import by_blocks
 from . import budget as budgets
 from . import diagnostics
 from . import inference as inference_
@@ -162,6 +163,39 @@ def _available_if(check):
     """Decorate a method that exists only when ``check(self)`` holds (scikit-learn's
     ``available_if``); the method keeps its name, signature and docstring."""
     return lambda fn: _AvailableIf(fn, check)
+
+
+#: Rows gathered (or summed, `fedgdp.api.diagnostics.check_scale`) at a time: a bounded temporary
+ROW_BLOCK = 1 << 16
+
+
+def client_rows(index: np.ndarray, m: int) -> list:
+    """Each client's row numbers in increasing order (``np.flatnonzero(index == i)``), from one stable sort.
+
+    Parameters
+    ----------
+    index : ndarray of shape (n,)
+        Each row's client, 0..m-1.
+    m : int
+        Clients.
+    """
+    perm = np.argsort(index, kind="stable")
+    ends = np.cumsum(np.bincount(index, minlength=m))
+    return [perm[e - c:e] for e, c in zip(ends.tolist(), np.diff(ends, prepend=0).tolist())]
+
+
+def client_blocks(A: np.ndarray, order: list) -> list:
+    """The consecutive row blocks of ``A`` (views) of the clients' sizes, ``len(order[i])`` each.
+
+    Parameters
+    ----------
+    A : ndarray of shape (n, ...)
+        Rows in client order.
+    order : list of ndarray
+        Each client's rows (only their counts are read).
+    """
+    ends = np.cumsum([len(r) for r in order]).tolist()
+    return [A[e - len(r):e] for e, r in zip(ends, order)]
 
 
 def _is_classifier(est) -> bool:
@@ -511,7 +545,7 @@ class FederatedGLM(ClientsRouting):
         Y, model = self._targets(y)
 
         labels, index = np.unique(groups, return_inverse=True)
-        order = [np.flatnonzero(index == i) for i in range(len(labels))]
+        order = client_rows(index.reshape(-1), len(labels))
         # public inputs only (the client column, the dimension, the settings): the method and the forecast
         sizes, d = np.array([len(r) for r in order], dtype=np.int64), X.shape[1] + bool(self.fit_intercept)
         if X.shape[0] < d * model.k:           # before any release: the counts are the caller's own
@@ -537,8 +571,10 @@ class FederatedGLM(ClientsRouting):
         if self.shuffle:
             rng = estimator_rng(root, ROW_STREAM)
             order = [rows[rng.permutation(len(rows))] for rows in order]
-        D = self._design(X)
-        Xc, Yc = [D[rows] for rows in order], [Y[rows] for rows in order]
+        # the rows in client order, each client's a slice (a view) of one copy
+        perm = np.concatenate(order)
+        D, Y = self._design_rows(X, perm), Y[perm]
+        Xc, Yc = client_blocks(D, order), client_blocks(Y, order)
 
         mu = mu_est
         B = clip_bound_real(model, Xc, Yc, p["clip"], mu=mu, rng=estimator_rng(root, CLIP_STREAM))
@@ -552,7 +588,7 @@ class FederatedGLM(ClientsRouting):
         if self.method_ != IRLS:
             self._default_steps(p, D.shape[1], B if privacy.clips(mu) else math.inf, Xc, Yc, model)
         fd = FoldData(model, Xc, Yc, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"],
-                      clip=p["clip"])
+                      clip=p["clip"], xnorm=client_blocks(by_blocks(privacy.row_norms, D), order))
         noise = estimator_rng(root, meth.noise_stream) if fd.private else None
         self._warn_leaks(p, meth, fd)
         fd.trace = []                     # the noisy iterates, for fit_info_ (fedgdp.api.diagnostics)
@@ -823,6 +859,16 @@ class FederatedGLM(ClientsRouting):
 
     def _design(self, X: np.ndarray) -> np.ndarray:
         return np.hstack([np.ones((X.shape[0], 1)), X]) if self.fit_intercept else X
+
+    def _design_rows(self, X: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``self._design(X)[rows]``, made in one copy, gathered a block of rows at a time."""
+        start = int(bool(self.fit_intercept))
+        D = np.empty((len(rows), X.shape[1] + start))
+        if start:
+            D[:, 0] = 1.0
+        for lo in range(0, len(rows), ROW_BLOCK):
+            D[lo:lo + ROW_BLOCK, start:] = X[rows[lo:lo + ROW_BLOCK]]
+        return D
 
     def linear_predictor(self, X) -> np.ndarray:
         """The linear predictor ``[1, x] theta`` of every row (log-odds, softmax scores or log mean).

@@ -28,9 +28,10 @@ import numpy as np
 
 from ..core import privacy
 from ..core.normals import standard_normal
+from ..core.segments import client_groups, stacked
 from ..core.settings import number
 from ..realdata import moments as _moments
-from ..realdata.moments import STAGES, client_moments, release_plan
+from ..realdata.moments import STAGES, clients_moments, release_plan
 
 __all__ = ["DEFAULT_SHARE", "MAX_DIM", "STAGES", "COV_TYPES", "Moments", "check_share", "split_mu",
            "release_plan", "release", "public_moments", "covariance", "floored_directions", "summary", "conf_int",
@@ -110,11 +111,6 @@ class Moments:
     mu: float = 0.0
 
 
-def _symmetric_noise(rng, D: int) -> np.ndarray:
-    Z = np.triu(standard_normal(rng, (D, D)))
-    return Z + np.triu(Z, 1).T
-
-
 def release(model, Xc: list, Yc: list, theta: np.ndarray, B: float, mu: float, rng) -> tuple[Moments, object]:
     """The clients' `Moments` at the released estimate, noisy under ``mu`` (module docstring), and the releases'
     ledger (None when nothing private was released).
@@ -133,6 +129,8 @@ def release(model, Xc: list, Yc: list, theta: np.ndarray, B: float, mu: float, r
     rng : numpy.random.Generator or None
         The noise's generator (when private).
     """
+    from ..methods.fedirls import symmetric
+
     d, k = theta.shape
     D = d * k
     sizes = np.array([len(x) for x in Xc], dtype=np.int64)
@@ -141,14 +139,16 @@ def release(model, Xc: list, Yc: list, theta: np.ndarray, B: float, mu: float, r
     if private:
         cal = privacy.calibrate(_moments.release_plan(np.full((1, len(Xc)), B), k), mu=mu)
         ledger, sds = cal.ledger, [np.asarray(s, float).reshape(-1) for s in cal.sigmas]
-    S, H = np.zeros((D, D)), np.zeros((D, D))
-    for i, (X, Y) in enumerate(zip(Xc, Yc)):
-        Si, Hi = client_moments(model, theta, X, Y, B)
-        if private:
-            Si = Si + sds[0][i] * _symmetric_noise(rng, D)
-            Hi = Hi + sds[1][i] * _symmetric_noise(rng, D)
-        S += Si
-        H += Hi
+    S, H, i = np.zeros((D, D)), np.zeros((D, D)), 0
+    X, Y = stacked([np.asarray(x, float) for x in Xc]), stacked([np.asarray(y, float) for y in Yc])
+    for lo, hi, ends in client_groups(sizes):          # clients in runs of consecutive rows
+        Si, Hi = clients_moments(model, theta, X[lo:hi], Y[lo:hi], B, ends)
+        j = i + len(ends)
+        if private:          # each client's two noises in turn, client by client
+            Z = symmetric(standard_normal(rng, (len(ends), 2, D, D)))
+            Si = Si + sds[0][i:j, None, None] * Z[:, 0]
+            Hi = Hi + sds[1][i:j, None, None] * Z[:, 1]
+        S, H, i = sum(Si, start=S), sum(Hi, start=H), j
     if not (np.all(np.isfinite(S)) and np.all(np.isfinite(H))):
         raise ValueError("the inference moments at the estimate are not finite (an overflowing linear predictor): "
                          "set inference_share=0 or rescale the features")

@@ -5,11 +5,11 @@ through the very code that releases them; docs/default-estimator.md)."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
 from ..core import privacy
+from ..core.segments import by_blocks, client_groups, cross_means, grams, stacked
 from .base import REALDATA, Method, MethodTags
 from .settings import IRLSSettings
 
@@ -65,24 +65,34 @@ class FedIRLS(Method):
         noise, w, d = be.noise.take("Z"), fd.weights, fd.d
         draw = (lambda shape: np.zeros(shape)) if noise is None else noise.draw
 
-        sd_m = sd[privacy.SECOND_MOMENTS]
-        M = sum(w[i] * (client_second_moments(np.asarray(fd.X[i]), moment_bound(d))
-                        + sd_m[i] * symmetric(draw((d, d)))) for i in range(fd.m))
+        sd_m, C = sd[privacy.SECOND_MOMENTS], moment_bound(d)
+        X, Y = stacked([np.asarray(x, float) for x in fd.X]), stacked([np.asarray(y, float) for y in fd.Y])
+        groups = client_groups(fd.sizes)
+        M = released_sum(groups, w, sd_m, draw, (d, d),
+                         lambda lo, hi, ends: grams(second_moment_rows(X[lo:hi], C), ends))
         L = whitening(M, 2.0 * math.sqrt(d) * float(np.sqrt(np.sum((w * sd_m) ** 2))))
         Wt = np.linalg.inv(L).T                               # x~ = L^-1 x, theta = L^-T theta~
-        Xw = [np.asarray(x, float) @ Wt for x in fd.X]
-        fw = replace(fd, X=Xw, products=None, xnorm=None, trace=None)    # the fold on the whitened design
+        Xw = X @ Wt                                           # the whitened design (one copy)
+        xnorm, B = by_blocks(privacy.row_norms, Xw), fd.bound
         Hc, w0 = hessian_bound(fd.model, d) if fd.private else math.inf, curvature_at_zero(fd.model)
         theta, H, var, capped, by_noise = np.zeros((d, 1)), w0 * np.eye(d), [], False, False
         floor = EIGEN_FLOOR * w0
         rounds = s.T if fd.private else self.EXACT_ROUNDS      # non-private: Newton to convergence, at no cost
+
+        def gradients(lo, hi, ends):
+            res = fd.clipped_residuals(theta, Xw[lo:hi], Y[lo:hi], xnorm[lo:hi])
+            return cross_means(Xw[lo:hi], res, ends)
+
+        def curvatures(lo, hi, ends):
+            aX, c = curvature_rows(fd.model, theta, Xw[lo:hi], Hc, Y[lo:hi], B, xnorm[lo:hi])
+            return grams(aX, ends, c[:, 0])
+
         for t in range(1, rounds + 1):
             sd_g = sd.get(f"{privacy.GRADIENT} (round {t})", np.zeros(fd.m))
-            g = sum(w[i] * (fw.gradient(i, theta) + sd_g[i] * draw((d, 1))) for i in range(fd.m))
+            g = released_sum(groups, w, sd_g, draw, (d, 1), gradients)
             curv = f"{privacy.CURVATURE} (round {t})"
             if curv in sd or not fd.private:
-                H = sum(w[i] * (client_curvature(fd.model, theta, Xw[i], Hc, fd.Y[i], fw.bound)
-                                + sd.get(curv, np.zeros(fd.m))[i] * symmetric(draw((d, d)))) for i in range(fd.m))
+                H = released_sum(groups, w, sd.get(curv, np.zeros(fd.m)), draw, (d, d), curvatures)
             step = solve_floored(H, g, floor)
             decrement = math.sqrt(max(float(np.sum(g * step)), 0.0))   # Newton's decrement: far off, damp
             if decrement > DAMP_FROM:
@@ -174,12 +184,25 @@ def client_second_moments(X: np.ndarray, C: float) -> np.ndarray:
     C : float
         The bound on ``||a_j x_j||^2``.
     """
+    A = second_moment_rows(X, C)
+    return A.T @ A / A.shape[0]
+
+
+def second_moment_rows(X: np.ndarray, C: float) -> np.ndarray:
+    """The rows ``a_j x_j`` of `client_second_moments` (n, d).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    C : float
+        The bound on ``||a_j x_j||^2``.
+    """
     X = np.asarray(X, float)
     a = privacy.clip_factors(privacy.row_norms(X), math.sqrt(C), X.shape[1])
     with np.errstate(over="ignore", invalid="ignore"):
         A = X * a[:, None]
     A[a == 0] = 0.0                     # inf * 0 is NaN: the rule says zero
-    return A.T @ A / X.shape[0]
+    return A
 
 
 def client_curvature(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None, B: float = math.inf) -> np.ndarray:
@@ -197,30 +220,76 @@ def client_curvature(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None,
         derivative there is 0 (its size is fixed at B), so the released curvature is the Jacobian
         of the gradient the rounds release, and the Newton step does not overshoot.
     """
+    aX, c = curvature_rows(model, theta, X, Hc, Y, B)
+    if c.shape[1] != 1:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return model.hessian(theta, aX, P=c)
+    return grams(aX, [aX.shape[0]], c[:, 0])[0]
+
+
+def curvature_rows(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None, B: float = math.inf, xnorm=None):
+    """The rows ``a_j x_j`` (n, d) of `client_curvature` and their weights: ``b''(s_j)`` (n, 1) for one
+    output (the mean of ``w_j a_j^2 x_j x_j'`` is the curvature), else the fitted means P (n, k).
+
+    Parameters
+    ----------
+    model, theta, X, Hc, Y, B
+        As `client_curvature`'s.
+    xnorm : ndarray of shape (n,) or None
+        ``privacy.row_norms(X)``, when computed already.
+    """
     if Y is not None and math.isfinite(B):
         X = np.asarray(X, float)
         with np.errstate(over="ignore", invalid="ignore"):
             R = np.asarray(model.residuals(theta, X, Y), float).reshape(X.shape[0], -1)
-            norms = privacy.row_norms(X) * privacy.row_norms(R)
+            norms = (privacy.row_norms(X) if xnorm is None else xnorm) * privacy.row_norms(R)
         keep = privacy.clip_factors(norms, B, X.shape[1] * R.shape[1]) == 1.0
         X = X * keep[:, None]
     aX, P = model.clipped_hessian_rows(theta, X, Hc)
+    if P.shape[1] != 1:
+        return aX, P
     with np.errstate(over="ignore", invalid="ignore"):
-        if P.shape[1] != 1:
-            return model.hessian(theta, aX, P=P)
-        c = model.curvature(P, np.ones_like(P))            # one output: b''(s_j), then one product
-        return (aX * c).T @ aX / aX.shape[0]
+        return aX, model.curvature(P, np.ones_like(P))            # one output: b''(s_j)
 
 
-def symmetric(Z: np.ndarray) -> np.ndarray:
-    """The symmetric matrix of ``Z``'s upper triangle (the noise of a released symmetric matrix).
+def released_sum(groups: list, w: np.ndarray, sd: np.ndarray, draw, shape: tuple, per_client) -> np.ndarray:
+    """``sum_i w_i (R_i + sd_i Z_i)``: each client's release, its noise drawn client by client in order
+    (symmetric for a square ``shape``), summed in client order.
 
     Parameters
     ----------
-    Z : ndarray of shape (D, D)
+    groups : list
+        `client_groups`.
+    w, sd : ndarray of shape (m,)
+        The clients' weights and noise sds.
+    draw : callable
+        Standard normals of a shape.
+    shape : tuple
+        One release's shape: (d, d) (symmetric noise) or (d, 1).
+    per_client : callable
+        ``(first row, end row, ends) ->`` the group's releases before noise (clients, *shape).
+    """
+    total, i = 0, 0
+    for lo, hi, ends in groups:
+        R = per_client(lo, hi, ends)
+        Z = draw((len(ends),) + shape)
+        Z = symmetric(Z) if shape[0] == shape[1] else Z
+        j = i + len(ends)
+        total = sum(w[i:j, None, None] * (R + sd[i:j, None, None] * Z), start=total)   # client by client
+        i = j
+    return np.asarray(total)
+
+
+def symmetric(Z: np.ndarray) -> np.ndarray:
+    """The symmetric matrix of ``Z``'s upper triangle (the noise of a released symmetric matrix); a stack of
+    them for ``Z`` of shape (..., D, D).
+
+    Parameters
+    ----------
+    Z : ndarray of shape (..., D, D)
     """
     U = np.triu(Z)
-    return U + np.triu(U, 1).T
+    return U + np.swapaxes(np.triu(U, 1), -1, -2)
 
 
 def whitening(M: np.ndarray, noise_norm: float) -> np.ndarray:

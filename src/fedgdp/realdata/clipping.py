@@ -13,7 +13,7 @@ import numpy as np
 from ..core import privacy
 from ..core.glm import GLM
 
-__all__ = ["clip_residuals", "clipped_gradient", "stacked_gradients", "clip_bound_real"]
+__all__ = ["clip_residuals", "clipped_gradient", "clipped_residuals", "stacked_gradients", "clip_bound_real"]
 
 
 def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
@@ -28,10 +28,22 @@ def clipped_gradient(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarra
     xnorm : ndarray or None of shape (n,)
         The row norms of X, when computed already.
     """
+    return X.T @ clipped_residuals(model, Theta, X, Y, B, xnorm) / X.shape[0]
+
+
+def clipped_residuals(model: GLM, Theta, X, Y, B: float, xnorm=None) -> np.ndarray:
+    """The residuals (n, k) of `clipped_gradient`, each row scaled so that ``||x_j|| ||r_j||`` is clipped
+    (`clip_residuals`): the per-sample gradients are ``x_j r_j'``.
+
+    Parameters
+    ----------
+    model, Theta, X, Y, B, xnorm
+        As `clipped_gradient`'s.
+    """
     with np.errstate(over="ignore", invalid="ignore"):
         Res = model.residuals(Theta, X, Y)
     clip_residuals(Res, privacy.row_norms(X) if xnorm is None else xnorm, B, X.shape[1])
-    return X.T @ Res / X.shape[0]
+    return Res
 
 
 def clip_residuals(Res: np.ndarray, xnorm: np.ndarray, B: float, d: int) -> None:

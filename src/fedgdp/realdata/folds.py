@@ -11,7 +11,7 @@ from ..core.glm import GLM, product_design
 from ..core.privacy import Ledger
 from ..methods import REALDATA
 from .backend import RealBackend, same_stream
-from .clipping import clipped_gradient
+from .clipping import clipped_gradient, clipped_residuals
 from .parameters import DEFAULTS
 
 __all__ = ["FoldData"]
@@ -115,6 +115,20 @@ class FoldData:
         """
         return clipped_gradient(self.model, Theta, self.design(i, rows), self.Y[i][rows], self.bound,
                                 self.xnorm[i][rows])  # type: ignore[index]
+
+    def clipped_residuals(self, Theta: np.ndarray, X, Y, xnorm=None) -> np.ndarray:
+        """The residuals of `gradient` on the rows X, Y (any rows: FedIRLS's whitened design), each scaled
+        so that its per-sample gradient ``x_j r_j'`` is clipped to `bound`
+        (`fedgdp.realdata.clipping.clipped_residuals`).
+
+        Parameters
+        ----------
+        Theta : ndarray of shape (d, k)
+        X, Y : ndarray of shapes (n, d) and (n, k)
+        xnorm : ndarray of shape (n,) or None
+            The row norms of X, when computed already.
+        """
+        return clipped_residuals(self.model, Theta, X, Y, self.bound, xnorm)
 
     def calibrate(self, plan: tuple) -> tuple[list, Ledger]:
         """Per-client noise sds and the ledger of a plan (`fedgdp.core.privacy.calibrate_with_clip`).

@@ -18,7 +18,7 @@ from ..core import privacy
 from .clipping import clip_residuals
 from .solvers import clipped_hessian_rows
 
-__all__ = ["STAGES", "release_plan", "client_moments"]
+__all__ = ["STAGES", "release_plan", "client_moments", "clients_moments"]
 
 #: The ledger's stage names of the inference releases
 STAGES = ("inference: score outer products", "inference: curvature")
@@ -54,6 +54,20 @@ def client_moments(model, theta, X, Y, B: float) -> tuple[np.ndarray, np.ndarray
     B : float
         The clipping bound.
     """
+    S, H = clients_moments(model, theta, X, Y, B, [len(X)])
+    return S[0], H[0]
+
+
+def clients_moments(model, theta, X, Y, B: float, ends) -> tuple[np.ndarray, np.ndarray]:
+    """`client_moments` of clients whose rows are consecutive in X and Y (clients, d k, d k) each.
+
+    Parameters
+    ----------
+    model, theta, X, Y, B
+        As `client_moments`'s (X and Y all clients' rows).
+    ends : sequence of int
+        Each client's end row.
+    """
     X = np.asarray(X, float)
     n, d = X.shape
     with np.errstate(over="ignore", invalid="ignore"):
@@ -61,10 +75,20 @@ def client_moments(model, theta, X, Y, B: float) -> tuple[np.ndarray, np.ndarray
     k = R.shape[1]
     clip_residuals(R, privacy.row_norms(X), B, d)
     G = (X[:, :, None] * R[:, None, :]).reshape(n, d * k)
-    S = G.T @ G
     if math.isfinite(B):
         aX, P = clipped_hessian_rows(model, theta, X, B * B)
-        H = model.hessian(theta, aX, P=P) * n
     else:
-        H = model.hessian(theta, X) * n
+        with np.errstate(over="ignore", invalid="ignore"):
+            aX, P = X, np.array(model.mean(X @ np.asarray(theta).reshape(d, -1)), float).reshape(n, -1)
+    if k == 1:                             # one output: b''(s_j) weights, one product per client
+        with np.errstate(over="ignore", invalid="ignore"):
+            c = model.curvature(P, np.ones_like(P))[:, 0]
+    S, H, lo = np.empty((len(ends), d * k, d * k)), np.empty((len(ends), d * k, d * k)), 0
+    for i, hi in enumerate(ends):
+        S[i] = G[lo:hi].T @ G[lo:hi]
+        if k == 1:
+            H[i] = (aX[lo:hi] * c[lo:hi, None]).T @ aX[lo:hi]
+        else:
+            H[i] = model.hessian(theta, aX[lo:hi], P=P[lo:hi]) * (hi - lo)
+        lo = hi
     return S, H
