@@ -12,6 +12,8 @@ import warnings
 
 import numpy as np
 
+from ..core.families import get_family
+
 
 class _NotFittedError(ValueError, AttributeError):
     """Raised by a method that needs a fitted estimator (scikit-learn's NotFittedError
@@ -75,8 +77,9 @@ def _label_domain(classes, family: str) -> np.ndarray:
     values = dom.tolist()
     if len(set(values)) != len(values):
         raise ValueError(f"classes must be distinct, got classes={values!r}")
-    need = "exactly 2" if family == "logistic" else "at least 2"
-    if len(values) < 2 or (family == "logistic" and len(values) != 2):
+    top = get_family(family).max_classes
+    need = "exactly 2" if top == 2 else "at least 2"
+    if len(values) < 2 or (top is not None and len(values) > top):
         raise ValueError(f"family {family!r} needs {need} classes, got classes={values!r}")
     try:        # scikit-learn's order (np.unique): its scorers read predict_proba's columns so
         return np.unique(dom)

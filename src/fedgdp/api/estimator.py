@@ -46,7 +46,8 @@ import warnings
 import numpy as np
 
 from ..core import privacy
-from ..core.glm import POISSON, matrix_model
+from ..core.families import FAMILIES as _FAMILY_OF
+from ..core.families import get_family
 from ..core.seeds import CLIP_STREAM, derived_rng, stable_hash
 from ..core.segments import by_blocks
 from . import budget as budgets
@@ -75,7 +76,6 @@ from .forecast import (
     forecast,
     irls_default,
     noise_se,
-    poisson_default_steps,
     public_clip,
 )
 from .report import FIT_SCOPE, REFUSAL_RULE, PrivacyReport
@@ -86,7 +86,7 @@ __all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientW
            "FAMILIES", "ESTIMATOR_KEY", "FIT_SCOPE", "REFUSAL_RULE", "estimator_rng"]
 
 #: The model families: ``logistic`` (binary), ``multinomial`` (softmax), ``poisson`` (counts)
-FAMILIES = ("logistic", "multinomial", "poisson")
+FAMILIES = tuple(_FAMILY_OF)
 
 #: The seed key of the estimator's generators (module docstring, Randomness)
 ESTIMATOR_KEY = {"estimator": "fedgdp.FederatedGLM"}
@@ -199,7 +199,7 @@ def client_blocks(A: np.ndarray, order: list) -> list:
 
 
 def _is_classifier(est) -> bool:
-    return est.family in ("logistic", "multinomial")
+    return get_family(est.family).labelled
 
 
 class FederatedGLM(ClientsRouting):
@@ -439,8 +439,8 @@ class FederatedGLM(ClientsRouting):
         classifier = _is_classifier(self)
         return Tags(
             estimator_type="classifier" if classifier else "regressor",
-            target_tags=TargetTags(required=True, positive_only=self.family == "poisson"),
-            classifier_tags=ClassifierTags(multi_class=self.family == "multinomial") if classifier else None,
+            target_tags=TargetTags(required=True, positive_only=not classifier),        # counts
+            classifier_tags=ClassifierTags(multi_class=get_family(self.family).classes) if classifier else None,
             # Poisson at the real-data defaults (eta 0.5 from 0) is unstable on large counts: no score check
             regressor_tags=None if classifier else RegressorTags(poor_score=True),
             input_tags=InputTags(allow_nan=False, sparse=False, two_d_array=True),
@@ -466,10 +466,9 @@ class FederatedGLM(ClientsRouting):
         for ``d`` design columns without the sizes, `fedgdp.api.forecast.public_clip`)."""
         from ..realdata import REGISTRY, resolve
 
-        if self.family not in FAMILIES:
-            raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got family={self.family!r}")
+        fam = get_family(self.family)
         if self.classes is not None:
-            if self.family == "poisson":
+            if not fam.labelled:
                 raise ValueError(f"classes is for the classifiers (family 'logistic' or 'multinomial'); family "
                                  f"'poisson' takes counts, got classes={self.classes!r}")
             _label_domain(self.classes, self.family)
@@ -630,7 +629,7 @@ class FederatedGLM(ClientsRouting):
         budgets.settle(charged, self.privacy_)
         start = 1 if self.fit_intercept else 0
         intercept = theta[0] if self.fit_intercept else np.zeros(theta.shape[1])
-        if self.family == "poisson":
+        if not get_family(self.family).labelled:       # a regressor: scikit-learn's shapes
             self.coef_, self.intercept_ = theta[start:, 0].copy(), float(intercept[0])
         else:
             self.coef_, self.intercept_ = theta[start:].T.copy(), np.array(intercept, dtype=float)
@@ -641,13 +640,14 @@ class FederatedGLM(ClientsRouting):
         sqrt(d) + d)`` and 4 times the preset's steps where the user set none (at mu = inf B
         is the largest per-sample gradient norm at 0; docs/real-data.md, "The defaults
         assume standardised features")."""
-        if self.family != "poisson":
+        fam = get_family(self.family)
+        if not fam.scaled_steps:
             return
         if not math.isfinite(B):
             zero = np.zeros((d, 1))
             B = max(float(np.max(privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y))))
                     for x, y in zip(Xc, Yc))
-        poisson_default_steps(p["method_settings"][self.method_], self.method_settings or {}, d, B)
+        fam.default_steps(p["method_settings"][self.method_], self.method_settings or {}, d, B)
 
     def _choose_method(self, sizes: np.ndarray, p: int, k: int, mu: float) -> tuple[str, float | None]:
         """The method of the fit, the one given or (``"auto"``) the lowest noise forecast,
@@ -657,7 +657,7 @@ class FederatedGLM(ClientsRouting):
         d = p + bool(self.fit_intercept)
         irls_auto = auto and irls_default(self.family, sizes, d, mu)
         if irls_auto or self.method == IRLS:     # FedIRLS: its own public clip
-            if self.family not in IRLS_FAMILIES:
+            if not get_family(self.family).irls:
                 raise ValueError(f"method 'fedirls' fits one-output families ({', '.join(IRLS_FAMILIES)}), got "
                                  f"family={self.family!r}")
             if self.clip is not None:
@@ -683,7 +683,7 @@ class FederatedGLM(ClientsRouting):
             clip = self.clip.get("value")
         out = {"clip": clip, "privacy_mode": self.privacy_mode, "tau1": self.tau1,
                "hessian_clip": self.hessian_clip, "newton": self.newton, "fit_intercept": bool(self.fit_intercept),
-               "n_classes": k if self.family == "multinomial" else None,
+               "n_classes": k if get_family(self.family).classes else None,
                "inference_share": 0.0}          # mu is the estimation's already (api/inference.split_mu)
         if with_method:
             out["method_settings"] = self.method_settings
@@ -749,13 +749,16 @@ class FederatedGLM(ClientsRouting):
     def _targets(self, y: np.ndarray):
         """Responses Y (n, k) and the model of the family; sets ``classes_``."""
         _check_missing(y)
-        if self.family == "poisson":
+        fam = get_family(self.family)
+        if not fam.labelled:                   # counts
             if hasattr(self, "classes_"):      # from an earlier fit as a classifier
                 del self.classes_  # type: ignore[has-type]
             y = _numeric(y, "y")
             if np.any(y < 0):
-                raise ValueError("family 'poisson' needs counts: y must be >= 0 (some values of y are negative)")
-            return POISSON.targets(y), POISSON
+                raise ValueError(f"family {self.family!r} needs counts: y must be >= 0 (some values of y are "
+                                 "negative)")
+            model = fam.model()
+            return model.targets(y), model
         if y.dtype.kind == "f":
             if not np.all(np.isfinite(y)):
                 raise ValueError("Input y contains NaN or infinity.")
@@ -768,16 +771,16 @@ class FederatedGLM(ClientsRouting):
             classes, codes = _public_codes(y, _label_domain(self.classes, self.family))
         else:
             classes, codes = _data_codes(y)
-        if self.family == "logistic" and len(classes) > 2:
-            raise ValueError(f"Only binary classification is supported by family 'logistic': y has "
+        if fam.max_classes is not None and len(classes) > fam.max_classes:
+            raise ValueError(f"Only binary classification is supported by family {self.family!r}: y has "
                              f"{len(classes)} classes; use family='multinomial'")
         self.classes_ = classes
-        model = matrix_model("binary") if self.family == "logistic" else matrix_model("multiclass", len(classes))
+        model = fam.model(len(classes))
         return model.targets(codes), model
 
     def _label_domain_mode(self) -> str | None:
         """``privacy_.label_domain``: public (``classes`` given), from the data, or None (Poisson)."""
-        if self.family == "poisson":
+        if not get_family(self.family).labelled:
             return None
         return "public" if self.classes is not None else LABELS_FROM_DATA
 
@@ -918,10 +921,11 @@ class FederatedGLM(ClientsRouting):
             Columns in the order of ``classes_``; for logistic ``[1 - p, p]``.
         """
         S = self.linear_predictor(X)
-        if self.family == "logistic":
-            p1 = matrix_model("binary").mean(S)
+        fam = get_family(self.family)
+        if not fam.classes:                     # one output: the second class's probability
+            p1 = fam.model().mean(S)
             return np.column_stack([1.0 - p1, p1])
-        return matrix_model("multiclass", len(self.classes_)).mean(S)
+        return fam.model(len(self.classes_)).mean(S)
 
     @_available_if(_is_classifier)
     def predict_log_proba(self, X) -> np.ndarray:
@@ -950,9 +954,10 @@ class FederatedGLM(ClientsRouting):
         ndarray of shape (n,)
         """
         S = self.linear_predictor(X)
-        if self.family == "poisson":
-            return POISSON.mean(S)
-        if self.family == "logistic":
+        fam = get_family(self.family)
+        if not fam.labelled:                    # a regressor: the mean
+            return fam.model().mean(S)
+        if not fam.classes:                     # one output: the second class where its score is positive
             return self.classes_[(S > 0).astype(int)]
         if S.shape[1] == 2:
             return self.classes_[(S[:, 1] - S[:, 0] > 0).astype(int)]

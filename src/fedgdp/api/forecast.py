@@ -69,7 +69,6 @@ from ..methods.settings import MethodSettings
 __all__ = ["IRLS", "IRLS_FAMILIES", "IRLS_DEFAULT", "IRLS_CURVATURE_NOISE", "irls_curvature_noise", "irls_default",
            "IRLS_CLIP", "NOISE_SE_METHODS", "irls_clip", "forecast", "noise_se",
            "noise_variances", "propagate", "response", "Response", "public_clip", "curvature",
-           "poisson_default_steps",
            "CANDIDATES", "NOISE_LIMIT", "CLIP_RULE", "CLIP_NOISE_TARGET", "CLIP_DOUBLINGS",
            "SETTINGS"]
 
@@ -110,7 +109,7 @@ CLIP_RULE = ("B = sqrt(d) for logistic and softmax (d design columns, the interc
 CLIP_NOISE_TARGET = NOISE_LIMIT / 5
 
 #: At most this many doublings of the Poisson default bound: beyond 8 sqrt(d) its step sizes
-#: (`poisson_default_steps`, proportional to 1/B) leave the default steps short of convergence
+#: (`fedgdp.core.families.Poisson.default_steps`, proportional to 1/B) leave the default steps short of convergence
 CLIP_DOUBLINGS = 2
 
 #: The settings `forecast` takes (FederatedGLM's parameters of the same names)
@@ -242,23 +241,6 @@ def irls_default(family: str, sizes: np.ndarray, d: int, mu: float) -> bool:
     if not privacy.adds_noise(mu):
         return fam.irls
     return fam.irls_default and irls_curvature_noise(family, sizes, d, mu) <= IRLS_CURVATURE_NOISE
-
-
-def poisson_default_steps(s: dict, given: dict, d: int, B: float) -> None:
-    """Poisson's step sizes and steps the user did not set, in place (`fedgdp.api.families.Poisson.default_steps`).
-
-    Parameters
-    ----------
-    s : dict
-        The method's resolved settings (changed in place).
-    given : dict
-        The user's settings of the method (left as given).
-    d : int
-        Design columns, the intercept included.
-    B : float
-        The clipping bound (finite).
-    """
-    FAMILIES["poisson"].default_steps(s, given, d, B)
 
 
 def curvature(family: str, k: int, theta: np.ndarray | None = None, b: float = math.inf):

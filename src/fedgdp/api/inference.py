@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..core import privacy
+from ..core.families import get_family
 from ..core.normals import standard_normal
 from ..core.segments import client_groups, stacked
 from ..core.settings import number
@@ -371,7 +372,7 @@ def _frame(est, alpha: float, cov_type: str, withheld: str = "hide"):
             "ci_low": (theta - q * se) * nan, "ci_high": (theta + q * se) * nan, "se_sampling": se_s,
             "se_noise": se_n, "note": notes}
     terms = _terms(est)
-    if est.family == "multinomial":
+    if get_family(est.family).classes:
         classes = [c.item() if hasattr(c, "item") else c for c in est.classes_]
         index = pd.MultiIndex.from_product([classes, terms], names=["class", "term"])
         data = {k: v.T.ravel() for k, v in cols.items()}        # one block per class
@@ -417,7 +418,7 @@ def _header(est, alpha: float, cov_type: str) -> str:
     small = _small_clients_line(est)
     if small:
         lines.append(small)
-    if est.family == "multinomial":
+    if get_family(est.family).classes:
         lines.append("coefficients centred across the classes (the identified ones: probabilities see only these)")
     if est.method_ in ("fednewton", "fednewton_certified"):
         lines.append("FedNewton: its stage 1 taken as converged on half 1 (linearised; docs/methods.md §10)")

@@ -38,7 +38,12 @@ class Family:
         Whether it takes ``n_classes`` (several outputs); the one-output families' forecast follows
         the noise through the iterates (`fedgdp.api.forecast.response`).
     labelled : bool
-        Whether its responses are labels of a public domain (``classes``), not counts.
+        Whether its responses are labels of a public domain (``classes``): a classifier; else counts
+        (a regressor: ``coef_`` (p,), predictions the mean).
+    max_classes : int or None
+        The most classes it takes (2 for logistic; None: no limit).
+    scaled_steps : bool
+        Whether its default step sizes follow the clipping bound (`default_steps`).
     """
 
     name: str
@@ -49,6 +54,8 @@ class Family:
     irls_default: bool = False
     classes: bool = False
     labelled: bool = True
+    max_classes: int | None = None
+    scaled_steps: bool = False
 
     def outputs(self, n_classes: int | None = None) -> int:
         """The outputs k (columns of theta): 1, or the classes.
@@ -218,9 +225,9 @@ def unclipped(lam: np.ndarray, b: float) -> np.ndarray:
 #: The families by name, in `FederatedGLM`'s order (softmax is ``multinomial``; FedIRLS is the logistic default:
 #: Poisson's count curvature has no public bound, docs/default-estimator.md, "Limits")
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Logistic("logistic", "binary", irls_default=True),
+    Logistic("logistic", "binary", irls_default=True, max_classes=2),
     Multinomial("multinomial", "multiclass", irls=False, classes=True),
-    Poisson("poisson", "poisson", clip_factor=2.0, clip_doubles=True, labelled=False),
+    Poisson("poisson", "poisson", clip_factor=2.0, clip_doubles=True, labelled=False, scaled_steps=True),
 )}
 
 
