@@ -9,7 +9,8 @@ settings, the foreign app, and the checks of each run.
     python .ci/flower_check.py refusal DIR          # budget refusal: held (one request past the fit)
     python .ci/flower_check.py foreign DIR          # foreign app: refused
     python .ci/flower_check.py restart DIR          # restart mid-run: no overspend
-    python .ci/flower_check.py second DIR           # second run on the same rows: refused
+    python .ci/flower_check.py second DIR CODE      # second run on the same rows: refused (CODE: the command's
+                                                    # exit status; Flower's status from DIR/status-second.json)
 """
 import json
 import os
@@ -218,15 +219,28 @@ def restart(out: Path) -> int:
     return 0 if ok else 1
 
 
-def second(out: Path) -> int:
+def _flower_status(path: Path) -> str:
+    """The run's status in `flwr ls --format json` (saved to ``path``), or why it is not known."""
+    try:
+        runs = json.loads(path.read_text()).get("runs", [])
+    except (OSError, ValueError) as exc:
+        return f"unknown ({type(exc).__name__})"
+    return str(runs[0].get("status", "none")) if runs else "not listed"
+
+
+def second(out: Path, code: str) -> int:
     res = json.loads((out / "second.json").read_text())
     err = res.get("error", "")
     ok = err.count("lifetime budget") == len(SIZES) and "theta" not in res
     for part in re.split(r"(?:refused: |; )node ", err)[1:]:
         if "lifetime budget" in part:
             print(f"  node {part.rstrip(')')}")
-    print(f"second run on the same rows: {'refused' if ok else 'NOT refused'}")
-    return 0 if ok else 1
+    status = _flower_status(out / "status-second.json")
+    shown = int(code) == 1 and "failed" in status
+    print(f"  the coordinator's command exited {code}; Flower lists the run as {status!r}")
+    print(f"second run on the same rows: {'refused' if ok else 'NOT refused'}"
+          f"{'' if shown else ' (its failure did NOT show)'}")
+    return 0 if ok and shown else 1
 
 
 if __name__ == "__main__":
