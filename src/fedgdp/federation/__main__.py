@@ -96,7 +96,8 @@ def run(args) -> int:
         print(f"flwr run failed (exit {started.returncode}): {(started.stderr or started.stdout).strip()}",
               file=sys.stderr)
         return 1
-    run_id, shown, until, checked = found.group(1), 0, time.monotonic() + args.wait, 0.0
+    # the first `flwr ls` (a CLI process of its own, about 1 CPU-s) 10 s in: not beside the ServerApp's start
+    run_id, shown, until, checked = found.group(1), 0, time.monotonic() + args.wait, time.monotonic()
     print(f"run {run_id} started")
     while not os.path.exists(out):
         if os.path.exists(out + ".progress"):
