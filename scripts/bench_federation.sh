@@ -54,7 +54,7 @@ echo "layout,repeat,rounds,wall_s,startup_s,per_round_s,in_process_s,cpu_sites_s
   >"$out/bench.csv"
 one() {   # LAYOUT REPEAT: a fresh deployment, one fedavg run, its row of bench.csv
   local layout="$1" rep="$2" port i node load0 t0 t1 cpus
-  port=$((41000 + RANDOM % 15000))
+  port=$((61000 + RANDOM % 4000))             # above Linux's ephemeral ports (32768-60999)
   rm -rf "$work"/ledger-* "$work"/sites "$work"/sets "$work/flwr"
   check prepare "$work" "$port"
   check use "$work" eq-fedavg
@@ -100,7 +100,9 @@ PY
   t0=$(date +%s.%N)
   "$py" -m fedgdp.federation run "$root/apps/fedgdp-sites" loopback --settings settings.json \
     --sites sites.json --out "$work/fit.json" --timeout 60 --wait 600 >"$work/run.log" 2>&1 \
-    || { echo "bench: the $layout run failed:" >&2; tail -5 "$work/run.log" >&2; exit 1; }
+    || { echo "bench: the $layout run failed:" >&2; tail -5 "$work/run.log" >&2
+         if [ -n "${LOGS:-}" ]; then mkdir -p "$LOGS/$layout-$rep" && cp "$work"/*.log "$LOGS/$layout-$rep/"; fi
+         exit 1; }
   t1=$(date +%s.%N)
   cpus=0
   for p in "${sites[@]}"; do cpus=$(echo "$cpus + $(cpu "$p")" | bc); done
