@@ -6,7 +6,8 @@
 # fedgdp.federation site), which holds the site's file, lifetime ledger and key; a fourth, rogue
 # node registered too, claiming site a with its own key and 5,000 poisoned rows.
 # Each certified method runs on fresh rows and is compared with the in-process fit (test seed); then
-# a foreign app, a guard killed (SIGKILL) mid-run and restarted, and a second run on the same rows.
+# a foreign app, a guard killed (SIGKILL) mid-run and restarted, the SuperLink killed and restarted,
+# and a second run on the same rows.
 # Every process it starts is stopped on exit; the whole run is under a time limit (FLOWER_LIMIT
 # seconds, default 900).
 #   bash .ci/flower.sh            (FLOWER_VENV=DIR reuses an environment)
@@ -58,11 +59,17 @@ fi
 echo "malformed site file: refused before joining ($(tail -1 "$work/bad.err"))"
 
 cd "$work"
-FLWR_SUPEREXEC_TASK_POLL_INTERVAL=0.1 setsid flower-superlink --host 127.0.0.1 --port "$port" --ssl-ca-certfile certs/ca.crt \
-  --ssl-certfile certs/server.pem --ssl-keyfile certs/server.key --enable-supernode-auth \
-  --disable-runtime-dependency-installation >"$work/superlink.log" 2>&1 &
-pids+=($!)
-sleep 4
+start_superlink() {   # its state (the registered keys among it) in a database file, kept over a restart
+  FLWR_SUPEREXEC_TASK_POLL_INTERVAL=0.1 setsid flower-superlink --host 127.0.0.1 --port "$port" \
+    --ssl-ca-certfile certs/ca.crt --ssl-certfile certs/server.pem --ssl-keyfile certs/server.key \
+    --enable-supernode-auth --disable-runtime-dependency-installation --database "$work/superlink.db" \
+    >>"$work/superlink.log" 2>&1 &
+  superlink=$!
+  pids+=($!)
+  disown "$!"            # no job notice when the restart check kills it
+  sleep 4
+}
+start_superlink
 start_guard() {   # NODE: the node's guard, on its SuperNode's Runtime API
   setsid "$py" -m fedgdp.federation site "$work/site-$1.toml" >>"$work/guard-$1.log" 2>&1 &
   guard[$1]=$!
@@ -125,6 +132,11 @@ start_guard a
 wait "$runner" || true
 check restart "$work" || status=1
 
+# The SuperLink killed (SIGKILL) and restarted from its database: the sites' SuperNodes, left
+# running, rejoin (every site answers the next run's greeting).
+kill -KILL -- "-$superlink" 2>/dev/null || true
+start_superlink
+
 # A second run on the same rows: every site has spent its lifetime mu on them.
 # Its failure shows: the coordinator's command exits 1, and Flower lists the run as failed.
 code=0
@@ -133,5 +145,6 @@ run second fedavg || code=$?
 second_id=$(sed -n 's/^run \([0-9]*\) started$/\1/p' "$work/run-second.log")
 flwr ls loopback --run-id "$second_id" --format json >"$work/status-second.json" 2>/dev/null || true
 check second "$work" "$code" || status=1
+check rejoined "$work" || status=1
 echo "flower.sh: $((SECONDS - start)) s of runs, $SECONDS s in all (install included)"
 exit $status

@@ -11,6 +11,7 @@ settings, the foreign app, and the checks of each run.
     python .ci/flower_check.py restart DIR          # restart mid-run: no overspend
     python .ci/flower_check.py second DIR CODE      # second run on the same rows: refused (CODE: the command's
                                                     # exit status; Flower's status from DIR/status-second.json)
+    python .ci/flower_check.py rejoined DIR         # superlink restart: the sites rejoined
 """
 import json
 import os
@@ -243,10 +244,20 @@ def second(out: Path, code: str) -> int:
     return 0 if ok and shown else 1
 
 
+def rejoined(out: Path) -> int:
+    """After the SuperLink's restart, every site's SuperNode (not restarted) answered the second run's greeting."""
+    err = json.loads((out / "second.json").read_text()).get("error", "")
+    answered = sorted(set(re.findall(r"site (\w+): refused: lifetime budget", err)))
+    ok = answered == sorted(SIZES)
+    print(f"superlink restart: {'the sites rejoined' if ok else 'the sites did NOT rejoin'} (the SuperLink killed "
+          f"and restarted from its database; sites answering the next run: {', '.join(answered) or 'none'})")
+    return 0 if ok else 1
+
+
 if __name__ == "__main__":
     cmd, where = sys.argv[1], Path(sys.argv[2])
     checks = {"compare": compare, "unknown": unknown, "refusal": refusal, "foreign": foreign, "restart": restart,
-              "second": second}
+              "second": second, "rejoined": rejoined}
     if cmd == "prepare":
         prepare(where, int(sys.argv[3]), Path(__file__).resolve().parent.parent)
     elif cmd == "use":
