@@ -9,7 +9,8 @@
 # each layout starts a fresh SuperLink, SuperNodes and guards, and its sites fresh ledgers. The method is
 # fedavg with ROUNDS rounds (one request per round), with test seeds.
 #   bash scripts/bench_federation.sh OUT_DIR        (ROUNDS=10 REPEATS=2; PYTHON: one with fedgdp[flower];
-#                                                    LOGS=DIR keeps every process's log)
+#                                                    LOGS=DIR keeps every process's log; DATABASE=1 starts
+#                                                    the SuperLink with --database, as docs/federation.md does)
 # Writes OUT_DIR/bench.csv (one row per run) and OUT_DIR/bench.md (the table and the machine's load).
 # start-up = the coordinator's command's wall time less its rounds (flwr run, the ServerApp's start, the
 # greetings, the result's write); per round = the mean of the coordinator's request lines.
@@ -72,7 +73,8 @@ PY
   cd "$work"
   env "${env[@]}" setsid flower-superlink --host 127.0.0.1 --port "$port" --ssl-ca-certfile certs/ca.crt \
     --ssl-certfile certs/server.pem --ssl-keyfile certs/server.key --enable-supernode-auth \
-    --disable-runtime-dependency-installation >"$work/superlink-$layout-$rep.log" 2>&1 &
+    --disable-runtime-dependency-installation ${DATABASE:+--database "$work/superlink-$layout-$rep.db"} \
+    >"$work/superlink-$layout-$rep.log" 2>&1 &
   pids+=($!)
   sleep 4
   local sites=()
@@ -140,7 +142,8 @@ for rep in $(seq "$repeats"); do
   one flower "$rep"
   one fedgdp "$rep"
 done
-"$py" - "$out" "$(git -C "$root" rev-parse --short HEAD)" <<'PY'
+DATABASE="${DATABASE:-}" "$py" - "$out" "$(git -C "$root" rev-parse --short HEAD)" <<'PY'
+import os
 import sys
 import pandas as pd
 out, commit = sys.argv[1:]
@@ -149,7 +152,8 @@ lines = [f"# A fit across three sites on loopback (scripts/bench_federation.sh, 
          "fedavg, one request per round, three sites with TLS and node authentication, each a SuperNode "
          "(--isolation process) and its guard; 2 cores shared with other work. start-up: the coordinator's "
          "command's wall time less its rounds. sites' CPU: the three SuperNodes' and guards' CPU seconds over the "
-         "run; idle: their CPU seconds per second over 10 s with no run (their polls).",
+         "run; idle: their CPU seconds per second over 10 s with no run (their polls). The SuperLink "
+         + ("with --database (DATABASE=1)." if os.environ.get("DATABASE") else "without --database (in memory)."),
          "", "| layout | repeat | rounds | wall s | start-up s | per round s | in-process fit s | sites' CPU s "
          "| idle CPU s/s | load (1 min) at start; at end |", "|---|---|---|---|---|---|---|---|---|---|"]
 for r in t.itertuples():
