@@ -35,17 +35,7 @@ stop() {
 }
 trap 'stop; rm -rf "$work"' EXIT
 
-mkdir -p "$work/certs" "$work/keys"
-(
-  cd "$work/certs"
-  openssl ecparam -name secp384r1 -genkey -noout -out ca.key
-  openssl req -x509 -new -key ca.key -sha256 -days 365 -subj "/CN=fedgdp CA" -out ca.crt
-  openssl ecparam -name secp384r1 -genkey -noout -out server.key
-  openssl req -new -key server.key -subj "/CN=localhost" -out server.csr
-  openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -sha256 \
-    -extfile <(printf "subjectAltName=DNS:localhost,IP:127.0.0.1") -out server.pem
-) 2>/dev/null
-for node in a b c rogue; do ssh-keygen -q -t ecdsa -b 384 -N '' -f "$work/keys/${node}_key"; done
+bash "$root/.ci/flower_keys.sh" "$work"
 check() { "$py" "$root/.ci/flower_check.py" "$@"; }
 cpu() {   # CPU seconds of one process so far (user + system, from /proc)
   awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0
