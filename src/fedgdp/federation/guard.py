@@ -163,7 +163,15 @@ class Guard:
         return site.handle(request)
 
 
-def _save(path: str, record: dict) -> None:
+def _pushed(path: str, token: str) -> bool:
+    """Whether the reply of the task with ``token`` is noted as pushed (`_save` of the token at ``path``)."""
+    if not os.path.exists(path):
+        return False
+    with open(path, "rb") as fh:
+        return pickle.load(fh) == token
+
+
+def _save(path: str, record) -> None:
     """Write the message in flight (pickled), fsynced, replacing the last."""
     tmp = path + ".tmp"
     with open(tmp, "wb") as fh:
@@ -222,7 +230,11 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
     line): a guard killed before its reply left finishes that message when it restarts,
     pushing the same reply message when it was made (no second release; a push cut short
     is completed) and otherwise answering it from the ledger's place, so the SuperNode is
-    not left waiting for a task that no one holds.
+    not left waiting for a task that no one holds. A reply noted as pushed
+    (``inflight.pushed``, its task's token, written after the push) is not pushed again:
+    Flower's SuperNode would keep the copy and send it as the reply to the next message,
+    and every later reply would come one message late. A guard killed between the push
+    and that note still pushes it twice.
 
     Parameters
     ----------
@@ -246,6 +258,7 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
 
     guard = Guard(config)
     inflight = os.path.join(config.ledger, "inflight.pickle")
+    pushed = os.path.join(config.ledger, "inflight.pushed")       # the token of a reply pushed
     certificates = None
     if config.root_certificates:
         with open(config.root_certificates, "rb") as fh:
@@ -279,13 +292,16 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
                                                     request)), reply_to=msg)
                 record["reply"] = reply         # the same message (its id, its objects) if pushed again
                 _save(inflight, record)         # after the ledger's line, before the reply leaves
-            push_message(task, record["reply"], record["context"])
+            if not _pushed(pushed, record["token"]):   # a reply pushed twice is sent again for the next message
+                push_message(task, record["reply"], record["context"])
+                _save(pushed, record["token"])          # its own file: the pushed message no longer pickles
             push_task_output(task, record["context"], SubStatus.COMPLETED, "")
         finally:
             beat.stop()
             task.close()
-            if os.path.exists(inflight):
-                os.remove(inflight)
+            for path in (pushed, inflight):
+                if os.path.exists(path):
+                    os.remove(path)
 
     if os.path.exists(inflight):
         with open(inflight, "rb") as fh:
