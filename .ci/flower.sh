@@ -2,10 +2,12 @@
 # A fit across three sites with Flower, deployed as docs/federation.md says: fedgdp installed from
 # this checkout in its own virtual environment; TLS (a CA and the SuperLink's certificate) and node
 # authentication (each SuperNode's key registered); each site a SuperNode with --isolation process
-# and its guard (python -m fedgdp.federation site), which holds the site's file, lifetime ledger and
-# key; a fourth, rogue node registered too, claiming site a with its own key and 5,000 poisoned rows.
+# (Flower's, its waits shortened: python -m fedgdp.federation supernode) and its guard (python -m
+# fedgdp.federation site), which holds the site's file, lifetime ledger and key; a fourth, rogue
+# node registered too, claiming site a with its own key and 5,000 poisoned rows.
 # Each certified method runs on fresh rows and is compared with the in-process fit (test seed); then
-# a foreign app, a guard killed (SIGKILL) mid-run and restarted, and a second run on the same rows.
+# a foreign app, a guard killed (SIGKILL) mid-run and restarted, the SuperLink killed and restarted,
+# and a second run on the same rows.
 # Every process it starts is stopped on exit; the whole run is under a time limit (FLOWER_LIMIT
 # seconds, default 900).
 #   bash .ci/flower.sh            (FLOWER_VENV=DIR reuses an environment)
@@ -35,17 +37,7 @@ pids+=($!)
 py="$venv/bin/python"
 export PATH="$venv/bin:$PATH" FLWR_HOME="$work/flwr"
 # TLS and the nodes' keys, made as docs/federation.md says (steps 2 and 3)
-mkdir -p "$work/certs" "$work/keys"
-(
-  cd "$work/certs"
-  openssl ecparam -name secp384r1 -genkey -noout -out ca.key
-  openssl req -x509 -new -key ca.key -sha256 -days 365 -subj "/CN=fedgdp CA" -out ca.crt
-  openssl ecparam -name secp384r1 -genkey -noout -out server.key
-  openssl req -new -key server.key -subj "/CN=localhost" -out server.csr
-  openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -sha256 \
-    -extfile <(printf "subjectAltName=DNS:localhost,IP:127.0.0.1") -out server.pem
-) 2>/dev/null
-for node in a b c rogue; do ssh-keygen -q -t ecdsa -b 384 -N '' -f "$work/keys/${node}_key"; done
+bash "$root/.ci/flower_keys.sh" "$work"
 "$py" .ci/flower_check.py prepare "$work" "$port"
 check() { "$py" "$root/.ci/flower_check.py" "$@"; }
 
@@ -57,11 +49,17 @@ fi
 echo "malformed site file: refused before joining ($(tail -1 "$work/bad.err"))"
 
 cd "$work"
-setsid flower-superlink --host 127.0.0.1 --port "$port" --ssl-ca-certfile certs/ca.crt \
-  --ssl-certfile certs/server.pem --ssl-keyfile certs/server.key --enable-supernode-auth \
-  --disable-runtime-dependency-installation >"$work/superlink.log" 2>&1 &
-pids+=($!)
-sleep 4
+start_superlink() {   # its state (the registered keys among it) in a database file, kept over a restart
+  FLWR_SUPEREXEC_TASK_POLL_INTERVAL=0.1 setsid flower-superlink --host 127.0.0.1 --port "$port" \
+    --ssl-ca-certfile certs/ca.crt --ssl-certfile certs/server.pem --ssl-keyfile certs/server.key \
+    --enable-supernode-auth --disable-runtime-dependency-installation --database "$work/superlink.db" \
+    >>"$work/superlink.log" 2>&1 &
+  superlink=$!
+  pids+=($!)
+  disown "$!"            # no job notice when the restart check kills it
+  sleep 4
+}
+start_superlink
 start_guard() {   # NODE: the node's guard, on its SuperNode's Runtime API
   setsid "$py" -m fedgdp.federation site "$work/site-$1.toml" >>"$work/guard-$1.log" 2>&1 &
   guard[$1]=$!
@@ -71,8 +69,9 @@ check use "$work" eq-fedsgd
 i=0
 for node in a b c rogue; do
   flwr supernode register "keys/${node}_key.pub" loopback >/dev/null
-  setsid flower-supernode --superlink "127.0.0.1:$port" --root-certificates certs/ca.crt \
-    --auth-supernode-private-key "keys/${node}_key" --isolation process --port $((port + 1 + i)) \
+  setsid "$py" -m fedgdp.federation supernode --poll 0.1 -- --superlink "127.0.0.1:$port" \
+    --root-certificates certs/ca.crt --auth-supernode-private-key "keys/${node}_key" --isolation process \
+    --port $((port + 1 + i)) \
     >"$work/supernode-$node.log" 2>&1 &
   pids+=($!)
   start_guard "$node"
@@ -123,8 +122,19 @@ start_guard a
 wait "$runner" || true
 check restart "$work" || status=1
 
+# The SuperLink killed (SIGKILL) and restarted from its database: the sites' SuperNodes, left
+# running, rejoin (every site answers the next run's greeting).
+kill -KILL -- "-$superlink" 2>/dev/null || true
+start_superlink
+
 # A second run on the same rows: every site has spent its lifetime mu on them.
-if run second fedavg; then echo "flower.sh: the second run on the same rows was not refused" >&2; status=1; fi
-check second "$work" || status=1
+# Its failure shows: the coordinator's command exits 1, and Flower lists the run as failed.
+code=0
+run second fedavg || code=$?
+[ "$code" -ne 0 ] || { echo "flower.sh: the second run on the same rows was not refused" >&2; status=1; }
+second_id=$(sed -n 's/^run \([0-9]*\) started$/\1/p' "$work/run-second.log")
+flwr ls loopback --run-id "$second_id" --format json >"$work/status-second.json" 2>/dev/null || true
+check second "$work" "$code" || status=1
+check rejoined "$work" || status=1
 echo "flower.sh: $((SECONDS - start)) s of runs, $SECONDS s in all (install included)"
 exit $status

@@ -9,7 +9,9 @@ settings, the foreign app, and the checks of each run.
     python .ci/flower_check.py refusal DIR          # budget refusal: held (one request past the fit)
     python .ci/flower_check.py foreign DIR          # foreign app: refused
     python .ci/flower_check.py restart DIR          # restart mid-run: no overspend
-    python .ci/flower_check.py second DIR           # second run on the same rows: refused
+    python .ci/flower_check.py second DIR CODE      # second run on the same rows: refused (CODE: the command's
+                                                    # exit status; Flower's status from DIR/status-second.json)
+    python .ci/flower_check.py rejoined DIR         # superlink restart: the sites rejoined
 """
 import json
 import os
@@ -218,21 +220,44 @@ def restart(out: Path) -> int:
     return 0 if ok else 1
 
 
-def second(out: Path) -> int:
+def _flower_status(path: Path) -> str:
+    """The run's status in `flwr ls --format json` (saved to ``path``), or why it is not known."""
+    try:
+        runs = json.loads(path.read_text()).get("runs", [])
+    except (OSError, ValueError) as exc:
+        return f"unknown ({type(exc).__name__})"
+    return str(runs[0].get("status", "none")) if runs else "not listed"
+
+
+def second(out: Path, code: str) -> int:
     res = json.loads((out / "second.json").read_text())
     err = res.get("error", "")
     ok = err.count("lifetime budget") == len(SIZES) and "theta" not in res
     for part in re.split(r"(?:refused: |; )node ", err)[1:]:
         if "lifetime budget" in part:
             print(f"  node {part.rstrip(')')}")
-    print(f"second run on the same rows: {'refused' if ok else 'NOT refused'}")
+    status = _flower_status(out / "status-second.json")
+    shown = int(code) == 1 and "failed" in status
+    print(f"  the coordinator's command exited {code}; Flower lists the run as {status!r}")
+    print(f"second run on the same rows: {'refused' if ok else 'NOT refused'}"
+          f"{'' if shown else ' (its failure did NOT show)'}")
+    return 0 if ok and shown else 1
+
+
+def rejoined(out: Path) -> int:
+    """After the SuperLink's restart, every site's SuperNode (not restarted) answered the second run's greeting."""
+    err = json.loads((out / "second.json").read_text()).get("error", "")
+    answered = sorted(set(re.findall(r"site (\w+): refused: lifetime budget", err)))
+    ok = answered == sorted(SIZES)
+    print(f"superlink restart: {'the sites rejoined' if ok else 'the sites did NOT rejoin'} (the SuperLink killed "
+          f"and restarted from its database; sites answering the next run: {', '.join(answered) or 'none'})")
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
     cmd, where = sys.argv[1], Path(sys.argv[2])
     checks = {"compare": compare, "unknown": unknown, "refusal": refusal, "foreign": foreign, "restart": restart,
-              "second": second}
+              "second": second, "rejoined": rejoined}
     if cmd == "prepare":
         prepare(where, int(sys.argv[3]), Path(__file__).resolve().parent.parent)
     elif cmd == "use":

@@ -245,3 +245,14 @@ def test_the_commands_fail_with_one_line_and_their_exit_status(tmp_path, capsys)
     assert main(["site", str(tmp_path / "site.toml")]) == 1
     err = capsys.readouterr().err
     assert "cannot serve" in err and "'data' is required" in err
+
+
+def test_a_pushed_reply_is_noted_by_its_tasks_token(tmp_path):
+    """The guard pushes a reply once: restarted, it skips the push of a reply noted for the same task's token."""
+    from fedgdp.federation.guard import _pushed, _save
+
+    note = str(tmp_path / "inflight.pushed")
+    assert not _pushed(note, "token-1")              # nothing noted: the reply is pushed
+    _save(note, "token-1")
+    assert _pushed(note, "token-1")                  # noted for this task: not pushed again
+    assert not _pushed(note, "token-2")              # a note of another task does not count

@@ -2,6 +2,9 @@
 
     check DATA SETTINGS      a site's file checked against the settings before it joins
     site CONFIG              a site's guard: answers its SuperNode's messages (fedgdp.federation.guard)
+    supernode [--poll S] -- ARGS...
+                             a site's SuperNode: ``flower-supernode ARGS``, its waits at most S s (default 0.1;
+                             fedgdp.federation.waits)
     app-hash APP             the SHA-256 of the app bundle Flower builds from the folder APP (a site's ``apps``)
     run APP FEDERATION --settings S --sites L --out OUT [--timeout T] [--extra] [--wait W]
                              the coordinator: ``flwr run``, its progress, its result; exit 1 when the run fails
@@ -93,7 +96,8 @@ def run(args) -> int:
         print(f"flwr run failed (exit {started.returncode}): {(started.stderr or started.stdout).strip()}",
               file=sys.stderr)
         return 1
-    run_id, shown, until, checked = found.group(1), 0, time.monotonic() + args.wait, 0.0
+    # the first `flwr ls` (a CLI process of its own, about 1 CPU-s) 10 s in: not beside the ServerApp's start
+    run_id, shown, until, checked = found.group(1), 0, time.monotonic() + args.wait, time.monotonic()
     print(f"run {run_id} started")
     while not os.path.exists(out):
         if os.path.exists(out + ".progress"):
@@ -144,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("settings")
     p = sub.add_parser("site", help="a site's guard (its configuration file, TOML)")
     p.add_argument("config")
+    p = sub.add_parser("supernode", help="a site's SuperNode: flower-supernode, its waits at most --poll s")
+    p.add_argument("--poll", type=float, default=0.1)
+    p.add_argument("flower_args", nargs=argparse.REMAINDER)
     p = sub.add_parser("app-hash", help="the SHA-256 of the app bundle built from a folder")
     p.add_argument("app")
     p = sub.add_parser("run", help="the coordinator: run the app across the listed sites")
@@ -163,6 +170,16 @@ def main(argv: list[str] | None = None) -> int:
         return check(args.data, args.settings)
     if args.command == "app-hash":
         print(app_hash(args.app))
+        return 0
+    if args.command == "supernode":
+        from .waits import run_supernode
+
+        try:
+            rest = args.flower_args[1:] if args.flower_args[:1] == ["--"] else args.flower_args
+            run_supernode(rest, args.poll)
+        except (ImportError, RuntimeError, ValueError) as exc:
+            print(f"supernode: {exc}", file=sys.stderr)
+            return 1
         return 0
     if args.command == "run":
         try:

@@ -20,6 +20,8 @@ The configuration (TOML)::
     key = "/srv/site/a_key"         # the SuperNode's private key: the greeting is signed with it
     apps = ["<sha256 of the FAB>"]  # the app bundles it serves (python -m fedgdp.federation app-hash APP)
     runtime = "127.0.0.1:9094"      # the SuperNode's Runtime API (its --port)
+    poll = 0.1                      # optional: seconds between its asks for a task when idle
+    backoff = 0.05                  # optional: first wait for a message's part not yet at the SuperNode
 """
 from __future__ import annotations
 
@@ -52,7 +54,8 @@ class SiteConfig:
     key: str | None = None
     runtime: str = "127.0.0.1:9094"
     root_certificates: str | None = None
-    poll: float = 0.2
+    poll: float = 0.1
+    backoff: float = 0.05
     test_seed: int | None = None
     test_index: int | None = None
     test_sites: int | None = None
@@ -83,6 +86,10 @@ def read_config(path: str) -> SiteConfig:
     if not isinstance(apps, list) or not all(isinstance(a, str) and len(a) == 64 for a in apps):
         raise ValueError(f"site configuration {path}: apps must list the SHA-256 (64 hex digits) of each app "
                          f"bundle the site serves (python -m fedgdp.federation app-hash APP), got apps={apps!r}")
+    for k in ("poll", "backoff"):
+        v = raw.get(k, 1.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 10:
+            raise ValueError(f"site configuration {path}: {k} must be a number of seconds in (0, 10], got {k}={v!r}")
     return SiteConfig(**raw)
 
 
@@ -156,7 +163,15 @@ class Guard:
         return site.handle(request)
 
 
-def _save(path: str, record: dict) -> None:
+def _pushed(path: str, token: str) -> bool:
+    """Whether the reply of the task with ``token`` is noted as pushed (`_save` of the token at ``path``)."""
+    if not os.path.exists(path):
+        return False
+    with open(path, "rb") as fh:
+        return pickle.load(fh) == token
+
+
+def _save(path: str, record) -> None:
     """Write the message in flight (pickled), fsynced, replacing the last."""
     tmp = path + ".tmp"
     with open(tmp, "wb") as fh:
@@ -164,6 +179,47 @@ def _save(path: str, record: dict) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def pull_task_input(client, backoff: float):    # pragma: no cover - run by .ci/flower.sh
+    """Flower's ``pull_task_input`` (``flwr.supernode.runtime.run_clientapp``, 1.42.0) with a shorter backoff.
+
+    The SuperNode hands out a task before it has pulled the message's objects from the
+    SuperLink; Flower's own ClientApp then waits 1 s (``PULL_INITIAL_BACKOFF``) before it asks
+    again for an object not yet there. The guard asks again after ``backoff`` seconds
+    (doubling, at most 10 times that). Returns ``(message, context, run, fab)`` as Flower's does.
+
+    Parameters
+    ----------
+    client : flwr.supercore.runtime.RuntimeHttpClient
+        The task's client of the SuperNode's Runtime API.
+    backoff : float
+        The first wait, in seconds, for an object not yet at the SuperNode.
+    """
+    from flwr.app import Message
+    from flwr.common.serde import context_from_proto, fab_from_proto, run_from_proto
+    from flwr.proto.node_pb2 import Node
+    from flwr.proto.runtime_pb2 import PullAppMessagesRequest, PullTaskInputRequest
+    from flwr.supercore.inflatable.inflatable_protobuf_utils import (
+        make_confirm_message_received_fn_protobuf,
+        make_pull_object_fn_protobuf,
+    )
+    from flwr.supercore.inflatable.inflatable_utils import pull_and_inflate_object_from_tree
+    from flwr.supercore.task_identity import TaskIdentity
+
+    res = client.PullTaskInput(PullTaskInputRequest())
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = res.task_id, res.run.run_id, res.context.node_id
+    context, run, fab = context_from_proto(res.context), run_from_proto(res.run), fab_from_proto(res.fab)
+    pulled = client.PullMessages(PullAppMessagesRequest())
+    if not pulled.messages_list:
+        raise RuntimeError("No messages received from Runtime API")
+    node, tree = Node(node_id=context.node_id), pulled.message_object_trees[0]
+    message = pull_and_inflate_object_from_tree(
+        tree, make_pull_object_fn_protobuf(client.PullObject, node, context.run_id),
+        make_confirm_message_received_fn_protobuf(client.ConfirmMessageReceived, node, context.run_id),
+        return_type=Message, initial_backoff=backoff, backoff_cap=10 * backoff)
+    message.metadata.__dict__["_message_id"] = tree.object_id
+    return message, context, run, fab
 
 
 def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no cover - run by .ci/flower.sh
@@ -174,7 +230,11 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
     line): a guard killed before its reply left finishes that message when it restarts,
     pushing the same reply message when it was made (no second release; a push cut short
     is completed) and otherwise answering it from the ledger's place, so the SuperNode is
-    not left waiting for a task that no one holds.
+    not left waiting for a task that no one holds. A reply noted as pushed
+    (``inflight.pushed``, its task's token, written after the push) is not pushed again:
+    Flower's SuperNode would keep the copy and send it as the reply to the next message,
+    and every later reply would come one message late. A guard killed between the push
+    and that note still pushes it twice.
 
     Parameters
     ----------
@@ -192,12 +252,13 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
     from flwr.supercore.retry import make_simple_http_retry_invoker
     from flwr.supercore.runtime import RuntimeHttpClient
     from flwr.supercore.task_identity import TaskIdentity
-    from flwr.supernode.runtime.run_clientapp import pull_task_input, push_message, push_task_output
+    from flwr.supernode.runtime.run_clientapp import push_message, push_task_output
 
     from .app import decode, encode
 
     guard = Guard(config)
     inflight = os.path.join(config.ledger, "inflight.pickle")
+    pushed = os.path.join(config.ledger, "inflight.pushed")       # the token of a reply pushed
     certificates = None
     if config.root_certificates:
         with open(config.root_certificates, "rb") as fh:
@@ -216,7 +277,7 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
         beat.start()
         try:
             if "msg" not in record:
-                msg, context, run, fab = pull_task_input(task)
+                msg, context, run, fab = pull_task_input(task, config.backoff)
                 record.update(msg=msg, context=context, run=str(run.run_id), app=fab.hash_str,
                               ids=(TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id))
                 _save(inflight, record)
@@ -231,13 +292,16 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
                                                     request)), reply_to=msg)
                 record["reply"] = reply         # the same message (its id, its objects) if pushed again
                 _save(inflight, record)         # after the ledger's line, before the reply leaves
-            push_message(task, record["reply"], record["context"])
+            if not _pushed(pushed, record["token"]):   # a reply pushed twice is sent again for the next message
+                push_message(task, record["reply"], record["context"])
+                _save(pushed, record["token"])          # its own file: the pushed message no longer pickles
             push_task_output(task, record["context"], SubStatus.COMPLETED, "")
         finally:
             beat.stop()
             task.close()
-            if os.path.exists(inflight):
-                os.remove(inflight)
+            for path in (pushed, inflight):
+                if os.path.exists(path):
+                    os.remove(path)
 
     if os.path.exists(inflight):
         with open(inflight, "rb") as fh:
@@ -254,8 +318,11 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
         if not (got.HasField("task") and got.token):
             time.sleep(config.poll)
             continue
+        taken = time.perf_counter()
         record = {"token": got.token}
         _save(inflight, record)
         finish(record)
+        LOG.info(f"site {config.name}: a message of run {record.get('run')} answered in "
+                 f"{time.perf_counter() - taken:.3f} s")
         if once:
             return
