@@ -26,7 +26,9 @@ from __future__ import annotations
 import functools
 import sys
 import time
+from collections.abc import Callable
 from types import ModuleType, SimpleNamespace
+from typing import Any
 
 __all__ = ["FLOWER", "poll_clock", "quick_pulls", "run_supernode"]
 
@@ -76,13 +78,13 @@ def quick_pulls(module: ModuleType, backoff: float) -> None:
     from flwr.supercore.inflatable.inflatable_utils import pull_objects
 
     _check_version()
+    flowers: Callable[..., Any] = pull_objects
     now = getattr(module, "pull_objects", None)
     if isinstance(now, functools.partial):          # shortened before: shortened again from Flower's own
         now = now.func
-    if not backoff > 0 or now is not pull_objects:
+    if not backoff > 0 or now is not flowers:
         raise RuntimeError(f"{module.__name__}: no Flower pull_objects to shorten (backoff {backoff!r})")
-    module.pull_objects = functools.partial(pull_objects, initial_backoff=backoff,   # type: ignore[attr-defined]
-                                            backoff_cap=10 * backoff)
+    setattr(module, "pull_objects", functools.partial(flowers, initial_backoff=backoff, backoff_cap=10 * backoff))  # noqa: B010 (typed differently with and without flwr)
 
 
 def run_supernode(argv: list[str], poll: float) -> None:    # pragma: no cover - run by .ci/flower.sh
@@ -103,6 +105,6 @@ def run_supernode(argv: list[str], poll: float) -> None:    # pragma: no cover -
     if getattr(loop, "time", None) is not time:
         raise RuntimeError("flwr.supernode.start_client_internal does not wait with the time module")
     quick_pulls(loop, poll / 2)
-    loop.time = clock                        # type: ignore[assignment]
+    setattr(loop, "time", clock)             # noqa: B010 (typed differently with and without flwr installed)
     sys.argv = ["flower-supernode", *argv]
     flower_supernode()
