@@ -182,20 +182,7 @@ class Poisson(Family):
 
 
     def default_steps(self, s, given, d, B):
-        """Each step size at most ``1 / (max(B, 1) sqrt(d) + d)``, each step count 4 times the preset
-        (docs/real-data.md, "The defaults assume standardised features").
-
-        Parameters
-        ----------
-        s : dict
-            The method's resolved settings (changed in place).
-        given : dict
-            The user's settings of the method (left as given).
-        d : int
-            Design columns, the intercept included.
-        B : float
-            The clipping bound (finite).
-        """
+        """Step sizes at most ``1 / (max(B, 1) sqrt(d) + d)``, step counts 4 times the preset (docs/real-data.md)."""
         eta = 1.0 / (max(B, 1.0) * math.sqrt(d) + d)
         for key in ("eta", "eta1", "eta2"):
             if key in s and key not in given:
