@@ -9,7 +9,8 @@ over the coefficients in the MLE's standard errors (with 5 fits the noise alone 
 ``2.3 sd_noise / sqrt(5)``), the share of (coefficient, fit) pairs whose 95% interval covers the
 truth, the statuses, CPU seconds per fit, and the observed RMS of (fit - MLE) over two statements of
 the noise: the forecast (`fedgdp.forecast`, public inputs only, before any data: the curvature at
-theta = 0) and the fit's own (``fit_info_["noise_se"]``: the noise through the curvature the fit
+theta = 0, and at the outcome's mean and linear predictor's sd that a planner who guessed them right
+would give) and the fit's own (``fit_info_["noise_se"]``: the noise through the curvature the fit
 released, costing no privacy).
 
 Is the bias systematic? Beside the 5 fits' largest |mean - MLE|, the table gives what the noise alone
@@ -151,6 +152,11 @@ def run(name, family, data, method="auto") -> dict:
 
     sizes = np.unique(clients, return_counts=True)[1]
     forecast_rmse = float(fedgdp.forecast(family, sizes, Z.shape[1], 2.0, method=est.method_)["noise_rmse"].iloc[0])
+    beta = truth if truth is not None else ref          # a planner who guessed the outcome's mean and signal right
+    eta = beta[0] + Z @ beta[1:]
+    planned = float(fedgdp.forecast(family, sizes, Z.shape[1], 2.0, method=est.method_, signal_sd=float(eta.std()),
+                                    outcome_mean=float(np.mean(1 / (1 + np.exp(-eta)) if family == "logistic"
+                                                               else np.exp(eta))))["noise_rmse"].iloc[0])
     observed = float(np.sqrt(np.mean((coefs - ref) ** 2)))
     at_fit = float(np.sqrt(np.mean(noise_se[:FITS] ** 2)))
     sd = np.sqrt(np.mean(noise_se ** 2, axis=0))              # each coefficient's noise sd, as the fits state it
@@ -167,6 +173,7 @@ def run(name, family, data, method="auto") -> dict:
             "converged": f"{status.count('converged')} of {FITS}",
             "forecast_rmse": forecast_rmse, "observed_rmse_vs_mle": observed,
             "observed_over_forecast": observed / forecast_rmse,
+            "forecast_planned_rmse": planned, "observed_over_planned": observed / planned,
             "noise_rmse_at_fit": at_fit, "observed_over_at_fit": observed / at_fit,
             "cpu_s_per_fit": float(np.median(cpu))}
 
@@ -187,8 +194,10 @@ def main(argv=None) -> int:
         f"{FITS - 1}; error: RMS over the coefficients; bias: the largest |mean of the fits - MLE| in the MLE's "
         "standard errors, `bias_from_noise_5` what the noise alone makes of it, `max_bias_in_se_20` over seeds "
         f"0-{FITS_BIAS - 1}; coverage: 95% intervals covering the truth, over (coefficient, fit) pairs; "
-        "`forecast_rmse`: the noise forecast before any data, `noise_rmse_at_fit`: the fits' own statement "
-        "of it; both against the observed RMS of fit - MLE).\n\n"
+        "`forecast_rmse`: the noise forecast before any data at theta = 0, `forecast_planned_rmse`: the same "
+        "given the outcome's mean and the linear predictor's sd (`fedgdp.forecast(..., outcome_mean=, signal_sd=)`, "
+        "as a planner who guessed them right would: from the truth, or the MLE where the truth is unknown), "
+        "`noise_rmse_at_fit`: the fits' own statement of it; each against the observed RMS of fit - MLE).\n\n"
         + df.to_markdown(index=False, floatfmt=".4g") + "\n")
     print(df.to_string())
     return 0

@@ -464,7 +464,8 @@ def forecast_file(path: str, *, client: str, target: str, features: list[str] | 
     classes : list or None
         The public label domain (its size is softmax's number of classes).
     **settings
-        The forecast's other settings (`fedgdp.api.forecast.SETTINGS`).
+        The forecast's other settings (`fedgdp.api.forecast.SETTINGS`) and a plan's guesses
+        (``outcome_mean``, ``signal_sd``).
     """
     import pandas as pd
 
@@ -511,8 +512,8 @@ def _print_forecast(args, features) -> int:
                           family=args.family, mu=parse_mu(args.mu), classes=classes,
                           clip=None if args.clip is None else _clip_number(args.clip),
                           privacy_mode=args.privacy_mode, tau1=args.tau1, hessian_clip=args.hessian_clip,
-                          method_settings=_settings(args.settings),
-                          **({} if args.method == "auto" else {"method": args.method}))
+                          method_settings=_settings(args.settings), outcome_mean=args.outcome_mean,
+                          signal_sd=args.signal_sd, **({} if args.method == "auto" else {"method": args.method}))
     print(f"forecast read only the header and the client column of {args.data} (no feature, no response): "
           f"the privacy noise each method would add (model: {table.attrs['model']})")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
@@ -541,6 +542,8 @@ def _cmd_fit(args) -> int:
     if args.forecast:
         features = [c.strip() for c in args.features.split(",") if c.strip()] if args.features else None
         return _print_forecast(args, features)
+    if args.outcome_mean is not None or args.signal_sd:
+        raise ValueError("--outcome-mean and --signal-sd are a plan's guesses for --forecast; a fit reads its data")
     df = read_table(args.data)
     features = parse_features(args.features)
     if not 0 < args.delta < 1:
@@ -628,6 +631,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     ap.add_argument("--forecast", action="store_true",
                     help="print each method's forecast privacy noise (fedgdp.forecast) and fit nothing: it reads "
                          "only the file's header and the client column")
+    ap.add_argument("--outcome-mean", dest="outcome_mean", type=float,
+                    help="with --forecast: a plan's guess of the outcome's mean (share of ones, or mean count); "
+                         "the curvature is read there (default: theta = 0)")
+    ap.add_argument("--signal-sd", dest="signal_sd", type=float, default=0.0,
+                    help="with --forecast and --outcome-mean: a plan's guess of the linear predictor's sd")
     ap.add_argument("--out", type=output_path(".csv", ".json"), help="write the coefficients (.csv or .json)")
     ap.set_defaults(func=_cmd_fit)
     return ap

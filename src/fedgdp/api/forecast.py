@@ -67,7 +67,7 @@ from ..core.families import FAMILIES, Family, Logistic, Poisson, get_family
 from ..methods.settings import MethodSettings
 
 __all__ = ["IRLS", "IRLS_FAMILIES", "IRLS_DEFAULT", "IRLS_CURVATURE_NOISE", "irls_curvature_noise", "irls_default",
-           "IRLS_CLIP", "NOISE_SE_METHODS", "irls_clip", "forecast", "noise_se",
+           "planned_theta", "IRLS_CLIP", "NOISE_SE_METHODS", "irls_clip", "forecast", "noise_se",
            "noise_variances", "propagate", "response", "Response", "public_clip", "curvature",
            "CANDIDATES", "NOISE_LIMIT", "CLIP_RULE", "CLIP_NOISE_TARGET", "CLIP_DOUBLINGS",
            "SETTINGS"]
@@ -162,11 +162,13 @@ def irls_clip(family: str, d: int) -> float:
     return IRLS_CLIP * public_clip(family, d)
 
 
-def irls_noise(family: str, sizes: np.ndarray, mu: float, B: float, T: int) -> float:
+def irls_noise(family: str, sizes: np.ndarray, mu: float, B: float, T: int,
+               theta: np.ndarray | None = None) -> float:
     """FedIRLS's forecast noise sd per coefficient on standardised features: its last gradient's noise
-    through the curvature at theta = 0, ``sqrt(sum_i w_i^2 sigma_i^2) / W_0`` (``sigma_i = 2 B / (n_i mu
-    sqrt(s_T))``, ``s_T`` the last gradient's share, `fedgdp.core.privacy.irls_shares`). Where the signal
-    flattens the curvature (a logistic linear predictor of sd 2: about half of ``W_0``) the noise is larger.
+    through the curvature ``W`` at theta (at 0: ``W_0``), ``sqrt(sum_i w_i^2 sigma_i^2) / W`` (``sigma_i =
+    2 B / (n_i mu sqrt(s_T))``, ``s_T`` the last gradient's share, `fedgdp.core.privacy.irls_shares`).
+    Where the signal flattens the curvature (a logistic linear predictor of sd 2: about half of ``W_0``)
+    the noise is larger: give the planned signal (`planned_theta`).
 
     Parameters
     ----------
@@ -178,6 +180,8 @@ def irls_noise(family: str, sizes: np.ndarray, mu: float, B: float, T: int) -> f
         FedIRLS's gradient clip.
     T : int
         Its Newton rounds.
+    theta : ndarray of shape (d, 1) or None
+        Where to read the curvature (`planned_theta`); None: theta = 0.
     """
     from ..methods import fedirls
 
@@ -185,7 +189,58 @@ def irls_noise(family: str, sizes: np.ndarray, mu: float, B: float, T: int) -> f
     w = n / n.sum()
     share = float(privacy.irls_shares(int(T))[1][-1])
     sd = 2.0 * B / (n * mu * math.sqrt(share))
-    return float(np.sqrt(np.sum((w * sd) ** 2))) / fedirls.curvature_at_zero(_irls_model(family))
+    W = fedirls.curvature_at_zero(_irls_model(family)) if theta is None else \
+        float(curvature(family, 1, theta, b=B / math.sqrt(len(theta)))[0][0])
+    return float(np.sqrt(np.sum((w * sd) ** 2))) / W
+
+
+def planned_theta(family: str, d: int, outcome_mean: float | None, signal_sd: float = 0.0):
+    """The coefficients a plan assumes (public guesses, as the effect size of a power analysis): the
+    intercept that gives the outcome's mean ``outcome_mean`` over the public feature draws, and one slope
+    ``signal_sd`` (the sd of the linear predictor's part the features carry; on standardised features
+    any slopes of that norm give the same curvature).
+
+    Parameters
+    ----------
+    family : {"logistic", "poisson"}
+    d : int
+        Design columns, the intercept included.
+    outcome_mean : float or None
+        The outcome's mean: the share of ones (logistic, in (0, 1)) or the mean count (Poisson, > 0).
+        None: theta = 0 (the curvature at 0; for logistic its largest, so the least noise).
+    signal_sd : float
+        The linear predictor's sd over the rows (>= 0).
+
+    Returns
+    -------
+    ndarray of shape (d, 1) or None
+    """
+    fam = get_family(family)
+    sd = signal_sd
+    if isinstance(sd, bool) or not isinstance(sd, (int, float, np.floating)) or not 0 <= sd <= 20:
+        raise ValueError(f"signal_sd must be a number in [0, 20] (the linear predictor's sd), got signal_sd={sd!r}")
+    if outcome_mean is None:
+        if sd:
+            raise ValueError("signal_sd needs outcome_mean (the outcome's mean: share of ones, or mean count)")
+        return None
+    m = outcome_mean
+    upper = 1.0 if fam.labelled else math.inf
+    if fam.classes or isinstance(m, bool) or not isinstance(m, (int, float, np.floating)) or not 0 < m < upper:
+        raise ValueError(f"outcome_mean must be in (0, {upper:g}) for family {family!r} (the share of ones, or the "
+                         f"mean count; one-output families only), got outcome_mean={m!r}")
+    if d < 2 and sd:
+        raise ValueError(f"signal_sd needs a feature, got d={d} design column(s)")
+    theta = np.zeros((d, 1))
+    if d > 1:
+        theta[1, 0] = sd
+    s = _predictors(theta, 1)[:, 0]
+    if fam.labelled:
+        from scipy.optimize import brentq
+
+        theta[0, 0] = brentq(lambda a: float(np.mean(1.0 / (1.0 + np.exp(-(a + s))))) - m, -50.0, 50.0)
+    else:
+        theta[0, 0] = math.log(m) - math.log(float(np.mean(np.exp(s))))
+    return theta
 
 
 def _irls_model(family: str):
@@ -620,7 +675,7 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
     if not math.isfinite(mu):
         return np.zeros((d, k))
     if name == IRLS:
-        return np.full((d, k), irls_noise(family, sizes, mu, B, p["method_settings"][name]["T"]))
+        return np.full((d, k), irls_noise(family, sizes, mu, B, p["method_settings"][name]["T"], theta))
     mode = p["privacy"]["mode"]
     data = _PublicData(sizes, B, p["tau1"], p["privacy"], p["newton"], clip=p["clip"])
     from ..realdata import get_method
@@ -672,7 +727,7 @@ def noise_se(est) -> np.ndarray:
                         bool(getattr(est, "fit_intercept", True)))
 
 
-def forecast(family, sizes, n_features, mu, method=None, **settings):
+def forecast(family, sizes, n_features, mu, method=None, *, outcome_mean=None, signal_sd=0.0, **settings):
     """The privacy noise each method would add, forecast from public inputs only.
 
     Parameters
@@ -686,6 +741,13 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
         Each client's mu-GDP budget (inf: no noise).
     method : str or None, default=None
         One method, or None for every method of `CANDIDATES`.
+    outcome_mean : float or None, default=None
+        A plan's public guess of the outcome's mean (logistic: the share of ones; Poisson: the mean
+        count), where the curvature is read (`planned_theta`). None: theta = 0, for logistic the
+        largest curvature, so the least noise the fit can carry (a strong signal or a rare outcome
+        carries up to several times more: docs/methods-forecast.md).
+    signal_sd : float, default=0.0
+        With ``outcome_mean``: the guessed sd of the linear predictor over the rows.
     **settings
         `FederatedGLM`'s parameters of the same names (`SETTINGS`): ``n_classes``
         (multinomial), ``clip`` (None: the public rule `public_clip`, whose Poisson bound
@@ -721,6 +783,7 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
         raise ValueError(f"n_features must be an int >= 1, got n_features={n_features!r}")
     mu = privacy.parse_mu(mu)
     d = int(n_features) + (1 if o["fit_intercept"] else 0)
+    plan = planned_theta(family, d, outcome_mean, signal_sd)
     fam = get_family(family)
     k = fam.outputs(o["n_classes"])
     known = (*CANDIDATES, "fednewton_certified") + ((IRLS,) if fam.irls else ())
@@ -746,7 +809,7 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
         for name in names:
             Bm = B if name != IRLS else float(o["clip"]) if o["clip"] is not None else irls_clip(family, d)
             p = _resolve(name, family, mu, d, Bm, o)
-            sd = method_noise(name, family, sizes, d, k, mu, p, Bm, intercept=bool(o["fit_intercept"]))
+            sd = method_noise(name, family, sizes, d, k, mu, p, Bm, plan, intercept=bool(o["fit_intercept"]))
             meth = get_method(name)
             s = meth.settings(p["method_settings"][name])
             _check_finite(name, sd, s)
@@ -768,7 +831,9 @@ def forecast(family, sizes, n_features, mu, method=None, **settings):
     df = df.drop(columns="_prefer")
     df["recommended"] = df["method"] == best
     df.attrs["recommended"] = best
-    df.attrs["model"] = ("standardised features (E[x x'] = I), Hessian W (x) I with W the family's curvature at "
-                         "theta = 0, bent by the noise each iterate carries (its own client's for local steps); "
+    at = ("theta = 0" if plan is None else
+          f"the planned outcome mean {outcome_mean:g} and linear predictor sd {signal_sd:g}")
+    df.attrs["model"] = (f"standardised features (E[x x'] = I), Hessian W (x) I with W the family's curvature at {at}, "
+                         "bent by the noise each iterate carries (its own client's for local steps); "
                          "noise propagated step by step through each method's iteration (fedgdp.api.forecast)")
     return df
