@@ -31,6 +31,7 @@ from fedgdp.methods.fedirls import (
     curvature_at_zero,
     hessian_bound,
     moment_bound,
+    replayed_noise,
     solve_floored,
     whitening,
 )
@@ -46,6 +47,8 @@ def symmetric(Z):
 
 
 # ------------------------------------------------------------ the replaced code (fedgdp 8ce15dc), verbatim
+# (but for the noise statement, `replayed_noise` of the released values and public sds: post-processing, the
+# same function on both sides, marked "# noise statement")
 def _reference_run(self, be, s):
     fd = be.data
     if len(be.fds) != 1 or fd.k != 1:
@@ -65,12 +68,14 @@ def _reference_run(self, be, s):
     fw = replace(fd, X=Xw, products=None, xnorm=None, trace=None)    # the fold on the whitened design
     Hc, w0 = hessian_bound(fd.model, d) if fd.private else math.inf, curvature_at_zero(fd.model)
     theta, H, var, capped, by_noise = np.zeros((d, 1)), w0 * np.eye(d), [], False, False
+    curv_sd = []                                                                           # noise statement
     floor = EIGEN_FLOOR * w0
     rounds = s.T if fd.private else self.EXACT_ROUNDS      # non-private: Newton to convergence, at no cost
     for t in range(1, rounds + 1):
         sd_g = sd.get(f"{privacy.GRADIENT} (round {t})", np.zeros(fd.m))
         g = sum(w[i] * (fw.gradient(i, theta) + sd_g[i] * draw((d, 1))) for i in range(fd.m))
         curv = f"{privacy.CURVATURE} (round {t})"
+        curv_sd.append(float(np.sqrt(np.sum((w * sd[curv]) ** 2))) if curv in sd else math.nan)  # noise statement
         if curv in sd or not fd.private:
             H = sum(w[i] * (client_curvature(fd.model, theta, Xw[i], Hc, fd.Y[i], fw.bound)
                             + sd.get(curv, np.zeros(fd.m))[i] * symmetric(draw((d, d)))) for i in range(fd.m))
@@ -92,7 +97,9 @@ def _reference_run(self, be, s):
     Hinv = solve_floored(H, np.eye(d), floor)
     spread = Wt @ Hinv @ Hinv @ Wt.T                      # a gradient noise of unit variance, in theta
     fit = be.finish((Wt @ theta)[None], ledgers, self.comm(s, fd.m, d))[0]
-    fit.info = {"noise_cov": var[-1] * spread, "last_step": (Wt @ step)[:, 0],
+    noise_cov = (Wt @ replayed_noise(H, theta[:, 0], var, curv_sd, w0, floor, s.radius) @ Wt.T      # noise statement
+                 if fd.private else var[-1] * spread)
+    fit.info = {"noise_cov": noise_cov, "last_step": (Wt @ step)[:, 0],
                 "last_step_cov": (var[-1] + var[-2 if len(var) > 1 else -1]) * spread,
                 "capped": capped, "capped_by_noise": by_noise, "rounds": t}
     return [fit]

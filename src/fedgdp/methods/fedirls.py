@@ -76,6 +76,7 @@ class FedIRLS(Method):
         xnorm, B = by_blocks(privacy.row_norms, Xw), fd.bound
         Hc, w0 = hessian_bound(fd.model, d) if fd.private else math.inf, curvature_at_zero(fd.model)
         theta, H, var, capped, by_noise = np.zeros((d, 1)), w0 * np.eye(d), [], False, False
+        curv_sd: list[float] = []                             # each round's curvature noise sd per entry (0: none)
         floor = EIGEN_FLOOR * w0
         rounds = s.T if fd.private else self.EXACT_ROUNDS      # non-private: Newton to convergence, at no cost
 
@@ -91,6 +92,7 @@ class FedIRLS(Method):
             sd_g = sd.get(f"{privacy.GRADIENT} (round {t})", np.zeros(fd.m))
             g = released_sum(groups, w, sd_g, draw, (d, 1), gradients)
             curv = f"{privacy.CURVATURE} (round {t})"
+            curv_sd.append(float(np.sqrt(np.sum((w * sd[curv]) ** 2))) if curv in sd else math.nan)
             if curv in sd or not fd.private:
                 H = released_sum(groups, w, sd.get(curv, np.zeros(fd.m)), draw, (d, d), curvatures)
             step = solve_floored(H, g, floor)
@@ -111,7 +113,9 @@ class FedIRLS(Method):
         Hinv = solve_floored(H, np.eye(d), floor)
         spread = Wt @ Hinv @ Hinv @ Wt.T                      # a gradient noise of unit variance, in theta
         fit = be.finish((Wt @ theta)[None], ledgers, self.comm(s, fd.m, d))[0]
-        fit.info = {"noise_cov": var[-1] * spread, "last_step": (Wt @ step)[:, 0],
+        noise_cov = (Wt @ replayed_noise(H, theta[:, 0], var, curv_sd, w0, floor, s.radius) @ Wt.T
+                     if fd.private else var[-1] * spread)
+        fit.info = {"noise_cov": noise_cov, "last_step": (Wt @ step)[:, 0],
                     "last_step_cov": (var[-1] + var[-2 if len(var) > 1 else -1]) * spread,
                     "capped": capped, "capped_by_noise": by_noise, "rounds": t}
         return [fit]
@@ -307,6 +311,69 @@ def whitening(M: np.ndarray, noise_norm: float) -> np.ndarray:
     w, V = np.linalg.eigh(Ms)
     Ms = (V * np.maximum(w, EIGEN_FLOOR)) @ V.T
     return np.linalg.cholesky((Ms + Ms.T) / 2.0)
+
+
+#: Replays of the Newton rounds behind `replayed_noise` (each a full run of T rounds on the surrogate)
+REPLAYS = 400
+#: The public seed of those replays: post-processing of released values, so a known seed costs nothing
+REPLAY_SEED = 20261207
+#: Above this many coefficients the replays (R T eigendecompositions of d x d) give way to the last
+#: gradient's noise through the released curvature
+REPLAY_MAX_D = 120
+
+
+def replayed_noise(H: np.ndarray, theta: np.ndarray, grad_var: list, curv_sd: list, w0: float, floor: float,
+                   radius: float) -> np.ndarray:
+    """The estimate's noise covariance in the whitened coordinates, by replaying the Newton rounds on a
+    public surrogate: the quadratic with curvature ``H`` (the last released curvature, floored) whose
+    minimum is the released ``theta``, started at 0, with every round's noise drawn at its public sd
+    (the gradients' and the curvatures', `REPLAYS` times, seed `REPLAY_SEED`) and the same floors,
+    damping and radius as the fit. Returns the mean of ``(theta_T - theta)(theta_T - theta)'`` over the
+    replays: the last gradient's noise, what earlier rounds leave where the noisy curvature does not
+    contract them, and the steps along curvature directions the noise swamps (small clients, rare
+    binary features), which the last gradient's noise alone (``grad_var[-1] H^-2``) misses. Costs no
+    privacy: it reads released values and public sds only.
+
+    Parameters
+    ----------
+    H : ndarray of shape (d, d)
+        The last released curvature (whitened coordinates).
+    theta : ndarray of shape (d,)
+        The released estimate (whitened coordinates).
+    grad_var : list of float
+        Each round's gradient noise variance per coordinate, ``sum_i w_i^2 sd_i^2``.
+    curv_sd : list of float
+        Each round's curvature noise sd per entry (nan: the round reuses the previous curvature).
+    w0, floor, radius : float
+        The first round's public curvature, the eigenvalue floor and the step radius of the fit.
+
+    Returns
+    -------
+    ndarray of shape (d, d)
+    """
+    d = len(theta)
+    if d > REPLAY_MAX_D:
+        Hinv = solve_floored(H, np.eye(d), floor)
+        return grad_var[-1] * Hinv @ Hinv
+    rng = np.random.default_rng(REPLAY_SEED)
+    w, V = np.linalg.eigh((H + H.T) / 2.0)
+    A = (V * np.maximum(w, floor)) @ V.T
+    R = REPLAYS
+    x = np.zeros((R, d))
+    Hr = np.broadcast_to(w0 * np.eye(d), (R, d, d))
+    for gv, cs in zip(grad_var, curv_sd):
+        g = (x - theta) @ A + math.sqrt(gv) * rng.standard_normal((R, d))
+        if math.isfinite(cs):
+            Hr = A + cs * symmetric(rng.standard_normal((R, d, d)))
+        ev, U = np.linalg.eigh(Hr)
+        step = np.einsum("rij,rj->ri", U, np.einsum("rji,rj->ri", U, g) / np.maximum(ev, floor))
+        dec = np.sqrt(np.maximum(np.sum(g * step, axis=1), 0.0))
+        step /= np.where(dec > DAMP_FROM, 1.0 + dec, 1.0)[:, None]
+        norm = np.linalg.norm(step, axis=1)
+        step *= np.minimum(1.0, radius / np.maximum(norm, 1e-300))[:, None]
+        x = x - step
+    E = x - theta
+    return E.T @ E / R
 
 
 def solve_floored(H: np.ndarray, g: np.ndarray, floor: float) -> np.ndarray:
