@@ -128,6 +128,10 @@ def _greetings(grid: Grid, sites: dict, settings: dict, timeout: float, note) ->
     return [found[name] for name in sites], [greetings[found[name]] for name in sites], refused
 
 
+#: Flower's error code of a reply the SuperNode made for a silent task (``ErrorCode.CLIENT_APP_CRASHED``)
+CRASHED = 8
+
+
 #: Seconds between the coordinator's polls for replies (Flower's `send_and_receive` waits 3 s).
 POLL = 0.1
 
@@ -158,7 +162,9 @@ def _transport(grid: Grid, nodes: list, names: list, timeout: float):
                                           f"connected: its guard is stopped or stuck")
                 raise ConnectionError(f"{who} left the federation: its SuperNode is no longer connected")
             if r.has_error():
-                raise ConnectionError(f"{who} failed: Flower error {r.error.code}: {r.error.reason}")
+                lost = (" (its guard stopped while answering and was not back within its SuperNode's task "
+                        "heartbeat: restart it, then start a new run)" if r.error.code == CRASHED else "")
+                raise ConnectionError(f"{who} failed: Flower error {r.error.code}: {r.error.reason}{lost}")
             out.append(decode(r.content))
         return out
     return ask
