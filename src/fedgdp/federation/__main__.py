@@ -21,8 +21,6 @@ import subprocess
 import sys
 import time
 
-from .site import Site, read_site
-
 
 def check(data: str, settings_path: str) -> int:
     """Check a site's file against the public settings; print its size and guarantee.
@@ -32,6 +30,8 @@ def check(data: str, settings_path: str) -> int:
     data, settings_path : str
         The site's file and the settings' JSON file.
     """
+    from .site import Site, read_site  # here: the coordinator's command starts without the estimators
+
     try:
         with open(settings_path) as fh:
             settings = json.load(fh)

@@ -96,6 +96,10 @@ def answer(msg: Message, context: Context) -> Message:
 server = ServerApp()
 
 
+#: Seconds between the coordinator's polls for replies (Flower's `send_and_receive` waits 3 s).
+POLL = 0.1
+
+
 def _greetings(grid: Grid, sites: dict, settings: dict, timeout: float, note) -> tuple[list, list, dict]:
     """Greet every node that connects until each listed site has proved its key: the nodes in the list's order,
     their greetings, and the refused nodes (``{node: why}``); `SiteLostError` naming the missing sites."""
@@ -122,7 +126,7 @@ def _greetings(grid: Grid, sites: dict, settings: dict, timeout: float, note) ->
             why = "; ".join(f"node {node}: {w}" for node, w in refused.items()) or "none"
             raise SiteLostError(f"site(s) {', '.join(missing)} of the run's list did not prove their key within "
                                 f"{timeout:g} s (connected: {connected}; refused: {why})")
-        time.sleep(0.2)
+        time.sleep(POLL)
     for node, why in refused.items():
         note(f"unknown node {node}: refused ({why})")
     return [found[name] for name in sites], [greetings[found[name]] for name in sites], refused
@@ -130,10 +134,6 @@ def _greetings(grid: Grid, sites: dict, settings: dict, timeout: float, note) ->
 
 #: Flower's error code of a reply the SuperNode made for a silent task (``ErrorCode.CLIENT_APP_CRASHED``)
 CRASHED = 8
-
-
-#: Seconds between the coordinator's polls for replies (Flower's `send_and_receive` waits 3 s).
-POLL = 0.1
 
 
 def _exchange(grid: Grid, msgs: list, timeout: float) -> dict:
