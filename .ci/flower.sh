@@ -130,7 +130,7 @@ for point in input message header; do
   cp "$work/site-a.toml" "$work/site-a-kill.toml"
   echo "test_kill_at = \"$point@3\"" >>"$work/site-a-kill.toml"
   setsid bash -c "until [ -e '$work/kill-$point.ended' ]; do '$py' -m fedgdp.federation site '$work/site-a-kill.toml' \
-    >>'$work/guard-a.log' 2>&1; date +%s.%N >>'$work/kill-$point.died'; done" &
+    >>'$work/guard-a.log' 2>&1; date +%s.%N >>'$work/kill-$point.died'; done" 2>>"$work/guard-a.log" &
   guard[a]=$!
   disown "$!"
   run "kill-$point" fedavg || true
@@ -146,7 +146,8 @@ start_guard a
 kill -KILL -- "-$superlink" 2>/dev/null || true
 start_superlink
 
-# A second run on the same rows: every site has spent its lifetime mu on them.
+# A second run on the same rows (the restart check's): every site has spent its lifetime mu on them.
+check use "$work" restart
 # Its failure shows: the coordinator's command exits 1, and Flower lists the run as failed.
 code=0
 run second fedavg || code=$?
