@@ -6,8 +6,8 @@
 # fedgdp.federation site), which holds the site's file, lifetime ledger and key; a fourth, rogue
 # node registered too, claiming site a with its own key and 5,000 poisoned rows.
 # Each certified method runs on fresh rows and is compared with the in-process fit (test seed); then
-# a foreign app, a guard killed (SIGKILL) mid-run and restarted, the SuperLink killed and restarted,
-# and a second run on the same rows.
+# a foreign app, a guard killed (SIGKILL) mid-run and restarted, a guard killed at each point of its
+# taking of a message and restarted, the SuperLink killed and restarted, and a second run on the same rows.
 # Every process it starts is stopped on exit; the whole run is under a time limit (FLOWER_LIMIT
 # seconds, default 900).
 #   bash .ci/flower.sh            (FLOWER_VENV=DIR reuses an environment)
@@ -122,12 +122,32 @@ start_guard a
 wait "$runner" || true
 check restart "$work" || status=1
 
+# A guard killed (SIGKILL) at each point of its taking of a message (request 2), and restarted at once by
+# a loop: the run resumes, or fails naming the cause, within seconds (the guard's test-only test_kill_at).
+kill -TERM -- "-${guard[a]}" 2>/dev/null || true
+for point in input message header; do
+  check use "$work" "kill-$point"
+  cp "$work/site-a.toml" "$work/site-a-kill.toml"
+  echo "test_kill_at = \"$point@3\"" >>"$work/site-a-kill.toml"
+  setsid bash -c "until [ -e '$work/kill-$point.ended' ]; do '$py' -m fedgdp.federation site '$work/site-a-kill.toml' \
+    >>'$work/guard-a.log' 2>&1; date +%s.%N >>'$work/kill-$point.died'; done" 2>>"$work/guard-a.log" &
+  guard[a]=$!
+  disown "$!"
+  run "kill-$point" fedavg || true
+  date +%s.%N >"$work/kill-$point.ended"
+  kill -TERM -- "-${guard[a]}" 2>/dev/null || true
+  check killed "$work" "$point" "$(head -1 "$work/kill-$point.died" 2>/dev/null || echo 0)" \
+    "$(cat "$work/kill-$point.ended")" || status=1
+done
+start_guard a
+
 # The SuperLink killed (SIGKILL) and restarted from its database: the sites' SuperNodes, left
 # running, rejoin (every site answers the next run's greeting).
 kill -KILL -- "-$superlink" 2>/dev/null || true
 start_superlink
 
-# A second run on the same rows: every site has spent its lifetime mu on them.
+# A second run on the same rows (the restart check's): every site has spent its lifetime mu on them.
+check use "$work" restart
 # Its failure shows: the coordinator's command exits 1, and Flower lists the run as failed.
 code=0
 run second fedavg || code=$?

@@ -12,6 +12,7 @@ settings, the foreign app, and the checks of each run.
     python .ci/flower_check.py second DIR CODE      # second run on the same rows: refused (CODE: the command's
                                                     # exit status; Flower's status from DIR/status-second.json)
     python .ci/flower_check.py rejoined DIR         # superlink restart: the sites rejoined
+    python .ci/flower_check.py killed DIR POINT DIED ENDED  # guard killed taking a message: no lockout
 """
 import json
 import os
@@ -30,7 +31,12 @@ SEED = 20261206           # the test seed: the sites' guarantee is void, and the
 STEPS = {"fedsgd": {"K": 8, "eta": 0.5}, "fedavg": {"R": 3, "K": 4, "eta": 0.5},
          "fedhybrid": {"K1": 4, "K2": 4, "eta1": 0.5, "eta2": 0.5}, "fednewton_certified": {"K": 4, "eta": 0.5}}
 #: one fresh set of rows per check, so that the checks do not spend one another's budget
-SETS = [f"eq-{m}" for m in STEPS] + ["restart"]
+SETS = [f"eq-{m}" for m in STEPS] + ["restart"] + [f"kill-{p}" for p in ("input", "message", "header")]
+#: each point of a guard's taking of a message where the kill check kills it: the outcome and the most seconds
+#: from its kill to the coordinator's command's end (the guard's own restart, about 4 s, among them)
+KILLS = {"input": ("failed", "was restarted after it started this message's task", 20),
+         "message": ("completed", "", 20),
+         "header": ("failed", "within its SuperNode's task heartbeat", 40)}
 CONNECTION = """[superlink]
 default = "loopback"
 
@@ -220,6 +226,23 @@ def restart(out: Path) -> int:
     return 0 if ok else 1
 
 
+def killed(out: Path, point: str, died: str, ended: str) -> int:
+    """A guard killed (SIGKILL) at ``point`` of its third message (request 2) and restarted: the run resumed or
+    failed naming the cause, soon enough (`KILLS`), and site a's ledger of those rows is within mu = 1."""
+    outcome, cause, most = KILLS[point]
+    res = json.loads((out / f"kill-{point}.json").read_text())
+    lines = _ledger(out, "a")
+    last = [e for e in lines if e["rows"] == lines[-1]["rows"]] if lines else []
+    spent = max((e["mu_run"] for e in last), default=0.0)
+    took = float(ended) - float(died)
+    got = "failed" if "error" in res else "completed"
+    ok = got == outcome and cause in res.get("error", "") and took <= most and spent <= 1.0 + 1e-12
+    print(f"  killed at {point!r} of request 2: the run {got} {took:.1f} s after the kill (at most {most} s)"
+          + (f": {res['error'][:200]}" if "error" in res else "") + f"; site a's ledger mu = {spent:.6g} of 1")
+    print(f"guard killed taking a message ({point}): {'no lockout, no overspend' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
 def _flower_status(path: Path) -> str:
     """The run's status in `flwr ls --format json` (saved to ``path``), or why it is not known."""
     try:
@@ -257,6 +280,7 @@ def rejoined(out: Path) -> int:
 if __name__ == "__main__":
     cmd, where = sys.argv[1], Path(sys.argv[2])
     checks = {"compare": compare, "unknown": unknown, "refusal": refusal, "foreign": foreign, "restart": restart,
+              "killed": killed,
               "second": second, "rejoined": rejoined}
     if cmd == "prepare":
         prepare(where, int(sys.argv[3]), Path(__file__).resolve().parent.parent)

@@ -9,7 +9,8 @@
 # each layout starts a fresh SuperLink, SuperNodes and guards, and its sites fresh ledgers. The method is
 # fedavg with ROUNDS rounds (one request per round), with test seeds.
 #   bash scripts/bench_federation.sh OUT_DIR        (ROUNDS=10 REPEATS=2; PYTHON: one with fedgdp[flower];
-#                                                    LOGS=DIR keeps every process's log; DATABASE=1 starts
+#                                                    LOGS=DIR keeps every process's log; LAYOUTS: the
+#                                                    layouts run, in order (default "flower fedgdp"); DATABASE=1 starts
 #                                                    the SuperLink with --database, as docs/federation.md does)
 # Writes OUT_DIR/bench.csv (one row per run) and OUT_DIR/bench.md (the table and the machine's load).
 # start-up = the coordinator's command's wall time less its rounds (flwr run, the ServerApp's start, the
@@ -129,8 +130,7 @@ PY
   tail -1 "$out/bench.csv"
 }
 for rep in $(seq "$repeats"); do
-  one flower "$rep"
-  one fedgdp "$rep"
+  for layout in ${LAYOUTS:-flower fedgdp}; do one "$layout" "$rep"; done
 done
 DATABASE="${DATABASE:-}" "$py" - "$out" "$(git -C "$root" rev-parse --short HEAD)" <<'PY'
 import os

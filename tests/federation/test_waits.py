@@ -79,3 +79,44 @@ def test_the_guards_waits_are_checked_with_the_key_named(tmp_path, line):
         read_config(str(tmp_path / "site.toml"))
     (tmp_path / "site.toml").write_text(conf.replace(line, f"{key} = 0.05"))
     assert getattr(read_config(str(tmp_path / "site.toml")), key) == 0.05
+
+
+def test_the_task_heartbeat_is_counted_in_task_heartbeat_seconds_on_both_sides(monkeypatch):
+    """A guard gone silent mid-message fails its message after 2 x TASK_HEARTBEAT s (Flower: 60 s), and the guard
+    beats often enough not to be taken for gone: at most 0.9 x (TASK_HEARTBEAT - 2) s apart, under half the lapse."""
+    pytest.importorskip("flwr", reason="the extra flower is not installed (pip install -e '.[flower]')")
+    import flwr.supercore.corestate.in_memory_corestate as tasks
+    import flwr.supercore.heartbeat as beats
+    from flwr.common.constant import HEARTBEAT_BASE_MULTIPLIER, HEARTBEAT_PATIENCE, HEARTBEAT_RANDOM_RANGE
+
+    from fedgdp.federation.waits import TASK_HEARTBEAT, quick_task_heartbeat
+
+    for module, name in ((tasks, "HEARTBEAT_DEFAULT_INTERVAL"), (beats, "HEARTBEAT_DEFAULT_INTERVAL"),
+                         (beats, "HEARTBEAT_CALL_TIMEOUT")):
+        monkeypatch.setattr(module, name, getattr(module, name))       # put back after the test
+    assert tasks.HEARTBEAT_DEFAULT_INTERVAL == 30 and beats.HEARTBEAT_CALL_TIMEOUT == 5    # Flower's own
+    quick_task_heartbeat("supernode")
+    quick_task_heartbeat("task")
+    quick_task_heartbeat("task")                        # again: the same values
+    assert tasks.HEARTBEAT_DEFAULT_INTERVAL == beats.HEARTBEAT_DEFAULT_INTERVAL == TASK_HEARTBEAT
+    lapse = HEARTBEAT_PATIENCE * TASK_HEARTBEAT
+    longest = (TASK_HEARTBEAT - beats.HEARTBEAT_CALL_TIMEOUT) * (HEARTBEAT_BASE_MULTIPLIER + HEARTBEAT_RANDOM_RANGE[1])
+    assert lapse == 20 and longest < lapse / 2
+    with pytest.raises(ValueError, match="side must be"):
+        quick_task_heartbeat("superlink")
+    monkeypatch.setattr(tasks, "HEARTBEAT_DEFAULT_INTERVAL", 45)     # another Flower: refused, not guessed
+    with pytest.raises(RuntimeError, match="is not Flower"):
+        quick_task_heartbeat("supernode")
+
+
+@pytest.mark.parametrize("value", ["'input'", "'nowhere@3'", "'message@x'", "3"])
+def test_the_guards_test_kill_point_is_checked(tmp_path, value):
+    from fedgdp.federation.guard import read_config
+
+    conf = ('name = "a"\ndata = "a.csv"\nsettings = "s.json"\nledger = "l"\nlifetime_mu = 1.0\n'
+            f'apps = ["{"0" * 64}"]\ntest_kill_at = {value}\n')
+    (tmp_path / "site.toml").write_text(conf)
+    with pytest.raises(ValueError, match="test_kill_at must be POINT@N"):
+        read_config(str(tmp_path / "site.toml"))
+    (tmp_path / "site.toml").write_text(conf.replace(value, "'message@3'"))
+    assert read_config(str(tmp_path / "site.toml")).test_kill_at == "message@3"

@@ -21,8 +21,6 @@ import subprocess
 import sys
 import time
 
-from .site import Site, read_site
-
 
 def check(data: str, settings_path: str) -> int:
     """Check a site's file against the public settings; print its size and guarantee.
@@ -32,6 +30,8 @@ def check(data: str, settings_path: str) -> int:
     data, settings_path : str
         The site's file and the settings' JSON file.
     """
+    from .site import Site, read_site  # here: the coordinator's command starts without the estimators
+
     try:
         with open(settings_path) as fh:
             settings = json.load(fh)
@@ -96,7 +96,8 @@ def run(args) -> int:
         print(f"flwr run failed (exit {started.returncode}): {(started.stderr or started.stdout).strip()}",
               file=sys.stderr)
         return 1
-    # the first `flwr ls` (a CLI process of its own, about 1 CPU-s) 10 s in: not beside the ServerApp's start
+    # `flwr ls` (a CLI process of its own, about 1.4 CPU-s) only after 10 s with no progress line: never beside
+    # the ServerApp's start, nor beside the rounds of a run that goes on (on 2 cores it slowed them)
     run_id, shown, until, checked = found.group(1), 0, time.monotonic() + args.wait, time.monotonic()
     print(f"run {run_id} started")
     while not os.path.exists(out):
@@ -105,6 +106,8 @@ def run(args) -> int:
                 lines = fh.read().splitlines()
             for line in lines[shown:]:
                 print(line, flush=True)
+            if len(lines) > shown:
+                checked = time.monotonic()
             shown = len(lines)
         if time.monotonic() > until:
             status = _status(run_id, args.federation) or "unknown: the SuperLink does not answer"

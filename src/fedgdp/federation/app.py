@@ -96,6 +96,10 @@ def answer(msg: Message, context: Context) -> Message:
 server = ServerApp()
 
 
+#: Seconds between the coordinator's polls for replies (Flower's `send_and_receive` waits 3 s).
+POLL = 0.1
+
+
 def _greetings(grid: Grid, sites: dict, settings: dict, timeout: float, note) -> tuple[list, list, dict]:
     """Greet every node that connects until each listed site has proved its key: the nodes in the list's order,
     their greetings, and the refused nodes (``{node: why}``); `SiteLostError` naming the missing sites."""
@@ -122,14 +126,14 @@ def _greetings(grid: Grid, sites: dict, settings: dict, timeout: float, note) ->
             why = "; ".join(f"node {node}: {w}" for node, w in refused.items()) or "none"
             raise SiteLostError(f"site(s) {', '.join(missing)} of the run's list did not prove their key within "
                                 f"{timeout:g} s (connected: {connected}; refused: {why})")
-        time.sleep(0.2)
+        time.sleep(POLL)
     for node, why in refused.items():
         note(f"unknown node {node}: refused ({why})")
     return [found[name] for name in sites], [greetings[found[name]] for name in sites], refused
 
 
-#: Seconds between the coordinator's polls for replies (Flower's `send_and_receive` waits 3 s).
-POLL = 0.1
+#: Flower's error code of a reply the SuperNode made for a silent task (``ErrorCode.CLIENT_APP_CRASHED``)
+CRASHED = 8
 
 
 def _exchange(grid: Grid, msgs: list, timeout: float) -> dict:
@@ -158,7 +162,9 @@ def _transport(grid: Grid, nodes: list, names: list, timeout: float):
                                           f"connected: its guard is stopped or stuck")
                 raise ConnectionError(f"{who} left the federation: its SuperNode is no longer connected")
             if r.has_error():
-                raise ConnectionError(f"{who} failed: Flower error {r.error.code}: {r.error.reason}")
+                lost = (" (its guard stopped while answering and was not back within its SuperNode's task "
+                        "heartbeat: restart it, then start a new run)" if r.error.code == CRASHED else "")
+                raise ConnectionError(f"{who} failed: Flower error {r.error.code}: {r.error.reason}{lost}")
             out.append(decode(r.content))
         return out
     return ask

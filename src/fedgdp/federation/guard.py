@@ -28,9 +28,12 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import signal
 import time
 import tomllib
 from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -38,12 +41,13 @@ from ..api.budget import record_keys
 from .ledger import SiteLedger
 from .site import LOG, Site, read_site
 
-__all__ = ["Guard", "SiteConfig", "read_config", "serve"]
+__all__ = ["Guard", "SiteConfig", "Unanswerable", "read_config", "serve", "take"]
 
 
 @dataclass
 class SiteConfig:
-    """A site's configuration (module docstring); ``test_seed``, ``test_index``, ``test_sites`` in tests only."""
+    """A site's configuration (module docstring); ``test_seed``, ``test_index``, ``test_sites``, ``test_kill_at``
+    (`KILL_POINTS`: the guard kills itself there once) in tests only."""
 
     name: str
     data: str
@@ -59,6 +63,7 @@ class SiteConfig:
     test_seed: int | None = None
     test_index: int | None = None
     test_sites: int | None = None
+    test_kill_at: str | None = None
 
 
 def read_config(path: str) -> SiteConfig:
@@ -90,6 +95,11 @@ def read_config(path: str) -> SiteConfig:
         v = raw.get(k, 1.0)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 10:
             raise ValueError(f"site configuration {path}: {k} must be a number of seconds in (0, 10], got {k}={v!r}")
+    kill = raw.get("test_kill_at")
+    if kill is not None and not (isinstance(kill, str) and kill.partition("@")[0] in KILL_POINTS
+                                 and kill.partition("@")[2].isdigit()):
+        raise ValueError(f"site configuration {path}: test_kill_at must be POINT@N (POINT one of "
+                         f"{', '.join(KILL_POINTS)}; N the message's number), got test_kill_at={kill!r}")
     return SiteConfig(**raw)
 
 
@@ -181,23 +191,59 @@ def _save(path: str, record) -> None:
     os.replace(tmp, path)
 
 
-def pull_task_input(client, backoff: float):    # pragma: no cover - run by .ci/flower.sh
-    """Flower's ``pull_task_input`` (``flwr.supernode.runtime.run_clientapp``, 1.42.0) with a shorter backoff.
+class Unanswerable(RuntimeError):
+    """A message in flight that a restarted guard cannot take again: the reason, sent back as the reply's error."""
 
-    The SuperNode hands out a task before it has pulled the message's objects from the
-    SuperLink; Flower's own ClientApp then waits 1 s (``PULL_INITIAL_BACKOFF``) before it asks
-    again for an object not yet there. The guard asks again after ``backoff`` seconds
-    (doubling, at most 10 times that). Returns ``(message, context, run, fab)`` as Flower's does.
+
+#: The test-only points where a guard kills itself (SIGKILL), each just after Flower's call and before its note.
+KILL_POINTS = ("input", "header", "message", "answered")
+
+
+def _kill_at(config: SiteConfig, point: str, record: dict) -> None:
+    """Kill the guard (SIGKILL) at ``point`` of its ``n``-th message when the test-only ``test_kill_at`` is
+    ``"point@n"`` (once: a flag file in the ledger's directory)."""
+    if config.test_kill_at == f"{point}@{record.get('n')}":
+        flag = os.path.join(config.ledger, f"killed-at-{config.test_kill_at}")
+        if not os.path.exists(flag):             # once: the restarted guard goes on
+            open(flag, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def take(client, record: dict, save, backoff: float, config: SiteConfig):    # pragma: no cover - .ci/flower.sh
+    """The task's message, taken from the SuperNode's Runtime API in steps, each noted on disk as it comes.
+
+    Flower's own ClientApp (``flwr.supernode.runtime.run_clientapp.pull_task_input``, 1.42.0)
+    takes a message in one go: the task's input (which starts the task, once), the message's
+    header (handed out once), its parts, then a confirmation (which deletes the parts at
+    the SuperNode). A guard killed inside that left no one able to take the message again,
+    and the SuperNode waited out Flower's task heartbeat (60 s) before it failed it. Here
+    each step is noted in ``record`` (``save``: fsynced) before the next, and the parts
+    are confirmed only once the message is on disk, so a restarted guard goes on from its
+    last note: it answers the message when it has the run's app hash and the message's
+    header, and otherwise raises `Unanswerable` with the reason (the caller replies with
+    that error at once: the coordinator's run fails naming it). Only a guard killed in
+    the milliseconds between the header's arrival and its note leaves the SuperNode to
+    Flower's heartbeat. The parts are pulled after ``backoff`` seconds when not yet there
+    (Flower's first wait is 1 s), doubling, at most 10 times that.
 
     Parameters
     ----------
     client : flwr.supercore.runtime.RuntimeHttpClient
         The task's client of the SuperNode's Runtime API.
+    record : dict
+        The message in flight (``token``; filled here: ``context``, ``run``, ``app``, ``ids``,
+        ``header``, ``msg``).
+    save : callable
+        Writes ``record`` to disk (fsynced).
     backoff : float
-        The first wait, in seconds, for an object not yet at the SuperNode.
+        The first wait, in seconds, for a part not yet at the SuperNode.
+    config : SiteConfig
+        The site's configuration (its test-only kill point).
     """
     from flwr.app import Message
-    from flwr.common.serde import context_from_proto, fab_from_proto, run_from_proto
+    from flwr.common.serde import context_from_proto, fab_from_proto, message_from_proto
+    from flwr.proto.message_pb2 import Message as ProtoMessage
+    from flwr.proto.message_pb2 import ObjectTree
     from flwr.proto.node_pb2 import Node
     from flwr.proto.runtime_pb2 import PullAppMessagesRequest, PullTaskInputRequest
     from flwr.supercore.inflatable.inflatable_protobuf_utils import (
@@ -205,29 +251,62 @@ def pull_task_input(client, backoff: float):    # pragma: no cover - run by .ci/
         make_pull_object_fn_protobuf,
     )
     from flwr.supercore.inflatable.inflatable_utils import pull_and_inflate_object_from_tree
-    from flwr.supercore.task_identity import TaskIdentity
 
-    res = client.PullTaskInput(PullTaskInputRequest())
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = res.task_id, res.run.run_id, res.context.node_id
-    context, run, fab = context_from_proto(res.context), run_from_proto(res.run), fab_from_proto(res.fab)
-    pulled = client.PullMessages(PullAppMessagesRequest())
-    if not pulled.messages_list:
-        raise RuntimeError("No messages received from Runtime API")
-    node, tree = Node(node_id=context.node_id), pulled.message_object_trees[0]
-    message = pull_and_inflate_object_from_tree(
-        tree, make_pull_object_fn_protobuf(client.PullObject, node, context.run_id),
-        make_confirm_message_received_fn_protobuf(client.ConfirmMessageReceived, node, context.run_id),
-        return_type=Message, initial_backoff=backoff, backoff_cap=10 * backoff)
-    message.metadata.__dict__["_message_id"] = tree.object_id
-    return message, context, run, fab
+    lost = None
+    if "ids" not in record:
+        try:
+            res = client.PullTaskInput(PullTaskInputRequest())
+        except Exception as exc:        # started before a kill: Flower starts a task once
+            lost = (f"the site's guard was restarted after it started this message's task and before it noted the "
+                    f"run's app ({type(exc).__name__}); it cannot check the app, so it answers nothing")
+        else:
+            _kill_at(config, "input", record)
+            record.update(context=context_from_proto(res.context), run=str(res.run.run_id),
+                          app=fab_from_proto(res.fab).hash_str, ids=(res.task_id, res.run.run_id, res.context.node_id))
+            save()
+    if "header" not in record:
+        pulled = client.PullMessages(PullAppMessagesRequest())
+        if not pulled.messages_list:
+            raise RuntimeError("the SuperNode handed this task's message out before the guard stopped, and holds "
+                               "no copy; it fails the message itself when the task's heartbeat lapses (20 s with "
+                               "python -m fedgdp.federation supernode, 60 s with flower-supernode)")
+        _kill_at(config, "header", record)
+        record["header"] = (pulled.messages_list[0].SerializeToString(),
+                            pulled.message_object_trees[0].SerializeToString())
+        save()
+    proto, tree = ProtoMessage.FromString(record["header"][0]), ObjectTree.FromString(record["header"][1])
+    header = message_from_proto(proto)
+    if lost:
+        raise Unanswerable(lost, header)
+    if "msg" not in record:
+        node, run_id = Node(node_id=record["ids"][2]), record["ids"][1]
+        try:
+            message = pull_and_inflate_object_from_tree(
+                tree, make_pull_object_fn_protobuf(client.PullObject, node, run_id), lambda _: None,
+                return_type=Message, initial_backoff=backoff, backoff_cap=10 * backoff)
+        except Exception as exc:
+            raise Unanswerable(f"the site's guard could not pull this message's parts from its SuperNode "
+                               f"({type(exc).__name__}: {exc}); nothing was read or released", header) from None
+        message.metadata.__dict__["_message_id"] = tree.object_id
+        _kill_at(config, "message", record)
+        record["msg"] = message
+        save()
+    if "ids" in record:                 # the parts deleted at the SuperNode once the message is on disk
+        node, run_id = Node(node_id=record["ids"][2]), record["ids"][1]
+        try:
+            make_confirm_message_received_fn_protobuf(client.ConfirmMessageReceived, node, run_id)(tree.object_id)
+        except Exception:               # confirmed before a kill
+            pass
+    return record["msg"]
 
 
 def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no cover - run by .ci/flower.sh
     """Take every message of the SuperNode at ``config.runtime`` and answer it with `Guard.answer` (needs flwr).
 
     The message in flight is kept on disk (``inflight.pickle`` in the ledger's directory)
-    with its task's token, and with the reply message once it is made (after its ledger
-    line): a guard killed before its reply left finishes that message when it restarts,
+    with its task's token, the steps of its taking (`take`), and the reply message once it
+    is made (after its ledger line): a guard killed before its reply left finishes that
+    message when it restarts, or replies at once with an error naming why it cannot,
     pushing the same reply message when it was made (no second release; a push cut short
     is completed) and otherwise answering it from the ledger's place, so the SuperNode is
     not left waiting for a task that no one holds. A reply noted as pushed
@@ -243,8 +322,8 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
     once : bool
         Return after one message (tests).
     """
-    from flwr.app import Message
-    from flwr.common.constant import SubStatus
+    from flwr.app import Error, Message
+    from flwr.common.constant import ErrorCode, SubStatus
     from flwr.proto.runtime_pb2 import AcquireTaskRequest
     from flwr.supercore.constant import TaskType
     from flwr.supercore.heartbeat import HeartbeatSender, make_task_heartbeat_fn_http
@@ -255,7 +334,9 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
     from flwr.supernode.runtime.run_clientapp import push_message, push_task_output
 
     from .app import decode, encode
+    from .waits import quick_task_heartbeat
 
+    quick_task_heartbeat("task")
     guard = Guard(config)
     inflight = os.path.join(config.ledger, "inflight.pickle")
     pushed = os.path.join(config.ledger, "inflight.pushed")       # the token of a reply pushed
@@ -276,13 +357,17 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
         beat = HeartbeatSender(make_task_heartbeat_fn_http(task))
         beat.start()
         try:
-            if "msg" not in record:
-                msg, context, run, fab = pull_task_input(task, config.backoff)
-                record.update(msg=msg, context=context, run=str(run.run_id), app=fab.hash_str,
-                              ids=(TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id))
-                _save(inflight, record)
+            try:
+                msg = take(task, record, lambda: _save(inflight, record), config.backoff, config)
+            except Unanswerable as exc:         # the coordinator's run fails at once, naming the cause
+                reason, header = exc.args
+                LOG.warning(f"site {config.name}: {reason}")
+                error = Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=f"site {config.name}: {reason}")
+                where: Any = SimpleNamespace(node_id=header.metadata.dst_node_id, run_id=header.metadata.run_id)
+                push_message(task, Message(error, reply_to=header), where)    # all push_message reads of a context
+                push_task_output(task, None, SubStatus.FAILED, reason)
+                return
             TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = record["ids"]
-            msg = record["msg"]
             if "reply" not in record:
                 try:
                     request = decode(msg.content)
@@ -290,6 +375,7 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
                     request = None
                 reply = Message(encode(guard.answer(record["run"], record["app"], msg.metadata.message_type,
                                                     request)), reply_to=msg)
+                _kill_at(config, "answered", record)
                 record["reply"] = reply         # the same message (its id, its objects) if pushed again
                 _save(inflight, record)         # after the ledger's line, before the reply leaves
             if not _pushed(pushed, record["token"]):   # a reply pushed twice is sent again for the next message
@@ -313,13 +399,15 @@ def serve(config: SiteConfig, *, once: bool = False) -> None:    # pragma: no co
             LOG.warning(f"site {config.name}: could not finish it ({type(exc).__name__}: {exc})")
     tasks = client("SuperExec")
     LOG.warning(f"site {config.name}: guard serving the SuperNode at {config.runtime}")
+    count = 0
     while True:
         got = tasks.AcquireTask(AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP]))
         if not (got.HasField("task") and got.token):
             time.sleep(config.poll)
             continue
         taken = time.perf_counter()
-        record = {"token": got.token}
+        count += 1
+        record = {"token": got.token, "n": count}
         _save(inflight, record)
         finish(record)
         LOG.info(f"site {config.name}: a message of run {record.get('run')} answered in "
