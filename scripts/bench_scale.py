@@ -17,7 +17,7 @@ The tools:
 The pooled tools ignore the clients, so they run once per N. Every run is repeated (``--repeat``, default 2)
 and both readings are written. Usage::
 
-    python scripts/bench_scale.py docs/results/scale-2026-12-07            # the grid below
+    python scripts/bench_scale.py docs/results/scale-2026-12-07b           # the grid below
     python scripts/bench_scale.py OUT --grid quick                          # N = 10^5 only (a smoke run)
     PYTHONPATH=/path/to/other/checkout/src python scripts/bench_scale.py OUT    # another version of fedgdp
 

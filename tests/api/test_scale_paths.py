@@ -3,10 +3,11 @@ rounds over all clients at once (`fedgdp.core.segments`), the inference release,
 by one sort, its label codes by `np.searchsorted` and its column moments in blocks.
 
 Same seeds, same draw order: the noise is the same numbers. Tolerance 1e-10 (relative to the largest entry):
-the per-client products are the same BLAS calls on the same rows, but the whitened design is now one product
-``X W`` instead of one per client, and the inference curvature of one output is one weighted product instead
-of an einsum, which sum in another order (rounding, about 1e-16 relative, carried through at most a few
-Newton solves of well-conditioned (d, d) systems)."""
+the whitened design is no longer materialised (each client's release is computed on the unwhitened rows and
+mapped by the whitening ``Wt``, `fedgdp.methods.fedirls.client_gradients`; the row norms it clips against exceed
+the computed whitened rows' by about 1e-14 relative, `whitened_norms`), and the inference curvature of one output
+is one weighted product instead of an einsum: the same quantities summed in another order (rounding, about 1e-16
+relative, carried through at most a few Newton solves of well-conditioned (d, d) systems)."""
 from __future__ import annotations
 
 import math
@@ -165,9 +166,9 @@ def _fit(family, X, y, clients, mu, **kw):
         return est.fit(X, y, clients)
 
 
-def _close(a, b):
+def _close(a, b, scale=None):
     a, b = np.asarray(a, float), np.asarray(b, float)
-    scale = max(float(np.max(np.abs(b))), 1e-300)
+    scale = max(float(np.max(np.abs(b))) if scale is None else scale, 1e-300)
     np.testing.assert_allclose(a, b, rtol=0, atol=RTOL * scale)
 
 
@@ -192,7 +193,9 @@ def test_one_pass_fedirls_matches_the_replaced_code(monkeypatch, family, sizes, 
     _close(new.theta_, old.theta_)
     for key, value in old.fit_info_.items():          # the last step, its z-scores, the rounds, ...
         if isinstance(value, (float, np.ndarray)) and np.all(np.isfinite(value)):
-            _close(new.fit_info_[key], value)
+            # a step (``change``) against the estimate's scale: at mu = inf Newton runs to a step of rounding
+            # size (about 1e-16), which the two codes' roundings set
+            _close(new.fit_info_[key], value, float(np.max(np.abs(old.theta_))) if key == "change" else None)
         else:
             assert str(new.fit_info_[key]) == str(value), key
     if old.noise_cov_ is not None:
@@ -299,3 +302,60 @@ def test_by_blocks_gives_the_same_values():
     """A row-wise function block by block: the very values of the whole call (each row's value from its row)."""
     X = np.random.default_rng(4).standard_normal((1003, 7)) * np.exp(np.linspace(-400, 400, 1003))[:, None]
     np.testing.assert_array_equal(segments.by_blocks(privacy.row_norms, X, rows=100), privacy.row_norms(X))
+
+
+# ------------------------------------------------- whitening on the fly against the materialised whitened design
+def _whitened_case(seed=5, n=700, d=6):
+    from fedgdp.core.glm import matrix_model
+    from fedgdp.realdata import FoldData
+
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([np.ones(n), rng.standard_normal((n, d - 1)) * np.linspace(0.5, 3.0, d - 1)])
+    X[:5] *= 40.0                                              # rows the clips scale
+    model = matrix_model("binary")
+    Y = model.targets(rng.integers(0, 2, n))
+    M = X.T @ X / n + 0.3 * np.eye(d)
+    Wt = np.linalg.inv(np.linalg.cholesky(M)).T
+    fd = FoldData(model, [X], [Y], mu=1.0, B=1.5, clip={"rule": "fixed", "value": 1.5})
+    return model, fd, X, Y, Wt, rng.standard_normal((d, 1)) * 0.5, np.array([100, 350, n])
+
+
+def test_whitened_norms_bound_the_exact_whitened_rows():
+    """The bound is above each row's exact whitened norm (exact rationals on a few rows) and within 1e-13 of
+    the computed whitened row's norm."""
+    from fractions import Fraction
+
+    _, _, X, _, Wt, _, _ = _whitened_case()
+    bound = fedirls.whitened_norms(X, Wt)
+    computed = privacy.row_norms(X @ Wt)
+    np.testing.assert_allclose(bound, computed, rtol=1e-13)
+    assert np.all(bound >= computed)
+    for j in (0, 3, 10, 500):
+        exact = [sum(Fraction(float(X[j, i])) * Fraction(float(Wt[i, c])) for i in range(X.shape[1]))
+                 for c in range(Wt.shape[1])]
+        assert Fraction(float(bound[j])) ** 2 >= sum(v * v for v in exact)
+
+
+def test_on_the_fly_releases_match_the_materialised_whitened_design():
+    """`client_gradients` and `client_curvatures` against the code they replace: the whitened rows made
+    (``X Wt``) and the clipped releases computed on them (1e-12: the same quantities in another rounding)."""
+    model, fd, X, Y, Wt, theta, ends = _whitened_case()
+    Xw = X @ Wt
+    xw_norm = privacy.row_norms(Xw)
+    Hc = hessian_bound(model, X.shape[1])
+    xnorm = fedirls.whitened_norms(X, Wt)
+    old_g = segments.cross_means(Xw, fd.clipped_residuals(theta, Xw, Y, xw_norm), ends)
+    new_g = fedirls.client_gradients(fd, theta, Wt, X, Y, xnorm, ends)
+    aX, c = fedirls.curvature_rows(model, theta, Xw, Hc, Y, fd.bound, xw_norm)
+    old_h = segments.grams(aX, ends, c[:, 0])
+    new_h = fedirls.client_curvatures(model, theta, Wt, X, Hc, Y, fd.bound, xnorm, ends)
+    for new, old in ((new_g, old_g), (new_h, old_h)):
+        np.testing.assert_allclose(new, old, rtol=0, atol=1e-12 * float(np.max(np.abs(old))))
+    clipped = fd.clipped_residuals(theta, Xw, Y, xw_norm)
+    assert np.any(np.abs(clipped) < np.abs(model.residuals(theta, Xw, Y)) * 0.9)   # the clip is exercised
+
+
+def test_congruent_is_wt_a_wt_per_matrix():
+    rng = np.random.default_rng(6)
+    A, Wt = rng.standard_normal((7, 4, 4)), rng.standard_normal((4, 4))
+    np.testing.assert_allclose(fedirls.congruent(A, Wt), np.einsum("ai,nab,bj->nij", Wt, A, Wt), rtol=1e-13)

@@ -864,13 +864,17 @@ class FederatedGLM(ClientsRouting):
         return np.hstack([np.ones((X.shape[0], 1)), X]) if self.fit_intercept else X
 
     def _design_rows(self, X: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """``self._design(X)[rows]``, made in one copy, gathered a block of rows at a time."""
+        """``self._design(X)[rows]``, made in one copy, gathered a block of rows at a time through one reused
+        buffer (``np.take``; ``mode="clip"`` skips the bounds check of ``rows``, a permutation of X's rows)."""
         start = int(bool(self.fit_intercept))
         D = np.empty((len(rows), X.shape[1] + start))
         if start:
             D[:, 0] = 1.0
+        buf = np.empty((min(ROW_BLOCK, len(rows)), X.shape[1]), dtype=X.dtype)
         for lo in range(0, len(rows), ROW_BLOCK):
-            D[lo:lo + ROW_BLOCK, start:] = X[rows[lo:lo + ROW_BLOCK]]
+            r = rows[lo:lo + ROW_BLOCK]
+            np.take(X, r, axis=0, out=buf[:len(r)], mode="clip")
+            D[lo:lo + len(r), start:] = buf[:len(r)]
         return D
 
     def linear_predictor(self, X) -> np.ndarray:

@@ -249,12 +249,18 @@ def _real_release(meth, kind: str, fd, s, Theta: np.ndarray, drift) -> np.ndarra
     from ..methods import fedirls as irls
     from ..realdata import local_descent
 
-    if kind == "gradient" or kind.startswith(f"{privacy.GRADIENT} (round"):   # FedIRLS's: on any public whitening
+    if kind == "gradient":
         return fd.gradient(0, Theta)
     if kind == privacy.SECOND_MOMENTS:
         return irls.client_second_moments(np.asarray(fd.X[0]), irls.moment_bound(fd.d))
+    X, Y = np.asarray(fd.X[0], float), np.asarray(fd.Y[0], float)
+    Wt = _public_whitening(fd.d)       # FedIRLS's rounds on a public whitening, whitened on the fly as in its fit
+    if kind.startswith(f"{privacy.GRADIENT} (round"):
+        return irls.client_gradients(fd, Theta, Wt, X, Y, irls.whitened_norms(X, Wt), [len(X)])[0]
     if kind.startswith(f"{privacy.CURVATURE} (round"):
-        return irls.client_curvature(fd.model, Theta, np.asarray(fd.X[0]), irls.hessian_bound(fd.model, fd.d))
+        # B = inf: every row kept (the fit leaves out the rows whose gradient is clipped, which only removes terms)
+        return irls.client_curvatures(fd.model, Theta, Wt, X, irls.hessian_bound(fd.model, fd.d), Y, math.inf,
+                                      irls.whitened_norms(X, Wt), [len(X)])[0]
     if kind == privacy.LOCAL_STEP:
         return local_descent(fd, 0, Theta, K=1, eta=meth.local_step_size(s), sigma=0.0, rng=None,
                              drift=drift if meth.tags.drifts else None)
@@ -267,6 +273,12 @@ def _real_release(meth, kind: str, fd, s, Theta: np.ndarray, drift) -> np.ndarra
         except ValueError:          # a release refused from its public inputs (docs/methods.md §2) releases nothing
             return np.zeros_like(Theta)
     raise ValueError(f"no audit for release {kind!r}")
+
+
+def _public_whitening(d: int) -> np.ndarray:
+    """A fixed whitening ``Wt`` (d, d) for FedIRLS's rounds: ``L^-T`` of the moments ``I + 11'/2`` (correlated
+    features), public as the broadcast one is; the sensitivities hold for every whitening."""
+    return np.linalg.inv(np.linalg.cholesky(np.eye(d) + 0.5 * np.ones((d, d)))).T
 
 
 def audit_real(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) -> list[AuditRow]:

@@ -522,7 +522,7 @@ class GLM:
             H[:, :, :, c] = np.einsum("na,nc,nb->acb", X, W, X) / X.shape[0]
         return H.reshape(d * k, d * k)
 
-    def clipped_hessian_rows(self, theta, X, bound: float) -> tuple[np.ndarray, np.ndarray]:
+    def clipped_hessian_rows(self, theta, X, bound: float, norms=None) -> tuple[np.ndarray, np.ndarray]:
         """The reference per-sample Hessian clip (certified FedNewton, docs/methods.md §2):
         the rows and fitted means of the clipped Hessian, in finite arithmetic.
 
@@ -540,6 +540,9 @@ class GLM:
             The rows.
         bound : float
             ``H_c``, the bound on each per-sample Hessian's operator norm.
+        norms : ndarray of shape (n,) or None
+            In place of ``||x_j||``, a bound on the norm of the row in the coordinates the Hessian is
+            clipped in (FedIRLS's whitened rows, `fedgdp.methods.fedirls.whitened_norms`); None: ``||x_j||``.
 
         Returns
         -------
@@ -554,7 +557,7 @@ class GLM:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             P = np.array(self.predict(theta, X), dtype=float).reshape(X.shape[0], -1)
             c = self.curvature_bound(P)
-            a = np.minimum(1.0, np.sqrt(bound / c) / row_norms(X))
+            a = np.minimum(1.0, np.sqrt(bound / c) / (row_norms(X) if norms is None else norms))
         bad = ~(np.isfinite(P).all(axis=1) & np.isfinite(a)) | (c == 0)   # c = 0: a zero Hessian anyway
         a[bad] = 0.0
         P[bad] = 0.0

@@ -18,7 +18,8 @@ class FedIRLS(Method):
     """Private federated Newton for one-output GLMs (docs/methods.md §2, "FedIRLS").
 
     Round 0: every client releases its clipped second moments ``mean_j x_j x_j'``; the server
-    whitens the design with them (``x~ = L^-1 x``, ``L L'`` the moments shrunk toward I). Rounds
+    whitens the design with them (``x~ = L^-1 x``, ``L L'`` the moments shrunk toward I; the clients
+    whiten on the fly, `client_gradients`). Rounds
     1..T: every client releases its clipped gradient at the broadcast ``theta~`` (and in rounds
     2..T-1 its clipped curvature); the server takes the (damped) Newton step ``theta~ -= H^-1 g`` (round 1:
     the public curvature ``W_0 I`` at 0; the last round: round T-1's). The estimate is ``L^-T
@@ -71,9 +72,8 @@ class FedIRLS(Method):
         M = released_sum(groups, w, sd_m, draw, (d, d),
                          lambda lo, hi, ends: grams(second_moment_rows(X[lo:hi], C), ends))
         L = whitening(M, 2.0 * math.sqrt(d) * float(np.sqrt(np.sum((w * sd_m) ** 2))))
-        Wt = np.linalg.inv(L).T                               # x~ = L^-1 x, theta = L^-T theta~
-        Xw = X @ Wt                                           # the whitened design (one copy)
-        xnorm, B = by_blocks(privacy.row_norms, Xw), fd.bound
+        Wt = np.linalg.inv(L).T                               # x~ = L^-1 x = Wt' x, theta = L^-T theta~
+        xnorm, B = whitened_norms(X, Wt), fd.bound            # whitening on the fly: no whitened copy
         Hc, w0 = hessian_bound(fd.model, d) if fd.private else math.inf, curvature_at_zero(fd.model)
         theta, H, var, capped, by_noise = np.zeros((d, 1)), w0 * np.eye(d), [], False, False
         curv_sd: list[float] = []                             # each round's curvature noise sd per entry (0: none)
@@ -81,12 +81,10 @@ class FedIRLS(Method):
         rounds = s.T if fd.private else self.EXACT_ROUNDS      # non-private: Newton to convergence, at no cost
 
         def gradients(lo, hi, ends):
-            res = fd.clipped_residuals(theta, Xw[lo:hi], Y[lo:hi], xnorm[lo:hi])
-            return cross_means(Xw[lo:hi], res, ends)
+            return client_gradients(fd, theta, Wt, X[lo:hi], Y[lo:hi], xnorm[lo:hi], ends)
 
         def curvatures(lo, hi, ends):
-            aX, c = curvature_rows(fd.model, theta, Xw[lo:hi], Hc, Y[lo:hi], B, xnorm[lo:hi])
-            return grams(aX, ends, c[:, 0])
+            return client_curvatures(fd.model, theta, Wt, X[lo:hi], Hc, Y[lo:hi], B, xnorm[lo:hi], ends)
 
         for t in range(1, rounds + 1):
             sd_g = sd.get(f"{privacy.GRADIENT} (round {t})", np.zeros(fd.m))
@@ -231,6 +229,113 @@ def client_curvature(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None,
     return grams(aX, [aX.shape[0]], c[:, 0])[0]
 
 
+def whitened_norms(X: np.ndarray, Wt: np.ndarray) -> np.ndarray:
+    """Upper bounds on the whitened rows' norms ``||Wt' x_j||`` (n,), a block of rows at a time (no copy of X's
+    size): the norm of the computed row ``fl(Wt' x_j)`` plus twice ``gamma_d ||Wt||_F ||x_j||``.
+
+    A computed product's error is at most ``gamma_d |Wt|' |x_j|`` entrywise (``gamma_d = d u / (1 - d u)``,
+    u = 2^-53, any summation order; Higham, *Accuracy and Stability of Numerical Algorithms*, 2002, §3.1), whose
+    norm is at most ``gamma_d ||Wt||_F ||x_j||``; doubling it covers the two roundings of the bound itself.
+    So the exact whitened row's norm is below the bound, and a factor clipped against it clips the exact
+    per-row gradient and curvature (`client_gradients`). A non-finite row gives inf or NaN (clipped to zero).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        The design, unwhitened.
+    Wt : ndarray of shape (d, d)
+        The whitening, ``x~ = Wt' x``.
+    """
+    d = Wt.shape[0]
+    gamma = d * privacy.U64 / (1.0 - d * privacy.U64)
+    extra = 2.0 * gamma * float(np.linalg.norm(Wt))
+
+    def norms(A):                          # overflow-free where the plain sum of squares is not finite
+        return privacy.row_norms(A, np.sqrt(np.einsum("nd,nd->n", A, A)))
+
+    def bound(A):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return norms(A @ Wt) + extra * norms(A)
+
+    return by_blocks(bound, X)
+
+
+def client_gradients(fd, theta: np.ndarray, Wt: np.ndarray, X: np.ndarray, Y: np.ndarray, xnorm: np.ndarray,
+                     ends) -> np.ndarray:
+    """Each client's clipped gradient on the whitened design ``x~ = Wt' x`` at the whitened ``theta`` (clients,
+    d, 1), computed on the unwhitened rows: ``Wt' mean_j f_j r_j x_j``.
+
+    The privacy argument (whitening on the fly). Row j's clipped gradient on the whitened design is
+    ``f_j r_j x~_j``: ``r_j`` its residual at ``x~_j' theta = x_j' (Wt theta)`` and ``f_j`` the one clipping
+    rule's factor (`fedgdp.realdata.clipping.clip_residuals`) for the norm ``xnorm_j |r_j|``, ``xnorm_j`` an
+    upper bound on ``||x~_j||`` (`whitened_norms`). So every row's term has norm at most B in exact
+    arithmetic, as the sensitivity of `fedgdp.core.privacy.plan_fedirls` takes it, and the client's mean
+    of them is, by linearity, ``Wt' mean_j f_j r_j x_j``: the release is the same function of the client's
+    rows as when the whitened rows were materialised; its computed value differs by the rounding of the sum
+    and of the (d, d) product with ``Wt`` (about ``d u`` relative), which the audit's tolerance covers
+    (`fedgdp.audit.search.RATIO_TOL`). The audit moves records through this function
+    (`fedgdp.audit.glm`).
+
+    Parameters
+    ----------
+    fd : fedgdp.realdata.FoldData
+        The fold (its model and clipping bound).
+    theta : ndarray of shape (d, 1)
+        The broadcast whitened parameter.
+    Wt : ndarray of shape (d, d)
+    X, Y : ndarray of shapes (n, d) and (n, 1)
+        Consecutive clients' unwhitened rows and targets.
+    xnorm : ndarray of shape (n,)
+        `whitened_norms` of X.
+    ends : sequence of int
+        Each client's end row.
+    """
+    res = fd.clipped_residuals(Wt @ theta, X, Y, xnorm)
+    return Wt.T @ cross_means(X, res, ends)
+
+
+def client_curvatures(model, theta: np.ndarray, Wt: np.ndarray, X: np.ndarray, Hc: float, Y: np.ndarray, B: float,
+                      xnorm: np.ndarray, ends) -> np.ndarray:
+    """Each client's clipped curvature (`client_curvature`) on the whitened design at the whitened ``theta``
+    (clients, d, d), computed on the unwhitened rows: ``Wt' mean_j w_j a_j^2 x_j x_j' Wt``.
+
+    Row j's factor ``a_j`` clips ``w_j a_j^2 ||x~_j||^2 <= H_c`` against `whitened_norms`' bound, and the rows
+    whose gradient is clipped are left out as in `curvature_rows`: each row's whitened term has operator norm
+    at most ``H_c`` in exact arithmetic, and by linearity the mean is ``Wt'`` (the unwhitened mean) ``Wt``
+    (the argument of `client_gradients`).
+
+    Parameters
+    ----------
+    model : fedgdp.core.glm.GLM
+    theta : ndarray of shape (d, 1)
+    Wt : ndarray of shape (d, d)
+    X : ndarray of shape (n, d)
+    Hc : float
+    Y : ndarray of shape (n, 1)
+    B : float
+        The gradients' clipping bound.
+    xnorm : ndarray of shape (n,)
+        `whitened_norms` of X.
+    ends : sequence of int
+        Each client's end row.
+    """
+    aX, c = curvature_rows(model, Wt @ theta, X, Hc, Y, B, xnorm)
+    return congruent(grams(aX, ends, c[:, 0]), Wt)
+
+
+def congruent(A: np.ndarray, Wt: np.ndarray) -> np.ndarray:
+    """``Wt' A_i Wt`` of each (d, d) matrix of a stack (clients, d, d), as two products of the stack's rows.
+
+    Parameters
+    ----------
+    A : ndarray of shape (clients, d, d)
+    Wt : ndarray of shape (d, d)
+    """
+    c, d = A.shape[0], Wt.shape[0]
+    K = (A.reshape(c * d, d) @ Wt).reshape(c, d, d)                      # A_i Wt
+    return (K.transpose(0, 2, 1).reshape(c * d, d) @ Wt).reshape(c, d, d).transpose(0, 2, 1)   # (K_i' Wt)'
+
+
 def curvature_rows(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None, B: float = math.inf, xnorm=None):
     """The rows ``a_j x_j`` (n, d) of `client_curvature` and their weights: ``b''(s_j)`` (n, 1) for one
     output (the mean of ``w_j a_j^2 x_j x_j'`` is the curvature), else the fitted means P (n, k).
@@ -240,7 +345,8 @@ def curvature_rows(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None, B
     model, theta, X, Hc, Y, B
         As `client_curvature`'s.
     xnorm : ndarray of shape (n,) or None
-        ``privacy.row_norms(X)``, when computed already.
+        ``privacy.row_norms(X)``, when computed already, or a bound on the norms of the rows in the
+        coordinates they are clipped in (`whitened_norms`), used by both clips.
     """
     if Y is not None and math.isfinite(B):
         X = np.asarray(X, float)
@@ -249,7 +355,7 @@ def curvature_rows(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None, B
             norms = (privacy.row_norms(X) if xnorm is None else xnorm) * privacy.row_norms(R)
         keep = privacy.clip_factors(norms, B, X.shape[1] * R.shape[1]) == 1.0
         X = X * keep[:, None]
-    aX, P = model.clipped_hessian_rows(theta, X, Hc)
+    aX, P = model.clipped_hessian_rows(theta, X, Hc, xnorm)
     if P.shape[1] != 1:
         return aX, P
     with np.errstate(over="ignore", invalid="ignore"):
