@@ -80,8 +80,8 @@ CANDIDATES = ("fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold")
 #: `IRLS_FAMILIES`: `irls_default`); it fits every family of `IRLS_FAMILIES` when named
 IRLS = "fedirls"
 IRLS_FAMILIES = tuple(name for name, f in FAMILIES.items() if f.irls)
-#: Poisson is not among them: a count's curvature has no public bound, and on overdispersed counts the clipped
-#: curvature misleads the Newton steps (docs/default-estimator.md, "Limits"; `fedgdp.api.families`)
+#: Logistic and Poisson (whose FedIRLS first releases the count scale that sets the curvature's units;
+#: docs/default-estimator.md), not softmax (`fedgdp.core.families`)
 IRLS_DEFAULT = tuple(name for name, f in FAMILIES.items() if f.irls_default)
 #: FedIRLS's default gradient clip is this multiple of `public_clip`'s (without the Poisson doublings): on the
 #: whitened design few rows reach it, so the clip moves the estimate little (docs/real-data.md)
@@ -183,7 +183,7 @@ def irls_noise(family: str, sizes: np.ndarray, mu: float, B: float, T: int) -> f
 
     n = np.asarray(sizes, float)
     w = n / n.sum()
-    share = float(privacy.irls_shares(int(T))[1][-1])
+    share = float(privacy.irls_shares(int(T), fedirls.counts(_irls_model(family)))[1][-1])
     sd = 2.0 * B / (n * mu * math.sqrt(share))
     return float(np.sqrt(np.sum((w * sd) ** 2))) / fedirls.curvature_at_zero(_irls_model(family))
 

@@ -1,6 +1,6 @@
-"""FedIRLS: private federated Newton (IRLS) on a privately whitened design, `FederatedGLM`'s logistic default,
-and its per-client releases (shared with the audit, `fedgdp.audit.glm.audit_real`, so the audit moves records
-through the very code that releases them; docs/default-estimator.md)."""
+"""FedIRLS: private federated Newton (IRLS) on a privately whitened design, `FederatedGLM`'s logistic and
+Poisson default, and its per-client releases (shared with the audit, `fedgdp.audit.glm.audit_real`, so the
+audit moves records through the very code that releases them; docs/default-estimator.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ..core import privacy
+from ..core.glm import Poisson
 from ..core.segments import by_blocks, client_groups, cross_means, grams, stacked
 from .base import REALDATA, Method, MethodTags
 from .settings import IRLSSettings
@@ -22,8 +23,11 @@ class FedIRLS(Method):
     1..T: every client releases its clipped gradient at the broadcast ``theta~`` (and in rounds
     2..T-1 its clipped curvature); the server takes the (damped) Newton step ``theta~ -= H^-1 g`` (round 1:
     the public curvature ``W_0 I`` at 0; the last round: round T-1's). The estimate is ``L^-T
-    theta~``. Every release's sensitivity holds for all inputs (`fedgdp.core.privacy.plan_fedirls`),
-    and the noise of the last gradient, most of the budget, is the estimate's.
+    theta~``. Counts (Poisson) first release their count scale (`count_moments`, `count_scales`): the
+    curvatures are then clipped to ``H_c W`` and released in units of W, the gradients clipped to ``B s`` and
+    released in units of s, and the rounds start at the intercept ``log W`` (curvature ``W I``). Every release's
+    sensitivity holds for all inputs (`fedgdp.core.privacy.plan_fedirls`), and the noise of the last gradient,
+    most of the budget, is the estimate's.
     """
 
     name, label, algorithm = "fedirls", "FedIRLS", "private Newton on whitened features"
@@ -39,7 +43,8 @@ class FedIRLS(Method):
     def plan(self, data, s):
         """The releases (`fedgdp.core.privacy.plan_fedirls`): second moments, T gradients, T - 2 curvatures."""
         return privacy.plan_fedirls(B=data.plan_B, n=data.plan_n, T=s.T, moment_bound=moment_bound(data.d),
-                                    hessian_bound=hessian_bound(data.model, data.d))
+                                    hessian_bound=hessian_bound(data.model, data.d),
+                                    count_clip=COUNT_CLIP if counts(data.model) else None)
 
     def run(self, be, s):
         """The rounds of the class docstring on the one fold of ``be``.
@@ -56,6 +61,8 @@ class FedIRLS(Method):
             One fit; its ``info`` holds the estimate's noise covariance and the last step
             (`fedgdp.api.diagnostics.diagnose_irls`).
         """
+        from ..realdata.clipping import clipped_residuals
+
         fd = be.data
         if len(be.fds) != 1 or fd.k != 1:
             raise ValueError(f"FedIRLS fits one-output families (logistic, Poisson), one level at a time; got "
@@ -68,37 +75,45 @@ class FedIRLS(Method):
         sd_m, C = sd[privacy.SECOND_MOMENTS], moment_bound(d)
         X, Y = stacked([np.asarray(x, float) for x in fd.X]), stacked([np.asarray(y, float) for y in fd.Y])
         groups = client_groups(fd.sizes)
+        scale, spread_y = 1.0, 1.0              # counts: the count scale W and the residuals' scale s (public)
+        counted = fd.private and privacy.COUNT_SCALE in sd
+        if counted:
+            released = released_sum(groups, w, sd[privacy.COUNT_SCALE], draw, (2, 1),
+                                    lambda lo, hi, ends: count_moments(Y[lo:hi], ends, COUNT_CLIP))
+            scale, spread_y = count_scales(released[:, 0])
         M = released_sum(groups, w, sd_m, draw, (d, d),
                          lambda lo, hi, ends: grams(second_moment_rows(X[lo:hi], C), ends))
         L = whitening(M, 2.0 * math.sqrt(d) * float(np.sqrt(np.sum((w * sd_m) ** 2))))
         Wt = np.linalg.inv(L).T                               # x~ = L^-1 x, theta = L^-T theta~
         Xw = X @ Wt                                           # the whitened design (one copy)
-        xnorm, B = by_blocks(privacy.row_norms, Xw), fd.bound
-        Hc, w0 = hessian_bound(fd.model, d) if fd.private else math.inf, curvature_at_zero(fd.model)
+        xnorm, B = by_blocks(privacy.row_norms, Xw), fd.bound * spread_y
+        Hc, w0 = hessian_bound(fd.model, d) * scale if fd.private else math.inf, curvature_at_zero(fd.model)
         theta, H, var, capped, by_noise = np.zeros((d, 1)), w0 * np.eye(d), [], False, False
+        if counted and fd.intercept:            # counts: start at the intercept-only fit, where the curvature is W I
+            theta, H = L.T @ np.r_[math.log(scale), np.zeros(d - 1)][:, None], scale * np.eye(d)
         floor = EIGEN_FLOOR * w0
         rounds = s.T if fd.private else self.EXACT_ROUNDS      # non-private: Newton to convergence, at no cost
 
-        def gradients(lo, hi, ends):
-            res = fd.clipped_residuals(theta, Xw[lo:hi], Y[lo:hi], xnorm[lo:hi])
-            return cross_means(Xw[lo:hi], res, ends)
+        def gradients(lo, hi, ends):                          # clipped to B (= the clip times s), in units of s
+            res = clipped_residuals(fd.model, theta, Xw[lo:hi], Y[lo:hi], B, xnorm[lo:hi])
+            return cross_means(Xw[lo:hi], res, ends) / spread_y
 
-        def curvatures(lo, hi, ends):
+        def curvatures(lo, hi, ends):                         # clipped to H_c (= its bound times W), in units of W
             aX, c = curvature_rows(fd.model, theta, Xw[lo:hi], Hc, Y[lo:hi], B, xnorm[lo:hi])
-            return grams(aX, ends, c[:, 0])
+            return grams(aX, ends, c[:, 0]) / scale
 
         for t in range(1, rounds + 1):
             sd_g = sd.get(f"{privacy.GRADIENT} (round {t})", np.zeros(fd.m))
-            g = released_sum(groups, w, sd_g, draw, (d, 1), gradients)
+            g = spread_y * released_sum(groups, w, sd_g, draw, (d, 1), gradients)
             curv = f"{privacy.CURVATURE} (round {t})"
             if curv in sd or not fd.private:
-                H = released_sum(groups, w, sd.get(curv, np.zeros(fd.m)), draw, (d, d), curvatures)
+                H = scale * released_sum(groups, w, sd.get(curv, np.zeros(fd.m)), draw, (d, d), curvatures)
             step = solve_floored(H, g, floor)
             decrement = math.sqrt(max(float(np.sum(g * step)), 0.0))   # Newton's decrement: far off, damp
             if decrement > DAMP_FROM:
                 step /= 1.0 + decrement
             norm = float(np.linalg.norm(step))
-            var.append(float(np.sum((w * sd_g) ** 2)))
+            var.append(spread_y ** 2 * float(np.sum((w * sd_g) ** 2)))
             if norm > s.radius:
                 step *= s.radius / norm
                 if t >= rounds - 1:          # the last two steps capped: the estimate is not where Newton lands
@@ -113,7 +128,8 @@ class FedIRLS(Method):
         fit = be.finish((Wt @ theta)[None], ledgers, self.comm(s, fd.m, d))[0]
         fit.info = {"noise_cov": var[-1] * spread, "last_step": (Wt @ step)[:, 0],
                     "last_step_cov": (var[-1] + var[-2 if len(var) > 1 else -1]) * spread,
-                    "capped": capped, "capped_by_noise": by_noise, "rounds": t}
+                    "capped": capped, "capped_by_noise": by_noise, "rounds": t, "clip": B,
+                    "count_scale": scale}
         return [fit]
 
     def comm(self, s, m, dk):
@@ -133,6 +149,14 @@ MOMENT_CLIP = 4.0
 DAMP_FROM = 1.0
 #: `hessian_bound`'s multiple of ``W_0 d``
 HESSIAN_CLIP = 2.25
+#: For counts, `hessian_bound` is this many times larger (in count-scale units): a count's curvature
+#: ``mu_j ||x~_j||^2`` keeps its rows of a rare binary feature (a few per cent of the rows, far out in
+#: standardised units) unclipped, whose curvature the Newton steps need
+COUNT_HESSIAN_ROOM = 5.0
+#: Counts: the clip ``c`` of y in the count-scale release (`count_moments`)
+COUNT_CLIP = 20.0
+#: Counts: the released mean count is floored at this (public), so the count scale is positive
+COUNT_FLOOR = 0.01
 #: The released second moments' and curvatures' eigenvalues are floored at this share of their public scale
 EIGEN_FLOOR = 0.05
 #: The released second moments are shrunk toward the identity (the public model) with weight
@@ -163,7 +187,9 @@ def curvature_at_zero(model) -> float:
 
 def hessian_bound(model, d: int) -> float:
     """``H_c = HESSIAN_CLIP W_0 d``: the per-sample curvature clip on the whitened design (whose
-    rows have ``E ||x~||^2 = d``), so a row up to 1.5 times the typical norm keeps its curvature at 0.
+    rows have ``E ||x~||^2 = d``), so a row up to 1.5 times the typical norm keeps its curvature at 0;
+    for counts `COUNT_HESSIAN_ROOM` times it, in count-scale units (the curvature released is divided
+    by the released count scale W, so ``H_c W`` clips it).
 
     Parameters
     ----------
@@ -171,7 +197,55 @@ def hessian_bound(model, d: int) -> float:
     d : int
         Design columns.
     """
-    return HESSIAN_CLIP * curvature_at_zero(model) * d
+    return HESSIAN_CLIP * (COUNT_HESSIAN_ROOM if counts(model) else 1.0) * curvature_at_zero(model) * d
+
+
+def counts(model) -> bool:
+    """Whether ``model`` is a count model (Poisson), whose FedIRLS releases its count scale first.
+
+    Parameters
+    ----------
+    model : fedgdp.core.glm.GLM
+    """
+    return isinstance(model, Poisson)
+
+
+def count_moments(Y: np.ndarray, ends, c: float) -> np.ndarray:
+    """Each client's ``(mean_j min(y_j, c), mean_j min(y_j, c)^2)`` (clients, 2, 1), y first clipped to
+    ``[0, c]`` (a non-finite y to the nearer end, NaN to 0): the count-scale release, sensitivity
+    ``c sqrt(1 + c^2) / n`` (`fedgdp.core.privacy.plan_fedirls`).
+
+    Parameters
+    ----------
+    Y : ndarray of shape (n, 1)
+        The counts of consecutive clients.
+    ends : sequence of int
+        Each client's end row.
+    c : float
+        The clip.
+    """
+    y = np.clip(np.nan_to_num(np.asarray(Y, float)[:, 0], nan=0.0, posinf=c, neginf=0.0), 0.0, c)
+    out, lo = np.empty((len(ends), 2, 1)), 0
+    for i, hi in enumerate(ends):
+        out[i, :, 0] = np.mean(y[lo:hi]), np.mean(y[lo:hi] ** 2)
+        lo = hi
+    return out
+
+
+def count_scales(released: np.ndarray) -> tuple[float, float]:
+    """The count scale ``W`` (the released mean count, within ``[COUNT_FLOOR, COUNT_CLIP]``) and the
+    residuals' scale ``s = max(1, sqrt(released mean square count))``, from the released count moments
+    (public): the curvature is about ``W`` at the intercept-only fit, and counts of root mean square s
+    have residuals of about s, so B s clips the gradients of overdispersed counts no harder than B
+    clips those of counts near 1.
+
+    Parameters
+    ----------
+    released : ndarray of shape (2,)
+        The weighted sum of the clients' released count moments.
+    """
+    mean, square = float(released[0]), float(released[1])
+    return min(max(mean, COUNT_FLOOR), COUNT_CLIP), min(max(1.0, math.sqrt(max(square, 0.0))), COUNT_CLIP)
 
 
 def client_second_moments(X: np.ndarray, C: float) -> np.ndarray:

@@ -34,6 +34,7 @@ class FoldData:
     products : list     what the products read (`fedgdp.core.glm.product_design`; made when not given)
     xnorm : list        each client's row norms (n_i,) (made when not given)
     trace : list | None collects the noisy iterates (``fedgdp.api.diagnostics``); None keeps none
+    intercept : bool    whether the design's first column is the intercept (public; FedIRLS starts counts there)
     """
 
     model: GLM
@@ -48,6 +49,7 @@ class FoldData:
     products: list | None = field(default=None, repr=False)
     xnorm: list | None = field(default=None, repr=False)
     trace: list | None = field(default=None, repr=False, compare=False)
+    intercept: bool = False
 
     def __post_init__(self):
         # what the products read (a CSR copy of a wide sparse design, fedgdp.core.glm.product_design)
