@@ -619,8 +619,10 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
     """
     if not math.isfinite(mu):
         return np.zeros((d, k))
-    if name == IRLS:
-        return np.full((d, k), irls_noise(family, sizes, mu, B, p["method_settings"][name]["T"]))
+    if name == IRLS:      # the released curvature's noise (share nu of it) inflates H^-1's: by 1 / (1 - nu)
+        T = p["method_settings"][name]["T"]
+        nu = min(irls_curvature_noise(family, sizes, d, mu, T), IRLS_CURVATURE_NOISE)   # beyond: low, by design
+        return np.full((d, k), irls_noise(family, sizes, mu, B, T) / (1.0 - nu))
     mode = p["privacy"]["mode"]
     data = _PublicData(sizes, B, p["tau1"], p["privacy"], p["newton"], clip=p["clip"])
     from ..realdata import get_method
