@@ -61,8 +61,6 @@ class FedIRLS(Method):
             One fit; its ``info`` holds the estimate's noise covariance and the last step
             (`fedgdp.api.diagnostics.diagnose_irls`).
         """
-        from ..realdata.clipping import clipped_residuals
-
         fd = be.data
         if len(be.fds) != 1 or fd.k != 1:
             raise ValueError(f"FedIRLS fits one-output families (logistic, Poisson), one level at a time; got "
@@ -95,7 +93,7 @@ class FedIRLS(Method):
         rounds = s.T if fd.private else self.EXACT_ROUNDS      # non-private: Newton to convergence, at no cost
 
         def gradients(lo, hi, ends):                          # clipped to B (= the clip times s), in units of s
-            res = clipped_residuals(fd.model, theta, Xw[lo:hi], Y[lo:hi], B, xnorm[lo:hi])
+            res = fd.clipped_residuals(theta, Xw[lo:hi], Y[lo:hi], xnorm[lo:hi], B)
             return cross_means(Xw[lo:hi], res, ends) / spread_y
 
         def curvatures(lo, hi, ends):                         # clipped to H_c (= its bound times W), in units of W

@@ -118,7 +118,7 @@ class FoldData:
         return clipped_gradient(self.model, Theta, self.design(i, rows), self.Y[i][rows], self.bound,
                                 self.xnorm[i][rows])  # type: ignore[index]
 
-    def clipped_residuals(self, Theta: np.ndarray, X, Y, xnorm=None) -> np.ndarray:
+    def clipped_residuals(self, Theta: np.ndarray, X, Y, xnorm=None, B: float | None = None) -> np.ndarray:
         """The residuals of `gradient` on the rows X, Y (any rows: FedIRLS's whitened design), each scaled
         so that its per-sample gradient ``x_j r_j'`` is clipped to `bound`
         (`fedgdp.realdata.clipping.clipped_residuals`).
@@ -129,8 +129,10 @@ class FoldData:
         X, Y : ndarray of shapes (n, d) and (n, k)
         xnorm : ndarray of shape (n,) or None
             The row norms of X, when computed already.
+        B : float or None
+            The clip instead of `bound` (FedIRLS on counts: `bound` times the released residuals' scale).
         """
-        return clipped_residuals(self.model, Theta, X, Y, self.bound, xnorm)
+        return clipped_residuals(self.model, Theta, X, Y, self.bound if B is None else B, xnorm)
 
     def calibrate(self, plan: tuple) -> tuple[list, Ledger]:
         """Per-client noise sds and the ledger of a plan (`fedgdp.core.privacy.calibrate_with_clip`).
