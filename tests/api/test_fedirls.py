@@ -28,18 +28,27 @@ def _data(family="logistic", N=4000, m=8, p=4, seed=0, scale=1.0):
 # ------------------------------------------------------------------ the oracle
 def _reference(model, Xc, Yc, mu, B, T, radius, rng):
     """FedIRLS written out plainly (client loops, each formula restated), drawing the same noise in
-    the same order: the oracle of `fedgdp.methods.FedIRLS`."""
+    the same order: the oracle of `fedgdp.methods.FedIRLS` (the design's first column the intercept)."""
     m, d = len(Xc), Xc[0].shape[1]
     n = np.array([len(x) for x in Xc], float)
     w = n / n.sum()
+    counts = model is POISSON
     early = [1.5 ** t for t in range(T - 1)]
     later = [1.5 ** t for t in range(1, T - 1)]
     g_share = [0.2 * e / sum(early) for e in early]
     c_share = {t + 2: 0.2 * e / sum(later) for t, e in enumerate(later)}
-    g_share.append(1 - 0.05 - 0.2 - (0.2 if later else 0.0))
+    g_share.append(1 - 0.05 - 0.2 - (0.2 if later else 0.0) - (0.05 if counts else 0.0))
     C = 4.0 * d
     w0 = 0.25 if model.k == 1 and model is not POISSON else 1.0
-    Hc = 2.25 * w0 * d
+    Hc = 2.25 * w0 * d * (5.0 if counts else 1.0)
+    W, s = 1.0, 1.0                 # counts: the released count scale and the residuals' scale
+    if counts:
+        c, mom = 20.0, np.zeros(2)
+        for i in range(m):
+            y = np.clip(Yc[i][:, 0], 0.0, c)
+            sd = c * math.sqrt(1 + c * c) / (n[i] * mu * math.sqrt(0.05))
+            mom += w[i] * (np.array([y.mean(), (y * y).mean()]) + sd * rng.standard_normal((2, 1))[:, 0])
+        W, s = min(max(mom[0], 0.01), c), min(max(1.0, math.sqrt(max(mom[1], 0.0))), c)
 
     def sym(Z):
         U = np.triu(Z)
@@ -60,23 +69,25 @@ def _reference(model, Xc, Yc, mu, B, T, radius, rng):
     L = np.linalg.cholesky((V * np.maximum(ev, 0.05)) @ V.T)
     Wt = np.linalg.inv(L).T
     theta, H = np.zeros((d, 1)), w0 * np.eye(d)
+    if counts:                          # start at the intercept-only fit, curvature W I there
+        theta, H = L.T @ np.r_[math.log(W), np.zeros(d - 1)][:, None], W * np.eye(d)
     for t in range(1, T + 1):
         g = np.zeros((d, 1))
-        for i in range(m):
+        for i in range(m):              # per-sample gradients clipped to B s, released in units of s
             X = Xc[i] @ Wt
             r = model.residuals(theta, X, Yc[i]).reshape(-1, 1)
-            f = privacy.clip_factors(np.linalg.norm(X, axis=1) * np.abs(r[:, 0]), B, d)
+            f = privacy.clip_factors(np.linalg.norm(X, axis=1) * np.abs(r[:, 0]), B * s, d)
             sd = 2 * B / (n[i] * mu * math.sqrt(g_share[t - 1]))
-            g += w[i] * ((X * (r * f[:, None])).sum(0)[:, None] / n[i] + sd * rng.standard_normal((d, 1)))
+            g += w[i] * s * ((X * (r * f[:, None])).sum(0)[:, None] / (n[i] * s) + sd * rng.standard_normal((d, 1)))
         if t in c_share:
             H = np.zeros((d, d))
-            for i in range(m):
+            for i in range(m):          # per-sample curvatures clipped to H_c W, released in units of W
                 X = Xc[i] @ Wt
                 r = model.residuals(theta, X, Yc[i]).reshape(-1)
-                unclipped = privacy.clip_factors(np.linalg.norm(X, axis=1) * np.abs(r), B, d) == 1.0
-                aX, P = model.clipped_hessian_rows(theta, X * unclipped[:, None], Hc)
+                unclipped = privacy.clip_factors(np.linalg.norm(X, axis=1) * np.abs(r), B * s, d) == 1.0
+                aX, P = model.clipped_hessian_rows(theta, X * unclipped[:, None], Hc * W)
                 sd = math.sqrt(2) * Hc / (n[i] * mu * math.sqrt(c_share[t]))
-                H += w[i] * (model.hessian(theta, aX, P=P) + sd * sym(rng.standard_normal((d, d))))
+                H += w[i] * W * (model.hessian(theta, aX, P=P) / W + sd * sym(rng.standard_normal((d, d))))
         ev, V = np.linalg.eigh((H + H.T) / 2)
         step = V @ ((V.T @ g) / np.maximum(ev, 0.05 * w0)[:, None])
         decrement = math.sqrt(max(float(g[:, 0] @ step[:, 0]), 0.0))
@@ -88,16 +99,23 @@ def _reference(model, Xc, Yc, mu, B, T, radius, rng):
     return Wt @ theta
 
 
-@pytest.mark.parametrize("family", ["logistic", "poisson"])
-def test_fedirls_matches_its_loop_oracle(family):
-    """The method's estimate equals the plain loops' within 1e-10, drawing the same noise (float64)."""
+@pytest.mark.parametrize("family, extra", [("logistic", 0.0), ("poisson", 0.0), ("poisson", 6.0)])
+@pytest.mark.parametrize("group_rows", [1 << 16, 500])
+def test_fedirls_matches_its_loop_oracle(monkeypatch, family, extra, group_rows):
+    """The method's estimate equals the plain loops' within 1e-10, drawing the same noise (float64); counts
+    of mean about 0.5 and, with ``extra``, about 6.5 (the residuals' scale s above 1); clients in one group
+    of rows and one by one (`GROUP_ROWS` 500, clients of 300)."""
+    from fedgdp.core import segments
+
+    monkeypatch.setattr(segments, "GROUP_ROWS", group_rows)
     Z, y, clients, _ = _data(family, N=900, m=3, p=3)
+    y = y + np.random.default_rng(1).poisson(extra, len(y))
     model = matrix_model("binary") if family == "logistic" else POISSON
     X = np.column_stack([np.ones(len(Z)), Z])
     Y = model.targets(y) if family == "logistic" else POISSON.targets(y.astype(float))
     Xc, Yc = [X[clients == i] for i in range(3)], [Y[clients == i] for i in range(3)]
     B = 3.0
-    fd = FoldData(model, Xc, Yc, mu=1.5, B=B, clip={"rule": "fixed", "value": B})
+    fd = FoldData(model, Xc, Yc, mu=1.5, B=B, clip={"rule": "fixed", "value": B}, intercept=True)
     meth = get_method("fedirls")
     fit = meth.fit(fd, {"T": 5, "radius": 4.0}, np.random.default_rng(7))
     ref = _reference(model, Xc, Yc, 1.5, B, 5, 4.0, np.random.default_rng(7))
@@ -107,9 +125,9 @@ def test_fedirls_matches_its_loop_oracle(family):
 def test_the_plan_composes_to_mu_and_its_shares_sum_to_one():
     """The shares of mu^2 are exact fractions summing to 1, later rounds get more, and the ledger
     composes to mu for every client."""
-    for T in (2, 3, 5, 8):
-        mom, grads, curvs = privacy.irls_shares(T)
-        assert mom + sum(grads) + sum(curvs) == Fraction(1)
+    for T, counts in [(T, c) for T in (2, 3, 5, 8) for c in (False, True)]:
+        mom, grads, curvs = privacy.irls_shares(T, counts)
+        assert mom + sum(grads) + sum(curvs) + privacy.count_share(counts) == Fraction(1)
         assert len(grads) == T and len(curvs) == max(T - 2, 0)
         assert all(a < b for a, b in zip(grads[:-1], grads[1:]))
     Z, y, clients, _ = _data(N=600, m=3)
@@ -118,6 +136,24 @@ def test_the_plan_composes_to_mu_and_its_shares_sum_to_one():
     assert est.privacy_.certified
     mus = np.sqrt(sum(r.count * np.asarray(r.mu, float) ** 2 for r in est.privacy_.ledger.releases))
     np.testing.assert_allclose(mus, 1.7, rtol=1e-12)
+
+
+def test_the_poisson_default_is_fedirls_where_its_curvature_is_not_noise_and_spends_mu():
+    """Poisson's ``auto``: FedIRLS on large clients, its ledger holding the count scale at its recorded
+    sensitivity ``c sqrt(1 + c^2) / n_i`` and composing to mu; the paper's methods on small clients, where the
+    count-scaled curvature would be mostly noise (`fedgdp.api.forecast.irls_default`, public inputs)."""
+    from fedgdp.api.forecast import irls_default
+    from fedgdp.methods import fedirls
+
+    Z, y, clients, _ = _data("poisson", N=20000, m=4)
+    est = FederatedGLM("poisson", mu=2.0, inference_share=0, random_state=0).fit(Z, y, clients)
+    assert est.method_ == "fedirls" and est.fit_info_["status"] == "converged"
+    (scale,) = [r for r in est.privacy_.ledger.releases if r.stage == privacy.COUNT_SCALE]
+    c = fedirls.COUNT_CLIP
+    np.testing.assert_allclose(np.ravel(scale.sensitivity), c * math.sqrt(1 + c * c) / 5000, rtol=1e-12)
+    mus = np.sqrt(sum(r.count * np.asarray(r.mu, float) ** 2 for r in est.privacy_.ledger.releases))
+    np.testing.assert_allclose(mus, 2.0, rtol=1e-12)
+    assert not irls_default("poisson", np.array([93, 159, 417, 556, 886, 1047, 213, 129]), 10, 2.0)
 
 
 def test_every_fedirls_release_is_audited_within_its_sensitivity():
@@ -258,9 +294,10 @@ def test_the_paper_methods_advice_names_their_own_steps_and_following_it_works()
 
 
 def test_fedirls_poisson_releases_stay_within_their_sensitivity():
-    """The audit searches FedIRLS on the binary task; Poisson's releases (a count's residual and curvature have no
-    bound but the clips) are checked here: one record of a random client replaced by extreme ones (huge counts,
-    huge or tiny features) moves each release by at most its recorded sensitivity (float slack 1e-9)."""
+    """The audit searches FedIRLS on the binary task (and the count scale); Poisson's releases (a count's residual
+    and curvature have no bound but the clips) are checked here, at the count scale 1 and in the units of a count
+    scale W = 3, s = 4: one record of a random client replaced by extreme ones (huge counts, huge or tiny
+    features) moves each release by at most its recorded sensitivity (float slack 1e-9)."""
     from fedgdp.methods import fedirls
 
     rng = np.random.default_rng(0)
@@ -268,15 +305,23 @@ def test_fedirls_poisson_releases_stay_within_their_sensitivity():
     X = np.column_stack([np.ones(n), rng.standard_normal((n, d - 1))])
     Y = POISSON.targets(rng.poisson(1.0, n).astype(float))
     plan = {s.stage: float(np.ravel(s.sensitivity)[0]) for s in privacy.plan_fedirls(
-        B=B, n=float(n), T=5, moment_bound=fedirls.moment_bound(d), hessian_bound=fedirls.hessian_bound(POISSON, d))}
+        B=B, n=float(n), T=5, moment_bound=fedirls.moment_bound(d), hessian_bound=fedirls.hessian_bound(POISSON, d),
+        count_clip=fedirls.COUNT_CLIP)}
     fd = FoldData(POISSON, [X], [Y], mu=1.0, B=B, clip={"rule": "fixed", "value": B})
     Hc = fedirls.hessian_bound(POISSON, d)
+    W, s = 3.0, 4.0                     # a count scale and residuals' scale (public: released before)
 
     def releases(Xr, Yr, theta):
         f = FoldData(POISSON, [Xr], [Yr], mu=1.0, B=B, clip={"rule": "fixed", "value": B})
+        from fedgdp.realdata.clipping import clipped_residuals
+
+        scaled = clipped_residuals(POISSON, theta, Xr, Yr, B * s)
         return {privacy.SECOND_MOMENTS: fedirls.client_second_moments(Xr, fedirls.moment_bound(d)),
+                privacy.COUNT_SCALE: fedirls.count_moments(Yr, [n], fedirls.COUNT_CLIP),
                 "gradient (round 1)": f.gradient(0, theta),
-                "curvature (round 2)": fedirls.client_curvature(POISSON, theta, Xr, Hc, Yr, f.bound)}
+                "gradient (round 2)": Xr.T @ scaled / n / s,            # in units of s: clipped to B s, over s
+                "curvature (round 2)": fedirls.client_curvature(POISSON, theta, Xr, Hc, Yr, f.bound),
+                "curvature (round 3)": fedirls.client_curvature(POISSON, theta, Xr, Hc * W, Yr, B * s) / W}
 
     worst = 0.0
     for theta in (np.zeros((d, 1)), 0.5 * rng.standard_normal((d, 1)), np.r_[[[3.0]], np.zeros((d - 1, 1))]):

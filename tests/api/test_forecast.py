@@ -45,11 +45,12 @@ _noiseless = functools.lru_cache(maxsize=None)(lambda family, sizes, p, seed, me
                                                _fit(family, sizes, p, MU_REF, seed, method, B))
 
 
-def _observed(family, sizes, p, mu, seeds, methods, B):
-    """RMS over coefficients and seeds of (private fit - the noiseless fit) per method, at clipping bound B."""
-    out = {m: [] for m in methods}
+def _observed(family, sizes, p, mu, seeds, bounds):
+    """RMS over coefficients and seeds of (private fit - the noiseless fit) per method, each at its clipping
+    bound (``bounds``: method -> B)."""
+    out = {m: [] for m in bounds}
     for seed in seeds:
-        for m in methods:
+        for m, B in bounds.items():
             a = _fit(family, tuple(sizes), p, mu, seed, m, B)
             out[m].append(np.mean((a - _noiseless(family, tuple(sizes), p, seed, m, B)) ** 2))
     return {m: math.sqrt(np.mean(v)) for m, v in out.items()}
@@ -59,8 +60,9 @@ def _grid_check(grid, seeds):
     bad = []
     for family, sizes, mu in grid:
         table = fedgdp.forecast(family, sizes, 4, mu)
-        # at the default rule's bound (Poisson: doubled while the least forecast noise stays small)
-        obs = _observed(family, sizes, 4, mu, seeds, list(table.method), float(table.clip_bound.iloc[0]))
+        # each method at the bound its forecast row assumes: the paper methods' default rule's (Poisson: doubled
+        # while the least forecast noise stays small), FedIRLS's own
+        obs = _observed(family, sizes, 4, mu, seeds, dict(zip(table.method, map(float, table.clip_bound))))
         for m, f in zip(table.method, table.noise_rmse):
             top = 2.0 if f <= LINEAR_RANGE else math.inf
             if not 0.5 <= obs[m] / f <= top:

@@ -113,6 +113,26 @@ def test_the_inference_releases_reach_and_stay_within_their_sensitivity():
     assert all(r.certified and 1 - 1e-6 <= r.ratio <= 1 + RATIO_TOL and r.budget > 500 for r in rows), rows
 
 
+def test_the_count_scale_release_reaches_and_stays_within_its_sensitivity(monkeypatch):
+    """FedIRLS's count-scale release (Poisson): a zero count replaced by one at the clip reaches the recorded
+    ``c sqrt(1 + c^2) / n`` (ratio 1 within float rounding), nothing passes it; recorded at 0.6 of it, the
+    audit flags it (ratio about 1/0.6)."""
+    from fedgdp.audit.glm import _audit_count_scale
+    from fedgdp.core import privacy
+
+    row = _audit_count_scale(100, 0)
+    assert row.release == privacy.COUNT_SCALE and row.certified
+    assert 1 - 1e-9 <= row.ratio <= 1 + RATIO_TOL, row
+    real = privacy.plan_fedirls
+
+    def understated(**kw):
+        return tuple(dataclasses.replace(s, scale=0.6 * np.asarray(s.scale)) if s.stage == privacy.COUNT_SCALE
+                     else s for s in real(**kw))
+
+    monkeypatch.setattr(privacy, "plan_fedirls", understated)
+    assert _audit_count_scale(100, 0).ratio == pytest.approx(1 / 0.6, rel=1e-6)
+
+
 def test_an_understated_inference_sensitivity_fails_the_audit(monkeypatch):
     """The mutation: the inference releases' plan records 0.6 of their sensitivities (what
     the fit's ledger would record and calibrate its noise on); the audit flags both releases
@@ -140,6 +160,7 @@ def test_every_registered_method_release_and_solver_is_audited(all_rows):
             assert {(name, "binary")} | (set() if meth.tags.single_output else {(name, "multiclass")}) <= seen
     assert {("clip_private_quantile", "logistic"), ("clip_private_quantile", "poisson")} <= seen
     assert {("federated_glm", f) for f in ("logistic", "poisson", "multinomial")} <= seen
+    assert ("fedirls", "poisson", "count scale") in {(r.method, r.model, r.release) for r in all_rows}
     solvers = {r.setting.split("solver=")[1].split(",")[0] for r in all_rows if "solver=" in r.setting}
     assert solvers == {"cg", "ridge", "floor"}
     bad = [r for r in all_rows if r.certified and not r.ratio <= 1 + RATIO_TOL]

@@ -587,7 +587,8 @@ class FederatedGLM(ClientsRouting):
         if self.method_ != IRLS:
             self._default_steps(p, D.shape[1], B if privacy.clips(mu) else math.inf, Xc, Yc, model)
         fd = FoldData(model, Xc, Yc, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"],
-                      clip=p["clip"], xnorm=client_blocks(by_blocks(privacy.row_norms, D), order))
+                      clip=p["clip"], xnorm=client_blocks(by_blocks(privacy.row_norms, D), order),
+                      intercept=bool(self.fit_intercept))
         noise = estimator_rng(root, meth.noise_stream) if fd.private else None
         self._warn_leaks(p, meth, fd)
         fd.trace = []                     # the noisy iterates, for fit_info_ (fedgdp.api.diagnostics)
@@ -622,8 +623,8 @@ class FederatedGLM(ClientsRouting):
                                     if theta.shape[1] == 1 else None, intercept=bool(self.fit_intercept))
             # the clip's bias: the data holder's own check of their rows (no release, not in fit_info_)
             se = np.sqrt(se_s ** 2 + np.asarray(se_n, float).reshape(-1) ** 2) if theta.shape[1] == 1 else None
-            diagnostics.check_clip_bias(model, D, Y, theta, float(fd.bound), info["noise_rmse"], info["status"],
-                                        scaled, se)
+            clip = float((getattr(fit, "info", None) or {}).get("clip", fd.bound))   # FedIRLS on counts: B s
+            diagnostics.check_clip_bias(model, D, Y, theta, clip, info["noise_rmse"], info["status"], scaled, se)
         self.fit_info_ = info
         diagnostics.warn(self.fit_info_, self.method_)
         budgets.settle(charged, self.privacy_)

@@ -80,8 +80,8 @@ CANDIDATES = ("fedsgd", "fedavg", "fedhybrid", "fednewton", "dp_scaffold")
 #: `IRLS_FAMILIES`: `irls_default`); it fits every family of `IRLS_FAMILIES` when named
 IRLS = "fedirls"
 IRLS_FAMILIES = tuple(name for name, f in FAMILIES.items() if f.irls)
-#: Poisson is not among them: a count's curvature has no public bound, and on overdispersed counts the clipped
-#: curvature misleads the Newton steps (docs/default-estimator.md, "Limits"; `fedgdp.api.families`)
+#: Logistic and Poisson (whose FedIRLS first releases the count scale that sets the curvature's units;
+#: docs/default-estimator.md), not softmax (`fedgdp.core.families`)
 IRLS_DEFAULT = tuple(name for name, f in FAMILIES.items() if f.irls_default)
 #: FedIRLS's default gradient clip is this multiple of `public_clip`'s (without the Poisson doublings): on the
 #: whitened design few rows reach it, so the clip moves the estimate little (docs/real-data.md)
@@ -187,7 +187,7 @@ def irls_noise(family: str, sizes: np.ndarray, mu: float, B: float, T: int,
 
     n = np.asarray(sizes, float)
     w = n / n.sum()
-    share = float(privacy.irls_shares(int(T))[1][-1])
+    share = float(privacy.irls_shares(int(T), fedirls.counts(_irls_model(family)))[1][-1])
     sd = 2.0 * B / (n * mu * math.sqrt(share))
     W = fedirls.curvature_at_zero(_irls_model(family)) if theta is None else \
         float(curvature(family, 1, theta, b=B / math.sqrt(len(theta)))[0][0])
@@ -674,8 +674,10 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
     """
     if not math.isfinite(mu):
         return np.zeros((d, k))
-    if name == IRLS:
-        return np.full((d, k), irls_noise(family, sizes, mu, B, p["method_settings"][name]["T"], theta))
+    if name == IRLS:      # the released curvature's noise (share nu of it) inflates H^-1's: by 1 / (1 - nu)
+        T = p["method_settings"][name]["T"]
+        nu = min(irls_curvature_noise(family, sizes, d, mu, T), IRLS_CURVATURE_NOISE)   # beyond: low, by design
+        return np.full((d, k), irls_noise(family, sizes, mu, B, T, theta) / (1.0 - nu))
     mode = p["privacy"]["mode"]
     data = _PublicData(sizes, B, p["tau1"], p["privacy"], p["newton"], clip=p["clip"])
     from ..realdata import get_method

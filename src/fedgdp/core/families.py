@@ -209,12 +209,13 @@ def unclipped(lam: np.ndarray, b: float) -> np.ndarray:
     return lam * erf(b / np.sqrt(2.0 * np.maximum(lam, 1e-300)))
 
 
-#: The families by name, in `FederatedGLM`'s order (softmax is ``multinomial``; FedIRLS is the logistic default:
-#: Poisson's count curvature has no public bound, docs/default-estimator.md, "Limits")
+#: The families by name, in `FederatedGLM`'s order (softmax is ``multinomial``; FedIRLS is the logistic and
+#: Poisson default, Poisson's after its count-scale release, docs/default-estimator.md)
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Logistic("logistic", "binary", irls_default=True, max_classes=2),
     Multinomial("multinomial", "multiclass", irls=False, classes=True),
-    Poisson("poisson", "poisson", clip_factor=2.0, clip_doubles=True, labelled=False, scaled_steps=True),
+    Poisson("poisson", "poisson", clip_factor=2.0, clip_doubles=True, labelled=False, scaled_steps=True,
+            irls_default=True),
 )}
 
 

@@ -1,6 +1,6 @@
-"""FedIRLS: private federated Newton (IRLS) on a privately whitened design, `FederatedGLM`'s logistic default,
-and its per-client releases (shared with the audit, `fedgdp.audit.glm.audit_real`, so the audit moves records
-through the very code that releases them; docs/default-estimator.md)."""
+"""FedIRLS: private federated Newton (IRLS) on a privately whitened design, `FederatedGLM`'s logistic and
+Poisson default, and its per-client releases (shared with the audit, `fedgdp.audit.glm.audit_real`, so the
+audit moves records through the very code that releases them; docs/default-estimator.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ..core import privacy
+from ..core.glm import Poisson
 from ..core.segments import by_blocks, client_groups, cross_means, grams, stacked
 from .base import REALDATA, Method, MethodTags
 from .settings import IRLSSettings
@@ -23,8 +24,11 @@ class FedIRLS(Method):
     1..T: every client releases its clipped gradient at the broadcast ``theta~`` (and in rounds
     2..T-1 its clipped curvature); the server takes the (damped) Newton step ``theta~ -= H^-1 g`` (round 1:
     the public curvature ``W_0 I`` at 0; the last round: round T-1's). The estimate is ``L^-T
-    theta~``. Every release's sensitivity holds for all inputs (`fedgdp.core.privacy.plan_fedirls`),
-    and the noise of the last gradient, most of the budget, is the estimate's.
+    theta~``. Counts (Poisson) first release their count scale (`count_moments`, `count_scales`): the
+    curvatures are then clipped to ``H_c W`` and released in units of W, the gradients clipped to ``B s`` and
+    released in units of s, and the rounds start at the intercept ``log W`` (curvature ``W I``). Every release's
+    sensitivity holds for all inputs (`fedgdp.core.privacy.plan_fedirls`), and the noise of the last gradient,
+    most of the budget, is the estimate's.
     """
 
     name, label, algorithm = "fedirls", "FedIRLS", "private Newton on whitened features"
@@ -40,7 +44,8 @@ class FedIRLS(Method):
     def plan(self, data, s):
         """The releases (`fedgdp.core.privacy.plan_fedirls`): second moments, T gradients, T - 2 curvatures."""
         return privacy.plan_fedirls(B=data.plan_B, n=data.plan_n, T=s.T, moment_bound=moment_bound(data.d),
-                                    hessian_bound=hessian_bound(data.model, data.d))
+                                    hessian_bound=hessian_bound(data.model, data.d),
+                                    count_clip=COUNT_CLIP if counts(data.model) else None)
 
     def run(self, be, s):
         """The rounds of the class docstring on the one fold of ``be``.
@@ -69,36 +74,45 @@ class FedIRLS(Method):
         sd_m, C = sd[privacy.SECOND_MOMENTS], moment_bound(d)
         X, Y = stacked([np.asarray(x, float) for x in fd.X]), stacked([np.asarray(y, float) for y in fd.Y])
         groups = client_groups(fd.sizes)
+        scale, spread_y = 1.0, 1.0              # counts: the count scale W and the residuals' scale s (public)
+        counted = fd.private and privacy.COUNT_SCALE in sd
+        if counted:
+            released = released_sum(groups, w, sd[privacy.COUNT_SCALE], draw, (2, 1),
+                                    lambda lo, hi, ends: count_moments(Y[lo:hi], ends, COUNT_CLIP))
+            scale, spread_y = count_scales(released[:, 0])
         M = released_sum(groups, w, sd_m, draw, (d, d),
                          lambda lo, hi, ends: grams(second_moment_rows(X[lo:hi], C), ends))
         L = whitening(M, 2.0 * math.sqrt(d) * float(np.sqrt(np.sum((w * sd_m) ** 2))))
         Wt = np.linalg.inv(L).T                               # x~ = L^-1 x = Wt' x, theta = L^-T theta~
-        xnorm, B = whitened_norms(X, Wt), fd.bound            # whitening on the fly: no whitened copy
-        Hc, w0 = hessian_bound(fd.model, d) if fd.private else math.inf, curvature_at_zero(fd.model)
+        xnorm, B = whitened_norms(X, Wt), fd.bound * spread_y  # whitening on the fly: no whitened copy
+        Hc, w0 = hessian_bound(fd.model, d) * scale if fd.private else math.inf, curvature_at_zero(fd.model)
         theta, H, var, capped, by_noise = np.zeros((d, 1)), w0 * np.eye(d), [], False, False
-        curv_sd: list[float] = []                             # each round's curvature noise sd per entry (0: none)
+        if counted and fd.intercept:            # counts: start at the intercept-only fit, where the curvature is W I
+            theta, H = L.T @ np.r_[math.log(scale), np.zeros(d - 1)][:, None], scale * np.eye(d)
+        start, H0 = theta[:, 0].copy(), float(H[0, 0])         # where the replays of `replayed_noise` start
+        curv_sd: list[float] = []                             # each round's curvature noise sd per entry (nan: none)
         floor = EIGEN_FLOOR * w0
         rounds = s.T if fd.private else self.EXACT_ROUNDS      # non-private: Newton to convergence, at no cost
 
-        def gradients(lo, hi, ends):
-            return client_gradients(fd, theta, Wt, X[lo:hi], Y[lo:hi], xnorm[lo:hi], ends)
+        def gradients(lo, hi, ends):                          # clipped to B (= the clip times s), in units of s
+            return client_gradients(fd, theta, Wt, X[lo:hi], Y[lo:hi], xnorm[lo:hi], ends, B) / spread_y
 
-        def curvatures(lo, hi, ends):
-            return client_curvatures(fd.model, theta, Wt, X[lo:hi], Hc, Y[lo:hi], B, xnorm[lo:hi], ends)
+        def curvatures(lo, hi, ends):                         # clipped to H_c (= its bound times W), in units of W
+            return client_curvatures(fd.model, theta, Wt, X[lo:hi], Hc, Y[lo:hi], B, xnorm[lo:hi], ends) / scale
 
         for t in range(1, rounds + 1):
             sd_g = sd.get(f"{privacy.GRADIENT} (round {t})", np.zeros(fd.m))
-            g = released_sum(groups, w, sd_g, draw, (d, 1), gradients)
+            g = spread_y * released_sum(groups, w, sd_g, draw, (d, 1), gradients)
             curv = f"{privacy.CURVATURE} (round {t})"
-            curv_sd.append(float(np.sqrt(np.sum((w * sd[curv]) ** 2))) if curv in sd else math.nan)
+            curv_sd.append(scale * float(np.sqrt(np.sum((w * sd[curv]) ** 2))) if curv in sd else math.nan)
             if curv in sd or not fd.private:
-                H = released_sum(groups, w, sd.get(curv, np.zeros(fd.m)), draw, (d, d), curvatures)
+                H = scale * released_sum(groups, w, sd.get(curv, np.zeros(fd.m)), draw, (d, d), curvatures)
             step = solve_floored(H, g, floor)
             decrement = math.sqrt(max(float(np.sum(g * step)), 0.0))   # Newton's decrement: far off, damp
             if decrement > DAMP_FROM:
                 step /= 1.0 + decrement
             norm = float(np.linalg.norm(step))
-            var.append(float(np.sum((w * sd_g) ** 2)))
+            var.append(spread_y ** 2 * float(np.sum((w * sd_g) ** 2)))
             if norm > s.radius:
                 step *= s.radius / norm
                 if t >= rounds - 1:          # the last two steps capped: the estimate is not where Newton lands
@@ -111,11 +125,12 @@ class FedIRLS(Method):
         Hinv = solve_floored(H, np.eye(d), floor)
         spread = Wt @ Hinv @ Hinv @ Wt.T                      # a gradient noise of unit variance, in theta
         fit = be.finish((Wt @ theta)[None], ledgers, self.comm(s, fd.m, d))[0]
-        noise_cov = (Wt @ replayed_noise(H, theta[:, 0], var, curv_sd, w0, floor, s.radius) @ Wt.T
+        noise_cov = (Wt @ replayed_noise(H, theta[:, 0], var, curv_sd, H0, floor, s.radius, start) @ Wt.T
                      if fd.private else var[-1] * spread)
         fit.info = {"noise_cov": noise_cov, "last_step": (Wt @ step)[:, 0],
                     "last_step_cov": (var[-1] + var[-2 if len(var) > 1 else -1]) * spread,
-                    "capped": capped, "capped_by_noise": by_noise, "rounds": t}
+                    "capped": capped, "capped_by_noise": by_noise, "rounds": t, "clip": B,
+                    "count_scale": scale}
         return [fit]
 
     def comm(self, s, m, dk):
@@ -135,6 +150,14 @@ MOMENT_CLIP = 4.0
 DAMP_FROM = 1.0
 #: `hessian_bound`'s multiple of ``W_0 d``
 HESSIAN_CLIP = 2.25
+#: For counts, `hessian_bound` is this many times larger (in count-scale units): a count's curvature
+#: ``mu_j ||x~_j||^2`` keeps its rows of a rare binary feature (a few per cent of the rows, far out in
+#: standardised units) unclipped, whose curvature the Newton steps need
+COUNT_HESSIAN_ROOM = 5.0
+#: Counts: the clip ``c`` of y in the count-scale release (`count_moments`)
+COUNT_CLIP = 20.0
+#: Counts: the released mean count is floored at this (public), so the count scale is positive
+COUNT_FLOOR = 0.01
 #: The released second moments' and curvatures' eigenvalues are floored at this share of their public scale
 EIGEN_FLOOR = 0.05
 #: The released second moments are shrunk toward the identity (the public model) with weight
@@ -165,7 +188,9 @@ def curvature_at_zero(model) -> float:
 
 def hessian_bound(model, d: int) -> float:
     """``H_c = HESSIAN_CLIP W_0 d``: the per-sample curvature clip on the whitened design (whose
-    rows have ``E ||x~||^2 = d``), so a row up to 1.5 times the typical norm keeps its curvature at 0.
+    rows have ``E ||x~||^2 = d``), so a row up to 1.5 times the typical norm keeps its curvature at 0;
+    for counts `COUNT_HESSIAN_ROOM` times it, in count-scale units (the curvature released is divided
+    by the released count scale W, so ``H_c W`` clips it).
 
     Parameters
     ----------
@@ -173,7 +198,55 @@ def hessian_bound(model, d: int) -> float:
     d : int
         Design columns.
     """
-    return HESSIAN_CLIP * curvature_at_zero(model) * d
+    return HESSIAN_CLIP * (COUNT_HESSIAN_ROOM if counts(model) else 1.0) * curvature_at_zero(model) * d
+
+
+def counts(model) -> bool:
+    """Whether ``model`` is a count model (Poisson), whose FedIRLS releases its count scale first.
+
+    Parameters
+    ----------
+    model : fedgdp.core.glm.GLM
+    """
+    return isinstance(model, Poisson)
+
+
+def count_moments(Y: np.ndarray, ends, c: float) -> np.ndarray:
+    """Each client's ``(mean_j min(y_j, c), mean_j min(y_j, c)^2)`` (clients, 2, 1), y first clipped to
+    ``[0, c]`` (a non-finite y to the nearer end, NaN to 0): the count-scale release, sensitivity
+    ``c sqrt(1 + c^2) / n`` (`fedgdp.core.privacy.plan_fedirls`).
+
+    Parameters
+    ----------
+    Y : ndarray of shape (n, 1)
+        The counts of consecutive clients.
+    ends : sequence of int
+        Each client's end row.
+    c : float
+        The clip.
+    """
+    y = np.clip(np.nan_to_num(np.asarray(Y, float)[:, 0], nan=0.0, posinf=c, neginf=0.0), 0.0, c)
+    out, lo = np.empty((len(ends), 2, 1)), 0
+    for i, hi in enumerate(ends):
+        out[i, :, 0] = np.mean(y[lo:hi]), np.mean(y[lo:hi] ** 2)
+        lo = hi
+    return out
+
+
+def count_scales(released: np.ndarray) -> tuple[float, float]:
+    """The count scale ``W`` (the released mean count, within ``[COUNT_FLOOR, COUNT_CLIP]``) and the
+    residuals' scale ``s = max(1, sqrt(released mean square count))``, from the released count moments
+    (public): the curvature is about ``W`` at the intercept-only fit, and counts of root mean square s
+    have residuals of about s, so B s clips the gradients of overdispersed counts no harder than B
+    clips those of counts near 1.
+
+    Parameters
+    ----------
+    released : ndarray of shape (2,)
+        The weighted sum of the clients' released count moments.
+    """
+    mean, square = float(released[0]), float(released[1])
+    return min(max(mean, COUNT_FLOOR), COUNT_CLIP), min(max(1.0, math.sqrt(max(square, 0.0))), COUNT_CLIP)
 
 
 def client_second_moments(X: np.ndarray, C: float) -> np.ndarray:
@@ -261,7 +334,7 @@ def whitened_norms(X: np.ndarray, Wt: np.ndarray) -> np.ndarray:
 
 
 def client_gradients(fd, theta: np.ndarray, Wt: np.ndarray, X: np.ndarray, Y: np.ndarray, xnorm: np.ndarray,
-                     ends) -> np.ndarray:
+                     ends, B: float | None = None) -> np.ndarray:
     """Each client's clipped gradient on the whitened design ``x~ = Wt' x`` at the whitened ``theta`` (clients,
     d, 1), computed on the unwhitened rows: ``Wt' mean_j f_j r_j x_j``.
 
@@ -289,8 +362,10 @@ def client_gradients(fd, theta: np.ndarray, Wt: np.ndarray, X: np.ndarray, Y: np
         `whitened_norms` of X.
     ends : sequence of int
         Each client's end row.
+    B : float or None
+        The clip instead of the fold's bound (FedIRLS on counts: `FoldData.clipped_residuals`).
     """
-    res = fd.clipped_residuals(Wt @ theta, X, Y, xnorm)
+    res = fd.clipped_residuals(Wt @ theta, X, Y, xnorm, B)
     return Wt.T @ cross_means(X, res, ends)
 
 
@@ -429,10 +504,10 @@ REPLAY_MAX_D = 120
 
 
 def replayed_noise(H: np.ndarray, theta: np.ndarray, grad_var: list, curv_sd: list, w0: float, floor: float,
-                   radius: float) -> np.ndarray:
+                   radius: float, start: np.ndarray | None = None) -> np.ndarray:
     """The estimate's noise covariance in the whitened coordinates, by replaying the Newton rounds on a
     public surrogate: the quadratic with curvature ``H`` (the last released curvature, floored) whose
-    minimum is the released ``theta``, started at 0, with every round's noise drawn at its public sd
+    minimum is the released ``theta``, started where the fit started, with every round's noise drawn at its public sd
     (the gradients' and the curvatures', `REPLAYS` times, seed `REPLAY_SEED`) and the same floors,
     damping and radius as the fit. Returns the mean of ``(theta_T - theta)(theta_T - theta)'`` over the
     replays: the last gradient's noise, what earlier rounds leave where the noisy curvature does not
@@ -451,7 +526,10 @@ def replayed_noise(H: np.ndarray, theta: np.ndarray, grad_var: list, curv_sd: li
     curv_sd : list of float
         Each round's curvature noise sd per entry (nan: the round reuses the previous curvature).
     w0, floor, radius : float
-        The first round's public curvature, the eigenvalue floor and the step radius of the fit.
+        The first round's public curvature (a multiple of I), the eigenvalue floor and the step radius of
+        the fit.
+    start : ndarray of shape (d,) or None
+        The fit's start (whitened; counts: the intercept-only fit); None: 0.
 
     Returns
     -------
@@ -465,7 +543,7 @@ def replayed_noise(H: np.ndarray, theta: np.ndarray, grad_var: list, curv_sd: li
     w, V = np.linalg.eigh((H + H.T) / 2.0)
     A = (V * np.maximum(w, floor)) @ V.T
     R = REPLAYS
-    x = np.zeros((R, d))
+    x = np.zeros((R, d)) if start is None else np.tile(np.asarray(start, float), (R, 1))
     Hr = np.broadcast_to(w0 * np.eye(d), (R, d, d))
     for gv, cs in zip(grad_var, curv_sd):
         g = (x - theta) @ A + math.sqrt(gv) * rng.standard_normal((R, d))

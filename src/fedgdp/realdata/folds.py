@@ -34,6 +34,7 @@ class FoldData:
     products : list     what the products read (`fedgdp.core.glm.product_design`; made when not given)
     xnorm : list        each client's row norms (n_i,) (made when not given)
     trace : list | None collects the noisy iterates (``fedgdp.api.diagnostics``); None keeps none
+    intercept : bool    whether the design's first column is the intercept (public; FedIRLS starts counts there)
     """
 
     model: GLM
@@ -48,6 +49,7 @@ class FoldData:
     products: list | None = field(default=None, repr=False)
     xnorm: list | None = field(default=None, repr=False)
     trace: list | None = field(default=None, repr=False, compare=False)
+    intercept: bool = False
 
     def __post_init__(self):
         # what the products read (a CSR copy of a wide sparse design, fedgdp.core.glm.product_design)
@@ -116,7 +118,7 @@ class FoldData:
         return clipped_gradient(self.model, Theta, self.design(i, rows), self.Y[i][rows], self.bound,
                                 self.xnorm[i][rows])  # type: ignore[index]
 
-    def clipped_residuals(self, Theta: np.ndarray, X, Y, xnorm=None) -> np.ndarray:
+    def clipped_residuals(self, Theta: np.ndarray, X, Y, xnorm=None, B: float | None = None) -> np.ndarray:
         """The residuals of `gradient` on the rows X, Y (any rows: FedIRLS's whitened design), each scaled
         so that its per-sample gradient ``x_j r_j'`` is clipped to `bound`
         (`fedgdp.realdata.clipping.clipped_residuals`).
@@ -127,8 +129,10 @@ class FoldData:
         X, Y : ndarray of shapes (n, d) and (n, k)
         xnorm : ndarray of shape (n,) or None
             The row norms of X, when computed already.
+        B : float or None
+            The clip instead of `bound` (FedIRLS on counts: `bound` times the released residuals' scale).
         """
-        return clipped_residuals(self.model, Theta, X, Y, self.bound, xnorm)
+        return clipped_residuals(self.model, Theta, X, Y, self.bound if B is None else B, xnorm)
 
     def calibrate(self, plan: tuple) -> tuple[list, Ledger]:
         """Per-client noise sds and the ledger of a plan (`fedgdp.core.privacy.calibrate_with_clip`).

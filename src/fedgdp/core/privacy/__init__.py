@@ -54,9 +54,11 @@ from .clipping import (
 from .gdp import compose, gdp_delta, gdp_epsilon, gdp_mu, headroom
 from .ledger import GUARANTEE, Ledger, Release
 from .plans import (
+    COUNT_SCALE,
     NEWTON_ASSUMPTION,
     SECOND_MOMENTS,
     calibrate_with_clip,
+    count_share,
     irls_shares,
     plan_fedavg,
     plan_fedhybrid,
@@ -95,7 +97,7 @@ __all__ = [
     "calibrate", "calibrate_schedule", "NOISE_ULPS", "check_noise_resolves",
     "calibrate_with_clip", "plan_fedsgd", "plan_fedavg", "plan_fedhybrid",
     "plan_fednewton", "plan_fednewton_iter",
-    "plan_fedirls", "irls_shares", "SECOND_MOMENTS", "CURVATURE", "plan_clip_histogram",
+    "plan_fedirls", "irls_shares", "SECOND_MOMENTS", "COUNT_SCALE", "count_share", "CURVATURE", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share",
     "clip_unaccounted", "clip_rule", "Fixed", "Quantile", "PrivateQuantile", "gdp_delta", "gdp_epsilon", "gdp_mu",
     "compose", "headroom",

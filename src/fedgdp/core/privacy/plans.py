@@ -133,18 +133,23 @@ def plan_fednewton_iter(*, B, n, eta, R, K, cycles, ridge, damping) -> tuple:
 
 #: The ledger's stage of FedIRLS's whitening release (`plan_fedirls`)
 SECOND_MOMENTS = "second moments"
+#: The ledger's stage of FedIRLS's count-scale release for counts (`plan_fedirls`)
+COUNT_SCALE = "count scale"
 
 
-def irls_shares(T: int) -> tuple[Fraction, list[Fraction], list[Fraction]]:
+def irls_shares(T: int, counts: bool = False) -> tuple[Fraction, list[Fraction], list[Fraction]]:
     """FedIRLS's public split of mu^2 (docs/methods.md §2, "FedIRLS"): 1/20 to the second
     moments; rounds 1..T-1's gradients 1/5 together and rounds 2..T-1's curvatures 1/5
     together, each in proportion to 1.5^t (later rounds, nearer the MLE, get more); the last
-    round's gradient, whose noise is the estimate's, the rest (11/20 at T >= 3).
+    round's gradient, whose noise is the estimate's, the rest (11/20 at T >= 3; for counts,
+    whose count scale takes `count_share`, 1/2).
 
     Parameters
     ----------
     T : int
         Newton rounds (>= 2).
+    counts : bool
+        Whether the plan has the count-scale release (Poisson).
 
     Returns
     -------
@@ -157,32 +162,52 @@ def irls_shares(T: int) -> tuple[Fraction, list[Fraction], list[Fraction]]:
     grads = [Fraction(1, 5) * w / sum(early) for w in early]
     later = [Fraction(3, 2) ** t for t in range(1, T - 1)]
     curvs = [Fraction(1, 5) * w / sum(later) for w in later] if later else []
-    final = 1 - moments - sum(grads, Fraction(0)) - sum(curvs, Fraction(0))
+    final = 1 - moments - sum(grads, Fraction(0)) - sum(curvs, Fraction(0)) - count_share(counts)
     return moments, grads + [final], curvs
 
 
-def plan_fedirls(*, B, n, T, moment_bound, hessian_bound) -> tuple:
-    """FedIRLS: the second moments, T clipped gradients and T - 2 clipped curvatures per client
-    (`irls_shares`), every sensitivity for all inputs.
+def count_share(counts: bool) -> Fraction:
+    """The count-scale release's share of mu^2: 1/20 for counts (taken from the last gradient's), else 0.
+
+    Parameters
+    ----------
+    counts : bool
+        Whether the plan has the count-scale release (Poisson).
+    """
+    return Fraction(1, 20) if counts else Fraction(0)
+
+
+def plan_fedirls(*, B, n, T, moment_bound, hessian_bound, count_clip=None) -> tuple:
+    """FedIRLS: for counts the count scale, then the second moments, T clipped gradients and
+    T - 2 clipped curvatures per client (`irls_shares`), every sensitivity for all inputs.
 
     A mean of rows clipped to ``||x||^2 <= C`` moves by ``sqrt(2) C / n`` in Frobenius norm when
     one record is replaced (``||a a' - b b'||_F^2 <= ||a||^4 + ||b||^4`` for the two records'
     rank-one terms), and so does its upper triangle, the vector released; per-sample Hessians
     clipped to operator norm ``H_c`` (rank one for one output) likewise give ``sqrt(2) H_c / n``;
-    a gradient clipped to B gives ``2 B / n``.
+    a gradient clipped to B gives ``2 B / n``; the count scale, the means of ``min(y, c)`` and
+    ``min(y, c)^2`` with y clipped to ``[0, c]``, moves by at most ``c / n`` and ``c^2 / n``:
+    ``c sqrt(1 + c^2) / n`` together. For counts the gradient and curvature releases are divided
+    by the released count scale (public), so B and ``H_c`` bound them in those units.
 
     Parameters
     ----------
     B, n : float or ndarray
-        The gradient clip (on the whitened design) and the client sizes, broadcastable to (b, m).
+        The gradient clip (on the whitened design, in count-scale units) and the client sizes,
+        broadcastable to (b, m).
     T : int
         Newton rounds.
     moment_bound, hessian_bound : float
         ``C`` (on ``||x||^2`` of the raw design) and ``H_c`` (on the whitened design).
+    count_clip : float or None
+        ``c`` of the count-scale release (counts only); None: no such release.
     """
-    mom, grads, curvs = irls_shares(T)
+    counts = count_clip is not None
+    mom, grads, curvs = irls_shares(T, counts)
     root2 = math.sqrt(2.0)
-    plan = [ReleaseSpec(SECOND_MOMENTS, 1, root2 * moment_bound, n, mom)]
+    plan = [ReleaseSpec(COUNT_SCALE, 1, count_clip * math.sqrt(1.0 + count_clip ** 2), n, count_share(True))] \
+        if counts else []
+    plan.append(ReleaseSpec(SECOND_MOMENTS, 1, root2 * moment_bound, n, mom))
     for t, share in enumerate(grads, start=1):
         plan.append(ReleaseSpec(f"{GRADIENT} (round {t})", 1, 2.0 * B, n, share))
         if 2 <= t <= T - 1:
