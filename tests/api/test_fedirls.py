@@ -43,12 +43,14 @@ def _reference(model, Xc, Yc, mu, B, T, radius, rng):
     Hc = 2.25 * w0 * d * (5.0 if counts else 1.0)
     W, s = 1.0, 1.0                 # counts: the released count scale and the residuals' scale
     if counts:
-        c, mom = 20.0, np.zeros(2)
+        c, mom, noise_var = 20.0, np.zeros(2), 0.0
         for i in range(m):
             y = np.clip(Yc[i][:, 0], 0.0, c)
             sd = c * math.sqrt(1 + c * c) / (n[i] * mu * math.sqrt(0.05))
             mom += w[i] * (np.array([y.mean(), (y * y).mean()]) + sd * rng.standard_normal((2, 1))[:, 0])
-        W, s = min(max(mom[0], 0.01), c), min(max(1.0, math.sqrt(max(mom[1], 0.0))), c)
+            noise_var += (w[i] * sd) ** 2
+        # the mean count at least twice its noise sd (unresolved below)
+        W, s = min(max(mom[0], 0.01, 2 * math.sqrt(noise_var)), c), min(max(1.0, math.sqrt(max(mom[1], 0.0))), c)
 
     def sym(Z):
         U = np.triu(Z)
@@ -364,10 +366,13 @@ def test_the_replayed_noise_is_the_last_gradients_where_newton_is_exact():
     d, w0 = 6, 0.25
     theta = np.linspace(-0.5, 0.5, d)
     var = [1e-3, 2e-3, 4e-4]
-    C = replayed_noise(w0 * np.eye(d), theta, var, [math.nan] * 3, w0, 0.0125, radius=4.0)
+    C, S = replayed_noise(w0 * np.eye(d), theta, var, [math.nan] * 3, w0, 0.0125, radius=4.0)
     assert REPLAYS >= 400
     np.testing.assert_allclose(np.diag(C), var[-1] / w0 ** 2, rtol=0.25)
-    assert np.array_equal(C, replayed_noise(w0 * np.eye(d), theta, var, [math.nan] * 3, w0, 0.0125, 4.0))
+    # the last step undoes round 2's noise and adds round 3's: variance (v_2 + v_3) / w0^2
+    np.testing.assert_allclose(np.diag(S), (var[-2] + var[-1]) / w0 ** 2, rtol=0.25)
+    again = replayed_noise(w0 * np.eye(d), theta, var, [math.nan] * 3, w0, 0.0125, 4.0)
+    assert np.array_equal(C, again[0]) and np.array_equal(S, again[1])
 
 
 def test_the_replayed_noise_sees_a_curvature_the_noise_swamps():
@@ -382,7 +387,7 @@ def test_the_replayed_noise_sees_a_curvature_the_noise_swamps():
     theta = np.full(d, 0.3)
     var = [1e-5] * 5
     formula = var[-1] / np.diag(H) ** 2
-    exact = replayed_noise(H, theta, var, [math.nan, 0.0, 0.0, 0.0, math.nan], w0, 0.0125, radius=4.0)
+    exact = replayed_noise(H, theta, var, [math.nan, 0.0, 0.0, 0.0, math.nan], w0, 0.0125, radius=4.0)[0]
     np.testing.assert_allclose(np.diag(exact), formula, rtol=0.25)
-    noisy = replayed_noise(H, theta, var, [math.nan, 0.02, 0.02, 0.02, math.nan], w0, 0.0125, radius=4.0)
+    noisy = replayed_noise(H, theta, var, [math.nan, 0.02, 0.02, 0.02, math.nan], w0, 0.0125, radius=4.0)[0]
     assert noisy[0, 0] > 2 * formula[0]

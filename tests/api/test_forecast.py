@@ -370,3 +370,18 @@ def test_a_planned_signal_forecasts_the_noise_of_a_strong_logistic_signal():
                               outcome_mean=0.5, signal_sd=2.5).noise_rmse[0]
     assert observed / at_zero > 1.5            # the case the plan is for: theta = 0 is well off
     assert 0.5 <= observed / planned <= 2.0
+
+
+def test_auto_keeps_the_paper_methods_for_counts_whose_count_scale_is_noise():
+    # FedIRLS scales its Newton steps by a released mean count; on 4 clients of 300 rows at mu = 2 that
+    # release's noise sd is 1.57 (the count clip 20 makes its sensitivity 20 sqrt(401) / n_i), so `auto`
+    # keeps FedHybrid there, and fits FedIRLS on 50 clients of 2,000 rows (sd 0.067)
+    small, large = np.array([300] * 4), np.array([2000] * 50)
+    c = 20.0
+    sd = c * math.sqrt(1 + c * c) / (300 * 2.0 * math.sqrt(0.05))
+    assert fc.irls_count_noise(small, 2.0) == pytest.approx(sd / 2, rel=1e-12)     # 4 equal clients: sd / sqrt(4)
+    assert fc.irls_count_noise(small, math.inf) == 0.0
+    assert not fc.irls_default("poisson", small, 3, 2.0)
+    assert fc.irls_default("poisson", large, 11, 2.0)
+    assert fc.irls_default("logistic", small, 3, 2.0)      # a label needs no count scale
+    assert fedgdp.forecast("poisson", small, 2, 2.0).attrs["recommended"] != "fedirls"

@@ -98,10 +98,11 @@ def _reference_run(self, be, s):
     Hinv = solve_floored(H, np.eye(d), floor)
     spread = Wt @ Hinv @ Hinv @ Wt.T                      # a gradient noise of unit variance, in theta
     fit = be.finish((Wt @ theta)[None], ledgers, self.comm(s, fd.m, d))[0]
-    noise_cov = (Wt @ replayed_noise(H, theta[:, 0], var, curv_sd, w0, floor, s.radius) @ Wt.T      # noise statement
-                 if fd.private else var[-1] * spread)
-    fit.info = {"noise_cov": noise_cov, "last_step": (Wt @ step)[:, 0],
-                "last_step_cov": (var[-1] + var[-2 if len(var) > 1 else -1]) * spread,
+    noise_cov, step_cov = var[-1] * spread, (var[-1] + var[-2 if len(var) > 1 else -1]) * spread  # noise statement
+    if fd.private:                                                                         # noise statement
+        noise_cov, step_cov = (Wt @ c @ Wt.T for c in                                      # noise statement
+                               replayed_noise(H, theta[:, 0], var, curv_sd, w0, floor, s.radius))
+    fit.info = {"noise_cov": noise_cov, "last_step": (Wt @ step)[:, 0], "last_step_cov": step_cov,
                 "capped": capped, "capped_by_noise": by_noise, "rounds": t}
     return [fit]
 

@@ -79,7 +79,7 @@ class FedIRLS(Method):
         if counted:
             released = released_sum(groups, w, sd[privacy.COUNT_SCALE], draw, (2, 1),
                                     lambda lo, hi, ends: count_moments(Y[lo:hi], ends, COUNT_CLIP))
-            scale, spread_y = count_scales(released[:, 0])
+            scale, spread_y = count_scales(released[:, 0], float(np.sqrt(np.sum((w * sd[privacy.COUNT_SCALE]) ** 2))))
         M = released_sum(groups, w, sd_m, draw, (d, d),
                          lambda lo, hi, ends: grams(second_moment_rows(X[lo:hi], C), ends))
         L = whitening(M, 2.0 * math.sqrt(d) * float(np.sqrt(np.sum((w * sd_m) ** 2))))
@@ -125,10 +125,11 @@ class FedIRLS(Method):
         Hinv = solve_floored(H, np.eye(d), floor)
         spread = Wt @ Hinv @ Hinv @ Wt.T                      # a gradient noise of unit variance, in theta
         fit = be.finish((Wt @ theta)[None], ledgers, self.comm(s, fd.m, d))[0]
-        noise_cov = (Wt @ replayed_noise(H, theta[:, 0], var, curv_sd, H0, floor, s.radius, start) @ Wt.T
-                     if fd.private else var[-1] * spread)
-        fit.info = {"noise_cov": noise_cov, "last_step": (Wt @ step)[:, 0],
-                    "last_step_cov": (var[-1] + var[-2 if len(var) > 1 else -1]) * spread,
+        noise_cov, step_cov = var[-1] * spread, (var[-1] + var[-2 if len(var) > 1 else -1]) * spread
+        if fd.private:                                        # the rounds replayed: what the noise does to them
+            noise_cov, step_cov = (Wt @ c @ Wt.T for c in
+                                   replayed_noise(H, theta[:, 0], var, curv_sd, H0, floor, s.radius, start))
+        fit.info = {"noise_cov": noise_cov, "last_step": (Wt @ step)[:, 0], "last_step_cov": step_cov,
                     "capped": capped, "capped_by_noise": by_noise, "rounds": t, "clip": B,
                     "count_scale": scale}
         return [fit]
@@ -233,8 +234,10 @@ def count_moments(Y: np.ndarray, ends, c: float) -> np.ndarray:
     return out
 
 
-def count_scales(released: np.ndarray) -> tuple[float, float]:
-    """The count scale ``W`` (the released mean count, within ``[COUNT_FLOOR, COUNT_CLIP]``) and the
+def count_scales(released: np.ndarray, noise_sd: float = 0.0) -> tuple[float, float]:
+    """The count scale ``W`` (the released mean count, within ``[COUNT_FLOOR, COUNT_CLIP]`` and at least twice
+    its noise sd: a mean below that is unresolved, and a curvature taken too small makes the Newton steps
+    blow up, one taken too large only shortens them) and the
     residuals' scale ``s = max(1, sqrt(released mean square count))``, from the released count moments
     (public): the curvature is about ``W`` at the intercept-only fit, and counts of root mean square s
     have residuals of about s, so B s clips the gradients of overdispersed counts no harder than B
@@ -244,9 +247,12 @@ def count_scales(released: np.ndarray) -> tuple[float, float]:
     ----------
     released : ndarray of shape (2,)
         The weighted sum of the clients' released count moments.
+    noise_sd : float
+        The released mean's noise sd, ``sqrt(sum_i w_i^2 sigma_i^2)`` (public).
     """
     mean, square = float(released[0]), float(released[1])
-    return min(max(mean, COUNT_FLOOR), COUNT_CLIP), min(max(1.0, math.sqrt(max(square, 0.0))), COUNT_CLIP)
+    return (min(max(mean, COUNT_FLOOR, 2.0 * noise_sd), COUNT_CLIP),
+            min(max(1.0, math.sqrt(max(square, 0.0))), COUNT_CLIP))
 
 
 def client_second_moments(X: np.ndarray, C: float) -> np.ndarray:
@@ -500,20 +506,22 @@ REPLAYS = 400
 REPLAY_SEED = 20261207
 #: Above this many coefficients the replays (R T eigendecompositions of d x d) give way to the last
 #: gradient's noise through the released curvature
-REPLAY_MAX_D = 120
+REPLAY_MAX_D = 64
 
 
 def replayed_noise(H: np.ndarray, theta: np.ndarray, grad_var: list, curv_sd: list, w0: float, floor: float,
-                   radius: float, start: np.ndarray | None = None) -> np.ndarray:
+                   radius: float, start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The estimate's noise covariance in the whitened coordinates, by replaying the Newton rounds on a
     public surrogate: the quadratic with curvature ``H`` (the last released curvature, floored) whose
-    minimum is the released ``theta``, started where the fit started, with every round's noise drawn at its public sd
-    (the gradients' and the curvatures', `REPLAYS` times, seed `REPLAY_SEED`) and the same floors,
-    damping and radius as the fit. Returns the mean of ``(theta_T - theta)(theta_T - theta)'`` over the
-    replays: the last gradient's noise, what earlier rounds leave where the noisy curvature does not
-    contract them, and the steps along curvature directions the noise swamps (small clients, rare
-    binary features), which the last gradient's noise alone (``grad_var[-1] H^-2``) misses. Costs no
-    privacy: it reads released values and public sds only.
+    minimum is the released ``theta``, started where the fit started, with every round's noise drawn at
+    its public sd (the gradients' and the curvatures', `REPLAYS` times, seed `REPLAY_SEED`) and the same
+    floors, damping and radius as the fit. Returns the mean of ``(theta_T - theta)(theta_T - theta)'``
+    over the replays, and the covariance of their last steps (the noise a converged fit's last step
+    carries, which the status reads: `fedgdp.api.diagnostics.diagnose_irls`). The first holds the last
+    gradient's noise, what earlier rounds leave where the noisy curvature does not contract them, and
+    the steps along curvature directions the noise swamps (small clients, rare binary features), which
+    the last gradient's noise alone (``grad_var[-1] H^-2``) misses. Costs no privacy: it reads released
+    values and public sds only.
 
     Parameters
     ----------
@@ -533,31 +541,31 @@ def replayed_noise(H: np.ndarray, theta: np.ndarray, grad_var: list, curv_sd: li
 
     Returns
     -------
-    ndarray of shape (d, d)
+    noise_cov, step_cov : ndarray of shape (d, d)
     """
     d = len(theta)
     if d > REPLAY_MAX_D:
         Hinv = solve_floored(H, np.eye(d), floor)
-        return grad_var[-1] * Hinv @ Hinv
+        return grad_var[-1] * Hinv @ Hinv, (grad_var[-1] + grad_var[-2 if len(grad_var) > 1 else -1]) * Hinv @ Hinv
     rng = np.random.default_rng(REPLAY_SEED)
     w, V = np.linalg.eigh((H + H.T) / 2.0)
     A = (V * np.maximum(w, floor)) @ V.T
     R = REPLAYS
     x = np.zeros((R, d)) if start is None else np.tile(np.asarray(start, float), (R, 1))
-    Hr = np.broadcast_to(w0 * np.eye(d), (R, d, d))
+    ev, U = np.full((R, d), float(w0)), None            # the current curvature's eigenpairs (U None: w0 I)
     for gv, cs in zip(grad_var, curv_sd):
         g = (x - theta) @ A + math.sqrt(gv) * rng.standard_normal((R, d))
-        if math.isfinite(cs):
-            Hr = A + cs * symmetric(rng.standard_normal((R, d, d)))
-        ev, U = np.linalg.eigh(Hr)
-        step = np.einsum("rij,rj->ri", U, np.einsum("rji,rj->ri", U, g) / np.maximum(ev, floor))
+        if math.isfinite(cs):                            # a released curvature; else the previous one
+            ev, U = np.linalg.eigh(A + cs * symmetric(rng.standard_normal((R, d, d))))
+        step = (g / np.maximum(ev, floor) if U is None else
+                np.einsum("rij,rj->ri", U, np.einsum("rji,rj->ri", U, g) / np.maximum(ev, floor)))
         dec = np.sqrt(np.maximum(np.sum(g * step, axis=1), 0.0))
         step /= np.where(dec > DAMP_FROM, 1.0 + dec, 1.0)[:, None]
         norm = np.linalg.norm(step, axis=1)
         step *= np.minimum(1.0, radius / np.maximum(norm, 1e-300))[:, None]
         x = x - step
-    E = x - theta
-    return E.T @ E / R
+    E, S = x - theta, step - step.mean(axis=0)
+    return E.T @ E / R, S.T @ S / R
 
 
 def solve_floored(H: np.ndarray, g: np.ndarray, floor: float) -> np.ndarray:
