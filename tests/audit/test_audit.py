@@ -133,6 +133,24 @@ def test_the_count_scale_release_reaches_and_stays_within_its_sensitivity(monkey
     assert _audit_count_scale(100, 0).ratio == pytest.approx(1 / 0.6, rel=1e-6)
 
 
+def test_fedirls_count_releases_are_audited_through_the_fits_round_functions(monkeypatch):
+    """FedIRLS on counts: its gradient and curvature releases, moved through the fit's own round functions
+    with the fit's clips ``B s`` and ``H_c W`` in units of s and W, stay within their recorded sensitivities
+    (the gradient reaches 0.9 of it); released without the division by s (a unit slip: at s = 4 the terms reach
+    4 times the plan's clip), the audit flags the gradient."""
+    from fedgdp.audit.glm import _audit_fedirls_counts
+    from fedgdp.methods import fedirls
+
+    rows = _audit_fedirls_counts(100, 0)
+    assert [r.release for r in rows] == ["gradient (every round)", "curvature (every round)"]
+    assert all(r.certified and r.ratio <= 1 + RATIO_TOL for r in rows), rows
+    assert rows[0].ratio >= 0.9, rows[0]
+    monkeypatch.setattr(fedirls, "round_gradients",
+                        lambda fd, theta, Wt, X, Y, xnorm, ends, B, s=1.0:
+                        fedirls.client_gradients(fd, theta, Wt, X, Y, xnorm, ends, B))
+    assert _audit_fedirls_counts(100, 0)[0].ratio > 2.0
+
+
 def test_an_understated_inference_sensitivity_fails_the_audit(monkeypatch):
     """The mutation: the inference releases' plan records 0.6 of their sensitivities (what
     the fit's ledger would record and calibrate its noise on); the audit flags both releases
@@ -160,7 +178,9 @@ def test_every_registered_method_release_and_solver_is_audited(all_rows):
             assert {(name, "binary")} | (set() if meth.tags.single_output else {(name, "multiclass")}) <= seen
     assert {("clip_private_quantile", "logistic"), ("clip_private_quantile", "poisson")} <= seen
     assert {("federated_glm", f) for f in ("logistic", "poisson", "multinomial")} <= seen
-    assert ("fedirls", "poisson", "count scale") in {(r.method, r.model, r.release) for r in all_rows}
+    releases = {(r.method, r.model, r.release) for r in all_rows}
+    assert {("fedirls", "poisson", "count scale"), ("fedirls", "poisson", "gradient (every round)"),
+            ("fedirls", "poisson", "curvature (every round)")} <= releases
     solvers = {r.setting.split("solver=")[1].split(",")[0] for r in all_rows if "solver=" in r.setting}
     assert solvers == {"cg", "ridge", "floor"}
     bad = [r for r in all_rows if r.certified and not r.ratio <= 1 + RATIO_TOL]

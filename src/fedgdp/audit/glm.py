@@ -261,6 +261,61 @@ def _audit_count_scale(n: int, seed: int) -> AuditRow:
     return AuditRow("fedirls", "poisson", spec.stage, spec.certified, search.best * recorded, recorded,
                     search.best, "any", search.evals, search.pair, f"c={c:g}", max(search.finite_best, 0.0))
 
+def _audit_fedirls_counts(n: int, seed: int) -> list[AuditRow]:
+    """FedIRLS's gradient and curvature releases for counts, through the fit's own round functions
+    (`fedgdp.methods.fedirls.round_gradients`, `round_curvatures`) with the fit's finite clip ``B s`` and
+    curvature clip ``H_c W`` in units of s and W, on a public whitening, at public count scales (W, s) of
+    (1, 1) and (3, 4): random standardised clients (counts of mean 2) of n, 2 and 3 rows and an all-zero
+    one of 2, at theta = 0 and the intercept-only start ``log W`` (and a random theta on n rows); record 0
+    replaced by rows of every scale and direction (`_candidates`) with counts from 0 to 1e9."""
+    from ..core.glm import POISSON
+    from ..methods import fedirls as irls
+    from ..realdata import FoldData
+
+    rng = np.random.default_rng(seed)
+    d = 6
+    Wt = _public_whitening(d)
+    ys = [np.array([v]) for v in (0.0, 1.0, 5.0, 20.0, 1e3, 1e9)]
+    rows = []
+    for kind in (privacy.GRADIENT, privacy.CURVATURE):
+        search = _Search()
+        for W, s in ((1.0, 1.0), (3.0, 4.0)):
+            for size in (n, 2, 3):
+                X = np.column_stack([np.ones(size), rng.standard_normal((size, d - 1))])
+                for label, y in (("random", rng.poisson(2.0, size)),) + ((("zeros", np.zeros(size)),) if size == 2
+                                                                          else ()):
+                    Y = np.asarray(y, float)[:, None]
+                    fd = FoldData(POISSON, [X], [Y], mu=1.0, B=AUDIT_B, tau1=0.5, privacy={"mode": "certified"},
+                                  newton=dict(NEWTON_DEFAULTS),
+                                  clip={"rule": "fixed", "value": AUDIT_B})
+                    B, Hc = AUDIT_B * s, irls.hessian_bound(POISSON, d) * W
+                    plan = {sp.stage.split(" (")[0]: sp for sp in
+                            irls.FedIRLS().plan(fd, irls.FedIRLS.settings_class())}
+                    recorded = float(np.asarray(plan[kind].sensitivity).ravel()[0])
+
+                    def release(Xc, Yc, Theta, kind=kind, fd=fd, B=B, Hc=Hc, W=W, s=s):
+                        xnorm = irls.whitened_norms(Xc, Wt)
+                        if kind == privacy.GRADIENT:
+                            return irls.round_gradients(fd, Theta, Wt, Xc, Yc, xnorm, [len(Xc)], B, s)[0]
+                        return irls.round_curvatures(POISSON, Theta, Wt, Xc, Yc, xnorm, [len(Xc)], B, Hc, W)[0]
+
+                    start = np.linalg.inv(Wt) @ np.r_[math.log(W), np.zeros(d - 1)]      # theta~ of the start
+                    states = [np.zeros((d, 1)), start[:, None]] + ([0.3 * rng.standard_normal((d, 1))]
+                                                                    if size == n else [])
+                    for si, Theta in enumerate(states):
+                        base = release(X, Y, Theta)
+                        for x, yj in _candidates(d, ys, rng):
+                            Xc, Yc = X.copy(), Y.copy()
+                            Xc[0], Yc[0] = x, yj
+                            search.see(change(release(Xc, Yc, Theta), base) / recorded,
+                                       f"{label} n={size}, (W, s) = ({W:g}, {s:g}), state {si}, record 0 -> "
+                                       f"x={_fmt_x(x)}, y={float(yj[0]):g}")
+        rows.append(AuditRow("fedirls", "poisson", f"{kind} (every round)", True, search.best * recorded, recorded,
+                             search.best, "any", search.evals, search.pair, f"B={AUDIT_B:g} s, H_c W",
+                             max(search.finite_best, 0.0)))
+    return rows
+
+
 # ------------------------------------------------------------------- real data
 def _real_client(task: str, n: int, rng):
     from ..core.glm import matrix_model
@@ -283,11 +338,12 @@ def _real_release(meth, kind: str, fd, s, Theta: np.ndarray, drift) -> np.ndarra
     X, Y = np.asarray(fd.X[0], float), np.asarray(fd.Y[0], float)
     Wt = _public_whitening(fd.d)       # FedIRLS's rounds on a public whitening, whitened on the fly as in its fit
     if kind.startswith(f"{privacy.GRADIENT} (round"):
-        return irls.client_gradients(fd, Theta, Wt, X, Y, irls.whitened_norms(X, Wt), [len(X)])[0]
+        return irls.round_gradients(fd, Theta, Wt, X, Y, irls.whitened_norms(X, Wt), [len(X)], fd.bound)[0]
     if kind.startswith(f"{privacy.CURVATURE} (round"):
-        # B = inf: every row kept (the fit leaves out the rows whose gradient is clipped, which only removes terms)
-        return irls.client_curvatures(fd.model, Theta, Wt, X, irls.hessian_bound(fd.model, fd.d), Y, math.inf,
-                                      irls.whitened_norms(X, Wt), [len(X)])[0]
+        # B = inf: every row kept (the fit leaves out the rows whose gradient is clipped, which only removes terms;
+        # the fit's own B is audited on counts, `_audit_fedirls_counts`)
+        return irls.round_curvatures(fd.model, Theta, Wt, X, Y, irls.whitened_norms(X, Wt), [len(X)], math.inf,
+                                     irls.hessian_bound(fd.model, fd.d))[0]
     if kind == privacy.LOCAL_STEP:
         return local_descent(fd, 0, Theta, K=1, eta=meth.local_step_size(s), sigma=0.0, rng=None,
                              drift=drift if meth.tags.drifts else None)

@@ -8,7 +8,16 @@ from dataclasses import asdict
 import numpy as np
 
 from ..core.solvers import NEWTON_DEFAULTS
-from .glm import INFERENCE_FAMILIES, TAU1, _audit_count_scale, _audit_histogram, audit_inference, audit_real, audit_sim
+from .glm import (
+    INFERENCE_FAMILIES,
+    TAU1,
+    _audit_count_scale,
+    _audit_fedirls_counts,
+    _audit_histogram,
+    audit_inference,
+    audit_real,
+    audit_sim,
+)
 from .nn import audit_nn, nn_targets
 from .search import _BUDGET, RANDOM_DIRECTIONS, AuditRow, AuditTarget
 
@@ -124,6 +133,7 @@ def run_audit(*, quick: bool = False, seed: int = 0, targets: list[AuditTarget] 
                 rows += audit_inference(t, n_real, seed, local_iters=iters)
         if any(t.kind == "realdata" and t.method == "fedirls" for t in targets):   # its count scale (Poisson)
             rows.append(_audit_count_scale(n_real, seed))
+            rows += _audit_fedirls_counts(n_real, seed)          # its gradients and curvatures on counts
         if histogram:
             for model in sorted({t.model for t in targets if t.kind == "simulation"} or {"logistic", "poisson"}):
                 rows.append(_audit_histogram(model, n_sim, seed))

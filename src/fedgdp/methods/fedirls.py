@@ -94,11 +94,11 @@ class FedIRLS(Method):
         floor = EIGEN_FLOOR * w0
         rounds = s.T if fd.private else self.EXACT_ROUNDS      # non-private: Newton to convergence, at no cost
 
-        def gradients(lo, hi, ends):                          # clipped to B (= the clip times s), in units of s
-            return client_gradients(fd, theta, Wt, X[lo:hi], Y[lo:hi], xnorm[lo:hi], ends, B) / spread_y
+        def gradients(lo, hi, ends):
+            return round_gradients(fd, theta, Wt, X[lo:hi], Y[lo:hi], xnorm[lo:hi], ends, B, spread_y)
 
-        def curvatures(lo, hi, ends):                         # clipped to H_c (= its bound times W), in units of W
-            return client_curvatures(fd.model, theta, Wt, X[lo:hi], Hc, Y[lo:hi], B, xnorm[lo:hi], ends) / scale
+        def curvatures(lo, hi, ends):
+            return round_curvatures(fd.model, theta, Wt, X[lo:hi], Y[lo:hi], xnorm[lo:hi], ends, B, Hc, scale)
 
         for t in range(1, rounds + 1):
             sd_g = sd.get(f"{privacy.GRADIENT} (round {t})", np.zeros(fd.m))
@@ -337,6 +337,43 @@ def whitened_norms(X: np.ndarray, Wt: np.ndarray) -> np.ndarray:
             return norms(A @ Wt) + extra * norms(A)
 
     return by_blocks(bound, X)
+
+
+def round_gradients(fd, theta: np.ndarray, Wt: np.ndarray, X: np.ndarray, Y: np.ndarray, xnorm: np.ndarray, ends,
+                    B: float, s: float = 1.0) -> np.ndarray:
+    """A Newton round's gradient releases before noise (clients, d, 1), as the fit computes them: clipped to
+    ``B`` (the clip times the residuals' scale s; counts) on the whitened design (`client_gradients`), in units
+    of s, so each row's term has norm at most ``B / s``, the plan's clip (the audit moves records through this).
+
+    Parameters
+    ----------
+    fd, theta, Wt, X, Y, xnorm, ends
+        As `client_gradients`'.
+    B : float
+        The gradients' clip (``fd.bound`` times s).
+    s : float
+        The residuals' scale (1 but for counts; `count_scales`).
+    """
+    return client_gradients(fd, theta, Wt, X, Y, xnorm, ends, B) / s
+
+
+def round_curvatures(model, theta: np.ndarray, Wt: np.ndarray, X: np.ndarray, Y: np.ndarray, xnorm: np.ndarray,
+                     ends, B: float, Hc: float, W: float = 1.0) -> np.ndarray:
+    """A Newton round's curvature releases before noise (clients, d, d), as the fit computes them: each row's
+    term clipped to ``Hc`` (the plan's bound times the count scale W; counts) on the whitened design, the rows
+    whose gradient ``B`` clips left out (`client_curvatures`), in units of W (each term at most ``Hc / W``, the
+    plan's bound; the audit moves records through this).
+
+    Parameters
+    ----------
+    model, theta, Wt, X, Y, xnorm, ends, B
+        As `client_curvatures`'.
+    Hc : float
+        The curvature's clip (`hessian_bound` times W).
+    W : float
+        The count scale (1 but for counts; `count_scales`).
+    """
+    return client_curvatures(model, theta, Wt, X, Hc, Y, B, xnorm, ends) / W
 
 
 def client_gradients(fd, theta: np.ndarray, Wt: np.ndarray, X: np.ndarray, Y: np.ndarray, xnorm: np.ndarray,
