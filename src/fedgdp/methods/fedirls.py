@@ -79,10 +79,10 @@ class FedIRLS(Method):
         if counted:
             released = released_sum(groups, w, sd[privacy.COUNT_SCALE], draw, (2, 1),
                                     lambda lo, hi, ends: count_moments(Y[lo:hi], ends, COUNT_CLIP))
-            scale, spread_y = count_scales(released[:, 0], float(np.sqrt(np.sum((w * sd[privacy.COUNT_SCALE]) ** 2))))
+            scale, spread_y = count_scales(released[:, 0], weighted_sd(w, sd[privacy.COUNT_SCALE]))
         M = released_sum(groups, w, sd_m, draw, (d, d),
                          lambda lo, hi, ends: grams(second_moment_rows(X[lo:hi], C), ends))
-        L = whitening(M, 2.0 * math.sqrt(d) * float(np.sqrt(np.sum((w * sd_m) ** 2))))
+        L = whitening(M, 2.0 * math.sqrt(d) * weighted_sd(w, sd_m))
         Wt = np.linalg.inv(L).T                               # x~ = L^-1 x = Wt' x, theta = L^-T theta~
         xnorm, B = whitened_norms(X, Wt), fd.bound * spread_y  # whitening on the fly: no whitened copy
         Hc, w0 = hessian_bound(fd.model, d) * scale if fd.private else math.inf, curvature_at_zero(fd.model)
@@ -104,7 +104,7 @@ class FedIRLS(Method):
             sd_g = sd.get(f"{privacy.GRADIENT} (round {t})", np.zeros(fd.m))
             g = spread_y * released_sum(groups, w, sd_g, draw, (d, 1), gradients)
             curv = f"{privacy.CURVATURE} (round {t})"
-            curv_sd.append(scale * float(np.sqrt(np.sum((w * sd[curv]) ** 2))) if curv in sd else math.nan)
+            curv_sd.append(scale * weighted_sd(w, sd[curv]) if curv in sd else math.nan)
             if curv in sd or not fd.private:
                 H = scale * released_sum(groups, w, sd.get(curv, np.zeros(fd.m)), draw, (d, d), curvatures)
             step = solve_floored(H, g, floor)
@@ -478,6 +478,17 @@ def curvature_rows(model, theta: np.ndarray, X: np.ndarray, Hc: float, Y=None, B
         return aX, P
     with np.errstate(over="ignore", invalid="ignore"):
         return aX, model.curvature(P, np.ones_like(P))            # one output: b''(s_j)
+
+
+def weighted_sd(w: np.ndarray, sd: np.ndarray) -> float:
+    """The noise sd per entry of ``sum_i w_i (R_i + sd_i Z_i)``: ``sqrt(sum_i w_i^2 sd_i^2)`` (`released_sum`).
+
+    Parameters
+    ----------
+    w, sd : ndarray of shape (m,)
+        The clients' weights and noise sds.
+    """
+    return float(np.sqrt(np.sum((w * sd) ** 2)))
 
 
 def released_sum(groups: list, w: np.ndarray, sd: np.ndarray, draw, shape: tuple, per_client) -> np.ndarray:
