@@ -192,7 +192,8 @@ def test_clip_rule_is_a_typed_view_of_the_dict_form(given):
     unchanged; the dict functions (`bound_of_rule`, `clip_share`, `clip_unaccounted`) read the same."""
     rule = privacy.check_clip(given)
     typed = privacy.clip_rule(rule)
-    assert typed.as_dict() == rule
+    assert repr(typed.as_dict()) == repr(rule)          # the same keys, order and types: the seeds' parameters
+    assert privacy.clip_rule(typed) is typed and typed.rule == rule["rule"]
     assert typed.spends == privacy.clip_share(rule) and typed.unaccounted == privacy.clip_unaccounted(rule)
     norms = [np.linspace(0.1, 3.0, 50), np.linspace(0.2, 5.0, 80)]
     got = typed.bound(lambda: norms, mu=1.0, rng=np.random.default_rng(3))
@@ -206,6 +207,21 @@ def test_clip_rule_is_a_typed_view_of_the_dict_form(given):
         assert not typed.unaccounted
         assert got == privacy.private_clip_bound(norms, rule, mu=1.0, rng=np.random.default_rng(3))
     assert got == privacy.bound_of_rule(rule, lambda: norms, mu=1.0, rng=np.random.default_rng(3))
+
+
+@pytest.mark.parametrize("given, key", [({"rule": "fixed", "value": 1.0, "q": 0.9}, "'q'"),
+                                        ({"rule": "quantile", "q": 0.9, "share": 0.1}, "'share'"),
+                                        ({"rule": "private_quantile", "q": 0.9, "bins": 64}, "'bins'")])
+def test_check_clip_refuses_a_key_its_rule_does_not_read(given, key):
+    """A key the rule ignores would be dropped silently from the parameters (and their seeds): refused."""
+    with pytest.raises(ValueError, match=f"unknown clip key.*{key}"):
+        privacy.check_clip(given)
+
+
+def test_check_clip_gives_the_rules_own_key_order():
+    """Whatever order the keys come in, the checked form is the rule's (`as_dict`)."""
+    assert list(privacy.check_clip({"q": 0.8, "rule": "private_quantile"})) == ["rule", "q", "share", "grid"]
+    assert list(privacy.check_clip({"value": 2, "rule": "fixed"})) == ["rule", "value"]
 
 
 def test_clip_rule_refuses_an_unknown_rule():

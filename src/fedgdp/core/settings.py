@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["Settings", "setting", "is_bool", "as_float", "integer", "number", "choice", "name_list", "add_flags",
-           "flag_values", "suggest"]
+__all__ = ["Settings", "setting", "plain", "is_bool", "as_float", "integer", "number", "choice", "name_list",
+           "add_flags", "flag_values", "suggest"]
 
 
 def suggest(word, choices) -> str:
@@ -263,8 +263,13 @@ class Settings:
         return cls(**cls.finish(values))
 
     def as_dict(self) -> dict:
-        """The plain dict of the settings (a deep copy, fields in declaration order)."""
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        """The plain dict of the settings (a deep copy, fields in declaration order; a value with an
+        ``as_dict``, such as a clipping rule or nested settings, as its dict form)."""
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    def replace(self, **changes):
+        """A copy with ``changes`` (derived values; not checked again: `build` checks input)."""
+        return dataclasses.replace(self, **changes)
 
     @classmethod
     def json_schema(cls) -> dict:
@@ -279,6 +284,22 @@ class Settings:
     def defaults(cls) -> dict:
         """The defaults as a plain dict (unchecked, before `finish`)."""
         return {f.name: _default(f) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+
+
+def plain(value):
+    """``value`` as plain data: an object with ``as_dict`` as its dict, dicts and lists through, else a deep copy.
+
+    Parameters
+    ----------
+    value : object
+    """
+    if hasattr(value, "as_dict"):
+        return value.as_dict()
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return copy.deepcopy(value)
 
 
 def _default(f):

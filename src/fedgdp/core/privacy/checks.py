@@ -122,6 +122,10 @@ def parse_mu(value, key: str = "mu") -> float:
     return mu
 
 
+#: the keys of each clipping rule's dict form, in its order (`fedgdp.core.privacy.rules`' ``as_dict``)
+_CLIP_KEYS = {"fixed": ("rule", "value"), "quantile": ("rule", "q"), "private_quantile": ("rule", "q", "share", "grid")}
+
+
 def check_clip(clip) -> dict:
     """The clipping rule as a dict (a number means ``{"rule": "fixed", "value": B}``); ValueError otherwise.
 
@@ -146,6 +150,10 @@ def check_clip(clip) -> dict:
     rule = clip.get("rule")
     if rule not in ("quantile", "fixed", "private_quantile"):
         raise ValueError(f"clip rule must be 'quantile', 'fixed' or 'private_quantile', got {rule!r}")
+    known = _CLIP_KEYS[rule]
+    unknown = sorted(set(clip) - set(known))
+    if unknown:
+        raise ValueError(f"unknown clip key(s) {unknown} for rule {rule!r}; known: {', '.join(known)}")
     if rule in ("quantile", "private_quantile"):
         parse_fraction("clip q", clip.get("q"))
     if rule == "fixed":                  # (the value is kept as given: it enters the seeds' parameters)
@@ -153,9 +161,8 @@ def check_clip(clip) -> dict:
         if not as_float("fixed clip value", clip.get("value"), what) >= CLIP_MIN:
             raise ValueError(f"fixed clip value must be {what}, got value={clip.get('value')!r}")
     if rule == "private_quantile":
-        clip = {"share": 0.1, "grid": [0.01, 100.0, 64]} | dict(clip)
-        clip["q"], clip["share"] = float(clip["q"]), number(0, 1)("clip share", clip["share"])
-        grid = clip["grid"]
+        share, grid = clip.get("share", 0.1), clip.get("grid", [0.01, 100.0, 64])
+        clip = {"rule": rule, "q": float(clip["q"]), "share": number(0, 1)("clip share", share), "grid": grid}
         ok = isinstance(grid, (list, tuple)) and len(grid) == 3
         if ok:
             lo, hi, bins = grid
@@ -168,25 +175,30 @@ def check_clip(clip) -> dict:
             raise ValueError(f"clip grid must be [lo, hi, bins] with {CLIP_MIN:g} (CLIP_MIN) <= lo < hi and an "
                              f"integer bins >= 1, got grid={grid!r}")
         clip["grid"] = [float(grid[0]), float(grid[1]), int(grid[2])]
-    return clip
+    from .rules import clip_rule
+
+    return clip_rule(clip).as_dict()    # the canonical form: the rule's keys in its order
 
 
-def check_clip_bound(clip: dict) -> None:
+def check_clip_bound(clip) -> None:
     """Refuse a private fit's bound above `CLIP_MAX` (a fixed value or a grid's top; inf and NaN too).
 
     Parameters
     ----------
-    clip : dict
+    clip : Fixed, Quantile or PrivateQuantile, or its dict form
     """
-    if clip["rule"] == "fixed" and not float(clip["value"]) <= CLIP_MAX:
+    from .rules import clip_rule  # (rules imports calibration, which imports this module)
+
+    rule = clip_rule(clip)
+    if rule.rule == "fixed" and not float(rule.value) <= CLIP_MAX:  # type: ignore[union-attr]
         raise ValueError(f"fixed clip value must be a number in (0, {CLIP_MAX:g}] (docs/methods.md §2), "
-                         f"got clip={clip['value']!r}")
-    if clip["rule"] == "private_quantile" and not float(clip["grid"][1]) <= CLIP_MAX:
+                         f"got clip={rule.value!r}")  # type: ignore[union-attr]
+    if rule.rule == "private_quantile" and not float(rule.grid[1]) <= CLIP_MAX:  # type: ignore[union-attr]
         raise ValueError(f"clip grid's top must be at most {CLIP_MAX:g} (docs/methods.md §2), "
-                         f"got grid={clip['grid']!r}")
+                         f"got grid={list(rule.grid)!r}")  # type: ignore[union-attr]
 
 
-def check_privacy(privacy, clip: dict, release: str = "private") -> dict:
+def check_privacy(privacy, clip, release: str = "private") -> dict:
     """The privacy setting ``{"mode": "paper" | "certified", "hessian_clip": c}``, checked.
 
     ``certified`` needs a ``fixed`` or ``private_quantile`` bound, and clips FedNewton's
@@ -196,7 +208,7 @@ def check_privacy(privacy, clip: dict, release: str = "private") -> dict:
     ----------
     privacy : dict
         ``mode`` and ``hessian_clip``.
-    clip : dict
+    clip : Fixed, Quantile or PrivateQuantile, or its dict form
         The clipping rule.
     release : str
         What the fits release (`RELEASES`); ``private`` checks the bound (`check_clip_bound`).
@@ -224,7 +236,9 @@ def check_privacy(privacy, clip: dict, release: str = "private") -> dict:
     if not low <= out["hessian_clip"] <= high:
         raise ValueError(f"privacy hessian_clip must be a number in [{low:g}, {high:g}] (docs/methods.md §2), got "
                          f"hessian_clip={privacy.get('hessian_clip')!r}")
-    if out["mode"] == "certified" and clip["rule"] == "quantile":
+    from .rules import clip_rule
+
+    if out["mode"] == "certified" and clip_rule(clip).rule == "quantile":
         raise ValueError("privacy mode 'certified' needs a public or private clipping bound: set clip to "
                          "{rule: private_quantile, ...} or {rule: fixed, value: B}, got clip rule 'quantile'")
     return out

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -67,14 +67,14 @@ def clip_bound(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float
                          max_quantile=lambda q: _client_quantiles(flat(), rep.sizes, q).max())
 
 
-def histogram_grid(rule: dict) -> np.ndarray:
+def histogram_grid(rule) -> np.ndarray:
     """The public geometric bin edges of a ``private_quantile`` rule, shape (bins + 1,).
 
     Parameters
     ----------
-    rule : dict
+    rule : PrivateQuantile or its dict form
     """
-    lo, hi, bins = rule["grid"]
+    lo, hi, bins = clip_rule(rule).grid  # type: ignore[union-attr]
     return np.geomspace(float(lo), float(hi), int(bins) + 1)
 
 
@@ -105,7 +105,7 @@ def plan_clip_histogram(*, n, share) -> tuple:
     return (ReleaseSpec(CLIP_HISTOGRAM, 1, math.sqrt(2.0), n, Fraction(share)),)
 
 
-def private_clip_bound(norms: list, rule: dict, *, mu: float, rng: np.random.Generator) -> float:
+def private_clip_bound(norms: list, rule, *, mu: float, rng: np.random.Generator) -> float:
     """The ``private_quantile`` bound: the largest over clients of the q-crossing of its noisy cumulative histogram.
 
     Noise: one ``rng.standard_normal((m, bins))`` draw, calibrated by `plan_clip_histogram`.
@@ -114,19 +114,20 @@ def private_clip_bound(norms: list, rule: dict, *, mu: float, rng: np.random.Gen
     ----------
     norms : list of ndarray
         Per client, the per-sample gradient norms at zero, shape (n_i,).
-    rule : dict
+    rule : PrivateQuantile or its dict form
     mu : float
     rng : numpy.random.Generator
     """
+    rule = clip_rule(rule)
     edges = histogram_grid(rule)
     bins = edges.shape[0] - 1
     n = np.array([len(v) for v in norms], float)
-    sigma = calibrate(plan_clip_histogram(n=n, share=rule["share"]), mu=mu).sigmas[0]
+    sigma = calibrate(plan_clip_histogram(n=n, share=rule.share), mu=mu).sigmas[0]
     Z = rng.standard_normal((len(norms), bins))
     best = 0.0
     for i, v in enumerate(norms):
         h = clip_histogram(v, rule) + sigma[i] * Z[i]
-        hit = np.flatnonzero(np.cumsum(h) >= rule["q"])
+        hit = np.flatnonzero(np.cumsum(h) >= rule.q)
         best = max(best, float(edges[(hit[0] if hit.size else bins - 1) + 1]))
     return best
 
@@ -153,6 +154,9 @@ def clip_unaccounted(rule: dict) -> list[str]:
 
 class _Rule:
     """What the three rules share: the bound, the share of mu^2 spent, the notes left unaccounted."""
+
+    #: the rule's name in its dict form (``{"rule": name, ...}``)
+    rule: ClassVar[str] = ""
 
     def bound(self, norms, *, mu: float = math.inf, rng=None, max_quantile=None) -> float:
         """The clipping bound B of this rule.
@@ -186,6 +190,8 @@ class _Rule:
 class Fixed(_Rule):
     """The ``fixed`` rule: a public bound ``value`` (kept as given: it enters the seeds' parameters)."""
 
+    rule: ClassVar[str] = "fixed"
+
     value: Any
 
     def _bound(self, norms, mu, rng, max_quantile) -> float:
@@ -199,6 +205,8 @@ class Fixed(_Rule):
 @dataclass(frozen=True)
 class Quantile(_Rule):
     """The ``quantile`` rule (paper §4.1): the max over clients of their ``q``-quantile; data-driven, unaccounted."""
+
+    rule: ClassVar[str] = "quantile"
 
     q: Any = 0.9
 
@@ -222,12 +230,14 @@ class Quantile(_Rule):
 class PrivateQuantile(_Rule):
     """The ``private_quantile`` rule: `private_clip_bound` on the public ``grid``, spending ``share`` of mu^2."""
 
+    rule: ClassVar[str] = "private_quantile"
+
     q: Any = 0.9
     share: Any = 0.1
     grid: tuple = (0.01, 100.0, 64)
 
     def _bound(self, norms, mu, rng, max_quantile) -> float:
-        return private_clip_bound(norms(), self.as_dict(), mu=mu, rng=rng)
+        return private_clip_bound(norms(), self, mu=mu, rng=rng)
 
     @property
     def spends(self) -> Fraction:
@@ -239,15 +249,17 @@ class PrivateQuantile(_Rule):
         return {"rule": "private_quantile", "q": self.q, "share": self.share, "grid": list(self.grid)}
 
 
-def clip_rule(rule: Mapping) -> Fixed | Quantile | PrivateQuantile:
+def clip_rule(rule) -> Fixed | Quantile | PrivateQuantile:
     """The typed view of a clipping rule's dict form (checked by `check_clip`); its ``as_dict()`` gives it back.
 
     Parameters
     ----------
-    rule : Mapping
+    rule : Mapping or rule
         ``{"rule": "fixed", "value"}``, ``{"rule": "quantile", "q"}`` or ``{"rule": "private_quantile", "q",
-        "share", "grid"}``.
+        "share", "grid"}``; a rule object is returned as it is.
     """
+    if isinstance(rule, _Rule):
+        return rule  # type: ignore[return-value]
     kind = rule.get("rule")
     if kind == "fixed":
         return Fixed(rule["value"])
