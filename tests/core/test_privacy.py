@@ -209,13 +209,18 @@ def test_clip_rule_is_a_typed_view_of_the_dict_form(given):
     assert got == privacy.bound_of_rule(rule, lambda: norms, mu=1.0, rng=np.random.default_rng(3))
 
 
-@pytest.mark.parametrize("given, key", [({"rule": "fixed", "value": 1.0, "q": 0.9}, "'q'"),
-                                        ({"rule": "quantile", "q": 0.9, "share": 0.1}, "'share'"),
+@pytest.mark.parametrize("given, key", [({"rule": "fixed", "value": 1.0, "qq": 0.9}, "'qq'"),
                                         ({"rule": "private_quantile", "q": 0.9, "bins": 64}, "'bins'")])
-def test_check_clip_refuses_a_key_its_rule_does_not_read(given, key):
-    """A key the rule ignores would be dropped silently from the parameters (and their seeds): refused."""
+def test_check_clip_refuses_a_key_no_rule_reads(given, key):
+    """A misspelt key would be ignored silently: refused, naming it."""
     with pytest.raises(ValueError, match=f"unknown clip key.*{key}"):
         privacy.check_clip(given)
+
+
+def test_check_clip_drops_another_rules_key():
+    """``--configfile`` merges a fixed rule over the default quantile rule key by key: q is not the bound's."""
+    assert privacy.check_clip({"rule": "quantile", "q": 0.9} | {"rule": "fixed", "value": 2.0}) == \
+        {"rule": "fixed", "value": 2.0}
 
 
 def test_check_clip_gives_the_rules_own_key_order():

@@ -131,7 +131,9 @@ def check_clip(clip) -> dict:
 
     Rules: ``quantile`` (``q`` in (0, 1]), ``fixed`` (``value`` >= `CLIP_MIN`),
     ``private_quantile`` (``q``, ``share`` in (0, 1), ``grid: [lo, hi, bins]``, ``lo >= CLIP_MIN``;
-    defaults share 0.1, grid [0.01, 100, 64]).
+    defaults share 0.1, grid [0.01, 100, 64]). The checked form is the rule's own (``clip_rule(...).as_dict()``):
+    its keys in its order; a key of another rule is dropped (a config file laid over another merges the two
+    rules key by key), a key of no rule is refused.
 
     Parameters
     ----------
@@ -150,10 +152,9 @@ def check_clip(clip) -> dict:
     rule = clip.get("rule")
     if rule not in ("quantile", "fixed", "private_quantile"):
         raise ValueError(f"clip rule must be 'quantile', 'fixed' or 'private_quantile', got {rule!r}")
-    known = _CLIP_KEYS[rule]
-    unknown = sorted(set(clip) - set(known))
-    if unknown:
-        raise ValueError(f"unknown clip key(s) {unknown} for rule {rule!r}; known: {', '.join(known)}")
+    unknown = sorted(set(clip) - {key for keys in _CLIP_KEYS.values() for key in keys})
+    if unknown:        # (another rule's key is dropped: `snakemake --configfile` merges an overlaid rule key by key)
+        raise ValueError(f"unknown clip key(s) {unknown} for rule {rule!r}; known: {', '.join(_CLIP_KEYS[rule])}")
     if rule in ("quantile", "private_quantile"):
         parse_fraction("clip q", clip.get("q"))
     if rule == "fixed":                  # (the value is kept as given: it enters the seeds' parameters)
