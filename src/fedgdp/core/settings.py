@@ -268,7 +268,13 @@ class Settings:
         return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
     def replace(self, **changes):
-        """A copy with ``changes`` (derived values; not checked again: `build` checks input)."""
+        """A copy with ``changes`` (derived values; not checked again: `build` checks input).
+
+        Parameters
+        ----------
+        **changes
+            Fields and their new values.
+        """
         return dataclasses.replace(self, **changes)
 
     @classmethod
