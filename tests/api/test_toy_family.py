@@ -39,6 +39,7 @@ class ProbitModel(GLM):
 
     name = "probit"
     k = 1
+    bounded_residuals = False          # the score grows as |s| on a misfit row
 
     def targets(self, labels):
         return np.asarray(labels, dtype=float).reshape(-1, 1)

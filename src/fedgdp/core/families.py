@@ -261,13 +261,13 @@ def get_family(name) -> Family:
 
 
 def register_family(family: Family) -> Family:
-    """Add a family under its name, so that ``FederatedGLM(family=family.name)`` fits it (and the forecast,
-    the inference and the fit command find it); returns it.
+    """Add a family under its name, so that ``FederatedGLM(family=family.name)`` fits it (the forecast and
+    the inference find it too); returns it.
 
     The family's `Family.model` must be a `fedgdp.core.glm.GLM` whose residuals ``R`` make the per-sample
     gradients ``x_j r_j'`` (a non-canonical link overrides `GLM.residuals` and `GLM.loss_gradient`, and
-    its curvature is then the expected information). Its forecast noise response registers in
-    `fedgdp.api.forecast` by its type (without one, name a method: ``method="auto"`` reads the forecast).
+    its curvature is then the expected information). Its forecast noise response may register in
+    `fedgdp.api.forecast` by its type; without one the forecast takes its curvature as constant in the noise.
 
     Parameters
     ----------
