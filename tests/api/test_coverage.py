@@ -70,6 +70,18 @@ def test_seeds_are_derived_from_the_seed_cell_and_replicate():
     assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
 
 
+def test_the_settings_are_a_frozen_object():
+    """`check_settings` returns `CoverageSettings` (attributes, frozen), mu as floats; `as_dict` gives them back."""
+    import dataclasses
+
+    s = cv.check_settings(SMOKE)
+    assert isinstance(s, cv.CoverageSettings) and s.mu == [2.0, math.inf] and s.replicates == 2
+    assert s.families["logistic"] == [-0.5, 0.8, -0.4, 0.2] and s.title is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.alpha = 0.1  # type: ignore[misc]
+    assert s.as_dict() == {**SMOKE, "mu": [2.0, math.inf], "title": None}
+
+
 @pytest.mark.parametrize("key, value, words", [
     ("m", [0], "coverage.m"), ("mu", [-1], "coverage.mu"), ("methods", ["fedx"], "coverage.methods"),
     ("families", {"gamma": [0, 1]}, "unknown family 'gamma'"), ("replicates", 0, "coverage.replicates"),

@@ -131,6 +131,14 @@ def test_ledger_composes_by_root_sum_of_squares():
     assert np.all(np.isinf(nonprivate.composed_mu()))
 
 
+def test_a_split_mu_composes_back():
+    """`apportion` splits mu into parts that `compose` to it (1e-15), and `share_of` reads a part's share back."""
+    est, inf = privacy.apportion(2.0, 0.1)
+    assert privacy.compose([(est, 1), (inf, 1)]) == pytest.approx(2.0, rel=1e-15)
+    assert privacy.share_of(inf, 2.0) == pytest.approx(0.1, rel=1e-14) and privacy.share_of(1.0, 0.0) == 0.0
+    assert privacy.apportion(3.0, 0.0) == (3.0, 0.0)
+
+
 def test_calibration_table_values():
     """the table of docs/methods.md §2 at one point, written out by hand."""
     B, n, mu = 1.5, 40.0, 2.0

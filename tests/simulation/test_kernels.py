@@ -87,6 +87,15 @@ def test_group_size_does_not_change_the_numbers_beyond_rounding():
     np.testing.assert_allclose(out[2], out[0], rtol=0, atol=1e-12)
 
 
+def test_the_kernel_codes_are_the_families_own():
+    """The kernels' model codes are declared by the families (`Family.kernel`); softmax has none."""
+    from fedgdp.core.families import FAMILIES
+
+    assert kernels.MODEL_CODES == {"logistic": 0, "poisson": 1} == {
+        name: f.kernel for name, f in FAMILIES.items() if f.kernel is not None}
+    assert kernels.LOGISTIC == FAMILIES["logistic"].kernel and FAMILIES["multinomial"].kernel is None
+
+
 def test_client_groups_depend_only_on_the_replicates_own_sizes():
     both = kernels.client_groups(SIZES, 300)
     first = kernels.client_groups(SIZES[:1], 300)

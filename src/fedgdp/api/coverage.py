@@ -12,13 +12,17 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
+from ..core.families import get_family
 from ..core.seeds import seed_sequence
+from ..core.settings import Settings, setting
 
-__all__ = ["FAMILIES", "ROW_COLUMNS", "TABLE_COLUMNS", "HOLDS", "check_settings", "cells", "cell_name",
-           "replicate", "run_cell", "coverage_table", "write_table", "plot_coverage"]
+__all__ = ["FAMILIES", "ROW_COLUMNS", "TABLE_COLUMNS", "HOLDS", "CoverageSettings", "check_settings", "cells",
+           "cell_name", "replicate", "run_cell", "coverage_table", "write_table", "plot_coverage"]
 
 #: The families of the study (known truth on standard normal features)
 FAMILIES = ("logistic", "poisson")
@@ -41,26 +45,7 @@ def _positive_ints(key: str, value) -> list[int]:
     return [int(v) for v in value]
 
 
-def check_settings(settings: dict) -> dict:
-    """The study's settings checked (ValueError naming the key and value), mu as floats.
-
-    Parameters
-    ----------
-    settings : dict
-        ``families`` (family -> truth, a list of numbers, intercept first), ``m``, ``n``
-        (lists of positive integers), ``mu`` (positive numbers or ``inf``), ``methods``
-        (`FederatedGLM` methods, ``auto`` included), ``replicates``, ``base_seed``,
-        ``alpha`` and ``cov_type``.
-    """
-    from ..realdata import REGISTRY
-    from .inference import COV_TYPES
-
-    if not isinstance(settings, dict):
-        raise ValueError(f"coverage settings must be a mapping, got {settings!r}")
-    missing, unknown = _KEYS - set(settings), set(settings) - _KEYS - {"title"}
-    if missing or unknown:
-        raise ValueError(f"coverage: missing keys {sorted(missing)}, unknown keys {sorted(unknown)}")
-    fam = settings["families"]
+def _families(key: str, fam) -> dict:
     if not isinstance(fam, dict) or not fam:
         raise ValueError(f"coverage.families must map a family to its truth, got {fam!r}")
     for name, truth in fam.items():
@@ -70,45 +55,107 @@ def check_settings(settings: dict) -> dict:
                 isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in truth):
             raise ValueError(f"coverage.families.{name}: the truth must be a list of at least 2 finite numbers "
                              f"(intercept first), got {truth!r}")
+    return {k: [float(v) for v in t] for k, t in fam.items()}
+
+
+def _mus(key: str, value) -> list[float]:
     mus = []
-    for v in settings["mu"] if isinstance(settings["mu"], (list, tuple)) else [None]:
+    for v in value if isinstance(value, (list, tuple)) else [None]:
         try:
             x = float(v)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             x = math.nan
         if not x > 0:
-            raise ValueError(f"coverage.mu must be a list of positive numbers or inf, got {settings['mu']!r}")
+            raise ValueError(f"coverage.mu must be a list of positive numbers or inf, got {value!r}")
         mus.append(x)
-    methods = settings["methods"]
+    return mus
+
+
+def _methods(key: str, methods) -> list[str]:
+    from ..realdata import REGISTRY
+
     known = ["auto", *REGISTRY]
     if not isinstance(methods, (list, tuple)) or not methods or any(m not in known for m in methods):
         raise ValueError(f"coverage.methods must be a list of {', '.join(known)}, got {methods!r}")
-    R, seed = settings["replicates"], settings["base_seed"]
-    if not isinstance(R, int) or isinstance(R, bool) or R < 1:
-        raise ValueError(f"coverage.replicates must be a positive integer, got {R!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"coverage.base_seed must be a non-negative integer, got {seed!r}")
-    alpha = settings["alpha"]
+    return list(methods)
+
+
+def _count(low: int, what: str):
+    def parse(key: str, value) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"coverage.{key} must be a {what} integer, got {value!r}")
+        return value
+    return parse
+
+
+def _alpha(key: str, alpha) -> float:
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 0 < alpha < 1:
         raise ValueError(f"coverage.alpha must be in (0, 1), got {alpha!r}")
-    if settings["cov_type"] not in COV_TYPES:
-        raise ValueError(f"coverage.cov_type must be one of {', '.join(COV_TYPES)}, got {settings['cov_type']!r}")
-    return dict(settings, families={k: [float(v) for v in t] for k, t in fam.items()},
-                m=_positive_ints("m", settings["m"]), n=_positive_ints("n", settings["n"]), mu=mus,
-                methods=list(methods), alpha=float(alpha))
+    return float(alpha)
 
 
-def cells(settings: dict) -> list[dict]:
-    """The grid's cells, in order: family, m, n, mu, method (each with its truth).
+def _cov_type(key: str, value) -> str:
+    from .inference import COV_TYPES
+
+    if value not in COV_TYPES:
+        raise ValueError(f"coverage.cov_type must be one of {', '.join(COV_TYPES)}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class CoverageSettings(Settings):
+    """The coverage study's settings (the config's ``coverage`` section), checked field by field
+    (`check_settings`)."""
+
+    WHAT: ClassVar[str] = "coverage setting"
+
+    families: dict = setting(help="family -> truth, a list of numbers, intercept first", parse=_families,
+                             factory=dict)
+    m: list = setting(help="clients per cell (positive integers)", parse=_positive_ints, factory=list)
+    n: list = setting(help="rows per client (positive integers)", parse=_positive_ints, factory=list)
+    mu: list = setting(help="mu of the cells (positive numbers or inf), as floats", parse=_mus, factory=list)
+    methods: list = setting(help="FederatedGLM methods, auto included", parse=_methods, factory=list)
+    replicates: int = setting(1, "replicates per cell", parse=_count(1, "positive"))
+    base_seed: int = setting(0, "the study's base seed", parse=_count(0, "non-negative"))
+    alpha: float = setting(0.05, "the intervals' 1 - level, in (0, 1)", parse=_alpha)
+    cov_type: str = setting("model", "summary()'s cov_type", parse=_cov_type)
+    title: str | None = setting(None, "the figure's title")
+
+
+def check_settings(settings: dict) -> CoverageSettings:
+    """The study's settings checked (ValueError naming the key and value), mu as floats.
 
     Parameters
     ----------
     settings : dict
+        ``families`` (family -> truth, a list of numbers, intercept first), ``m``, ``n``
+        (lists of positive integers), ``mu`` (positive numbers or ``inf``), ``methods``
+        (`FederatedGLM` methods, ``auto`` included), ``replicates``, ``base_seed``,
+        ``alpha`` and ``cov_type`` (every one needed), and an optional ``title``.
+
+    Returns
+    -------
+    CoverageSettings
+    """
+    if not isinstance(settings, dict):
+        raise ValueError(f"coverage settings must be a mapping, got {settings!r}")
+    missing, unknown = _KEYS - set(settings), set(settings) - _KEYS - {"title"}
+    if missing or unknown:
+        raise ValueError(f"coverage: missing keys {sorted(missing)}, unknown keys {sorted(unknown)}")
+    return CoverageSettings.build(settings)
+
+
+def cells(settings: CoverageSettings) -> list[dict]:
+    """The grid's cells, in order: family, m, n, mu, method (each with its truth).
+
+    Parameters
+    ----------
+    settings : CoverageSettings
         Checked settings (`check_settings`).
     """
     return [{"family": f, "truth": list(truth), "m": m, "n": n, "mu": mu, "method": meth}
-            for f, truth in settings["families"].items() for m in settings["m"] for n in settings["n"]
-            for mu in settings["mu"] for meth in settings["methods"]]
+            for f, truth in settings.families.items() for m in settings.m for n in settings.n
+            for mu in settings.mu for meth in settings.methods]
 
 
 def cell_name(cell: dict) -> str:
@@ -128,8 +175,7 @@ def _data(cell: dict, r: int, base_seed: int):
     N = cell["m"] * cell["n"]
     X = rng.standard_normal((N, len(truth) - 1))
     s = truth[0] + X @ truth[1:]
-    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-s))).astype(int) if cell["family"] == "logistic" \
-        else rng.poisson(np.exp(s))
+    y = get_family(cell["family"]).draw(rng, s)
     return X, y, np.repeat(np.arange(cell["m"]), cell["n"])
 
 
@@ -155,7 +201,7 @@ def replicate(cell: dict, r: int, *, base_seed: int, alpha: float = 0.05, cov_ty
     key = {k: cell[k] for k in ("family", "m", "n", "mu", "method")} | {"truth": list(map(float, truth))}
     est = FederatedGLM(family=cell["family"], mu=cell["mu"], method=cell["method"],
                        random_state=seed_sequence(base_seed, key, r, stream="fit"),
-                       **({"classes": [0, 1]} if cell["family"] == "logistic" else {}))
+                       **({"classes": [0, 1]} if get_family(cell["family"]).labelled else {}))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

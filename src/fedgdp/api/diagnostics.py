@@ -174,7 +174,7 @@ def check_clip_bias(model, D: np.ndarray, Y: np.ndarray, theta: np.ndarray, B: f
     from ..core import privacy
 
     d, k = theta.shape
-    if getattr(model, "name", "") != "poisson" or not math.isfinite(B) or d * k > CLIP_BIAS_MAX_PARAMS \
+    if getattr(model, "bounded_residuals", True) or not math.isfinite(B) or d * k > CLIP_BIAS_MAX_PARAMS \
             or D.shape[0] < 2:
         return
     R = np.asarray(model.residuals(theta, D, Y), float).reshape(len(D), k)

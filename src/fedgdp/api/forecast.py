@@ -448,8 +448,11 @@ def response(family: str, d: int, b: float, theta: np.ndarray | None = None, int
 
 @functools.singledispatch
 def _response(fam: Family, d: int, b: float, theta, intercept: bool) -> Response:
-    """A one-output family's `Response` (registered per family below; several outputs: the linear model)."""
-    raise ValueError(f"family {fam.name!r} has several outputs: its forecast is the linear model")
+    """A one-output family's `Response` (registered per family below; one registered from outside with none:
+    its curvature, constant in the noise; several outputs: the linear model)."""
+    if fam.classes:
+        raise ValueError(f"family {fam.name!r} has several outputs: its forecast is the linear model")
+    return Response("constant", float(curvature(fam.name, 1, theta, b)[0][0]), d, intercept)
 
 
 @_response.register

@@ -67,8 +67,9 @@ def check_share(value) -> float:
 
 
 def split_mu(mu: float, share: float, d: int, k: int) -> tuple[float, float]:
-    """(estimation mu, inference mu): ``mu sqrt(1 - share)`` and ``mu sqrt(share)``, or ``(mu, 0)`` when nothing
-    is released (non-private, share 0, more than `MAX_DIM` coefficients).
+    """(estimation mu, inference mu), which compose to mu: ``mu sqrt(1 - share)`` and ``mu sqrt(share)``
+    (`fedgdp.core.privacy.apportion`), or ``(mu, 0)`` when nothing is released (non-private, share 0, more
+    than `MAX_DIM` coefficients).
 
     Parameters
     ----------
@@ -80,7 +81,7 @@ def split_mu(mu: float, share: float, d: int, k: int) -> tuple[float, float]:
     """
     if not privacy.adds_noise(mu) or share == 0 or d * k > MAX_DIM:
         return mu, 0.0
-    return mu * math.sqrt(1.0 - share), mu * math.sqrt(share)
+    return privacy.apportion(mu, share)
 
 
 @dataclass
@@ -396,7 +397,7 @@ def _header(est, alpha: float, cov_type: str) -> str:
              f"N = {N} rows"]
     if rep.ledger.releases and math.isfinite(rep.mu):
         total, inf = _spent(rep.ledger), _spent(rep.ledger, STAGES)
-        share = (inf / total) ** 2 if total > 0 else 0.0
+        share = privacy.share_of(inf, total)
         lines.append(f"mu spent {total:.4g} per client (target {rep.mu:g}); inference {inf:.4g} "
                      f"({share:.0%} of mu^2), estimation mu {getattr(est, 'estimation_mu_', rep.mu):.4g}")
     else:

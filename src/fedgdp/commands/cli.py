@@ -838,10 +838,10 @@ def _cmd_coverage_cell(args) -> int:
         raise ValueError(f"--spec cell {spec['cell']!r} is not a cell of the settings' grid "
                          f"(e.g. {next(iter(by_name))})")
     cell = by_name[spec["cell"]]
-    rows = cv.run_cell(cell, replicates=settings["replicates"], base_seed=settings["base_seed"],
-                       alpha=settings["alpha"], cov_type=settings["cov_type"])
+    rows = cv.run_cell(cell, replicates=settings.replicates, base_seed=settings.base_seed,
+                       alpha=settings.alpha, cov_type=settings.cov_type)
     write_parquet(pa.Table.from_pandas(rows, preserve_index=False), args.out,
-                  {"cell": cell, **{k: settings[k] for k in ("replicates", "base_seed", "alpha", "cov_type")}})
+                  {"cell": cell, **{k: getattr(settings, k) for k in ("replicates", "base_seed", "alpha", "cov_type")}})
     return 0
 
 

@@ -3,8 +3,12 @@
 A family names its model (`fedgdp.core.glm`: targets, link, curvature), its outputs, its public
 clipping rule, its step-size rule, whether FedIRLS fits it (and by default), and the forecast's
 public curvature model (`fedgdp.api.forecast`, "The curvature model"; its noise response registers per
-family there). Code outside this module asks the family (``get_family(name).attr``), as statsmodels'
-GLM asks its ``Family``, instead of testing the family's name.
+family there), the code of its compiled simulation kernel (`fedgdp.simulation.kernels`), and how the
+coverage study draws its known-truth responses. Code outside this module asks the family
+(``get_family(name).attr``), as statsmodels' GLM asks its ``Family``, instead of testing the family's name.
+
+A new family is a `Family` subclass registered with `register_family` (from outside the package too:
+tests/api/test_toy_family.py adds a probit and fits it with `FederatedGLM`).
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Family", "Logistic", "Multinomial", "Poisson", "FAMILIES", "get_family"]
+__all__ = ["Family", "Logistic", "Multinomial", "Poisson", "FAMILIES", "get_family", "register_family"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,9 @@ class Family:
         The most classes it takes (2 for logistic; None: no limit).
     scaled_steps : bool
         Whether its default step sizes follow the clipping bound (`default_steps`).
+    kernel : int or None
+        The code of its model in the compiled simulation kernels (`fedgdp.simulation.kernels.MODEL_CODES`;
+        None: no kernel, the family is fitted on real data only).
     """
 
     name: str
@@ -56,6 +63,7 @@ class Family:
     labelled: bool = True
     max_classes: int | None = None
     scaled_steps: bool = False
+    kernel: int | None = None
 
     def outputs(self, n_classes: int | None = None) -> int:
         """The outputs k (columns of theta): 1, or the classes.
@@ -116,6 +124,18 @@ class Family:
             The clipping bound (finite).
         """
 
+    def draw(self, rng: np.random.Generator, eta: np.ndarray) -> np.ndarray:
+        """Responses drawn at the linear predictors ``eta`` (n,): the coverage study's known-truth data
+        (`fedgdp.api.coverage`).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The replicate's generator.
+        eta : ndarray of shape (n,)
+            Linear predictors.
+        """
+        raise NotImplementedError(f"family {self.name!r} draws no responses")
 
 
 class Logistic(Family):
@@ -135,6 +155,10 @@ class Logistic(Family):
         """The mean of ``p (1 - p)``."""
         p = 1.0 / (1.0 + np.exp(-S[:, 0]))
         return np.array([[float(np.mean(p * (1.0 - p)))]])
+
+    def draw(self, rng, eta):
+        """0/1 labels (int), one at probability ``1 / (1 + e^-eta)``."""
+        return (rng.random(len(eta)) < 1.0 / (1.0 + np.exp(-eta))).astype(int)
 
 
 
@@ -180,6 +204,9 @@ class Poisson(Family):
         """The mean of ``lambda erf(b / sqrt(2 lambda))``."""
         return np.array([[float(np.mean(unclipped(np.exp(np.minimum(S[:, 0], 700.0)), b)))]])
 
+    def draw(self, rng, eta):
+        """Counts (int) at means ``e^eta``."""
+        return rng.poisson(np.exp(eta))
 
     def default_steps(self, s, given, d, B):
         """Step sizes at most ``1 / (max(B, 1) sqrt(d) + d)``, step counts 4 times the preset (docs/real-data.md)."""
@@ -212,10 +239,10 @@ def unclipped(lam: np.ndarray, b: float) -> np.ndarray:
 #: The families by name, in `FederatedGLM`'s order (softmax is ``multinomial``; FedIRLS is the logistic and
 #: Poisson default, Poisson's after its count-scale release, docs/default-estimator.md)
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Logistic("logistic", "binary", irls_default=True, max_classes=2),
+    Logistic("logistic", "binary", irls_default=True, max_classes=2, kernel=0),
     Multinomial("multinomial", "multiclass", irls=False, classes=True),
     Poisson("poisson", "poisson", clip_factor=2.0, clip_doubles=True, labelled=False, scaled_steps=True,
-            irls_default=True),
+            irls_default=True, kernel=1),
 )}
 
 
@@ -225,9 +252,31 @@ def get_family(name) -> Family:
     Parameters
     ----------
     name : str
-        ``logistic``, ``multinomial`` or ``poisson``.
+        ``logistic``, ``multinomial``, ``poisson``, or a name given to `register_family`.
     """
     try:
         return FAMILIES[name]
     except (KeyError, TypeError):
         raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got family={name!r}") from None
+
+
+def register_family(family: Family) -> Family:
+    """Add a family under its name, so that ``FederatedGLM(family=family.name)`` fits it (the forecast and
+    the inference find it too); returns it.
+
+    The family's `Family.model` must be a `fedgdp.core.glm.GLM` whose residuals ``R`` make the per-sample
+    gradients ``x_j r_j'`` (a non-canonical link overrides `GLM.residuals` and `GLM.loss_gradient`, and
+    its curvature is then the expected information). Its forecast noise response may register in
+    `fedgdp.api.forecast` by its type; without one the forecast takes its curvature as constant in the noise.
+
+    Parameters
+    ----------
+    family : Family
+        The family (a name not taken; ValueError otherwise).
+    """
+    if not isinstance(family, Family):
+        raise ValueError(f"register_family takes a Family, got {family!r}")
+    if family.name in FAMILIES:
+        raise ValueError(f"family {family.name!r} is registered already")
+    FAMILIES[family.name] = family
+    return family

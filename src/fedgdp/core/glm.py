@@ -209,10 +209,14 @@ class GLM:
     `log_partition_and_mean`, `mean`, `curvature` and
     `curvature_bound`; the loss, gradients, residuals, Hessian,
     Hessian-vector products and Hessian clipping are written here once.
+    ``bounded_residuals`` says whether each row's residual is at most 1 in norm (a probability
+    less a label: logistic, softmax), so that a clip of at least ``||x||`` never binds; counts' are
+    not (`fedgdp.api.diagnostics.check_clip_bias` checks the clip's bias of those only).
     """
 
     name = ""
     k = 1
+    bounded_residuals = True
 
     # ---------------------------------------------------------- a family's pieces
     def targets(self, labels) -> np.ndarray:
@@ -665,6 +669,7 @@ class Poisson(SingleOutput):
     """Poisson regression, ``b(eta) = e^eta``."""
 
     name = "poisson"
+    bounded_residuals = False
 
     def cumulant(self, eta):
         """``e^eta``, elementwise."""

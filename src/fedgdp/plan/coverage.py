@@ -11,7 +11,7 @@ from .base import PlanBase
 class CoveragePart(PlanBase):
     """Plan methods of the coverage study."""
 
-    def coverage_settings(self) -> dict:
+    def coverage_settings(self):
         """The config's ``coverage`` section, checked (`fedgdp.api.coverage.check_settings`)."""
         from ..api.coverage import check_settings
 
@@ -86,8 +86,8 @@ class CoveragePart(PlanBase):
             Not read.
         """
         s = self.coverage_settings()
-        truths = "; ".join(f"{f}: ({', '.join(f'{v:g}' for v in t)})" for f, t in s["families"].items())
-        return (f"Coverage of FederatedGLM.summary()'s {1 - s['alpha']:.0%} intervals (cov_type {s['cov_type']}) "
+        truths = "; ".join(f"{f}: ({', '.join(f'{v:g}' for v in t)})" for f, t in s.families.items())
+        return (f"Coverage of FederatedGLM.summary()'s {1 - s.alpha:.0%} intervals (cov_type {s.cov_type}) "
                 f"per coefficient on known-truth data (docs/methods.md section 10): m clients of n_i rows, "
                 f"standard normal features, truth (intercept first) {truths}; the estimator's defaults but mu "
                 f"and method (auto: the method it picks, column method_used). Coverage is over the fits that "
@@ -95,6 +95,6 @@ class CoveragePart(PlanBase):
                 f"[0.93, 0.97] is where coverage is said to hold. sd_coef and bias are the estimate's "
                 f"empirical sd and mean error over the replicates, beside the mean se_sampling and "
                 f"se_noise; converged: share of fits whose fit_info_ says converged. Grid: m in "
-                f"{{{', '.join(map(str, s['m']))}}}, n_i in {{{', '.join(map(str, s['n']))}}}, mu in "
-                f"{{{', '.join(f'{v:g}' for v in s['mu'])}}}, methods {', '.join(s['methods'])}; "
-                f"{s['replicates']} replicates per cell, base_seed {s['base_seed']}. Made by {self.provenance()}.")
+                f"{{{', '.join(map(str, s.m))}}}, n_i in {{{', '.join(map(str, s.n))}}}, mu in "
+                f"{{{', '.join(f'{v:g}' for v in s.mu)}}}, methods {', '.join(s.methods)}; "
+                f"{s.replicates} replicates per cell, base_seed {s.base_seed}. Made by {self.provenance()}.")

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core.compiled import njit as _njit
 from ..core.compiled import numba
+from ..core.families import FAMILIES
 
 _intrinsic = numba.extending.intrinsic
 
@@ -30,7 +31,10 @@ __all__ = ["CHUNK", "GROUP_ROWS", "MODEL_CODES", "client_groups", "gradients", "
 CHUNK = 256          # rows per pass (a few kB per array: stays in L1)
 GROUP_ROWS = 4096    # rows of a group of clients in local steps (stays in L2)
 SPLIT_ROWS = 64      # a chunk ends where a client with at least this many rows in it ends
-MODEL_CODES = {"logistic": 0, "poisson": 1}
+#: The families' kernel codes (`fedgdp.core.families.Family.kernel`): the kernels compute the logistic
+#: model's residuals and curvature where ``model == LOGISTIC``, the Poisson model's otherwise
+MODEL_CODES = {f.name: f.kernel for f in FAMILIES.values() if f.kernel is not None}
+LOGISTIC = MODEL_CODES["logistic"]
 
 # Cody-Waite reduction exp(x) = 2^n exp(r), |r| <= ln2/2, with ln2 split so that n*LN2_HI
 # is exact; exp(r) by its Taylor polynomial of degree 13 (remainder < 1e-17 relative).
@@ -154,11 +158,11 @@ def _residuals(buf, y, lim, s, L, model, clip):
     """``buf[:L]``: the signed linear predictor in, the (clipped) residual
     ``b'(eta) - y`` out. Logistic: buf holds ``-eta`` and ``b'(eta) = 1/(1 + exp(-eta))``;
     Poisson: buf holds ``eta`` and ``b'(eta) = exp(eta)``."""
-    if model == 0 and clip:
+    if model == LOGISTIC and clip:
         for j in range(L):
             i = _u(s + j)
             buf[_u(j)] = _clip(1.0 / (1.0 + _exp(buf[_u(j)])) - y[i], lim[i])
-    elif model == 0:
+    elif model == LOGISTIC:
         for j in range(L):
             buf[_u(j)] = 1.0 / (1.0 + _exp(buf[_u(j)])) - y[_u(s + j)]
     elif clip:
@@ -214,7 +218,7 @@ def _segment_sum(g, buf, XT, s, a, b, ones):
 def _chunk_residuals(buf, tb, XT, y, lim, offsets, first, c1, theta, s, e, model, clip, ones):
     """The clipped residuals of rows ``s:e`` into ``buf``; client c has ``theta[c]``
     and ``first`` is the first client with rows in ``s:e``."""
-    sign = -1.0 if model == 0 else 1.0
+    sign = -1.0 if model == LOGISTIC else 1.0
     if offsets[first + 1] >= e:                   # one client: one parameter
         _eta_one(buf, XT, theta[first], sign, s, e - s, ones)
     else:
@@ -373,7 +377,7 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
         Aggregation weights.
     """
     n_rep, d = theta.shape
-    sign = -1.0 if model == 0 else 1.0
+    sign = -1.0 if model == LOGISTIC else 1.0
     total = np.empty(d)
     buf, tb = _scratch(d)
     for r in range(n_rep):
@@ -428,7 +432,7 @@ def hessians(XT, inv_norm, offsets, theta, model, bound, out):
             e = 0.0
             for k in range(d):
                 e += XT[k, j] * th[k]
-            if model == 0:
+            if model == LOGISTIC:
                 p = 1.0 / (1.0 + math.exp(-e))
                 v = p * (1.0 - p)
             else:

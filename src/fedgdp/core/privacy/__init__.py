@@ -51,7 +51,7 @@ from .clipping import (
     round_down_subnormal,
     row_norms,
 )
-from .gdp import compose, gdp_delta, gdp_epsilon, gdp_mu, headroom
+from .gdp import apportion, compose, gdp_delta, gdp_epsilon, gdp_mu, headroom, share_of
 from .ledger import GUARANTEE, Ledger, Release
 from .plans import (
     COUNT_SCALE,
@@ -100,5 +100,5 @@ __all__ = [
     "plan_fedirls", "irls_shares", "SECOND_MOMENTS", "COUNT_SCALE", "count_share", "CURVATURE", "plan_clip_histogram",
     "NEWTON_ASSUMPTION", "GUARANTEE", "private_clip_bound", "clip_histogram", "histogram_grid", "clip_share",
     "clip_unaccounted", "clip_rule", "Fixed", "Quantile", "PrivateQuantile", "gdp_delta", "gdp_epsilon", "gdp_mu",
-    "compose", "headroom",
+    "compose", "headroom", "apportion", "share_of",
 ]

@@ -48,6 +48,32 @@ def headroom(total: float, spent: float) -> float:
     return math.sqrt(max(total * total - spent * spent, 0.0))
 
 
+def apportion(total: float, share: float) -> tuple[float, float]:
+    """Two mus that `compose` to ``total``, the second with ``share`` of ``total^2``:
+    ``(total sqrt(1 - share), total sqrt(share))``.
+
+    Parameters
+    ----------
+    total : float
+        The mu to divide.
+    share : float
+        The second part's share of ``total^2``, in [0, 1].
+    """
+    return total * math.sqrt(1.0 - share), total * math.sqrt(share)
+
+
+def share_of(part: float, total: float) -> float:
+    """The share of ``total^2`` that ``part`` spends (`compose`'s inverse; 0 where ``total`` is 0):
+    ``(part / total)^2``.
+
+    Parameters
+    ----------
+    part, total : float
+        A composed part of a mu and the mu.
+    """
+    return (part / total) ** 2 if total > 0 else 0.0
+
+
 def _gdp_log_delta(mu: float, a: float) -> float:
     """log delta at ``a = mu/2 - epsilon/mu``: ``Phi(a) - phi(a) M(mu - a)``, M the Mills ratio (no ``e^epsilon``)."""
     from scipy.special import erfcx, log_ndtr
