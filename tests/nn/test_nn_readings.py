@@ -140,7 +140,7 @@ def test_a_budget_stops_starting_pieces_and_keeps_whole_ones(tmp_path, monkeypat
     ran = []
 
     def fake_run(p, **kw):
-        ran.append((p["run"], p.get("release")))
+        ran.append((p.run, p.release))
         time.sleep(0.05)
         return [{"fake": 1}]
 

@@ -22,7 +22,7 @@ def _piece(folder, rel, settings):
     """A stand-in run file: one row, the settings recorded as `write_runs` records them."""
     path = os.path.join(folder, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_parquet(pa.table({"test_accuracy": [0.5]}), path, resolve(settings))
+    write_parquet(pa.table({"test_accuracy": [0.5]}), path, resolve(settings).as_dict())
     return path
 
 
@@ -126,7 +126,7 @@ def test_a_setting_added_since_counts_at_its_default(grid):
 
     the_plan, pieces = grid
     settings = the_plan.nn_settings("mnist", "fig10", 100, "full", 0)
-    old = {k: v for k, v in resolve_nn(settings).items() if k != "reduction"}
+    old = {k: v for k, v in resolve_nn(settings).as_dict().items() if k != "reduction"}
     path = os.path.join(pieces, FIG10)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_parquet(pa.table({"test_accuracy": [0.5]}), path, old)

@@ -36,7 +36,7 @@ def _cmd_nn_run(args) -> int:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
     from .data import load_images
 
-    data = load_images(p["dataset"], args.data_dir)     # fails early, before torch starts
+    data = load_images(p.dataset, args.data_dir)     # fails early, before torch starts
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -55,7 +55,7 @@ def _cmd_nn_run(args) -> int:
     for r in rows:
         print(f"{r['label']:<18} acc {r['test_accuracy']:.3f}  rounds {r['rounds']:>3}  "
               f"mu {r['mu_composed']:.3f}  {r['elapsed_s']:.1f} s")
-    if p["release"] == "private" and not args.fresh_noise:
+    if p.release == "private" and not args.fresh_noise:
         print("noise: derived seed, known to anyone with the settings (noise_secret = False): the mu-GDP guarantee "
               "is void for private data; use --fresh-noise there")
     return 0

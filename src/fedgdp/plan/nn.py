@@ -153,7 +153,7 @@ class NNPart(PlanBase):
         if not os.path.exists(src):
             return row
         got, row["commit"] = piece_settings(src)
-        want = json.loads(dumps_strict(resolve_nn(settings), sort_keys=True))
+        want = json.loads(dumps_strict(resolve_nn(settings).as_dict(), sort_keys=True))
         defaults = json.loads(dumps_strict(COMMON))
         keys = sorted(k for k in set(got) | set(want)                    # a setting added since, at its
                       if got.get(k, defaults.get(k)) != want.get(k))     # default, is the code path it ran
@@ -246,11 +246,11 @@ class NNPart(PlanBase):
             p = resolve_nn(self.nn_settings(ds, fig, *[v[0] for v in self.nn_axes(ds, fig)], 0))  # type: ignore[call-arg]  # two axes (m, n) plus the run
             grid = (f"m = {f['m']}, n per client in {{{', '.join(map(str, f['n'][ds]))}}}" if f["x"] == "n"
                     else f"full training split over m in {{{', '.join(map(str, f['m'][ds]))}}} clients")
-            parts.append(f"{ds}: {grid}; q = {p['q']:g}, R = {p['rounds']} rounds of K = "
-                         f"{p['local_epochs']} full-batch local steps, lr {p['lr']:g}, server lr "
-                         f"{p['server_lr']:g}, B = {p['clip']:g}, mu = {p['mu']:g}, FedNewton-Iter "
-                         f"{p['newton_cycles']} cycles with ridge {p['ridge']:g} and damping "
-                         f"{p['damping']:g}, FedHybrid local share {p['hybrid_local_share']:g}")
+            parts.append(f"{ds}: {grid}; q = {p.q:g}, R = {p.rounds} rounds of K = "
+                         f"{p.local_epochs} full-batch local steps, lr {p.lr:g}, server lr "
+                         f"{p.server_lr:g}, B = {p.clip:g}, mu = {p.mu:g}, FedNewton-Iter "
+                         f"{p.newton_cycles} cycles with ridge {p.ridge:g} and damping "
+                         f"{p.damping:g}, FedHybrid local share {p.hybrid_local_share:g}")
         x = "samples per client" if f["x"] == "n" else "the number of clients (total fixed)"
         return (f"{f.get('title', figure_number(fig))}: final accuracy on the standard test set of "
                 f"private federated CNNs against {x}; median over {f['runs']} runs (band: range over "
