@@ -282,15 +282,21 @@ FLOAT32_BOUND = 1e30
 Z_MAX = 40.0
 
 
-def parameter_bound(method: str, p: NNSettings) -> float:
+def parameter_bound(method: str, p: NNSettings, *, z: float = Z_MAX) -> float:
     """A bound on every parameter a private network of ``method`` reaches, whatever the data and noise.
 
-    Each release at client size 1 (sensitivity ``Delta``, noise sd ``sigma``) moves a
-    parameter by at most ``f (Delta / 2 + sigma Z_MAX)``, with ``f`` the server step it
-    goes through, times the steps and images it adds up (`reduced_plan`): the core's
-    `fedgdp.core.privacy.iterate_bound` with the noise on the gradient and ``z = Z_MAX``
-    (torch's normals); every `INITS` starts in [-1, 1]. The unclipped local steps under ``clip_unit: update`` are not
-    bounded (docs/cnns.md, "Floors, the clip margin and the audit").
+    A port of the GLM paths' step bound (`fedgdp.methods.Method.check_step_bound`: the sum over
+    stages of the core's rule `fedgdp.core.privacy.iterate_bound`) to the CNN's releases: each
+    release at client size 1 (sensitivity ``Delta``, noise sd ``sigma``) moves a parameter by at
+    most ``f (Delta / 2 + sigma z)``, with ``f`` the server step it goes through, times the steps
+    and images it adds up (`reduced_plan`), plus 1 for the start (every `INITS` starts in
+    [-1, 1]). What differs from the GLM rule: ``z = Z_MAX`` (torch's normals, by Box-Muller,
+    reach 38.6; the rule's `fedgdp.core.privacy.NOISE_BOUND` = 14 bounds numpy's ziggurat);
+    ``Delta / 2`` in place of ``eta B`` (a local step's sensitivity carries its ``eta``); the
+    server step ``f``; the summed and minibatch steps. At ``z = NOISE_BOUND``, server_lr 1, mean
+    reduction and full-batch steps it is ``1 +`` the GLM rule for FedSGD, FedAvg and FedHybrid
+    (tests/nn/test_nn_parameter_bound.py). The unclipped local steps under ``clip_unit: update``
+    are not bounded (docs/cnns.md, "Floors, the clip margin and the audit").
 
     Parameters
     ----------
@@ -298,6 +304,8 @@ def parameter_bound(method: str, p: NNSettings) -> float:
         A CNN method (a name of `METHODS`).
     p : NNSettings
         Checked run settings (``mu`` finite; ``clip``, ``lr``, ``server_lr`` and the method's settings).
+    z : float, default=Z_MAX
+        A bound on every standard normal of the noise (the settings' check uses `Z_MAX`).
     """
     plan = release_plan(method, p, np.ones(1))
     cal = privacy.calibrate(plan, mu=float(p.mu))
@@ -305,7 +313,7 @@ def parameter_bound(method: str, p: NNSettings) -> float:
     with np.errstate(over="ignore"):
         moves = [privacy.iterate_bound(spec.count, f[spec.stage] * _steps_and_size(spec.stage, p),
                                        float(np.max(spec.sensitivity)) / 2, float(np.max(sd)), on_gradient=True,
-                                       z=Z_MAX) for spec, sd in zip(plan, cal.sigmas)]
+                                       z=z) for spec, sd in zip(plan, cal.sigmas)]
     return 1.0 + float(sum(moves))
 
 
