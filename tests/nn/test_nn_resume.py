@@ -85,8 +85,8 @@ def test_the_readings_map_is_a_target_of_one_job_per_piece(monkeypatch):
     the_plan = wp.load(merged(), SCHEMA, [])
     cfg = load_readings("config/nn-readings.yaml")
     files = the_plan.nn_reading_files()
-    per_run = sum(len(p.get("readings", cfg["readings"])) for p in cfg["points"])
-    assert len(files) == per_run * cfg["runs"] == len(pieces(cfg))
+    per_run = sum(len(cfg.readings if p.readings is None else p.readings) for p in cfg.points)
+    assert len(files) == per_run * cfg.runs == len(pieces(cfg))
     assert len(set(files)) == len(files)
     assert the_plan.targets()["nn_readings"] == [f"tables/paper/nn_readings/readings.{e}"
                                                  for e in ("csv", "md", "pdf", "png")]

@@ -6,8 +6,12 @@ import itertools
 import json
 import os
 import shutil
+from typing import TYPE_CHECKING
 
 from .base import PlanBase, alternatives, figure_number, mnist_files
+
+if TYPE_CHECKING:
+    from ..nn.readings import Readings
 
 #: the x axis of a CNN figure -> the figure identifier of fedgdp.nn (its two layouts)
 NN_X = {"n": "fig09", "m": "fig10"}
@@ -276,12 +280,12 @@ class NNPart(PlanBase):
         return os.path.dirname(path) or "."
 
     # ------------------------------------------------------------ the readings map
-    def nn_readings_config(self) -> dict | None:
+    def nn_readings_config(self) -> Readings | None:
         """The readings map of ``nn.readings`` (read once), or None when that file does not exist."""
         return self._readings_map
 
     @functools.cached_property
-    def _readings_map(self) -> dict | None:
+    def _readings_map(self) -> Readings | None:
         from ..nn.readings import load_readings
 
         path = self.nn().get("readings", "config/nn-readings.yaml")
@@ -312,22 +316,24 @@ class NNPart(PlanBase):
         """
         from ..nn.readings import pieces
 
-        w = wildcards
-        for name, fig, x, run, settings in pieces(self.nn_readings_config() or {"runs": 0, "points": [],
-                                                                                "readings": {}}):
+        w, cfg = wildcards, self.nn_readings_config()
+        for name, fig, x, run, settings in pieces(cfg) if cfg is not None else []:
             if (name, fig, str(x), str(run)) == (w.reading, w.fig, str(w.x), str(w.rep)):
                 return json.dumps(settings, sort_keys=True)
         raise ValueError(f"{w.reading}/{w.fig}-{w.x}-run{w.rep} is not a piece of the readings map")
 
     def nn_reading_data_dir(self) -> str:
         """The folder the readings map reads its images from (its ``data_dir``)."""
-        return (self.nn_readings_config() or {}).get("data_dir", "data")
+        cfg = self.nn_readings_config()
+        return cfg.data_dir if cfg is not None else "data"
 
     def nn_reading_constraints(self) -> dict[str, str]:
         """Wildcard constraints of the pieces: ``reading``, ``fig``, ``x``, ``rep``."""
-        cfg = self.nn_readings_config() or {"readings": {}, "points": [], "runs": 0}
-        return {"reading": alternatives(cfg["readings"]), "fig": alternatives(p["figure"] for p in cfg["points"]),
-                "x": alternatives(p["x"] for p in cfg["points"]), "rep": alternatives(range(cfg["runs"]))}
+        cfg = self.nn_readings_config()
+        if cfg is None:
+            return dict.fromkeys(("reading", "fig", "x", "rep"), alternatives([]))
+        return {"reading": alternatives(cfg.readings), "fig": alternatives(pt.figure for pt in cfg.points),
+                "x": alternatives(pt.x for pt in cfg.points), "rep": alternatives(range(cfg.runs))}
 
     def nn_constraints(self) -> dict[str, str]:
         """Wildcard constraints of the CNN paths: ``dataset``, ``fig``, ``m``, ``n``, ``rep``."""
