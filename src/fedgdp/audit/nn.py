@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core.privacy import LOCAL_STEP
 from .search import AuditRow, AuditTarget, _Search, change
+
+if TYPE_CHECKING:
+    from ..nn.settings import NNSettings
 
 __all__ = ["NN_KEYS", "CLIENTS", "nn_settings_of", "nn_targets", "readings_targets", "audit_nn"]
 
@@ -136,7 +140,7 @@ def _search(keep: dict, methods: list, seed: int, n: int) -> dict:
     return {key: (search, certified[key]) for key, search in searches.items()}
 
 
-def nn_settings_of(config: dict | None) -> list:
+def nn_settings_of(config: dict | None) -> list[NNSettings]:
     """The distinct private CNN settings of a run config's ``nn`` section (`NN_KEYS`), with
     their methods, resolved (`fedgdp.nn.settings.resolve`); the digits defaults when none.
 

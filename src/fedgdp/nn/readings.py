@@ -52,7 +52,7 @@ class Readings:
     (name -> settings over the dataset defaults, in file order), and where and how they are shown."""
 
     dataset: str
-    points: list
+    points: list[Point]
     runs: int
     readings: dict
     data_dir: str = "data"
