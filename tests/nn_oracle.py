@@ -50,23 +50,23 @@ class Phase:
     steps: int
 
 
-def _fedavg(p: dict) -> list[Phase]:
-    return [Phase("avg", int(p["rounds"]), int(p["local_epochs"]))]
+def _fedavg(p) -> list[Phase]:
+    return [Phase("avg", int(p.rounds), int(p.local_epochs))]
 
 
-def _fedsgd(p: dict) -> list[Phase]:
-    return [Phase("sgd", int(p["rounds"]) * int(p["local_epochs"]), 1)]
+def _fedsgd(p) -> list[Phase]:
+    return [Phase("sgd", int(p.rounds) * int(p.local_epochs), 1)]
 
 
-def _fedhybrid(p: dict) -> list[Phase]:
-    R, K = int(p["rounds"]), int(p["local_epochs"])
-    r1 = int(round(p["hybrid_local_share"] * R))
+def _fedhybrid(p) -> list[Phase]:
+    R, K = int(p.rounds), int(p.local_epochs)
+    r1 = int(round(p.hybrid_local_share * R))
     phases = [Phase("avg", r1, K), Phase("sgd", (R - r1) * K, 1)]
     return [ph for ph in phases if ph.rounds > 0]
 
 
-def _fednewton_iter(p: dict) -> list[Phase]:
-    R, K, C = int(p["rounds"]), int(p["local_epochs"]), int(p["newton_cycles"])
+def _fednewton_iter(p) -> list[Phase]:
+    R, K, C = int(p.rounds), int(p.local_epochs), int(p.newton_cycles)
     if R % C:
         raise ValueError(f"rounds must be a multiple of newton_cycles, got rounds={R}, newton_cycles={C}")
     return [Phase("avg", R // C, K), Phase("newton", 1, 1)] * C
@@ -276,7 +276,7 @@ def _noise_like(t: torch.Tensor, sd: float, gen: torch.Generator) -> torch.Tenso
     return torch.randn(t.shape, generator=gen, device=t.device, dtype=t.dtype) * sd
 
 
-def train(method: str, model, params0: dict, clients, p: dict, cal,
+def train(method: str, model, params0: dict, clients, p, cal,
           rng: np.random.Generator, gen: torch.Generator) -> tuple[dict, TrainInfo]:
     """Train ``model`` from ``params0`` with one of the four methods.
 
@@ -288,7 +288,7 @@ def train(method: str, model, params0: dict, clients, p: dict, cal,
         Only its structure is used; parameters come from ``params0``.
     params0 : dict name -> Tensor
     clients : ClientData
-    p : dict
+    p : NNSettings
         Resolved settings (:func:`fedgdp.nn.settings.resolve`).
     cal : Calibration
         Noise sds of ``method`` (:func:`fedgdp.nn.calibration.calibrate`).
@@ -304,14 +304,14 @@ def train(method: str, model, params0: dict, clients, p: dict, cal,
     """
     theta = {k: v.detach().clone() for k, v in params0.items()}
     size = sum(v.numel() for v in theta.values())
-    eta, slr, B = p["lr"], p["server_lr"], p["clip"]
-    B = B if math.isfinite(p["mu"]) else float("inf")
+    eta, slr, B = p.lr, p.server_lr, p.clip
+    B = B if math.isfinite(p.mu) else float("inf")
     m = clients.m
     n = clients.n
     info = TrainInfo(releases={k: np.zeros(m, dtype=np.int64) for k in cal.releases})
     for phase in schedule(method, p):
         for _ in range(phase.rounds):
-            S = sample_clients(rng, m, p["q"])
+            S = sample_clients(rng, m, p.q)
             w = n[S] / n[S].sum()
             info.rounds += 1
             info.releases[phase.kind][S] += phase.steps
@@ -348,7 +348,7 @@ def train(method: str, model, params0: dict, clients, p: dict, cal,
                 for wi, i in zip(w, S):
                     sd = float(cal.sigma["newton"][i])
                     s, c = head_newton_step(model, theta, clients.x[i], clients.y[i], B=B,
-                                            lam=p["ridge"], alpha=p["damping"])
+                                            lam=p.ridge, alpha=p.damping)
                     info.clipped += c
                     info.grad_evals += int(n[i])
                     local = head - s
@@ -364,7 +364,7 @@ def train(method: str, model, params0: dict, clients, p: dict, cal,
 
 
 
-def schedule(method: str, p: dict) -> list:
+def schedule(method: str, p) -> list:
     return SCHEDULES[method](p)
 
 
@@ -379,7 +379,7 @@ class OracleCalibration:
     releases: dict
 
 
-def calibrate(method: str, p: dict, n) -> OracleCalibration:
+def calibrate(method: str, p, n) -> OracleCalibration:
     """``sigma = sensitivity sqrt(k T) / mu`` with k release kinds and T releases of a
     kind: local step ``2 B eta / n``, gradient ``2 B / n``, newton ``alpha B (2 +
     B^2/lambda) / (lambda n)``."""
@@ -387,7 +387,7 @@ def calibrate(method: str, p: dict, n) -> OracleCalibration:
     releases = {}
     for ph in schedule(method, p):
         releases[ph.kind] = releases.get(ph.kind, 0) + ph.rounds * ph.steps
-    B, eta, lam, alpha, mu = p["clip"], p["lr"], p["ridge"], p["damping"], p["mu"]
+    B, eta, lam, alpha, mu = p.clip, p.lr, p.ridge, p.damping, p.mu
     scale = {"avg": 2 * B * eta, "sgd": 2 * B, "newton": alpha * B / lam * (2 + B * B / lam)}
     k = len(releases)
     sigma = {kind: (scale[kind] / n * math.sqrt(k * T) / mu if math.isfinite(mu) else np.zeros_like(n))

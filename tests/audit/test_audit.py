@@ -382,10 +382,9 @@ def test_every_certified_reading_is_audited_at_its_settings(tmp_path, capsys, mo
 
     path = ROOT / "config" / "nn-readings.yaml"
     cfg = load_readings(path)
-    certified = {name for name, over in cfg["readings"].items()
-                 if math.isfinite(privacy_of(*(lambda p: (p["release"], p["mu"], p["accounting"], False,
-                                                          p["noise_for"]))(
-                     resolve({"dataset": cfg["dataset"], "figure": "fig10", "m": 100, **over})))[0])}
+    certified = {name for name, over in cfg.readings.items()
+                 if math.isfinite(privacy_of(*(lambda p: (p.release, p.mu, p.accounting, False, p.noise_for))(
+                     resolve({"dataset": cfg.dataset, "figure": "fig10", "m": 100, **over})))[0])}
     assert len(certified) == 16
     assert main(["audit", "--readings", str(path), "--json", "--table", str(tmp_path / "audit")]) == 0
     rows = json.loads(capsys.readouterr().out)

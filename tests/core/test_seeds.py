@@ -40,10 +40,10 @@ def test_every_experiment_derives_through_the_one_formula():
                                   _draws(derived_rng(7, {**KEY, "task": "binary"}, 2, 1, stream="fedavg")))
     from fedgdp.nn.settings import NNSettings
 
-    q = dict(NNSettings.defaults(), run=4)
+    q = NNSettings(**dict(NNSettings.defaults(), run=4))
     from fedgdp.nn.run import data_key
 
-    assert run_seeds(q).entropy == [q["base_seed"], _documented_hash(data_key(q)), 4]
+    assert run_seeds(q).entropy == [q.base_seed, _documented_hash(data_key(q)), 4]
     assert run_seeds(q, "fedavg").entropy[-1] == _documented_hash("fedavg")
     # different streams of one replicate differ
     assert not np.array_equal(_draws(derived_rng(7, KEY, 3, stream="a")), _draws(derived_rng(7, KEY, 3, stream="b")))

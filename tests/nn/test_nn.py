@@ -116,7 +116,7 @@ def test_newton_round_moves_only_the_head():
     assert fit.info.rounds == 2
     # replay: one plain gradient step (FedAvg round), then the closed-form head step
     g, _ = oracle.clipped_mean_grad(net, params0, x, y, float("inf"))
-    mid = {k: params0[k] - p["lr"] * g[k] for k in params0}
+    mid = {k: params0[k] - p.lr * g[k] for k in params0}
     net.load_state_dict(mid)
     want = head_vector(mid).numpy() - _closed_form_newton(net, x, y, np.inf, 0.4, 0.9)
     np.testing.assert_allclose(head_vector(theta).numpy(), want, rtol=1e-9, atol=1e-12)
@@ -148,7 +148,7 @@ def test_training_records_sampled_releases():
     fit = train("fedavg", params_of(net), clients, p, np.random.default_rng(0), torch.Generator().manual_seed(0))
     assert fit.counts["local step"].sum() == 4 * 3 * 2          # rounds x round(q m) clients x K steps
     spent = fit.ledger.spent_mu(fit.counts)
-    assert np.all(spent <= p["mu"] + 1e-12) and np.any(spent < p["mu"] - 1e-3)
+    assert np.all(spent <= p.mu + 1e-12) and np.any(spent < p.mu - 1e-3)
 
 
 def test_run_is_reproducible_on_cpu():
@@ -161,7 +161,7 @@ def test_run_is_reproducible_on_cpu():
     b = run_nn(p, device="cpu", threads=1, data=data)
     keys = ["method", "test_accuracy", "test_loss", "local_test_accuracy", "grad_evals", "mu_composed"]
     assert [[r[k] for k in keys] for r in a] == [[r[k] for k in keys] for r in b]
-    c = run_nn({**p, "run": 1}, device="cpu", threads=1, data=data)
+    c = run_nn(p.replace(run=1), device="cpu", threads=1, data=data)
     assert [r["test_loss"] for r in c] != [r["test_loss"] for r in a]
     assert all(abs(r["mu_composed"] - 2.0) < 1e-12 for r in a)
 

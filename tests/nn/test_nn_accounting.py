@@ -88,10 +88,10 @@ def test_schedule_noise_of_a_client_drawn_once_in_fedavg():
     """FedAvg, R rounds: a client drawn in r of them has sd sqrt(r / R) times the printed one."""
     printed, p = _fit("fedavg")
     sched, _ = _fit("fedavg", accounting="schedule")
-    rounds = sched.counts["local step"] // p["local_epochs"]
+    rounds = sched.counts["local step"] // p.local_epochs
     ratio = sched.ledger.releases[0].sigma[0] / printed.ledger.releases[0].sigma[0]
     drawn = rounds > 0
-    np.testing.assert_allclose(ratio[drawn], np.sqrt(rounds[drawn] / p["rounds"]), rtol=1e-12)
+    np.testing.assert_allclose(ratio[drawn], np.sqrt(rounds[drawn] / p.rounds), rtol=1e-12)
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -105,7 +105,7 @@ def test_clip_only_clips_without_noise(method):
             for s in (5, 6)]
     assert all(torch.equal(runs[0].params[k], runs[1].params[k]) for k in runs[0].params)
     assert runs[0].info.clipped > 0 and runs[0].ledger.composed_mu().max() == np.inf
-    plain = train(method, _net(), _clients(), {**p, "release": "plain"}, np.random.default_rng(11), None)
+    plain = train(method, _net(), _clients(), p.replace(release="plain"), np.random.default_rng(11), None)
     assert plain.info.clipped == 0
     assert label(method, 2.0, "clip_only").startswith("Clip-") and label(method, 2.0, "plain").startswith("NP-")
 

@@ -17,7 +17,7 @@ SIZES = np.array([8, 40, 41, 480, 4000])
 def calibrate(method, p, n):
     """Noise sds per ledger stage (1-d over clients) and the ledger of a CNN method."""
     plan = release_plan(method, p, n)
-    cal = privacy.calibrate(plan, mu=p["mu"])
+    cal = privacy.calibrate(plan, mu=p.mu)
     return {spec.stage: np.asarray(sig)[0] for spec, sig in zip(plan, cal.sigmas)}, cal.ledger, plan
 
 
@@ -37,16 +37,16 @@ def test_ledger_composes_to_mu(dataset, method, mu):
 @pytest.mark.parametrize("share,R", [(0.0, 10), (0.6, 10), (1.0, 10), (0.5, 3)])
 def test_hybrid_ledger_and_compute_match(share, R):
     p = resolve({"hybrid_local_share": share, "rounds": R, "figure": "fig10", "methods": "fedhybrid"})
-    K = p["local_epochs"]
+    K = p.local_epochs
     s = cnn_settings(get_method("fedhybrid", "nn"), p)
     # compute-matched: as many gradient steps per drawn client as FedAvg's R K
     assert s.R1 * s.K1 + s.K2 == R * K
-    np.testing.assert_allclose(calibrate("fedhybrid", p, SIZES)[1].composed_mu(), p["mu"], atol=1e-12)
+    np.testing.assert_allclose(calibrate("fedhybrid", p, SIZES)[1].composed_mu(), p.mu, atol=1e-12)
 
 
 def test_sigmas_match_the_paper():
     p = resolve({"dataset": "mnist", "figure": "fig10", "mu": 2.0})
-    B, eta, R, K, mu = p["clip"], p["lr"], p["rounds"], p["local_epochs"], p["mu"]
+    B, eta, R, K, mu = p.clip, p.lr, p.rounds, p.local_epochs, p.mu
     n = SIZES.astype(float)
     # Algorithm 3: 2 B eta sqrt(R K) / (mu n) per local step
     np.testing.assert_allclose(calibrate("fedavg", p, n)[0]["local step"], 2 * B * eta * math.sqrt(R * K) / (mu * n))
@@ -55,7 +55,7 @@ def test_sigmas_match_the_paper():
     # Algorithm 5: stage 1 noise 2 B eta sqrt(2 R K) / (mu n)
     sig, _, plan = calibrate("fednewton_iter", p, n)
     np.testing.assert_allclose(sig["local step"], 2 * B * eta * math.sqrt(2 * R * K) / (mu * n))
-    lam, alpha, C = p["ridge"], p["damping"], p["newton_cycles"]
+    lam, alpha, C = p.ridge, p.damping, p.newton_cycles
     sens = alpha * B / (lam * n) * (2 + B * B / lam)
     np.testing.assert_allclose(plan[1].sensitivity[0], sens)
     np.testing.assert_allclose(sig["newton"], sens * math.sqrt(2 * C) / mu)
@@ -92,10 +92,10 @@ def test_bad_settings_name_the_key(bad, word):
 
 def test_paper_defaults():
     mn = resolve({"dataset": "mnist", "figure": "fig10"})
-    assert (mn["q"], mn["rounds"], mn["local_epochs"], mn["lr"], mn["server_lr"], mn["clip"], mn["mu"]) == \
+    assert (mn.q, mn.rounds, mn.local_epochs, mn.lr, mn.server_lr, mn.clip, mn.mu) == \
         (0.1, 10, 10, 0.01, 1.0, 1.0, 2.0)
     cf = resolve({"dataset": "cifar10", "figure": "fig10"})
-    assert (cf["local_epochs"], cf["lr"], cf["server_lr"], cf["clip"]) == (30, 0.005, 0.75, 0.75)
+    assert (cf.local_epochs, cf.lr, cf.server_lr, cf.clip) == (30, 0.005, 0.75, 0.75)
 
 
 # ------------------------------------------------------------------ data files

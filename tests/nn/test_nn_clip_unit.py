@@ -48,7 +48,7 @@ def _audited(p):
     from fedgdp.audit import AuditTarget, audit_nn
     from fedgdp.audit.nn import NN_KEYS
 
-    rows = audit_nn([AuditTarget("nn", "fedhybrid", "cnn", nn={k: p[k] for k in NN_KEYS})], 0, n=3)
+    rows = audit_nn([AuditTarget("nn", "fedhybrid", "cnn", nn={k: getattr(p, k) for k in NN_KEYS})], 0, n=3)
     return {r.release: r.ratio for r in rows}
 
 
@@ -102,14 +102,14 @@ def test_the_plan_records_2B_per_step_whatever_the_size_and_keeps_the_newton_rel
     n = np.array([10.0, 40.0])
     by_stage = {s.stage: s.sensitivity for s in release_plan("fednewton_iter", p, n)}
     np.testing.assert_allclose(by_stage["local step"], [[2 * 2.0 * 0.1] * 2])
-    sample = {s.stage: s.sensitivity for s in release_plan("fednewton_iter", {**p, "clip_unit": "sample"}, n)}
+    sample = {s.stage: s.sensitivity for s in release_plan("fednewton_iter", p.replace(clip_unit="sample"), n)}
     np.testing.assert_allclose(sample["local step"], [[2 * 2.0 * 0.1 / 10, 2 * 2.0 * 0.1 / 40]])
     np.testing.assert_allclose(by_stage["newton"], sample["newton"])                  # Algorithm 5's, unchanged
     for over in ({}, {"reduction": "sum"}, {"local_batch": 4}):
-        assert {s.stage: s.sensitivity[0, 0] for s in release_plan("fedsgd", {**p, **over}, n)} == {"gradient": 4.0}
+        assert {s.stage: s.sensitivity[0, 0] for s in release_plan("fedsgd", p.replace(**over), n)} == {"gradient": 4.0}
     # a client-clipped sum is within B however many images it adds up: the bound of the mean
-    private = {**p, "mu": 2.0}
-    assert parameter_bound("fedavg", {**private, "reduction": "sum"}) == parameter_bound("fedavg", private)
+    private = p.replace(mu=2.0)
+    assert parameter_bound("fedavg", private.replace(reduction="sum")) == parameter_bound("fedavg", private)
 
 
 def test_an_unknown_clip_unit_is_refused_by_name():
@@ -175,13 +175,13 @@ def test_an_update_release_is_one_per_round_of_sensitivity_2B():
     assert (spec.stage, spec.count) == ("local step", 10)
     np.testing.assert_allclose(spec.sensitivity, [[4.0, 4.0]])                    # 2 B, no step size
     by_stage = {s.stage: s for s in release_plan("fednewton_iter", p, n)}
-    sample = {s.stage: s for s in release_plan("fednewton_iter", {**p, "clip_unit": "sample"}, n)}
+    sample = {s.stage: s for s in release_plan("fednewton_iter", p.replace(clip_unit="sample"), n)}
     assert by_stage["local step"].count * 5 == sample["local step"].count
     np.testing.assert_allclose(by_stage["newton"].sensitivity, sample["newton"].sensitivity)
     assert {s.stage: s.sensitivity[0, 0] for s in release_plan("fedsgd", p, n)} == {"gradient": 4.0}
     hybrid = {s.stage: s.count for s in release_plan("fedhybrid", p, n)}
     assert hybrid["local step"] * 5 == {s.stage: s.count for s in
-                                        release_plan("fedhybrid", {**p, "clip_unit": "sample"}, n)}["local step"]
+                                        release_plan("fedhybrid", p.replace(clip_unit="sample"), n)}["local step"]
 
 
 def test_a_clipped_update_counts_its_round_once_even_with_images_that_are_not_finite():
@@ -256,8 +256,8 @@ def test_an_update_run_reports_the_rounds_each_client_was_drawn_in(method):
     p = resolve({"figure": "fig10", "q": 0.25, "rounds": 4, "local_epochs": 2, "newton_cycles": 2, "clip": 0.5})
     update = _fit(method, clip_unit="update", methods=[method])
     sample = _fit(method, methods=[method])
-    got = _rounds_drawn(update.counts, {**p, "clip_unit": "update"})
+    got = _rounds_drawn(update.counts, p.replace(clip_unit="update"))
     np.testing.assert_array_equal(got, _rounds_drawn(sample.counts, p))
     assert got.sum() > 0
-    spent = _spent(update.ledger, update.counts, {**p, "clip_unit": "update"})
+    spent = _spent(update.ledger, update.counts, p.replace(clip_unit="update"))
     assert 0 < spent["mu_spent_min"] <= spent["mu_spent_max"] <= 2.0 + 1e-9

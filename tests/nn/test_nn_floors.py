@@ -84,8 +84,7 @@ def test_training_at_the_extremes_stays_within_the_parameter_bound(method):
 def test_a_non_finite_private_network_is_an_error():
     """A private release with a non-finite parameter raises, never a certified model (mu
     below the floor, set past the settings' check, makes the noise sd overflow float32)."""
-    p = resolve({**TINY, "methods": "fedavg"})
-    p["mu"] = 1e-40
+    p = resolve({**TINY, "methods": "fedavg"}).replace(mu=1e-40)
     with pytest.raises(ValueError, match="not finite"):
         train("fedavg", params_of(tiny_net(classes=10)), tiny_clients([8, 8, 8]), p, np.random.default_rng(0),
               torch.Generator().manual_seed(1))

@@ -49,15 +49,15 @@ def _oracle(p):
     step, the stepping clients stacked, parameter by parameter)."""
     model, clients = _model(), _clients()
     theta = {k: v.detach() for k, v in model.named_parameters()}
-    sd = privacy.calibrate(release_plan("fedavg", p, clients.n.astype(float)), mu=p["mu"]).sigmas[0][0]
+    sd = privacy.calibrate(release_plan("fedavg", p, clients.n.astype(float)), mu=p.mu).sigmas[0][0]
     gen, batch_rng = torch.Generator().manual_seed(5), np.random.default_rng(11).spawn(1)[0]
 
     def loss(prm, x, y):
         return F.nll_loss(functional_call(model, prm, (x[None],)), y[None])
 
     local = [{k: v.clone() for k, v in theta.items()} for _ in SIZES]
-    for _ in range(p["local_epochs"]):
-        passes = [minibatches(batch_rng, n, p["local_batch"]) for n in SIZES]
+    for _ in range(p.local_epochs):
+        passes = [minibatches(batch_rng, n, p.local_batch) for n in SIZES]
         for t in range(max(len(b) for b in passes)):
             sub = [j for j, b in enumerate(passes) if t < len(b)]
             steps = {}
@@ -65,8 +65,8 @@ def _oracle(p):
                 ix = torch.as_tensor(passes[j][t])
                 g = vmap(grad(loss), in_dims=(None, 0, 0))(local[j], clients.x[j][ix], clients.y[j][ix])
                 norms = torch.sqrt(sum((v.flatten(1) ** 2).sum(1) for v in g.values()))
-                c = torch.clamp(p["clip"] / norms, max=1.0)
-                steps[j] = {k: local[j][k] - p["lr"] * (c.view(-1, *[1] * (v.dim() - 1)) * v).mean(0)
+                c = torch.clamp(p.clip / norms, max=1.0)
+                steps[j] = {k: local[j][k] - p.lr * (c.view(-1, *[1] * (v.dim() - 1)) * v).mean(0)
                             for k, v in g.items()}
             for k in theta:                          # the noise: one draw per parameter, stacked clients
                 z = torch.randn((len(sub), *theta[k].shape), generator=gen, dtype=torch.float64)
@@ -90,7 +90,7 @@ def test_a_minibatch_holding_every_image_is_the_full_batch_step(method):
     """local_batch >= every client's size: one minibatch per pass, the full-batch step up to
     the order of the sum (float64, 1e-10), with the same client and noise draws."""
     p = _settings(q=0.25, rounds=4, newton_cycles=2)
-    full, one = _train(method, {**p, "local_batch": None}), _train(method, {**p, "local_batch": 9})
+    full, one = _train(method, p.replace(local_batch=None)), _train(method, p.replace(local_batch=9))
     for k in full.params:
         np.testing.assert_allclose(one.params[k].numpy(), full.params[k].numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(one.ledger.composed_mu(), full.ledger.composed_mu(), rtol=1e-12)
@@ -101,7 +101,7 @@ def test_a_pass_is_one_release_of_the_mean_over_the_smallest_minibatch():
     n = np.array([6.0, 4.0, 9.0, 3.0])
     np.testing.assert_array_equal(smallest_batch(n, 3), [3, 2, 3, 3])        # 6 = 3+3, 4 = 2+2, 9 = 3x3, 3
     (spec,) = release_plan("fedavg", p, n)
-    assert spec.count == p["rounds"] * p["local_epochs"]                       # a release per pass
+    assert spec.count == p.rounds * p.local_epochs                       # a release per pass
     np.testing.assert_allclose(spec.sensitivity, [[2 * 2.0 * 0.1 / b for b in (3, 2, 3, 3)]])
     gradient = {s.stage: s for s in release_plan("fedhybrid", p, n)}["gradient"]
     np.testing.assert_allclose(gradient.sensitivity, [2 * 2.0 / n])            # server steps: full batch
@@ -109,9 +109,9 @@ def test_a_pass_is_one_release_of_the_mean_over_the_smallest_minibatch():
 
 def test_the_passes_draw_no_client_and_every_client_spends_mu():
     p = _settings(q=0.25, rounds=4)
-    one, full = _train("fedavg", p), _train("fedavg", {**p, "local_batch": None})
+    one, full = _train("fedavg", p), _train("fedavg", p.replace(local_batch=None))
     assert all(np.array_equal(one.counts[k], full.counts[k]) for k in full.counts)   # the same clients drawn
-    assert one.ledger.composed_mu().max() == pytest.approx(p["mu"], rel=1e-12)
+    assert one.ledger.composed_mu().max() == pytest.approx(p.mu, rel=1e-12)
 
 
 @pytest.mark.parametrize("value", [0, -3, "x", 2.5])

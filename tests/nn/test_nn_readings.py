@@ -1,5 +1,6 @@
 """The CNN readings map (fedgdp.nn.readings, fedgdp nn-readings): a config declares each
 reading once; pieces are resumable files; the table says what each run protects."""
+import dataclasses
 import math
 
 import pytest
@@ -28,7 +29,7 @@ def _config(tmp_path, text=CONFIG):
 
 def test_config_is_checked_before_any_run(tmp_path):
     cfg = load_readings(_config(tmp_path))
-    assert list(cfg["readings"]) == ["plain", "clip_only", "schedule"]
+    assert list(cfg.readings) == ["plain", "clip_only", "schedule"]
     got = [(r, f, x, run) for r, f, x, run, _ in pieces(cfg)]
     assert got[:3] == [("plain", "fig09", 20, 0), ("clip_only", "fig09", 20, 0), ("schedule", "fig09", 20, 0)]
     assert len(got) == 6
@@ -140,7 +141,7 @@ def test_a_budget_stops_starting_pieces_and_keeps_whole_ones(tmp_path, monkeypat
     ran = []
 
     def fake_run(p, **kw):
-        ran.append((p["run"], p.get("release")))
+        ran.append((p.run, p.release))
         time.sleep(0.05)
         return [{"fake": 1}]
 
@@ -172,10 +173,10 @@ def test_the_summary_table_ranges_the_methods_medians():
     point, the runs' count, and the mu really spent ('not run' where no piece is)."""
     import pandas as pd
 
-    from fedgdp.nn.readings import summary_markdown
+    from fedgdp.nn.readings import Point, Readings, summary_markdown
 
-    cfg = {"summary": ["private", "plain"], "points": [{"figure": "fig09", "x": 100}, {"figure": "fig10", "x": 100}],
-           "readings": {"private": {}, "plain": {"release": "plain"}}}
+    cfg = Readings("mnist", [Point("fig09", 100), Point("fig10", 100)], 1,
+                   {"private": {}, "plain": {"release": "plain"}}, summary=["private", "plain"])
     rows = [{"reading": "private", "figure": "fig10", "x": 100, "run": r, "method": m, "accuracy": a,
              "certified_mu": 2.0} for r, (m, a) in enumerate([("fedsgd", 0.5), ("fedsgd", 0.7), ("fedavg", 0.2)])]
     rows.append({"reading": "plain", "figure": "fig09", "x": 100, "run": 0, "method": "fedsgd", "accuracy": 0.9,
@@ -233,11 +234,11 @@ def test_the_panels_draw_the_grid_beside_the_readings(tmp_path):
     from fedgdp.nn.panels import plot_panels, read_grid
 
     cfg = load_readings(ROOT / "config/nn-readings.yaml")
-    assert cfg["panels"] and set(cfg["panels"]) <= set(cfg["readings"])
+    assert cfg.panels and set(cfg.panels) <= set(cfg.readings)
     grid = read_grid(ROOT / "docs/results/paper-nn-mnist")
     assert set(grid["figure"]) == {"fig09", "fig10"}
     table = pd.read_csv(ROOT / "docs/results/nn-readings/readings.csv")
-    files = plot_panels(grid, table, cfg, cfg["panels"], tmp_path / "figures.png")
+    files = plot_panels(grid, table, cfg, cfg.panels, tmp_path / "figures.png")
     assert {f.name for f in files} == {"figures.png", "figures.pdf"} and all(f.stat().st_size > 10_000 for f in files)
     with pytest.raises(ValueError, match="fig09_summary.csv"):
         read_grid(tmp_path)
@@ -277,12 +278,12 @@ def test_the_grid_config_runs_the_maps_readings_at_the_papers_runs():
     """config/nn-readings-grid.yaml reads each reading as the map does (the pieces share a runs folder),
     over the paper's grid: Figure 9 at 7 n x 5 runs, Figure 10 at 6 m x 4 runs."""
     grid, readings_map = (load_readings(ROOT / f"config/{f}.yaml") for f in ("nn-readings-grid", "nn-readings"))
-    for name, over in grid["readings"].items():
-        assert over == readings_map["readings"][name], name
-    points = {(p["figure"], p["x"]): p["runs"] for p in grid["points"]}
+    for name, over in grid.readings.items():
+        assert over == readings_map.readings[name], name
+    points = {(p.figure, p.x): p.runs for p in grid.points}
     assert points == {**{("fig09", n): 5 for n in (50, 75, 100, 200, 300, 400, 600)},
                       **{("fig10", m): 4 for m in (100, 200, 300, 500, 800, 1000)}}
-    assert len(pieces(grid)) == len(grid["readings"]) * (7 * 5 + 6 * 4)
+    assert len(pieces(grid)) == len(grid.readings) * (7 * 5 + 6 * 4)
 
 
 def test_a_whole_reading_is_summarised_as_the_grid_is(tmp_path):
@@ -340,12 +341,11 @@ def test_the_newton_config_changes_only_the_ridge_of_the_certified_reading():
     """config/nn-readings-newton.yaml: FedNewton-Iter at the map's schedule_B10_lr0.1 with the ridge
     alone changed (and only that method run), at a point of the map, at the map's runs."""
     newton, readings_map = (load_readings(ROOT / f"config/{f}.yaml") for f in ("nn-readings-newton", "nn-readings"))
-    base = readings_map["readings"]["schedule_B10_lr0.1"]
-    assert newton["readings"]["schedule_B10_lr0.1"] == base
-    assert newton["readings"]["schedule_B10_lr0.1_ridge30"] == {**base, "ridge": 30, "methods": "fednewton_iter"}
-    assert newton["runs"] == readings_map["runs"]
-    assert all({"figure": p["figure"], "x": p["x"]} in [{"figure": q["figure"], "x": q["x"]}
-                                                         for q in readings_map["points"]] for p in newton["points"])
+    base = readings_map.readings["schedule_B10_lr0.1"]
+    assert newton.readings["schedule_B10_lr0.1"] == base
+    assert newton.readings["schedule_B10_lr0.1_ridge30"] == {**base, "ridge": 30, "methods": "fednewton_iter"}
+    assert newton.runs == readings_map.runs
+    assert all((p.figure, p.x) in [(q.figure, q.x) for q in readings_map.points] for p in newton.points)
 
 
 def _reading_summary(reading, slope9, slope10, privacy="record-level mu-GDP at each client", mu=2.0):
@@ -463,10 +463,12 @@ def test_levels_give_each_methods_first_last_and_range_and_the_points_in_the_pap
     """levels.md (`levels_markdown`): per reading and figure, each method's median at the first and last point,
     its range over the points and the points inside the config's band; a figure without a band says so."""
     from fedgdp.nn.panels import levels_markdown
+    from fedgdp.nn.readings import Point, Readings
 
     grid = _reading_summary("x", 0.05, -0.05).drop(columns=["reading", "certified_mu", "privacy"])
     good = _reading_summary("good", 0.05, -0.05)
-    text = levels_markdown(grid, good, {"band": {"fig10": [0.6, 0.9]}})
+    cfg = Readings("mnist", [Point("fig10", 100)], 1, {"good": {}}, band={"fig10": [0.6, 0.9]})
+    text = levels_markdown(grid, good, cfg)
     rows = [line for line in text.splitlines() if line.startswith("| as printed") or line.startswith("| good")]
     assert [r.split(" | ")[1] for r in rows] == ["Fig. 9", "Fig. 10", "Fig. 9", "Fig. 10"]
     assert rows[2].startswith("| good (certified mu = 2) |")
@@ -476,7 +478,7 @@ def test_levels_give_each_methods_first_last_and_range_and_the_points_in_the_pap
     newton = [a + 0.02 for a in (0.5 + 0.05 * math.log(n) for n in (50, 100, 200, 600))]
     assert rows[0].endswith(f"| {newton[0]:.3f} -> {newton[-1]:.3f} ({newton[0]:.3f}-{newton[-1]:.3f}; "
                             "no range read) |")
-    assert levels_markdown(grid, None, {"band": {}}).count("\n| as printed") == 2
+    assert levels_markdown(grid, None, dataclasses.replace(cfg, band={})).count("\n| as printed") == 2
 
 
 def test_pieces_say_which_code_they_ran_and_whether_it_predates_the_noise_fix():

@@ -54,7 +54,7 @@ def test_a_summed_release_has_the_sensitivity_of_one_image_and_the_newton_releas
     n = np.array([10.0, 40.0])
     by_stage = {s.stage: s.sensitivity for s in release_plan("fednewton_iter", p, n)}
     np.testing.assert_allclose(by_stage["local step"], [[2 * 2.0 * 0.1] * 2])           # 2 B eta, whatever n
-    mean = {s.stage: s.sensitivity for s in release_plan("fednewton_iter", {**p, "reduction": "mean"}, n)}
+    mean = {s.stage: s.sensitivity for s in release_plan("fednewton_iter", p.replace(reduction="mean"), n)}
     np.testing.assert_allclose(by_stage["newton"], mean["newton"])                    # Algorithm 5's mean
     assert {s.stage: s.sensitivity[0, 0] for s in release_plan("fedsgd", p, n)} == {"gradient": 4.0}
 
@@ -115,7 +115,7 @@ def test_noise_for_mean_records_the_mu_really_spent(method):
     p = resolve({"figure": "fig10", "reduction": "sum", "noise_for": "mean", "methods": method})
     n = np.array([12.0, 30.0])
     plan = release_plan(method, p, n)
-    mean_plan = release_plan(method, {**p, "reduction": "mean", "noise_for": "release"}, n)
+    mean_plan = release_plan(method, p.replace(reduction="mean", noise_for="release"), n)
     cal = noise_for_mean(plan, mean_plan, 2.0)
     for got, want in zip(cal.sigmas, privacy.calibrate(mean_plan, mu=2.0).sigmas):
         np.testing.assert_array_equal(got, want)

@@ -75,7 +75,7 @@ def test_a_gradient_release_is_the_server_step(over):
     be, twin = _backend(**over), _backend(**over)
     theta = be.start()
     got = be.server_steps(theta, be.weights(1), K=1, eta=ETA, sigma=np.zeros(1), noise=None)
-    slr = float(be.p["server_lr"])
+    slr = float(be.p.server_lr)
     _same(got, _plus(theta, twin.release("gradient", theta, 0), -slr * ETA))
 
 

@@ -22,7 +22,7 @@ def _piece(folder, rel, settings):
     """A stand-in run file: one row, the settings recorded as `write_runs` records them."""
     path = os.path.join(folder, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_parquet(pa.table({"test_accuracy": [0.5]}), path, resolve(settings))
+    write_parquet(pa.table({"test_accuracy": [0.5]}), path, resolve(settings).as_dict())
     return path
 
 
@@ -85,8 +85,8 @@ def test_the_readings_map_is_a_target_of_one_job_per_piece(monkeypatch):
     the_plan = wp.load(merged(), SCHEMA, [])
     cfg = load_readings("config/nn-readings.yaml")
     files = the_plan.nn_reading_files()
-    per_run = sum(len(p.get("readings", cfg["readings"])) for p in cfg["points"])
-    assert len(files) == per_run * cfg["runs"] == len(pieces(cfg))
+    per_run = sum(len(cfg.readings if p.readings is None else p.readings) for p in cfg.points)
+    assert len(files) == per_run * cfg.runs == len(pieces(cfg))
     assert len(set(files)) == len(files)
     assert the_plan.targets()["nn_readings"] == [f"tables/paper/nn_readings/readings.{e}"
                                                  for e in ("csv", "md", "pdf", "png")]
@@ -126,7 +126,7 @@ def test_a_setting_added_since_counts_at_its_default(grid):
 
     the_plan, pieces = grid
     settings = the_plan.nn_settings("mnist", "fig10", 100, "full", 0)
-    old = {k: v for k, v in resolve_nn(settings).items() if k != "reduction"}
+    old = {k: v for k, v in resolve_nn(settings).as_dict().items() if k != "reduction"}
     path = os.path.join(pieces, FIG10)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_parquet(pa.table({"test_accuracy": [0.5]}), path, old)

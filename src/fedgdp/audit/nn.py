@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core.privacy import LOCAL_STEP
 from .search import AuditRow, AuditTarget, _Search, change
+
+if TYPE_CHECKING:
+    from ..nn.settings import NNSettings
 
 __all__ = ["NN_KEYS", "CLIENTS", "nn_settings_of", "nn_targets", "readings_targets", "audit_nn"]
 
@@ -48,20 +52,21 @@ def _states(seed: int, torch) -> list:
     return out
 
 
-def _search(p: dict, methods: list, seed: int, n: int) -> dict:
-    """The worst neighbouring pair of every release of ``methods`` at settings ``p``:
+def _search(keep: dict, methods: list, seed: int, n: int) -> dict:
+    """The worst neighbouring pair of every release of ``methods`` at a target's settings ``keep`` (`NN_KEYS`,
+    resolved with ``release: private`` and clients of ``n`` images):
     ``(method, stage) -> (_Search of ratios change / recorded, certified)``."""
     import torch
 
     from ..methods import CNN, get_method
     from ..nn.backend import TorchBackend
-    from ..nn.settings import cnn_settings
+    from ..nn.settings import cnn_settings, resolve
     from ..nn.train import ClientData
 
-    run = {**p, "release": "private"}
+    run = resolve({**keep, "release": "private", "n": n, "methods": methods})
     meths = {name: get_method(name, CNN) for name in methods}
     sets = {name: cnn_settings(meth, run) for name, meth in meths.items()}
-    update = run.get("clip_unit", "sample") == "update"
+    update = run.clip_unit == "update"
 
     def backend(params, x, y):
         clients = ClientData([x] * CLIENTS, [y] * CLIENTS)
@@ -93,7 +98,7 @@ def _search(p: dict, methods: list, seed: int, n: int) -> dict:
         raise RuntimeError(f"CNN releases without a ledger entry: {sorted(missing)}")
     gen = torch.Generator().manual_seed(seed)
     sizes = [n, 2, 1]
-    b = run.get("local_batch")
+    b = run.local_batch
     if b is not None and b + 1 not in sizes:
         sizes.append(int(b) + 1)                      # a pass of two unequal minibatches
     for dtype in (torch.float64, torch.float32):
@@ -135,7 +140,7 @@ def _search(p: dict, methods: list, seed: int, n: int) -> dict:
     return {key: (search, certified[key]) for key, search in searches.items()}
 
 
-def nn_settings_of(config: dict | None) -> list[dict]:
+def nn_settings_of(config: dict | None) -> list[NNSettings]:
     """The distinct private CNN settings of a run config's ``nn`` section (`NN_KEYS`), with
     their methods, resolved (`fedgdp.nn.settings.resolve`); the digits defaults when none.
 
@@ -158,7 +163,7 @@ def nn_settings_of(config: dict | None) -> list[dict]:
         if "methods" in nn:
             over["methods"] = nn["methods"]
         p = resolve(over)
-        if math.isfinite(p["mu"]) and p.get("release", "private") == "private" and p not in out:
+        if math.isfinite(p.mu) and p.release == "private" and p not in out:
             out.append(p)
     return out
 
@@ -173,8 +178,8 @@ def nn_targets(config: dict | None = None) -> list[AuditTarget]:
     """
     out = []
     for p in nn_settings_of(config):
-        keep = {k: p[k] for k in NN_KEYS}
-        out += [AuditTarget("nn", method, "cnn", nn=keep) for method in p["methods"]]
+        keep = {k: getattr(p, k) for k in NN_KEYS}
+        out += [AuditTarget("nn", method, "cnn", nn=keep) for method in p.methods]
     return out
 
 
@@ -193,10 +198,10 @@ def readings_targets(path) -> list[AuditTarget]:
     out: dict = {}
     for reading, _figure, _x, _run, over in pieces(load_readings(path)):
         p = resolve(over)
-        if not math.isfinite(privacy_of(p["release"], p["mu"], p["accounting"], noise_for=p["noise_for"])[0]):
+        if not math.isfinite(privacy_of(p.release, p.mu, p.accounting, noise_for=p.noise_for)[0]):
             continue
-        keep = {k: p[k] for k in NN_KEYS}
-        for method in p["methods"]:
+        keep = {k: getattr(p, k) for k in NN_KEYS}
+        for method in p.methods:
             key = (method, repr(sorted(keep.items())))
             t = out.setdefault(key, AuditTarget("nn", method, "cnn", nn=keep, reading=reading))
             if reading not in t.reading.split(", "):     # readings whose releases are the same (e.g. init)

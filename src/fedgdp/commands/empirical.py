@@ -284,7 +284,7 @@ def _nn_row(t, *, mu, trials, calibration, alpha, seed) -> EmpiricalRow:
     low, fp, fn = distinguish(run, trials=trials, calibration=calibration, alpha=alpha, seed=seed)
     stage = release_plan(t.method, p, np.ones(1))[0].stage
     return EmpiricalRow(f"nn:{t.method}", "cnn", "any", True, mu, low, 1 - alpha, trials, fp, fn, stage,
-                        p["rounds"] * p["local_epochs"], NN_N)
+                        p.rounds * p.local_epochs, NN_N)
 
 
 def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials: int = 2000,

@@ -27,7 +27,7 @@ from ..core import privacy
 from ..methods import CNN, Fit
 from .clipping import clip_factors, clip_margin, clipped_grad_sums, floats_per_image, head_grads
 from .models import HEAD
-from .settings import reduced_plan, update_is_release
+from .settings import NNSettings, reduced_plan, update_is_release
 
 __all__ = ["TorchBackend", "ScheduleDraw", "TorchNoise", "Locals", "TrainInfo", "sample_clients", "head_vector",
            "noise_for_mean",
@@ -260,7 +260,7 @@ class TorchBackend:
     params0 : dict name -> Tensor
         Initial weights (`fedgdp.nn.models.build_model`), on the training device.
     clients : fedgdp.nn.train.ClientData
-    p : dict
+    p : NNSettings
         Resolved run settings (`fedgdp.nn.settings.resolve`): ``mu``, ``clip``,
         ``q``, ``server_lr``.
     rng : numpy.random.Generator
@@ -278,7 +278,7 @@ class TorchBackend:
 
     params0: dict
     clients: Any
-    p: dict
+    p: NNSettings
     rng: np.random.Generator
     gen: torch.Generator | None = None
     stack: bool | None = None
@@ -290,16 +290,16 @@ class TorchBackend:
     def __post_init__(self):
         self.m = self.clients.m
         self.dk = sum(v.numel() for v in self.params0.values())
-        self.mu = float(self.p["mu"])
-        release = self.p.get("release", "private")
+        self.mu = float(self.p.mu)
+        release = self.p.release
         self.private = privacy.adds_noise(self.mu, release)  # a non-finite private release is an error
-        self.B = float(self.p["clip"]) if privacy.clips(self.mu, release) else float("inf")
+        self.B = float(self.p.clip) if privacy.clips(self.mu, release) else float("inf")
         self.noise = TorchNoise(self.gen if self.private else None)
         self.schedule: dict | None = None        # the counts of a published schedule (accounting: schedule)
         self.counts = {}
         # the minibatches' permutations (local_batch): a stream of their own, spawned from the
         # client-sampling one without drawing from it (the same clients as full-batch runs)
-        self._batch_rng = self.rng.spawn(1)[0] if self.p.get("local_batch") else None
+        self._batch_rng = self.rng.spawn(1)[0] if self.p.local_batch else None
         self._clipped = torch.zeros((), dtype=torch.int64, device=self._device)
         self._tally: torch.Tensor | None = None   # per drawn client, during a round of clip_unit: update
         self._per_image = floats_per_image(self.params0, tuple(self.clients.x[0].shape[1:]))
@@ -317,7 +317,7 @@ class TorchBackend:
 
     @property
     def plan_B(self) -> float:
-        return float(self.p["clip"])
+        return float(self.p.clip)
 
     @property
     def plan_n(self) -> np.ndarray:
@@ -337,11 +337,11 @@ class TorchBackend:
         """
         plan = reduced_plan(method.plan(self, s), self.p)
         mu = self.mu if self.noise.gen is not None else float("inf")   # clip_only: no noise, no private release
-        if self.p.get("accounting", "printed") == "schedule" and self.noise.gen is not None:
+        if self.p.accounting == "schedule" and self.noise.gen is not None:
             self.schedule = self._schedule(method, s)
             cal = privacy.calibrate_schedule(plan, mu=mu, counts={k: v[None, :] for k, v in self.schedule.items()})
-        elif self.p.get("noise_for", "release") == "mean":
-            cal = noise_for_mean(plan, reduced_plan(method.plan(self, s), {**self.p, "reduction": "mean"}), mu)
+        elif self.p.noise_for == "mean":
+            cal = noise_for_mean(plan, reduced_plan(method.plan(self, s), self.p.replace(reduction="mean")), mu)
         else:
             cal = privacy.calibrate(plan, mu=mu)
         privacy.check_noise_resolves(plan, cal.sigmas, self.plan_n, next(iter(self.params0.values())).dtype)
@@ -350,7 +350,7 @@ class TorchBackend:
     def _schedule(self, method, s) -> dict:
         """Every client's releases ``stage -> (m,)`` under the participation schedule: the
         method run on a `ScheduleDraw` with a copy of the client generator (no image read)."""
-        dry = ScheduleDraw(self.params0, self.clients, {**self.p, "accounting": "printed"}, copy.deepcopy(self.rng))
+        dry = ScheduleDraw(self.params0, self.clients, self.p.replace(accounting="printed"), copy.deepcopy(self.rng))
         method.run(dry, s)
         return dry.counts
 
@@ -374,7 +374,7 @@ class TorchBackend:
     def _draw(self, stage: str, count: int) -> np.ndarray:
         if self.progress is not None and self.info.rounds:
             self.progress(self.info.rounds)                  # the round before this one has finished
-        S = sample_clients(self.rng, self.m, float(self.p["q"]))
+        S = sample_clients(self.rng, self.m, float(self.p.q))
         self._batches: dict = {}
         self.counts.setdefault(stage, np.zeros(self.m, dtype=np.int64))[S] += count
         self.info.rounds += 1
@@ -407,7 +407,7 @@ class TorchBackend:
         local steps under ``clip_unit: update``, whose update is clipped afterwards)."""
         if update_is_release(self.p):
             return "none" if stage == privacy.LOCAL_STEP else "client"
-        return self.p.get("clip_unit", "sample")
+        return self.p.clip_unit
 
     def _release(self, P: dict, X, Y, M, *, shared: bool, unit: str | None = None,
                  pos: torch.Tensor | None = None) -> dict:
@@ -421,7 +421,7 @@ class TorchBackend:
         unit = unit or self._unit("gradient")
         total, c = clipped_grad_sums(P, X, Y, M, self.B if unit == "sample" else math.inf, shared=shared)
         zeroed = (c < M).sum(1)                      # images whose gradient was not finite (or clipped)
-        if self.p.get("reduction", "mean") != "sum":
+        if self.p.reduction != "sum":
             div = M.sum(1)
             total = {k: v / div.view(-1, *[1] * (v.dim() - 1)) for k, v in total.items()}
         if unit == "client" and math.isfinite(self.B):
@@ -467,9 +467,9 @@ class TorchBackend:
         if part != "full" or drift is not None:
             raise ValueError("the CNN backend runs local steps on every image and without drift")
         unit = self._unit(privacy.LOCAL_STEP)
-        if unit == "none" and K != int(self.p.get("local_epochs", K)):
+        if unit == "none" and K != self.p.local_epochs:
             raise ValueError(f"clip_unit update: a round of {K} local steps, but the plan counts rounds of "
-                             f"local_epochs={self.p['local_epochs']}")
+                             f"local_epochs={self.p.local_epochs}")
         S = self._draw(privacy.LOCAL_STEP, 1 if unit == "none" else K)
         sd_np = np.asarray(sigma)[S]
         ref = next(iter(start.values()))
@@ -529,7 +529,10 @@ class TorchBackend:
         """One local epoch as a pass of minibatches (``local_batch``, `minibatches`), in
         place: step t moves the drawn clients that have a t-th minibatch by ``-eta``
         times its clipped mean (sum under ``reduction: sum``) gradient, plus their noise."""
-        passes = [minibatches(self._batch_rng, int(self.clients.n[i]), int(self.p["local_batch"])) for i in S]
+        batch = self.p.local_batch
+        if batch is None:
+            raise ValueError("a pass of minibatches needs local_batch, got local_batch=None")
+        passes = [minibatches(self._batch_rng, int(self.clients.n[i]), batch) for i in S]
         for t in range(max(len(b) for b in passes)):
             sub = np.array([j for j, b in enumerate(passes) if t < len(b)])
             X, Y, M = self.clients.batch(S[sub], [passes[j][t] for j in sub])
@@ -561,9 +564,9 @@ class TorchBackend:
         i : int
             The client.
         """
-        if self._batch_rng is None:
+        if self._batch_rng is None or self.p.local_batch is None:
             return None
-        return minibatches(self._batch_rng, int(self.clients.n[i]), int(self.p["local_batch"]))
+        return minibatches(self._batch_rng, int(self.clients.n[i]), self.p.local_batch)
 
     def release_args(self, method, s) -> dict:
         """The arguments ``method``'s run passes to each stage's operation, from a dry run
@@ -578,7 +581,7 @@ class TorchBackend:
         s : MethodSettings
             The method's frozen settings (`fedgdp.methods.Method.settings`).
         """
-        dry = ScheduleDraw(self.params0, self.clients, {**self.p, "accounting": "printed"}, copy.deepcopy(self.rng))
+        dry = ScheduleDraw(self.params0, self.clients, self.p.replace(accounting="printed"), copy.deepcopy(self.rng))
         method.run(dry, s)
         return dry.args
 
@@ -663,7 +666,7 @@ class TorchBackend:
                 new += float(wi) * h
             return set_head_vector(theta, new)
         wt = self._wS(local.clients, next(iter(theta.values())))
-        slr = float(self.p["server_lr"])
+        slr = float(self.p.server_lr)
         return {k: theta[k] + slr * torch.tensordot(wt, local.params[k] - theta[k], dims=1) for k in theta}  # type: ignore[index]  # FedAvg locals carry params
 
     def server_steps(self, theta, w, *, K, eta, sigma, noise):
@@ -685,7 +688,7 @@ class TorchBackend:
         noise : TorchNoise or None
             The noise stream, None when non-private.
         """
-        slr = float(self.p["server_lr"])
+        slr = float(self.p.server_lr)
         for _ in range(K):
             S = self._draw("gradient", 1)
             sd_np = np.asarray(sigma)[S]

@@ -144,7 +144,7 @@ def estimate_runs(step_s: dict, *, dataset: str = "mnist", cpu_cores: int | None
     from .settings import PAPER_GRID, resolve
 
     p = resolve({"dataset": dataset, "figure": "fig10"})
-    R, K, q = p["rounds"], p["local_epochs"], p["q"]
+    R, K, q = p.rounds, p.local_epochs, p.q
     ns = np.array(sorted(step_s), dtype=float)
     ts = np.array([step_s[int(n)] for n in ns])
 

@@ -36,7 +36,7 @@ def _cmd_nn_run(args) -> int:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
     from .data import load_images
 
-    data = load_images(p["dataset"], args.data_dir)     # fails early, before torch starts
+    data = load_images(p.dataset, args.data_dir)     # fails early, before torch starts
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -55,7 +55,7 @@ def _cmd_nn_run(args) -> int:
     for r in rows:
         print(f"{r['label']:<18} acc {r['test_accuracy']:.3f}  rounds {r['rounds']:>3}  "
               f"mu {r['mu_composed']:.3f}  {r['elapsed_s']:.1f} s")
-    if p["release"] == "private" and not args.fresh_noise:
+    if p.release == "private" and not args.fresh_noise:
         print("noise: derived seed, known to anyone with the settings (noise_secret = False): the mu-GDP guarantee "
               "is void for private data; use --fresh-noise there")
     return 0
@@ -89,13 +89,13 @@ def _cmd_nn_readings(args) -> int:
         written = _write_reading_summaries(cfg, args.runs_dir, table, missing, Path(args.summaries)) \
             if args.summaries else []
         grids = _whole_grids(args.reading_summaries, written)
-        if cfg["summary"]:
+        if cfg.summary:
             with atomic_path(out / "summary.md") as tmp:
                 Path(tmp).write_text(summary_markdown(table, cfg, c6=args.c6(table, grids) if args.c6 else None))
         if args.grid:
             from .panels import levels_markdown, plot_panels, read_grid
 
-            plot_panels(read_grid(args.grid), table, cfg, cfg["panels"], out / "figures.png")
+            plot_panels(read_grid(args.grid), table, cfg, cfg.panels, out / "figures.png")
             if args.summaries:
                 with atomic_path(out / "levels.md") as tmp:
                     Path(tmp).write_text(levels_markdown(read_grid(args.grid), grids, cfg))
@@ -120,7 +120,7 @@ def _whole_grids(paths: list | None, written: list):
     return pd.concat(by_key.values(), ignore_index=True) if by_key else None
 
 
-def _write_reading_summaries(cfg: dict, runs_dir: str, table, missing: list, root: Path) -> list[Path]:
+def _write_reading_summaries(cfg, runs_dir: str, table, missing: list, root: Path) -> list[Path]:
     """``<root>/paper-nn-<dataset>-<reading>/<figure>_summary.csv`` of each figure a reading has whole
     (`fedgdp.nn.readings.reading_summaries`), a line on stdout for each; returns the files."""
     from ..common.io import atomic_path
@@ -128,7 +128,7 @@ def _write_reading_summaries(cfg: dict, runs_dir: str, table, missing: list, roo
 
     written = []
     for (reading, figure), summary in reading_summaries(cfg, runs_dir, table, missing).items():
-        folder = root / f"paper-nn-{cfg['dataset']}-{reading}"
+        folder = root / f"paper-nn-{cfg.dataset}-{reading}"
         folder.mkdir(parents=True, exist_ok=True)
         with atomic_path(folder / f"{figure}_summary.csv") as tmp:
             summary.to_csv(tmp, index=False, float_format="%.4f")

@@ -28,7 +28,7 @@ def read_grid(folder: str | os.PathLike):
     return pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
 
 
-def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathLike) -> list:
+def plot_panels(grid, table, cfg, readings: list[str], out: str | os.PathLike) -> list:
     """A row per figure, a panel per method: the grid's line and band, the readings' points.
 
     Parameters
@@ -37,7 +37,7 @@ def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathL
         The grid's summaries (`read_grid`): the printed reading at every point.
     table : pandas.DataFrame
         The readings map's table (`fedgdp.nn.readings.collect`).
-    cfg : dict
+    cfg : fedgdp.nn.readings.Readings
         The readings config (its ``band``: the paper's range per figure).
     readings : list of str
         The readings to draw beside the grid, each at the points it ran.
@@ -52,7 +52,7 @@ def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathL
     fig, axes = plt.subplots(2, len(METHODS), figsize=(3.3 * len(METHODS), 6.6), sharey=True, squeeze=False)
     for row, figure in enumerate(_X):
         for ax, method in zip(axes[row], METHODS):
-            band = cfg["band"].get(figure)
+            band = cfg.band.get(figure)
             if band:
                 ax.axhspan(band[0], band[1], color="#d5ecd4", zorder=0,      # green: not the grid's grey band
                            label="the paper's range (its axis)")
@@ -83,14 +83,14 @@ def plot_panels(grid, table, cfg: dict, readings: list[str], out: str | os.PathL
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.suptitle(f"CNN on {cfg['dataset']}: Figures 9-10 as printed (the grid: median, band over its runs) and "
+    fig.suptitle(f"CNN on {cfg.dataset}: Figures 9-10 as printed (the grid: median, band over its runs) and "
                  "under other readings (each at the points it ran: median, bars over its runs)", fontsize=10)
     fig.tight_layout(rect=(0, 0.1, 1, 0.97))
     png = Path(out)
     return save_figure(fig, png.with_suffix(".pdf"), png, title="CNN Figures 9-10 by reading")
 
 
-def levels_markdown(grid, summaries, cfg: dict) -> str:
+def levels_markdown(grid, summaries, cfg) -> str:
     """Level and trend per reading and figure, in numbers: for each method the median accuracy (over a
     point's runs) at the figure's first and last point, the lowest and highest over its points, and how many
     points lie in the paper's range (the config's ``band``; a figure without one says the paper's axis is not
@@ -102,7 +102,7 @@ def levels_markdown(grid, summaries, cfg: dict) -> str:
         The grid's summaries (`read_grid`).
     summaries : pandas.DataFrame or None
         Whole-grid summaries of readings (`fedgdp.nn.readings.read_reading_summaries`).
-    cfg : dict
+    cfg : fedgdp.nn.readings.Readings
         The readings config (its ``band``).
     """
     from .readings import privacy_label
@@ -120,7 +120,7 @@ def levels_markdown(grid, summaries, cfg: dict) -> str:
             f = df[df["figure"] == figure]
             if f.empty:
                 continue
-            band = cfg["band"].get(figure)
+            band = cfg.band.get(figure)
             cells = []
             for method in METHODS:
                 med = f[f["method"] == method].sort_values("x")["median_accuracy"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,9 @@ import numpy as np
 from ..core.settings import is_bool
 from .settings import resolve
 
-__all__ = ["load_readings", "pieces", "piece_path", "run_missing", "collect", "plot_readings", "medians_markdown",
-           "summary_markdown", "reading_summaries", "read_reading_summaries", "TABLE_COLUMNS", "privacy_of"]
+__all__ = ["Readings", "Point", "load_readings", "pieces", "piece_path", "run_missing", "collect", "plot_readings",
+           "medians_markdown", "summary_markdown", "reading_summaries", "read_reading_summaries", "TABLE_COLUMNS",
+           "privacy_of"]
 
 #: the columns of ``readings.csv`` (the first eight are the map's; the rest say how and where)
 TABLE_COLUMNS = ["reading", "figure", "x", "mu", "run", "method", "accuracy", "certified_mu", "dataset", "privacy",
@@ -33,7 +35,51 @@ NOISE_FIX = "55f946e83cfd431b4475987dfaaac096758d9ae2"
 _KEYS = {"dataset", "data_dir", "points", "runs", "readings", "band", "summary", "panels"}
 
 
-def load_readings(path: str | os.PathLike) -> dict:
+@dataclass(frozen=True)
+class Point:
+    """One point of the map: ``figure`` (``fig09``: ``x`` images per client of 100 clients; ``fig10``: ``x``
+    clients), the readings run there (None: every reading) and their runs (None: the config's)."""
+
+    figure: str
+    x: int
+    readings: list | None = None
+    runs: int | None = None
+
+
+@dataclass(frozen=True)
+class Readings:
+    """A checked readings config (`load_readings`): the dataset, the points, the runs per point, the readings
+    (name -> settings over the dataset defaults, in file order), and where and how they are shown."""
+
+    dataset: str
+    points: list[Point]
+    runs: int
+    readings: dict
+    data_dir: str = "data"
+    band: dict = field(default_factory=dict)
+    summary: list = field(default_factory=list)
+    panels: list = field(default_factory=list)
+
+    def runs_at(self, point: Point) -> int:
+        """The runs of ``point`` (its own, else the config's).
+
+        Parameters
+        ----------
+        point : Point
+        """
+        return self.runs if point.runs is None else point.runs
+
+    def readings_at(self, point: Point) -> list:
+        """The readings run at ``point`` (its own, else every reading).
+
+        Parameters
+        ----------
+        point : Point
+        """
+        return list(self.readings) if point.readings is None else point.readings
+
+
+def load_readings(path: str | os.PathLike) -> Readings:
     """Read and check a readings config; every reading's settings resolve at every point
     (ValueError naming a bad key or value; ``readings`` kept in file order).
 
@@ -48,73 +94,78 @@ def load_readings(path: str | os.PathLike) -> dict:
     import yaml
 
     try:
-        cfg = yaml.safe_load(Path(path).read_text())
+        raw = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
         raise ValueError(f"cannot read the readings config {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise ValueError(f"the readings config {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    if not isinstance(cfg, dict):
-        raise ValueError(f"{path}: a readings config is a mapping, got {type(cfg).__name__}")
-    unknown = set(cfg) - _KEYS
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: a readings config is a mapping, got {type(raw).__name__}")
+    unknown = set(raw) - _KEYS
     if unknown:
         raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; known: {', '.join(sorted(_KEYS))}")
     for key in ("dataset", "points", "runs", "readings"):
-        if key not in cfg:
+        if key not in raw:
             raise ValueError(f"{path}: missing key {key!r}")
-    if is_bool(cfg["runs"]) or not isinstance(cfg["runs"], int) or cfg["runs"] < 1:
-        raise ValueError(f"{path}: runs must be a positive integer, got runs={cfg['runs']!r}")
-    if not isinstance(cfg["readings"], dict) or not cfg["readings"]:
+    runs, readings = raw["runs"], raw["readings"]
+    if is_bool(runs) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"{path}: runs must be a positive integer, got runs={runs!r}")
+    if not isinstance(readings, dict) or not readings:
         raise ValueError(f"{path}: readings must be a non-empty mapping name -> settings")
-    for point in cfg["points"]:
-        if not isinstance(point, dict) or not {"figure", "x"} <= set(point) <= {"figure", "x", "readings", "runs"}:
-            raise ValueError(f"{path}: a point is {{figure: fig09|fig10, x: int, readings: [names] (optional), "
-                             f"runs: int (optional)}}, got {point!r}")
-        runs = point.get("runs", cfg["runs"])
-        if is_bool(runs) or not isinstance(runs, int) or runs < 1:
-            raise ValueError(f"{path}: point {point['figure']} x={point['x']}: runs must be a positive integer, "
-                             f"got runs={runs!r}")
-        only = point.get("readings", list(cfg["readings"]))
-        if not (isinstance(only, list) and only and all(isinstance(n, str) and n in cfg["readings"] for n in only)):
-            raise ValueError(f"{path}: point {point['figure']} x={point['x']}: readings={only!r} must be a "
-                             f"non-empty list of declared readings (of {', '.join(cfg['readings'])})")
-    for name, over in cfg["readings"].items():
+    cfg = Readings(**{**raw, "points": [_point(path, point, readings) for point in raw["points"]]})
+    for name, over in readings.items():
         if not isinstance(over, dict):
             raise ValueError(f"{path}: reading {name!r}: settings must be a mapping, got {over!r}")
-        for point in cfg["points"]:
-            if name not in point.get("readings", [name]):
+        for given, point in zip(raw["points"], cfg.points):
+            if name not in cfg.readings_at(point):
                 continue
             try:
                 resolve(_settings(cfg, point, over, 0))
             except ValueError as exc:
-                raise ValueError(f"{path}: reading {name!r} at {point}: {exc}") from None
+                raise ValueError(f"{path}: reading {name!r} at {given}: {exc}") from None
     for key in ("summary", "panels"):
-        names = cfg.setdefault(key, [])
-        if not (isinstance(names, list) and all(isinstance(n, str) and n in cfg["readings"] for n in names)):
+        names = getattr(cfg, key)
+        if not (isinstance(names, list) and all(isinstance(n, str) and n in readings for n in names)):
             raise ValueError(f"{path}: {key}={names!r} must be a list of declared readings "
-                             f"(of {', '.join(cfg['readings'])})")
-    cfg.setdefault("data_dir", "data")
-    cfg.setdefault("band", {})
+                             f"(of {', '.join(readings)})")
     return cfg
 
 
-def _settings(cfg: dict, point: dict, over: dict, run: int) -> dict:
+def _point(path, point, readings: dict) -> Point:
+    """A point of the YAML file, checked (ValueError naming the file and the point)."""
+    if not isinstance(point, dict) or not {"figure", "x"} <= set(point) <= {"figure", "x", "readings", "runs"}:
+        raise ValueError(f"{path}: a point is {{figure: fig09|fig10, x: int, readings: [names] (optional), "
+                         f"runs: int (optional)}}, got {point!r}")
+    out = Point(**point)
+    where = f"{path}: point {out.figure} x={out.x}"
+    runs = point.get("runs", 1)
+    if is_bool(runs) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"{where}: runs must be a positive integer, got runs={runs!r}")
+    only = point.get("readings", list(readings))
+    if not (isinstance(only, list) and only and all(isinstance(n, str) and n in readings for n in only)):
+        raise ValueError(f"{where}: readings={only!r} must be a non-empty list of declared readings "
+                         f"(of {', '.join(readings)})")
+    return out
+
+
+def _settings(cfg: Readings, point: Point, over: dict, run: int) -> dict:
     """A piece's settings: the point's size, the run index, the reading's overrides."""
-    size = {"m": 100, "n": point["x"]} if point["figure"] == "fig09" else {"m": point["x"]}
-    return {"dataset": cfg["dataset"], "figure": point["figure"], **size, "run": run, **over}
+    size = {"m": 100, "n": point.x} if point.figure == "fig09" else {"m": point.x}
+    return {"dataset": cfg.dataset, "figure": point.figure, **size, "run": run, **over}
 
 
-def pieces(cfg: dict) -> list[tuple]:
+def pieces(cfg: Readings) -> list[tuple]:
     """Every ``(reading, figure, x, run, settings)`` of the map, run by run (so a partial map has whole runs).
 
     Parameters
     ----------
-    cfg : dict
+    cfg : Readings
         A config of `load_readings`.
     """
-    most = max(pt.get("runs", cfg["runs"]) for pt in cfg["points"])
-    return [(name, pt["figure"], int(pt["x"]), run, _settings(cfg, pt, over, run))
-            for run in range(most) for pt in cfg["points"] for name, over in cfg["readings"].items()
-            if name in pt.get("readings", [name]) and run < pt.get("runs", cfg["runs"])]
+    most = max(cfg.runs_at(pt) for pt in cfg.points)
+    return [(name, pt.figure, int(pt.x), run, _settings(cfg, pt, over, run))
+            for run in range(most) for pt in cfg.points for name, over in cfg.readings.items()
+            if name in cfg.readings_at(pt) and run < cfg.runs_at(pt)]
 
 
 def piece_path(runs_dir: str | os.PathLike, reading: str, figure: str, x: int, run: int) -> Path:
@@ -130,13 +181,13 @@ def piece_path(runs_dir: str | os.PathLike, reading: str, figure: str, x: int, r
     return Path(runs_dir) / reading / f"{figure}-{x}-run{run}.parquet"
 
 
-def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto", threads: int | None = None,
+def run_missing(cfg: Readings, runs_dir: str | os.PathLike, *, device: str = "auto", threads: int | None = None,
                 progress: bool = True, budget_s: float | None = None) -> list[Path]:
     """Run every missing piece in `pieces`' order (each written atomically), none started after ``budget_s``.
 
     Parameters
     ----------
-    cfg : dict
+    cfg : Readings
         A config of `load_readings`.
     runs_dir : str or path
         The map's folder of pieces.
@@ -156,7 +207,7 @@ def run_missing(cfg: dict, runs_dir: str | os.PathLike, *, device: str = "auto",
     from .run import run_nn, write_runs
 
     start = time.monotonic()
-    data = load_images(cfg["dataset"], cfg["data_dir"])
+    data = load_images(cfg.dataset, cfg.data_dir)
     written = []
     for reading, figure, x, run, over in pieces(cfg):
         out = piece_path(runs_dir, reading, figure, x, run)
@@ -211,13 +262,13 @@ def privacy_of(release: str, mu: float, accounting: str, noise_secret: bool = Fa
     return math.inf, "not private: neither clipped nor noisy"
 
 
-def collect(cfg: dict, runs_dir: str | os.PathLike):
+def collect(cfg: Readings, runs_dir: str | os.PathLike):
     """The table of every piece on disk, one row per (reading, point, run, method), columns `TABLE_COLUMNS` in
     the config's order, and the (reading, figure, x, run) not yet on disk.
 
     Parameters
     ----------
-    cfg : dict
+    cfg : Readings
         A config of `load_readings`.
     runs_dir : str or path
         The map's folder of pieces.
@@ -288,7 +339,7 @@ def code_label(rows) -> str:
     return "; ".join(kind + ", ".join(commits) for kind, commits in kinds.items() if commits)
 
 
-def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table, missing) -> dict:
+def reading_summaries(cfg: Readings, runs_dir: str | os.PathLike, table, missing) -> dict:
     """Each (reading, figure) whose pieces are all on disk, summarised as the printed grid is: ``{(reading,
     figure): summary}``, a summary with a ``reading`` column first, then `fedgdp.nn.plots.SUMMARY_COLUMNS`
     (``mu`` the printed mu), then ``certified_mu``, the mu the point's runs really spend (their largest; inf
@@ -297,7 +348,7 @@ def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table, missing) ->
 
     Parameters
     ----------
-    cfg : dict
+    cfg : Readings
         A config of `load_readings`.
     runs_dir : str or path
         The map's folder of pieces.
@@ -328,14 +379,14 @@ def reading_summaries(cfg: dict, runs_dir: str | os.PathLike, table, missing) ->
     return out
 
 
-def medians_markdown(table, cfg: dict) -> str:
+def medians_markdown(table, cfg: Readings) -> str:
     """A Markdown table of median accuracy over runs: a row per (reading, point), a column per method.
 
     Parameters
     ----------
     table : pandas.DataFrame
         `collect`'s table.
-    cfg : dict
+    cfg : Readings
         The config (its order of readings and points).
     """
     from .settings import LABELS, METHODS
@@ -347,14 +398,14 @@ def medians_markdown(table, cfg: dict) -> str:
              f"commits the pieces ran from, marked where they predate the noise fix {NOISE_FIX[:7]}, docs/methods.md "
              "§2).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for pt in cfg["points"]:
-        for name in cfg["readings"]:
-            g = table[(table["reading"] == name) & (table["figure"] == pt["figure"]) & (table["x"] == pt["x"])]
+    for pt in cfg.points:
+        for name in cfg.readings:
+            g = table[(table["reading"] == name) & (table["figure"] == pt.figure) & (table["x"] == pt.x)]
             if g.empty:
                 continue
             med = g.groupby("method")["accuracy"].median()
             cells = [f"{med[m]:.3f}" if m in med else "" for m in METHODS]
-            point = f"{'Fig. 9, n' if pt['figure'] == 'fig09' else 'Fig. 10, m'} = {pt['x']}"
+            point = f"{'Fig. 9, n' if pt.figure == 'fig09' else 'Fig. 10, m'} = {pt.x}"
             lines.append(f"| {name} | {point} | " + " | ".join(cells) +
                          f" | {g['run'].nunique()} | {g['certified_mu'].max():g} | {g['clipped_frac'].mean():.2f} |"
                          + (f" {code_label(g)} |" if code else ""))
@@ -392,7 +443,7 @@ def privacy_label(rows) -> str:
     return f"mu really spent {_spent(rows)}, no guarantee at the printed mu"
 
 
-def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
+def summary_markdown(table, cfg: Readings, c6: dict | None = None) -> str:
     """The README's table of the ``summary`` readings: changes, mu spent, median accuracies per point, C6
     ("" when ``summary`` is empty). C6 goes in a column named after the test that gave it: "C6 (whole grid)"
     and, where a reading has no whole grid, "C6 (two points)".
@@ -401,26 +452,26 @@ def summary_markdown(table, cfg: dict, c6: dict | None = None) -> str:
     ----------
     table : pandas.DataFrame
         `collect`'s table.
-    cfg : dict
+    cfg : Readings
         The config (``summary``, ``points``, ``readings``).
     c6 : dict of str to (str, str), optional
         Reading -> (C6's verdict, its basis: "whole grid" or "two points"), as
         `fedgdp.reports.claims.reading_c6` gives them; a reading without one reads "not run" (two points).
     """
-    if not cfg.get("summary"):
+    if not cfg.summary:
         return ""
-    points = [pt for pt in sorted(cfg["points"], key=lambda p: (p["figure"] != "fig10", p["x"]))]
-    verdicts = {name: (c6 or {}).get(name, ("not run", "two points")) for name in cfg["summary"]}
+    points = sorted(cfg.points, key=lambda pt: (pt.figure != "fig10", pt.x))
+    verdicts = {name: (c6 or {}).get(name, ("not run", "two points")) for name in cfg.summary}
     bases = [b for b in ("whole grid", "two points") if c6 is not None and b in {v[1] for v in verdicts.values()}]
     head = ["reading", "what it changes", "mu really spent",
-            *(f"{'Fig. 9, n' if pt['figure'] == 'fig09' else 'Fig. 10, m'} = {pt['x']}" for pt in points),
+            *(f"{'Fig. 9, n' if pt.figure == 'fig09' else 'Fig. 10, m'} = {pt.x}" for pt in points),
             *(f"C6 ({b})" for b in bases), *(["code"] if "git_commit" in table else [])]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name in cfg["summary"]:
+    for name in cfg.summary:
         rows = table[table["reading"] == name]
-        cells = [name, _changes(cfg["readings"][name]), _spent(rows) if len(rows) else ""]
+        cells = [name, _changes(cfg.readings[name]), _spent(rows) if len(rows) else ""]
         for pt in points:
-            g = rows[(rows["figure"] == pt["figure"]) & (rows["x"] == pt["x"])]
+            g = rows[(rows["figure"] == pt.figure) & (rows["x"] == pt.x)]
             med = g.groupby("method")["accuracy"].median()
             cells.append(f"{med.min():.2f}-{med.max():.2f} ({g['run'].nunique()})" if len(med) else "not run")
         cells += [verdicts[name][0] if verdicts[name][1] == b else "" for b in bases]
@@ -460,14 +511,14 @@ def read_reading_summaries(paths: list):
     return pd.concat(tables, ignore_index=True)
 
 
-def plot_readings(table, cfg: dict, out: str | os.PathLike) -> list:
+def plot_readings(table, cfg: Readings, out: str | os.PathLike) -> list:
     """Accuracy by reading: a panel per point, a dot per (run, method), medians as bars, the paper's band.
 
     Parameters
     ----------
     table : pandas.DataFrame
         `collect`'s table.
-    cfg : dict
+    cfg : Readings
         The config (its readings' order and ``band``).
     out : str or path
         The PNG file (a PDF goes beside it).
@@ -476,12 +527,12 @@ def plot_readings(table, cfg: dict, out: str | os.PathLike) -> list:
     from .settings import LABELS, METHODS
 
     plt = pyplot()
-    points = [(p["figure"], int(p["x"])) for p in cfg["points"]]
-    names = list(cfg["readings"])
+    points = [(pt.figure, int(pt.x)) for pt in cfg.points]
+    names = list(cfg.readings)
     fig, axes = plt.subplots(1, len(points), figsize=(4.2 * len(points), 0.42 * len(names) + 1.6), sharey=True,
                              squeeze=False)
     for ax, (figure, x) in zip(axes[0], points):
-        band = cfg["band"].get(figure)
+        band = cfg.band.get(figure)
         if band:
             ax.axvspan(band[0], band[1], color="0.85", zorder=0, label="paper's range")
         sub = table[(table["figure"] == figure) & (table["x"] == x)]
@@ -500,7 +551,7 @@ def plot_readings(table, cfg: dict, out: str | os.PathLike) -> list:
     axes[0][0].set_yticks(range(len(names)), names, fontsize=8)
     axes[0][0].invert_yaxis()
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))      # beside, never over, a dot
-    fig.suptitle(f"CNN readings on {cfg['dataset']}\ndots: runs; bars: medians over runs; grey: the paper's range",
+    fig.suptitle(f"CNN readings on {cfg.dataset}\ndots: runs; bars: medians over runs; grey: the paper's range",
                  fontsize=9)
     fig.tight_layout()
     png = Path(out)

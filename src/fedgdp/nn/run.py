@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core.seeds import seed_sequence
 from .data import ImageData, load_images
-from .settings import check_noise, data_key, label, releases_per_round
+from .settings import NNSettings, check_noise, data_key, label, releases_per_round
 
 if TYPE_CHECKING:
     import pandas
@@ -43,25 +43,25 @@ COLUMNS = [
 ]
 
 
-def run_seeds(p: dict, method: str | None = None) -> np.random.SeedSequence:
+def run_seeds(p: NNSettings, method: str | None = None) -> np.random.SeedSequence:
     """The run's seed sequence, or one method's (see the module docstring).
 
     Parameters
     ----------
-    p : dict
+    p : NNSettings
         Resolved run settings (``base_seed``, ``run`` and `fedgdp.nn.settings.data_key`).
     method : str, optional
         A method's name: its own stream; None: the run's (partition and initial weights).
     """
-    return seed_sequence(p["base_seed"], data_key(p), p["run"], stream=method)
+    return seed_sequence(p.base_seed, data_key(p), p.run, stream=method)
 
 
-def noise_seed(p: dict, method: str, *, fresh: bool = False) -> int:
+def noise_seed(p: NNSettings, method: str, *, fresh: bool = False) -> int:
     """The 64-bit seed of one method's noise generator: derived from the settings, or fresh entropy.
 
     Parameters
     ----------
-    p : dict
+    p : NNSettings
         Resolved run settings.
     method : str
         The method's name.
@@ -72,7 +72,7 @@ def noise_seed(p: dict, method: str, *, fresh: bool = False) -> int:
     return int(ss.generate_state(1, np.uint64)[0])
 
 
-def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
+def partition(N: int, p: NNSettings, rng: np.random.Generator) -> list[dict]:
     """Index sets ``{"train", "val", "test"}`` into the training split, one per client
     (disjoint; ValueError when the split is too small).
 
@@ -80,43 +80,43 @@ def partition(N: int, p: dict, rng: np.random.Generator) -> list[dict]:
     ----------
     N : int
         Images in the training split.
-    p : dict
+    p : NNSettings
         Resolved run settings (``m``, ``n``, ``val_frac``, ``test_frac``).
     rng : numpy.random.Generator
         Draws the permutation.
     """
-    m = p["m"]
+    m = p.m
     perm = rng.permutation(N)
-    if p["n"] is None:
+    if p.n is None:
         if m > N:
             raise ValueError(f"m={m} clients exceed the {N} training images")
         parts = np.array_split(perm, m)
     else:
-        if m * p["n"] > N:
-            raise ValueError(f"m * n = {m} * {p['n']} = {m * p['n']} exceeds the {N} training images")
-        parts = [perm[i * p["n"]:(i + 1) * p["n"]] for i in range(m)]
+        if m * p.n > N:
+            raise ValueError(f"m * n = {m} * {p.n} = {m * p.n} exceeds the {N} training images")
+        parts = [perm[i * p.n:(i + 1) * p.n] for i in range(m)]
     out = []
     for idx in parts:
         s = idx.shape[0]
-        n_val, n_test = int(round(p["val_frac"] * s)), int(round(p["test_frac"] * s))
+        n_val, n_test = int(round(p.val_frac * s)), int(round(p.test_frac * s))
         n_train = s - n_val - n_test
         if n_train < 1:
-            raise ValueError(f"a client of {s} images keeps no training image (val_frac={p['val_frac']}, "
-                             f"test_frac={p['test_frac']})")
+            raise ValueError(f"a client of {s} images keeps no training image (val_frac={p.val_frac}, "
+                             f"test_frac={p.test_frac})")
         out.append({"train": idx[:n_train], "val": idx[n_train:n_train + n_val],
                     "test": idx[n_train + n_val:]})
     return out
 
 
-def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: ImageData | None = None,
+def run_nn(p: NNSettings, *, device: str = "auto", threads: int | None = None, data: ImageData | None = None,
            data_dir: str = "data", return_ledgers: bool = False, progress: bool = False,
            fresh_noise: bool = False):
-    """Train every method of ``p`` on one partition; one row per method of ``p["methods"]`` (keys `COLUMNS`),
+    """Train every method of ``p`` on one partition; one row per method of ``p.methods`` (keys `COLUMNS`),
     and with ``return_ledgers`` ``(rows, method -> ledger)``.
 
     Parameters
     ----------
-    p : dict
+    p : NNSettings
         Resolved settings (`fedgdp.nn.settings.resolve`).
     device : str
         ``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
@@ -141,12 +141,12 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     if threads:
         torch.set_num_threads(int(threads))
     dev = resolve_device(device)
-    data = data if data is not None else load_images(p["dataset"], data_dir)
+    data = data if data is not None else load_images(p.dataset, data_dir)
     root = run_seeds(p)
     part_ss, init_ss = root.spawn(2)
     parts = partition(data.y_train.shape[0], p, np.random.default_rng(part_ss))
-    model = build_model(p["dataset"], seed=int(init_ss.generate_state(1, np.uint64)[0]),
-                        classes=data.classes, init=p["init"]).to(dev)
+    model = build_model(p.dataset, seed=int(init_ss.generate_state(1, np.uint64)[0]),
+                        classes=data.classes, init=p.init).to(dev)
     params0 = {k: v.detach() for k, v in model.named_parameters()}
     # every method's noise against its releases' float grid, before any image is read
     check_noise(p, [c["train"].shape[0] for c in parts], next(iter(params0.values())).dtype)
@@ -167,9 +167,9 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     from .clipping import clipped_grad_sums
 
     X, Y, M = clients.batch([0])
-    clipped_grad_sums(params0, X, Y, M, float(p["clip"]), shared=True)     # warm-up: the first call's set-up costs
+    clipped_grad_sums(params0, X, Y, M, float(p.clip), shared=True)     # warm-up: the first call's set-up costs
     rows, ledgers = [], {}
-    for method in p["methods"]:
+    for method in p.methods:
         ss_sample = run_seeds(p, method).spawn(2)[0]
         gen = torch.Generator(device=dev)
         gen.manual_seed(noise_seed(p, method, fresh=fresh_noise))
@@ -186,16 +186,16 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
         val_acc, _ = evaluate(model, theta, x_val, y_val)
         ledgers[method] = fit.ledger
         rows.append({
-            "figure": p["figure"], "dataset": p["dataset"], "method": method,
-            "label": label(method, p["mu"], p["release"]),
-            "m": p["m"], "n": p["n"], "x": p["n"] if p["figure"] == "fig09" else p["m"],
+            "figure": p.figure, "dataset": p.dataset, "method": method,
+            "label": label(method, p.mu, p.release),
+            "m": p.m, "n": p.n, "x": p.n if p.figure == "fig09" else p.m,
             "n_client_mean": float(sizes.mean()), "n_train_min": int(clients.n.min()),
-            "n_train_max": int(clients.n.max()), "N_train": int(clients.n.sum()), "run": p["run"],
-            "base_seed": p["base_seed"], "mu": p["mu"], "q": p["q"], "rounds": info.rounds,
-            "base_rounds": p["rounds"], "local_epochs": p["local_epochs"], "lr": p["lr"],
-            "server_lr": p["server_lr"], "clip": p["clip"], "ridge": p["ridge"], "damping": p["damping"],
+            "n_train_max": int(clients.n.max()), "N_train": int(clients.n.sum()), "run": p.run,
+            "base_seed": p.base_seed, "mu": p.mu, "q": p.q, "rounds": info.rounds,
+            "base_rounds": p.rounds, "local_epochs": p.local_epochs, "lr": p.lr,
+            "server_lr": p.server_lr, "clip": p.clip, "ridge": p.ridge, "damping": p.damping,
             "test_accuracy": acc, "test_loss": loss, "local_test_accuracy": loc_acc, "val_accuracy": val_acc,
-            "release": p["release"], "accounting": p["accounting"], "noise_secret": bool(fresh_noise),
+            "release": p.release, "accounting": p.accounting, "noise_secret": bool(fresh_noise),
             "mu_composed": float(fit.ledger.composed_mu().max()),
             **_spent(fit.ledger, fit.counts, p),
             "participation_mean": float(np.mean(_rounds_drawn(fit.counts, p))),
@@ -207,18 +207,18 @@ def run_nn(p: dict, *, device: str = "auto", threads: int | None = None, data: I
     return (rows, ledgers) if return_ledgers else rows
 
 
-def _warn_diverged(method: str, p: dict, loss: float) -> None:
+def _warn_diverged(method: str, p: NNSettings, loss: float) -> None:
     """One line on standard error: a network that is not private (a private one with a
     parameter that is not finite is an error, `fedgdp.methods.check_finite_release`) ended
     with a test loss that is not finite. Its row is written as measured (``test_loss``)."""
     import sys
 
-    print(f"fedgdp nn-run: {method} diverged: its test loss is {loss} (release {p['release']}, lr {p['lr']:g}, "
-          f"reduction {p.get('reduction', 'mean')}); its row records it, lower lr for a finite run",
+    print(f"fedgdp nn-run: {method} diverged: its test loss is {loss} (release {p.release}, lr {p.lr:g}, "
+          f"reduction {p.reduction}); its row records it, lower lr for a finite run",
           file=sys.stderr, flush=True)
 
 
-def _spent(ledger, counts: dict, p: dict) -> dict:
+def _spent(ledger, counts: dict, p: NNSettings) -> dict:
     """``mu_spent_min`` and ``mu_spent_max``: the smallest and largest mu spent by the
     clients drawn at least once (``Ledger.spent_mu`` of the releases they made; NaN when
     none was drawn). Under ``accounting: schedule`` both are mu; under ``printed`` the
@@ -230,7 +230,7 @@ def _spent(ledger, counts: dict, p: dict) -> dict:
     return {"mu_spent_min": float(spent[drawn].min()), "mu_spent_max": float(spent[drawn].max())}
 
 
-def _rounds_drawn(counts: dict, p: dict) -> np.ndarray:
+def _rounds_drawn(counts: dict, p: NNSettings) -> np.ndarray:
     """Rounds in which each client was drawn, shape (m,): a FedAvg round makes
     ``local_epochs`` local-step releases (one under ``clip_unit: update``), a FedSGD or
     Newton round one (`fedgdp.nn.settings.releases_per_round`)."""
@@ -248,14 +248,14 @@ def _schema():
     return pa.schema([(c, types.get(c, pa.int64() if c in ints else pa.float64())) for c in COLUMNS])
 
 
-def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta: dict | None = None) -> None:
+def write_runs(rows: list[dict], p: NNSettings, out: str | os.PathLike, *, extra_meta: dict | None = None) -> None:
     """Write a run's rows atomically with provenance metadata (versions, commit, settings, ``extra_meta``).
 
     Parameters
     ----------
     rows : list of dict
         The rows of `run_nn` (keys `COLUMNS`).
-    p : dict
+    p : NNSettings
         The run's resolved settings.
     out : str or path
         The Parquet file to write.
@@ -276,7 +276,7 @@ def write_runs(rows: list[dict], p: dict, out: str | os.PathLike, *, extra_meta:
         pass
     meta.update(extra_meta or {})
     table = table.replace_schema_metadata({k: str(v) for k, v in meta.items()})
-    write_parquet(table, out, p)
+    write_parquet(table, out, p.as_dict())
 
 
 def read_runs(paths) -> pandas.DataFrame:

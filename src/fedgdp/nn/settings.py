@@ -73,11 +73,11 @@ METHODS = tuple(sorted(registry(CNN), key=_algorithm_number))
 LABELS = {name: "DP-" + m.label for name, m in registry(CNN).items()}
 
 
-def _fedhybrid_preset(p: dict) -> dict:
+def _fedhybrid_preset(p: NNSettings) -> dict:
     """FedHybrid: ``R1 = split(rounds, hybrid_local_share)`` rounds of ``local_epochs`` steps, then the rest."""
-    R, K = p["rounds"], p["local_epochs"]
-    R1 = FedHybrid.split(R, p["hybrid_local_share"])
-    return {"R1": R1, "K1": K, "K2": (R - R1) * K, "eta1": p["lr"], "eta2": p["lr"]}
+    R, K = p.rounds, p.local_epochs
+    R1 = FedHybrid.split(R, p.hybrid_local_share)
+    return {"R1": R1, "K1": K, "K2": (R - R1) * K, "eta1": p.lr, "eta2": p.lr}
 
 
 #: Each CNN method's settings from a run's settings (`NNSettings`), compute-matched to
@@ -85,22 +85,22 @@ def _fedhybrid_preset(p: dict) -> dict:
 #: rounds of ``K = local_epochs`` local steps of size ``lr``; FedSGD the same number of server
 #: steps; FedNewton-Iter FedAvg's rounds in ``newton_cycles`` cycles.
 PRESETS = {
-    "fedsgd": lambda p: {"K": p["rounds"] * p["local_epochs"], "eta": p["lr"]},
-    "fedavg": lambda p: {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"]},
+    "fedsgd": lambda p: {"K": p.rounds * p.local_epochs, "eta": p.lr},
+    "fedavg": lambda p: {"R": p.rounds, "K": p.local_epochs, "eta": p.lr},
     "fedhybrid": _fedhybrid_preset,
-    "fednewton_iter": lambda p: {"R": p["rounds"], "K": p["local_epochs"], "eta": p["lr"],
-                                 "cycles": p["newton_cycles"], "ridge": p["ridge"], "damping": p["damping"]},
+    "fednewton_iter": lambda p: {"R": p.rounds, "K": p.local_epochs, "eta": p.lr,
+                                 "cycles": p.newton_cycles, "ridge": p.ridge, "damping": p.damping},
 }
 
 
-def cnn_preset(meth: Method, p: dict) -> dict:
+def cnn_preset(meth: Method, p: NNSettings) -> dict:
     """A method's preset on a CNN run (`PRESETS`; NotImplementedError for a method without one).
 
     Parameters
     ----------
     meth : Method
         The method.
-    p : dict
+    p : NNSettings
         Resolved CNN run settings (`NNSettings`).
     """
     if meth.name not in PRESETS:
@@ -108,14 +108,14 @@ def cnn_preset(meth: Method, p: dict) -> dict:
     return PRESETS[meth.name](p)
 
 
-def cnn_settings(meth: Method, p: dict) -> MethodSettings:
+def cnn_settings(meth: Method, p: NNSettings) -> MethodSettings:
     """A method's frozen settings on a CNN run: `cnn_preset`, checked (`fedgdp.methods.Method.resolve_settings`).
 
     Parameters
     ----------
     meth : Method
         The method.
-    p : dict
+    p : NNSettings
         Resolved CNN run settings (`NNSettings`).
     """
     return meth.settings(meth.resolve_settings(cnn_preset(meth, p), None))
@@ -138,24 +138,24 @@ def label(method: str, mu: float, release: str = "private") -> str:
     return LABELS[method] if release == "private" else LABELS[method].replace("DP-", "Clip-", 1)
 
 
-def release_plan(method: str, p: dict, n) -> tuple:
+def release_plan(method: str, p: NNSettings, n) -> tuple:
     """The releases of CNN ``method`` under run settings ``p`` (its plan, `reduced_plan`).
 
     Parameters
     ----------
     method : str
         A CNN method (a name of `METHODS`).
-    p : dict
+    p : NNSettings
         Resolved run settings (`resolve`; ``clip`` and the method's settings are read).
     n : array_like of shape (m,)
         Training images per client.
     """
     meth = get_method(method, CNN)
-    data = _PlanData(float(p["clip"]), np.asarray(n, float)[None, :])
+    data = _PlanData(float(p.clip), np.asarray(n, float)[None, :])
     return reduced_plan(meth.plan(data, cnn_settings(meth, p)), p)
 
 
-def reduced_plan(plan: tuple, p: dict) -> tuple:
+def reduced_plan(plan: tuple, p: NNSettings) -> tuple:
     """A method's plan as its releases are made under ``reduction``, ``local_batch`` and ``clip_unit``.
 
     A summed or client-clipped gradient or local-step release gets ``n = 1``; a pass of
@@ -168,19 +168,19 @@ def reduced_plan(plan: tuple, p: dict) -> tuple:
     ----------
     plan : tuple of fedgdp.core.privacy.ReleaseSpec
         A CNN method's plan (arrays shaped (1, m)).
-    p : dict
+    p : NNSettings
         Run settings (``reduction``, ``local_batch``, ``clip_unit``, ``local_epochs``,
-        ``clip``); missing keys take their defaults.
+        ``clip``).
     """
-    reduction, local_batch = p.get("reduction", "mean"), p.get("local_batch")
-    clip_unit, K = p.get("clip_unit", "sample"), int(p.get("local_epochs", 1))
+    reduction, local_batch = p.reduction, p.local_batch
+    clip_unit, K = p.clip_unit, int(p.local_epochs)
     out = []
     for spec in plan:
         if spec.stage == privacy.LOCAL_STEP and update_is_release(p):
             if spec.count % K:
                 raise ValueError(f"clip_unit update: {spec.count} local steps are not whole rounds of "
                                  f"local_epochs={K}")
-            spec = replace(spec, count=spec.count // K, scale=2.0 * float(p["clip"]),
+            spec = replace(spec, count=spec.count // K, scale=2.0 * float(p.clip),
                            n=np.ones_like(np.asarray(spec.n, float)))
         elif spec.stage in SUMMED_STAGES and (reduction == "sum" or clip_unit != "sample"):
             spec = replace(spec, n=np.ones_like(np.asarray(spec.n, float)))
@@ -190,31 +190,31 @@ def reduced_plan(plan: tuple, p: dict) -> tuple:
     return tuple(out)
 
 
-def update_is_release(p: dict) -> bool:
+def update_is_release(p: NNSettings) -> bool:
     """Whether a round's model update is one release (``clip_unit: update``).
 
     Parameters
     ----------
-    p : dict
-        Run settings (``clip_unit``; missing: ``sample``).
+    p : NNSettings
+        Run settings (``clip_unit``).
     """
-    return p.get("clip_unit", "sample") == "update"
+    return p.clip_unit == "update"
 
 
-def releases_per_round(p: dict, stage: str) -> int:
+def releases_per_round(p: NNSettings, stage: str) -> int:
     """Releases of ``stage`` a client makes in a round it is drawn in: one gradient or Newton release;
     ``local_epochs`` local steps, or one under ``clip_unit: update`` (`update_is_release`).
 
     Parameters
     ----------
-    p : dict
+    p : NNSettings
         Run settings (``local_epochs``, ``clip_unit``).
     stage : str
         ``gradient``, ``newton`` or ``local step``.
     """
     if stage != privacy.LOCAL_STEP or update_is_release(p):
         return 1
-    return int(p["local_epochs"])
+    return int(p.local_epochs)
 
 
 def smallest_batch(n, batch: int):
@@ -282,34 +282,42 @@ FLOAT32_BOUND = 1e30
 Z_MAX = 40.0
 
 
-def parameter_bound(method: str, p: dict) -> float:
+def parameter_bound(method: str, p: NNSettings, *, z: float = Z_MAX) -> float:
     """A bound on every parameter a private network of ``method`` reaches, whatever the data and noise.
 
-    Each release at client size 1 (sensitivity ``Delta``, noise sd ``sigma``) moves a
-    parameter by at most ``f (Delta / 2 + sigma Z_MAX)``, with ``f`` the server step it
-    goes through, times the steps and images it adds up (`reduced_plan`): the core's
-    `fedgdp.core.privacy.iterate_bound` with the noise on the gradient and ``z = Z_MAX``
-    (torch's normals); every `INITS` starts in [-1, 1]. The unclipped local steps under ``clip_unit: update`` are not
-    bounded (docs/cnns.md, "Floors, the clip margin and the audit").
+    A port of the GLM paths' step bound (`fedgdp.methods.Method.check_step_bound`: the sum over
+    stages of the core's rule `fedgdp.core.privacy.iterate_bound`) to the CNN's releases: each
+    release at client size 1 (sensitivity ``Delta``, noise sd ``sigma``) moves a parameter by at
+    most ``f (Delta / 2 + sigma z)``, with ``f`` the server step it goes through, times the steps
+    and images it adds up (`reduced_plan`), plus 1 for the start (every `INITS` starts in
+    [-1, 1]). What differs from the GLM rule: ``z = Z_MAX`` (torch's normals, by Box-Muller,
+    reach 38.6; the rule's `fedgdp.core.privacy.NOISE_BOUND` = 14 bounds numpy's ziggurat);
+    ``Delta / 2`` in place of ``eta B`` (a local step's sensitivity carries its ``eta``); the
+    server step ``f``; the summed and minibatch steps. At ``z = NOISE_BOUND``, server_lr 1, mean
+    reduction and full-batch steps it is ``1 +`` the GLM rule for FedSGD, FedAvg and FedHybrid
+    (tests/nn/test_nn_parameter_bound.py). The unclipped local steps under ``clip_unit: update``
+    are not bounded (docs/cnns.md, "Floors, the clip margin and the audit").
 
     Parameters
     ----------
     method : str
         A CNN method (a name of `METHODS`).
-    p : dict
+    p : NNSettings
         Checked run settings (``mu`` finite; ``clip``, ``lr``, ``server_lr`` and the method's settings).
+    z : float, default=Z_MAX
+        A bound on every standard normal of the noise (the settings' check uses `Z_MAX`).
     """
     plan = release_plan(method, p, np.ones(1))
-    cal = privacy.calibrate(plan, mu=float(p["mu"]))
-    f = {privacy.LOCAL_STEP: max(1.0, p["server_lr"]), privacy.GRADIENT: p["server_lr"] * p["lr"], privacy.NEWTON: 1.0}
+    cal = privacy.calibrate(plan, mu=float(p.mu))
+    f = {privacy.LOCAL_STEP: max(1.0, p.server_lr), privacy.GRADIENT: p.server_lr * p.lr, privacy.NEWTON: 1.0}
     with np.errstate(over="ignore"):
         moves = [privacy.iterate_bound(spec.count, f[spec.stage] * _steps_and_size(spec.stage, p),
                                        float(np.max(spec.sensitivity)) / 2, float(np.max(sd)), on_gradient=True,
-                                       z=Z_MAX) for spec, sd in zip(plan, cal.sigmas)]
+                                       z=z) for spec, sd in zip(plan, cal.sigmas)]
     return 1.0 + float(sum(moves))
 
 
-def check_noise(p: dict, n, dtype) -> None:
+def check_noise(p: NNSettings, n, dtype) -> None:
     """Refuse, before any image is read, a private run whose noise the float grid could absorb.
 
     `fedgdp.core.privacy.check_noise_resolves` for every method of ``p`` under the printed
@@ -317,19 +325,19 @@ def check_noise(p: dict, n, dtype) -> None:
 
     Parameters
     ----------
-    p : dict
+    p : NNSettings
         Checked run settings.
     n : array_like of shape (m,)
         Training images per client (public: the partition is drawn from public seeds).
     dtype : torch.dtype
         The network's precision.
     """
-    if p["release"] != "private" or not math.isfinite(p["mu"]):
+    if p.release != "private" or not math.isfinite(p.mu):
         return
-    for method in p["methods"]:
+    for method in p.methods:
         plan = release_plan(method, p, n)
-        noise_plan = release_plan(method, {**p, "reduction": "mean"}, n) if p["noise_for"] == "mean" else plan
-        privacy.check_noise_resolves(plan, privacy.calibrate(noise_plan, mu=float(p["mu"])).sigmas,
+        noise_plan = release_plan(method, p.replace(reduction="mean"), n) if p.noise_for == "mean" else plan
+        privacy.check_noise_resolves(plan, privacy.calibrate(noise_plan, mu=float(p.mu)).sigmas,
                                      np.asarray(n, float)[None, :], dtype)
 
 
@@ -337,14 +345,14 @@ def check_noise(p: dict, n, dtype) -> None:
 DATASET_IMAGES = {"digits": 1797, "mnist": 70000, "cifar10": 60000}
 
 
-def _steps_and_size(stage: str, p: dict) -> float:
+def _steps_and_size(stage: str, p: NNSettings) -> float:
     """How many client-size-1 steps a release of ``stage`` can add up (steps of a pass x images summed)."""
     if stage not in SUMMED_STAGES or (stage == privacy.LOCAL_STEP and update_is_release(p)):
         return 1.0                                   # (a clipped model update: within B whatever the steps)
-    n = p["n"] if p["n"] is not None else math.ceil(DATASET_IMAGES.get(p["dataset"], 10**6) / p["m"])
-    batch = p.get("local_batch") if stage == privacy.LOCAL_STEP else None
+    n = p.n if p.n is not None else math.ceil(DATASET_IMAGES.get(p.dataset, 10**6) / p.m)
+    batch = p.local_batch if stage == privacy.LOCAL_STEP else None
     steps = math.ceil(n / batch) if batch else 1
-    summed = p.get("reduction", "mean") == "sum" and p.get("clip_unit", "sample") == "sample"
+    summed = p.reduction == "sum" and p.clip_unit == "sample"
     size = min(batch or n, n) if summed else 1     # a client-clipped release is within B whatever it adds up
     return float(steps * size)
 
@@ -425,31 +433,41 @@ class NNSettings(Settings):
         return DATASET_DEFAULTS[dataset]
 
     @classmethod
-    def finish(cls, p: dict) -> dict:
-        """Cross-field checks in place: ``n`` per figure, the methods' settings, `parameter_bound` (ValueError)."""
-        if p["figure"] == "fig09":
-            if p["n"] is None:
+    def finish(cls, values: dict) -> dict:
+        """``n`` per figure, then the cross-field checks of `check` (ValueError)."""
+        s = cls(**values)
+        s = s.replace(n=s._figure_n())
+        s.check()
+        return {**values, "n": s.n}
+
+    def _figure_n(self) -> int | None:
+        """``n`` checked against the figure: an integer >= 3 for ``fig09``, None for ``fig10`` (ValueError)."""
+        if self.figure == "fig09":
+            if self.n is None:
                 raise ValueError("fig09 needs n (images per client), got n=None")
-            p["n"] = integer(3, strict=False)("n", p["n"])
-        elif p["n"] is not None:
-            raise ValueError(f"fig10 splits the full training set: n must be full/None, got n={p['n']!r}")
-        summed = (p["reduction"], p["clip_unit"], p["accounting"]) == ("sum", "sample", "printed")
-        if p["noise_for"] == "mean" and not summed:
+            return integer(3, strict=False)("n", self.n)
+        if self.n is not None:
+            raise ValueError(f"fig10 splits the full training set: n must be full/None, got n={self.n!r}")
+        return None
+
+    def check(self) -> None:
+        """Cross-field checks: ``noise_for``, the methods' settings, `parameter_bound` (ValueError)."""
+        summed = (self.reduction, self.clip_unit, self.accounting) == ("sum", "sample", "printed")
+        if self.noise_for == "mean" and not summed:
             raise ValueError(f"noise_for=mean calibrates a summed release's noise for the mean: it needs "
-                             f"reduction=sum, clip_unit=sample, accounting=printed, got reduction={p['reduction']}, "
-                             f"clip_unit={p['clip_unit']}, accounting={p['accounting']}")
-        for name in p["methods"]:            # each method's CNN settings resolve (and are checked)
-            cnn_settings(get_method(name, CNN), p)
-        if math.isfinite(p["mu"]):
-            for name in p["methods"]:
-                bound = parameter_bound(name, p)
+                             f"reduction=sum, clip_unit=sample, accounting=printed, got reduction={self.reduction}, "
+                             f"clip_unit={self.clip_unit}, accounting={self.accounting}")
+        for name in self.methods:            # each method's CNN settings resolve (and are checked)
+            cnn_settings(get_method(name, CNN), self)
+        if math.isfinite(self.mu):
+            for name in self.methods:
+                bound = parameter_bound(name, self)
                 if not bound <= FLOAT32_BOUND:
                     raise ValueError(
-                        f"nn settings clip={p['clip']:g}, lr={p['lr']:g}, server_lr={p['server_lr']:g}, "
-                        f"mu={p['mu']:g}, ridge={p['ridge']:g}, damping={p['damping']:g}, rounds={p['rounds']}, "
-                        f"local_epochs={p['local_epochs']}: {name} could move a float32 parameter to {bound:.3g}, "
+                        f"nn settings clip={self.clip:g}, lr={self.lr:g}, server_lr={self.server_lr:g}, "
+                        f"mu={self.mu:g}, ridge={self.ridge:g}, damping={self.damping:g}, rounds={self.rounds}, "
+                        f"local_epochs={self.local_epochs}: {name} could move a float32 parameter to {bound:.3g}, "
                         f"above {FLOAT32_BOUND:g} (lower clip or lr, or raise mu or ridge)")
-        return p
 
 
 #: settings shared by every dataset, as a plain dict
@@ -471,24 +489,24 @@ PAPER_GRID = {
 }
 
 
-def resolve(overrides: dict | None = None) -> dict:
-    """Every setting of `NNSettings` by name: defaults, the dataset's, then ``overrides``.
+def resolve(overrides: dict | None = None) -> NNSettings:
+    """The frozen settings of one CNN run (`NNSettings`): defaults, the dataset's, then ``overrides``.
 
     Parameters
     ----------
     overrides : dict or None
         Settings that override the defaults (ValueError naming a bad key or value).
     """
-    return NNSettings.build(overrides).as_dict()
+    return NNSettings.build(overrides)
 
 
-def data_key(p: dict) -> dict:
+def data_key(p: NNSettings) -> dict:
     """The settings that define a run's partition and initial weights (``dataset``, ``m``, ``n``, fractions).
 
     Parameters
     ----------
-    p : dict
+    p : NNSettings
         Resolved run settings.
     """
-    return {"dataset": p["dataset"], "m": p["m"], "n": p["n"], "val_frac": p["val_frac"],
-            "test_frac": p["test_frac"]}
+    return {"dataset": p.dataset, "m": p.m, "n": p.n, "val_frac": p.val_frac,
+            "test_frac": p.test_frac}

@@ -30,7 +30,7 @@ from torch.nn import functional as F
 
 from ..methods import CNN, check_finite_release, get_method
 from .backend import TorchBackend, TrainInfo
-from .settings import cnn_settings
+from .settings import NNSettings, cnn_settings
 
 __all__ = ["resolve_device", "keep_freed_memory", "ClientData", "train", "evaluate", "Trained", "Progress"]
 
@@ -188,7 +188,7 @@ class Trained:
     counts: dict = field(default_factory=dict)
 
 
-def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.random.Generator,
+def train(method: str, params0: dict, clients: ClientData, p: NNSettings, rng: np.random.Generator,
           gen: torch.Generator | None, *, stack: bool | None = None,
           progress: bool | Callable[[int], None] = False) -> Trained:
     """Train from ``params0`` with ``method`` (a name of ``fedgdp.methods.registry("nn")``); ValueError when a
@@ -200,7 +200,7 @@ def train(method: str, params0: dict, clients: ClientData, p: dict, rng: np.rand
     params0 : dict name -> Tensor
         Initial weights, on the training device.
     clients : ClientData
-    p : dict
+    p : NNSettings
         Resolved run settings (`fedgdp.nn.settings.resolve`).
     rng : numpy.random.Generator
         Draws the clients of every round.

@@ -6,8 +6,12 @@ import itertools
 import json
 import os
 import shutil
+from typing import TYPE_CHECKING
 
 from .base import PlanBase, alternatives, figure_number, mnist_files
+
+if TYPE_CHECKING:
+    from ..nn.readings import Readings
 
 #: the x axis of a CNN figure -> the figure identifier of fedgdp.nn (its two layouts)
 NN_X = {"n": "fig09", "m": "fig10"}
@@ -153,7 +157,7 @@ class NNPart(PlanBase):
         if not os.path.exists(src):
             return row
         got, row["commit"] = piece_settings(src)
-        want = json.loads(dumps_strict(resolve_nn(settings), sort_keys=True))
+        want = json.loads(dumps_strict(resolve_nn(settings).as_dict(), sort_keys=True))
         defaults = json.loads(dumps_strict(COMMON))
         keys = sorted(k for k in set(got) | set(want)                    # a setting added since, at its
                       if got.get(k, defaults.get(k)) != want.get(k))     # default, is the code path it ran
@@ -246,11 +250,11 @@ class NNPart(PlanBase):
             p = resolve_nn(self.nn_settings(ds, fig, *[v[0] for v in self.nn_axes(ds, fig)], 0))  # type: ignore[call-arg]  # two axes (m, n) plus the run
             grid = (f"m = {f['m']}, n per client in {{{', '.join(map(str, f['n'][ds]))}}}" if f["x"] == "n"
                     else f"full training split over m in {{{', '.join(map(str, f['m'][ds]))}}} clients")
-            parts.append(f"{ds}: {grid}; q = {p['q']:g}, R = {p['rounds']} rounds of K = "
-                         f"{p['local_epochs']} full-batch local steps, lr {p['lr']:g}, server lr "
-                         f"{p['server_lr']:g}, B = {p['clip']:g}, mu = {p['mu']:g}, FedNewton-Iter "
-                         f"{p['newton_cycles']} cycles with ridge {p['ridge']:g} and damping "
-                         f"{p['damping']:g}, FedHybrid local share {p['hybrid_local_share']:g}")
+            parts.append(f"{ds}: {grid}; q = {p.q:g}, R = {p.rounds} rounds of K = "
+                         f"{p.local_epochs} full-batch local steps, lr {p.lr:g}, server lr "
+                         f"{p.server_lr:g}, B = {p.clip:g}, mu = {p.mu:g}, FedNewton-Iter "
+                         f"{p.newton_cycles} cycles with ridge {p.ridge:g} and damping "
+                         f"{p.damping:g}, FedHybrid local share {p.hybrid_local_share:g}")
         x = "samples per client" if f["x"] == "n" else "the number of clients (total fixed)"
         return (f"{f.get('title', figure_number(fig))}: final accuracy on the standard test set of "
                 f"private federated CNNs against {x}; median over {f['runs']} runs (band: range over "
@@ -276,12 +280,12 @@ class NNPart(PlanBase):
         return os.path.dirname(path) or "."
 
     # ------------------------------------------------------------ the readings map
-    def nn_readings_config(self) -> dict | None:
+    def nn_readings_config(self) -> Readings | None:
         """The readings map of ``nn.readings`` (read once), or None when that file does not exist."""
         return self._readings_map
 
     @functools.cached_property
-    def _readings_map(self) -> dict | None:
+    def _readings_map(self) -> Readings | None:
         from ..nn.readings import load_readings
 
         path = self.nn().get("readings", "config/nn-readings.yaml")
@@ -312,22 +316,24 @@ class NNPart(PlanBase):
         """
         from ..nn.readings import pieces
 
-        w = wildcards
-        for name, fig, x, run, settings in pieces(self.nn_readings_config() or {"runs": 0, "points": [],
-                                                                                "readings": {}}):
+        w, cfg = wildcards, self.nn_readings_config()
+        for name, fig, x, run, settings in pieces(cfg) if cfg is not None else []:
             if (name, fig, str(x), str(run)) == (w.reading, w.fig, str(w.x), str(w.rep)):
                 return json.dumps(settings, sort_keys=True)
         raise ValueError(f"{w.reading}/{w.fig}-{w.x}-run{w.rep} is not a piece of the readings map")
 
     def nn_reading_data_dir(self) -> str:
         """The folder the readings map reads its images from (its ``data_dir``)."""
-        return (self.nn_readings_config() or {}).get("data_dir", "data")
+        cfg = self.nn_readings_config()
+        return cfg.data_dir if cfg is not None else "data"
 
     def nn_reading_constraints(self) -> dict[str, str]:
         """Wildcard constraints of the pieces: ``reading``, ``fig``, ``x``, ``rep``."""
-        cfg = self.nn_readings_config() or {"readings": {}, "points": [], "runs": 0}
-        return {"reading": alternatives(cfg["readings"]), "fig": alternatives(p["figure"] for p in cfg["points"]),
-                "x": alternatives(p["x"] for p in cfg["points"]), "rep": alternatives(range(cfg["runs"]))}
+        cfg = self.nn_readings_config()
+        if cfg is None:
+            return dict.fromkeys(("reading", "fig", "x", "rep"), alternatives([]))
+        return {"reading": alternatives(cfg.readings), "fig": alternatives(pt.figure for pt in cfg.points),
+                "x": alternatives(pt.x for pt in cfg.points), "rep": alternatives(range(cfg.runs))}
 
     def nn_constraints(self) -> dict[str, str]:
         """Wildcard constraints of the CNN paths: ``dataset``, ``fig``, ``m``, ``n``, ``rep``."""
