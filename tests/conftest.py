@@ -13,14 +13,14 @@ def make_block(overrides: dict, replicates=(0, 1, 2)):
 
     p = resolve(overrides)
     reps = simulate_block(p, list(replicates))
-    glm = get_model(p["model"])
+    glm = get_model(p.model)
     B = clip_bounds(p, glm, reps, list(replicates))
-    return p, reps, FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"], privacy=p["privacy"],
-                            clip=p["clip"], release=p["release"])
+    return p, reps, FitData(reps, glm, B, p.mu, p.tau1, p.weights, privacy=p.privacy, clip=p.clip,
+                            release=p.release)
 
 
 def stacked_noise(p, method, replicates, d=None):
-    d = d or len(p["beta_true"])
+    d = d or len(p.beta_true)
     noises = draw_noises(p, method, list(replicates), d)
     return noises, {k: (None if noises[0][k] is None else np.stack([z[k] for z in noises]))
                     for k in noises[0]}

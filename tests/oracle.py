@@ -173,18 +173,19 @@ def reference_fit(name: str, reps: list[Replicate], glm: GLM, s, noises: list[di
     return np.array(out)
 
 
-def clip_bound_reference(glm, rep, rule: dict, *, mu: float = math.inf, rng=None) -> float:
-    """Loop version of :func:`fedgdp.core.privacy.clip_bound` (test oracle)."""
-    if rule["rule"] == "fixed":
-        return float(rule["value"])
+def clip_bound_reference(glm, rep, rule, *, mu: float = math.inf, rng=None) -> float:
+    """Loop version of :func:`fedgdp.core.privacy.clip_bound` (test oracle); ``rule`` a rule or its dict form."""
+    rule = privacy.clip_rule(rule)
+    if rule.rule == "fixed":
+        return float(rule.value)
     d = rep.X.shape[1]
     norms = []
     for i in range(rep.sizes.shape[0]):
         Xi, yi = rep.client(i)
         norms.append(np.linalg.norm(glm.per_sample_gradients(np.zeros(d), Xi, yi), axis=1))
-    if rule["rule"] == "private_quantile":
+    if rule.rule == "private_quantile":
         return privacy.private_clip_bound(norms, rule, mu=mu, rng=rng)
-    return float(max(np.quantile(v, rule["q"]) for v in norms))
+    return float(max(np.quantile(v, rule.q) for v in norms))
 
 
 def oracle_fit(name: str, fd, s: dict, noises: list[dict]):

@@ -116,7 +116,7 @@ def test_suite_covers_every_cell_of_the_default_config():
                    * len(s["grid"].get("mu", [1])) * len(s["grid"].get("K", [1])) for s in cfg["studies"].values())
     assert len(cells) == expected
     study, p = next(c for c in cells if c[0] == "iterations")
-    assert resolve(p)["schedule"] == "budget" and p["beta_true"] == cfg["beta_true"][p["model"]]
+    assert resolve(p).schedule == "budget" and p["beta_true"] == cfg["beta_true"][p["model"]]
 
 
 def test_cell_table_without_pandas_equals_pyarrows_own_conversion(tmp_path):

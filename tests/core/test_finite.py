@@ -60,7 +60,7 @@ def test_simulation_releases_stay_finite_with_float_max_records(model, method, m
     fd = FitData([rep], get_model(model), np.array([1.0]), 2.0, 0.5, privacy={"mode": mode, "hessian_clip": 4.0},
                  clip={"rule": "fixed", "value": 1.0})
     meth = get_method(method)
-    s = resolve({"model": model, "methods": [method], "K": 5})["method_settings"][method]
+    s = resolve({"model": model, "methods": [method], "K": 5}).method_settings[method]
     noise = meth.draw_noise(np.random.default_rng(1), s, 2, d, True)
     with np.errstate(all="ignore"):
         fit = meth.fit(fd, s, {k: v[None] for k, v in noise.items()})
@@ -81,7 +81,7 @@ def test_paper_newton_step_on_float_max_records_is_an_error_not_a_release():
     rep = Replicate(X, rng.poisson(1.0, 20).astype(float), np.array([20]))
     fd = FitData([rep], get_model("poisson"), np.array([1.0]), 2.0, 0.5, clip={"rule": "fixed", "value": 1.0})
     meth = get_method("fednewton")
-    s = resolve({"model": "poisson", "methods": ["fednewton"], "K": 1})["method_settings"]["fednewton"]
+    s = resolve({"model": "poisson", "methods": ["fednewton"], "K": 1}).method_settings["fednewton"]
     noise = meth.draw_noise(np.random.default_rng(1), s, 1, 5, True)
     with np.errstate(all="ignore"), pytest.raises(ValueError, match="not finite"):
         meth.fit(fd, s, {k: v[None] for k, v in noise.items()})

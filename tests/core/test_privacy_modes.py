@@ -67,21 +67,21 @@ CASES = [dict(model="logistic", sizes="uniform(11,61)", m=5, mu=1.5, K=6, clip=1
 def test_certified_mode_ledgers_compose_to_mu_and_are_certified(method, case):
     p, reps, fd = make_block(dict(CASES[case], methods=[method], privacy={"mode": "certified"}), REPS)
     _, noise = stacked_noise(p, method, REPS)
-    led = get_method(method).fit(fd, p["method_settings"][method], noise).ledger
-    np.testing.assert_allclose(led.composed_mu(), p["mu"], rtol=0, atol=1e-12)
+    led = get_method(method).fit(fd, p.method_settings[method], noise).ledger
+    np.testing.assert_allclose(led.composed_mu(), p.mu, rtol=0, atol=1e-12)
     assert led.certified and all(r.certified for r in led.releases)
-    np.testing.assert_allclose(led.certified_mu(), p["mu"], rtol=0, atol=1e-12)
-    if p["clip"]["rule"] == "private_quantile":
+    np.testing.assert_allclose(led.certified_mu(), p.mu, rtol=0, atol=1e-12)
+    if p.clip.rule == "private_quantile":
         first = led.releases[0]
         assert first.stage == "clip histogram"
-        np.testing.assert_allclose(first.mu, p["mu"] * math.sqrt(0.1), rtol=1e-12)
+        np.testing.assert_allclose(first.mu, p.mu * math.sqrt(0.1), rtol=1e-12)
 
 
 def test_paper_mode_fednewton_is_nominal_and_quantile_is_unaccounted():
     p, reps, fd = make_block(dict(m=4, sizes="equal(30)", K=4, methods=["fednewton", "fedsgd"]), REPS)
     for name in ("fednewton", "fedsgd"):
         _, noise = stacked_noise(p, name, REPS)
-        led = get_method(name).fit(fd, p["method_settings"][name], noise).ledger
+        led = get_method(name).fit(fd, p.method_settings[name], noise).ledger
         np.testing.assert_allclose(led.composed_mu(), 2.0, atol=1e-12)
         assert led.unaccounted and "data-driven" in led.unaccounted[0]
         assert np.all(np.isinf(led.certified_mu()))
@@ -109,7 +109,7 @@ def test_rows_carry_mu_certified_and_mode():
     assert math.isinf(cert["fednewton"]) and cert["fednewton_certified"] == pytest.approx(2.0, abs=1e-12)
     assert cert["fedsgd"] == pytest.approx(2.0, abs=1e-12)
     assert {r["privacy_mode"] for r in rows} == {"paper"}
-    plain = run_cell(resolve(dict(p, clip={"rule": "quantile", "q": 0.9}, method_settings={})), [0])
+    plain = run_cell(resolve(dict(p.as_dict(), clip={"rule": "quantile", "q": 0.9}, method_settings={})), [0])
     assert all(math.isinf(r["mu_certified"]) for r in plain)   # the bound leaks: nothing certified
 
 
@@ -130,11 +130,11 @@ def test_certified_fednewton_fast_equals_reference(model, clip, hc):
     p, reps, fd = make_block(dict(model=model, sizes="uniform(8,70)", m=6, mu=2.0, K=8, methods=["fednewton"],
                                   clip=clip, privacy={"mode": "certified", "hessian_clip": hc},
                                   method_settings=eta), REPS)
-    s = p["method_settings"]["fednewton"]
+    s = p.method_settings["fednewton"]
     per_rep, noise = stacked_noise(p, "fednewton", REPS)
     fast = get_method("fednewton").fit(fd, s, noise).theta
-    ref = reference_fit("fednewton", reps, fd.glm, s, per_rep, fd.B, p["mu"], p["tau1"],
-                        privacy=p["privacy"], clip=p["clip"])
+    ref = reference_fit("fednewton", reps, fd.glm, s, per_rep, fd.B, p.mu, p.tau1,
+                        privacy=p.privacy, clip=p.clip)
     assert np.all(np.isfinite(ref))
     np.testing.assert_allclose(fast, ref, rtol=0, atol=1e-10)
 
@@ -144,11 +144,11 @@ def test_private_clip_bound_fast_equals_reference_and_is_on_the_grid():
     from fedgdp.simulation.run import clip_bounds
 
     p, reps, fd = make_block(dict(sizes="uniform(20,60)", m=8, clip=PRIVATE_CLIP), REPS)
-    glm = get_model(p["model"])
+    glm = get_model(p.model)
     fast = clip_bounds(p, glm, reps, list(REPS))
     ref = clip_bounds(p, glm, reps, list(REPS), clip_bound_reference)
     np.testing.assert_array_equal(fast, ref)
-    edges = privacy.histogram_grid(p["clip"])
+    edges = privacy.histogram_grid(p.clip)
     assert all(np.any(np.isclose(b, edges[1:], rtol=1e-15)) for b in fast)
 
 
@@ -159,7 +159,7 @@ def test_private_clip_bound_tracks_the_quantile_at_high_mu():
     from fedgdp.core.glm import get_model
 
     p, reps, _ = make_block(dict(sizes="equal(200)", m=5, mu=1e6), (0,))
-    glm = get_model(p["model"])
+    glm = get_model(p.model)
     rule = dict(PRIVATE_CLIP, grid=[0.01, 100, 400])
     B_priv = privacy.clip_bound(glm, reps[0], rule, mu=1e6, rng=np.random.default_rng(0))
     B_q = privacy.clip_bound(glm, reps[0], {"rule": "quantile", "q": 0.9})
@@ -179,7 +179,7 @@ def test_certified_ledger_matches_dp_accounting_pld():
     p, reps, fd = make_block(dict(m=3, sizes="uniform(20,60)", K=6, mu=1.0, methods=["fednewton"],
                                   clip=PRIVATE_CLIP, privacy={"mode": "certified"}), (0,))
     _, noise = stacked_noise(p, "fednewton", (0,))
-    led = get_method("fednewton").fit(fd, p["method_settings"]["fednewton"], noise).ledger
+    led = get_method("fednewton").fit(fd, p.method_settings["fednewton"], noise).ledger
     assert led.certified
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
     for rel in led.releases:

@@ -56,7 +56,7 @@ def test_settings_are_declared_and_resolve_on_every_backend(name):
     names = meth.setting_names()
     resolved = []
     if SIMULATION in meth.tags.backends:
-        resolved.append(resolve({"methods": [name]})["method_settings"][name])
+        resolved.append(resolve({"methods": [name]}).method_settings[name])
         with pytest.raises(ValueError, match="unknown setting 'bogus'"):
             resolve({"methods": [name], "method_settings": {name: {"bogus": 1}}})
     if REALDATA in meth.tags.backends:
@@ -73,7 +73,7 @@ def test_settings_are_declared_and_resolve_on_every_backend(name):
 def test_simulation_ledger_composes_to_mu(name):
     p, reps, fd = make_block(dict(sizes="uniform(12,40)", m=5, mu=2.0, K=6, methods=[name]), (0, 1))
     _, noise = stacked_noise(p, name, (0, 1))
-    fit = methods.REGISTRY[name].fit(fd, p["method_settings"][name], noise)
+    fit = methods.REGISTRY[name].fit(fd, p.method_settings[name], noise)
     np.testing.assert_allclose(fit.ledger.composed_mu(), 2.0, rtol=0, atol=1e-12)
 
 
@@ -95,14 +95,14 @@ def test_simulation_and_realdata_backends_agree_on_shared_data(name):
     from fedgdp.realdata import FoldData
 
     p, reps, fd = make_block(dict(sizes="uniform(12,40)", m=4, mu="inf", K=5, methods=[name]), (0,))
-    s = p["method_settings"][name]
+    s = p.method_settings[name]
     _, noise = stacked_noise(p, name, (0,))
     sim = methods.REGISTRY[name].fit(fd, s, noise).theta[0]
     rep = reps[0]
     cuts = np.cumsum(rep.sizes)[:-1]
     X = np.split(rep.X, cuts)
     Y = [BINARY_LOGISTIC.targets(y.astype(np.int64)) for y in np.split(rep.y, cuts)]
-    real_fd = FoldData(BINARY_LOGISTIC, X, Y, tau1=p["tau1"],
+    real_fd = FoldData(BINARY_LOGISTIC, X, Y, tau1=p.tau1,
                        newton={"solver": "floor", "cg_tol": 1e-8, "cg_maxiter": 500})
     real = methods.REGISTRY[name].fit(real_fd, s, None).theta[:, 0]
     np.testing.assert_allclose(real, sim, rtol=1e-9, atol=1e-11)
@@ -171,7 +171,7 @@ def test_the_tested_release_is_a_stage_of_the_plan(name):
     """The release the empirical test runs the method on (``tested_release``) is one its plan makes."""
     p, _, fd = make_block(dict(sizes="uniform(12,40)", m=3, mu=2.0, K=4, methods=[name]), (0,))
     meth = methods.REGISTRY[name]
-    stages = {spec.stage for spec in meth.plan(fd, meth.settings(p["method_settings"][name]))}
+    stages = {spec.stage for spec in meth.plan(fd, meth.settings(p.method_settings[name]))}
     assert meth.tags.tested_release in stages, stages
 
 

@@ -189,7 +189,7 @@ def test_the_hooks_receive_frozen_settings_and_a_record_fits_the_same(name, bloc
     from conftest import stacked_noise
 
     p, _, fd = block(dict(sizes="equal(30)", m=3, mu=2.0, K=4, methods=[name]), (0,))
-    meth, record = methods.REGISTRY[name], p["method_settings"][name]
+    meth, record = methods.REGISTRY[name], p.method_settings[name]
     s = meth.settings(record)
     assert isinstance(s, meth.settings_class) and meth.settings(s) is s
     assert {k: getattr(s, k) for k in record} == record

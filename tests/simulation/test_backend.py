@@ -33,10 +33,10 @@ def test_every_client_composes_to_mu(method, case):
     over = dict(LEDGER_CASES[case], methods=[method])
     p, reps, fd = make_block(over, REPS)
     _, noise = stacked_noise(p, method, REPS)
-    fit = get_method(method).fit(fd, p["method_settings"][method], noise)
+    fit = get_method(method).fit(fd, p.method_settings[method], noise)
     mu = fit.ledger.composed_mu()
-    assert mu.shape == (len(REPS), p["m"])
-    np.testing.assert_allclose(mu, p["mu"], rtol=0, atol=1e-12)
+    assert mu.shape == (len(REPS), p.m)
+    np.testing.assert_allclose(mu, p.mu, rtol=0, atol=1e-12)
 
 
 def _half_sizes(fd):
@@ -51,12 +51,12 @@ SPEC_SIGMA = {
                                              2 * B * math.sqrt(2 * s["K2"]) / (mu * n)],
     # calibrated on the half-1 size (n_i when n_i is even)
     "fednewton": lambda s, B, mu, n, fd, p: [4 * B * s["eta"] * math.sqrt(2 * s["K"]) / (mu * 2 * (fd.sizes // 2)),
-                                             2 * (4 * math.sqrt(2) * B / p["tau1"]) / (mu * 2 * (fd.sizes // 2))],
+                                             2 * (4 * math.sqrt(2) * B / p.tau1) / (mu * 2 * (fd.sizes // 2))],
     # certified: max(2B/(tau1 n2), H_c B/(tau1^2 n1)) sqrt(2)/mu
     "fednewton_certified": lambda s, B, mu, n, fd, p: [
         4 * B * s["eta"] * math.sqrt(2 * s["K"]) / (mu * 2 * _half_sizes(fd)[0]),
-        np.maximum(2 * B / (p["tau1"] * _half_sizes(fd)[1]),
-                   4.0 * p["tau1"] * B / (p["tau1"] ** 2 * _half_sizes(fd)[0])) * math.sqrt(2) / mu],
+        np.maximum(2 * B / (p.tau1 * _half_sizes(fd)[1]),
+                   4.0 * p.tau1 * B / (p.tau1 ** 2 * _half_sizes(fd)[0])) * math.sqrt(2) / mu],
 }
 
 
@@ -65,11 +65,11 @@ def test_ledger_sigma_is_the_spec_table(method):
     """Each release's sigma is the formula of docs/methods.md §2, recomputed here from scratch."""
     p, reps, fd = make_block(dict(model="logistic", sizes="uniform(20,60)", m=5, mu=2.0, K=10,
                                   methods=[method]), REPS)
-    s = p["method_settings"][method]
+    s = p.method_settings[method]
     _, noise = stacked_noise(p, method, REPS)
     led = get_method(method).fit(fd, s, noise).ledger
     n = fd.sizes.astype(float)
-    B, mu = fd.B[:, None], p["mu"]
+    B, mu = fd.B[:, None], p.mu
     expect = SPEC_SIGMA[method](s, B, mu, n, fd, p)
     assert len(led.releases) == len(expect)
     for rel, e in zip(led.releases, expect):
@@ -82,7 +82,7 @@ def test_noise_applied_is_the_ledger_sigma(method, settings, server):
     step scales the noise by -eta, a local step's noise is added as drawn)."""
     p, reps, fd = make_block(dict(sizes="uniform(20,60)", m=5, mu=2.0, K=1, methods=[method],
                                   method_settings={method: settings}), REPS)
-    s = p["method_settings"][method]
+    s = p.method_settings[method]
     _, noise = stacked_noise(p, method, REPS)
     zero = {k: np.zeros_like(v) for k, v in noise.items()}
     meth = get_method(method)
@@ -90,7 +90,7 @@ def test_noise_applied_is_the_ledger_sigma(method, settings, server):
     diff = fit.theta - meth.fit(fd, s, zero).theta
     sigma = fit.ledger.releases[0].sigma
     w = fd.sizes / fd.sizes.sum(axis=1, keepdims=True)
-    Z = noise["Z"].reshape(len(REPS), p["m"], -1)
+    Z = noise["Z"].reshape(len(REPS), p.m, -1)
     factor = -s["eta"] if server else 1.0
     np.testing.assert_allclose(diff, factor * np.einsum("rm,rm,rmd->rd", w, sigma, Z), atol=1e-14)
 
@@ -100,7 +100,7 @@ def test_nonprivate_ledger_is_infinite():
     for name in METHODS:
         _, noise = stacked_noise(p, name, REPS)
         assert noise[next(iter(noise))] is None
-        assert np.all(np.isinf(get_method(name).fit(fd, p["method_settings"][name], noise).ledger.composed_mu()))
+        assert np.all(np.isinf(get_method(name).fit(fd, p.method_settings[name], noise).ledger.composed_mu()))
 
 
 # ------------------------------------------------------------ reference oracle
@@ -117,10 +117,10 @@ def test_fast_equals_reference(method, model, sizes, mu):
     settings = {method: {k: v for k, v in eta.items() if k in get_method(method).setting_names()}}
     p, reps, fd = make_block(dict(model=model, sizes=sizes, m=6, mu=mu, K=12, methods=[method],
                                   method_settings=settings), REPS)
-    s = p["method_settings"][method]
+    s = p.method_settings[method]
     per_rep, noise = stacked_noise(p, method, REPS)
     fast = get_method(method).fit(fd, s, noise).theta
-    ref = reference_fit(method, reps, fd.glm, s, per_rep, fd.B, mu, p["tau1"])
+    ref = reference_fit(method, reps, fd.glm, s, per_rep, fd.B, mu, p.tau1)
     assert np.all(np.isfinite(ref))
     np.testing.assert_allclose(fast, ref, rtol=0, atol=1e-10)
 
@@ -129,10 +129,10 @@ def test_fast_equals_reference(method, model, sizes, mu):
 def test_fast_equals_reference_optimal_weights_and_fixed_clip(method):
     p, reps, fd = make_block(dict(sizes="lognormal(3.5,1)", m=8, mu=1.0, K=9, weights="optimal", clip=0.7,
                                   methods=[method]), REPS)
-    s = p["method_settings"][method]
+    s = p.method_settings[method]
     per_rep, noise = stacked_noise(p, method, REPS)
     fast = get_method(method).fit(fd, s, noise).theta
-    ref = reference_fit(method, reps, fd.glm, s, per_rep, fd.B, p["mu"], p["tau1"], "optimal")
+    ref = reference_fit(method, reps, fd.glm, s, per_rep, fd.B, p.mu, p.tau1, "optimal")
     np.testing.assert_allclose(fast, ref, rtol=0, atol=1e-10)
 
 
@@ -152,7 +152,7 @@ def test_nonprivate_fedsgd_reaches_the_pooled_mle(model, eta):
     """Gradient descent on the pooled loss converges to statsmodels' GLM MLE (1e-6)."""
     p, reps, fd = make_block(dict(model=model, sizes="uniform(30,80)", m=10, mu="inf", K=3000,
                                   methods=["fedsgd"], method_settings={"fedsgd": {"eta": eta}}), (0, 1))
-    s = p["method_settings"]["fedsgd"]
+    s = p.method_settings["fedsgd"]
     theta = get_method("fedsgd").fit(fd, s, {"Z": None}).theta
     family = sm.families.Binomial() if model == "logistic" else sm.families.Poisson()
     for r, rep in enumerate(reps):
@@ -207,8 +207,8 @@ def test_communication_counts():
 
 
 def test_schedules():
-    paper = make_block(dict(K=25))[0]["method_settings"]
-    budget = make_block(dict(K=25, schedule="budget"))[0]["method_settings"]
+    paper = make_block(dict(K=25))[0].method_settings
+    budget = make_block(dict(K=25, schedule="budget"))[0].method_settings
     assert paper["fedavg"]["K"] == 25 and budget["fedavg"]["K"] == 13
     assert paper["fedhybrid"]["K1"] == 15 and paper["fedhybrid"]["K2"] == 10
     assert paper["fedsgd"]["K"] == paper["fednewton"]["K"] == 25

@@ -108,7 +108,7 @@ def test_one_rule_decides_clipping_and_noise(release, mu, clipped, noisy):
 
 
 def test_private_is_the_default_release():
-    assert resolve({})["release"] == "private"
+    assert resolve({}).release == "private"
     assert_same_fits(rows_of(), rows_of(release="private"))
 
 

@@ -20,7 +20,7 @@ def test_nonprivate_fedsgd_mse_matches_pooled_mle():
     p = resolve(dict(model="logistic", sizes="equal(100)", m=50, mu="inf", K=300, methods=["fedsgd"]))
     seeds = list(range(400))
     fedsgd = np.array([r["sq_error"] for r in run_cell(p, seeds)])
-    beta = np.array(p["beta_true"])
+    beta = np.array(p.beta_true)
     mle = np.array([np.sum((sm.GLM(r.y, r.X, family=sm.families.Binomial()).fit().params - beta) ** 2)
                     for r in simulate_block(p, seeds)])
     se = np.sqrt(fedsgd.var(ddof=1) / fedsgd.size + mle.var(ddof=1) / mle.size)

@@ -129,7 +129,7 @@ def audit_sim(target: AuditTarget, n: int, seed: int, *, local_iters: int = 30) 
     glm = get_model(target.model)
     meth = get_method(target.method)
     rng = np.random.default_rng(seed)
-    s = meth.settings(resolve({"model": target.model, "methods": [target.method], "K": 10})["method_settings"][
+    s = meth.settings(resolve({"model": target.model, "methods": [target.method], "K": 10}).method_settings[
         target.method])
     rows = []
     probe = _sim_fitdata(_sim_client(target.model, n, rng), glm, target.B or AUDIT_B, target)

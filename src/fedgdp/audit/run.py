@@ -81,11 +81,11 @@ def audit_targets(plan) -> list[AuditTarget]:
             continue
         for model in plan.config["studies"][study]["models"]:
             p = resolve(plan.cell_overrides(model, study, plan.study_cells(study)[0]))
-            if not math.isfinite(p["mu"]) or p.get("release", "private") != "private":
+            if not math.isfinite(p.mu) or p.release != "private":
                 continue
-            for name in p["methods"]:
-                add(AuditTarget("simulation", name, model, p["privacy"]["mode"], float(p["tau1"]),
-                                float(p["privacy"]["hessian_clip"]), p["clip"]))
+            for name in p.methods:
+                add(AuditTarget("simulation", name, model, p.privacy["mode"], float(p.tau1),
+                                float(p.privacy["hessian_clip"]), p.clip))
     if plan.config.get("realdata"):
         r = resolve_real(plan.realdata_settings())
         for task in plan.config["realdata"].get("tasks", [r["task"]]):

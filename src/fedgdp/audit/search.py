@@ -45,8 +45,8 @@ class AuditRow:
 @dataclass(frozen=True)
 class AuditTarget:
     """The settings of one audited method: ``kind`` (``simulation``, ``realdata``, ``nn``,
-    ``inference``), ``model``, privacy mode, tau1, Hessian clip, clipping rule (B held
-    public: fixed, else `AUDIT_B`), the Newton solver, a CNN's ``nn`` settings and ``reading``.
+    ``inference``), ``model``, privacy mode, tau1, Hessian clip, clipping rule (a rule object or its dict form;
+    B held public: fixed, else `AUDIT_B`), the Newton solver, a CNN's ``nn`` settings and ``reading``.
     """
 
     kind: str
@@ -55,7 +55,8 @@ class AuditTarget:
     mode: str = "paper"
     tau1: float | None = None
     hessian_clip: float = privacy.HESSIAN_CLIP
-    clip: dict = field(default_factory=lambda: dict(privacy.DEFAULT_CLIP))
+    clip: privacy.Fixed | privacy.Quantile | privacy.PrivateQuantile | dict = field(
+        default_factory=lambda: dict(privacy.DEFAULT_CLIP))
     newton: dict | None = None
     nn: dict | None = None
     reading: str = ""
@@ -63,7 +64,8 @@ class AuditTarget:
     @property
     def B(self) -> float | None:
         """The public bound of a fixed clipping rule, or None (the audit chooses one)."""
-        return float(self.clip["value"]) if self.clip.get("rule") == "fixed" else None
+        rule = privacy.clip_rule(self.clip)
+        return float(rule.value) if isinstance(rule, privacy.Fixed) else None
 
     def label(self) -> str:
         """The settings audited, as text."""
@@ -73,7 +75,7 @@ class AuditTarget:
             text = ", ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}"
                              for k, v in (self.nn or {}).items())
             return f"reading {self.reading}: {text}" if self.reading else text
-        parts = [f"tau1={self.tau1:g}", f"H_c={self.hessian_clip:g} tau1", f"clip={self.clip.get('rule')}"]
+        parts = [f"tau1={self.tau1:g}", f"H_c={self.hessian_clip:g} tau1", f"clip={privacy.clip_rule(self.clip).rule}"]
         if self.newton:
             parts.append(f"solver={self.newton['solver']}")
             if self.newton["solver"] == "cg":

@@ -158,8 +158,8 @@ def run_suite(*, config: str = "config.yaml", replicates: int | None = None, stu
         st["wall_s"] += wall
         for name, t in methods.items():
             st["methods_cpu_s"][name] = st["methods_cpu_s"].get(name, 0.0) + t
-        rows_out.append({"study": study, "model": p["model"], "sizes": p["sizes"], "m": p["m"],
-                         "mu": p["mu"], "K": p["K"], "cpu_s": round(cpu, 4),
+        rows_out.append({"study": study, "model": p.model, "sizes": p.sizes, "m": p.m,
+                         "mu": p.mu, "K": p.K, "cpu_s": round(cpu, 4),
                          "methods_cpu_s": {k: round(v, 4) for k, v in methods.items()}})
     for st in per_study.values():
         st["data_cpu_s"] = st["cpu_s"] - sum(st["methods_cpu_s"].values())

@@ -147,8 +147,9 @@ def _cmd_simulate(args) -> int:
     return 0
 
 
-def _check_memory(p: dict, n_seeds: int) -> None:
-    """Refuse a cell whose estimated memory exceeds this machine's (before any work)."""
+def _check_memory(p, n_seeds: int) -> None:
+    """Refuse a cell (resolved `fedgdp.simulation.params.CellSettings`) whose estimated memory exceeds this
+    machine's (before any work)."""
     from ..simulation.run import memory_estimate
 
     need = memory_estimate(p, n_seeds)
@@ -157,7 +158,7 @@ def _check_memory(p: dict, n_seeds: int) -> None:
     except (ValueError, OSError, AttributeError):    # not on this platform: no check
         return
     if need > have:
-        raise ValueError(f"cell m={p['m']}, sizes={p['sizes']} needs about {_gib(need)} of memory, more than "
+        raise ValueError(f"cell m={p.m}, sizes={p.sizes} needs about {_gib(need)} of memory, more than "
                          f"this machine's {_gib(have)}: use fewer clients (--m) or smaller --sizes")
 
 
@@ -178,11 +179,11 @@ def _cmd_ledger(args) -> int:
     _check_memory(p, 1)
     _, ledgers = run_cell(p, [args.seed], return_ledgers=True)
     _, ledger, j = ledgers[args.method][0]
-    report = {"method": args.method, "replicate": args.seed, "mu": p["mu"],
+    report = {"method": args.method, "replicate": args.seed, "mu": p.mu,
               "clients": ledger.client_report(j)}
     report["mu_composed_max"] = max(c["mu"] for c in report["clients"])
     report["mu_certified_max"] = max(c["mu_certified"] for c in report["clients"])
-    report["privacy_mode"] = p["privacy"]["mode"]
+    report["privacy_mode"] = p.privacy["mode"]
     report["unaccounted"] = list(ledger.unaccounted)
     # strict JSON: an infinite sensitivity or mu is the string "inf", NaN is null
     json.dump(strict_json(report), sys.stdout, indent=1 if args.pretty else None, allow_nan=False)

@@ -346,11 +346,11 @@ def run_empirical(targets, *, mu: float = 2.0, K: int = 5, n: int = 200, trials:
             continue
         t = AuditTarget("simulation", t.method, t.model, t.mode, t.tau1, t.hessian_clip, {"rule": "fixed", "value": B})
         meth, glm = get_method(t.method), get_model(t.model)
-        s = meth.settings(resolve({"model": t.model, "methods": [t.method], "K": K})["method_settings"][t.method])
+        s = meth.settings(resolve({"model": t.model, "methods": [t.method], "K": K}).method_settings[t.method])
         with np.errstate(all="ignore"):
             audited = audit_sim(t, n, seed, local_iters=10)
         stage = str(meth.tags.tested_release)          # a tested method (checked above)
-        s10 = meth.settings(resolve({"model": t.model, "methods": [t.method], "K": 10})["method_settings"][t.method])
+        s10 = meth.settings(resolve({"model": t.model, "methods": [t.method], "K": 10}).method_settings[t.method])
         pair = _robust_pair(meth, s10, t, worst_pair(t, stage), glm, B)
         privacy = {"mode": t.mode, "hessian_clip": t.hessian_clip}
         low, fp, fn = empirical_mu(meth, s, pair, glm, mu=mu, B=B, tau1=t.tau1, privacy=privacy, trials=trials,  # type: ignore[arg-type]  # simulation targets set tau1

@@ -71,7 +71,7 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart, CoveragePart):
                     over["tau1"] = 1.0  # the real value is computed by the jobs
                 # a method's unknown setting, named where it is given (before the resolver refuses it)
                 try:
-                    methods = resolve(dict(over, method_settings={}))["methods"]
+                    methods = resolve(dict(over, method_settings={})).methods
                 except ValueError as exc:
                     raise ConfigError(f"studies.{study}", f"{model}: {exc}") from None
                 given_at = [("defaults", c["defaults"]["method_settings"]),

@@ -176,10 +176,10 @@ def _bound_form(cells, method, spec, study_cfg) -> str:
     if term is None or cells.empty or method not in REGISTRY:
         return ""
     counts: dict = {}
+    meth = REGISTRY[method]
+    given = (study_cfg.get("method_settings", spec.get("method_settings")) or {}).get(meth.name)
     for K in dict.fromkeys(int(k) for k in cells["K"]):
-        st = method_settings(REGISTRY[method], {"K": K, "schedule": study_cfg.get("schedule", "paper"),
-                                                "method_settings": study_cfg.get("method_settings",
-                                                                                 spec.get("method_settings")) or {}})
+        st = method_settings(meth, K, study_cfg.get("schedule", "paper"), given)
         for key in ("R", "K", "K2"):
             if key in st and key in term.split():
                 counts.setdefault(key, []).append(str(st[key]))

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core import privacy
 from ..core.glm import GLM
-from ..core.privacy import RELEASES, Ledger
+from ..core.privacy import RELEASES, Fixed, Ledger, PrivateQuantile, Quantile
 from ..core.solvers import floored_solve, ridge_solve
 from ..methods import SIMULATION, Fit, Method, PreDrawnNoise, registry
 from ..methods import get_method as _get_method
@@ -251,7 +251,8 @@ class FitData:
     tau1 : float              eigenvalue floor of FedNewton
     weights : str             ``size`` or ``optimal``
     privacy : dict            ``{"mode": "paper" | "certified", "hessian_clip": factor of tau1}``
-    clip : dict               the clipping rule that gave B (its share of mu^2, ledger notes)
+    clip : Fixed, Quantile or PrivateQuantile (or its dict form)   the clipping rule that gave B (its share
+                              of mu^2, ledger notes)
     release : str             ``private``, ``clip_only`` or ``plain`` (`fedgdp.core.privacy.RELEASES`,
                               docs/methods.md §9)
     """
@@ -263,7 +264,8 @@ class FitData:
     tau1: float
     weights: str = "size"
     privacy: dict = field(default_factory=lambda: dict(privacy.DEFAULT_PRIVACY))
-    clip: dict = field(default_factory=lambda: dict(privacy.DEFAULT_CLIP))
+    clip: Fixed | Quantile | PrivateQuantile | dict = field(
+        default_factory=lambda: privacy.clip_rule(privacy.DEFAULT_CLIP))
     release: str = "private"
 
     def __post_init__(self):

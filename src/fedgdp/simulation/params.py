@@ -9,8 +9,19 @@ from functools import lru_cache
 from typing import ClassVar
 
 from ..core.glm import MODELS, population_min_eigenvalue
-from ..core.privacy import DEFAULT_CLIP, DEFAULT_PRIVACY, RELEASES, check_clip, check_privacy, parse_mu
-from ..core.settings import Settings, choice, integer, name_list, number, setting
+from ..core.privacy import (
+    DEFAULT_CLIP,
+    DEFAULT_PRIVACY,
+    RELEASES,
+    Fixed,
+    PrivateQuantile,
+    Quantile,
+    check_clip,
+    check_privacy,
+    clip_rule,
+    parse_mu,
+)
+from ..core.settings import Settings, choice, integer, name_list, number, plain, setting
 from ..methods import FedHybrid, Method
 from .data import parse_sizes
 
@@ -49,6 +60,11 @@ def _tau1(key, value):
     return float(value)
 
 
+def _clip(key, value) -> Fixed | Quantile | PrivateQuantile:
+    """The clipping rule object of a rule's dict form, a number (a fixed bound) or a rule (`check_clip`)."""
+    return clip_rule(check_clip(plain(value)))
+
+
 def check_halves(methods: list, scheme) -> None:
     """ValueError unless every client can be split into two non-empty halves (n_i >= 2) when
     a method reads halves (FedNewton).
@@ -71,7 +87,9 @@ def check_halves(methods: list, scheme) -> None:
 
 @dataclass(frozen=True)
 class CellSettings(Settings):
-    """The parameters of one simulation cell (docs/methods.md §3); `resolve`."""
+    """The parameters of one simulation cell (docs/methods.md §3); `resolve`. Built (`build`), ``beta_true``
+    is a list of floats and ``tau1`` a float (``None`` and ``auto`` given are filled in by `derived`), ``clip``
+    a rule object (`fedgdp.core.privacy.clip_rule`; ``as_dict()`` gives its dict form)."""
 
     WHAT: ClassVar[str] = "parameter"
 
@@ -84,13 +102,13 @@ class CellSettings(Settings):
     schedule: str = setting("paper", "paper | budget (how K maps to FedAvg's local steps: paper runs K "
                             "local steps per round, budget ceil(K/R))", parse=choice("paper", "budget"), flag=str)
     sigma_c: float = setting(1.0, "covariates C ~ N(0, sigma_c^2)", parse=number(0, keep=True))
-    beta_true: list | None = setting(None, "true coefficients, intercept first (None: BETA_TRUE[model])")
+    beta_true: list = setting(None, "true coefficients, intercept first (None: BETA_TRUE[model])")
     n_floor: int = setting(10, "smallest client size of the lognormal and total schemes", parse=integer(1))
-    clip: dict = setting(help="clipping rule (check_clip)", parse=lambda k, v: check_clip(v),
-                         factory=lambda: dict(DEFAULT_CLIP))
+    clip: Fixed | Quantile | PrivateQuantile = setting(help="clipping rule (check_clip)", parse=_clip,
+                                                       factory=lambda: dict(DEFAULT_CLIP))
     privacy: dict = setting(help="privacy mode and FedNewton's Hessian bound (check_privacy)",
                             factory=lambda: dict(DEFAULT_PRIVACY))
-    tau1: float | str = setting("auto", "FedNewton eigenvalue floor, or auto", parse=_tau1, flag=str)
+    tau1: float = setting("auto", "FedNewton eigenvalue floor, or auto", parse=_tau1, flag=str)
     weights: str = setting("size", "size | optimal", parse=choice("size", "optimal"), flag=str)
     base_seed: int = setting(2026, "root of every replicate's random draws", parse=integer(0), flag=int)
     diverge_factor: float = setting(5.0, "flag a run whose ||theta_hat - beta_true|| > factor * "
@@ -103,21 +121,29 @@ class CellSettings(Settings):
                            "bound, no noise) or plain (neither); docs/methods.md §9", parse=choice(*RELEASES), flag=str)
 
     @classmethod
-    def finish(cls, p: dict) -> dict:
-        """Check the sizes scheme, ``beta_true`` and the privacy mode; compute ``tau1: auto``."""
-        scheme = parse_sizes(p["sizes"], p["n_floor"])
-        scheme.check(p["m"])
-        check_halves(p["methods"], scheme)
-        p["sizes"] = scheme.text
-        if p["beta_true"] is None:
-            p["beta_true"] = list(BETA_TRUE[p["model"]])
-        p["beta_true"] = [float(b) for b in p["beta_true"]]
-        if len(p["beta_true"]) < 2:
-            raise ValueError(f"beta_true needs an intercept and at least one slope, got {p['beta_true']}")
-        p["privacy"] = check_privacy(p["privacy"], p["clip"], p["release"])
-        if p["tau1"] == "auto":
-            p["tau1"] = float(_tau1_auto(p["model"], tuple(p["beta_true"]), float(p["sigma_c"])))
-        return p
+    def build(cls, mapping: dict | None = None) -> CellSettings:
+        """`Settings.build` (each field checked), then the checks across fields and the derived values
+        (`derived`).
+
+        Parameters
+        ----------
+        mapping : dict or None
+            Overrides of the defaults.
+        """
+        return super().build(mapping).derived()
+
+    def derived(self) -> CellSettings:
+        """Check the sizes scheme, ``beta_true`` and the privacy mode; the canonical ``sizes``, ``beta_true``
+        as floats (default `BETA_TRUE` of the model) and ``tau1: auto`` computed, in a copy."""
+        scheme = parse_sizes(self.sizes, self.n_floor)
+        scheme.check(self.m)
+        check_halves(self.methods, scheme)
+        beta = [float(b) for b in (BETA_TRUE[self.model] if self.beta_true is None else self.beta_true)]
+        if len(beta) < 2:
+            raise ValueError(f"beta_true needs an intercept and at least one slope, got {beta}")
+        privacy = check_privacy(self.privacy, self.clip, self.release)
+        tau1 = float(_tau1_auto(self.model, tuple(beta), float(self.sigma_c))) if self.tau1 == "auto" else self.tau1
+        return self.replace(sizes=scheme.text, beta_true=beta, privacy=privacy, tau1=tau1)
 
 
 #: the defaults as a plain dict (e.g. for --help)
@@ -153,91 +179,100 @@ def _tau1_auto(model: str, beta: tuple, sigma_c: float) -> float:
 
 
 # ------------------------------------------------------------ method presets
-def _fedavg_derive(s: dict, params: dict) -> None:
+def _fedavg_derive(s: dict, K: int, schedule: str) -> None:
     """FedAvg's ``K`` unless given: the cell's K (schedule ``paper``), else ``ceil(K / R)`` (at least 1)."""
     if "K" not in s:
-        s["K"] = params["K"] if params["schedule"] == "paper" else max(1, -(-params["K"] // s["R"]))
+        s["K"] = K if schedule == "paper" else max(1, -(-K // s["R"]))
 
 
-def _fedhybrid_derive(s: dict, params: dict) -> None:
+def _fedhybrid_derive(s: dict, K: int, schedule: str) -> None:
     """FedHybrid's ``K1 = split(K, share1)`` and ``K2 = K - K1`` unless given (K: the cell's)."""
     if s.get("R1", 1) != 1:              # its noise is drawn for one stage-1 round (FedHybrid.noise_shapes)
         raise ValueError(f"fedhybrid.R1: the simulation runs one stage-1 round, got fedhybrid.R1={s['R1']!r}")
     if "K1" not in s:
-        s["K1"] = FedHybrid.split(params["K"], s["share1"])
+        s["K1"] = FedHybrid.split(K, s["share1"])
     if "K2" not in s:
-        s["K2"] = params["K"] - s["K1"]
+        s["K2"] = K - s["K1"]
 
 
 #: The simulation's defaults of a cell per method, in the resolved order, from the cell's
-#: parameters; a method not listed: its settings' defaults with the cell's ``K``
+#: ``K``; a method not listed: its settings' defaults with the cell's ``K``
 #: (FedSGD, FedNewton: ``K`` and ``eta = 0.5``).
 PRESETS = {
-    "fedavg": lambda params: {"R": 2, "eta": 0.5},                     # K: DERIVE
-    "fedhybrid": lambda params: {"eta1": 0.5, "eta2": 0.5, "share1": FedHybrid.SHARE1},   # K1, K2: DERIVE
+    "fedavg": lambda K: {"R": 2, "eta": 0.5},                     # K: DERIVE
+    "fedhybrid": lambda K: {"eta1": 0.5, "eta2": 0.5, "share1": FedHybrid.SHARE1},   # K1, K2: DERIVE
 }
 
-#: The simulation's derived settings per method, ``derive(s, params)`` filling ``s`` in place
-#: (none for a method not listed).
+#: The simulation's derived settings per method, ``derive(s, K, schedule)`` filling the method's
+#: settings ``s`` (a mapping before its checks) in place (none for a method not listed).
 DERIVE = {"fedavg": _fedavg_derive, "fedhybrid": _fedhybrid_derive}
 
 
-def preset(meth: Method, params: dict) -> dict:
+def preset(meth: Method, K: int) -> dict:
     """The simulation's defaults of a method in a cell, in the resolved order (`PRESETS`).
 
     Parameters
     ----------
     meth : Method
         The method.
-    params : dict
-        Resolved cell parameters (``K``, ``schedule``).
+    K : int
+        The cell's iteration budget.
     """
     if meth.name in PRESETS:
-        return PRESETS[meth.name](params)
+        return PRESETS[meth.name](K)
     assert meth.settings_class is not None
     s = meth.settings_class.defaults()
-    return {**s, "K": params["K"]} if "K" in s else s
+    return {**s, "K": K} if "K" in s else s
 
 
-def method_settings(meth: Method, params: dict) -> dict:
-    """A method's simulation settings: the cell's `preset`, the study's ``method_settings`` of
-    the method, derived values (`DERIVE`); checked (`fedgdp.methods.Method.resolve_settings`).
+def method_settings(meth: Method, K: int, schedule: str = "paper", given: dict | None = None) -> dict:
+    """A method's simulation settings: the cell's `preset`, the study's settings of the method
+    (``given``), derived values (`DERIVE`); checked (`fedgdp.methods.Method.resolve_settings`).
 
     Parameters
     ----------
     meth : Method
         The method.
-    params : dict
-        Cell parameters: ``K``, ``schedule`` and ``method_settings`` are read.
+    K : int
+        The cell's iteration budget.
+    schedule : str
+        How K maps to FedAvg's local steps (``paper`` or ``budget``; `CellSettings`).
+    given : dict or None
+        The study's ``method_settings`` of this method.
     """
     derive = DERIVE.get(meth.name)
-    given = dict(params.get("method_settings", {}).get(meth.name, {}))
-    return meth.resolve_settings(preset(meth, params), given,
-                                 None if derive is None else lambda s: derive(s, params))
+    return meth.resolve_settings(preset(meth, K), dict(given or {}),
+                                 None if derive is None else lambda s: derive(s, K, schedule))
 
 
-def resolve(overrides: dict | None = None) -> dict:
-    """Fully resolved parameters of one cell (a new dict): `CellSettings` from ``overrides``, then each method's
+def resolve(overrides: dict | None = None) -> CellSettings:
+    """Fully resolved parameters of one cell: `CellSettings` from ``overrides``, with each method's
     checked settings in ``method_settings`` (ValueError naming the first bad key and value).
 
     Parameters
     ----------
     overrides : dict or None
         Cell parameters over the defaults (`CellSettings` fields).
+
+    Returns
+    -------
+    CellSettings
+        Frozen; its ``as_dict()`` is the plain dict the seeds and the Parquet metadata hold.
     """
     from .backend import get_method
 
-    p = CellSettings.build(overrides).as_dict()
-    p["method_settings"] = {name: method_settings(get_method(name), p) for name in p["methods"]}  # checked there
-    return p
+    cell = CellSettings.build(overrides)
+    given = cell.method_settings
+    return cell.replace(method_settings={name: method_settings(get_method(name), cell.K, cell.schedule,
+                                                               given.get(name)) for name in cell.methods})
 
 
-def data_key(p: dict) -> dict:
+def data_key(p: CellSettings) -> dict:
     """The parameters that define a cell's data (and so its seeds).
 
     Parameters
     ----------
-    p : dict
+    p : CellSettings
         Resolved cell parameters.
     """
-    return {k: p[k] for k in ("model", "sizes", "m", "sigma_c", "beta_true", "n_floor")}
+    return {k: plain(getattr(p, k)) for k in ("model", "sizes", "m", "sigma_c", "beta_true", "n_floor")}

@@ -20,7 +20,7 @@ from ..core.seeds import CLIP_STREAM
 from ..methods.settings import MethodSettings
 from .backend import FitData, get_method
 from .data import noise_rng, parse_sizes, replicate_rng, simulate_replicate
-from .params import data_key
+from .params import CellSettings, data_key
 
 __all__ = ["run_cell", "simulate_block", "write_cell", "read_cell", "COLUMNS", "BLOCK_ROWS"]
 
@@ -34,7 +34,7 @@ COLUMNS = ["study", "model", "method", "m", "sizes", "mu", "K", "replicate", "N"
            "diverged", "elapsed_s", "mu_certified", "privacy_mode"]
 
 
-def simulate_block(p: dict, replicates: list[int]):
+def simulate_block(p: CellSettings, replicates: list[int]):
     """Data of the given replicates (one `Replicate` per index), each from its own generator.
 
     Parameters
@@ -43,33 +43,33 @@ def simulate_block(p: dict, replicates: list[int]):
         Resolved cell parameters (``sizes``, ``n_floor``, ``model``, ``m``, ``beta_true``,
         ``sigma_c``, ``base_seed``) and the replicates' indices.
     """
-    scheme = parse_sizes(p["sizes"], p["n_floor"])
+    scheme = parse_sizes(p.sizes, p.n_floor)
     key = data_key(p)
-    beta = np.asarray(p["beta_true"])
-    return [simulate_replicate(replicate_rng(p["base_seed"], key, r), model=p["model"], scheme=scheme,
-                               m=p["m"], beta_true=beta, sigma_c=p["sigma_c"]) for r in replicates]
+    beta = np.asarray(p.beta_true)
+    return [simulate_replicate(replicate_rng(p.base_seed, key, r), model=p.model, scheme=scheme,
+                               m=p.m, beta_true=beta, sigma_c=p.sigma_c) for r in replicates]
 
 
-def draw_noises(p: dict, method: str, replicates: list[int], d: int) -> list[dict]:
+def draw_noises(p: CellSettings, method: str, replicates: list[int], d: int) -> list[dict]:
     """Per replicate, name -> standard normals of `fedgdp.methods.Method.noise_shapes` for one
     method (None values if mu = inf or the release is not ``private``).
 
     Parameters
     ----------
-    p : dict
+    p : CellSettings
         Resolved cell parameters (``mu``, ``release``, ``m``, ``base_seed``, ``method_settings``).
     method, replicates, d
         The method's name, the replicates' indices, the parameter dimension.
     """
     meth = get_method(method)
-    s = meth.settings(p["method_settings"][method])
+    s = meth.settings(p.method_settings[method])
     key = data_key(p)
-    noisy = adds_noise(p["mu"], p.get("release", "private"))
-    return [meth.draw_noise(noise_rng(p["base_seed"], key, r, meth.noise_stream), s, p["m"], d,
+    noisy = adds_noise(p.mu, p.release)
+    return [meth.draw_noise(noise_rng(p.base_seed, key, r, meth.noise_stream), s, p.m, d,
                             noisy) for r in replicates]
 
 
-def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_bound) -> np.ndarray:
+def clip_bounds(p: CellSettings, glm, reps: list, replicates: list[int], bound=clip_bound) -> np.ndarray:
     """The clipping bound of each replicate (R,), inf when mu = inf or the release is ``plain``
     (``clip_only`` gets ``private``'s); ``private_quantile``'s histogram noise comes from
     `fedgdp.simulation.data.noise_rng` with the name `CLIP_STREAM`.
@@ -85,10 +85,10 @@ def clip_bounds(p: dict, glm, reps: list, replicates: list[int], bound=clip_boun
     bound : callable
         ``bound(glm, rep, clip, mu=, rng=)`` (`fedgdp.core.privacy.clip_bound`, or the oracle's).
     """
-    if not clips(p["mu"], p.get("release", "private")):
+    if not clips(p.mu, p.release):
         return np.full(len(reps), np.inf)
     key = data_key(p)
-    return np.array([bound(glm, rep, p["clip"], mu=p["mu"], rng=noise_rng(p["base_seed"], key, r, CLIP_STREAM))
+    return np.array([bound(glm, rep, p.clip, mu=p.mu, rng=noise_rng(p.base_seed, key, r, CLIP_STREAM))
                      for rep, r in zip(reps, replicates)])
 
 
@@ -96,7 +96,7 @@ def _stack(noises: list[dict]) -> dict:
     return {k: (None if noises[0][k] is None else np.stack([z[k] for z in noises])) for k in noises[0]}
 
 
-def block_size(p: dict, rows_per_block: int) -> int:
+def block_size(p: CellSettings, rows_per_block: int) -> int:
     """Replicates per block (at least 1) so that a block holds about ``rows_per_block`` rows.
 
     Parameters
@@ -104,28 +104,28 @@ def block_size(p: dict, rows_per_block: int) -> int:
     p, rows_per_block
         Resolved cell parameters (``sizes``, ``n_floor``, ``m``) and the target rows of a block.
     """
-    mean_n = parse_sizes(p["sizes"], p["n_floor"]).mean_size(p["m"])
-    return max(1, int(rows_per_block // max(1.0, p["m"] * mean_n)))
+    mean_n = parse_sizes(p.sizes, p.n_floor).mean_size(p.m)
+    return max(1, int(rows_per_block // max(1.0, p.m * mean_n)))
 
 
-def memory_estimate(p: dict, n_replicates: int, rows_per_block: int = BLOCK_ROWS) -> float:
+def memory_estimate(p: CellSettings, n_replicates: int, rows_per_block: int = BLOCK_ROWS) -> float:
     """Bytes the largest block of a cell needs, an upper-side estimate used to refuse a cell
     that cannot fit: about ``8 (4 d + 8)`` bytes a row plus each method's pre-drawn noise.
 
     Parameters
     ----------
-    p : dict
+    p : CellSettings
         Resolved cell parameters (``sizes``, ``n_floor``, ``m``, ``beta_true``, ``method_settings``).
     n_replicates, rows_per_block
         Replicates of the cell; rows per block, as in `run_cell`.
     """
-    scheme = parse_sizes(p["sizes"], p["n_floor"])
+    scheme = parse_sizes(p.sizes, p.n_floor)
     per_block = min(max(1, n_replicates), block_size(p, rows_per_block))
-    d = len(p["beta_true"])
-    rows = per_block * p["m"] * scheme.mean_size(p["m"])
-    meths = [get_method(name) for name in p["method_settings"]]
-    noise = sum(int(np.prod(shape)) for meth, s in zip(meths, p["method_settings"].values())
-                for shape in meth.noise_shapes(meth.settings(s), p["m"], d).values())
+    d = len(p.beta_true)
+    rows = per_block * p.m * scheme.mean_size(p.m)
+    meths = [get_method(name) for name in p.method_settings]
+    noise = sum(int(np.prod(shape)) for meth, s in zip(meths, p.method_settings.values())
+                for shape in meth.noise_shapes(meth.settings(s), p.m, d).values())
     return rows * 8 * (4 * d + 8) + per_block * noise * 8
 
 
@@ -147,14 +147,14 @@ def fast_fit(name: str, fd: FitData, s: MethodSettings, noises: list[dict]):
     return fit.theta, fit.ledger
 
 
-def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, rows_per_block: int = BLOCK_ROWS,
-             return_ledgers: bool = False):
+def run_cell(p: CellSettings, replicates: list[int], *, fit=fast_fit, bound=clip_bound,
+             rows_per_block: int = BLOCK_ROWS, return_ledgers: bool = False):
     """Fit every method of the cell on every replicate: one row per (replicate, method), keys `COLUMNS`; with
     ``return_ledgers`` also method -> list of (replicate, Ledger of its block, index in block).
 
     Parameters
     ----------
-    p : dict
+    p : CellSettings
         Resolved parameters (`fedgdp.simulation.params.resolve`).
     replicates : list of int
         The replicates' indices.
@@ -169,21 +169,20 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
     return_ledgers : bool
         Also return every method's ledgers.
     """
-    glm = get_model(p["model"])
-    beta = np.asarray(p["beta_true"])
+    glm = get_model(p.model)
+    beta = np.asarray(p.beta_true)
     per_block = block_size(p, rows_per_block)
     rows: list = []
-    ledgers: dict[str, list] = {m: [] for m in p["methods"]}
+    ledgers: dict[str, list] = {m: [] for m in p.methods}
     for start in range(0, len(replicates), per_block):
         block = replicates[start:start + per_block]
         reps = simulate_block(p, block)
         d = reps[0].X.shape[1]
         B = clip_bounds(p, glm, reps, block, bound)
-        fd = FitData(reps, glm, B, p["mu"], p["tau1"], p["weights"], privacy=p["privacy"], clip=p["clip"],
-                     release=p.get("release", "private"))
-        for name in p["methods"]:
+        fd = FitData(reps, glm, B, p.mu, p.tau1, p.weights, privacy=p.privacy, clip=p.clip, release=p.release)
+        for name in p.methods:
             meth = get_method(name)
-            s = meth.settings(p["method_settings"][name])
+            s = meth.settings(p.method_settings[name])
             noises = draw_noises(p, name, block, d)
             t0 = time.perf_counter()
             with np.errstate(all="ignore"):
@@ -195,13 +194,13 @@ def run_cell(p: dict, replicates: list[int], *, fit=fast_fit, bound=clip_bound, 
             else:
                 mu_comp = mu_cert = np.full(len(block), np.nan)
             elapsed = (time.perf_counter() - t0) / len(block)
-            comm = meth.comm(s, p["m"], d)
+            comm = meth.comm(s, p.m, d)
             for j, r in enumerate(block):
                 row = _row(p, name, r, reps[j], B[j], theta[j], beta, comm, mu_comp[j], elapsed,
-                           _diverged(theta[j], beta, p["diverge_factor"]))
-                row.update(mu_certified=float(mu_cert[j]), privacy_mode=p["privacy"]["mode"])
+                           _diverged(theta[j], beta, p.diverge_factor))
+                row.update(mu_certified=float(mu_cert[j]), privacy_mode=p.privacy["mode"])
                 rows.append(row)
-    order = {name: i for i, name in enumerate(p["methods"])}
+    order = {name: i for i, name in enumerate(p.methods)}
     rows.sort(key=lambda row: (row["replicate"], order[row["method"]]))
     return (rows, ledgers) if return_ledgers else rows
 
@@ -217,8 +216,8 @@ def _row(p, method, r, rep, B, theta, beta, comm, mu_comp, elapsed, diverged) ->
     finite = bool(np.all(np.isfinite(theta)))
     sq = float(np.sum((theta - beta) ** 2)) if finite else float("inf")
     return {
-        "study": p["study"], "model": p["model"], "method": method, "m": p["m"], "sizes": p["sizes"],
-        "mu": p["mu"], "K": p["K"], "replicate": r, "N": int(rep.sizes.sum()),
+        "study": p.study, "model": p.model, "method": method, "m": p.m, "sizes": p.sizes,
+        "mu": p.mu, "K": p.K, "replicate": r, "N": int(rep.sizes.sum()),
         "n_min": int(rep.sizes.min()), "n_max": int(rep.sizes.max()), "B": float(B),
         "sq_error": sq, "theta_hat": [float(t) for t in theta], "rounds": comm["rounds"],
         "floats_up": comm["floats_up"], "floats_down": comm["floats_down"],
@@ -241,17 +240,18 @@ def _schema():
     ])
 
 
-def write_cell(rows: list[dict], p: dict | list[dict], out: str | os.PathLike) -> None:
+def write_cell(rows: list[dict], p: CellSettings | list[CellSettings], out: str | os.PathLike) -> None:
     """Write a cell's rows with `fedgdp.common.io.write_parquet` (several cells: rows in turn, ``p`` a list).
 
     Parameters
     ----------
     rows, out
         The rows (keys `COLUMNS`) and the file.
-    p : dict or list of dict
-        Resolved parameters (stored in the metadata as JSON).
+    p : CellSettings or list of CellSettings
+        Resolved parameters (stored in the metadata as JSON, their ``as_dict()``).
     """
-    write_parquet(rows_to_table(rows, _schema()), out, p)
+    params = [c.as_dict() for c in p] if isinstance(p, list) else p.as_dict()
+    write_parquet(rows_to_table(rows, _schema()), out, params)
 
 
 def rows_to_table(rows: list[dict], schema):

@@ -210,9 +210,11 @@ def theory_bounds(rows: pd.DataFrame, method: str, *, d: int, schedule: str = "p
     meth = get_method(method)
     bound_of = meth.tags.theory_bound or method     # the row of Table 1 (unknown: upper_bound's error)
     out = np.empty(len(rows))
+    given = (method_settings or {}).get(meth.name)
     for j, (m, N, mu, K) in enumerate(zip(rows["m"], rows["N_mean"], rows["mu"], rows["K"])):
-        s = settings_of(meth, {"K": int(K), "schedule": schedule, "method_settings": method_settings or {}})
+        s = settings_of(meth, int(K), schedule, given)
+        K2 = getattr(meth.settings(s), "K2", None)        # FedHybrid's stage-2 steps
         out[j] = upper_bound(bound_of, np.full(int(m), float(N) / int(m)), d=d, mu=float(mu),
                              K=int(s.get("K", K)), R=int(s.get("R", 1)),
-                             K2=int(s["K2"]) if "K2" in s else None, form=form)
+                             K2=None if K2 is None else int(K2), form=form)
     return out

@@ -215,7 +215,7 @@ def plan_fedirls(*, B, n, T, moment_bound, hessian_bound, count_clip=None) -> tu
     return tuple(plan)
 
 
-def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
+def calibrate_with_clip(plan, *, mu: float, clip, n) -> Calibration:
     """`calibrate` for a method whose clipping bound came from rule ``clip``.
 
     A ``private_quantile`` histogram comes first in the ledger with its ``share`` of mu^2 (the plan
@@ -228,7 +228,7 @@ def calibrate_with_clip(plan, *, mu: float, clip: dict, n) -> Calibration:
         The method's releases.
     mu : float
         The target mu per client.
-    clip : dict
+    clip : Fixed, Quantile or PrivateQuantile, or its dict form
         The clipping rule.
     n : ndarray
         Client sizes (the histogram's), broadcastable to (b, m).
