@@ -70,8 +70,8 @@ def run_speedup(*, replicates: int = 100, m: int = 100, n: int = 400, model: str
     ref, t_ref, w_ref = timed(run_cell, p, seeds, **oracle)
     diff = max(float(np.max(np.abs(np.subtract(a["theta_hat"], b["theta_hat"])))) for a, b in zip(fast, ref))
     result = {
-        "cell": f"{model}, m={m}, equal({n}), p={len(p['beta_true'])}, mu=2, K=50, "
-                f"{replicates} replicates, methods={','.join(p['methods'])}",
+        "cell": f"{model}, m={m}, equal({n}), p={len(p.beta_true)}, mu=2, K=50, "
+                f"{replicates} replicates, methods={','.join(p.methods)}",
         "reference_s": round(t_ref, 3), "fast_s": round(t_fast, 3), "ratio": round(t_ref / t_fast, 2),
         "reference_wall_s": round(w_ref, 3), "fast_wall_s": round(w_fast, 3),
         "clock": "process_time (CPU seconds of this process)",

@@ -133,10 +133,14 @@ class PlanBase:
                 f"# --config, then the schema's defaults); config sha256 prefix {self.sha}.\n{body}")
 
     # ----------------------------------------------------------- captions
-    def _clip_text(self, clip: dict, at: str) -> str:
-        if clip["rule"] == "quantile":
-            return f"B = max over clients of the {clip['q']:g}-quantile of gradient norms at {at}"
-        if clip["rule"] == "private_quantile":
-            return (f"B = max over clients of the {clip['q']:g}-quantile of noisy gradient-norm "
+    def _clip_text(self, clip, at: str) -> str:
+        """The caption's words for a clipping rule (a rule object or its dict form) computed at ``at``."""
+        from ..core.privacy import PrivateQuantile, Quantile, clip_rule
+
+        rule = clip_rule(clip)
+        if isinstance(rule, Quantile):
+            return f"B = max over clients of the {rule.q:g}-quantile of gradient norms at {at}"
+        if isinstance(rule, PrivateQuantile):
+            return (f"B = max over clients of the {rule.q:g}-quantile of noisy gradient-norm "
                     f"histograms at {at} (a private release, in the ledger)")
-        return f"B = {clip['value']:g}"
+        return f"B = {rule.value:g}"

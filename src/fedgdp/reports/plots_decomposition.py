@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -19,12 +20,19 @@ from .decomposition import TERMS
 
 __all__ = ["plot_decomposition", "TERM_STYLE"]
 
+class TermStyle(NamedTuple):
+    """The colour and legend label of a term's bars."""
+
+    color: str
+    label: str
+
+
 #: Colour and legend label of each term.
 TERM_STYLE = {
-    "statistical": {"color": "#7f7f7f", "label": "statistical: plain MSE at K_conv"},
-    "optimisation": {"color": "#1f77b4", "label": "optimisation: plain(K) - plain(K_conv)"},
-    "clipping": {"color": "#ff7f0e", "label": "clipping: clip_only(K) - plain(K)"},
-    "privacy": {"color": "#d62728", "label": "privacy noise: private(K) - clip_only(K)"},
+    "statistical": TermStyle("#7f7f7f", "statistical: plain MSE at K_conv"),
+    "optimisation": TermStyle("#1f77b4", "optimisation: plain(K) - plain(K_conv)"),
+    "clipping": TermStyle("#ff7f0e", "clipping: clip_only(K) - plain(K)"),
+    "privacy": TermStyle("#d62728", "privacy noise: private(K) - clip_only(K)"),
 }
 
 
@@ -37,7 +45,7 @@ def _stack(ax, x: float, row: pd.Series, width: float) -> int:
         if not np.isfinite(v):
             continue
         base = up if v >= 0 else down
-        ax.bar(x, v, width, bottom=base, color=TERM_STYLE[term]["color"], edgecolor="white", linewidth=0.3)
+        ax.bar(x, v, width, bottom=base, color=TERM_STYLE[term].color, edgecolor="white", linewidth=0.3)
         if v >= 0:
             up += v
         else:
@@ -106,7 +114,7 @@ def plot_decomposition(table: pd.DataFrame, spec: dict, pdf: str | os.PathLike |
             ax.set_title(f"({'abcdefghijklmnop'[i * len(Ks) + j]}) {model} regression, K = {K} "
                          f"(bars: m = {', '.join(map(str, ms))})", fontsize=10)
             contents.append({"model": model, "K": int(K), "bars": bars, "negative_terms": negative})
-    handles: list = [Patch(color=s["color"], label=s["label"]) for s in TERM_STYLE.values()]
+    handles: list = [Patch(color=s.color, label=s.label) for s in TERM_STYLE.values()]
     handles.append(Line2D([], [], color="black", marker="D", linestyle="none", markersize=4,
                           label="private MSE (sum of the terms), +-2 MC SE"))
     caption = textwrap.wrap(spec.get("caption", ""), width=int(fig.get_figwidth() * 17))
