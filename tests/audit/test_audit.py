@@ -18,6 +18,7 @@ import yaml
 from fedgdp.audit import RATIO_TOL, AuditTarget, audit_nn, change, nn_targets, run_audit
 from fedgdp.commands.audit import config_targets, read_run_config
 from fedgdp.commands.cli import main
+from fedgdp.core.privacy import Quantile, clip_rule
 from fedgdp.realdata import REGISTRY as REAL
 from fedgdp.simulation.backend import REGISTRY
 from shipped_configs import ROOT
@@ -197,7 +198,7 @@ def test_a_run_config_is_audited_at_its_settings(tmp_path):
     assert ("fednewton_certified", "poisson") in sim and ("fedsgd", "logistic") in sim
     real = [t for t in targets if t.kind == "realdata"]
     assert {t.newton["solver"] for t in real} == {"cg"} and {t.model for t in real} == {"binary", "multiclass"}
-    assert all(t.tau1 > 0 and t.clip == {"rule": "quantile", "q": 0.9} for t in targets if t.kind != "nn")
+    assert all(t.tau1 > 0 and clip_rule(t.clip) == Quantile(0.9) for t in targets if t.kind != "nn")   # a rule or dict
     cnn = [t for t in targets if t.kind == "nn"]          # the nn section: its methods at the digits settings
     assert [t.method for t in cnn] == config["nn"]["methods"] and all(t.nn["clip"] == 1.0 for t in cnn)
 
