@@ -77,12 +77,12 @@ def suite_cells(config: dict, studies=None):
     from ..plan.simulation import SimulationPart
 
     plan = SimulationPart(config, config.get("run", "bench"))
-    for study, s in config["studies"].items():
-        if studies and study not in studies:
+    for s in plan.studies():
+        if studies and s.name not in studies:
             continue
-        for model in s["models"]:
-            for cell in plan.study_cells(study):
-                yield study, plan.cell_overrides(model, study, cell)
+        for model in s.models:
+            for cell in plan.study_cells(s.name):
+                yield s.name, plan.cell_overrides(model, s.name, cell)
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from .config import config_sha
@@ -68,6 +69,49 @@ def mnist_files(folder: str) -> list[str]:
     return [os.path.join(folder, f) for f in MNIST_FILES]
 
 
+@dataclass(frozen=True)
+class Study:
+    """One simulation study of a config, ``config["studies"][name]``, read once (the schema's defaults
+    filled in by `fedgdp.plan.load`; ``settings`` and ``replicates`` optional).
+
+    Attributes
+    ----------
+    name : str
+        The study's key.
+    models, methods : list of str
+        The models it runs for, the methods of every cell.
+    schedule : str
+        ``paper`` or ``budget``.
+    grid : dict
+        Its axes (``m``, ``sizes``; ``mu`` and ``K`` optional).
+    settings : dict
+        Cell parameters over the defaults (`fedgdp.plan.config.merge_settings`).
+    replicates : int or None
+        Its own replicate count (None: the run's).
+    """
+
+    name: str
+    models: list
+    methods: list
+    schedule: str
+    grid: dict
+    settings: dict = field(default_factory=dict)
+    replicates: int | None = None
+
+    @classmethod
+    def of(cls, name: str, entry: dict) -> Study:
+        """The study ``name`` from its config entry (a mapping; KeyError for a missing required key).
+
+        Parameters
+        ----------
+        name : str
+        entry : dict
+            ``config["studies"][name]``.
+        """
+        return cls(name, entry["models"], entry["methods"], entry["schedule"], entry["grid"],
+                   entry.get("settings", {}), entry.get("replicates"))
+
+
 class PlanBase:
     """The run a plan is for: ``config``, ``run`` (its name), ``sha`` (the config hash)
     and ``paths`` (its output tree); the parts of `fedgdp.plan.Plan` build on it."""
@@ -91,6 +135,20 @@ class PlanBase:
             logs=f"logs/{r}",
             benchmarks=f"benchmarks/{r}",
         )
+
+    def study(self, name: str) -> Study:
+        """The typed view of a simulation study (KeyError for an unknown one).
+
+        Parameters
+        ----------
+        name : str
+            A key of ``config["studies"]``.
+        """
+        return Study.of(name, self.config["studies"][name])
+
+    def studies(self) -> list[Study]:
+        """Every simulation study of the config, in config order."""
+        return [self.study(name) for name in self.config.get("studies", {})]
 
     # ------------------------------------------------------------ figures by kind
     def figures(self, kind: str | None = None) -> list[str]:

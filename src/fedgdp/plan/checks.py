@@ -50,20 +50,21 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart, CoveragePart):
         c = self.config
         for name in c["defaults"]["method_settings"]:
             self._check_in(f"defaults.method_settings.{name}", name, REGISTRY, "method")
-        for study, s in c["studies"].items():
-            for name in s.get("settings", {}).get("method_settings", {}):
+        for s in self.studies():
+            study = s.name
+            for name in s.settings.get("method_settings", {}):
                 self._check_in(f"studies.{study}.settings.method_settings.{name}", name, REGISTRY, "method")
-            for i, name in enumerate(s["methods"]):
+            for i, name in enumerate(s.methods):
                 self._check_in(f"studies.{study}.methods[{i}]", name, REGISTRY, "method")
-            for i, text in enumerate(s["grid"]["sizes"]):
+            for i, text in enumerate(s.grid["sizes"]):
                 try:
                     scheme = parse_sizes(text, self.study_settings(study)["n_floor"])
-                    for m in s["grid"]["m"]:
+                    for m in s.grid["m"]:
                         scheme.check(m)
-                    check_halves(s["methods"], scheme)
+                    check_halves(s.methods, scheme)
                 except ValueError as exc:
                     raise ConfigError(f"studies.{study}.grid.sizes[{i}]", str(exc)) from None
-            for model in s["models"]:
+            for model in s.models:
                 if model not in c["beta_true"]:
                     raise ConfigError(f"studies.{study}.models", f"no beta_true for model {model!r}")
                 over = self.cell_overrides(model, study, self.study_cells(study)[0])
@@ -75,7 +76,7 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart, CoveragePart):
                 except ValueError as exc:
                     raise ConfigError(f"studies.{study}", f"{model}: {exc}") from None
                 given_at = [("defaults", c["defaults"]["method_settings"]),
-                            (f"studies.{study}.settings", s.get("settings", {}).get("method_settings", {}))]
+                            (f"studies.{study}.settings", s.settings.get("method_settings", {}))]
                 for where, name, given in ((w, n, g) for w, ms in given_at for n, g in ms.items()):
                     if name in methods:
                         known = get_method(name).setting_names()
@@ -228,10 +229,9 @@ class ChecksPart(DecompositionPart, RealdataPart, NNPart, CoveragePart):
                                   f"{study} (K in {self.study_axes(study)['K']})")
 
         def shape(study):
-            s = studies[study]
+            s = self.study(study)
             settings = {k: v for k, v in self.study_settings(study).items() if k != "release"}
-            return (s["models"], s["methods"], s["schedule"], self.study_axes(study), settings,
-                    self.replicates(study))
+            return (s.models, s.methods, s.schedule, self.study_axes(study), settings, self.replicates(study))
 
         first = names["private"]
         for role in ("clip_only", "plain"):

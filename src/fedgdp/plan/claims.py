@@ -63,7 +63,7 @@ class ClaimsPart(TargetsPart, NNPart):
         wildcards : snakemake.io.Wildcards or None, default=None
             Not read.
         """
-        models = list(dict.fromkeys(m for s in self.config["studies"].values() for m in s["models"]))
+        models = list(dict.fromkeys(m for s in self.studies() for m in s.models))
         return json.dumps({"models": models, "studies": self.claims_studies(),
                            "title": f"Which of the paper's claims the results support [{self.run}, {self.sha}]"},
                           sort_keys=True)

@@ -122,11 +122,11 @@ class SimulationPart(PlanBase):
         cell : dict
             One cell of `study_cells` (``sizes``, ``m``, ``mu``, ``K``).
         """
-        s = self.config["studies"][study]
+        s = self.study(study)
         p = {k: v for k, v in self.study_settings(study).items() if k not in GRID_AXES}
         scale = p.pop("beta_scale", None)   # absent unless set: beta_true as given
         p.update(model=model, study=study, sizes=cell["sizes"], m=int(cell["m"]), mu=cell["mu"],
-                 K=int(cell["K"]), schedule=s["schedule"], methods=s["methods"],
+                 K=int(cell["K"]), schedule=s.schedule, methods=s.methods,
                  beta_true=self.config["beta_true"][model] if scale is None
                  else [scale * b for b in self.config["beta_true"][model]])
         return p
@@ -221,7 +221,7 @@ class SimulationPart(PlanBase):
         from ..simulation.backend import REGISTRY
 
         return {
-            "model": alternatives(m for s in self.config["studies"].values() for m in s["models"]),
+            "model": alternatives(m for s in self.studies() for m in s.models),
             "study": alternatives(self.config["studies"]),
             "cells": alternatives(f"{a}-{b}" for s in self.config["studies"] for a, b in self.cell_groups(s)),
             "first": r"\d+",
