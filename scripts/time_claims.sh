@@ -40,10 +40,13 @@ out = Path(sys.argv[1])
 rows = ["| measurement | commit | wall s | CPU s (user + sys) | load average (1, 5, 15 min) at start; at end | start (UTC) |",
         "|---|---|---:|---:|---|---|"]
 for t in sorted(out.glob("*.time")):
-    wall, user, sys_ = map(float, re.findall(r"[\d.]+", t.read_text())[:3])
+    text = t.read_text()    # "[Command exited with non-zero status N]\n<wall> s wall, <user> user, <sys> sys"
+    wall, user, sys_ = map(float, re.search(r"([\d.]+) s wall, ([\d.]+) user, ([\d.]+) sys", text).groups())
+    failed = re.search(r"non-zero status (\d+)", text)
     load = t.with_suffix(".load").read_text().splitlines()
     start, end = load[1].split(), load[2].split()
-    rows.append(f"| {t.stem} | {load[0].split()[1]} | {wall:.0f} | {user + sys_:.0f} ({user:.0f} + {sys_:.0f}) | "
+    stem = f"{t.stem} (exit {failed.group(1)})" if failed else t.stem
+    rows.append(f"| {stem} | {load[0].split()[1]} | {wall:.0f} | {user + sys_:.0f} ({user:.0f} + {sys_:.0f}) | "
                 f"{' '.join(start[3:6])}; {' '.join(end[3:6])} | {start[1]} |")
 (out / "times.md").write_text("Made by `scripts/time_claims.sh` (each from a fresh clone; `*.time`, `*.load` beside).\n\n"
                               + "\n".join(rows) + "\n")
