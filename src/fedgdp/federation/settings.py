@@ -8,18 +8,17 @@ None for the public default rule), ``privacy_mode``, ``hessian_clip``, ``tau1``,
 ``fit_intercept``, ``target`` and ``features`` (the columns of every site's file). They
 resolve, as `fedgdp.FederatedGLM` resolves them (with ``shuffle=False`` and
 ``inference_share=0``: the whole mu goes to the estimate), to the method, its settings,
-the model and the clipping bound; nothing here reads a record.
+the model and the clipping bound (`fedgdp.api.spec.FitSpec`); nothing here reads a record.
 """
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["CERTIFIED", "DEFAULTS", "Resolved", "check_settings", "resolve", "same_settings"]
+__all__ = ["CERTIFIED", "DEFAULTS", "check_settings", "resolve", "same_settings"]
 
 #: The methods run across sites: the certified ones of one global estimate.
 CERTIFIED = ("fedsgd", "fedavg", "fedhybrid", "fednewton_certified")
@@ -76,30 +75,9 @@ def same_settings(a: dict, b: dict) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-@dataclass
-class Resolved:
-    """What checked settings resolve to for ``d`` design columns.
-
-    Attributes
-    ----------
-    est : fedgdp.FederatedGLM    the estimator of the settings (its checks, design and targets)
-    p : dict                     its real-data parameters (`fedgdp.realdata.resolve`)
-    meth : fedgdp.methods.Method the method
-    s : MethodSettings           the method's frozen settings (`fedgdp.methods.Method.settings`)
-    model : fedgdp.core.glm.GLM  the model
-    B : float                    the public clipping bound
-    """
-
-    est: Any
-    p: dict
-    meth: Any
-    s: Any                 # the method's frozen settings (`fedgdp.methods.Method.settings`)
-    model: Any
-    B: float
-
-
-def resolve(settings: dict, d: int) -> Resolved:
-    """The checked settings resolved for ``d`` design columns (the intercept included).
+def resolve(settings: dict, d: int):
+    """The checked settings resolved for ``d`` design columns (the intercept included), as
+    `fedgdp.FederatedGLM` resolves them: a `fedgdp.api.spec.FitSpec` at the public bound.
 
     Parameters
     ----------
@@ -109,17 +87,15 @@ def resolve(settings: dict, d: int) -> Resolved:
         Design columns.
     """
     from ..api.estimator import FederatedGLM
-    from ..realdata import clip_bound_real, get_method
+    from ..api.spec import fit_spec, resolve_settings, targets
+    from ..realdata import clip_bound_real
 
     est = FederatedGLM(**{k: settings[k] for k in ESTIMATOR_KEYS}, shuffle=False, inference_share=0.0)
-    p = est._resolved(settings["method"], d)
-    if p["clip"]["rule"] != "fixed":
+    p = resolve_settings(est, settings["method"], d)
+    if p.clip.rule != "fixed":
         raise ValueError(f"the clipping bound must be public across sites (a number, or None for the public "
                          f"default), got clip={settings['clip']!r}")
     labels = np.zeros(1) if settings["family"] == "poisson" else np.asarray(settings["classes"])
-    model = est._targets(labels)[1]              # the model of the public label set (no record)
-    B = clip_bound_real(model, [], [], p["clip"], mu=p["mu"][0])
+    model = targets(settings["family"], settings["classes"], labels)[1]   # the public label set's (no record)
     est.method_ = settings["method"]
-    est._default_steps(p, d, B, [], [], model)   # Poisson's public step sizes (docs/real-data.md)
-    meth = get_method(settings["method"])
-    return Resolved(est, p, meth, meth.settings(p["method_settings"][settings["method"]]), model, B)
+    return fit_spec(est, p, model, d, clip_bound_real(model, [], [], p.clip, mu=p.mu[0]))   # Poisson's public steps

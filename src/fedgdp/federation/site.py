@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from ..core import privacy
-from ..realdata import FoldData, RealBackend
+from ..realdata import RealBackend
 from ..realdata.backend import gradient_release
 from .coordinator import PublicFold, Recorder, run_method
 from .settings import check_settings, resolve, same_settings
@@ -50,11 +50,11 @@ def read_site(path: str, settings: dict):
     settings : dict
         Checked settings.
     """
-    from ..api.fitting import _columns, read_table
+    from ..api.fitting import feature_columns, read_table
 
     settings = check_settings(settings)
     df = read_table(path)
-    cols = _columns(df, settings["target"], settings["target"], settings["features"])
+    cols = feature_columns(df, settings["target"], settings["target"], settings["features"])
     return df[cols], df[settings["target"]].to_numpy()
 
 
@@ -87,7 +87,9 @@ class Site:
     def __init__(self, X, y, settings: dict, *, name: str = "site", test_seed: int | None = None,
                  test_index: int | None = None, test_sites: int | None = None, ledger=None, run: str = "run",
                  key=None):
-        from ..api.estimator import _column_or_1d, estimator_rng
+        from ..api.checks import check_features, column_or_1d
+        from ..api.estimator import estimator_rng
+        from ..api.spec import design, targets
 
         self.settings, self.name = check_settings(settings), str(name)
         if test_seed is not None and not (isinstance(test_index, int) and isinstance(test_sites, int)
@@ -96,17 +98,16 @@ class Site:
                              f"test_sites={test_sites!r}")
         p = len(self.settings["features"])
         r = resolve(self.settings, p + bool(self.settings["fit_intercept"]))
-        X = r.est._check_X(X, reset=True)
+        X = check_features(X)
         if X.shape[1] != p:
             raise ValueError(f"site {self.name}: {X.shape[1]} feature columns, the settings name {p}")
-        Y, model = r.est._targets(_column_or_1d(y, len(X)))
+        Y, model, _ = targets(self.settings["family"], self.settings["classes"], column_or_1d(y, len(X)))
         need = 2 if r.meth.tags.halves else 1
         if len(X) < need:
             raise ValueError(f"site {self.name} has {len(X)} row(s); method {r.meth.name} needs at least {need}")
-        self.meth, self.s, self.model = r.meth, r.s, model
+        self.meth, self.s, self.model = r.meth, r.method_settings, model
         # C order, as `FederatedGLM.fit` takes a client's rows (by index): the products' sums run in the same order
-        self.fold = FoldData(model, [np.ascontiguousarray(r.est._design(X))], [Y], mu=r.p["mu"][0], B=r.B,
-                             tau1=r.p["tau1"], newton=r.p["newton"], privacy=r.p["privacy"], clip=r.p["clip"])
+        self.fold = r.fold([np.ascontiguousarray(design(X, bool(self.settings["fit_intercept"])))], [Y])
         self.test = None if test_seed is None else (int(test_index), int(test_sites))  # type: ignore[arg-type]
         rng = (np.random.default_rng(np.random.SeedSequence()) if test_seed is None
                else estimator_rng(test_seed, r.meth.noise_stream))

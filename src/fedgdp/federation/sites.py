@@ -120,8 +120,9 @@ def fit_across(ask, m: int, settings: dict, *, hellos: list | None = None, progr
     if min(places) >= 0 and sorted(places) != list(range(m)):
         raise ValueError(f"the sites' test places must be 0..{m - 1}, got {places}")
     r = resolve(settings, d)
-    fold = PublicFold(r.model, [], [], mu=r.p["mu"][0], B=r.B, tau1=r.p["tau1"], newton=r.p["newton"],
-                      privacy=r.p["privacy"], clip=r.p["clip"], n=tuple(int(hellos[j]["n"]) for j in order), dim=d)
+    p = r.settings
+    fold = PublicFold(r.model, [], [], mu=r.mu, B=r.B, tau1=p.tau1, newton=p.newton, privacy=p.privacy,
+                      clip=p.clip, n=tuple(int(hellos[j]["n"]) for j in order), dim=d)
     sent: dict = {"count": 0}
 
     def step(pairs: list) -> list:
@@ -136,7 +137,7 @@ def fit_across(ask, m: int, settings: dict, *, hellos: list | None = None, progr
             progress(line)
         return replies
 
-    fit = run_method(r.meth, fold, r.s, step)
+    fit = run_method(r.meth, fold, r.method_settings, step)
     return AcrossSites(np.asarray(fit.theta, float), fit.ledger, fold.sizes, order,
                        [str(hellos[j]["guarantee"]) for j in order], int(fit.rounds), sent["last"])
 
