@@ -1,6 +1,7 @@
 """The fit specification: `FederatedGLM`'s parameters and the public inputs, resolved once.
 
-`check_parameters` checks the estimator's own parameters (before any data is read);
+`check_parameters` checks the estimator's own parameters against their declared
+`PARAMETER_CONSTRAINTS` (before any data is read);
 `resolve_settings` gives a fit's real-data settings (`fedgdp.realdata.resolve`: the method's
 presets, the clipping rule, the privacy mode); `fit_spec` completes them for the design's
 columns and the clipping bound (Poisson's public step sizes) into a frozen `FitSpec`: method,
@@ -11,6 +12,7 @@ reading of the labels and its design matrix, which a site applies to its own row
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,40 +25,91 @@ from .checks import _check_missing, _clip_rule, _data_codes, _label_domain, _num
 if TYPE_CHECKING:
     from ..realdata.parameters import RealdataSettings
 
-__all__ = ["FitSpec", "check_parameters", "resolve_settings", "fit_spec", "targets", "design"]
+__all__ = ["FitSpec", "Constraint", "PARAMETER_CONSTRAINTS", "check_parameters", "resolve_settings", "fit_spec",
+           "targets", "design"]
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One declared constraint of an estimator parameter (scikit-learn's ``_parameter_constraints``).
+
+    Attributes
+    ----------
+    ok : callable
+        ``ok(value, est)``: whether the value is accepted (a checker with its own message raises it).
+    message : str
+        The ValueError's message, formatted with ``value`` and ``choices``.
+    choices : callable or None
+        ``choices(est)``: the accepted values named by the message.
+    """
+
+    ok: Callable[[Any, Any], bool]
+    message: str = ""
+    choices: Callable[[Any], str] | None = None
+
+
+def _family(value, est) -> bool:
+    get_family(value)                       # ValueError naming the families
+    return True
+
+
+def _label_set(value, est) -> bool:
+    if value is not None:
+        _label_domain(value, est.family)    # ValueError naming the bad label domain
+    return True
+
+
+def _global_methods(est) -> list[str]:
+    from ..realdata import REGISTRY
+
+    return [n for n in REGISTRY if not REGISTRY[n].tags.per_client]       # one global estimate
+
+
+def _is_bool(value, est) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+#: The parameters of `FederatedGLM` that no resolver checks, declared and checked in this order
+#: (`check_parameters`); ``mu``, ``clip``, ``tau1``, ``hessian_clip``, ``newton`` and the method's
+#: settings are `fedgdp.realdata.resolve`'s, ``inference_share`` `fedgdp.api.inference.check_share`'s.
+PARAMETER_CONSTRAINTS: dict[str, tuple[Constraint, ...]] = {
+    "family": (Constraint(_family),),
+    "classes": (
+        Constraint(lambda v, est: v is None or get_family(est.family).labelled,
+                   "classes is for the classifiers (family 'logistic' or 'multinomial'); family 'poisson' takes "
+                   "counts, got classes={value!r}"),
+        Constraint(_label_set),
+    ),
+    "method": (Constraint(lambda v, est: (isinstance(v, str) and v == "auto") or v in _global_methods(est),
+                          "unknown method {value!r}; choose from {choices}",
+                          lambda est: ", ".join(["auto", *_global_methods(est)])),),
+    "privacy_mode": (Constraint(lambda v, est: v in privacy.PRIVACY_MODES,
+                                "privacy_mode must be 'certified' or 'paper', got privacy_mode={value!r}"),),
+    "method_settings": (
+        Constraint(lambda v, est: not (est.method == "auto" and v),
+                   "method_settings are a method's own: name the method they are for (method='auto' chooses one "
+                   "by the noise forecast), got method_settings={value!r}"),
+        Constraint(lambda v, est: v is None or isinstance(v, dict), "method_settings must be a dict or None, got "
+                   "{value!r}"),
+    ),
+    "fit_intercept": (Constraint(_is_bool, "fit_intercept and shuffle must be True or False"),),
+    "shuffle": (Constraint(_is_bool, "fit_intercept and shuffle must be True or False"),),
+}
 
 
 def check_parameters(est) -> None:
-    """ValueError naming the first bad parameter of a `FederatedGLM` that the settings' resolver
-    does not check itself (``classes``, ``method``, ``privacy_mode``, ``method_settings``,
-    ``fit_intercept``, ``shuffle``).
+    """ValueError naming the first parameter of a `FederatedGLM` that breaks its `PARAMETER_CONSTRAINTS`.
 
     Parameters
     ----------
     est : FederatedGLM
         The estimator (its parameters as given).
     """
-    from ..realdata import REGISTRY
-
-    fam = get_family(est.family)
-    if est.classes is not None:
-        if not fam.labelled:
-            raise ValueError(f"classes is for the classifiers (family 'logistic' or 'multinomial'); family "
-                             f"'poisson' takes counts, got classes={est.classes!r}")
-        _label_domain(est.classes, est.family)
-    auto = isinstance(est.method, str) and est.method == "auto"
-    if not auto and (est.method not in REGISTRY or REGISTRY[est.method].tags.per_client):   # one global estimate
-        names = ["auto", *(n for n in REGISTRY if not REGISTRY[n].tags.per_client)]
-        raise ValueError(f"unknown method {est.method!r}; choose from {', '.join(names)}")
-    if auto and est.method_settings:
-        raise ValueError(f"method_settings are a method's own: name the method they are for (method='auto' "
-                         f"chooses one by the noise forecast), got method_settings={est.method_settings!r}")
-    if est.privacy_mode not in privacy.PRIVACY_MODES:
-        raise ValueError(f"privacy_mode must be 'certified' or 'paper', got privacy_mode={est.privacy_mode!r}")
-    if est.method_settings is not None and not isinstance(est.method_settings, dict):
-        raise ValueError(f"method_settings must be a dict or None, got {est.method_settings!r}")
-    if not isinstance(est.fit_intercept, (bool, np.bool_)) or not isinstance(est.shuffle, (bool, np.bool_)):
-        raise ValueError("fit_intercept and shuffle must be True or False")
+    for key, constraints in PARAMETER_CONSTRAINTS.items():
+        value = getattr(est, key)
+        for c in constraints:
+            if not c.ok(value, est):
+                raise ValueError(c.message.format(value=value, choices=c.choices(est) if c.choices else ""))
 
 
 def resolve_settings(est, method: str | None = None, d: int = 1, bound: float | None = None) -> RealdataSettings:
