@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-__all__ = ["CERTIFIED", "DEFAULTS", "check_settings", "resolve", "same_settings"]
+__all__ = ["CERTIFIED", "DEFAULTS", "SiteSettings", "check_settings", "resolve", "same_settings"]
 
 #: The methods run across sites: the certified ones of one global estimate.
 CERTIFIED = ("fedsgd", "fedavg", "fedhybrid", "fednewton_certified")
@@ -31,15 +32,41 @@ ESTIMATOR_KEYS = ("family", "classes", "method", "mu", "clip", "privacy_mode", "
                   "method_settings", "newton", "fit_intercept")
 
 
-def check_settings(settings: Any) -> dict:
+@dataclass(frozen=True)
+class SiteSettings:
+    """The checked public settings of a fit across sites (`check_settings`; fields: the keys of `DEFAULTS`).
+    ``as_dict()`` is their JSON-normal form, what a greeting carries and a site's digest reads."""
+
+    family: str
+    classes: list | None
+    method: str
+    mu: float
+    clip: Any
+    privacy_mode: str
+    hessian_clip: float
+    tau1: float
+    method_settings: dict | None
+    newton: dict | None
+    fit_intercept: bool
+    target: str
+    features: list
+
+    def as_dict(self) -> dict:
+        """The settings as a plain dict (a deep copy, keys in the order of `DEFAULTS`)."""
+        return json.loads(json.dumps({f.name: getattr(self, f.name) for f in fields(self)}))
+
+
+def check_settings(settings: Any) -> SiteSettings:
     """The settings with their defaults (every key of `DEFAULTS`), checked before any record is read,
     JSON-normal (the form compared across sites).
 
     Parameters
     ----------
-    settings : dict
-        Public settings (keys of `DEFAULTS`).
+    settings : dict or SiteSettings
+        Public settings (keys of `DEFAULTS`); checked ones are returned as they are.
     """
+    if isinstance(settings, SiteSettings):
+        return settings
     if not isinstance(settings, dict):
         raise ValueError(f"the settings must be a JSON object, got {settings!r}")
     unknown = sorted(set(settings) - set(DEFAULTS))
@@ -61,27 +88,27 @@ def check_settings(settings: Any) -> dict:
     feats = out["features"]
     if not isinstance(feats, list) or not feats or not all(isinstance(f, str) for f in feats):
         raise ValueError(f"features must list the feature columns (the same at every site), got features={feats!r}")
-    return out
+    return SiteSettings(**out)
 
 
-def same_settings(a: dict, b: dict) -> bool:
+def same_settings(a: SiteSettings, b: SiteSettings) -> bool:
     """Whether two checked settings are the same (canonical JSON).
 
     Parameters
     ----------
-    a, b : dict
+    a, b : SiteSettings
         Checked settings.
     """
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    return json.dumps(a.as_dict(), sort_keys=True) == json.dumps(b.as_dict(), sort_keys=True)
 
 
-def resolve(settings: dict, d: int):
+def resolve(settings: SiteSettings, d: int):
     """The checked settings resolved for ``d`` design columns (the intercept included), as
     `fedgdp.FederatedGLM` resolves them: a `fedgdp.api.spec.FitSpec` at the public bound.
 
     Parameters
     ----------
-    settings : dict
+    settings : SiteSettings
         Checked settings (`check_settings`).
     d : int
         Design columns.
@@ -90,12 +117,12 @@ def resolve(settings: dict, d: int):
     from ..api.spec import fit_spec, resolve_settings, targets
     from ..realdata import clip_bound_real
 
-    est = FederatedGLM(**{k: settings[k] for k in ESTIMATOR_KEYS}, shuffle=False, inference_share=0.0)
-    p = resolve_settings(est, settings["method"], d)
+    est = FederatedGLM(**{k: getattr(settings, k) for k in ESTIMATOR_KEYS}, shuffle=False, inference_share=0.0)
+    p = resolve_settings(est, settings.method, d)
     if p.clip.rule != "fixed":
         raise ValueError(f"the clipping bound must be public across sites (a number, or None for the public "
-                         f"default), got clip={settings['clip']!r}")
-    labels = np.zeros(1) if settings["family"] == "poisson" else np.asarray(settings["classes"])
-    model = targets(settings["family"], settings["classes"], labels)[1]   # the public label set's (no record)
-    est.method_ = settings["method"]
+                         f"default), got clip={settings.clip!r}")
+    labels = np.zeros(1) if settings.family == "poisson" else np.asarray(settings.classes)
+    model = targets(settings.family, settings.classes, labels)[1]   # the public label set's (no record)
+    est.method_ = settings.method
     return fit_spec(est, p, model, d, clip_bound_real(model, [], [], p.clip, mu=p.mu[0]))   # Poisson's public steps
