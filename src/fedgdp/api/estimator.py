@@ -42,7 +42,7 @@ import dataclasses
 import math
 import numbers
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -510,7 +510,7 @@ class FederatedGLM(ClientsRouting):
                              f"{X.shape[0]} < {d * model.k}); a model needs at least one row per coefficient")
         share = inference_.check_share(self.inference_share)
         mu_est, mu_inf = inference_.split_mu(p.mu[0], share, d, model.k)   # one total mu (api/inference)
-        self.method_, bound = self._choose_method(sizes, X.shape[1], model.k, mu_est)
+        self.method_, bound, row = self._choose_method(sizes, X.shape[1], model.k, mu_est)
         p = resolve_settings(self, self.method_, d, bound)
         meth = get_method(self.method_)
         need = 2 if meth.tags.halves else 1
@@ -519,7 +519,7 @@ class FederatedGLM(ClientsRouting):
                 raise ValueError(f"client {lab.item() if hasattr(lab, 'item') else lab!r} has {len(rows)} row "
                                  f"(n_samples={len(rows)}); method "
                                  f"{self.method_} needs at least {need} rows per client (its two halves)")
-        self._warn_forecast(p, sizes, X.shape[1], model.k)
+        self._warn_forecast(p, sizes, X.shape[1], model.k, row)
         self.scale_warned_ = diagnostics.check_scale(X)
         scaled = not self.scale_warned_
         charged = budgets.charge(self, p.mu[0], X, y, groups)    # or refused: before any release
@@ -593,10 +593,11 @@ class FederatedGLM(ClientsRouting):
             self.coef_, self.intercept_ = theta[start:].T.copy(), np.array(intercept, dtype=float)
         return self
 
-    def _choose_method(self, sizes: np.ndarray, p: int, k: int, mu: float) -> tuple[str, float | None]:
+    def _choose_method(self, sizes: np.ndarray, p: int, k: int, mu: float) -> tuple[str, float | None, Any]:
         """The method of the fit, the one given or (``"auto"``) the lowest noise forecast,
         and, when ``clip`` is None, the public rule's bound (`fedgdp.api.forecast.forecast`,
-        from public inputs only; None: the rule without the sizes)."""
+        from public inputs only; None: the rule without the sizes), and the method's forecast
+        row at that bound where one was made (None otherwise; `_warn_forecast` reads it)."""
         auto = self.method == "auto"
         d = p + bool(self.fit_intercept)
         irls_auto = auto and irls_default(self.family, sizes, d, mu)
@@ -605,20 +606,21 @@ class FederatedGLM(ClientsRouting):
                 raise ValueError(f"method 'fedirls' fits one-output families ({', '.join(IRLS_FAMILIES)}), got "
                                  f"family={self.family!r}")
             if self.clip is not None:
-                return IRLS, None
+                return IRLS, None, None
             table = forecast(self.family, sizes, p, mu, IRLS, **self._forecast_settings(k))
-            return IRLS, float(table["clip_bound"].iloc[0])
+            return IRLS, float(table["clip_bound"].iloc[0]), table.iloc[0]
         if not auto and (self.clip is not None or self.method not in CANDIDATES + ("fednewton_certified",)):
-            return self.method, None
+            return self.method, None, None
         try:
             table = forecast(self.family, sizes, p, mu, None if auto else self.method,
                              **self._forecast_settings(k, with_method=not auto))
         except ValueError:        # a named method's steps whose noise overflows: the fit's own refusal follows
             if auto:
                 raise
-            return self.method, None
+            return self.method, None, None
         best = str(table.attrs["recommended"])
-        return best, float(table.loc[table["method"] == best, "clip_bound"].iloc[0])
+        row = table.loc[table["method"] == best].iloc[0]
+        return best, float(row["clip_bound"]), row
 
     def _forecast_settings(self, k: int, with_method: bool = True) -> dict:
         """This estimator's settings as `fedgdp.api.forecast.forecast` takes them."""
@@ -633,21 +635,24 @@ class FederatedGLM(ClientsRouting):
             out["method_settings"] = self.method_settings
         return out
 
-    def _warn_forecast(self, p: RealdataSettings, sizes: np.ndarray, n_features: int, k: int) -> None:
+    def _warn_forecast(self, p: RealdataSettings, sizes: np.ndarray, n_features: int, k: int, row=None) -> None:
         """A `NoiseDominatedWarning` before any record is read when the forecast noise of the
         fit (public clipping bound only) exceeds `fedgdp.api.forecast.NOISE_LIMIT`, naming a
         mu, or client sizes, that would do (the noise falls as 1/mu, and as 1/n when every
         client grows by one factor, where it is small, and faster where it bends the curvature:
-        the mu named suffices, and is the smallest where the noise is small)."""
+        the mu named suffices, and is the smallest where the noise is small). ``row``: the
+        method's forecast at this bound and the estimate's mu, made when the method was chosen
+        (`_choose_method`; the same numbers), so that the forecast runs once per fit."""
         mu = p.mu[0]
         if not privacy.adds_noise(mu) or p.clip.rule != "fixed" or self.method_ not in NOISE_SE_METHODS:
             return
-        try:
-            row = forecast(self.family, sizes, n_features, mu, self.method_,
-                           **{**self._forecast_settings(k), "clip": p.clip.value,
-                              "inference_share": inference_.check_share(self.inference_share)}).iloc[0]
-        except ValueError:           # steps whose noise overflows: the fit's own refusal follows, naming them
-            return
+        if row is None:
+            try:
+                row = forecast(self.family, sizes, n_features, mu, self.method_,
+                               **{**self._forecast_settings(k), "clip": p.clip.value,
+                                  "inference_share": inference_.check_share(self.inference_share)}).iloc[0]
+            except ValueError:       # steps whose noise overflows: the fit's own refusal follows, naming them
+                return
         rmse = float(row["noise_rmse"])
         if not rmse > NOISE_LIMIT or not math.isfinite(rmse):      # inf: the fit's own refusal follows
             return
