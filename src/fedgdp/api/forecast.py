@@ -664,18 +664,11 @@ def _settings(family, mu, settings: dict) -> dict:
 
 def _resolve(name: str, family: str, mu: float, d: int, B: float, o: dict) -> RealdataSettings:
     """The method's real-data parameters as FederatedGLM resolves them (Poisson's step rule included)."""
-    from ..realdata import resolve
+    from .spec import resolve_method, with_steps
 
-    given = dict(o["method_settings"] or {})
-    over = {"mu": [mu], "methods": [name], "clip": float(B), "tau1": o["tau1"],
-            "privacy": {"mode": o["privacy_mode"], "hessian_clip": o["hessian_clip"]},
-            "method_settings": {name: given}}
-    if o["newton"] is not None:
-        over["newton"] = o["newton"]
-    p = resolve(over)
-    if name != IRLS:
-        get_family(family).default_steps(p.method_settings[name], given, d, B)
-    return p
+    p = resolve_method(name, mu=mu, clip=float(B), tau1=o["tau1"], privacy_mode=o["privacy_mode"],
+                       hessian_clip=o["hessian_clip"], newton=o["newton"], method_settings=o["method_settings"])
+    return p if name == IRLS else with_steps(p, family, name, o["method_settings"], d, B)
 
 
 def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: float, p: RealdataSettings, B: float,

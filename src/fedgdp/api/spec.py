@@ -25,8 +25,8 @@ from .checks import _check_missing, _clip_rule, _data_codes, _label_domain, _num
 if TYPE_CHECKING:
     from ..realdata.parameters import RealdataSettings
 
-__all__ = ["FitSpec", "Constraint", "PARAMETER_CONSTRAINTS", "check_parameters", "resolve_settings", "fit_spec",
-           "targets", "design"]
+__all__ = ["FitSpec", "Constraint", "PARAMETER_CONSTRAINTS", "check_parameters", "resolve_method", "with_steps",
+           "resolve_settings", "fit_spec", "targets", "design"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,52 @@ def check_parameters(est) -> None:
                 raise ValueError(c.message.format(value=value, choices=c.choices(est) if c.choices else ""))
 
 
+def resolve_method(method: str, *, mu: float, clip, tau1, privacy_mode: str, hessian_clip, newton: dict | None,
+                   method_settings: dict | None) -> RealdataSettings:
+    """The real-data settings of one method at one mu (`fedgdp.realdata.resolve`), the estimator's
+    parameters of the same names over the real-data defaults: the estimator's and the forecast's one reading.
+
+    Parameters
+    ----------
+    method : str
+    mu : float
+    clip : float, dict or rule
+        The clipping rule or a public bound.
+    tau1, privacy_mode, hessian_clip, newton, method_settings
+        As `FederatedGLM`'s (``newton`` None: the defaults; ``method_settings``: the method's own).
+    """
+    from ..realdata import resolve
+
+    over = {"mu": [mu], "methods": [method], "clip": clip,
+            "tau1": tau1, "privacy": {"mode": privacy_mode, "hessian_clip": hessian_clip},
+            "method_settings": {method: dict(method_settings or {})}}
+    if newton is not None:
+        over["newton"] = newton
+    return resolve(over)
+
+
+def with_steps(settings: RealdataSettings, family: str, method: str, given: dict | None, d: int,
+               B: float) -> RealdataSettings:
+    """``settings`` with the family's default steps for ``method`` where the user gave none
+    (`fedgdp.core.families.Family.default_steps`: Poisson's eta ``1 / (max(B, 1) sqrt(d) + d)`` and 4
+    times the preset's steps; docs/real-data.md, "The defaults assume standardised features").
+
+    Parameters
+    ----------
+    settings : RealdataSettings
+    family, method : str
+    given : dict or None
+        The user's settings of the method (kept).
+    d : int
+        Design columns.
+    B : float
+        The bound the steps are scaled to (finite).
+    """
+    steps = dict(settings.method_settings[method])
+    get_family(family).default_steps(steps, given or {}, d, B)
+    return settings.replace(method_settings={**settings.method_settings, method: steps})
+
+
 def resolve_settings(est, method: str | None = None, d: int = 1, bound: float | None = None) -> RealdataSettings:
     """The real-data settings of a `FederatedGLM` fit (`fedgdp.realdata.resolve`), its parameters checked.
 
@@ -128,7 +174,7 @@ def resolve_settings(est, method: str | None = None, d: int = 1, bound: float | 
         When ``clip`` is None, the public rule's bound (None: the rule for ``d`` columns
         without the sizes, `fedgdp.api.forecast.public_clip`).
     """
-    from ..realdata import REGISTRY, resolve
+    from ..realdata import REGISTRY
     from .forecast import public_clip
 
     check_parameters(est)
@@ -138,12 +184,8 @@ def resolve_settings(est, method: str | None = None, d: int = 1, bound: float | 
     clip = _clip_rule(est.clip)
     if clip is None:
         clip = public_clip(est.family, d) if bound is None else float(bound)
-    over = {"mu": [mu], "methods": [method], "clip": clip,
-            "tau1": est.tau1, "privacy": {"mode": est.privacy_mode, "hessian_clip": est.hessian_clip},
-            "method_settings": {method: dict(est.method_settings or {})}}
-    if est.newton is not None:
-        over["newton"] = est.newton
-    p = resolve(over)
+    p = resolve_method(method, mu=mu, clip=clip, tau1=est.tau1, privacy_mode=est.privacy_mode,
+                       hessian_clip=est.hessian_clip, newton=est.newton, method_settings=est.method_settings)
     if not REGISTRY[method].tags.private and math.isfinite(mu):
         raise ValueError(f"method {method!r} is non-private: set mu=inf (got mu={est.mu!r})")
     return p
@@ -288,7 +330,5 @@ def fit_spec(est, settings: RealdataSettings, model, d: int, B: float, *, mu: fl
             zero = np.zeros((d, 1))
             step_B = max(float(np.max(privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y))))
                          for x, y in zip(Xc, Yc))
-        steps = dict(settings.method_settings[method])
-        fam.default_steps(steps, est.method_settings or {}, d, step_B)
-        settings = settings.replace(method_settings={**settings.method_settings, method: steps})
+        settings = with_steps(settings, est.family, method, est.method_settings, d, step_B)
     return FitSpec(method, settings, model, d, float(B), float(mu))
