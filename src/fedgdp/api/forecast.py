@@ -64,6 +64,7 @@ import numpy as np
 
 from ..core import privacy
 from ..core.families import FAMILIES, Family, Logistic, Poisson, get_family
+from ..core.solvers import solve_tol
 from ..methods.settings import MethodSettings
 
 if TYPE_CHECKING:
@@ -615,7 +616,7 @@ class _PublicData:
 
     @property
     def solve_tol(self) -> float:
-        return float(self.newton["cg_tol"]) if self.newton["solver"] == "cg" else 0.0
+        return solve_tol(self.newton)
 
     def plan_halves(self):
         h1 = self.sizes // 2
