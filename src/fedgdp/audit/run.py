@@ -92,7 +92,7 @@ def audit_targets(plan) -> list[AuditTarget]:
             for name in r.methods:
                 if REAL[name].tags.private:
                     add(AuditTarget("realdata", name, task, r.privacy["mode"], float(r.tau1),
-                                    float(r.privacy["hessian_clip"]), r.clip.as_dict(), dict(r.newton)))
+                                    float(r.privacy["hessian_clip"]), r.clip, dict(r.newton)))
     return out
 
 

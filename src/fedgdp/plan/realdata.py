@@ -127,7 +127,7 @@ class RealdataPart(PlanBase):
                 f"({', '.join(f'{mu:g}' for mu in s.mu)}), non-private baselines shaded. Data "
                 f"{s.dataset}: pixels scaled to [0, 1] plus an intercept; {s.m} clients of at "
                 f"least {s.n_min} images, the rest by Dirichlet({s.alpha:g}) proportions. "
-                f"Clipping {self._clip_text(s.clip.as_dict(), '0')}; FedNewton tau1 = {s.tau1:g} (Newton "
+                f"Clipping {self._clip_text(s.clip, '0')}; FedNewton tau1 = {s.tau1:g} (Newton "
                 f"solver {s.newton['solver']}); base_seed {s.base_seed}. Settings: {settings}. "
                 f"Made by {self.provenance()}.")
 
