@@ -102,7 +102,7 @@ def profile_split(config: str, task: str, split: int, methods: str | None = None
     if methods:
         given["methods"] = methods.split(",")
     p = resolve(given)
-    data = load_dataset(p["dataset"], p["path"])
+    data = load_dataset(p.dataset, p.path)
     prof = cProfile.Profile(time.process_time)      # CPU seconds: other work on the machine does not count
     t0, c0 = time.perf_counter(), time.process_time()
     with threadpool_limits(limits=1):
@@ -114,7 +114,7 @@ def profile_split(config: str, task: str, split: int, methods: str | None = None
     for r in rows:
         fit[r["method"]] = fit.get(r["method"], 0.0) + (r["elapsed_s"] if r["client"] == 0 else 0.0)
     phases = phase_times(pstats.Stats(prof))
-    print(f"{p['dataset']} {task}, split {split}: {data.N} images, d = {data.X.shape[1]}, m = {p['m']}: "
+    print(f"{p.dataset} {task}, split {split}: {data.N} images, d = {data.X.shape[1]}, m = {p.m}: "
           f"{wall:.1f} s wall, {cpu:.1f} CPU-s")
     print("\n| method | fit s (5 folds, all mu) |\n|---|---:|")
     for name, s in fit.items():
@@ -123,7 +123,7 @@ def profile_split(config: str, task: str, split: int, methods: str | None = None
     for name, s in phases.items():
         print(f"| {name} | {s:.1f} |")
     if out:
-        write_rows(rows, p, out)
+        write_rows(rows, p.as_dict(), out)
     return {"wall_s": wall, "cpu_s": cpu, "methods": fit, "phases": phases}
 
 
@@ -189,8 +189,8 @@ def pooled(path: str = "data/mnist") -> None:
     data = load_dataset("mnist", path)
     for task in ("binary", "multiclass"):
         p = resolve({"dataset": "mnist", "path": path, "m": 80, "n_min": 800, "task": task})
-        key = layout_key(p["dataset"], data.N, p["m"], p["n_min"], p["alpha"], p["folds"])
-        layout = split_layout(p["base_seed"], key, 0)
+        key = layout_key(p.dataset, data.N, p.m, p.n_min, p.alpha, p.folds)
+        layout = split_layout(p.base_seed, key, 0)
         model = matrix_model(task)
         Y = model.targets(data.targets(task))
         train = [layout.train_test(i, 0)[0] for i in range(layout.m)]

@@ -23,26 +23,26 @@ def _pipeline_fits(task: str, name: str, over: dict, split: int = 1, fold: int =
 
     p = resolve({"task": task, "methods": [name], **over})
     data = load_digits()
-    key = layout_key(p["dataset"], data.N, p["m"], p["n_min"], p["alpha"], p["folds"])
-    layout = split_layout(p["base_seed"], key, split)
+    key = layout_key(p.dataset, data.N, p.m, p.n_min, p.alpha, p.folds)
+    layout = split_layout(p.base_seed, key, split)
     model = matrix_model(task)
     labels = data.targets(task)
     Yall = model.targets(labels)
     parts = [layout.train_test(i, fold) for i in range(layout.m)]
     Xtr, Ytr = [data.X[tr] for tr, _ in parts], [Yall[tr] for tr, _ in parts]
     meth = get_method(name)
-    fds = [FoldData(model, Xtr, Ytr, mu=mu, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"], clip=p["clip"],
-                    B=clip_bound_real(model, Xtr, Ytr, p["clip"], mu=mu,
+    fds = [FoldData(model, Xtr, Ytr, mu=mu, tau1=p.tau1, newton=p.newton, privacy=p.privacy, clip=p.clip,
+                    B=clip_bound_real(model, Xtr, Ytr, p.clip, mu=mu,
                                       rng=noise_rng(p, key, split, fold, CLIP_STREAM)))
-           for mu in p["mu"]]
+           for mu in p.mu]
     rngs = [noise_rng(p, key, split, fold, meth.noise_stream) for _ in fds]
     with np.errstate(over="ignore", under="ignore"):
-        fits = meth.fit_many(fds, p["method_settings"][name], rngs)
+        fits = meth.fit_many(fds, p.method_settings[name], rngs)
     rows = {
         "X": np.vstack(Xtr)[:, 1:],                       # the estimator adds the intercept column
         "y": np.concatenate([labels[tr] for tr, _ in parts]),
         "clients": np.repeat(np.arange(layout.m), [len(tr) for tr, _ in parts]),
-        "seed": seed_sequence(p["base_seed"], {**key, "task": task}, split, fold),
+        "seed": seed_sequence(p.base_seed, {**key, "task": task}, split, fold),
     }
     return p, fits, rows
 
@@ -59,10 +59,10 @@ CASES = [   # (task, method, pipeline overrides): paper defaults, certified, pri
 @pytest.mark.parametrize("task,name,over", CASES, ids=[f"{t}-{n}-{i}" for i, (t, n, _) in enumerate(CASES)])
 def test_fit_reproduces_the_pipeline_estimate(task, name, over):
     p, fits, rows = _pipeline_fits(task, name, over)
-    for j, mu in enumerate(p["mu"]):                   # the pipeline fits mu = 6 and 2 (stacked where it can)
+    for j, mu in enumerate(p.mu):                      # the pipeline fits mu = 6 and 2 (stacked where it can)
         est = FederatedGLM(family="logistic" if task == "binary" else "multinomial", method=name, mu=mu,
                            classes=[0, 1] if task == "binary" else list(range(10)),     # digits' label domain
-                           privacy_mode=p["privacy"]["mode"], clip=p["clip"], tau1=p["tau1"],
+                           privacy_mode=p.privacy["mode"], clip=p.clip.as_dict(), tau1=p.tau1,
                            method_settings=over.get("method_settings", {}).get(name), shuffle=False,
                            random_state=rows["seed"], inference_share=0)   # the pipeline spends none on inference
         with warnings.catch_warnings():

@@ -105,9 +105,9 @@ def test_realdata_releases_stay_finite_with_float_max_records(task, solver):
     names = ["fedsgd", "fedavg", "fedhybrid", "dp_scaffold", "fednewton", "fednewton_certified"]
     p = resolve({"task": task, "methods": names, "clip": 1.0, "privacy": {"mode": "certified"},
                  "newton": {"solver": solver}})
-    fd = FoldData(model, Xs, Ys, mu=2.0, B=1.0, tau1=0.5, newton=p["newton"], privacy=p["privacy"], clip=p["clip"])
+    fd = FoldData(model, Xs, Ys, mu=2.0, B=1.0, tau1=0.5, newton=p.newton, privacy=p.privacy, clip=p.clip)
     for name in names:
-        s = dict(p["method_settings"][name])
+        s = dict(p.method_settings[name])
         s.update({key: 3 for key in ("K", "K1", "K2") if key in s})
         with np.errstate(all="ignore"):
             fit = get_method(name).fit(fd, s, np.random.default_rng(2))

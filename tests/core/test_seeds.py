@@ -35,7 +35,9 @@ def test_every_experiment_derives_through_the_one_formula():
     np.testing.assert_array_equal(_draws(replicate_rng(7, KEY, 3)), _draws(derived_rng(7, KEY, 3)))
     np.testing.assert_array_equal(_draws(noise_rng(7, KEY, 3, "fedsgd")),
                                   _draws(derived_rng(7, KEY, 3, stream="fedsgd")))
-    p = {"base_seed": 7, "task": "binary"}
+    from fedgdp.realdata import resolve
+
+    p = resolve({"base_seed": 7, "task": "binary"})
     np.testing.assert_array_equal(_draws(realdata_noise(p, KEY, 2, 1, "fedavg")),
                                   _draws(derived_rng(7, {**KEY, "task": "binary"}, 2, 1, stream="fedavg")))
     from fedgdp.nn.settings import NNSettings

@@ -43,7 +43,7 @@ class _PlanData:
 def _real_settings(name):
     from fedgdp.realdata import resolve as resolve_realdata
 
-    return methods.REGISTRY[name].settings(resolve_realdata({"methods": [name]})["method_settings"][name])
+    return methods.REGISTRY[name].settings(resolve_realdata({"methods": [name]}).method_settings[name])
 
 
 @pytest.mark.parametrize("name", list(methods.REGISTRY))
@@ -62,7 +62,7 @@ def test_settings_are_declared_and_resolve_on_every_backend(name):
     if REALDATA in meth.tags.backends:
         from fedgdp.realdata import resolve as resolve_realdata
 
-        resolved.append(resolve_realdata({"methods": [name]})["method_settings"][name])
+        resolved.append(resolve_realdata({"methods": [name]}).method_settings[name])
         with pytest.raises(ValueError, match="unknown setting 'bogus'"):
             resolve_realdata({"methods": [name], "method_settings": {name: {"bogus": 1}}})
     for s in resolved:

@@ -91,7 +91,7 @@ def test_a_new_method_runs_on_real_data(oneshot):
     from fedgdp.realdata import resolve as resolve_realdata
 
     p = resolve_realdata({"methods": ["oneshot"], "method_settings": {"oneshot": {"K": 4}}})
-    assert p["method_settings"] == {"oneshot": {"K": 4, "eta": 0.5}}
+    assert p.method_settings == {"oneshot": {"K": 4, "eta": 0.5}}
     with pytest.raises(ValueError, match=r"unknown setting 'etaa' \(did you mean 'eta'\?\) for method oneshot"):
         resolve_realdata({"methods": ["oneshot"], "method_settings": {"oneshot": {"etaa": 0.1}}})
 
@@ -123,8 +123,8 @@ def test_real_data_fedhybrid_takes_its_share():
     from fedgdp.realdata import resolve as resolve_realdata
 
     s = resolve_realdata({"methods": ["fedhybrid"], "method_settings": {"fedhybrid": {"share1": 0.5}}})
-    assert {k: s["method_settings"]["fedhybrid"][k] for k in ("K1", "K2")} == {"K1": 25, "K2": 25}
-    assert resolve_realdata({"methods": ["fedhybrid"]})["method_settings"]["fedhybrid"] == {
+    assert {k: s.method_settings["fedhybrid"][k] for k in ("K1", "K2")} == {"K1": 25, "K2": 25}
+    assert resolve_realdata({"methods": ["fedhybrid"]}).method_settings["fedhybrid"] == {
         "K1": 30, "eta1": 0.5, "K2": 20, "eta2": 0.5}
 
 

@@ -163,7 +163,7 @@ def test_fitting_all_mu_at_once_equals_one_fit_per_mu(name):
     model = Multinomial(3)
     levels = [(6.0, 0.9), (2.0, 0.5), (0.5, 0.3)]
     fds = [_fold(model, seed=7, mu=mu, B=B) for mu, B in levels]
-    meth, s = rd.REGISTRY[name], rd.resolve({"method_settings": {name: BATCHED[name]}})["method_settings"][name]
+    meth, s = rd.REGISTRY[name], rd.resolve({"method_settings": {name: BATCHED[name]}}).method_settings[name]
     many = meth.fit_many(fds, s, [np.random.default_rng(3) for _ in fds])
     for fd, fit in zip(fds, many):
         one = meth.fit(fd, s, np.random.default_rng(3))
@@ -188,7 +188,7 @@ def test_non_private_baselines_refuse_a_finite_mu():
 def test_every_private_ledger_composes_to_mu(name, mu):
     p = rd.resolve({"mu": [mu]})
     fd = _fold(Multinomial(3), sizes=(23, 30, 17, 41, 8), mu=mu, B=1.3, tau1=0.5)
-    fit = rd.get_method(name).fit(fd, p["method_settings"][name], np.random.default_rng(0))
+    fit = rd.get_method(name).fit(fd, p.method_settings[name], np.random.default_rng(0))
     composed = fit.ledger.composed_mu()
     assert composed.shape == (1, fd.m)
     assert np.allclose(composed, mu, rtol=0, atol=1e-12)
@@ -208,7 +208,7 @@ def test_dp_scaffold_ledger_is_fedavgs():
 def test_non_private_methods_have_empty_ledgers_and_no_noise():
     fd = _fold(BINARY_LOGISTIC)
     for name in rd.NONPRIVATE:
-        s = rd.resolve()["method_settings"][name]
+        s = rd.resolve().method_settings[name]
         fit = rd.get_method(name).fit(fd, s, None)
         assert np.all(np.isfinite(fit.theta))
         # no release, or releases with sigma = 0 and sensitivity = inf (the package's mu = inf)
@@ -219,11 +219,11 @@ def test_non_private_methods_have_empty_ledgers_and_no_noise():
 # ----------------------------------------------------------------- parameters
 def test_resolve_defaults_inheritance_and_errors():
     p = rd.resolve({"method_settings": {"fedavg": {"eta": 0.2}}})
-    assert p["methods"] == rd.PRIVATE + rd.NONPRIVATE      # fednewton_certified on request
-    assert p["method_settings"]["np_fedavg"] == {"R": 2, "K": 50, "eta": 0.2}
-    assert p["method_settings"]["dp_scaffold"] == {"R": 2, "K": 50, "eta": 0.2, "eta_g": 1.0}
-    assert p["method_settings"]["np_scaffold"] == p["method_settings"]["dp_scaffold"]
-    assert rd.resolve({"mu": "6,inf"})["mu"] == [6.0, math.inf]
+    assert p.methods == rd.PRIVATE + rd.NONPRIVATE      # fednewton_certified on request
+    assert p.method_settings["np_fedavg"] == {"R": 2, "K": 50, "eta": 0.2}
+    assert p.method_settings["dp_scaffold"] == {"R": 2, "K": 50, "eta": 0.2, "eta_g": 1.0}
+    assert p.method_settings["np_scaffold"] == p.method_settings["dp_scaffold"]
+    assert rd.resolve({"mu": "6,inf"}).mu == [6.0, math.inf]
     bad = [({"task": "ternary"}, "unknown task 'ternary'"), ({"mu": [0]}, "mu must be > 0"),
            ({"methods": "fedsgd,fedprox"}, "unknown real-data method 'fedprox'"),
            ({"m": -5}, "m must be an integer >= 1, got m=-5"), ({"dataset": "mnist"}, "needs path"),
@@ -274,7 +274,7 @@ def test_np_pooled_on_digits_reaches_the_target(digits, task, floor):
     p = rd.resolve({"task": task, "methods": ["np_pooled"]})
     rows = rd.run_split(p, digits, 0)
     values = np.array([r["value"] for r in rows])
-    assert len(rows) == p["m"] and np.median(values) >= floor
+    assert len(rows) == p.m and np.median(values) >= floor
     assert {r["metric"] for r in rows} == {rd.METRICS[task]}
 
 
@@ -549,7 +549,7 @@ def test_fedhybrid_stage1_rounds_run_as_fedavg_rounds_on_real_data():
     from fedgdp.simulation.params import resolve as resolve_sim
 
     hybrid = rd.resolve({"method_settings": {"fedhybrid": {"R1": 2, "K1": 3, "K2": 0, "eta1": 0.4}}})
-    s = hybrid["method_settings"]["fedhybrid"]
+    s = hybrid.method_settings["fedhybrid"]
     fd = _fold(BINARY_LOGISTIC, mu=2.0, B=1.0)
     a = rd.REGISTRY["fedhybrid"].fit(fd, s, np.random.default_rng(3))
     b = rd.REGISTRY["fedavg"].fit(fd, {"R": 2, "K": 3, "eta": 0.4}, np.random.default_rng(3))

@@ -1,8 +1,9 @@
 """The estimator's checks of its inputs: ``clip``, ``classes``, ``X`` and ``y``.
 
-`FederatedGLM` reads its users' arguments through these (private to the estimator API:
-`fedgdp.api.estimator` and `fedgdp.federation` call them; scikit-learn's error types where
-it is installed, without importing it otherwise).
+`FederatedGLM` reads its users' arguments through these (the underscored ones private to the
+estimator API, `fedgdp.api.estimator` and `fedgdp.api.spec`; `check_features` and `column_or_1d`
+also a site's, `fedgdp.federation`; scikit-learn's error types where it is installed, without
+importing it otherwise).
 """
 from __future__ import annotations
 
@@ -151,7 +152,42 @@ def _numeric(arr, what: str) -> np.ndarray:
     return arr
 
 
-def _column_or_1d(y, n: int) -> np.ndarray:
+def check_features(X, who: str = "FederatedGLM") -> np.ndarray:
+    """X as a dense 2-D array of finite numbers with at least one row and one column (scikit-learn's
+    messages), or TypeError / ValueError.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, p)
+    who : str
+        The estimator's name, for the messages.
+    """
+    if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
+        raise TypeError(f"{who} does not accept sparse input: X is a sparse matrix "
+                        "(pass a dense array, e.g. X.toarray())")
+    arr = np.asarray(X)
+    if np.iscomplexobj(arr):
+        raise ValueError("Complex data not supported")
+    arr = _numeric(arr, "X")
+    if arr.ndim != 2:
+        raise ValueError(f"Expected 2D array, got {arr.ndim}D array instead. Reshape your data, e.g. "
+                         "X.reshape(-1, 1) for a single feature or X.reshape(1, -1) for a single sample")
+    if arr.shape[0] < 1:
+        raise ValueError(f"Found array with 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    if arr.shape[1] < 1:
+        raise ValueError(f"Found array with 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    return arr
+
+
+def column_or_1d(y, n: int) -> np.ndarray:
+    """y as a 1-d array of ``n`` values (a column vector warns, as in scikit-learn), or ValueError.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,) or (n, 1)
+    n : int
+        The rows of X.
+    """
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         warnings.warn("A column-vector y was passed when a 1d array was expected. Please change the shape "

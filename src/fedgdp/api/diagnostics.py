@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -238,7 +239,23 @@ def _runs(trace: list) -> list[dict]:
     return [r for r in runs if len(r["thetas"]) > 1]
 
 
-def _run_summary(run: dict) -> dict:
+@dataclass(frozen=True)
+class _RunSummary:
+    """One run's noiseless step (as a gradient norm), net movement and their significance (`_run_summary`)."""
+
+    steps: int
+    window: int
+    eta: float
+    grad_norm: float
+    step_significant: bool
+    steps_grew: bool
+    change: float
+    change_noise: float
+    moving: bool
+    oscillating: bool
+
+
+def _run_summary(run: dict) -> _RunSummary:
     """One run's noiseless step (as a gradient norm), net movement and their significance."""
     T = np.stack(run["thetas"])
     K, dk, eta, noise2 = len(T) - 1, T[0].size, run["eta"], run["noise2"]
@@ -250,19 +267,20 @@ def _run_summary(run: dict) -> dict:
     sd_move = w * noise2 * math.sqrt(2.0 / dk)
     scale = max(1.0, float(np.linalg.norm(T[-1])))
     flat = noise2 == 0 and math.sqrt(max(last, 0.0)) / eta <= GTOL_EXACT      # exact and (near) stationary
-    return {"steps": K, "window": w, "eta": eta,
-            "grad_norm": math.sqrt(max(last, 0.0)) / eta,
-            "step_significant": bool(last > Z_SIGNIFICANT * sd_step) if noise2 > 0 else bool(last > 0),
-            "steps_grew": bool(last > 4.0 * max(first, 0.0) and last > max(noise2, Z_SIGNIFICANT * sd_step)),
-            "change": math.sqrt(max(move2, 0.0)) / scale,
-            "change_noise": math.sqrt(w * noise2) / scale,
-            # still travelling: beyond what the noise alone moves (and its sd), and not negligible
-            "moving": bool(move2 > max(w * noise2, Z_SIGNIFICANT * sd_move)
-                           and math.sqrt(max(move2, 0.0)) > TOL_EXACT * scale and not flat),
-            # steps larger than their noise (a stable iteration pulls back against the noise with
-            # ||eta g||^2 about eta lambda / 2 noise2, below noise2) that go nowhere: they oscillate
-            "oscillating": bool(last > max(noise2, Z_SIGNIFICANT * sd_step) and w * math.sqrt(max(last, 0.0))
-                                > 3.0 * math.sqrt(max(move2, 0.0)) + TOL_EXACT * scale)}
+    return _RunSummary(
+        steps=K, window=w, eta=eta,
+        grad_norm=math.sqrt(max(last, 0.0)) / eta,
+        step_significant=bool(last > Z_SIGNIFICANT * sd_step) if noise2 > 0 else bool(last > 0),
+        steps_grew=bool(last > 4.0 * max(first, 0.0) and last > max(noise2, Z_SIGNIFICANT * sd_step)),
+        change=math.sqrt(max(move2, 0.0)) / scale,
+        change_noise=math.sqrt(w * noise2) / scale,
+        # still travelling: beyond what the noise alone moves (and its sd), and not negligible
+        moving=bool(move2 > max(w * noise2, Z_SIGNIFICANT * sd_move)
+                    and math.sqrt(max(move2, 0.0)) > TOL_EXACT * scale and not flat),
+        # steps larger than their noise (a stable iteration pulls back against the noise with
+        # ||eta g||^2 about eta lambda / 2 noise2, below noise2) that go nowhere: they oscillate
+        oscillating=bool(last > max(noise2, Z_SIGNIFICANT * sd_step) and w * math.sqrt(max(last, 0.0))
+                         > 3.0 * math.sqrt(max(move2, 0.0)) + TOL_EXACT * scale))
 
 
 def step_settings(names) -> tuple[str, str]:
@@ -321,15 +339,15 @@ def diagnose(trace: list, *, theta: np.ndarray, weights: np.ndarray, ledger, new
         final = final[-(len(weights) if last_stage == "local" else 1):]
         per_client: dict[int, int] = {}
         for r, s in runs:
-            per_client[r["client"]] = per_client.get(r["client"], 0) + s["steps"]
+            per_client[r["client"]] = per_client.get(r["client"], 0) + s.steps
         server = per_client.pop(-1, 0)
         info["n_iter"] = int(server + (max(per_client.values()) if per_client else 0))
-        info["grad_norm"] = max(s["grad_norm"] for s in final)
-        info["change"] = max(s["change"] for s in final)
-        info["change_noise"] = max(s["change_noise"] for s in final)
-        moving = any(s["moving"] for s in final) and not newton     # FedNewton's step finishes stage 1
-        unstable = any(s["oscillating"] or s["steps_grew"] for s in final)
-        eta = final[-1]["eta"]
+        info["grad_norm"] = max(s.grad_norm for s in final)
+        info["change"] = max(s.change for s in final)
+        info["change_noise"] = max(s.change_noise for s in final)
+        moving = any(s.moving for s in final) and not newton     # FedNewton's step finishes stage 1
+        unstable = any(s.oscillating or s.steps_grew for s in final)
+        eta = final[-1].eta
     else:
         info.update(n_iter=0, grad_norm=math.nan, change=math.nan, change_noise=math.nan)
         moving = unstable = False

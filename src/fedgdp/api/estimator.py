@@ -42,6 +42,7 @@ import dataclasses
 import math
 import numbers
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -54,16 +55,12 @@ from . import budget as budgets
 from . import diagnostics
 from . import inference as inference_
 from .checks import (
-    _check_missing,
-    _clip_rule,
-    _column_or_1d,
-    _data_codes,
     _feature_names,
-    _label_domain,
     _not_fitted_error,
     _numeric,
     _poisson_deviance,
-    _public_codes,
+    check_features,
+    column_or_1d,
 )
 from .diagnostics import ConvergenceWarning, NoiseDominatedWarning
 from .forecast import (
@@ -76,10 +73,13 @@ from .forecast import (
     forecast,
     irls_default,
     noise_se,
-    public_clip,
 )
 from .report import FIT_SCOPE, REFUSAL_RULE, PrivacyReport
 from .routing import ClientsRouting, SingleClientWarning, client_labels, refuse_metadata
+from .spec import design, fit_spec, resolve_settings, targets
+
+if TYPE_CHECKING:
+    from ..realdata.parameters import RealdataSettings
 
 __all__ = ["FederatedGLM", "PrivacyReport", "PrivacyLeakWarning", "SingleClientWarning", "ConvergenceWarning",
            "NoiseDominatedWarning",
@@ -459,48 +459,6 @@ class FederatedGLM(ClientsRouting):
         return budgets.pickle_state(self.__dict__.copy())
 
     # ------------------------------------------------------------ the fit
-    def _resolved(self, method: str | None = None, d: int = 1, bound: float | None = None) -> dict:
-        """The real-data parameters of this fit (`fedgdp.realdata.resolve`): of ``method``
-        (None: the one given, FedNewton standing for ``"auto"`` until the client sizes
-        choose it) with, when ``clip`` is None, the public rule's ``bound`` (None: the rule
-        for ``d`` design columns without the sizes, `fedgdp.api.forecast.public_clip`)."""
-        from ..realdata import REGISTRY, resolve
-
-        fam = get_family(self.family)
-        if self.classes is not None:
-            if not fam.labelled:
-                raise ValueError(f"classes is for the classifiers (family 'logistic' or 'multinomial'); family "
-                                 f"'poisson' takes counts, got classes={self.classes!r}")
-            _label_domain(self.classes, self.family)
-        auto = isinstance(self.method, str) and self.method == "auto"
-        if not auto and (self.method not in REGISTRY or REGISTRY[self.method].tags.per_client):   # one global estimate
-            names = ["auto", *(n for n in REGISTRY if not REGISTRY[n].tags.per_client)]
-            raise ValueError(f"unknown method {self.method!r}; choose from {', '.join(names)}")
-        if auto and self.method_settings:
-            raise ValueError(f"method_settings are a method's own: name the method they are for (method='auto' "
-                             f"chooses one by the noise forecast), got method_settings={self.method_settings!r}")
-        method = method or (self.method if not auto else "fednewton")
-        if self.privacy_mode not in privacy.PRIVACY_MODES:
-            raise ValueError(f"privacy_mode must be 'certified' or 'paper', got privacy_mode={self.privacy_mode!r}")
-        if self.method_settings is not None and not isinstance(self.method_settings, dict):
-            raise ValueError(f"method_settings must be a dict or None, got {self.method_settings!r}")
-        if not isinstance(self.fit_intercept, (bool, np.bool_)) or not isinstance(self.shuffle, (bool, np.bool_)):
-            raise ValueError("fit_intercept and shuffle must be True or False")
-        mu = privacy.parse_mu(self.mu)
-        clip = _clip_rule(self.clip)
-        if clip is None:
-            clip = public_clip(self.family, d) if bound is None else float(bound)
-        over = {"mu": [mu], "methods": [method], "clip": clip,
-                "tau1": self.tau1, "privacy": {"mode": self.privacy_mode, "hessian_clip": self.hessian_clip},
-                "method_settings": {method: dict(self.method_settings or {})}}
-        if self.newton is not None:
-            over["newton"] = self.newton
-        p = resolve(over)
-        meth = REGISTRY[method]
-        if not meth.tags.private and math.isfinite(mu):
-            raise ValueError(f"method {method!r} is non-private: set mu=inf (got mu={self.mu!r})")
-        return p
-
     def fit(self, X, y, clients=None, **params):
         """Fit the method on the clients' rows.
 
@@ -531,15 +489,15 @@ class FederatedGLM(ClientsRouting):
             lengths, a client with fewer rows than the method needs, one class only
             (without ``classes``), a label outside ``classes``, a ``sample_weight``.
         """
-        from ..realdata import FoldData, clip_bound_real, get_method
+        from ..realdata import clip_bound_real, get_method
 
         refuse_metadata(params, type(self).__name__, "fit")
-        p = self._resolved()
-        budgets.check_public(self, p["mu"][0])          # a budget's refusal from public inputs, before the data
+        p = resolve_settings(self)      # every parameter checked, before the data
+        budgets.check_public(self, p.mu[0])          # a budget's refusal from public inputs, before the data
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         X = self._check_X(X, reset=True)
-        y = _column_or_1d(y, len(X))
+        y = column_or_1d(y, len(X))
         groups = client_labels(clients, X.shape[0], type(self).__name__)
         Y, model = self._targets(y)
 
@@ -551,9 +509,9 @@ class FederatedGLM(ClientsRouting):
             raise ValueError(f"too few rows: {X.shape[0]} row(s) for {d * model.k} coefficients (n_samples="
                              f"{X.shape[0]} < {d * model.k}); a model needs at least one row per coefficient")
         share = inference_.check_share(self.inference_share)
-        mu_est, mu_inf = inference_.split_mu(p["mu"][0], share, d, model.k)   # one total mu (api/inference)
-        self.method_, bound = self._choose_method(sizes, X.shape[1], model.k, mu_est)
-        p = self._resolved(self.method_, d, bound)
+        mu_est, mu_inf = inference_.split_mu(p.mu[0], share, d, model.k)   # one total mu (api/inference)
+        self.method_, bound, row = self._choose_method(sizes, X.shape[1], model.k, mu_est)
+        p = resolve_settings(self, self.method_, d, bound)
         meth = get_method(self.method_)
         need = 2 if meth.tags.halves else 1
         for lab, rows in zip(labels, order):
@@ -561,10 +519,10 @@ class FederatedGLM(ClientsRouting):
                 raise ValueError(f"client {lab.item() if hasattr(lab, 'item') else lab!r} has {len(rows)} row "
                                  f"(n_samples={len(rows)}); method "
                                  f"{self.method_} needs at least {need} rows per client (its two halves)")
-        self._warn_forecast(p, sizes, X.shape[1], model.k)
+        self._warn_forecast(p, sizes, X.shape[1], model.k, row)
         self.scale_warned_ = diagnostics.check_scale(X)
         scaled = not self.scale_warned_
-        charged = budgets.charge(self, p["mu"][0], X, y, groups)    # or refused: before any release
+        charged = budgets.charge(self, p.mu[0], X, y, groups)    # or refused: before any release
         # fresh entropy per fit unless a seed is given (module docstring, Randomness)
         root = np.random.SeedSequence() if self.random_state is None else self.random_state
         if self.shuffle:
@@ -576,26 +534,25 @@ class FederatedGLM(ClientsRouting):
         Xc, Yc = client_blocks(D, order), client_blocks(Y, order)
 
         mu = mu_est
-        B = clip_bound_real(model, Xc, Yc, p["clip"], mu=mu, rng=estimator_rng(root, CLIP_STREAM))
-        if p["clip"]["rule"] == "private_quantile" and privacy.adds_noise(mu) \
-                and B >= float(privacy.histogram_grid(p["clip"])[-1]):
+        B = clip_bound_real(model, Xc, Yc, p.clip, mu=mu, rng=estimator_rng(root, CLIP_STREAM))
+        if p.clip.rule == "private_quantile" and privacy.adds_noise(mu) \
+                and B >= float(privacy.histogram_grid(p.clip)[-1]):
             warnings.warn(f"the private quantile landed on its grid's top, B = {B:g} (clip rule private_quantile, "
-                          f"q={p['clip']['q']}, grid {list(p['clip']['grid'])}): some client's noisy histogram never "
+                          f"q={p.clip.q}, grid {list(p.clip.grid)}): some client's noisy histogram never "
                           f"reached q, and B is the largest over clients, so the noise is that large; use the public "
                           f"default (clip=None: {CLIP_RULE}) or a public bound", diagnostics.ClipWarning,
                           stacklevel=2)
-        if self.method_ != IRLS:
-            self._default_steps(p, D.shape[1], B if privacy.clips(mu) else math.inf, Xc, Yc, model)
-        fd = FoldData(model, Xc, Yc, mu=mu, B=B, tau1=p["tau1"], newton=p["newton"], privacy=p["privacy"],
-                      clip=p["clip"], xnorm=client_blocks(by_blocks(privacy.row_norms, D), order),
-                      intercept=bool(self.fit_intercept))
+        spec = fit_spec(self, p, model, D.shape[1], B, mu=mu, Xc=Xc, Yc=Yc)
+        p = spec.settings
+        fd = spec.fold(Xc, Yc, xnorm=client_blocks(by_blocks(privacy.row_norms, D), order),
+                       intercept=bool(self.fit_intercept))
         noise = estimator_rng(root, meth.noise_stream) if fd.private else None
         self._warn_leaks(p, meth, fd)
         fd.trace = []                     # the noisy iterates, for fit_info_ (fedgdp.api.diagnostics)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):    # a non-finite estimate is refused
-            fit = meth.fit_many([fd], meth.settings(p["method_settings"][self.method_]), [noise])[0]
+            fit = meth.fit_many([fd], spec.method_settings, [noise])[0]
         theta = np.asarray(fit.theta, float)
-        diagnostics.check_finite(theta, self.method_, p["method_settings"][self.method_], private=fd.private)
+        diagnostics.check_finite(theta, self.method_, p.method_settings[self.method_], private=fd.private)
         self.noise_cov_ = fit.info.get("noise_cov") if fd.private else None
         info = self._fit_info(fd, fit, p, meth, model)
         if (privacy.adds_noise(mu) and not mu_inf) or d * model.k > inference_.MAX_DIM:   # no release: public
@@ -611,7 +568,7 @@ class FederatedGLM(ClientsRouting):
         self.clip_bound_ = float(fd.bound)
         self.communication_ = {"rounds": int(fit.rounds), "floats_up": int(fit.floats_up),
                                "floats_down": int(fit.floats_down)}
-        self.privacy_ = PrivacyReport(self.method_, p["mu"][0], p["privacy"]["mode"], p["clip"], float(fd.bound),
+        self.privacy_ = PrivacyReport(self.method_, p.mu[0], p.privacy["mode"], p.clip.as_dict(), float(fd.bound),
                                       labels, self._label_ledger(inference_.merge_ledgers(fit.ledger, spent), fd),
                                       noise_secret=self.random_state is None,
                                       label_domain=self._label_domain_mode())
@@ -636,24 +593,11 @@ class FederatedGLM(ClientsRouting):
             self.coef_, self.intercept_ = theta[start:].T.copy(), np.array(intercept, dtype=float)
         return self
 
-    def _default_steps(self, p: dict, d: int, B: float, Xc: list, Yc: list, model) -> None:
-        """The estimator's default step sizes and steps for Poisson, in place: eta ``1 / (B
-        sqrt(d) + d)`` and 4 times the preset's steps where the user set none (at mu = inf B
-        is the largest per-sample gradient norm at 0; docs/real-data.md, "The defaults
-        assume standardised features")."""
-        fam = get_family(self.family)
-        if not fam.scaled_steps:
-            return
-        if not math.isfinite(B):
-            zero = np.zeros((d, 1))
-            B = max(float(np.max(privacy.row_norms(x) * privacy.row_norms(model.residuals(zero, x, y))))
-                    for x, y in zip(Xc, Yc))
-        fam.default_steps(p["method_settings"][self.method_], self.method_settings or {}, d, B)
-
-    def _choose_method(self, sizes: np.ndarray, p: int, k: int, mu: float) -> tuple[str, float | None]:
+    def _choose_method(self, sizes: np.ndarray, p: int, k: int, mu: float) -> tuple[str, float | None, Any]:
         """The method of the fit, the one given or (``"auto"``) the lowest noise forecast,
         and, when ``clip`` is None, the public rule's bound (`fedgdp.api.forecast.forecast`,
-        from public inputs only; None: the rule without the sizes)."""
+        from public inputs only; None: the rule without the sizes), and the method's forecast
+        row at that bound where one was made (None otherwise; `_warn_forecast` reads it)."""
         auto = self.method == "auto"
         d = p + bool(self.fit_intercept)
         irls_auto = auto and irls_default(self.family, sizes, d, mu)
@@ -662,20 +606,21 @@ class FederatedGLM(ClientsRouting):
                 raise ValueError(f"method 'fedirls' fits one-output families ({', '.join(IRLS_FAMILIES)}), got "
                                  f"family={self.family!r}")
             if self.clip is not None:
-                return IRLS, None
+                return IRLS, None, None
             table = forecast(self.family, sizes, p, mu, IRLS, **self._forecast_settings(k))
-            return IRLS, float(table["clip_bound"].iloc[0])
+            return IRLS, float(table["clip_bound"].iloc[0]), table.iloc[0]
         if not auto and (self.clip is not None or self.method not in CANDIDATES + ("fednewton_certified",)):
-            return self.method, None
+            return self.method, None, None
         try:
             table = forecast(self.family, sizes, p, mu, None if auto else self.method,
                              **self._forecast_settings(k, with_method=not auto))
         except ValueError:        # a named method's steps whose noise overflows: the fit's own refusal follows
             if auto:
                 raise
-            return self.method, None
+            return self.method, None, None
         best = str(table.attrs["recommended"])
-        return best, float(table.loc[table["method"] == best, "clip_bound"].iloc[0])
+        row = table.loc[table["method"] == best].iloc[0]
+        return best, float(row["clip_bound"]), row
 
     def _forecast_settings(self, k: int, with_method: bool = True) -> dict:
         """This estimator's settings as `fedgdp.api.forecast.forecast` takes them."""
@@ -690,21 +635,24 @@ class FederatedGLM(ClientsRouting):
             out["method_settings"] = self.method_settings
         return out
 
-    def _warn_forecast(self, p: dict, sizes: np.ndarray, n_features: int, k: int) -> None:
+    def _warn_forecast(self, p: RealdataSettings, sizes: np.ndarray, n_features: int, k: int, row=None) -> None:
         """A `NoiseDominatedWarning` before any record is read when the forecast noise of the
         fit (public clipping bound only) exceeds `fedgdp.api.forecast.NOISE_LIMIT`, naming a
         mu, or client sizes, that would do (the noise falls as 1/mu, and as 1/n when every
         client grows by one factor, where it is small, and faster where it bends the curvature:
-        the mu named suffices, and is the smallest where the noise is small)."""
-        mu = p["mu"][0]
-        if not privacy.adds_noise(mu) or p["clip"]["rule"] != "fixed" or self.method_ not in NOISE_SE_METHODS:
+        the mu named suffices, and is the smallest where the noise is small). ``row``: the
+        method's forecast at this bound and the estimate's mu, made when the method was chosen
+        (`_choose_method`; the same numbers), so that the forecast runs once per fit."""
+        mu = p.mu[0]
+        if not privacy.adds_noise(mu) or p.clip.rule != "fixed" or self.method_ not in NOISE_SE_METHODS:
             return
-        try:
-            row = forecast(self.family, sizes, n_features, mu, self.method_,
-                           **{**self._forecast_settings(k), "clip": p["clip"]["value"],
-                              "inference_share": inference_.check_share(self.inference_share)}).iloc[0]
-        except ValueError:           # steps whose noise overflows: the fit's own refusal follows, naming them
-            return
+        if row is None:
+            try:
+                row = forecast(self.family, sizes, n_features, mu, self.method_,
+                               **{**self._forecast_settings(k), "clip": p.clip.value,
+                                  "inference_share": inference_.check_share(self.inference_share)}).iloc[0]
+            except ValueError:       # steps whose noise overflows: the fit's own refusal follows, naming them
+                return
         rmse = float(row["noise_rmse"])
         if not rmse > NOISE_LIMIT or not math.isfinite(rmse):      # inf: the fit's own refusal follows
             return
@@ -716,18 +664,18 @@ class FederatedGLM(ClientsRouting):
             f"clients {factor:.3g} times larger (the smallest with >= {math.ceil(factor * int(sizes.min()))} rows); "
             f"fedgdp.forecast compares the methods", NoiseDominatedWarning, stacklevel=3)
 
-    def _fit_info(self, fd, fit, p: dict, meth, model) -> dict:
+    def _fit_info(self, fd, fit, p: RealdataSettings, meth, model) -> dict:
         """``fit_info_`` ([`fedgdp.api.diagnostics.diagnose`][fedgdp.api.diagnostics.diagnose]); at
         mu = inf the comparison with the pooled ridge fit (no privacy to spend)."""
         from ..core.glm import product_design
         from ..realdata.solvers import ridge_fit, ridge_grad_norm
 
-        s = p["method_settings"][self.method_]
+        s = meth.settings(p.method_settings[self.method_])
         if self.method_ == IRLS:
             return diagnostics.diagnose_irls(fit.info, np.asarray(fit.theta, float), private=fd.private,
-                                             rounds=int(fit.info.get("rounds", s["T"])))
-        if "ridge" in s:           # the pooled ridge fit: Newton-CG, its stopping rule ||grad|| <= gtol checked
-            ridge, gtol, maxiter = float(s["ridge"]), float(s["gtol"]), int(s["maxiter"])
+                                             rounds=int(fit.info.get("rounds", s.T)))
+        if hasattr(s, "ridge"):    # the pooled ridge fit: Newton-CG, its stopping rule ||grad|| <= gtol checked
+            ridge, gtol, maxiter = float(s.ridge), float(s.gtol), int(s.maxiter)
             norm = ridge_grad_norm(model, product_design(list(fd.X)), np.vstack(fd.Y), np.asarray(fit.theta, float),
                                    ridge=ridge)
             done = norm <= gtol
@@ -748,36 +696,13 @@ class FederatedGLM(ClientsRouting):
                                     settings=meth.setting_names())
 
     def _targets(self, y: np.ndarray):
-        """Responses Y (n, k) and the model of the family; sets ``classes_``."""
-        _check_missing(y)
-        fam = get_family(self.family)
-        if not fam.labelled:                   # counts
-            if hasattr(self, "classes_"):      # from an earlier fit as a classifier
-                del self.classes_  # type: ignore[has-type]
-            y = _numeric(y, "y")
-            if np.any(y < 0):
-                raise ValueError(f"family {self.family!r} needs counts: y must be >= 0 (some values of y are "
-                                 "negative)")
-            model = fam.model()
-            return model.targets(y), model
-        if y.dtype.kind == "f":
-            if not np.all(np.isfinite(y)):
-                raise ValueError("Input y contains NaN or infinity.")
-            if np.any(y != np.round(y)):
-                raise ValueError("Unknown label type: continuous. FederatedGLM with family "
-                                 f"{self.family!r} is a classifier: y must hold class labels")
-        if y.dtype.kind not in "biufUSO":
-            raise ValueError(f"Unknown label type: y has dtype {y.dtype}")
-        if self.classes is not None:
-            classes, codes = _public_codes(y, _label_domain(self.classes, self.family))
-        else:
-            classes, codes = _data_codes(y)
-        if fam.max_classes is not None and len(classes) > fam.max_classes:
-            raise ValueError(f"Only binary classification is supported by family {self.family!r}: y has "
-                             f"{len(classes)} classes; use family='multinomial'")
-        self.classes_ = classes
-        model = fam.model(len(classes))
-        return model.targets(codes), model
+        """Responses Y (n, k) and the model of the family (`fedgdp.api.spec.targets`); sets ``classes_``."""
+        if not get_family(self.family).labelled and hasattr(self, "classes_"):   # from an earlier fit as a classifier
+            del self.classes_  # type: ignore[has-type]
+        Y, model, classes = targets(self.family, self.classes, y)
+        if classes is not None:
+            self.classes_ = classes
+        return Y, model
 
     def _label_domain_mode(self) -> str | None:
         """``privacy_.label_domain``: public (``classes`` given), from the data, or None (Poisson)."""
@@ -792,13 +717,13 @@ class FederatedGLM(ClientsRouting):
             return ledger
         return dataclasses.replace(ledger, unaccounted=[*ledger.unaccounted, LABELS_UNACCOUNTED])
 
-    def _warn_leaks(self, p: dict, meth, fd) -> None:
+    def _warn_leaks(self, p: RealdataSettings, meth, fd) -> None:
         """A `PrivacyLeakWarning` for a data-driven clipping bound or an uncertified release."""
         if not fd.private:
             return
-        if p["clip"]["rule"] == "quantile":
+        if p.clip.rule == "quantile":
             warnings.warn(
-                f"the clipping bound is data-driven (clip rule 'quantile', q={p['clip']['q']}) and no ledger "
+                f"the clipping bound is data-driven (clip rule 'quantile', q={p.clip.q}) and no ledger "
                 "accounts for it, so the fit is not mu-GDP (privacy_.certified is False); certified "
                 "alternatives: clip=None (the public rule), a public bound B or clip='private_quantile', with "
                 "privacy_mode='certified'", PrivacyLeakWarning, stacklevel=3)
@@ -809,10 +734,10 @@ class FederatedGLM(ClientsRouting):
                 "covered (privacy_.certified is False, privacy_.label_domain is 'from data (not covered)'); "
                 "certified alternative: classes=[...], the public label domain (fedgdp fit --classes)",
                 PrivacyLeakWarning, stacklevel=3)
-        for spec in meth.plan(fd, meth.settings(p["method_settings"][self.method_])):
+        for spec in meth.plan(fd, meth.settings(p.method_settings[self.method_])):
             if not spec.certified:
                 warnings.warn(
-                    f"{meth.label} in privacy_mode={p['privacy']['mode']!r} calibrates its {spec.stage} release on "
+                    f"{meth.label} in privacy_mode={p.privacy['mode']!r} calibrates its {spec.stage} release on "
                     f"an assumption ({spec.assumption}) that fails for some inputs, e.g. unbounded covariates "
                     f"(fedgdp audit); certified alternatives: {meth.tags.certified_alternatives}",
                     PrivacyLeakWarning, stacklevel=3)
@@ -825,20 +750,7 @@ class FederatedGLM(ClientsRouting):
 
     def _check_X(self, X, reset: bool) -> np.ndarray:
         names = _feature_names(X)
-        if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
-            raise TypeError(f"{type(self).__name__} does not accept sparse input: X is a sparse matrix "
-                            "(pass a dense array, e.g. X.toarray())")
-        arr = np.asarray(X)
-        if np.iscomplexobj(arr):
-            raise ValueError("Complex data not supported")
-        arr = _numeric(arr, "X")
-        if arr.ndim != 2:
-            raise ValueError(f"Expected 2D array, got {arr.ndim}D array instead. Reshape your data, e.g. "
-                             "X.reshape(-1, 1) for a single feature or X.reshape(1, -1) for a single sample")
-        if arr.shape[0] < 1:
-            raise ValueError(f"Found array with 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
-        if arr.shape[1] < 1:
-            raise ValueError(f"Found array with 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+        arr = check_features(X, type(self).__name__)
         if reset:
             self.n_features_in_ = arr.shape[1]
             if names is not None:
@@ -862,7 +774,7 @@ class FederatedGLM(ClientsRouting):
         return arr
 
     def _design(self, X: np.ndarray) -> np.ndarray:
-        return np.hstack([np.ones((X.shape[0], 1)), X]) if self.fit_intercept else X
+        return design(X, bool(self.fit_intercept))
 
     def _design_rows(self, X: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """``self._design(X)[rows]``, made in one copy, gathered a block of rows at a time through one reused
@@ -1029,7 +941,7 @@ class FederatedGLM(ClientsRouting):
         """
         refuse_metadata({"sample_weight": sample_weight}, type(self).__name__, "score")
         pred = self.predict(X)
-        y = _column_or_1d(y, len(pred))
+        y = column_or_1d(y, len(pred))
         if _is_classifier(self):
             return float(np.mean(pred == y))
         y = _numeric(y, "y")
@@ -1042,4 +954,4 @@ def resolve_np_pooled() -> dict:
     """NP-Pooled's resolved settings (the reference of a mu = inf fit's ``fit_info_``)."""
     from ..realdata import resolve
 
-    return resolve({"methods": ["np_pooled"], "mu": [math.inf]})["method_settings"]["np_pooled"]
+    return resolve({"methods": ["np_pooled"], "mu": [math.inf]}).method_settings["np_pooled"]

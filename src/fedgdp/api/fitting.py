@@ -20,8 +20,8 @@ from pathlib import Path
 
 from ..core.families import get_family
 
-__all__ = ["add_parser", "read_table", "fit_table", "coefficient_rows", "report", "format_report", "format_summary",
-           "parse_classes", "parse_features", "read_scaling", "standardize", "SCALING_UNACCOUNTED"]
+__all__ = ["add_parser", "read_table", "feature_columns", "fit_table", "coefficient_rows", "report", "format_report",
+           "format_summary", "parse_classes", "parse_features", "read_scaling", "standardize", "SCALING_UNACCOUNTED"]
 
 READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -67,8 +67,18 @@ def parse_features(text: str | None) -> list[str] | None:
     return names
 
 
-def _columns(df, target: str, client: str, features: list[str] | None) -> list[str]:
-    """The feature columns, checked: none, or distinct names, present, numeric, no missing values."""
+def feature_columns(df, target: str, client: str, features: list[str] | None) -> list[str]:
+    """The feature columns, checked: none, or distinct names, present, numeric, no missing values.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table.
+    target, client : str
+        The target and client columns (never features).
+    features : list of str or None
+        The features named (None: every other column).
+    """
     names = [str(c) for c in df.columns]
     if features is not None:
         if isinstance(features, str) or not list(features):
@@ -244,7 +254,7 @@ def fit_table(df, *, target: str, client: str, features: list[str] | None = None
 
     from .estimator import FederatedGLM, PrivacyLeakWarning
 
-    cols = _columns(df, target, client, features)
+    cols = feature_columns(df, target, client, features)
     X, scaling = (df[cols], None) if standardize_with is None else standardize(df, cols, standardize_with)
     est = FederatedGLM(**params).fit(X, df[target].to_numpy(), df[client].to_numpy())
     est.scaling_ = None
@@ -311,7 +321,7 @@ def report(est, *, delta: float, rows: int, data: str) -> dict:
     out = {"data": data, "rows": rows, "family": est.family, "method": est.method_,
            "n_clients": int(est.n_clients_), "client_sizes": [int(n) for n in est.client_sizes_],
            "features": [str(c) for c in est.feature_names_in_], "coefficients": coefficient_rows(est),
-           "communication": est.communication_, "settings": est.settings_["method_settings"][est.method_],
+           "communication": est.communication_, "settings": est.settings_.method_settings[est.method_],
            "fit": {k: _num(v) if isinstance(v, float) else v.tolist() if hasattr(v, "tolist") else v
                    for k, v in est.fit_info_.items()},
            "privacy": est.privacy_.as_dict(delta), "standardize": getattr(est, "scaling_", None)}

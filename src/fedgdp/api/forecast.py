@@ -58,13 +58,17 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..core import privacy
 from ..core.families import FAMILIES, Family, Logistic, Poisson, get_family
+from ..core.solvers import solve_tol
 from ..methods.settings import MethodSettings
+
+if TYPE_CHECKING:
+    from ..realdata.parameters import RealdataSettings
 
 __all__ = ["IRLS", "IRLS_FAMILIES", "IRLS_DEFAULT", "IRLS_CURVATURE_NOISE", "irls_curvature_noise", "irls_default",
            "IRLS_COUNT_NOISE", "irls_count_noise",
@@ -612,7 +616,7 @@ class _PublicData:
 
     @property
     def solve_tol(self) -> float:
-        return float(self.newton["cg_tol"]) if self.newton["solver"] == "cg" else 0.0
+        return solve_tol(self.newton)
 
     def plan_halves(self):
         h1 = self.sizes // 2
@@ -659,23 +663,16 @@ def _settings(family, mu, settings: dict) -> dict:
     return out
 
 
-def _resolve(name: str, family: str, mu: float, d: int, B: float, o: dict) -> dict:
+def _resolve(name: str, family: str, mu: float, d: int, B: float, o: dict) -> RealdataSettings:
     """The method's real-data parameters as FederatedGLM resolves them (Poisson's step rule included)."""
-    from ..realdata import resolve
+    from .spec import resolve_method, with_steps
 
-    given = dict(o["method_settings"] or {})
-    over = {"mu": [mu], "methods": [name], "clip": float(B), "tau1": o["tau1"],
-            "privacy": {"mode": o["privacy_mode"], "hessian_clip": o["hessian_clip"]},
-            "method_settings": {name: given}}
-    if o["newton"] is not None:
-        over["newton"] = o["newton"]
-    p = resolve(over)
-    if name != IRLS:
-        get_family(family).default_steps(p["method_settings"][name], given, d, B)
-    return p
+    p = resolve_method(name, mu=mu, clip=float(B), tau1=o["tau1"], privacy_mode=o["privacy_mode"],
+                       hessian_clip=o["hessian_clip"], newton=o["newton"], method_settings=o["method_settings"])
+    return p if name == IRLS else with_steps(p, family, name, o["method_settings"], d, B)
 
 
-def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: float, p: dict, B: float,
+def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: float, p: RealdataSettings, B: float,
                  theta: np.ndarray | None = None, intercept: bool = True) -> np.ndarray:
     """The noise's root-mean-square error in every coefficient (d, k) of ``name``'s fit under the curvature model.
 
@@ -688,7 +685,7 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
     d, k : int
         Design columns (intercept included) and outputs.
     mu : float
-    p : dict
+    p : RealdataSettings
         The resolved real-data parameters (``method_settings[name]``, ``tau1``, ``privacy``,
         ``newton``, ``clip``).
     B : float
@@ -703,30 +700,30 @@ def method_noise(name: str, family: str, sizes: np.ndarray, d: int, k: int, mu: 
     ndarray of shape (d, k)
         Root-mean-square errors: the noise's sd, and in the intercept its bias too (0 at mu = inf).
     """
+    from ..realdata import get_method
+
     if not math.isfinite(mu):
         return np.zeros((d, k))
     if name == IRLS:      # the released curvature's noise (share nu of it) inflates H^-1's: by 1 / (1 - nu)
-        T = p["method_settings"][name]["T"]
+        T = get_method(name).settings(p.method_settings[name]).T
         nu = min(irls_curvature_noise(family, sizes, d, mu, T), IRLS_CURVATURE_NOISE)   # beyond: low, by design
         return np.full((d, k), irls_noise(family, sizes, mu, B, T, theta) / (1.0 - nu))
-    mode = p["privacy"]["mode"]
-    data = _PublicData(sizes, B, p["tau1"], p["privacy"], p["newton"], clip=p["clip"])
-    from ..realdata import get_method
-
-    s = get_method(name).settings(p["method_settings"][name])
+    mode = p.privacy["mode"]
+    data = _PublicData(sizes, B, p.tau1, p.privacy, p.newton, clip=p.clip)
+    s = get_method(name).settings(p.method_settings[name])
     sig = _plan_sigmas(name, s, data, mu)
     w = sizes / sizes.sum()
     certified = mode == "certified" or name == "fednewton_certified"
     if not get_family(family).classes:         # the scalar families: the noise the iterates carry bends their pull
         resp = response(family, d, B / math.sqrt(d), theta, intercept)
         with np.errstate(over="ignore", invalid="ignore"):
-            var, bias = propagate(name, s, sig, w, resp, tau1=p["tau1"], certified=certified)
+            var, bias = propagate(name, s, sig, w, resp, tau1=p.tau1, certified=certified)
         out = np.full((d, k), var)
         out[0] += bias ** 2 if intercept else 0.0    # the intercept's error: its noise and the noise's bias
         return np.sqrt(np.maximum(out, 0.0))
     values, vectors = curvature(family, k, theta, b=B / math.sqrt(d))
     with np.errstate(over="ignore", invalid="ignore"):
-        variances = noise_variances(name, s, sig, w, values, tau1=p["tau1"], certified=certified)
+        variances = noise_variances(name, s, sig, w, values, tau1=p.tau1, certified=certified)
     cov = (vectors * variances) @ vectors.T          # (k, k): one design row's noise covariance across the outputs
     centre = np.eye(k) - np.ones((k, k)) / k   # centred across the classes: what the probabilities see
     cov = centre @ cov @ centre
@@ -844,7 +841,7 @@ def forecast(family, sizes, n_features, mu, method=None, *, outcome_mean=None, s
             p = _resolve(name, family, mu, d, Bm, o)
             sd = method_noise(name, family, sizes, d, k, mu, p, Bm, plan, intercept=bool(o["fit_intercept"]))
             meth = get_method(name)
-            s = meth.settings(p["method_settings"][name])
+            s = meth.settings(p.method_settings[name])
             _check_finite(name, sd, s)
             comm = (meth.comm(s, len(sizes), d * k) if name == IRLS
                     else comm_counts(meth.rounds(s), len(sizes), d * k, meth.tags.per_round))

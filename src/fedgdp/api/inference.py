@@ -231,12 +231,11 @@ def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_poole
     cov_type : {"model", "robust"}
     method : str
         The method that made the estimate.
-    settings : dict or None
+    settings : fedgdp.realdata.RealdataSettings or None
         The fit's resolved settings (``settings_``: ``tau1``, ``privacy``, ``method_settings``).
     """
     if cov_type not in COV_TYPES:
         raise ValueError(f"cov_type must be one of {', '.join(COV_TYPES)}, got cov_type={cov_type!r}")
-    settings = settings or {}
     Q = _basis(mom.d, mom.k)
     N = float(np.sum(mom.sizes))
     hv, hV, floor = _floored_curvature(mom, Q)
@@ -247,12 +246,12 @@ def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_poole
         Mr = (sV * sv) @ sV.T
     else:
         Mr = Hr
-    ms = dict(settings.get("method_settings", {}).get(method, {}))
+    ms = dict(getattr(settings, "method_settings", {}).get(method, {}))
     if method in ("fednewton", "fednewton_certified"):
         h = mom.sizes // 2
         N1, N2 = float(np.sum(h)), float(np.sum(mom.sizes - h))
-        tau = float(settings.get("tau1", 0.5))
-        certified = method == "fednewton_certified" or settings.get("privacy", {}).get("mode") == "certified"
+        tau = float(getattr(settings, "tau1", 0.5))
+        certified = method == "fednewton_certified" or getattr(settings, "privacy", {}).get("mode") == "certified"
         c = hv / N                                   # Hm's eigenvalues, in hV's basis
         f = c + tau if certified else np.maximum(c, tau)
         a = 1.0 - c / f
@@ -438,7 +437,7 @@ def _small_clients_line(est) -> str:
     adds the same noise variance to the estimate whatever its rows (sizes are public: the client column)."""
     sizes = np.asarray(est.client_sizes_, float)
     if not (est.privacy_.ledger.releases and math.isfinite(est.privacy_.mu)) or len(sizes) < 2 \
-            or (getattr(est, "settings_", None) or {}).get("weights", "size") != "size":
+            or getattr(getattr(est, "settings_", None), "weights", "size") != "size":
         return ""
     small = sizes < SMALL_CLIENT * sizes.mean()
     if not small.any():

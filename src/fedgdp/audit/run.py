@@ -88,11 +88,11 @@ def audit_targets(plan) -> list[AuditTarget]:
                                 float(p.privacy["hessian_clip"]), p.clip))
     if plan.config.get("realdata"):
         r = resolve_real(plan.realdata_settings())
-        for task in plan.config["realdata"].get("tasks", [r["task"]]):
-            for name in r["methods"]:
+        for task in plan.config["realdata"].get("tasks", [r.task]):
+            for name in r.methods:
                 if REAL[name].tags.private:
-                    add(AuditTarget("realdata", name, task, r["privacy"]["mode"], float(r["tau1"]),
-                                    float(r["privacy"]["hessian_clip"]), r["clip"], dict(r["newton"])))
+                    add(AuditTarget("realdata", name, task, r.privacy["mode"], float(r.tau1),
+                                    float(r.privacy["hessian_clip"]), r.clip, dict(r.newton)))
     return out
 
 

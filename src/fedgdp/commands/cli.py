@@ -581,7 +581,7 @@ def _cmd_realdata(args) -> int:
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     try:
-        data = load_dataset(p["dataset"], p["path"])
+        data = load_dataset(p.dataset, p.path)
     except FileNotFoundError as exc:
         raise ValueError(str(exc)) from None
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if args.verbose else None
@@ -592,7 +592,7 @@ def _cmd_realdata(args) -> int:
     else:
         with threadpool_limits(limits=args.threads):
             rows = run_split(p, data, args.split, progress=log, workers=args.workers)
-    write_rows(rows, {**p, "split": args.split}, args.out)
+    write_rows(rows, {**p.as_dict(), "split": args.split}, args.out)
     return 0
 
 

@@ -222,7 +222,7 @@ def _real_row(t, *, mu, trials, calibration, alpha, seed, B, n) -> EmpiricalRow:
     t = AuditTarget("realdata", t.method, t.model, t.mode, t.tau1, t.hessian_clip, {"rule": "fixed", "value": B},
                     t.newton)
     meth = get_method(t.method)
-    s = meth.settings(resolve({"methods": [t.method], "task": t.model})["method_settings"][t.method])
+    s = meth.settings(resolve({"methods": [t.method], "task": t.model}).method_settings[t.method])
     with np.errstate(all="ignore"):
         audited = audit_real(t, n, seed, local_iters=10)
     stage = audited[0].release

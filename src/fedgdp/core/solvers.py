@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["floored_solve", "ridge_solve", "cg_solve", "certified_cg_iterations", "check_certified_cg",
-           "cg_tol_floor", "certified_residual_ok", "CG_TOL", "CG_MAXITER", "NEWTON_DEFAULTS"]
+           "cg_tol_floor", "certified_residual_ok", "solve_tol", "CG_TOL", "CG_MAXITER", "NEWTON_DEFAULTS"]
 
 #: FedNewton's conjugate-gradient defaults: the residual tolerance and the iterations at most.
 CG_TOL = 1e-8
@@ -26,6 +26,18 @@ CG_MAXITER = 500
 
 #: FedNewton's default Newton solver (real data, the estimator, the audit). Read-only: copy it.
 NEWTON_DEFAULTS: Mapping[str, Any] = MappingProxyType({"solver": "cg", "cg_tol": CG_TOL, "cg_maxiter": CG_MAXITER})
+
+
+def solve_tol(newton: Mapping[str, Any]) -> float:
+    """The Newton solve's error tolerance a certified sensitivity carries: ``cg_tol`` for the CG
+    solver, 0 for the exact (dense) solves.
+
+    Parameters
+    ----------
+    newton : mapping
+        The solver's settings (``solver``, ``cg_tol``, ``cg_maxiter``; `NEWTON_DEFAULTS`).
+    """
+    return float(newton["cg_tol"]) if newton["solver"] == "cg" else 0.0
 
 
 def _diverged(H: np.ndarray, g: np.ndarray) -> np.ndarray:

@@ -34,7 +34,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from ..common.io import dumps_strict
 from .identity import identify, read_sites
-from .settings import check_settings
+from .settings import SiteSettings, check_settings
 from .site import LOG
 from .sites import SiteLostError, fit_across
 from .waits import quick_pulls
@@ -100,11 +100,11 @@ server = ServerApp()
 POLL = 0.1
 
 
-def _greetings(grid: Grid, sites: dict, settings: dict, timeout: float, note) -> tuple[list, list, dict]:
+def _greetings(grid: Grid, sites: dict, settings: SiteSettings, timeout: float, note) -> tuple[list, list, dict]:
     """Greet every node that connects until each listed site has proved its key: the nodes in the list's order,
     their greetings, and the refused nodes (``{node: why}``); `SiteLostError` naming the missing sites."""
     nonce = secrets.token_hex(16)
-    hello = {"op": "hello", "settings": settings, "nonce": nonce}
+    hello = {"op": "hello", "settings": settings.as_dict(), "nonce": nonce}
     greetings: dict = {}
     pending: dict = {}                    # message id -> node
     until = time.monotonic() + timeout

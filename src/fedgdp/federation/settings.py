@@ -8,18 +8,18 @@ None for the public default rule), ``privacy_mode``, ``hessian_clip``, ``tau1``,
 ``fit_intercept``, ``target`` and ``features`` (the columns of every site's file). They
 resolve, as `fedgdp.FederatedGLM` resolves them (with ``shuffle=False`` and
 ``inference_share=0``: the whole mu goes to the estimate), to the method, its settings,
-the model and the clipping bound; nothing here reads a record.
+the model and the clipping bound (`fedgdp.api.spec.FitSpec`); nothing here reads a record.
 """
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-__all__ = ["CERTIFIED", "DEFAULTS", "Resolved", "check_settings", "resolve", "same_settings"]
+__all__ = ["CERTIFIED", "DEFAULTS", "SiteSettings", "check_settings", "resolve", "same_settings"]
 
 #: The methods run across sites: the certified ones of one global estimate.
 CERTIFIED = ("fedsgd", "fedavg", "fedhybrid", "fednewton_certified")
@@ -32,15 +32,41 @@ ESTIMATOR_KEYS = ("family", "classes", "method", "mu", "clip", "privacy_mode", "
                   "method_settings", "newton", "fit_intercept")
 
 
-def check_settings(settings: Any) -> dict:
+@dataclass(frozen=True)
+class SiteSettings:
+    """The checked public settings of a fit across sites (`check_settings`; fields: the keys of `DEFAULTS`).
+    ``as_dict()`` is their JSON-normal form, what a greeting carries and a site's digest reads."""
+
+    family: str
+    classes: list | None
+    method: str
+    mu: float
+    clip: Any
+    privacy_mode: str
+    hessian_clip: float
+    tau1: float
+    method_settings: dict | None
+    newton: dict | None
+    fit_intercept: bool
+    target: str
+    features: list
+
+    def as_dict(self) -> dict:
+        """The settings as a plain dict (a deep copy, keys in the order of `DEFAULTS`)."""
+        return json.loads(json.dumps({f.name: getattr(self, f.name) for f in fields(self)}))
+
+
+def check_settings(settings: Any) -> SiteSettings:
     """The settings with their defaults (every key of `DEFAULTS`), checked before any record is read,
     JSON-normal (the form compared across sites).
 
     Parameters
     ----------
-    settings : dict
-        Public settings (keys of `DEFAULTS`).
+    settings : dict or SiteSettings
+        Public settings (keys of `DEFAULTS`); checked ones are returned as they are.
     """
+    if isinstance(settings, SiteSettings):
+        return settings
     if not isinstance(settings, dict):
         raise ValueError(f"the settings must be a JSON object, got {settings!r}")
     unknown = sorted(set(settings) - set(DEFAULTS))
@@ -62,64 +88,41 @@ def check_settings(settings: Any) -> dict:
     feats = out["features"]
     if not isinstance(feats, list) or not feats or not all(isinstance(f, str) for f in feats):
         raise ValueError(f"features must list the feature columns (the same at every site), got features={feats!r}")
-    return out
+    return SiteSettings(**out)
 
 
-def same_settings(a: dict, b: dict) -> bool:
+def same_settings(a: SiteSettings, b: SiteSettings) -> bool:
     """Whether two checked settings are the same (canonical JSON).
 
     Parameters
     ----------
-    a, b : dict
+    a, b : SiteSettings
         Checked settings.
     """
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    return json.dumps(a.as_dict(), sort_keys=True) == json.dumps(b.as_dict(), sort_keys=True)
 
 
-@dataclass
-class Resolved:
-    """What checked settings resolve to for ``d`` design columns.
-
-    Attributes
-    ----------
-    est : fedgdp.FederatedGLM    the estimator of the settings (its checks, design and targets)
-    p : dict                     its real-data parameters (`fedgdp.realdata.resolve`)
-    meth : fedgdp.methods.Method the method
-    s : MethodSettings           the method's frozen settings (`fedgdp.methods.Method.settings`)
-    model : fedgdp.core.glm.GLM  the model
-    B : float                    the public clipping bound
-    """
-
-    est: Any
-    p: dict
-    meth: Any
-    s: Any                 # the method's frozen settings (`fedgdp.methods.Method.settings`)
-    model: Any
-    B: float
-
-
-def resolve(settings: dict, d: int) -> Resolved:
-    """The checked settings resolved for ``d`` design columns (the intercept included).
+def resolve(settings: SiteSettings, d: int):
+    """The checked settings resolved for ``d`` design columns (the intercept included), as
+    `fedgdp.FederatedGLM` resolves them: a `fedgdp.api.spec.FitSpec` at the public bound.
 
     Parameters
     ----------
-    settings : dict
+    settings : SiteSettings
         Checked settings (`check_settings`).
     d : int
         Design columns.
     """
     from ..api.estimator import FederatedGLM
-    from ..realdata import clip_bound_real, get_method
+    from ..api.spec import fit_spec, resolve_settings, targets
+    from ..realdata import clip_bound_real
 
-    est = FederatedGLM(**{k: settings[k] for k in ESTIMATOR_KEYS}, shuffle=False, inference_share=0.0)
-    p = est._resolved(settings["method"], d)
-    if p["clip"]["rule"] != "fixed":
+    est = FederatedGLM(**{k: getattr(settings, k) for k in ESTIMATOR_KEYS}, shuffle=False, inference_share=0.0)
+    p = resolve_settings(est, settings.method, d)
+    if p.clip.rule != "fixed":
         raise ValueError(f"the clipping bound must be public across sites (a number, or None for the public "
-                         f"default), got clip={settings['clip']!r}")
-    labels = np.zeros(1) if settings["family"] == "poisson" else np.asarray(settings["classes"])
-    model = est._targets(labels)[1]              # the model of the public label set (no record)
-    B = clip_bound_real(model, [], [], p["clip"], mu=p["mu"][0])
-    est.method_ = settings["method"]
-    est._default_steps(p, d, B, [], [], model)   # Poisson's public step sizes (docs/real-data.md)
-    meth = get_method(settings["method"])
-    return Resolved(est, p, meth, meth.settings(p["method_settings"][settings["method"]]), model, B)
+                         f"default), got clip={settings.clip!r}")
+    labels = np.zeros(1) if settings.family == "poisson" else np.asarray(settings.classes)
+    model = targets(settings.family, settings.classes, labels)[1]   # the public label set's (no record)
+    est.method_ = settings.method
+    return fit_spec(est, p, model, d, clip_bound_real(model, [], [], p.clip, mu=p.mu[0]))   # Poisson's public steps

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from ..core import privacy
-from ..realdata import FoldData, RealBackend
+from ..realdata import RealBackend
 from ..realdata.backend import gradient_release
 from .coordinator import PublicFold, Recorder, run_method
 from .settings import check_settings, resolve, same_settings
@@ -40,22 +40,22 @@ class Refused(ValueError):
     """A request the site refuses (the message is its one logged line)."""
 
 
-def read_site(path: str, settings: dict):
+def read_site(path: str, settings):
     """The site's features X (n, p), a DataFrame, and targets y (n,) from its file, checked.
 
     Parameters
     ----------
     path : str
         A ``.csv`` or ``.parquet`` file with the settings' ``target`` and ``features`` columns.
-    settings : dict
-        Checked settings.
+    settings : dict or SiteSettings
+        Public settings (`fedgdp.federation.settings.check_settings`).
     """
-    from ..api.fitting import _columns, read_table
+    from ..api.fitting import feature_columns, read_table
 
-    settings = check_settings(settings)
+    checked = check_settings(settings)
     df = read_table(path)
-    cols = _columns(df, settings["target"], settings["target"], settings["features"])
-    return df[cols], df[settings["target"]].to_numpy()
+    cols = feature_columns(df, checked.target, checked.target, checked.features)
+    return df[cols], df[checked.target].to_numpy()
 
 
 class Site:
@@ -87,26 +87,28 @@ class Site:
     def __init__(self, X, y, settings: dict, *, name: str = "site", test_seed: int | None = None,
                  test_index: int | None = None, test_sites: int | None = None, ledger=None, run: str = "run",
                  key=None):
-        from ..api.estimator import _column_or_1d, estimator_rng
+        from ..api.checks import check_features, column_or_1d
+        from ..api.estimator import estimator_rng
+        from ..api.spec import design, targets
 
         self.settings, self.name = check_settings(settings), str(name)
         if test_seed is not None and not (isinstance(test_index, int) and isinstance(test_sites, int)
                                           and 0 <= test_index < test_sites):
             raise ValueError(f"a test seed needs test_index in [0, test_sites), got test_index={test_index!r}, "
                              f"test_sites={test_sites!r}")
-        p = len(self.settings["features"])
-        r = resolve(self.settings, p + bool(self.settings["fit_intercept"]))
-        X = r.est._check_X(X, reset=True)
+        s = self.settings
+        p = len(s.features)
+        r = resolve(s, p + bool(s.fit_intercept))
+        X = check_features(X)
         if X.shape[1] != p:
             raise ValueError(f"site {self.name}: {X.shape[1]} feature columns, the settings name {p}")
-        Y, model = r.est._targets(_column_or_1d(y, len(X)))
+        Y, model, _ = targets(s.family, s.classes, column_or_1d(y, len(X)))
         need = 2 if r.meth.tags.halves else 1
         if len(X) < need:
             raise ValueError(f"site {self.name} has {len(X)} row(s); method {r.meth.name} needs at least {need}")
-        self.meth, self.s, self.model = r.meth, r.s, model
+        self.meth, self.s, self.model = r.meth, r.method_settings, model
         # C order, as `FederatedGLM.fit` takes a client's rows (by index): the products' sums run in the same order
-        self.fold = FoldData(model, [np.ascontiguousarray(r.est._design(X))], [Y], mu=r.p["mu"][0], B=r.B,
-                             tau1=r.p["tau1"], newton=r.p["newton"], privacy=r.p["privacy"], clip=r.p["clip"])
+        self.fold = r.fold([np.ascontiguousarray(design(X, bool(s.fit_intercept)))], [Y])
         self.test = None if test_seed is None else (int(test_index), int(test_sites))  # type: ignore[arg-type]
         rng = (np.random.default_rng(np.random.SeedSequence()) if test_seed is None
                else estimator_rng(test_seed, r.meth.noise_stream))
@@ -118,7 +120,7 @@ class Site:
         self.done: list = []
         self.counts: dict = {}
         self.disk, self.run, self.key = ledger, str(run), key
-        self.digest = hashlib.sha256(json.dumps(self.settings, sort_keys=True).encode()).hexdigest()
+        self.digest = hashlib.sha256(json.dumps(s.as_dict(), sort_keys=True).encode()).hexdigest()
         self.broken = ""
         if ledger is not None:
             done, digests = ledger.position(self.run)
@@ -134,7 +136,7 @@ class Site:
     @property
     def guarantee(self) -> str:
         """The site's guarantee, one line."""
-        mu = float(self.settings["mu"])
+        mu = float(self.settings.mu)
         if self.test is not None:
             return (f"void: test seed given, anyone who knows it can remove the noise (planned mu = {mu:g} per "
                     f"record of this site)")
@@ -195,7 +197,7 @@ class Site:
             raise Refused(self.broken)
         if step >= len(self.script):
             raise Refused(f"request {step + 1} ({public}) is past the {len(self.script)} the settings allow: it "
-                          f"would spend past mu = {self.settings['mu']:g} (spent {self.spent_mu():.6g})")
+                          f"would spend past mu = {self.settings.mu:g} (spent {self.spent_mu():.6g})")
         want = self.script[step]
         if public != want:
             raise Refused(f"request {step + 1} ({public}) changes a setting: the settings the site was started "
@@ -247,10 +249,11 @@ class Site:
                 except ValueError as exc:
                     raise Refused(f"the coordinator's settings are invalid: {exc}") from None
                 if not same_settings(theirs, self.settings):
-                    diff = sorted(k for k in self.settings if theirs.get(k) != self.settings[k])
+                    mine, other = self.settings.as_dict(), theirs.as_dict()
+                    diff = sorted(k for k in mine if other.get(k) != mine[k])
                     raise Refused(f"the coordinator's settings differ from this site's in {', '.join(diff)}")
                 if self.disk is not None and self.done == []:
-                    why = self.disk.room(self.run, float(self.settings["mu"]))
+                    why = self.disk.room(self.run, float(self.settings.mu))
                     if why is not None:
                         raise Refused(f"lifetime budget: {why}")
                 return self.hello(str(request.get("nonce", "")))
@@ -270,6 +273,6 @@ class Site:
             return {"refused": line}
         self.done.append(want)
         self.counts = counts            # the script forbids more; checked all the same
-        if not spent <= float(self.settings["mu"]) * (1 + 1e-12) or not math.isfinite(spent):
-            raise AssertionError(f"site {self.name}: spent mu {spent} past {self.settings['mu']}")
+        if not spent <= float(self.settings.mu) * (1 + 1e-12) or not math.isfinite(spent):
+            raise AssertionError(f"site {self.name}: spent mu {spent} past {self.settings.mu}")
         return {"release": release}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .coordinator import PublicFold, RefusedError, run_method
-from .settings import check_settings, resolve
+from .settings import SiteSettings, check_settings, resolve
 from .site import LOG
 
 __all__ = ["AcrossSites", "SiteLostError", "fit_across", "greet", "in_process"]
@@ -65,7 +65,7 @@ def _call(ask, pairs: list) -> list:
     return replies
 
 
-def greet(ask, sites: list, settings: dict, nonce: str = "") -> list:
+def greet(ask, sites: list, settings: dict | SiteSettings, nonce: str = "") -> list:
     """Every site's greeting (`fedgdp.federation.site.Site.hello`); `RefusedError` when one refuses.
 
     Parameters
@@ -74,20 +74,21 @@ def greet(ask, sites: list, settings: dict, nonce: str = "") -> list:
         The transport (`fit_across`).
     sites : list
         The transport's sites to greet (its indices j, or node ids).
-    settings : dict
+    settings : dict or SiteSettings
         The public settings.
     nonce : str
         The coordinator's one-time value: each greeting's signature covers it.
     """
-    settings = check_settings(settings)
-    hellos = _call(ask, [(j, {"op": "hello", "settings": settings, "nonce": str(nonce)}) for j in sites])
+    public = check_settings(settings).as_dict()
+    hellos = _call(ask, [(j, {"op": "hello", "settings": public, "nonce": str(nonce)}) for j in sites])
     for j, reply in zip(sites, hellos):
         if "refused" in reply:
             raise RefusedError(f"site {reply.get('name', j)} refused: {reply['refused']}")
     return hellos
 
 
-def fit_across(ask, m: int, settings: dict, *, hellos: list | None = None, progress=None) -> AcrossSites:
+def fit_across(ask, m: int, settings: dict | SiteSettings, *, hellos: list | None = None,
+               progress=None) -> AcrossSites:
     """The method of ``settings`` across ``m`` sites reached by ``ask``: an `AcrossSites` fit; `RefusedError`
     when a site refuses, `SiteLostError` when one drops out.
 
@@ -99,18 +100,18 @@ def fit_across(ask, m: int, settings: dict, *, hellos: list | None = None, progr
         exception) or returns fewer replies when a site does not answer.
     m : int
         Sites.
-    settings : dict
+    settings : dict or SiteSettings
         The public settings (`fedgdp.federation.settings.check_settings`).
     hellos : list of dict or None
         The sites' greetings in the transport's order, when the caller has greeted them (`greet`).
     progress : callable or None
         Called with one line per request of the method (its number, operation, seconds).
     """
-    settings = check_settings(settings)
+    checked = check_settings(settings)
     if not isinstance(m, int) or m < 1:
         raise ValueError(f"a fit across sites needs at least one site, got m={m!r}")
     if hellos is None:
-        hellos = greet(ask, list(range(m)), settings)
+        hellos = greet(ask, list(range(m)), checked)
     dims = {(int(h["d"]), int(h["k"])) for h in hellos}
     if len(dims) != 1:
         raise ValueError(f"the sites' designs differ in shape (d, k): {sorted(dims)}")
@@ -119,9 +120,10 @@ def fit_across(ask, m: int, settings: dict, *, hellos: list | None = None, progr
     order = sorted(range(m), key=lambda j: places[j]) if min(places) >= 0 else list(range(m))
     if min(places) >= 0 and sorted(places) != list(range(m)):
         raise ValueError(f"the sites' test places must be 0..{m - 1}, got {places}")
-    r = resolve(settings, d)
-    fold = PublicFold(r.model, [], [], mu=r.p["mu"][0], B=r.B, tau1=r.p["tau1"], newton=r.p["newton"],
-                      privacy=r.p["privacy"], clip=r.p["clip"], n=tuple(int(hellos[j]["n"]) for j in order), dim=d)
+    r = resolve(checked, d)
+    p = r.settings
+    fold = PublicFold(r.model, [], [], mu=r.mu, B=r.B, tau1=p.tau1, newton=p.newton, privacy=p.privacy,
+                      clip=p.clip, n=tuple(int(hellos[j]["n"]) for j in order), dim=d)
     sent: dict = {"count": 0}
 
     def step(pairs: list) -> list:
@@ -136,19 +138,19 @@ def fit_across(ask, m: int, settings: dict, *, hellos: list | None = None, progr
             progress(line)
         return replies
 
-    fit = run_method(r.meth, fold, r.s, step)
+    fit = run_method(r.meth, fold, r.method_settings, step)
     return AcrossSites(np.asarray(fit.theta, float), fit.ledger, fold.sizes, order,
                        [str(hellos[j]["guarantee"]) for j in order], int(fit.rounds), sent["last"])
 
 
-def in_process(sites: list, settings: dict) -> AcrossSites:
+def in_process(sites: list, settings: dict | SiteSettings) -> AcrossSites:
     """`fit_across` with `fedgdp.federation.site.Site` objects called directly (no wire).
 
     Parameters
     ----------
     sites : list of Site
         The sites.
-    settings : dict
+    settings : dict or SiteSettings
         The coordinator's settings.
     """
     return fit_across(lambda pairs: [sites[j].handle(request) for j, request in pairs], len(sites), settings)

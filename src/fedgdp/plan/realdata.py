@@ -120,15 +120,15 @@ class RealdataPart(PlanBase):
         task = self.realdata_figure_task(wildcards)
         s = resolve_realdata(dict(self.realdata_settings(), task=task))
         metric = {"binary": "AUC (label 1 = odd digit)", "multiclass": "accuracy (10 classes)"}[task]
-        settings = "; ".join(f"{name} {json.dumps(v, sort_keys=True)}" for name, v in s["method_settings"].items())
+        settings = "; ".join(f"{name} {json.dumps(v, sort_keys=True)}" for name, v in s.method_settings.items())
         return (f"{self.figure(fig).get('title', fig)}. Per-client out-of-fold {metric}, averaged "
-                f"over {s['folds']} folds within each client; boxes over the m x S = {s['m']} x "
+                f"over {s.folds} folds within each client; boxes over the m x S = {s.m} x "
                 f"{rd['splits']} client values per method, one panel per mu "
-                f"({', '.join(f'{mu:g}' for mu in s['mu'])}), non-private baselines shaded. Data "
-                f"{s['dataset']}: pixels scaled to [0, 1] plus an intercept; {s['m']} clients of at "
-                f"least {s['n_min']} images, the rest by Dirichlet({s['alpha']:g}) proportions. "
-                f"Clipping {self._clip_text(s['clip'], '0')}; FedNewton tau1 = {s['tau1']:g} (Newton "
-                f"solver {s['newton']['solver']}); base_seed {s['base_seed']}. Settings: {settings}. "
+                f"({', '.join(f'{mu:g}' for mu in s.mu)}), non-private baselines shaded. Data "
+                f"{s.dataset}: pixels scaled to [0, 1] plus an intercept; {s.m} clients of at "
+                f"least {s.n_min} images, the rest by Dirichlet({s.alpha:g}) proportions. "
+                f"Clipping {self._clip_text(s.clip, '0')}; FedNewton tau1 = {s.tau1:g} (Newton "
+                f"solver {s.newton['solver']}); base_seed {s.base_seed}. Settings: {settings}. "
                 f"Made by {self.provenance()}.")
 
     def realdata_constraints(self) -> dict[str, str]:

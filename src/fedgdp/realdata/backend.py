@@ -247,7 +247,7 @@ class RealBackend:
         theta1 : ndarray of shape (J, d, k)
             The stage-1 global parameters.
         hessian_bound : float or None
-            Clips per-sample Hessians (certified); None: the solver ``data.newton["solver"]``.
+            Clips per-sample Hessians (certified); None: the solver named by ``data.newton`` (cg, floor or ridge).
         """
         h1, nw = self.data.half_sizes(), self.data.newton
         plain_cg = nw["solver"] == "cg" and hessian_bound is None

@@ -9,6 +9,7 @@ import numpy as np
 from ..core import privacy
 from ..core.glm import GLM, product_design
 from ..core.privacy import Ledger
+from ..core.solvers import solve_tol
 from ..methods import REALDATA
 from .backend import RealBackend, same_stream
 from .clipping import clipped_gradient, clipped_residuals
@@ -168,7 +169,7 @@ class FoldData:
     @property
     def solve_tol(self) -> float:
         """FedNewton's solve tolerance (``cg``: ``cg_tol``; dense: 0), in the certified sensitivity."""
-        return float(self.newton["cg_tol"]) if self.newton["solver"] == "cg" else 0.0
+        return solve_tol(self.newton)
 
     def half_sizes(self) -> np.ndarray:
         """FedNewton's half 1 of each client: its first ``floor(n_i / 2)`` rows, (m,)."""

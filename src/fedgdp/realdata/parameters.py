@@ -6,10 +6,10 @@ are the digits layout (the offline run); config/mnist.yaml holds the paper's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..common.datasets import DATASETS
-from ..core.privacy import DEFAULT_CLIP, DEFAULT_PRIVACY, check_clip, check_privacy, parse_mu
+from ..core.privacy import DEFAULT_CLIP, DEFAULT_PRIVACY, check_clip, check_privacy, clip_rule, parse_mu
 from ..core.settings import Settings, choice, integer, name_list, number, setting
 from ..core.solvers import NEWTON_DEFAULTS
 from ..methods import REALDATA, FedHybrid, Method, registry
@@ -70,8 +70,8 @@ class RealdataSettings(Settings):
     mu: list = setting(help="comma-separated privacy levels, e.g. 6,2 (non-private methods run once)",
                        parse=_mu_list, flag=str, factory=lambda: [6.0, 2.0])
     base_seed: int = setting(2026, "root of every split's random draws", parse=integer(0), flag=int)
-    clip: dict = setting(help="clipping rule (fedgdp.core.privacy.check_clip)", parse=lambda k, v: check_clip(v),
-                         factory=lambda: dict(DEFAULT_CLIP))
+    clip: Any = setting(help="clipping rule (fedgdp.core.privacy.check_clip)",
+                        parse=lambda k, v: clip_rule(check_clip(v)), factory=lambda: dict(DEFAULT_CLIP))
     privacy: dict = setting(help="privacy mode and FedNewton's Hessian bound (fedgdp.core.privacy.check_privacy)",
                             factory=lambda: dict(DEFAULT_PRIVACY))
     tau1: float = setting(0.5, "FedNewton's eigenvalue floor / ridge", parse=number(0), flag=float)
@@ -180,43 +180,46 @@ def method_settings(meth: Method, resolved: dict, given: dict | None) -> dict:
 
 
 # --------------------------------------------------------------- parameters
-def resolve(overrides: dict | None = None) -> dict:
-    """Fully resolved real-data parameters (a new dict, ``method_settings`` holding each listed
-    method's resolved settings); ValueError naming a bad value.
+def resolve(overrides: dict | None = None) -> RealdataSettings:
+    """Fully resolved real-data parameters (``method_settings`` holding each listed method's
+    resolved settings, ``clip`` a rule of `fedgdp.core.privacy.clip_rule`); ValueError naming
+    a bad value. ``as_dict()`` is the plain form the seeds and the Parquet metadata read.
 
     Parameters
     ----------
     overrides : dict or None
         Real-data parameters over the defaults (`RealdataSettings` fields).
     """
-    p = RealdataSettings.build(overrides).as_dict()      # every parameter but the methods'
-    if p["methods"] in (["all"], "all"):       # every method that fits both tasks (FedIRLS: one output only)
-        p["methods"] = [name for name, meth in REGISTRY.items() if not meth.tags.single_output]
-    if not p["methods"]:
+    p = RealdataSettings.build(overrides)      # every parameter but the methods'
+    methods = list(p.methods)
+    if methods in (["all"], "all"):       # every method that fits both tasks (FedIRLS: one output only)
+        methods = [name for name, meth in REGISTRY.items() if not meth.tags.single_output]
+    if not methods:
         raise ValueError("methods must name at least one method")
-    for name in p["methods"]:
+    for name in methods:
         get_method(name)
-    user = p["method_settings"] or {}
+    user = p.method_settings or {}
     for name in user:
         get_method(name)
     settings: dict = {}
     for name, meth in REGISTRY.items():     # a parent is registered before its children
         settings[name] = method_settings(meth, settings, user.get(name))
-    p["method_settings"] = {name: settings[name] for name in p["methods"]}
+    p = p.replace(methods=methods, method_settings={name: settings[name] for name in methods})
     _check_newton(p)
     return p
 
 
-def _check_newton(p: dict) -> None:
+def _check_newton(p: RealdataSettings) -> None:
     """What certified FedNewton's proof needs of the settings (docs/methods.md §2): a
     solve whose error enters the recorded sensitivity (`fedgdp.core.solvers.check_certified_cg`).
     (Both halves non-empty depends on the data's layout: `FoldData.half_sizes` checks it.)"""
     from ..core.solvers import check_certified_cg
 
-    newton = [name for name in p["methods"] if get_method(name).tags.solves_newton]
+    newton = [name for name in p.methods if get_method(name).tags.solves_newton]
     if not newton:
         return
     certified = [name for name in newton
-                 if get_method(name).tags.always_certified or p["privacy"]["mode"] == "certified"]
-    if certified and p["newton"]["solver"] == "cg":
-        check_certified_cg(p["newton"]["cg_tol"], p["newton"]["cg_maxiter"], p["privacy"]["hessian_clip"])
+                 if get_method(name).tags.always_certified or p.privacy["mode"] == "certified"]
+    solver = p.newton
+    if certified and solver["solver"] == "cg":
+        check_certified_cg(solver["cg_tol"], solver["cg_maxiter"], p.privacy["hessian_clip"])

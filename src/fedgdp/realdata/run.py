@@ -14,7 +14,7 @@ from ..core.seeds import CLIP_STREAM, derived_rng
 from .clipping import clip_bound_real
 from .folds import FoldData
 from .metrics import client_metric
-from .parameters import METRICS, get_method
+from .parameters import METRICS, RealdataSettings, get_method
 
 __all__ = ["COLUMNS", "CLIP_STREAM", "noise_rng", "run_split", "write_rows", "read_rows"]
 
@@ -36,12 +36,12 @@ COLUMNS = ["task", "dataset", "method", "label", "private", "mu", "split", "clie
            "mu_composed", "rounds", "floats_up", "floats_down", "elapsed_s", "mu_certified", "privacy_mode"]
 
 
-def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.random.Generator:
+def noise_rng(p: RealdataSettings, key: dict, split: int, fold: int, method: str) -> np.random.Generator:
     """The noise generator of one method in one split and fold (docs/methods.md §5, Seeds).
 
     Parameters
     ----------
-    p : dict
+    p : RealdataSettings
         Resolved real-data parameters (``base_seed``, ``task``).
     key : dict
         The split layout's key (`fedgdp.common.datasets.layout_key`).
@@ -52,17 +52,17 @@ def noise_rng(p: dict, key: dict, split: int, fold: int, method: str) -> np.rand
     method : str
         A method's ``noise_stream``, or `CLIP_STREAM` for the clipping bound.
     """
-    return derived_rng(p["base_seed"], {**key, "task": p["task"]}, split, fold, stream=method)
+    return derived_rng(p.base_seed, {**key, "task": p.task}, split, fold, stream=method)
 
 
-def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int = 1) -> list[dict]:
+def run_split(p: RealdataSettings, data: Dataset, split: int, *, progress=None, workers: int = 1) -> list[dict]:
     """Every configured method (private ones at every mu) on every fold of one split: one row
     per (method, mu, client), keys `COLUMNS`. With ``workers > 1`` the (fold, method) fits are
     shared among forked processes, the rows the same bit for bit (each fit has its own noise stream).
 
     Parameters
     ----------
-    p : dict
+    p : RealdataSettings
         Resolved real-data parameters (`fedgdp.realdata.resolve`).
     data : fedgdp.common.datasets.Dataset
         The images.
@@ -74,16 +74,16 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int
         Processes sharing the fits (1: this process).
     """
     split_ = _Split(p, data, split)
-    tasks = [(f, name) for f in range(p["folds"]) for name in p["methods"]]
+    tasks = [(f, name) for f in range(p.folds) for name in p.methods]
     results = _map_tasks(split_, tasks, workers)
     runs = split_.runs
-    values = {run: np.full((split_.layout.m, p["folds"]), np.nan) for run in runs}
+    values = {run: np.full((split_.layout.m, p.folds), np.nan) for run in runs}
     mu_comp = {run: np.zeros(split_.layout.m) for run in runs}
     mu_cert = {run: np.zeros(split_.layout.m) for run in runs}
     bounds: dict = {}
     elapsed, comm = {run: 0.0 for run in runs}, {}
     for (f, name), (fold_bounds, out) in zip(tasks, results):
-        if name == p["methods"][0]:
+        if name == p.methods[0]:
             for mu, b in fold_bounds.items():
                 bounds.setdefault(mu, []).append(b)
         for mu, (vals, comp, cert, rounds_comm, seconds) in out.items():
@@ -103,17 +103,17 @@ def run_split(p: dict, data: Dataset, split: int, *, progress=None, workers: int
         for i in range(split_.layout.m):
             folds_i = v[i]
             rows.append({
-                "task": p["task"], "dataset": p["dataset"], "method": name, "label": meth.label,
+                "task": p.task, "dataset": p.dataset, "method": name, "label": meth.label,
                 "private": bool(meth.tags.private), "mu": float(mu), "split": int(split), "client": i,
-                "n_client": int(split_.layout.sizes[i]), "metric": METRICS[p["task"]],
+                "n_client": int(split_.layout.sizes[i]), "metric": METRICS[p.task],
                 "value": float(np.nanmean(folds_i)) if np.any(np.isfinite(folds_i)) else float("nan"),
-                "value_folds": [float(x) for x in folds_i], "m": int(p["m"]), "n_min": int(p["n_min"]),
-                "folds": int(p["folds"]), "base_seed": int(p["base_seed"]),
+                "value_folds": [float(x) for x in folds_i], "m": int(p.m), "n_min": int(p.n_min),
+                "folds": int(p.folds), "base_seed": int(p.base_seed),
                 "B": float(np.mean(bounds[mu])) if privacy.clips(mu) else float("inf"),
-                "tau1": float(p["tau1"]), "mu_composed": float(mu_comp[(name, mu)][i]),
+                "tau1": float(p.tau1), "mu_composed": float(mu_comp[(name, mu)][i]),
                 "rounds": int(rounds), "floats_up": int(up), "floats_down": int(down),
                 "elapsed_s": float(elapsed[(name, mu)]),
-                "mu_certified": float(mu_cert[(name, mu)][i]), "privacy_mode": p["privacy"]["mode"],
+                "mu_certified": float(mu_cert[(name, mu)][i]), "privacy_mode": p.privacy["mode"],
             })
     return rows
 
@@ -123,15 +123,15 @@ class _Split:
     the training data of the last fold asked for is kept (one fold at a time), or of
     every fold after `prepare` (before forking workers, which then share it)."""
 
-    def __init__(self, p: dict, data: Dataset, split: int):
+    def __init__(self, p: RealdataSettings, data: Dataset, split: int):
         self.p, self.data, self.split = p, data, split
-        self.key = layout_key(p["dataset"], data.N, p["m"], p["n_min"], p["alpha"], p["folds"])
-        self.layout = split_layout(p["base_seed"], self.key, split)
-        self.model = matrix_model(p["task"])
-        self.labels = data.targets(p["task"])
+        self.key = layout_key(p.dataset, data.N, p.m, p.n_min, p.alpha, p.folds)
+        self.layout = split_layout(p.base_seed, self.key, split)
+        self.model = matrix_model(p.task)
+        self.labels = data.targets(p.task)
         self.Yall = self.model.targets(self.labels)
-        self.runs = [(name, mu) for name in p["methods"]
-                     for mu in (p["mu"] if get_method(name).tags.private else [math.inf])]
+        self.runs = [(name, mu) for name in p.methods
+                     for mu in (p.mu if get_method(name).tags.private else [math.inf])]
         self._folds: dict = {}      # fold -> its set-up; one fold at a time unless keep_all
         self.keep_all = False
 
@@ -146,7 +146,7 @@ class _Split:
         from concurrent.futures import ThreadPoolExecutor
 
         self.keep_all = True
-        folds = [f for f in range(self.p["folds"]) if f not in self._folds]
+        folds = [f for f in range(self.p.folds) if f not in self._folds]
         with ThreadPoolExecutor(max(1, threads)) as pool:
             self._folds.update(zip(folds, pool.map(self._fold, folds)))
 
@@ -168,7 +168,7 @@ class _Split:
         shared = {"products": [product_design(x) for x in Xtr], "xnorm": [privacy.row_norms(x) for x in Xtr]}
         fold_bounds = {}     # per mu: the private rule's bound depends on mu
         for mu in dict.fromkeys(mu for _, mu in self.runs):
-            fold_bounds[mu] = clip_bound_real(self.model, Xtr, Ytr, p["clip"], mu=mu,
+            fold_bounds[mu] = clip_bound_real(self.model, Xtr, Ytr, p.clip, mu=mu,
                                               rng=noise_rng(p, self.key, self.split, f, CLIP_STREAM))
         # a client multiplied through its nonzero columns keeps only those (not a dense copy besides)
         Xtr = [pr if isinstance(pr, NonzeroColumns) else x for pr, x in zip(shared["products"], Xtr)]
@@ -190,12 +190,12 @@ class _Split:
         _, parts, Xtr, Ytr, shared, fold_bounds = self._setup(f)
         meth = get_method(name)
         mus = [mu for n, mu in self.runs if n == name]
-        fds = [FoldData(self.model, Xtr, Ytr, mu=mu, B=fold_bounds[mu], tau1=p["tau1"], newton=p["newton"],
-                        privacy=p["privacy"], clip=p["clip"], **shared) for mu in mus]
+        fds = [FoldData(self.model, Xtr, Ytr, mu=mu, B=fold_bounds[mu], tau1=p.tau1, newton=p.newton,
+                        privacy=p.privacy, clip=p.clip, **shared) for mu in mus]
         rngs = [noise_rng(p, self.key, self.split, f, meth.noise_stream) if fd.private else None for fd in fds]
         t0 = time.perf_counter()
         with np.errstate(over="ignore", under="ignore"):
-            fits = meth.fit_many(fds, meth.settings(p["method_settings"][name]), rngs)
+            fits = meth.fit_many(fds, meth.settings(p.method_settings[name]), rngs)
         seconds = (time.perf_counter() - t0) / len(mus)
         out = {}
         for mu, fit in zip(mus, fits):
@@ -203,7 +203,7 @@ class _Split:
                 comp, cert = fit.ledger.composed_mu()[0], fit.ledger.certified_mu()[0]
             else:
                 comp = cert = np.full(self.layout.m, math.inf)
-            vals = np.array([client_metric(p["task"], self.model, fit.client_theta(i), self.data.X[te],
+            vals = np.array([client_metric(p.task, self.model, fit.client_theta(i), self.data.X[te],
                                            self.labels[te]) for i, (_, te) in enumerate(parts)])
             out[mu] = (vals, comp, cert, (fit.rounds, fit.floats_up, fit.floats_down), seconds)
         return fold_bounds, out
@@ -279,7 +279,8 @@ def write_rows(rows: list[dict], p: dict, out: str | os.PathLike) -> None:
     rows, out
         The rows of `run_split` and the Parquet file.
     p : dict
-        The resolved parameters (written into the metadata).
+        The resolved parameters' plain form (``RealdataSettings.as_dict()``, plus the split), written
+        into the metadata.
     """
     import pyarrow as pa
 
