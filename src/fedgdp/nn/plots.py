@@ -76,12 +76,12 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
     """
     plt = pyplot()
 
-    s = rows_of(summary, "figure", figure, list(_XLABEL), "the summary")
-    datasets = [d for d in _DATASET_ORDER if d in set(s["dataset"])] + \
-        sorted(set(s["dataset"]) - set(_DATASET_ORDER))
+    shown = rows_of(summary, "figure", figure, list(_XLABEL), "the summary")    # the figure's summary rows
+    datasets = [d for d in _DATASET_ORDER if d in set(shown["dataset"])] + \
+        sorted(set(shown["dataset"]) - set(_DATASET_ORDER))
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.6 * len(datasets), 3.8), squeeze=False)
     for ax, ds in zip(axes[0], datasets):
-        d = s[s["dataset"] == ds]
+        d = shown[shown["dataset"] == ds]
         methods = [mth for mth in METHODS if mth in set(d["method"])]
         for mth in methods:
             g = d[d["method"] == mth].sort_values("x")
@@ -112,7 +112,7 @@ def plot_nn_figure(summary, figure: str, out: str | Path, *, png: bool = True) -
             handles.setdefault(lab, h)
     width = fig.get_figwidth()
     ncol = max(1, min(len(handles), int(width // 2.2)))
-    most_runs = int(s["runs"].max())
+    most_runs = int(shown["runs"].max())
     text = ("Lines: median final test accuracy over runs; bands: range (min to max) over runs." if most_runs > 1
             else "Lines: final test accuracy of the one run at each point (no band: one run).")
     if "digits" in datasets:

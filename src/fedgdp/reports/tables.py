@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
@@ -25,11 +26,66 @@ from ..common.io import write_text
 from ..simulation.plots import method_label
 from ..simulation.summary import normalise, theory_bounds
 
-__all__ = ["table1", "rates", "write_csv", "write_markdown", "write_latex"]
+__all__ = ["Table1Spec", "RatesSpec", "table1", "rates", "write_csv", "write_markdown", "write_latex"]
+
+
+def _typed(cls, spec, required: tuple):
+    """``spec`` (a mapping, from the plan's JSON) as the frozen ``cls``; ValueError naming a missing key."""
+    if isinstance(spec, cls):
+        return spec
+    missing = [k for k in required if k not in spec]
+    if missing:
+        raise ValueError(f"{cls.__name__}: the spec has no {', '.join(missing)}")
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in spec.items() if k in known and v is not None})
+
+
+@dataclass(frozen=True)
+class Table1Spec:
+    """What `table1` reads: ``model``, ``study``, ``cell`` (``sizes``, ``m``, ``mu``, ``K``: the reference
+    cell) and ``methods`` (row order; None: as in the summary)."""
+
+    model: str
+    study: str
+    cell: dict
+    methods: list | None = None
+
+    @classmethod
+    def of(cls, spec) -> Table1Spec:
+        """The typed spec of its JSON mapping (keys it does not read are ignored).
+
+        Parameters
+        ----------
+        spec : dict or Table1Spec
+        """
+        return _typed(cls, spec, ("model", "study", "cell"))
+
+
+@dataclass(frozen=True)
+class RatesSpec:
+    """What `rates` reads (its docstring): ``fits``, ``models``, ``studies``, ``d`` per model, the default
+    ``method_settings`` and the ``bound_form``."""
+
+    fits: list
+    models: list
+    studies: dict
+    d: dict = field(default_factory=dict)
+    method_settings: dict | None = None
+    bound_form: str = "k_explicit"
+
+    @classmethod
+    def of(cls, spec) -> RatesSpec:
+        """The typed spec of its JSON mapping (keys it does not read are ignored).
+
+        Parameters
+        ----------
+        spec : dict or RatesSpec
+        """
+        return _typed(cls, spec, ("fits", "models", "studies"))
 
 
 # ------------------------------------------------------------------------ Table 1
-def table1(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
+def table1(summary: pd.DataFrame, spec) -> pd.DataFrame:
     """Table 1 with measurements at the reference cell: one row per method, columns `TABLE1_HEADERS` (theory,
     then measurements; empty for a method absent from the cell); ValueError without a summary row at the
     reference cell.
@@ -40,22 +96,23 @@ def table1(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
         Study summaries (`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads
         ``model``, ``study``, ``method``, the cell's keys, ``rounds``, ``floats_up``,
         ``floats_down``, ``mse``, ``se``, ``replicates``, ``diverged``).
-    spec : dict
+    spec : Table1Spec or dict
         ``model``, ``study``, ``cell`` (``sizes``, ``m``, ``mu``, ``K``: the reference
         cell) and optionally ``methods`` (row order; default: as in the summary).
     """
     from ..core.theory import TABLE1
     from ..simulation.backend import REGISTRY
 
-    sel = (summary["model"] == spec["model"]) & (summary["study"] == spec["study"])
-    for key, value in spec["cell"].items():
+    spec = Table1Spec.of(spec)
+    sel = (summary["model"] == spec.model) & (summary["study"] == spec.study)
+    for key, value in spec.cell.items():
         sel &= summary[key] == normalise(key, value)
     rows = summary[sel].set_index("method")
     if rows.empty:
-        raise ValueError(f"table1: no summary rows for the reference cell {spec['cell']} "
-                         f"of {spec['model']} {spec['study']}")
+        raise ValueError(f"table1: no summary rows for the reference cell {spec.cell} "
+                         f"of {spec.model} {spec.study}")
     out = []
-    for name in spec.get("methods") or list(rows.index):
+    for name in spec.methods or list(rows.index):
         theory = TABLE1.get(name, {})
         r = rows.loc[name] if name in rows.index else None
         out.append({
@@ -88,7 +145,7 @@ TABLE1_HEADERS = {
 
 
 # ---------------------------------------------------------------------- rates
-def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
+def rates(summary: pd.DataFrame, spec) -> pd.DataFrame:
     """Fitted and predicted log-log slopes of empirical MSE, one row per (model, fit, group, method):
     ``points``, ``slope``, ``ci_low``, ``ci_high`` (95%), ``predicted`` and ``within_ci``.
 
@@ -97,7 +154,7 @@ def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
     summary : DataFrame
         Study summaries (`fedgdp.simulation.summary.SUMMARY_COLUMNS`; reads
         ``model``, ``study``, ``method``, ``m``, ``N_mean``, ``K``, ``mse`` and the ``by`` axes).
-    spec : dict
+    spec : RatesSpec or dict
         ``fits``: list of ``{study, x, by, label}`` where ``x`` is ``m`` or ``N`` (the
         mean total sample size of a cell) and ``by`` an optional grid axis (cells
         sharing its value form one group; without it all cells of the study are one
@@ -107,12 +164,13 @@ def rates(summary: pd.DataFrame, spec: dict) -> pd.DataFrame:
     """
     import statsmodels.api as sm
 
+    spec = RatesSpec.of(spec)
     out = []
-    for fit in spec["fits"]:
+    for fit in spec.fits:
         study = fit["study"]
-        study_cfg = spec["studies"][study]
+        study_cfg = spec.studies[study]
         xcol = "N_mean" if fit["x"] == "N" else fit["x"]
-        for model in spec["models"]:
+        for model in spec.models:
             rows = summary[(summary["model"] == model) & (summary["study"] == study)]
             if rows.empty:
                 continue
@@ -152,10 +210,10 @@ def _predicted(cells, x, method, model, spec, study_cfg) -> float:
     if np.unique(x).size < 2:
         return np.nan
     try:
-        bound = theory_bounds(cells, method, d=int(spec["d"][model]),
+        bound = theory_bounds(cells, method, d=int(spec.d[model]),
                               schedule=study_cfg.get("schedule", "paper"),
-                              method_settings=study_cfg.get("method_settings", spec.get("method_settings")),
-                              form=spec.get("bound_form", "k_explicit"))
+                              method_settings=study_cfg.get("method_settings", spec.method_settings),
+                              form=spec.bound_form)
     except ValueError:
         return np.nan
     return local_exponent(x, bound)
@@ -171,13 +229,13 @@ def _bound_form(cells, method, spec, study_cfg) -> str:
     from ..simulation.backend import REGISTRY
     from ..simulation.params import method_settings
 
-    form = spec.get("bound_form", "k_explicit")
+    form = spec.bound_form
     term = BOUND_TERMS.get((method, form))
     if term is None or cells.empty or method not in REGISTRY:
         return ""
     counts: dict = {}
     meth = REGISTRY[method]
-    given = (study_cfg.get("method_settings", spec.get("method_settings")) or {}).get(meth.name)
+    given = (study_cfg.get("method_settings", spec.method_settings) or {}).get(meth.name)
     for K in dict.fromkeys(int(k) for k in cells["K"]):
         st = method_settings(meth, K, study_cfg.get("schedule", "paper"), given)
         for key in ("R", "K", "K2"):

@@ -11,7 +11,7 @@ import os
 import re
 import string
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -21,8 +21,67 @@ from ..common.figures import METHOD_STYLE, method_style, pyplot, save_figure
 from .data import parse_sizes
 from .summary import normalise
 
-__all__ = ["LAYOUTS", "METHOD_STYLE", "plot_figure", "size_label", "size_title", "mu_label",
+__all__ = ["LAYOUTS", "METHOD_STYLE", "FigureSpec", "plot_figure", "size_label", "size_title", "mu_label",
            "method_label", "panel_rows"]
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A simulation figure to draw: its entry of ``config.yaml`` and what the plan adds
+    (`fedgdp.plan.simulation.SimulationPart.figure_spec`), read once by `FigureSpec.of`.
+
+    Attributes
+    ----------
+    layout : str
+        A key of `LAYOUTS`.
+    model : str
+        The model whose summary rows it draws.
+    panels : list of dict
+        Each fixes ``study``/``method``/``sizes``/``mu``/``K``; optional ``title``.
+    study : str or None
+        The panels' study unless a panel names its own.
+    name, title : str
+        The figure's name and title ("": none given).
+    ncols : int or None
+        Panel columns (None: all panels in a row up to 3, else 2).
+    theory : bool
+        Whether to draw the dashed bounds of `fedgdp.core.theory` (scaled to each line).
+    studies : dict
+        The studies' config entries by name (line order, schedule).
+    d : int or None
+        Coefficients (None: no bounds drawn).
+    method_settings : dict or None
+        The methods' settings the bounds read.
+    """
+
+    layout: str
+    model: str
+    panels: list
+    study: str | None = None
+    name: str = ""
+    title: str = ""
+    ncols: int | None = None
+    theory: bool = False
+    studies: dict = field(default_factory=dict)
+    d: int | None = None
+    method_settings: dict | None = None
+
+    @classmethod
+    def of(cls, spec) -> FigureSpec:
+        """The typed spec of a figure's JSON mapping (keys it does not draw by are ignored); a
+        `FigureSpec` as it is.
+
+        Parameters
+        ----------
+        spec : dict or FigureSpec
+        """
+        if isinstance(spec, cls):
+            return spec
+        missing = [k for k in ("layout", "model", "panels") if k not in spec]
+        if missing:
+            raise ValueError(f"figure {spec.get('name', '?')}: the spec has no {', '.join(missing)}")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in spec.items() if k in known and v is not None})
 
 
 @dataclass(frozen=True)
@@ -124,7 +183,7 @@ def method_label(name: str) -> str:
 
 
 # --------------------------------------------------------------------- selection
-def panel_rows(summary: pd.DataFrame, spec: dict, panel: dict) -> pd.DataFrame:
+def panel_rows(summary: pd.DataFrame, spec, panel: dict) -> pd.DataFrame:
     """Summary rows of one panel: the figure's model, the panel's study and fixed values;
     ValueError when none, or several for a (line, x) point (an axis the panel should fix).
 
@@ -132,25 +191,26 @@ def panel_rows(summary: pd.DataFrame, spec: dict, panel: dict) -> pd.DataFrame:
     ----------
     summary : pandas.DataFrame
         Summary rows (`fedgdp.simulation.summary.SUMMARY_COLUMNS`).
-    spec : dict
+    spec : FigureSpec or dict
         The figure (``model``, ``layout``, optional ``study`` and ``name``).
     panel : dict
         The panel: optional ``study`` and ``title``, and the grid values it fixes.
     """
-    layout = LAYOUTS[spec["layout"]]
-    study = panel.get("study", spec.get("study"))
-    sel = (summary["model"] == spec["model"]) & (summary["study"] == study)
+    spec = FigureSpec.of(spec)
+    layout = LAYOUTS[spec.layout]
+    study = panel.get("study", spec.study)
+    sel = (summary["model"] == spec.model) & (summary["study"] == study)
     for key, value in panel.items():
         if key in ("study", "title"):
             continue
         sel &= summary[key] == normalise(key, value)
     rows = summary[sel]
     if rows.empty:
-        raise ValueError(f"figure {spec.get('name', '?')}: no summary rows for panel {panel} "
-                         f"(model {spec['model']}, study {study})")
+        raise ValueError(f"figure {spec.name or '?'}: no summary rows for panel {panel} "
+                         f"(model {spec.model}, study {study})")
     dup = rows.duplicated([layout.line, layout.x])
     if dup.any():
-        raise ValueError(f"figure {spec.get('name', '?')}: panel {panel} has several cells per "
+        raise ValueError(f"figure {spec.name or '?'}: panel {panel} has several cells per "
                          f"({layout.line}, {layout.x}) point; fix the other grid axes in the panel")
     return rows
 
@@ -179,10 +239,10 @@ def _line_style(line: str, value, index: int, count: int) -> dict:
             "label": size_label(value)}
 
 
-def _panel_title(spec: dict, panel: dict, rows: pd.DataFrame, letter: str) -> str:
+def _panel_title(spec: FigureSpec, panel: dict, rows: pd.DataFrame, letter: str) -> str:
     if panel.get("title"):
         return f"({letter}) {panel['title']}"
-    layout = spec["layout"]
+    layout = spec.layout
     if layout == "m_by_size":
         equal = all(str(s).startswith("equal") for s in rows["sizes"])
         return f"({letter}) {method_label(panel['method'])}, {'same' if equal else 'different'} $n_i$"
@@ -210,17 +270,14 @@ def _settings_text(rows: pd.DataFrame, layout: PanelLayout) -> str:
 
 
 # ------------------------------------------------------------------------ figure
-def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None = None,
+def plot_figure(spec, summary: pd.DataFrame, pdf: str | os.PathLike | None = None,
                 png: str | os.PathLike | None = None):
     """Draw one figure from summary rows, write it as PDF and/or PNG, and return it.
 
     Parameters
     ----------
-    spec : dict
-        ``layout`` (a key of `LAYOUTS`), ``model``, ``study``, ``panels`` (dicts fixing
-        ``study``/``method``/``sizes``/``mu``/``K``, optional ``title``), optional ``title``,
-        ``ncols``, ``theory`` (dashed bounds of `fedgdp.core.theory`, scaled to each line),
-        ``studies`` (line order, schedule), ``d`` and ``method_settings``, ``name``.
+    spec : FigureSpec or dict
+        The figure (`FigureSpec`; its JSON mapping is read by `FigureSpec.of`).
     summary : DataFrame
         Rows of `fedgdp.simulation.summary.summarise` (several studies may be concatenated).
     pdf, png : str, path-like or None
@@ -230,11 +287,12 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     from matplotlib.lines import Line2D
     from matplotlib.ticker import NullFormatter, NullLocator
 
-    if spec["layout"] not in LAYOUTS:
-        raise ValueError(f"unknown layout {spec['layout']!r}; choose from {', '.join(LAYOUTS)}")
-    layout = LAYOUTS[spec["layout"]]
-    panels = spec["panels"]
-    ncols = int(spec.get("ncols") or (len(panels) if len(panels) <= 3 else 2))
+    spec = FigureSpec.of(spec)
+    if spec.layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {spec.layout!r}; choose from {', '.join(LAYOUTS)}")
+    layout = LAYOUTS[spec.layout]
+    panels = spec.panels
+    ncols = int(spec.ncols or (len(panels) if len(panels) <= 3 else 2))
     nrows = -(-len(panels) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.7 * nrows + 0.9), squeeze=False)
     panel_handles: list[dict[str, Line2D]] = []
@@ -244,8 +302,8 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         ax = axes.flat[k]
         rows = panel_rows(summary, spec, panel)
         all_rows.append(rows)
-        study = panel.get("study", spec.get("study"))
-        study_cfg = spec.get("studies", {}).get(study, {})
+        study = panel.get("study", spec.study)
+        study_cfg = spec.studies.get(study, {})
         values = _line_order(rows, layout.line, study_cfg)
         handles: dict[str, Line2D] = {}
         lower_items = []          # (x, lower bound, y, colour) of each line: the dotted lines
@@ -266,7 +324,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
             notes["missing"] |= bool((~np.isfinite(y)).any())
             handles[style["label"]] = Line2D([], [], color=style["color"], marker=style["marker"],
                                              markersize=5)
-            if spec.get("theory") and layout.x == "m" and len(line) >= 2:
+            if spec.theory and layout.x == "m" and len(line) >= 2:
                 method = value if layout.line == "method" else panel.get("method")
                 bound = _theory(line, method, spec, study_cfg)
                 if bound is not None:
@@ -295,7 +353,7 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
         contents[-1]["title"] = ax.get_title()
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
-    theory = bool(spec.get("theory")) and layout.x == "m"
+    theory = bool(spec.theory) and layout.x == "m"
     extra_handles = []
     if theory:
         extra_handles.append(("bound of Table 1 (scaled)", Line2D([], [], color="grey", linestyle="--")))
@@ -320,12 +378,12 @@ def plot_figure(spec: dict, summary: pd.DataFrame, pdf: str | os.PathLike | None
     fig.text(0.5, 0.04 / height, "\n".join(caption_lines), fontsize=8, color="dimgrey", ha="center",
              va="bottom", linespacing=1.3)
     rows = pd.concat(all_rows)
-    title = spec.get("title") or f"{spec['model'].capitalize()} regression"
+    title = spec.title or f"{spec.model.capitalize()} regression"
     fig.suptitle(f"{title}\n{_settings_text(rows, layout)}", fontsize=11)
     # What the figure shows, stored in the files (PNG text chunk, PDF Subject) for checks.
     from ..common.io import dumps_strict
 
-    about = dumps_strict({"figure": spec.get("name", ""), "layout": spec["layout"], "panels": contents})
+    about = dumps_strict({"figure": spec.name, "layout": spec.layout, "panels": contents})
     fig.tight_layout(rect=(0, bottom / height, 1, 1))
     for cols, items, ncol in legends:     # below the panels, centred under the columns they describe
         boxes = [axes[r, c].get_position() for r in range(nrows) for c in cols if axes[r, c].get_visible()]
@@ -391,19 +449,19 @@ def _caption(theory: bool, notes: dict) -> str:
     return " ".join(parts)
 
 
-def _lower(line: pd.DataFrame, spec: dict, skipped: set):
+def _lower(line: pd.DataFrame, spec: FigureSpec, skipped: set):
     """Theorem 3.10's lower bound at the line's cells (``N_mean / m`` per client), or None
-    without ``spec["d"]`` or where the theorem does not cover a mu (added to ``skipped``).
+    without ``spec.d`` or where the theorem does not cover a mu (added to ``skipped``).
     """
     from ..core.theory import lower_bound, lower_bound_holds
 
-    if "d" not in spec:
+    if spec.d is None:
         return None
     mus = [float(mu) for mu in line["mu"]]
     if not all(lower_bound_holds(mu) for mu in mus):
         skipped.update(mu for mu in mus if not lower_bound_holds(mu))
         return None
-    return np.array([lower_bound(np.full(int(m), float(N) / int(m)), d=int(spec["d"]), mu=mu)
+    return np.array([lower_bound(np.full(int(m), float(N) / int(m)), d=int(spec.d), mu=mu)
                      for m, N, mu in zip(line["m"], line["N_mean"], mus)])
 
 
@@ -428,15 +486,15 @@ def _draw_lower(ax, items: list) -> bool:
     return drawn
 
 
-def _theory(line: pd.DataFrame, method: str | None, spec: dict, study_cfg: dict):
+def _theory(line: pd.DataFrame, method: str | None, spec: FigureSpec, study_cfg: dict):
     """The bound of ``method`` at the line's cells, scaled to the line (geometric mean)."""
     from .summary import theory_bounds
 
-    if method is None or "d" not in spec:
+    if method is None or spec.d is None:
         return None
     try:
-        bound = theory_bounds(line, method, d=int(spec["d"]), schedule=study_cfg.get("schedule", "paper"),
-                              method_settings=spec.get("method_settings"))
+        bound = theory_bounds(line, method, d=int(spec.d), schedule=study_cfg.get("schedule", "paper"),
+                              method_settings=spec.method_settings)
     except ValueError:          # a method without a bound in Table 1
         return None
     y = line["mse"].to_numpy(float)
