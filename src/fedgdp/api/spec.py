@@ -197,7 +197,7 @@ def targets(family: str, classes, y: np.ndarray) -> tuple[np.ndarray, Any, np.nd
     Parameters
     ----------
     family : str
-    classes : array-like or None
+    classes : array-like of shape (C,) or None
         The public label domain (None: the labels of ``y``, a release no ledger accounts for).
     y : ndarray of shape (n,)
         Labels or counts.
