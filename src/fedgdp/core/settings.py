@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["Settings", "setting", "plain", "is_bool", "as_float", "integer", "number", "choice", "name_list",
+__all__ = ["Settings", "setting", "plain", "spec_of", "is_bool", "as_float", "integer", "number", "choice", "name_list",
            "add_flags", "flag_values", "suggest"]
 
 
@@ -306,6 +306,29 @@ def plain(value):
     if isinstance(value, list):
         return [plain(v) for v in value]
     return copy.deepcopy(value)
+
+
+def spec_of(cls, spec, required: tuple = (), what: str = ""):
+    """``spec``, a mapping from a workflow's JSON, as the frozen dataclass ``cls`` (keys ``cls`` has no field
+    for are not read, None values take the field's default); an instance of ``cls`` as it is.
+
+    Parameters
+    ----------
+    cls : type
+        A frozen dataclass (a figure's or table's spec).
+    spec : Mapping or cls
+    required : tuple of str
+        Keys it must have (ValueError naming the missing ones and ``what``).
+    what : str
+        What the spec is for, in that error (default: the class name).
+    """
+    if isinstance(spec, cls):
+        return spec
+    missing = [k for k in required if k not in spec]
+    if missing:
+        raise ValueError(f"{what or cls.__name__}: the spec has no {', '.join(missing)}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in spec.items() if k in known and v is not None})
 
 
 def _default(f):

@@ -17,27 +17,17 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from ..common.io import write_text
+from ..core.settings import spec_of
 from ..simulation.plots import method_label
 from ..simulation.summary import normalise, theory_bounds
 
 __all__ = ["Table1Spec", "RatesSpec", "table1", "rates", "write_csv", "write_markdown", "write_latex"]
-
-
-def _typed(cls, spec, required: tuple):
-    """``spec`` (a mapping, from the plan's JSON) as the frozen ``cls``; ValueError naming a missing key."""
-    if isinstance(spec, cls):
-        return spec
-    missing = [k for k in required if k not in spec]
-    if missing:
-        raise ValueError(f"{cls.__name__}: the spec has no {', '.join(missing)}")
-    known = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in spec.items() if k in known and v is not None})
 
 
 @dataclass(frozen=True)
@@ -58,7 +48,7 @@ class Table1Spec:
         ----------
         spec : dict or Table1Spec
         """
-        return _typed(cls, spec, ("model", "study", "cell"))
+        return spec_of(cls, spec, ("model", "study", "cell"), "table1")
 
 
 @dataclass(frozen=True)
@@ -81,7 +71,7 @@ class RatesSpec:
         ----------
         spec : dict or RatesSpec
         """
-        return _typed(cls, spec, ("fits", "models", "studies"))
+        return spec_of(cls, spec, ("fits", "models", "studies"), "rates")
 
 
 # ------------------------------------------------------------------------ Table 1

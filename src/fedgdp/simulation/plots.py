@@ -11,13 +11,14 @@ import os
 import re
 import string
 import textwrap
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..common.figures import METHOD_STYLE, method_style, pyplot, save_figure
+from ..core.settings import spec_of
 from .data import parse_sizes
 from .summary import normalise
 
@@ -75,13 +76,8 @@ class FigureSpec:
         ----------
         spec : dict or FigureSpec
         """
-        if isinstance(spec, cls):
-            return spec
-        missing = [k for k in ("layout", "model", "panels") if k not in spec]
-        if missing:
-            raise ValueError(f"figure {spec.get('name', '?')}: the spec has no {', '.join(missing)}")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in spec.items() if k in known and v is not None})
+        name = spec.name if isinstance(spec, cls) else spec.get("name", "?")
+        return spec_of(cls, spec, ("layout", "model", "panels"), f"figure {name}")
 
 
 @dataclass(frozen=True)
