@@ -32,12 +32,13 @@ SIM_Y = {"logistic": (0.0, 1.0), "poisson": (0.0, 1.0, 30.0, 1e4)}
 
 # ---------------------------------------------------------------- simulations
 def _sim_client(model: str, n: int, rng: np.random.Generator):
+    from ..core.families import get_family
     from ..simulation.data import Replicate
 
     d = 5
     X = np.column_stack([np.ones(n), rng.standard_normal((n, d - 1))])
     eta = X @ np.array([0.2, 1.0, -0.5, 0.5, 0.0])
-    y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float) if model == "logistic" \
+    y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float) if get_family(model).labelled \
         else rng.poisson(np.exp(np.clip(eta, -5, 2))).astype(float)
     return Replicate(X, y, np.array([n]))
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.families import get_family
+
 __all__ = ["CERTIFIED", "DEFAULTS", "SiteSettings", "check_settings", "resolve", "same_settings"]
 
 #: The methods run across sites: the certified ones of one global estimate.
@@ -80,7 +82,7 @@ def check_settings(settings: Any) -> SiteSettings:
     mu = out["mu"]
     if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not math.isfinite(mu) or mu <= 0:
         raise ValueError(f"mu must be a finite positive number across sites (each site's budget), got mu={mu!r}")
-    if out["family"] != "poisson" and out["classes"] is None:
+    if get_family(out["family"]).labelled and out["classes"] is None:
         raise ValueError(f"classes must be given (the public label set) for family {out['family']!r} across sites, "
                          f"got classes=None")
     if not isinstance(out["target"], str):
@@ -122,7 +124,7 @@ def resolve(settings: SiteSettings, d: int):
     if p.clip.rule != "fixed":
         raise ValueError(f"the clipping bound must be public across sites (a number, or None for the public "
                          f"default), got clip={settings.clip!r}")
-    labels = np.zeros(1) if settings.family == "poisson" else np.asarray(settings.classes)
+    labels = np.asarray(settings.classes) if get_family(settings.family).labelled else np.zeros(1)
     model = targets(settings.family, settings.classes, labels)[1]   # the public label set's (no record)
     est.method_ = settings.method
     return fit_spec(est, p, model, d, clip_bound_real(model, [], [], p.clip, mu=p.mu[0]))   # Poisson's public steps

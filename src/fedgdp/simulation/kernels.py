@@ -32,7 +32,7 @@ CHUNK = 256          # rows per pass (a few kB per array: stays in L1)
 GROUP_ROWS = 4096    # rows of a group of clients in local steps (stays in L2)
 SPLIT_ROWS = 64      # a chunk ends where a client with at least this many rows in it ends
 #: The families' kernel codes (`fedgdp.core.families.Family.kernel`): the kernels compute the logistic
-#: model's residuals and curvature where ``model == LOGISTIC``, the Poisson model's otherwise
+#: model's residuals and curvature where the code is ``LOGISTIC``, the Poisson model's otherwise
 MODEL_CODES = {f.name: f.kernel for f in FAMILIES.values() if f.kernel is not None}
 LOGISTIC = MODEL_CODES["logistic"]
 
@@ -153,18 +153,25 @@ def _fill(tb, th, sign, a, b):
             tb[k, _u(j)] = t
 
 
+@_njit(_EXACT, inline="always")
+def _predictor_sign(model):
+    """The sign of the linear predictor `_residuals` takes: -1 (``-eta``) for the logistic model, 1 for Poisson."""
+    return -1.0 if model == LOGISTIC else 1.0
+
+
 @_njit(_EXACT)
 def _residuals(buf, y, lim, s, L, model, clip):
     """``buf[:L]``: the signed linear predictor in, the (clipped) residual
     ``b'(eta) - y`` out. Logistic: buf holds ``-eta`` and ``b'(eta) = 1/(1 + exp(-eta))``;
     Poisson: buf holds ``eta`` and ``b'(eta) = exp(eta)``."""
-    if model == LOGISTIC and clip:
-        for j in range(L):
-            i = _u(s + j)
-            buf[_u(j)] = _clip(1.0 / (1.0 + _exp(buf[_u(j)])) - y[i], lim[i])
-    elif model == LOGISTIC:
-        for j in range(L):
-            buf[_u(j)] = 1.0 / (1.0 + _exp(buf[_u(j)])) - y[_u(s + j)]
+    if model == LOGISTIC:
+        if clip:
+            for j in range(L):
+                i = _u(s + j)
+                buf[_u(j)] = _clip(1.0 / (1.0 + _exp(buf[_u(j)])) - y[i], lim[i])
+        else:
+            for j in range(L):
+                buf[_u(j)] = 1.0 / (1.0 + _exp(buf[_u(j)])) - y[_u(s + j)]
     elif clip:
         for j in range(L):
             i = _u(s + j)
@@ -218,7 +225,7 @@ def _segment_sum(g, buf, XT, s, a, b, ones):
 def _chunk_residuals(buf, tb, XT, y, lim, offsets, first, c1, theta, s, e, model, clip, ones):
     """The clipped residuals of rows ``s:e`` into ``buf``; client c has ``theta[c]``
     and ``first`` is the first client with rows in ``s:e``."""
-    sign = -1.0 if model == LOGISTIC else 1.0
+    sign = _predictor_sign(model)
     if offsets[first + 1] >= e:                   # one client: one parameter
         _eta_one(buf, XT, theta[first], sign, s, e - s, ones)
     else:
@@ -377,7 +384,7 @@ def server_descent(XT, y, lim, offsets, m, theta, wrow, w, K, eta, model, clip, 
         Aggregation weights.
     """
     n_rep, d = theta.shape
-    sign = -1.0 if model == LOGISTIC else 1.0
+    sign = _predictor_sign(model)
     total = np.empty(d)
     buf, tb = _scratch(d)
     for r in range(n_rep):
