@@ -215,3 +215,20 @@ def test_fit_command_prints_and_json_carries_the_summary(tmp_path, capsys):
             pd.read_csv(tmp_path / "d.csv")[["a", "b"]], y, clients)
     np.testing.assert_allclose([r["se"] for r in rows], est.summary()["se"], rtol=1e-12)
     assert any(r["stage"] == inference.STAGES[0] for r in rep["privacy"]["releases"])
+
+
+def test_covariance_reads_the_settings_dict_form_as_the_typed_settings():
+    """An estimator pickled before its settings were typed holds them as a dict: FedNewton's covariance (which
+    reads ``tau1``, the privacy mode and the method's ridge) is the same from either form, bit for bit."""
+    from fedgdp import FederatedGLM
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((600, 3))
+    y = (rng.random(600) < 1 / (1 + np.exp(-X @ [1.0, -0.5, 0.3]))).astype(int)
+    est = FederatedGLM(method="fednewton", mu=np.inf, tau1=2.0, privacy_mode="certified", classes=[0, 1])
+    est.fit(X, y, clients=np.repeat(np.arange(4), 150))
+    typed = inference.covariance(est.inference_, method=est.method_, settings=est.settings_)
+    as_dict = inference.covariance(est.inference_, method=est.method_, settings=est.settings_.as_dict())
+    np.testing.assert_array_equal(as_dict, typed)
+    plain = inference.covariance(est.inference_, method=est.method_, settings=None)      # tau1 0.5, not certified
+    assert not np.array_equal(plain, typed)                   # the settings matter here, so the check can fail

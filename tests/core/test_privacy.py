@@ -231,6 +231,17 @@ def test_check_clip_drops_another_rules_key():
         {"rule": "fixed", "value": 2.0}
 
 
+def test_check_clip_takes_a_rule_object_and_every_resolver_does():
+    """A resolved clip (a rule object) fed back in resolves the same: check_clip reads its dict form."""
+    from fedgdp.realdata import resolve as realdata
+    from fedgdp.simulation.params import resolve as cell
+
+    rule = privacy.PrivateQuantile(0.8, 0.1, (0.01, 100.0, 64))
+    assert privacy.check_clip(rule) == rule.as_dict()
+    assert realdata({"clip": rule}).clip == rule and cell({"clip": rule}).clip == rule
+    assert realdata({"clip": privacy.Fixed(2.0)}).clip == privacy.Fixed(2.0)
+
+
 def test_check_clip_gives_the_rules_own_key_order():
     """Whatever order the keys come in, the checked form is the rule's (`as_dict`)."""
     assert list(privacy.check_clip({"q": 0.8, "rule": "private_quantile"})) == ["rule", "q", "share", "grid"]

@@ -22,7 +22,9 @@ the public curvature model's. Sensitivities, composition and estimators: docs/me
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -203,6 +205,17 @@ def _floored_curvature(mom: Moments, Q: np.ndarray) -> tuple[np.ndarray, np.ndar
     return hv, hV, floor
 
 
+def settings_view(settings):
+    """A fit's resolved settings read by attribute: the frozen settings as they are, their dict form (an
+    estimator pickled before they were typed) as a namespace of its keys, None as None.
+
+    Parameters
+    ----------
+    settings : fedgdp.realdata.RealdataSettings, Mapping or None
+    """
+    return SimpleNamespace(**settings) if isinstance(settings, Mapping) else settings
+
+
 def floored_directions(mom: Moments) -> tuple[int, int, float]:
     """``(floored, D', floor)``: how many eigenvalues of the released ``H`` lie at or below `covariance`'s floor
     (there ``se_sampling`` uses it), of the D' identified coefficients.
@@ -216,7 +229,7 @@ def floored_directions(mom: Moments) -> tuple[int, int, float]:
     return int(np.sum(hv <= floor)), int(Q.shape[1]), float(floor)
 
 
-def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_pooled", settings: dict | None = None
+def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_pooled", settings=None
                ) -> np.ndarray:
     """The sampling covariance (D, D) of the estimate (row-major in theta's (d, k); softmax:
     of the coefficients centred across the classes). Post-processing of ``mom``.
@@ -231,11 +244,12 @@ def covariance(mom: Moments, *, cov_type: str = "model", method: str = "np_poole
     cov_type : {"model", "robust"}
     method : str
         The method that made the estimate.
-    settings : fedgdp.realdata.RealdataSettings or None
+    settings : fedgdp.realdata.RealdataSettings, its dict form or None
         The fit's resolved settings (``settings_``: ``tau1``, ``privacy``, ``method_settings``).
     """
     if cov_type not in COV_TYPES:
         raise ValueError(f"cov_type must be one of {', '.join(COV_TYPES)}, got cov_type={cov_type!r}")
+    settings = settings_view(settings)
     Q = _basis(mom.d, mom.k)
     N = float(np.sum(mom.sizes))
     hv, hV, floor = _floored_curvature(mom, Q)
@@ -437,7 +451,7 @@ def _small_clients_line(est) -> str:
     adds the same noise variance to the estimate whatever its rows (sizes are public: the client column)."""
     sizes = np.asarray(est.client_sizes_, float)
     if not (est.privacy_.ledger.releases and math.isfinite(est.privacy_.mu)) or len(sizes) < 2 \
-            or getattr(getattr(est, "settings_", None), "weights", "size") != "size":
+            or getattr(settings_view(getattr(est, "settings_", None)), "weights", "size") != "size":
         return ""
     small = sizes < SMALL_CLIENT * sizes.mean()
     if not small.any():

@@ -137,14 +137,17 @@ def check_clip(clip) -> dict:
 
     Parameters
     ----------
-    clip : dict or float
-        The rule, or a fixed bound (a boolean is not a number).
+    clip : dict, float or rule
+        The rule (its dict form or a `Fixed`, `Quantile` or `PrivateQuantile`), or a fixed bound (a boolean
+        is not a number).
 
     Returns
     -------
     dict
         The checked rule.
     """
+    if hasattr(clip, "as_dict"):        # a rule object (`clip_rule`): checked in its dict form
+        clip = clip.as_dict()
     if isinstance(clip, numbers.Real) and not is_bool(clip):
         clip = {"rule": "fixed", "value": float(clip)}
     if not isinstance(clip, dict):
